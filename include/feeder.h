@@ -1,0 +1,429 @@
+/*
+ * feeder: a data loader for C training loops.
+ *
+ * feeder turns a dataset (a folder of JPEGs, a list file, or C callbacks) into a
+ * stream of collated batches. Worker processes read files with io_uring, decode
+ * with libjpeg-turbo and write every sample straight into its place in a batch
+ * slot in shared memory; the calling thread borrows finished batches with
+ * feeder_next() and gives them back with feeder_batch_release().
+ *
+ * Conventions (see docs/ARCHITECTURE.md):
+ *  - Every function that can fail returns an int: 0 is success, a positive
+ *    value is a status (FEEDER_DONE), a negative value an error. OS and io_uring
+ *    failures pass through as -errno; the library's own codes are the
+ *    FEEDER_E* values below, far below any errno. feeder_strerror() names any
+ *    of them; feeder_loader_errmsg() gives the detailed text of the last failure.
+ *  - Handles are opaque. Create functions hand the handle back through an
+ *    out-parameter and change it only on success; destroy functions accept NULL.
+ *  - The library never prints, never aborts and installs no signal handler.
+ *
+ * This header includes no CUDA, libjpeg or liburing header.
+ */
+#ifndef FEEDER_H
+#define FEEDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(FEEDER_STATIC_DEFINE)
+#define FEEDER_API
+#elif defined(__GNUC__)
+#define FEEDER_API __attribute__((visibility("default")))
+#else
+#define FEEDER_API
+#endif
+
+#define FEEDER_VERSION_MAJOR 0
+#define FEEDER_VERSION_MINOR 1
+#define FEEDER_VERSION_PATCH 0
+#define FEEDER_VERSION_NUMBER \
+    (FEEDER_VERSION_MAJOR * 10000 + FEEDER_VERSION_MINOR * 100 + FEEDER_VERSION_PATCH)
+
+/* The library's version as FEEDER_VERSION_NUMBER computes it, so a program can
+ * compare the header it was built with against the library it runs with.
+ * Thread-safe. */
+FEEDER_API unsigned feeder_version(void);
+/* The version as "MAJOR.MINOR.PATCH". Static storage. Thread-safe. */
+FEEDER_API const char *feeder_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Results                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Positive statuses. */
+#define FEEDER_OK 0
+/* feeder_next(): the epoch has no more batches. */
+#define FEEDER_DONE 1
+
+/* Library error codes: X(name, value, text). Values are never renumbered. */
+#define FEEDER_ERRNO_MAP(X)                                                        \
+    X(EINVAL, -30001, "invalid argument")                                          \
+    X(ERANGE, -30002, "option value out of range")                                 \
+    X(ESTATE, -30003, "call not allowed in the loader's current state")            \
+    X(EDATASET, -30004, "dataset is empty or malformed")                           \
+    X(EDECODE, -30005, "image could not be decoded")                               \
+    X(ETOOBIG, -30006, "image exceeds the pixel limit")                            \
+    X(EWORKER, -30007, "worker process died")                                      \
+    X(ETIMEDOUT, -30008, "timed out waiting for a batch")                          \
+    X(ECALLBACK, -30009, "user callback failed")                                   \
+    X(EBUSY, -30010, "every batch slot is borrowed; release a batch first")        \
+    X(EUNSUPPORTED, -30011, "not supported by this build or machine")              \
+    X(EPROTO, -30012, "internal protocol error between loader and worker")         \
+    X(EOVERFLOW, -30013, "size computation overflows")
+
+typedef enum feeder_errno {
+#define FEEDER__ERRENUM(name, value, text) FEEDER_##name = value,
+    FEEDER_ERRNO_MAP(FEEDER__ERRENUM)
+#undef FEEDER__ERRENUM
+} feeder_errno;
+
+/* Static text for any result: 0, a positive status, a FEEDER_E* code or a
+ * -errno value. Never NULL. Thread-safe. */
+FEEDER_API const char *feeder_strerror(int rc);
+/* The symbolic name of a result ("FEEDER_EDECODE", "ENOENT", "FEEDER_DONE"),
+ * or "unknown". Static storage. Thread-safe. */
+FEEDER_API const char *feeder_err_name(int rc);
+
+/* ------------------------------------------------------------------------ */
+/* Deterministic randomness                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The counter-based generator behind every random choice feeder makes
+ * (Philox4x32-10). Returns 64 random bits that depend only on
+ * (seed, epoch, index, counter): the shuffled order uses index = position,
+ * transforms use index = sample index, and each draw for one sample takes the
+ * next counter. A user dataset that draws through this function keeps the
+ * loader's guarantee that the same seed gives the same batches whatever the
+ * number of workers. Pure function. Thread-safe. */
+FEEDER_API uint64_t feeder_random(uint64_t seed, uint64_t epoch, uint64_t index,
+                                  uint64_t counter);
+/* feeder_random() mapped to a double in [0, 1) with 53 random bits. */
+FEEDER_API double feeder_random_uniform(uint64_t seed, uint64_t epoch, uint64_t index,
+                                        uint64_t counter);
+
+/* ------------------------------------------------------------------------ */
+/* Datasets                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct feeder_dataset feeder_dataset;
+
+/* Open an image folder: every sub-folder of `root` is a class, its label the
+ * position of its name among the sorted names (byte order, as torchvision's
+ * ImageFolder does); every regular file with a .jpg/.jpeg extension (any case)
+ * in it, recursively, is a sample. Samples are ordered by class, then by path.
+ * `root` is copied. Fails with FEEDER_EDATASET when no class or no image is
+ * found, or -errno when `root` cannot be read; the message is left in `err`
+ * (may be NULL) of `errlen` bytes.
+ * Lifetime: the dataset must outlive every loader that uses it.
+ * Thread-safety: a dataset is read-only after open and may be shared. */
+FEEDER_API int feeder_dataset_open_folder(const char *root, feeder_dataset **out,
+                                          char *err, size_t errlen);
+
+/* Open a list file: one sample per line, "relative/path label", the label a
+ * non-negative integer after the last run of blanks (so paths may hold spaces);
+ * paths are relative to `root` (NULL: the list file's folder). Empty lines and
+ * lines starting with '#' are skipped. A malformed line fails with
+ * FEEDER_EDATASET and a message naming the list file and line number.
+ * Both strings are copied. Lifetime and thread-safety as for folders. */
+FEEDER_API int feeder_dataset_open_list(const char *list_path, const char *root,
+                                        feeder_dataset **out, char *err, size_t errlen);
+
+/* What a user dataset's get callback is handed for one sample. */
+typedef struct feeder_sample_ctx {
+    uint64_t index;   /* the dataset index */
+    uint64_t seed;    /* the loader's seed */
+    uint64_t epoch;   /* the current epoch */
+    uint32_t height;  /* output height */
+    uint32_t width;   /* output width */
+    uint32_t channels;/* output channels (3) */
+    int layout;       /* FEEDER_LAYOUT_NHWC or FEEDER_LAYOUT_NCHW */
+    int worker_id;    /* -1 in the calling thread (num_workers 0) */
+    uint32_t reserved_[5];
+} feeder_sample_ctx;
+
+/* A dataset given as C callbacks. `get` writes sample ctx->index into `dst`
+ * (dst_bytes = height * width * channels bytes in the loader's layout) and its
+ * label into `*label`; it returns 0, or a negative value to fail the sample,
+ * optionally leaving a message of at most errlen bytes in `err`. `get` runs in
+ * worker processes (forked) or, with num_workers 0, in the calling thread; it
+ * must not depend on state changed in the parent after the loader started. */
+typedef struct feeder_dataset_callbacks {
+    uint64_t (*len)(void *user);
+    int (*get)(void *user, const feeder_sample_ctx *ctx, uint8_t *dst, size_t dst_bytes,
+               int64_t *label, char *err, size_t errlen);
+    /* Optional: called once per dataset destroy. */
+    void (*destroy)(void *user);
+} feeder_dataset_callbacks;
+
+/* Wrap callbacks as a dataset. `cb` is copied; `user` is borrowed and handed
+ * to every callback. Fails with FEEDER_EINVAL when len or get is missing. */
+FEEDER_API int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user,
+                                     feeder_dataset **out);
+
+/* Release a dataset. Accepts NULL. Not while a loader uses it. */
+FEEDER_API void feeder_dataset_destroy(feeder_dataset *ds);
+
+/* Number of samples. Thread-safe. */
+FEEDER_API uint64_t feeder_dataset_size(const feeder_dataset *ds);
+/* Path of sample `index` (folder and list datasets), NULL otherwise or out of
+ * range. Borrowed from the dataset. Thread-safe. */
+FEEDER_API const char *feeder_dataset_path(const feeder_dataset *ds, uint64_t index);
+/* Label of sample `index`, or -1 (user datasets, out of range). Thread-safe. */
+FEEDER_API int64_t feeder_dataset_label(const feeder_dataset *ds, uint64_t index);
+/* Number of classes (folder datasets: sub-folders; list datasets: largest label + 1). */
+FEEDER_API uint64_t feeder_dataset_num_classes(const feeder_dataset *ds);
+/* Name of class `label` (folder datasets), NULL otherwise. Borrowed. */
+FEEDER_API const char *feeder_dataset_class_name(const feeder_dataset *ds, uint64_t label);
+
+/* ------------------------------------------------------------------------ */
+/* Samplers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A sampler yields, for each epoch, a sequence of dataset indices. Every
+ * sampler is a pure function of its parameters and the epoch: feeder_sampler_fill
+ * gives the same sequence every time it is asked. */
+typedef struct feeder_sampler feeder_sampler;
+
+/* 0, 1, ..., n-1 every epoch. */
+FEEDER_API int feeder_sampler_sequential(uint64_t n, feeder_sampler **out);
+
+/* A random order of 0..n-1 keyed by (seed, epoch). Without replacement
+ * (`replacement` 0) it is a permutation, num_samples 0 meaning n, a larger
+ * num_samples concatenating further permutations (as PyTorch does); with
+ * replacement, num_samples independent uniform draws (0 meaning n). */
+FEEDER_API int feeder_sampler_random(uint64_t n, int replacement, uint64_t num_samples,
+                                     uint64_t seed, feeder_sampler **out);
+
+/* The given indices (copied), in that order (`shuffle` 0) or in a random
+ * order keyed by (seed, epoch) (`shuffle` 1, PyTorch's SubsetRandomSampler). */
+FEEDER_API int feeder_sampler_subset(const uint64_t *indices, uint64_t count, int shuffle,
+                                     uint64_t seed, feeder_sampler **out);
+
+/* Index i drawn with probability weights[i] / sum(weights) (copied; finite,
+ * non-negative, not all zero). With replacement: num_samples independent
+ * draws. Without: num_samples (<= number of non-zero weights) distinct
+ * indices, in the order of the weighted random keys (Efraimidis-Spirakis). */
+FEEDER_API int feeder_sampler_weighted(const double *weights, uint64_t n,
+                                       uint64_t num_samples, int replacement,
+                                       uint64_t seed, feeder_sampler **out);
+
+/* This rank's share of 0..n-1, like PyTorch's DistributedSampler: the whole
+ * order (shuffled by (seed, epoch) or not) is cut to a multiple of world_size
+ * (`drop_last` 1) or padded by repeating it from its start (`drop_last` 0),
+ * then rank r takes positions r, r + world, r + 2*world, ... Every rank gets
+ * the same count, so the same number of batches. */
+FEEDER_API int feeder_sampler_distributed(uint64_t n, uint32_t rank, uint32_t world_size,
+                                          int shuffle, uint64_t seed, int drop_last,
+                                          feeder_sampler **out);
+
+/* A sampler given as callbacks: `len` gives the epoch's length, `fill` writes
+ * that many indices. Both must be pure functions of (user, epoch) for the
+ * loader's determinism to hold. `cb` copied, `user` borrowed. */
+typedef struct feeder_sampler_callbacks {
+    uint64_t (*len)(void *user, uint64_t epoch);
+    int (*fill)(void *user, uint64_t epoch, uint64_t *out, uint64_t count);
+    void (*destroy)(void *user);
+} feeder_sampler_callbacks;
+FEEDER_API int feeder_sampler_create(const feeder_sampler_callbacks *cb, void *user,
+                                     feeder_sampler **out);
+
+FEEDER_API void feeder_sampler_destroy(feeder_sampler *s);
+
+/* Number of indices the sampler yields in `epoch`. */
+FEEDER_API uint64_t feeder_sampler_len(const feeder_sampler *s, uint64_t epoch);
+/* Write the epoch's indices to out[0 .. count), count == feeder_sampler_len().
+ * Returns 0, FEEDER_EINVAL on a count mismatch, or a user callback's error. */
+FEEDER_API int feeder_sampler_fill(const feeder_sampler *s, uint64_t epoch, uint64_t *out,
+                                   uint64_t count);
+/* The batch sampler: how many batches `len` indices make with batch_size and
+ * drop_last (the last, shorter batch is kept unless drop_last). */
+FEEDER_API uint64_t feeder_batch_count(uint64_t len, uint32_t batch_size, int drop_last);
+
+/* ------------------------------------------------------------------------ */
+/* Loader                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct feeder_loader feeder_loader;
+
+/* Options, set one by one before the loader starts (zstd-style). Values are
+ * numbered and never renumbered. feeder_option_bounds() gives each range. */
+typedef enum feeder_option {
+    FEEDER_OPT_BATCH_SIZE = 1,         /* samples per batch; default 64 */
+    FEEDER_OPT_SHUFFLE = 2,            /* 0/1; random order when no sampler given; default 0 */
+    FEEDER_OPT_SEED = 3,               /* seed of every random choice; default 0 */
+    FEEDER_OPT_DROP_LAST = 4,          /* 0/1; drop the last short batch; default 0 */
+    FEEDER_OPT_NUM_WORKERS = 5,        /* worker processes, 0 = calling thread; default 0 */
+    FEEDER_OPT_PREFETCH_FACTOR = 6,    /* batches in flight per worker; default 2 */
+    FEEDER_OPT_PERSISTENT_WORKERS = 7, /* 0/1; keep workers across epochs; default 0 */
+    FEEDER_OPT_IN_ORDER = 8,           /* 0/1; deliver in sampler order; default 1 */
+    FEEDER_OPT_TIMEOUT_MS = 9,         /* longest feeder_next wait, 0 = none; default 0 */
+    FEEDER_OPT_PIPELINE = 10,          /* feeder_pipeline; default FEEDER_PIPELINE_EVAL */
+    FEEDER_OPT_HEIGHT = 11,            /* output height; default 224 */
+    FEEDER_OPT_WIDTH = 12,             /* output width; default 224 */
+    FEEDER_OPT_RESIZE = 13,            /* eval: shorter side before the centre crop; default 256 */
+    FEEDER_OPT_LAYOUT = 14,            /* feeder_layout; default FEEDER_LAYOUT_NHWC */
+    FEEDER_OPT_DECODER = 15,           /* feeder_decoder; default FEEDER_DECODER_ROI */
+    FEEDER_OPT_IO = 16,                /* feeder_io; default FEEDER_IO_AUTO */
+    FEEDER_OPT_ERROR_POLICY = 17,      /* feeder_error_policy; default FEEDER_ON_ERROR_FAIL */
+    FEEDER_OPT_MAX_PIXELS = 18,        /* largest width*height decoded; default 178956970 (PIL's) */
+    FEEDER_OPT_POLL_MS = 19,           /* how often waits check worker health; default 100 */
+    FEEDER_OPT_SPLIT = 20,             /* tasks per batch, 0 = one per worker; default 0 */
+    FEEDER_OPT_QUEUE_DEPTH = 21,       /* io_uring entries per worker; default 256 */
+    /* double-valued, set with feeder_loader_set_double(): */
+    FEEDER_OPT_SCALE_MIN = 100,        /* train: RandomResizedCrop area share; default 0.08 */
+    FEEDER_OPT_SCALE_MAX = 101,        /* default 1.0 */
+    FEEDER_OPT_RATIO_MIN = 102,        /* train: aspect ratio; default 3/4 */
+    FEEDER_OPT_RATIO_MAX = 103,        /* default 4/3 */
+    FEEDER_OPT_FLIP_PROB = 104         /* train: horizontal flip probability; default 0.5 */
+} feeder_option;
+
+typedef enum feeder_pipeline {
+    FEEDER_PIPELINE_EVAL = 0,  /* resize the shorter side to RESIZE, centre crop HEIGHT x WIDTH */
+    FEEDER_PIPELINE_TRAIN = 1, /* RandomResizedCrop to HEIGHT x WIDTH, random horizontal flip */
+    FEEDER_PIPELINE_RESIZE = 2 /* resize the whole image to HEIGHT x WIDTH (no crop) */
+} feeder_pipeline;
+
+typedef enum feeder_layout { FEEDER_LAYOUT_NHWC = 0, FEEDER_LAYOUT_NCHW = 1 } feeder_layout;
+
+typedef enum feeder_decoder {
+    FEEDER_DECODER_TURBO = 0, /* TurboJPEG full decode, then crop and resize */
+    FEEDER_DECODER_ROI = 1    /* libjpeg: decode only the crop's rows and columns, DCT-scaled */
+} feeder_decoder;
+
+typedef enum feeder_io {
+    FEEDER_IO_AUTO = 0,  /* io_uring, or pread when io_uring cannot be set up */
+    FEEDER_IO_URING = 1, /* io_uring or fail */
+    FEEDER_IO_PREAD = 2  /* open + pread */
+} feeder_io;
+
+typedef enum feeder_error_policy {
+    FEEDER_ON_ERROR_FAIL = 0, /* a bad sample fails its batch with a message */
+    FEEDER_ON_ERROR_SKIP = 1  /* a bad sample is counted and replaced by the next good
+                                 sample after it in dataset order (deterministic) */
+} feeder_error_policy;
+
+/* Bounds of an option; FEEDER_EINVAL for an unknown option. Thread-safe. */
+FEEDER_API int feeder_option_bounds(feeder_option opt, double *min, double *max);
+/* Name of an option ("batch_size"), or NULL. Thread-safe. */
+FEEDER_API const char *feeder_option_name(feeder_option opt);
+
+/* Create a loader over `ds` (borrowed; must outlive the loader). `sampler` is
+ * borrowed too and may be NULL: then SHUFFLE picks sequential or random order
+ * over the whole dataset with SEED. Nothing starts until feeder_loader_start()
+ * or the first feeder_next(). */
+FEEDER_API int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler,
+                                    feeder_loader **out);
+
+/* Set an integer option. FEEDER_ERANGE (message gives the bounds) when out of
+ * range, FEEDER_ESTATE once the loader started, FEEDER_EINVAL for an unknown
+ * or double-valued option. */
+FEEDER_API int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value);
+/* Set a double option (FEEDER_OPT_SCALE_MIN ...). Same errors. */
+FEEDER_API int feeder_loader_set_double(feeder_loader *ld, feeder_option opt, double value);
+/* Read an option's current value (either kind, as double). */
+FEEDER_API int feeder_loader_get(const feeder_loader *ld, feeder_option opt, double *value);
+
+/* Called in each worker process right after fork, before any task, with the
+ * worker's id (0..num_workers-1); a non-zero return fails the start with
+ * FEEDER_ECALLBACK. Not called with num_workers 0. `user` borrowed. */
+typedef int (*feeder_worker_init_fn)(void *user, int worker_id);
+FEEDER_API int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn,
+                                             void *user);
+
+/* Validate the options, allocate the batch slots (one memfd, sized once) and
+ * start the workers. Optional: feeder_next() starts a loader that was not.
+ * Returns -errno when memory, memfd or fork fail, FEEDER_ECALLBACK when a
+ * worker_init callback fails; the message says which. */
+FEEDER_API int feeder_loader_start(feeder_loader *ld);
+
+/* Choose the epoch the next feeder_next() begins (default: 0, then one after
+ * the last). Also ends the current epoch early if one is running: its
+ * undelivered batches are dropped and its borrowed batches stay valid until
+ * released. */
+FEEDER_API int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch);
+
+/* Stop the workers, reap them, unmap and close the shared memory. Batches not
+ * yet released become invalid. Accepts NULL. Never blocks longer than it takes
+ * workers to exit after SIGKILL. */
+FEEDER_API void feeder_loader_destroy(feeder_loader *ld);
+
+/* A batch lent by feeder_next(). Every pointer in it is valid until
+ * feeder_batch_release(). */
+typedef struct feeder_batch {
+    uint8_t *data;           /* count samples, each height*width*channels uint8 */
+    const int64_t *labels;   /* count labels */
+    const uint64_t *indices; /* count dataset indices (after skip replacement) */
+    uint32_t count;          /* samples in this batch (the last may be short) */
+    uint32_t height, width, channels;
+    int layout;              /* feeder_layout */
+    uint32_t skipped;        /* samples replaced under FEEDER_ON_ERROR_SKIP */
+    size_t sample_bytes;     /* height*width*channels */
+    uint64_t epoch;          /* epoch this batch belongs to */
+    uint64_t number;         /* batch number within the epoch, from 0 */
+    void *device_data;       /* device copy (GPU builds, feeder_cuda.h); NULL here */
+    void *ready_event;       /* cudaEvent_t guarding device_data, or NULL */
+    uint64_t reserved_[6];
+    void *internal_;         /* loader-private */
+} feeder_batch;
+
+/* Lend the next batch. Returns 0 and sets *out; FEEDER_DONE when the epoch has
+ * no more batches (the next call begins the next epoch); or an error:
+ *  - a sample error (FEEDER_EDECODE, FEEDER_ETOOBIG, -ENOENT, ...) fails only
+ *    its batch: the message names the sample index, the path and the
+ *    decoder's text, and the next call goes on with the next batch;
+ *  - FEEDER_ETIMEDOUT: no batch within TIMEOUT_MS; nothing is lost, call again;
+ *  - FEEDER_EWORKER: a worker died; the message names it, its pid and its
+ *    signal or exit status; the epoch is over and the next call restarts the
+ *    workers and begins the next epoch;
+ *  - FEEDER_EBUSY: every slot is borrowed.
+ * Thread-safety: a loader is used by one thread at a time. */
+FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
+
+/* Give a batch back so its slot can be refilled. `stream` is a cudaStream_t
+ * whose work must finish before the slot is reused (GPU builds), or NULL.
+ * Batches may be released in any order. */
+FEEDER_API int feeder_batch_release(feeder_batch *batch, void *stream);
+
+/* The detailed message of the loader's last failure ("" if none). Borrowed
+ * until the next call on the loader. */
+FEEDER_API const char *feeder_loader_errmsg(const feeder_loader *ld);
+
+/* Which read path the workers use: "io_uring" or "pread", and in *reason (may
+ * be NULL) why pread was chosen ("forced by option", or io_uring's setup
+ * error), or "". Valid after start. Borrowed. */
+FEEDER_API const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason);
+
+/* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0).
+ * For monitoring and tests. */
+FEEDER_API int feeder_loader_worker_pid(const feeder_loader *ld, int id);
+
+/* A snapshot of the loader's counters (C: counter, monotonic) and levels (L).
+ * Times are summed over workers. Room reserved to grow. */
+typedef struct feeder_stats {
+    uint64_t batches;          /* C: batches delivered */
+    uint64_t samples;          /* C: samples delivered */
+    uint64_t skipped;          /* C: samples replaced under the skip policy */
+    uint64_t failed_batches;   /* C: batches failed by a sample error */
+    uint64_t bytes_read;       /* C: bytes read from files */
+    uint64_t read_ns;          /* C: ns in reading (workers, summed) */
+    uint64_t decode_ns;        /* C: ns in decoding */
+    uint64_t transform_ns;     /* C: ns in crop/resize/flip/layout */
+    uint64_t wait_ns;          /* C: ns feeder_next blocked waiting (consumer stall) */
+    uint64_t first_batch_ns;   /* L: ns from the start of the last epoch to its first batch */
+    uint64_t shm_bytes;        /* L: bytes of shared batch slots */
+    uint64_t slots;            /* L: number of batch slots */
+    uint64_t worker_restarts;  /* C: workers started again after a death */
+    uint64_t reserved_[19];
+} feeder_stats;
+
+/* Fill `out` with the loader's counters. May be called from any thread. */
+FEEDER_API int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FEEDER_H */
