@@ -1,0 +1,418 @@
+/*
+ * Datasets: image folders (torchvision ImageFolder rules), list files and
+ * user callbacks. Paths are kept whole ("root/class/file.jpg") in one arena so
+ * a worker hands them to the kernel without building strings per sample.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "loader/internal.h"
+
+void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* A growable list of strings in one arena. */
+typedef struct strlist {
+    char *arena;
+    size_t used, cap;
+    uint64_t *off;
+    int64_t *label;
+    uint64_t n, ncap;
+} strlist;
+
+static int strlist_add(strlist *l, const char *a, const char *b, int64_t label)
+{
+    size_t la = strlen(a), lb = b ? strlen(b) : 0, need = la + (b ? 1 + lb : 0) + 1;
+    if (l->used + need > l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 1 << 16;
+        while (cap < l->used + need)
+            cap *= 2;
+        char *p = realloc(l->arena, cap);
+        if (!p)
+            return -ENOMEM;
+        l->arena = p;
+        l->cap = cap;
+    }
+    if (l->n == l->ncap) {
+        uint64_t ncap = l->ncap ? l->ncap * 2 : 1024;
+        uint64_t *o = realloc(l->off, ncap * sizeof(*o));
+        if (!o)
+            return -ENOMEM;
+        l->off = o;
+        int64_t *lab = realloc(l->label, ncap * sizeof(*lab));
+        if (!lab)
+            return -ENOMEM;
+        l->label = lab;
+        l->ncap = ncap;
+    }
+    char *dst = l->arena + l->used;
+    memcpy(dst, a, la);
+    if (b) {
+        dst[la] = '/';
+        memcpy(dst + la + 1, b, lb);
+    }
+    dst[need - 1] = 0;
+    l->off[l->n] = l->used;
+    l->label[l->n] = label;
+    l->n++;
+    l->used += need;
+    return 0;
+}
+
+static void strlist_free(strlist *l)
+{
+    free(l->arena);
+    free(l->off);
+    free(l->label);
+}
+
+static int is_jpeg_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0);
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The sorted names in `dir` (without . and ..). */
+static int list_dir(const char *dir, char ***names, size_t *count)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, cap * sizeof(*v));
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[n] = strdup(e->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            free(v[i]);
+        free(v);
+        return rc;
+    }
+    if (n)
+        qsort(v, n, sizeof(*v), cmp_cstr);
+    *names = v;
+    *count = n;
+    return 0;
+}
+
+static void free_names(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Walk `dir` in sorted order (as torchvision sorts os.walk's entries), adding
+ * every JPEG; stat() follows symlinks as os.walk(followlinks=True) does. */
+static int walk_class(const char *dir, int64_t label, strlist *out, int depth)
+{
+    if (depth > 64)
+        return -ELOOP;
+    char **names;
+    size_t n;
+    int rc = list_dir(dir, &names, &n);
+    if (rc)
+        return rc;
+    char *path = NULL;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        size_t len = strlen(dir) + strlen(names[i]) + 2;
+        char *p = realloc(path, len);
+        if (!p) {
+            rc = -ENOMEM;
+            break;
+        }
+        path = p;
+        snprintf(path, len, "%s/%s", dir, names[i]);
+        struct stat st;
+        if (stat(path, &st) != 0)
+            continue; /* a dangling link is not a sample */
+        if (S_ISDIR(st.st_mode))
+            rc = walk_class(path, label, out, depth + 1);
+        else if (S_ISREG(st.st_mode) && is_jpeg_name(names[i]))
+            rc = strlist_add(out, dir, names[i], label);
+    }
+    free(path);
+    free_names(names, n);
+    return rc;
+}
+
+static int dataset_alloc(int kind, feeder_dataset **out)
+{
+    feeder_dataset *ds = calloc(1, sizeof(*ds));
+    if (!ds)
+        return -ENOMEM;
+    ds->kind = kind;
+    *out = ds;
+    return 0;
+}
+
+static void dataset_take(feeder_dataset *ds, strlist *l)
+{
+    ds->n = l->n;
+    ds->paths = l->arena;
+    ds->path_off = l->off;
+    ds->labels = l->label;
+    memset(l, 0, sizeof(*l));
+}
+
+int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err, size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s", "");
+    if (!root || !out) {
+        feeder__fmt(err, errlen, "feeder_dataset_open_folder: root and out must not be NULL");
+        return FEEDER_EINVAL;
+    }
+    char **names;
+    size_t n;
+    int rc = list_dir(root, &names, &n);
+    if (rc) {
+        feeder__fmt(err, errlen, "%s: cannot list folder: %s", root, strerror(-rc));
+        return rc;
+    }
+    feeder_dataset *ds;
+    if ((rc = dataset_alloc(FEEDER__DS_FOLDER, &ds))) {
+        free_names(names, n);
+        return rc;
+    }
+    ds->classes = calloc(n ? n : 1, sizeof(char *));
+    strlist l = {0};
+    size_t rootlen = strlen(root);
+    /* "root/" + class; a root given with a trailing slash is not doubled. */
+    char *cdir = malloc(rootlen + 4096 + 2);
+    if (!ds->classes || !cdir)
+        rc = -ENOMEM;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        snprintf(cdir, rootlen + 4096 + 2, "%.*s/%s",
+                 (int)(rootlen > 1 && root[rootlen - 1] == '/' ? rootlen - 1 : rootlen), root,
+                 names[i]);
+        struct stat st;
+        if (stat(cdir, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue; /* files beside the class folders are not classes */
+        ds->classes[ds->num_classes] = names[i];
+        names[i] = NULL;
+        rc = walk_class(cdir, (int64_t)ds->num_classes, &l, 0);
+        ds->num_classes++;
+        if (rc)
+            feeder__fmt(err, errlen, "%s: %s", cdir, strerror(-rc));
+    }
+    free(cdir);
+    free_names(names, n);
+    if (rc == 0 && ds->num_classes == 0) {
+        feeder__fmt(err, errlen, "%s: no class folders (expected one sub-folder per class)",
+                    root);
+        rc = FEEDER_EDATASET;
+    } else if (rc == 0 && l.n == 0) {
+        feeder__fmt(err, errlen, "%s: no .jpg or .jpeg files in its %llu class folders", root,
+                    (unsigned long long)ds->num_classes);
+        rc = FEEDER_EDATASET;
+    }
+    if (rc) {
+        strlist_free(&l);
+        feeder_dataset_destroy(ds);
+        return rc;
+    }
+    dataset_take(ds, &l);
+    *out = ds;
+    return 0;
+}
+
+/* Parse "path label": the label is the last blank-separated field, so paths
+ * may hold spaces. Returns 0 and sets *path_end, or -1. */
+static int parse_list_line(char *line, char **path_end, int64_t *label)
+{
+    size_t len = strlen(line);
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+                   line[len - 1] == '\t'))
+        line[--len] = 0;
+    char *sp = line + len;
+    while (sp > line && sp[-1] != ' ' && sp[-1] != '\t')
+        sp--;
+    if (sp == line || !*sp)
+        return -1;
+    char *lab = sp;
+    uint64_t v = 0;
+    for (char *c = lab; *c; c++) {
+        if (!isdigit((unsigned char)*c) || v > (uint64_t)INT64_MAX / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*c - '0');
+    }
+    if (v > (uint64_t)INT64_MAX)
+        return -1;
+    while (sp > line && (sp[-1] == ' ' || sp[-1] == '\t'))
+        sp--;
+    if (sp == line)
+        return -1;
+    *sp = 0;
+    *path_end = sp;
+    *label = (int64_t)v;
+    return 0;
+}
+
+int feeder_dataset_open_list(const char *list_path, const char *root, feeder_dataset **out,
+                             char *err, size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s", "");
+    if (!list_path || !out) {
+        feeder__fmt(err, errlen, "feeder_dataset_open_list: list_path and out must not be NULL");
+        return FEEDER_EINVAL;
+    }
+    FILE *f = fopen(list_path, "re");
+    if (!f) {
+        int rc = -errno;
+        feeder__fmt(err, errlen, "%s: cannot open list file: %s", list_path, strerror(errno));
+        return rc;
+    }
+    char *dir = NULL;
+    if (!root) {
+        const char *slash = strrchr(list_path, '/');
+        dir = slash ? strndup(list_path, (size_t)(slash - list_path ? slash - list_path : 1))
+                    : strdup(".");
+        root = dir;
+    }
+    feeder_dataset *ds = NULL;
+    int rc = dir || root ? dataset_alloc(FEEDER__DS_LIST, &ds) : -ENOMEM;
+    strlist l = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    uint64_t lineno = 0;
+    int64_t maxlab = -1;
+    while (rc == 0 && (got = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        char *s = line;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (*s == 0 || *s == '\n' || *s == '\r' || *s == '#')
+            continue;
+        if (strlen(line) != (size_t)got) {
+            feeder__fmt(err, errlen, "%s:%llu: line holds a NUL byte", list_path,
+                        (unsigned long long)lineno);
+            rc = FEEDER_EDATASET;
+            break;
+        }
+        char *end;
+        int64_t label;
+        if (parse_list_line(s, &end, &label) != 0) {
+            feeder__fmt(err, errlen,
+                        "%s:%llu: expected 'relative/path label' with a non-negative integer "
+                        "label, got '%.200s'",
+                        list_path, (unsigned long long)lineno, s);
+            rc = FEEDER_EDATASET;
+            break;
+        }
+        rc = s[0] == '/' ? strlist_add(&l, s, NULL, label) : strlist_add(&l, root, s, label);
+        if (label > maxlab)
+            maxlab = label;
+    }
+    if (rc == 0 && ferror(f)) {
+        rc = -EIO;
+        feeder__fmt(err, errlen, "%s: read error", list_path);
+    }
+    fclose(f);
+    free(line);
+    free(dir);
+    if (rc == 0 && l.n == 0) {
+        feeder__fmt(err, errlen, "%s: no samples", list_path);
+        rc = FEEDER_EDATASET;
+    }
+    if (rc) {
+        strlist_free(&l);
+        feeder_dataset_destroy(ds);
+        return rc;
+    }
+    dataset_take(ds, &l);
+    ds->num_classes = (uint64_t)(maxlab + 1);
+    *out = ds;
+    return 0;
+}
+
+int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user, feeder_dataset **out)
+{
+    if (!cb || !cb->len || !cb->get || !out)
+        return FEEDER_EINVAL;
+    feeder_dataset *ds;
+    int rc = dataset_alloc(FEEDER__DS_USER, &ds);
+    if (rc)
+        return rc;
+    ds->cb = *cb;
+    ds->user = user;
+    ds->n = cb->len(user);
+    *out = ds;
+    return 0;
+}
+
+void feeder_dataset_destroy(feeder_dataset *ds)
+{
+    if (!ds)
+        return;
+    if (ds->kind == FEEDER__DS_USER && ds->cb.destroy)
+        ds->cb.destroy(ds->user);
+    for (uint64_t i = 0; ds->classes && i < ds->num_classes; i++)
+        free(ds->classes[i]);
+    free(ds->classes);
+    free(ds->paths);
+    free(ds->path_off);
+    free(ds->labels);
+    free(ds);
+}
+
+uint64_t feeder_dataset_size(const feeder_dataset *ds) { return ds ? ds->n : 0; }
+
+const char *feeder_dataset_path(const feeder_dataset *ds, uint64_t index)
+{
+    if (!ds || !ds->paths || index >= ds->n)
+        return NULL;
+    return ds->paths + ds->path_off[index];
+}
+
+int64_t feeder_dataset_label(const feeder_dataset *ds, uint64_t index)
+{
+    if (!ds || !ds->labels || index >= ds->n)
+        return -1;
+    return ds->labels[index];
+}
+
+uint64_t feeder_dataset_num_classes(const feeder_dataset *ds) { return ds ? ds->num_classes : 0; }
+
+const char *feeder_dataset_class_name(const feeder_dataset *ds, uint64_t label)
+{
+    if (!ds || !ds->classes || label >= ds->num_classes)
+        return NULL;
+    return ds->classes[label];
+}

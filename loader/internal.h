@@ -1,0 +1,129 @@
+/* loader/: datasets, the read path, the worker pool and the task flow. */
+#ifndef FEEDER_LOADER_INTERNAL_H
+#define FEEDER_LOADER_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "feeder.h"
+
+enum { FEEDER__DS_FOLDER = 1, FEEDER__DS_LIST = 2, FEEDER__DS_USER = 3 };
+
+struct feeder_dataset {
+    int kind;
+    uint64_t n;
+    char *paths;        /* all full paths, NUL-separated */
+    uint64_t *path_off; /* n offsets into paths */
+    int64_t *labels;    /* n labels */
+    char **classes;     /* folder datasets: sorted class names */
+    uint64_t num_classes;
+    feeder_dataset_callbacks cb;
+    void *user;
+};
+
+/* snprintf into a fixed buffer, never failing (truncates). */
+void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- reading (io.c) ---- */
+
+typedef struct feeder__file {
+    const char *path; /* borrowed */
+    uint8_t *data;    /* into the reader's arena, valid until the next read */
+    size_t len;
+    int err;          /* 0 or -errno */
+    const char *op;   /* the failing operation ("open", "read", ...) */
+} feeder__file;
+
+typedef struct feeder__reader feeder__reader;
+
+/* Is io_uring usable here with the operations the reader needs? 0, or
+ * -errno with a reason in `why`. Run once in the parent at start. */
+int feeder__uring_probe(char *why, size_t whylen);
+
+/* mode: FEEDER_IO_URING or FEEDER_IO_PREAD (AUTO resolved by the caller). */
+int feeder__reader_create(int mode, unsigned queue_depth, feeder__reader **out, char *why,
+                          size_t whylen);
+void feeder__reader_destroy(feeder__reader *r);
+/* Read every file whole; per-file errors land in files[i].err. Returns 0 or
+ * a -errno that is not specific to one file (the ring broke). */
+int feeder__reader_read(feeder__reader *r, feeder__file *files, unsigned n);
+
+#endif
+
+/* ---- tasks and workers (worker.c) ---- */
+
+#include "collate/slot.h"
+#include "decode/decode.h"
+
+/* Everything a worker needs, fixed at start; a forked worker inherits it. */
+typedef struct feeder__job {
+    const feeder_dataset *ds;
+    feeder__transform t;
+    feeder__slot_layout layout;
+    uint64_t seed;
+    int policy;        /* feeder_error_policy */
+    int io_mode;       /* FEEDER_IO_URING or FEEDER_IO_PREAD, resolved */
+    unsigned queue_depth;
+    int memfd;
+    size_t shm_bytes;
+} feeder__job;
+
+enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
+#define FEEDER__ERRMSG_LEN 768
+/* A bad sample is replaced by the next good one in dataset order; after this
+ * many bad ones in a row the sample's batch fails instead. */
+#define FEEDER__SKIP_LIMIT 16
+
+/* Main -> worker: fill samples [first, first+count) of `slot`; the dataset
+ * indices are already in the slot's index area. */
+typedef struct feeder__task_msg {
+    uint32_t kind;
+    uint32_t slot;
+    uint32_t first;
+    uint32_t count;
+    uint64_t epoch;
+    uint64_t batch;
+} feeder__task_msg;
+
+/* Worker -> main. */
+typedef struct feeder__result_msg {
+    uint32_t kind;
+    uint32_t slot;
+    uint32_t first;
+    uint32_t count;
+    int32_t status;    /* 0 or the first error */
+    uint32_t skipped;
+    uint64_t batch;
+    uint64_t bytes_read;
+    uint64_t read_ns;
+    uint64_t decode_ns;
+    uint64_t transform_ns;
+    char errmsg[FEEDER__ERRMSG_LEN];
+} feeder__result_msg;
+
+typedef struct feeder__worker_ctx {
+    const feeder__job *job;
+    int id;            /* -1: the calling thread */
+    uint8_t *mem;      /* this process's own mapping of the slots */
+    feeder__reader *rd;
+    feeder__decoder *dec;
+    feeder__file *files;
+    unsigned files_cap;
+    char why[256];     /* reader fallback reason */
+} feeder__worker_ctx;
+
+int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);
+void feeder__worker_ctx_free(feeder__worker_ctx *w);
+/* Run one task into the slot; never fails as a whole: errors land in `res`. */
+void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__result_msg *res);
+
+/* The worker process: map the slots, run worker_init, then serve tasks on
+ * `chan` until it closes. Never returns. `close_fds` are the parent's
+ * descriptors this worker must not hold (other workers' channels). */
+_Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan,
+                                   const int *close_fds, int nclose,
+                                   feeder_worker_init_fn init, void *init_user);
+
+uint64_t feeder__now_ns(void);
