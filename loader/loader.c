@@ -1,0 +1,1044 @@
+/*
+ * The loader: options, start, the epoch's task flow, delivery in order and
+ * failure handling. Everything here runs in the user's process; the worker
+ * side is worker.c.
+ *
+ * Task flow. A batch takes a free slot; the loader writes the batch's dataset
+ * indices into the slot and cuts the batch into `split` parts (default: one
+ * per worker) so every worker works on the first batch at once (time to
+ * first batch is one part's work, not one batch's). Parts wait in a FIFO and
+ * go to whichever worker has fewer than FEEDER__WORKER_QUEUE parts
+ * outstanding, so a slow worker never holds the others back. A slot becomes
+ * ready when all its parts have reported; delivery follows the sampler's order
+ * (in_order) or completion order.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "loader/internal.h"
+
+#define FEEDER__WORKER_QUEUE 2
+
+/* ---- options ---- */
+
+typedef struct opt_desc {
+    int opt;
+    const char *name;
+    int is_double;
+    double min, max, def;
+} opt_desc;
+
+static const opt_desc OPTS[] = {
+    {FEEDER_OPT_BATCH_SIZE, "batch_size", 0, 1, 1 << 20, 64},
+    {FEEDER_OPT_SHUFFLE, "shuffle", 0, 0, 1, 0},
+    {FEEDER_OPT_SEED, "seed", 0, (double)INT64_MIN, (double)INT64_MAX, 0},
+    {FEEDER_OPT_DROP_LAST, "drop_last", 0, 0, 1, 0},
+    {FEEDER_OPT_NUM_WORKERS, "num_workers", 0, 0, 1024, 0},
+    {FEEDER_OPT_PREFETCH_FACTOR, "prefetch_factor", 0, 1, 64, 2},
+    {FEEDER_OPT_PERSISTENT_WORKERS, "persistent_workers", 0, 0, 1, 0},
+    {FEEDER_OPT_IN_ORDER, "in_order", 0, 0, 1, 1},
+    {FEEDER_OPT_TIMEOUT_MS, "timeout_ms", 0, 0, 86400000.0 * 365, 0},
+    {FEEDER_OPT_PIPELINE, "pipeline", 0, 0, 2, FEEDER_PIPELINE_EVAL},
+    {FEEDER_OPT_HEIGHT, "height", 0, 1, 65535, 224},
+    {FEEDER_OPT_WIDTH, "width", 0, 1, 65535, 224},
+    {FEEDER_OPT_RESIZE, "resize", 0, 1, 65535, 256},
+    {FEEDER_OPT_LAYOUT, "layout", 0, 0, 1, FEEDER_LAYOUT_NHWC},
+    {FEEDER_OPT_DECODER, "decoder", 0, 0, 1, FEEDER_DECODER_ROI},
+    {FEEDER_OPT_IO, "io", 0, 0, 2, FEEDER_IO_AUTO},
+    {FEEDER_OPT_ERROR_POLICY, "error_policy", 0, 0, 1, FEEDER_ON_ERROR_FAIL},
+    {FEEDER_OPT_MAX_PIXELS, "max_pixels", 0, 0, 1e15, 178956970},
+    {FEEDER_OPT_POLL_MS, "poll_ms", 0, 1, 60000, 100},
+    {FEEDER_OPT_SPLIT, "split", 0, 0, 1 << 20, 0},
+    {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 0, 4, 32768, 256},
+    {FEEDER_OPT_SCALE_MIN, "scale_min", 1, 1e-6, 1, 0.08},
+    {FEEDER_OPT_SCALE_MAX, "scale_max", 1, 1e-6, 1, 1.0},
+    {FEEDER_OPT_RATIO_MIN, "ratio_min", 1, 1e-3, 1e3, 3.0 / 4.0},
+    {FEEDER_OPT_RATIO_MAX, "ratio_max", 1, 1e-3, 1e3, 4.0 / 3.0},
+    {FEEDER_OPT_FLIP_PROB, "flip_prob", 1, 0, 1, 0.5},
+};
+#define NOPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
+
+static int opt_find(int opt)
+{
+    for (int i = 0; i < NOPTS; i++)
+        if (OPTS[i].opt == opt)
+            return i;
+    return -1;
+}
+
+int feeder_option_bounds(feeder_option opt, double *min, double *max)
+{
+    int i = opt_find(opt);
+    if (i < 0)
+        return FEEDER_EINVAL;
+    if (min)
+        *min = OPTS[i].min;
+    if (max)
+        *max = OPTS[i].max;
+    return 0;
+}
+
+const char *feeder_option_name(feeder_option opt)
+{
+    int i = opt_find(opt);
+    return i < 0 ? NULL : OPTS[i].name;
+}
+
+/* ---- state ---- */
+
+enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
+
+typedef struct slot_state {
+    int state;
+    uint64_t epoch;
+    uint64_t batch;
+    uint32_t count;
+    uint32_t parts_left;
+    uint32_t skipped;
+    int32_t status;
+    char errmsg[FEEDER__ERRMSG_LEN];
+    feeder_batch pub;
+    feeder_loader *ld;
+} slot_state;
+
+typedef struct worker {
+    pid_t pid;
+    int pidfd;
+    int chan;
+    unsigned outstanding;
+    int ready;
+    uint64_t last_batch; /* for the death message */
+} worker;
+
+typedef struct task_queue {
+    feeder__task_msg *v;
+    size_t cap, head, len;
+} task_queue;
+
+struct feeder_loader {
+    feeder_dataset *ds;
+    feeder_sampler *sampler;     /* borrowed, or own_sampler */
+    feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
+    int64_t ival[sizeof(OPTS) / sizeof(OPTS[0])];
+    double dval[sizeof(OPTS) / sizeof(OPTS[0])];
+    feeder_worker_init_fn init;
+    void *init_user;
+
+    int started;
+    feeder__job job;
+    uint8_t *mem;
+    size_t shm_bytes;
+    uint32_t nslots;
+    slot_state *slots;
+    uint32_t parts;
+
+    int nworkers;
+    worker *workers;
+    int running; /* worker processes are up */
+    feeder__worker_ctx inline_ctx;
+    int inline_ready;
+
+    int in_epoch;
+    int have_epoch; /* an epoch has run: the next default is epoch + 1 */
+    uint64_t epoch;
+    int next_set;
+    uint64_t next_epoch;
+    uint64_t *order;
+    uint64_t order_len, order_cap;
+    uint64_t nbatches;
+    uint64_t dispatched; /* batches given a slot */
+    uint64_t delivered;  /* batches handed out or failed */
+    uint64_t epoch_t0;
+    int first_seen;
+    task_queue q;
+
+    const char *io_backend;
+    char io_reason[256];
+    char errmsg[2048];
+
+    pthread_mutex_t stats_lock;
+    feeder_stats stats;
+};
+
+static int64_t iopt(const feeder_loader *ld, int opt) { return ld->ival[opt_find(opt)]; }
+static double dopt(const feeder_loader *ld, int opt) { return ld->dval[opt_find(opt)]; }
+
+static int fail(feeder_loader *ld, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(feeder_loader *ld, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ld->errmsg, sizeof(ld->errmsg), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loader **out)
+{
+    if (!ds || !out)
+        return FEEDER_EINVAL;
+    feeder_loader *ld = calloc(1, sizeof(*ld));
+    if (!ld)
+        return -ENOMEM;
+    ld->ds = ds;
+    ld->sampler = sampler;
+    for (int i = 0; i < NOPTS; i++) {
+        ld->ival[i] = (int64_t)OPTS[i].def;
+        ld->dval[i] = OPTS[i].def;
+    }
+    ld->io_backend = "";
+    ld->job.memfd = -1;
+    pthread_mutex_init(&ld->stats_lock, NULL);
+    *out = ld;
+    return 0;
+}
+
+int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    int i = opt_find(opt);
+    if (i < 0)
+        return fail(ld, FEEDER_EINVAL, "feeder_loader_set: unknown option %d", (int)opt);
+    if (OPTS[i].is_double)
+        return fail(ld, FEEDER_EINVAL, "feeder_loader_set: %s takes a double; use feeder_loader_set_double",
+                    OPTS[i].name);
+    if (ld->started)
+        return fail(ld, FEEDER_ESTATE, "feeder_loader_set: %s cannot change after the loader started",
+                    OPTS[i].name);
+    if ((double)value < OPTS[i].min || (double)value > OPTS[i].max)
+        return fail(ld, FEEDER_ERANGE, "%s = %lld is out of range [%.0f, %.0f]", OPTS[i].name,
+                    (long long)value, OPTS[i].min, OPTS[i].max);
+    ld->ival[i] = value;
+    ld->dval[i] = (double)value;
+    return 0;
+}
+
+int feeder_loader_set_double(feeder_loader *ld, feeder_option opt, double value)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    int i = opt_find(opt);
+    if (i < 0)
+        return fail(ld, FEEDER_EINVAL, "feeder_loader_set_double: unknown option %d", (int)opt);
+    if (!OPTS[i].is_double)
+        return fail(ld, FEEDER_EINVAL, "feeder_loader_set_double: %s takes an integer; use feeder_loader_set",
+                    OPTS[i].name);
+    if (ld->started)
+        return fail(ld, FEEDER_ESTATE, "feeder_loader_set_double: %s cannot change after the loader started",
+                    OPTS[i].name);
+    if (!(value >= OPTS[i].min && value <= OPTS[i].max))
+        return fail(ld, FEEDER_ERANGE, "%s = %g is out of range [%g, %g]", OPTS[i].name, value,
+                    OPTS[i].min, OPTS[i].max);
+    ld->dval[i] = value;
+    return 0;
+}
+
+int feeder_loader_get(const feeder_loader *ld, feeder_option opt, double *value)
+{
+    int i = ld ? opt_find(opt) : -1;
+    if (i < 0 || !value)
+        return FEEDER_EINVAL;
+    *value = OPTS[i].is_double ? ld->dval[i] : (double)ld->ival[i];
+    return 0;
+}
+
+int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, void *user)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->started)
+        return fail(ld, FEEDER_ESTATE, "feeder_loader_set_worker_init: the loader started");
+    ld->init = fn;
+    ld->init_user = user;
+    return 0;
+}
+
+const char *feeder_loader_errmsg(const feeder_loader *ld) { return ld ? ld->errmsg : ""; }
+
+const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason)
+{
+    if (reason)
+        *reason = ld ? ld->io_reason : "";
+    return ld ? ld->io_backend : "";
+}
+
+int feeder_loader_worker_pid(const feeder_loader *ld, int id)
+{
+    if (!ld || !ld->running || id < 0 || id >= ld->nworkers)
+        return -1;
+    return ld->workers[id].pid;
+}
+
+int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out)
+{
+    if (!ld || !out)
+        return FEEDER_EINVAL;
+    pthread_mutex_lock((pthread_mutex_t *)&ld->stats_lock);
+    *out = ld->stats;
+    pthread_mutex_unlock((pthread_mutex_t *)&ld->stats_lock);
+    return 0;
+}
+
+/* ---- start ---- */
+
+static int validate(feeder_loader *ld)
+{
+    if (dopt(ld, FEEDER_OPT_SCALE_MIN) > dopt(ld, FEEDER_OPT_SCALE_MAX))
+        return fail(ld, FEEDER_ERANGE, "scale_min %g > scale_max %g",
+                    dopt(ld, FEEDER_OPT_SCALE_MIN), dopt(ld, FEEDER_OPT_SCALE_MAX));
+    if (dopt(ld, FEEDER_OPT_RATIO_MIN) > dopt(ld, FEEDER_OPT_RATIO_MAX))
+        return fail(ld, FEEDER_ERANGE, "ratio_min %g > ratio_max %g",
+                    dopt(ld, FEEDER_OPT_RATIO_MIN), dopt(ld, FEEDER_OPT_RATIO_MAX));
+    if (ld->ds->n == 0)
+        return fail(ld, FEEDER_EDATASET, "the dataset has no samples");
+    if (iopt(ld, FEEDER_OPT_PIPELINE) == FEEDER_PIPELINE_EVAL &&
+        (iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_HEIGHT) &&
+         iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_WIDTH)))
+        return fail(ld, FEEDER_ERANGE,
+                    "eval pipeline: resize %lld is smaller than the %lldx%lld crop",
+                    (long long)iopt(ld, FEEDER_OPT_RESIZE), (long long)iopt(ld, FEEDER_OPT_HEIGHT),
+                    (long long)iopt(ld, FEEDER_OPT_WIDTH));
+    return 0;
+}
+
+/* Every parent-side descriptor of every loader in this process (channels,
+ * pidfds). A new worker closes them all: a worker holding a copy of another
+ * worker's channel would keep that channel open after its owner closed it,
+ * and the other worker would never see the end of its channel. */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static int *reg_fds;
+static size_t reg_len, reg_cap;
+
+static void reg_add(int fd)
+{
+    if (fd < 0)
+        return;
+    pthread_mutex_lock(&reg_lock);
+    if (reg_len == reg_cap) {
+        size_t cap = reg_cap ? reg_cap * 2 : 64;
+        int *v = realloc(reg_fds, cap * sizeof(*v));
+        if (v) {
+            reg_fds = v;
+            reg_cap = cap;
+        }
+    }
+    if (reg_len < reg_cap)
+        reg_fds[reg_len++] = fd;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd < 0)
+        return;
+    pthread_mutex_lock(&reg_lock);
+    for (size_t i = 0; i < reg_len; i++) {
+        if (reg_fds[i] == *fd) {
+            reg_fds[i] = reg_fds[--reg_len];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    close(*fd);
+    *fd = -1;
+}
+
+/* Reap one worker that is dead or dying; `how` gets its exit in words. */
+static void reap(worker *w, char *how, size_t howlen)
+{
+    int status = 0;
+    pid_t r;
+    do
+        r = waitpid(w->pid, &status, 0);
+    while (r < 0 && errno == EINTR);
+    if (r == w->pid && WIFSIGNALED(status))
+        feeder__fmt(how, howlen, "was killed by signal %d (%s)", WTERMSIG(status),
+                    strsignal(WTERMSIG(status)));
+    else if (r == w->pid && WIFEXITED(status))
+        feeder__fmt(how, howlen, "exited with status %d", WEXITSTATUS(status));
+    else
+        feeder__fmt(how, howlen, "ended (%s)", r < 0 ? strerror(errno) : "unknown status");
+    close_fd(&w->pidfd);
+    close_fd(&w->chan);
+    w->pid = -1;
+}
+
+/* Stop every worker. `hard`: SIGKILL now (destroy, failure); otherwise close
+ * the channels so idle workers exit by themselves, and kill only those that
+ * have not after a grace period. Always reaps: no zombie is left. */
+static void stop_workers(feeder_loader *ld, int hard)
+{
+    if (!ld->running)
+        return;
+    for (int i = 0; i < ld->nworkers; i++) {
+        worker *w = &ld->workers[i];
+        if (w->pid <= 0)
+            continue;
+        if (hard)
+            kill(w->pid, SIGKILL);
+        close_fd(&w->chan);
+    }
+    for (int i = 0; i < ld->nworkers; i++) {
+        worker *w = &ld->workers[i];
+        if (w->pid <= 0)
+            continue;
+        if (!hard && w->pidfd >= 0) {
+            struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
+            if (poll(&p, 1, 1000) == 0)
+                kill(w->pid, SIGKILL);
+        } else if (!hard) {
+            kill(w->pid, SIGKILL);
+        }
+        char how[128];
+        reap(w, how, sizeof(how));
+    }
+    ld->running = 0;
+    /* Nothing writes to the slots any more; parts in flight are gone. */
+    for (uint32_t s = 0; s < ld->nslots; s++)
+        if (ld->slots[s].state == SLOT_FILLING || ld->slots[s].state == SLOT_READY)
+            ld->slots[s].state = SLOT_FREE;
+    ld->q.len = 0;
+}
+
+static int spawn_workers(feeder_loader *ld)
+{
+    for (int i = 0; i < ld->nworkers; i++)
+        ld->workers[i] = (worker){.pid = -1, .pidfd = -1, .chan = -1};
+    int rc = 0;
+    for (int i = 0; i < ld->nworkers && rc == 0; i++) {
+        worker *w = &ld->workers[i];
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+            rc = fail(ld, -errno, "socketpair for worker %d: %s", i, strerror(errno));
+            break;
+        }
+        /* Held across fork so no other thread's loader changes the registry
+         * between the child's copy of it and the fork itself. */
+        pthread_mutex_lock(&reg_lock);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(sv[0]);
+            /* The child's copy of the lock is held; it only reads the list. */
+            feeder__worker_main(&ld->job, i, sv[1], reg_fds, (int)reg_len, ld->init,
+                                ld->init_user);
+        }
+        pthread_mutex_unlock(&reg_lock);
+        if (pid < 0) {
+            rc = fail(ld, -errno, "fork of worker %d: %s", i, strerror(errno));
+            close(sv[0]);
+            close(sv[1]);
+            break;
+        }
+        close(sv[1]);
+        w->pid = pid;
+        w->chan = sv[0];
+        /* A pidfd tells us of a death even when the channel is quiet; without
+         * one (kernel < 5.3) the channel's EOF still does. */
+        w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        reg_add(w->chan);
+        reg_add(w->pidfd);
+    }
+    ld->running = 1;
+    if (rc)
+        stop_workers(ld, 1);
+    return rc;
+}
+
+int feeder_loader_start(feeder_loader *ld)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->started)
+        return 0;
+    ld->errmsg[0] = 0;
+    int rc = validate(ld);
+    if (rc)
+        return rc;
+    if (!ld->sampler) {
+        rc = iopt(ld, FEEDER_OPT_SHUFFLE)
+                 ? feeder_sampler_random(ld->ds->n, 0, 0, (uint64_t)iopt(ld, FEEDER_OPT_SEED),
+                                         &ld->own_sampler)
+                 : feeder_sampler_sequential(ld->ds->n, &ld->own_sampler);
+        if (rc)
+            return fail(ld, rc, "cannot make the default sampler: %s", feeder_strerror(rc));
+        ld->sampler = ld->own_sampler;
+    }
+    feeder__job *job = &ld->job;
+    job->ds = ld->ds;
+    job->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    job->policy = (int)iopt(ld, FEEDER_OPT_ERROR_POLICY);
+    job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
+    feeder__transform *t = &job->t;
+    t->pipeline = (int)iopt(ld, FEEDER_OPT_PIPELINE);
+    t->decoder = (int)iopt(ld, FEEDER_OPT_DECODER);
+    t->layout = (int)iopt(ld, FEEDER_OPT_LAYOUT);
+    t->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
+    t->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
+    t->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
+    t->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
+    t->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
+    t->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
+    t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
+    t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
+    t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
+
+    /* Read path: decided once here so every worker agrees and the user can
+     * ask which one runs and why. */
+    int io = (int)iopt(ld, FEEDER_OPT_IO);
+    if (ld->ds->kind == FEEDER__DS_USER) {
+        ld->io_backend = "none";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "user dataset: no files to read");
+        job->io_mode = FEEDER_IO_PREAD;
+    } else if (io == FEEDER_IO_PREAD) {
+        ld->io_backend = "pread";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "forced by option");
+        job->io_mode = FEEDER_IO_PREAD;
+    } else {
+        char why[200];
+        rc = feeder__uring_probe(why, sizeof(why));
+        if (rc && io == FEEDER_IO_URING)
+            return fail(ld, rc, "io = uring was asked for, but %s", why);
+        job->io_mode = rc ? FEEDER_IO_PREAD : FEEDER_IO_URING;
+        ld->io_backend = rc ? "pread" : "io_uring";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", rc ? why : "");
+    }
+
+    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    rc = feeder__slot_layout_init(&job->layout, batch, t->height, t->width, 3, t->layout);
+    if (rc)
+        return fail(ld, rc, "batch_size %u x %ux%ux3 overflows a size", batch, t->height,
+                    t->width);
+    ld->nworkers = (int)iopt(ld, FEEDER_OPT_NUM_WORKERS);
+    uint64_t nslots = (uint64_t)(ld->nworkers ? ld->nworkers : 1) *
+                      (uint64_t)iopt(ld, FEEDER_OPT_PREFETCH_FACTOR);
+    if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->shm_bytes))
+        return fail(ld, FEEDER_EOVERFLOW, "%llu slots of %zu bytes overflow a size",
+                    (unsigned long long)nslots, job->layout.slot_bytes);
+    ld->nslots = (uint32_t)nslots;
+    uint64_t split = (uint64_t)iopt(ld, FEEDER_OPT_SPLIT);
+    ld->parts = (uint32_t)(ld->nworkers == 0 ? 1 : split ? split : (uint64_t)ld->nworkers);
+    if (ld->parts > batch)
+        ld->parts = batch;
+
+    /* One memfd for every slot, sized once (invariant 7). It has no name in
+     * /dev/shm, so nothing outlives the last process that maps it. */
+    job->memfd = memfd_create("feeder-slots", MFD_CLOEXEC);
+    if (job->memfd < 0)
+        return fail(ld, -errno, "memfd_create: %s", strerror(errno));
+    job->shm_bytes = ld->shm_bytes;
+    if (ftruncate(job->memfd, (off_t)ld->shm_bytes) < 0) {
+        rc = -errno;
+        close_fd(&job->memfd);
+        return fail(ld, rc, "cannot size the batch slots to %zu bytes (%u slots): %s",
+                    ld->shm_bytes, ld->nslots, strerror(-rc));
+    }
+    ld->mem = mmap(NULL, ld->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
+    if (ld->mem == MAP_FAILED) {
+        rc = -errno;
+        ld->mem = NULL;
+        close_fd(&job->memfd);
+        return fail(ld, rc, "mmap of %zu bytes of batch slots: %s", ld->shm_bytes,
+                    strerror(-rc));
+    }
+    ld->slots = calloc(ld->nslots, sizeof(*ld->slots));
+    ld->workers = calloc(ld->nworkers ? (size_t)ld->nworkers : 1, sizeof(*ld->workers));
+    ld->q.cap = (size_t)ld->nslots * ld->parts;
+    ld->q.v = calloc(ld->q.cap, sizeof(*ld->q.v));
+    if (!ld->slots || !ld->workers || !ld->q.v)
+        return fail(ld, -ENOMEM, "out of memory");
+    for (uint32_t s = 0; s < ld->nslots; s++)
+        ld->slots[s].ld = ld;
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.shm_bytes = ld->shm_bytes;
+    ld->stats.slots = ld->nslots;
+    pthread_mutex_unlock(&ld->stats_lock);
+    ld->started = 1;
+    return 0;
+}
+
+/* ---- epochs ---- */
+
+static int begin_epoch(feeder_loader *ld)
+{
+    uint64_t epoch = ld->next_set ? ld->next_epoch : ld->have_epoch ? ld->epoch + 1 : 0;
+    ld->next_set = 0;
+    uint64_t len = feeder_sampler_len(ld->sampler, epoch);
+    if (len > ld->order_cap) {
+        uint64_t *o = realloc(ld->order, len * sizeof(*o));
+        if (!o)
+            return fail(ld, -ENOMEM, "out of memory for the epoch's order (%llu indices)",
+                        (unsigned long long)len);
+        ld->order = o;
+        ld->order_cap = len;
+    }
+    int rc = feeder_sampler_fill(ld->sampler, epoch, ld->order, len);
+    if (rc)
+        return fail(ld, rc, "the sampler failed for epoch %llu: %s", (unsigned long long)epoch,
+                    feeder_strerror(rc));
+    for (uint64_t i = 0; i < len; i++)
+        if (ld->order[i] >= ld->ds->n)
+            return fail(ld, FEEDER_EINVAL,
+                        "the sampler gave index %llu at position %llu; the dataset has %llu samples",
+                        (unsigned long long)ld->order[i], (unsigned long long)i,
+                        (unsigned long long)ld->ds->n);
+    ld->epoch_t0 = feeder__now_ns();
+    ld->order_len = len;
+    ld->nbatches = feeder_batch_count(len, (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE),
+                                      (int)iopt(ld, FEEDER_OPT_DROP_LAST));
+    ld->dispatched = ld->delivered = 0;
+    ld->first_seen = 0;
+    ld->q.len = ld->q.head = 0;
+    if (ld->nworkers && !ld->running && (rc = spawn_workers(ld)))
+        return rc;
+    if (!ld->nworkers && !ld->inline_ready) {
+        /* The calling thread maps nothing new: it writes through the
+         * loader's own mapping. */
+        rc = feeder__worker_ctx_init(&ld->inline_ctx, &ld->job, -1, ld->mem);
+        if (rc) {
+            feeder__worker_ctx_free(&ld->inline_ctx);
+            return fail(ld, rc, "cannot set up the reader and decoder: %s", feeder_strerror(rc));
+        }
+        ld->inline_ready = 1;
+    }
+    ld->epoch = epoch;
+    ld->have_epoch = 1;
+    ld->in_epoch = 1;
+    return 0;
+}
+
+static void end_epoch(feeder_loader *ld)
+{
+    ld->in_epoch = 0;
+    if (ld->nworkers && !iopt(ld, FEEDER_OPT_PERSISTENT_WORKERS))
+        stop_workers(ld, 0);
+}
+
+/* ---- dispatch and collection ---- */
+
+static int send_task(feeder_loader *ld, worker *w, const feeder__task_msg *t)
+{
+    for (;;) {
+        ssize_t n = send(w->chan, t, sizeof(*t), MSG_NOSIGNAL);
+        if (n == (ssize_t)sizeof(*t))
+            return 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n < 0 ? -errno : FEEDER_EPROTO;
+    }
+}
+
+/* Give free slots to the next batches and hand queued parts to workers with
+ * room. A send error means the worker is gone; its death is reported by the
+ * wait loop that sees its pidfd or channel. */
+static void dispatch(feeder_loader *ld)
+{
+    if (!ld->in_epoch || !ld->running)
+        return;
+    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    for (uint32_t s = 0; s < ld->nslots && ld->dispatched < ld->nbatches; s++) {
+        slot_state *ss = &ld->slots[s];
+        if (ss->state != SLOT_FREE)
+            continue;
+        uint64_t b = ld->dispatched++;
+        uint64_t first = b * batch;
+        uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
+        ss->state = SLOT_FILLING;
+        ss->epoch = ld->epoch;
+        ss->batch = b;
+        ss->count = count;
+        ss->skipped = 0;
+        ss->status = 0;
+        ss->errmsg[0] = 0;
+        memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
+               ld->order + first, count * sizeof(uint64_t));
+        uint32_t parts = ld->parts < count ? ld->parts : count;
+        ss->parts_left = parts;
+        for (uint32_t p = 0; p < parts; p++) {
+            uint32_t lo = (uint32_t)((uint64_t)p * count / parts);
+            uint32_t hi = (uint32_t)((uint64_t)(p + 1) * count / parts);
+            feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
+            *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, ld->epoch, b};
+        }
+    }
+    /* Least-loaded worker first keeps every worker's queue short and even. */
+    while (ld->q.len) {
+        worker *best = NULL;
+        for (int i = 0; i < ld->nworkers; i++) {
+            worker *w = &ld->workers[i];
+            if (w->chan >= 0 && w->outstanding < FEEDER__WORKER_QUEUE &&
+                (!best || w->outstanding < best->outstanding))
+                best = w;
+        }
+        if (!best)
+            break;
+        feeder__task_msg *t = &ld->q.v[ld->q.head];
+        if (send_task(ld, best, t) != 0) {
+            close_fd(&best->chan); /* reported as a death by the wait loop */
+            continue;
+        }
+        best->outstanding++;
+        best->last_batch = t->batch;
+        ld->q.head = (ld->q.head + 1) % ld->q.cap;
+        ld->q.len--;
+    }
+}
+
+static void account(feeder_loader *ld, const feeder__result_msg *r)
+{
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.bytes_read += r->bytes_read;
+    ld->stats.read_ns += r->read_ns;
+    ld->stats.decode_ns += r->decode_ns;
+    ld->stats.transform_ns += r->transform_ns;
+    ld->stats.skipped += r->skipped;
+    pthread_mutex_unlock(&ld->stats_lock);
+}
+
+static void complete_part(feeder_loader *ld, const feeder__result_msg *r)
+{
+    slot_state *ss = &ld->slots[r->slot];
+    account(ld, r);
+    ss->skipped += r->skipped;
+    if (r->status && !ss->status) {
+        ss->status = r->status;
+        feeder__fmt(ss->errmsg, sizeof(ss->errmsg), "%s", r->errmsg);
+    }
+    if (--ss->parts_left == 0)
+        ss->state = SLOT_READY;
+}
+
+/* A worker is dead (or its channel is): make the error that names it, then
+ * stop the rest. The epoch is over. */
+static int worker_died(feeder_loader *ld, int i, const char *extra)
+{
+    worker *w = &ld->workers[i];
+    pid_t pid = w->pid;
+    uint64_t batch = w->last_batch;
+    int busy = w->outstanding > 0;
+    if (w->pidfd >= 0) {
+        /* The channel can close a moment before the process is gone. */
+        struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
+        if (poll(&p, 1, 1000) == 0)
+            kill(pid, SIGKILL);
+    } else {
+        kill(pid, SIGKILL);
+    }
+    char how[128];
+    reap(w, how, sizeof(how));
+    char ctx[128] = "";
+    if (busy)
+        feeder__fmt(ctx, sizeof(ctx), " while loading batch %llu of epoch %llu",
+                    (unsigned long long)batch, (unsigned long long)ld->epoch);
+    fail(ld, FEEDER_EWORKER, "worker %d (pid %d) %s%s%s%s", i, (int)pid, how, ctx,
+         extra && *extra ? ": " : "", extra ? extra : "");
+    stop_workers(ld, 1);
+    ld->in_epoch = 0;
+    return FEEDER_EWORKER;
+}
+
+/* Read every message waiting on worker i's channel. 0, or an error (death,
+ * failed worker start). */
+static int drain_channel(feeder_loader *ld, int i)
+{
+    worker *w = &ld->workers[i];
+    for (;;) {
+        feeder__result_msg r;
+        ssize_t n = recv(w->chan, &r, sizeof(r), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (n <= 0)
+            return worker_died(ld, i, NULL);
+        if ((size_t)n != sizeof(r))
+            return worker_died(ld, i, "malformed message");
+        if (r.kind == FEEDER__MSG_READY) {
+            if (r.status) {
+                char msg[FEEDER__ERRMSG_LEN];
+                feeder__fmt(msg, sizeof(msg), "%s", r.errmsg);
+                worker_died(ld, i, NULL);
+                return fail(ld, r.status == FEEDER_ECALLBACK ? FEEDER_ECALLBACK : r.status, "%s",
+                            msg);
+            }
+            w->ready = 1;
+            continue;
+        }
+        if (r.kind != FEEDER__MSG_RESULT || r.slot >= ld->nslots ||
+            ld->slots[r.slot].state != SLOT_FILLING)
+            return worker_died(ld, i, "result for a slot that is not being filled");
+        if (w->outstanding)
+            w->outstanding--;
+        complete_part(ld, &r);
+    }
+}
+
+/* Wait up to `ms` for worker traffic and handle it. */
+static int wait_workers(feeder_loader *ld, int ms)
+{
+    struct pollfd p[2 * 1024 + 2];
+    int idx[2 * 1024 + 2];
+    int np = 0;
+    for (int i = 0; i < ld->nworkers; i++) {
+        worker *w = &ld->workers[i];
+        if (w->pid <= 0)
+            continue;
+        if (w->chan < 0)
+            return worker_died(ld, i, "its channel broke");
+        p[np] = (struct pollfd){.fd = w->chan, .events = POLLIN};
+        idx[np++] = i;
+        if (w->pidfd >= 0) {
+            p[np] = (struct pollfd){.fd = w->pidfd, .events = POLLIN};
+            idx[np++] = -1 - i;
+        }
+    }
+    int n = poll(p, (nfds_t)np, ms);
+    if (n < 0)
+        return errno == EINTR ? 0 : fail(ld, -errno, "poll: %s", strerror(errno));
+    /* Messages first: a worker that answered and then died still counts its
+     * answer. */
+    for (int k = 0; k < np; k++) {
+        if (idx[k] >= 0 && p[k].revents) {
+            int rc = drain_channel(ld, idx[k]);
+            if (rc)
+                return rc;
+        }
+    }
+    for (int k = 0; k < np; k++) {
+        if (idx[k] < 0 && p[k].revents) {
+            int i = -1 - idx[k];
+            int rc = drain_channel(ld, i);
+            if (rc)
+                return rc;
+            return worker_died(ld, i, NULL);
+        }
+    }
+    return 0;
+}
+
+/* ---- delivery ---- */
+
+static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
+{
+    uint32_t s = (uint32_t)(ss - ld->slots);
+    ld->delivered++;
+    if (ss->status) {
+        int rc = fail(ld, ss->status, "batch %llu of epoch %llu: %s",
+                      (unsigned long long)ss->batch, (unsigned long long)ss->epoch, ss->errmsg);
+        ss->state = SLOT_FREE;
+        pthread_mutex_lock(&ld->stats_lock);
+        ld->stats.failed_batches++;
+        pthread_mutex_unlock(&ld->stats_lock);
+        dispatch(ld);
+        return rc;
+    }
+    const feeder__slot_layout *l = &ld->job.layout;
+    uint8_t *base = feeder__slot_base(l, ld->mem, s);
+    feeder_batch *b = &ss->pub;
+    memset(b, 0, sizeof(*b));
+    b->data = feeder__slot_sample(l, base, 0);
+    b->labels = feeder__slot_labels(l, base);
+    b->indices = feeder__slot_indices(l, base);
+    b->count = ss->count;
+    b->height = l->height;
+    b->width = l->width;
+    b->channels = l->channels;
+    b->layout = l->layout;
+    b->skipped = ss->skipped;
+    b->sample_bytes = l->sample_bytes;
+    b->epoch = ss->epoch;
+    b->number = ss->batch;
+    b->internal_ = ss;
+    ss->state = SLOT_LENT;
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.batches++;
+    ld->stats.samples += ss->count;
+    if (!ld->first_seen)
+        ld->stats.first_batch_ns = feeder__now_ns() - ld->epoch_t0;
+    pthread_mutex_unlock(&ld->stats_lock);
+    ld->first_seen = 1;
+    *out = b;
+    return 0;
+}
+
+static slot_state *find_ready(feeder_loader *ld)
+{
+    slot_state *best = NULL;
+    int in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
+    for (uint32_t s = 0; s < ld->nslots; s++) {
+        slot_state *ss = &ld->slots[s];
+        if (ss->state != SLOT_READY || ss->epoch != ld->epoch)
+            continue;
+        if (in_order ? ss->batch == ld->delivered : (!best || ss->batch < best->batch))
+            best = ss;
+        if (in_order && best)
+            break;
+    }
+    return best;
+}
+
+static int any_slot_busy(feeder_loader *ld)
+{
+    for (uint32_t s = 0; s < ld->nslots; s++)
+        if (ld->slots[s].state == SLOT_FILLING || ld->slots[s].state == SLOT_READY ||
+            ld->slots[s].state == SLOT_FREE)
+            return 1;
+    return 0;
+}
+
+/* num_workers 0: load the next batch in the calling thread. */
+static int next_inline(feeder_loader *ld, feeder_batch **out)
+{
+    slot_state *ss = NULL;
+    for (uint32_t s = 0; s < ld->nslots && !ss; s++)
+        if (ld->slots[s].state == SLOT_FREE)
+            ss = &ld->slots[s];
+    if (!ss)
+        return fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
+                    ld->nslots);
+    uint32_t s = (uint32_t)(ss - ld->slots);
+    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    uint64_t b = ld->delivered, first = b * batch;
+    uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
+    ss->epoch = ld->epoch;
+    ss->batch = b;
+    ss->count = count;
+    ss->skipped = 0;
+    ss->status = 0;
+    ss->parts_left = 1;
+    ss->state = SLOT_FILLING;
+    memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
+           ld->order + first, count * sizeof(uint64_t));
+    feeder__task_msg t = {FEEDER__MSG_TASK, s, 0, count, ld->epoch, b};
+    static _Thread_local feeder__result_msg r;
+    feeder__run_task(&ld->inline_ctx, &t, &r);
+    complete_part(ld, &r);
+    return deliver(ld, ss, out);
+}
+
+int feeder_next(feeder_loader *ld, feeder_batch **out)
+{
+    if (!ld || !out)
+        return FEEDER_EINVAL;
+    int rc;
+    if (!ld->started && (rc = feeder_loader_start(ld)))
+        return rc;
+    ld->errmsg[0] = 0;
+    if (!ld->in_epoch && (rc = begin_epoch(ld)))
+        return rc;
+    if (ld->delivered >= ld->nbatches) {
+        end_epoch(ld);
+        return FEEDER_DONE;
+    }
+    if (!ld->nworkers)
+        return next_inline(ld, out);
+
+    uint64_t t0 = feeder__now_ns();
+    int64_t timeout = iopt(ld, FEEDER_OPT_TIMEOUT_MS);
+    uint64_t deadline = timeout ? t0 + (uint64_t)timeout * 1000000ull : UINT64_MAX;
+    int poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS);
+    rc = 0;
+    for (;;) {
+        dispatch(ld);
+        slot_state *ss = find_ready(ld);
+        if (ss) {
+            rc = deliver(ld, ss, out);
+            break;
+        }
+        if (!any_slot_busy(ld)) {
+            rc = fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
+                      ld->nslots);
+            break;
+        }
+        uint64_t now = feeder__now_ns();
+        if (now >= deadline) {
+            rc = fail(ld, FEEDER_ETIMEDOUT,
+                      "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu)",
+                      (long long)timeout, (unsigned long long)ld->delivered,
+                      (unsigned long long)ld->epoch);
+            break;
+        }
+        uint64_t left_ms = deadline == UINT64_MAX ? (uint64_t)poll_ms : (deadline - now + 999999) / 1000000;
+        if ((rc = wait_workers(ld, (int)(left_ms < (uint64_t)poll_ms ? left_ms : (uint64_t)poll_ms))))
+            break;
+    }
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.wait_ns += feeder__now_ns() - t0;
+    pthread_mutex_unlock(&ld->stats_lock);
+    return rc;
+}
+
+int feeder_batch_release(feeder_batch *batch, void *stream)
+{
+    if (!batch || !batch->internal_)
+        return FEEDER_EINVAL;
+    slot_state *ss = batch->internal_;
+    if (ss->state != SLOT_LENT || &ss->pub != batch)
+        return FEEDER_EINVAL;
+    feeder_loader *ld = ss->ld;
+    ss->state = SLOT_FREE;
+    batch->internal_ = NULL;
+    /* Refill at once so the workers need not wait for the next feeder_next. */
+    dispatch(ld);
+    return 0;
+}
+
+int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->in_epoch) {
+        /* Parts in flight still write their slots: wait for them (or for the
+         * workers' deaths) before the slots can be reused. */
+        ld->q.len = 0;
+        ld->dispatched = ld->nbatches;
+        for (;;) {
+            int busy = 0;
+            for (uint32_t s = 0; s < ld->nslots; s++)
+                busy |= ld->slots[s].state == SLOT_FILLING;
+            if (!busy || !ld->running)
+                break;
+            int rc = wait_workers(ld, (int)iopt(ld, FEEDER_OPT_POLL_MS));
+            if (rc)
+                break;
+        }
+        for (uint32_t s = 0; s < ld->nslots; s++)
+            if (ld->slots[s].state == SLOT_READY || ld->slots[s].state == SLOT_FILLING)
+                ld->slots[s].state = SLOT_FREE;
+        end_epoch(ld);
+    }
+    ld->next_set = 1;
+    ld->next_epoch = epoch;
+    return 0;
+}
+
+void feeder_loader_destroy(feeder_loader *ld)
+{
+    if (!ld)
+        return;
+    stop_workers(ld, 1);
+    if (ld->inline_ready)
+        feeder__worker_ctx_free(&ld->inline_ctx);
+    if (ld->mem)
+        munmap(ld->mem, ld->shm_bytes);
+    close_fd(&ld->job.memfd);
+    feeder_sampler_destroy(ld->own_sampler);
+    free(ld->slots);
+    free(ld->workers);
+    free(ld->q.v);
+    free(ld->order);
+    pthread_mutex_destroy(&ld->stats_lock);
+    free(ld);
+}

@@ -1,0 +1,336 @@
+/*
+ * The worker side: run a task (read its files, decode and transform every
+ * sample straight into its place in the batch slot) and, in a forked worker
+ * process, the loop that serves tasks from the loader.
+ *
+ * A worker never touches CUDA (DESIGN invariant 4): it maps the slot memfd
+ * itself after fork and writes only through that mapping.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loader/internal.h"
+
+uint64_t feeder__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem)
+{
+    memset(w, 0, sizeof(*w));
+    w->job = job;
+    w->id = id;
+    w->mem = mem;
+    if (job->ds->kind != FEEDER__DS_USER) {
+        int rc = feeder__reader_create(job->io_mode, job->queue_depth, &w->rd, w->why,
+                                       sizeof(w->why));
+        /* The parent probed io_uring; if this process still cannot set up a
+         * ring, reading goes on through pread rather than failing. */
+        if (rc && job->io_mode == FEEDER_IO_URING)
+            rc = feeder__reader_create(FEEDER_IO_PREAD, 0, &w->rd, NULL, 0);
+        if (rc)
+            return rc;
+        if ((rc = feeder__decoder_create(&w->dec)))
+            return rc;
+    }
+    return 0;
+}
+
+void feeder__worker_ctx_free(feeder__worker_ctx *w)
+{
+    feeder__reader_destroy(w->rd);
+    feeder__decoder_destroy(w->dec);
+    free(w->files);
+    memset(w, 0, sizeof(*w));
+}
+
+static const char *op_text(const feeder__file *f) { return f->op ? f->op : "read"; }
+
+/* Load one sample whose file is already read; 0 or an error with `msg`. */
+static int load_file_sample(feeder__worker_ctx *w, const feeder__task_msg *t,
+                            const feeder__file *f, uint64_t index, uint8_t *dst,
+                            feeder__result_msg *res, char *msg, size_t msglen)
+{
+    const feeder__job *job = w->job;
+    if (f->err) {
+        feeder__fmt(msg, msglen, "sample %llu (%s): %s: %s", (unsigned long long)index, f->path,
+                    op_text(f), strerror(-f->err));
+        return f->err;
+    }
+    if (f->len == 0) {
+        feeder__fmt(msg, msglen, "sample %llu (%s): empty file", (unsigned long long)index,
+                    f->path);
+        return FEEDER_EDECODE;
+    }
+    feeder__decode_times tm = {0, 0};
+    char derr[512] = "";
+    int rc = feeder__decode_sample(w->dec, &job->t, f->data, f->len, job->seed, t->epoch, index,
+                                   dst, &tm, derr, sizeof(derr));
+    res->decode_ns += tm.decode_ns;
+    res->transform_ns += tm.transform_ns;
+    if (rc)
+        feeder__fmt(msg, msglen, "sample %llu (%s): %s", (unsigned long long)index, f->path,
+                    derr[0] ? derr : feeder_strerror(rc));
+    return rc;
+}
+
+static int load_user_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
+                            uint8_t *dst, int64_t *label, char *msg, size_t msglen)
+{
+    const feeder__job *job = w->job;
+    const feeder__slot_layout *l = &job->layout;
+    feeder_sample_ctx sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.index = index;
+    sc.seed = job->seed;
+    sc.epoch = t->epoch;
+    sc.height = l->height;
+    sc.width = l->width;
+    sc.channels = l->channels;
+    sc.layout = l->layout;
+    sc.worker_id = w->id;
+    char uerr[512] = "";
+    int rc = job->ds->cb.get(job->ds->user, &sc, dst, l->sample_bytes, label, uerr, sizeof(uerr));
+    if (rc) {
+        feeder__fmt(msg, msglen, "sample %llu: dataset callback returned %d%s%s",
+                    (unsigned long long)index, rc, uerr[0] ? ": " : "", uerr);
+        return rc < 0 ? rc : FEEDER_ECALLBACK;
+    }
+    return 0;
+}
+
+/* Read and load dataset sample `index` alone (a replacement under the skip
+ * policy). */
+static int load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index, uint8_t *dst,
+                    int64_t *label, feeder__result_msg *res, char *msg, size_t msglen)
+{
+    const feeder_dataset *ds = w->job->ds;
+    if (ds->kind == FEEDER__DS_USER)
+        return load_user_sample(w, t, index, dst, label, msg, msglen);
+    feeder__file f = {.path = feeder_dataset_path(ds, index)};
+    uint64_t t0 = feeder__now_ns();
+    int rc = feeder__reader_read(w->rd, &f, 1);
+    res->read_ns += feeder__now_ns() - t0;
+    if (rc) {
+        feeder__fmt(msg, msglen, "sample %llu (%s): reader failed: %s",
+                    (unsigned long long)index, f.path, strerror(-rc));
+        return rc;
+    }
+    res->bytes_read += f.err ? 0 : f.len;
+    *label = ds->labels[index];
+    return load_file_sample(w, t, &f, index, dst, res, msg, msglen);
+}
+
+/* Under the skip policy a bad sample is replaced by the next good one in
+ * dataset order (index+1, index+2, ... wrapping), a choice that depends only
+ * on the data, so every run and every worker count replaces it the same way. */
+static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint32_t pos,
+                          uint8_t *slot, feeder__result_msg *res, const char *first_msg)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    uint64_t n = w->job->ds->n;
+    uint64_t *idx = feeder__slot_indices(l, slot);
+    int64_t *lab = feeder__slot_labels(l, slot);
+    uint8_t *dst = feeder__slot_sample(l, slot, pos);
+    uint64_t orig = idx[pos];
+    char msg[FEEDER__ERRMSG_LEN];
+    int rc = FEEDER_EDATASET;
+    for (uint64_t k = 1; k <= FEEDER__SKIP_LIMIT && k < n + 1; k++) {
+        uint64_t j = (orig + k) % n;
+        rc = load_one(w, t, j, dst, &lab[pos], res, msg, sizeof(msg));
+        if (rc == 0) {
+            idx[pos] = j;
+            res->skipped++;
+            return 0;
+        }
+    }
+    feeder__fmt(res->errmsg, sizeof(res->errmsg),
+                "%s; skip policy: no good sample among the %d after it", first_msg,
+                FEEDER__SKIP_LIMIT);
+    return rc;
+}
+
+static int ensure_files(feeder__worker_ctx *w, unsigned n)
+{
+    if (n <= w->files_cap)
+        return 0;
+    feeder__file *f = realloc(w->files, n * sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    w->files = f;
+    w->files_cap = n;
+    return 0;
+}
+
+void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__result_msg *res)
+{
+    const feeder__job *job = w->job;
+    const feeder__slot_layout *l = &job->layout;
+    const feeder_dataset *ds = job->ds;
+    memset(res, 0, offsetof(feeder__result_msg, errmsg));
+    res->errmsg[0] = 0;
+    res->kind = FEEDER__MSG_RESULT;
+    res->slot = t->slot;
+    res->first = t->first;
+    res->count = t->count;
+    res->batch = t->batch;
+    uint8_t *slot = feeder__slot_base(l, w->mem, t->slot);
+    uint64_t *idx = feeder__slot_indices(l, slot);
+    int64_t *lab = feeder__slot_labels(l, slot);
+    /* Positions that failed, to replace after the first pass (a replacement
+     * read reuses the reader's buffers, which the first pass still needs). */
+    uint32_t bad_first = UINT32_MAX;
+    char msg[FEEDER__ERRMSG_LEN];
+    int rc = 0;
+
+    if (ds->kind == FEEDER__DS_USER) {
+        for (uint32_t i = t->first; i < t->first + t->count; i++) {
+            uint64_t t0 = feeder__now_ns();
+            int src = load_user_sample(w, t, idx[i], feeder__slot_sample(l, slot, i), &lab[i],
+                                       msg, sizeof(msg));
+            res->decode_ns += feeder__now_ns() - t0;
+            if (src && job->policy == FEEDER_ON_ERROR_SKIP)
+                src = replace_sample(w, t, i, slot, res, msg);
+            else if (src)
+                feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
+            if (src) {
+                rc = src;
+                break;
+            }
+        }
+        res->status = rc;
+        return;
+    }
+
+    if ((rc = ensure_files(w, t->count))) {
+        feeder__fmt(res->errmsg, sizeof(res->errmsg), "worker %d: out of memory", w->id);
+        res->status = rc;
+        return;
+    }
+    for (uint32_t k = 0; k < t->count; k++) {
+        uint64_t index = idx[t->first + k];
+        w->files[k].path = feeder_dataset_path(ds, index);
+        lab[t->first + k] = ds->labels[index];
+    }
+    uint64_t t0 = feeder__now_ns();
+    rc = feeder__reader_read(w->rd, w->files, t->count);
+    res->read_ns += feeder__now_ns() - t0;
+    if (rc) {
+        feeder__fmt(res->errmsg, sizeof(res->errmsg), "worker %d: reader failed: %s", w->id,
+                    strerror(-rc));
+        res->status = rc;
+        return;
+    }
+    for (uint32_t k = 0; k < t->count; k++) {
+        uint32_t i = t->first + k;
+        const feeder__file *f = &w->files[k];
+        res->bytes_read += f->err ? 0 : f->len;
+        int src = load_file_sample(w, t, f, idx[i], feeder__slot_sample(l, slot, i), res, msg,
+                                   sizeof(msg));
+        if (!src)
+            continue;
+        if (job->policy == FEEDER_ON_ERROR_SKIP) {
+            /* Mark it; replaced below. The label slot holds the mark. */
+            lab[i] = -1;
+            if (bad_first == UINT32_MAX)
+                bad_first = i;
+            continue;
+        }
+        feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
+        res->status = src;
+        return;
+    }
+    for (uint32_t i = bad_first; i != UINT32_MAX && i < t->first + t->count; i++) {
+        if (lab[i] != -1)
+            continue;
+        feeder__fmt(msg, sizeof(msg), "sample %llu (%s) failed", (unsigned long long)idx[i],
+                    feeder_dataset_path(ds, idx[i]));
+        int src = replace_sample(w, t, i, slot, res, msg);
+        if (src) {
+            res->status = src;
+            return;
+        }
+    }
+}
+
+static int send_msg(int chan, const void *msg, size_t len)
+{
+    for (;;) {
+        ssize_t n = send(chan, msg, len, MSG_NOSIGNAL);
+        if (n >= 0)
+            return 0;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+_Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan,
+                                   const int *close_fds, int nclose,
+                                   feeder_worker_init_fn init, void *init_user)
+{
+    pid_t parent = getppid();
+    /* Die with the loader's process: no orphan keeps the slots alive. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(0);
+    for (int i = 0; i < nclose; i++)
+        if (close_fds[i] >= 0)
+            close(close_fds[i]);
+    static feeder__result_msg res;
+    memset(&res, 0, sizeof(res));
+    res.kind = FEEDER__MSG_READY;
+    /* Map the slots ourselves (invariant 4): the parent's mapping may be
+     * registered with the GPU driver and is not ours to write through. */
+    uint8_t *mem = mmap(NULL, job->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
+    if (mem == MAP_FAILED) {
+        res.status = -errno;
+        feeder__fmt(res.errmsg, sizeof(res.errmsg), "worker %d: mmap of the batch slots: %s",
+                    id, strerror(errno));
+        send_msg(chan, &res, sizeof(res));
+        _exit(1);
+    }
+    close(job->memfd);
+    static feeder__worker_ctx w;
+    int rc = feeder__worker_ctx_init(&w, job, id, mem);
+    if (rc) {
+        res.status = rc;
+        feeder__fmt(res.errmsg, sizeof(res.errmsg), "worker %d: setup failed: %s", id,
+                    feeder_strerror(rc));
+        send_msg(chan, &res, sizeof(res));
+        _exit(1);
+    }
+    if (init && (rc = init(init_user, id)) != 0) {
+        res.status = FEEDER_ECALLBACK;
+        feeder__fmt(res.errmsg, sizeof(res.errmsg), "worker_init failed in worker %d (pid %d): returned %d",
+                    id, (int)getpid(), rc);
+        send_msg(chan, &res, sizeof(res));
+        _exit(1);
+    }
+    if (send_msg(chan, &res, sizeof(res)))
+        _exit(1);
+    for (;;) {
+        feeder__task_msg t;
+        ssize_t n = recv(chan, &t, sizeof(t), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        /* The loader closed the channel (end of epoch, destroy) or died. */
+        if (n <= 0)
+            _exit(0);
+        if ((size_t)n != sizeof(t) || t.kind != FEEDER__MSG_TASK)
+            _exit(2);
+        feeder__run_task(&w, &t, &res);
+        if (send_msg(chan, &res, sizeof(res)))
+            _exit(0);
+    }
+}
