@@ -1,0 +1,436 @@
+#include "benchutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include "feeder.h"
+
+typedef struct bu_photo {
+    uint8_t *rgb;
+    int w, h;
+} bu_photo;
+
+struct bu_photos {
+    bu_photo *v;
+    unsigned n;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int bu_photos_load(const char *dir, bu_photos **out, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return -errno;
+    }
+    char *names[64];
+    unsigned n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64) {
+        size_t l = strlen(e->d_name);
+        if (l > 4 && strcmp(e->d_name + l - 4, ".jpg") == 0)
+            names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    /* Sorted, so photo k is the same file on every machine. */
+    qsort(names, n, sizeof(names[0]), cmp_str);
+    bu_photos *p = calloc(1, sizeof(*p));
+    p->v = calloc(n ? n : 1, sizeof(bu_photo));
+    tjhandle tj = tjInitDecompress();
+    int rc = 0;
+    for (unsigned i = 0; i < n && rc == 0; i++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        uint8_t *buf;
+        size_t len;
+        rc = bu_read_file(path, &buf, &len);
+        if (rc) {
+            snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+            break;
+        }
+        int w, h, ss, cs;
+        if (tjDecompressHeader3(tj, buf, len, &w, &h, &ss, &cs) != 0) {
+            snprintf(err, errlen, "%s: %s", path, tjGetErrorStr2(tj));
+            free(buf);
+            rc = -EINVAL;
+            break;
+        }
+        p->v[p->n].rgb = malloc((size_t)w * h * 3);
+        if (tjDecompress2(tj, buf, len, p->v[p->n].rgb, w, 0, h, TJPF_RGB, 0) != 0 &&
+            tjGetErrorCode(tj) == TJERR_FATAL) {
+            snprintf(err, errlen, "%s: %s", path, tjGetErrorStr2(tj));
+            free(p->v[p->n].rgb);
+            free(buf);
+            rc = -EINVAL;
+            break;
+        }
+        p->v[p->n].w = w;
+        p->v[p->n].h = h;
+        p->n++;
+        free(buf);
+    }
+    tjDestroy(tj);
+    for (unsigned i = 0; i < n; i++)
+        free(names[i]);
+    if (rc == 0 && p->n == 0) {
+        snprintf(err, errlen, "%s: no .jpg photos", dir);
+        rc = -ENOENT;
+    }
+    if (rc) {
+        bu_photos_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void bu_photos_free(bu_photos *p)
+{
+    if (!p)
+        return;
+    for (unsigned i = 0; i < p->n; i++)
+        free(p->v[i].rgb);
+    free(p->v);
+    free(p);
+}
+
+unsigned bu_photos_count(const bu_photos *p) { return p->n; }
+
+int bu_make_jpeg(const bu_photos *p, unsigned photo, uint32_t w, uint32_t h, int quality,
+                 int subsamp, uint64_t seed, uint8_t **jpeg, size_t *len)
+{
+    const bu_photo *ph = &p->v[photo % p->n];
+    /* A crop box of the target aspect covering 40-100% of the photo's width
+     * or height, placed at random: the test image is a natural picture. */
+    double u0 = feeder_random_uniform(seed, 0, photo, 0);
+    double u1 = feeder_random_uniform(seed, 0, photo, 1);
+    double u2 = feeder_random_uniform(seed, 0, photo, 2);
+    double aspect = (double)w / h;
+    double cw = ph->w, ch = ph->w / aspect;
+    if (ch > ph->h) {
+        ch = ph->h;
+        cw = ph->h * aspect;
+    }
+    double s = 0.4 + 0.6 * u0;
+    cw *= s;
+    ch *= s;
+    double x0 = (ph->w - cw) * u1, y0 = (ph->h - ch) * u2;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    if (!img)
+        return -ENOMEM;
+    /* Bilinear sampling is plenty for making test data (the library's own
+     * resizer is what gets measured). */
+    for (uint32_t y = 0; y < h; y++) {
+        double sy = y0 + (y + 0.5) * ch / h - 0.5;
+        if (sy < 0)
+            sy = 0;
+        int iy = (int)sy;
+        if (iy > ph->h - 2)
+            iy = ph->h - 2;
+        double fy = sy - iy;
+        if (fy > 1)
+            fy = 1;
+        for (uint32_t x = 0; x < w; x++) {
+            double sx = x0 + (x + 0.5) * cw / w - 0.5;
+            if (sx < 0)
+                sx = 0;
+            int ix = (int)sx;
+            if (ix > ph->w - 2)
+                ix = ph->w - 2;
+            double fx = sx - ix;
+            if (fx > 1)
+                fx = 1;
+            const uint8_t *a = ph->rgb + ((size_t)iy * ph->w + ix) * 3;
+            const uint8_t *b = a + (size_t)ph->w * 3;
+            for (int c = 0; c < 3; c++) {
+                double v = (a[c] * (1 - fx) + a[c + 3] * fx) * (1 - fy) +
+                           (b[c] * (1 - fx) + b[c + 3] * fx) * fy;
+                img[((size_t)y * w + x) * 3 + c] = (uint8_t)(v + 0.5);
+            }
+        }
+    }
+    tjhandle tj = tjInitCompress();
+    unsigned char *out = NULL;
+    unsigned long olen = 0;
+    int rc = tjCompress2(tj, img, (int)w, 0, (int)h, TJPF_RGB, &out, &olen,
+                         subsamp < 0 ? TJSAMP_420 : subsamp, quality, TJFLAG_FASTDCT);
+    tjDestroy(tj);
+    free(img);
+    if (rc != 0) {
+        tjFree(out);
+        return -EIO;
+    }
+    *jpeg = malloc(olen);
+    memcpy(*jpeg, out, olen);
+    *len = olen;
+    tjFree(out);
+    return 0;
+}
+
+int bu_write_jpeg(const bu_photos *p, const char *path, unsigned photo, uint32_t w, uint32_t h,
+                  int quality, int subsamp, uint64_t seed)
+{
+    uint8_t *jpeg;
+    size_t len;
+    int rc = bu_make_jpeg(p, photo, w, h, quality, subsamp, seed, &jpeg, &len);
+    if (rc)
+        return rc;
+    rc = bu_write_file(path, jpeg, len);
+    free(jpeg);
+    return rc;
+}
+
+int bu_make_dataset(const bu_photos *p, const char *dir, unsigned classes, unsigned per_class,
+                    uint64_t seed, int progress)
+{
+    char stamp[4096], want[256];
+    snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
+    snprintf(want, sizeof(want), "classes=%u per_class=%u seed=%llu v1\n", classes, per_class,
+             (unsigned long long)seed);
+    uint8_t *have;
+    size_t hl;
+    if (bu_read_file(stamp, &have, &hl) == 0) {
+        int same = hl == strlen(want) && memcmp(have, want, hl) == 0;
+        free(have);
+        if (same)
+            return 0;
+    }
+    int rc = bu_mkdirs(dir);
+    if (rc)
+        return rc;
+    unsigned total = classes * per_class, done = 0;
+    for (unsigned c = 0; c < classes; c++) {
+        char cdir[4096];
+        snprintf(cdir, sizeof(cdir), "%s/class_%02u", dir, c);
+        if ((rc = bu_mkdirs(cdir)))
+            return rc;
+        for (unsigned i = 0; i < per_class; i++, done++) {
+            uint64_t k = (uint64_t)c * per_class + i;
+            /* ImageNet-like: short side 256..512, aspect 3:4..4:3, quality 75..95. */
+            uint32_t s = 256 + (uint32_t)(feeder_random(seed, 1, k, 0) % 257);
+            double ar = 0.75 + (4.0 / 3.0 - 0.75) * feeder_random_uniform(seed, 1, k, 1);
+            uint32_t w = s, h = s;
+            if (ar >= 1)
+                w = (uint32_t)(s * ar);
+            else
+                h = (uint32_t)(s / ar);
+            int q = 75 + (int)(feeder_random(seed, 1, k, 2) % 21);
+            char path[4200];
+            snprintf(path, sizeof(path), "%s/img_%05u.jpg", cdir, i);
+            rc = bu_write_jpeg(p, path, (unsigned)(k % bu_photos_count(p)), w, h, q, -1,
+                               feeder_random(seed, 1, k, 3));
+            if (rc)
+                return rc;
+            if (progress && (done % 20 == 0 || done + 1 == total)) {
+                int bar = (int)(40.0 * (done + 1) / total);
+                fprintf(stderr, "\rmaking dataset %s [%.*s%*s] %u/%u", dir, bar,
+                        "========================================", 40 - bar, "", done + 1,
+                        total);
+            }
+        }
+    }
+    if (progress)
+        fprintf(stderr, "\n");
+    return bu_write_file(stamp, want, strlen(want));
+}
+
+int bu_write_file(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    const uint8_t *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = -errno;
+            close(fd);
+            return e;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return close(fd) ? -errno : 0;
+}
+
+int bu_read_file(const char *path, uint8_t **data, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    uint8_t *buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    *data = buf;
+    *len = got;
+    return 0;
+}
+
+int bu_mkdirs(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *s = tmp + 1; *s; s++) {
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+                return -errno;
+            *s = '/';
+        }
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+void bu_rm_rf(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char sub[4096];
+        snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+        struct stat st;
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            bu_rm_rf(sub);
+        else
+            unlink(sub);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+uint64_t bu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bu_hash(uint64_t h, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* XXH64 (Yann Collet's reference algorithm). Loads go through memcpy, so any
+ * alignment is fine; the words are read in the host's byte order, which is
+ * little-endian on every machine this project targets. */
+#define BU_P1 11400714785074694791ull
+#define BU_P2 14029467366897019727ull
+#define BU_P3 1609587929392839161ull
+#define BU_P4 9650029242287828579ull
+#define BU_P5 2870177450012600261ull
+
+static inline uint64_t bu_rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t bu_rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t bu_rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint64_t bu_xxround(uint64_t acc, uint64_t in)
+{
+    acc += in * BU_P2;
+    acc = bu_rotl64(acc, 31);
+    return acc * BU_P1;
+}
+
+static inline uint64_t bu_xxmerge(uint64_t acc, uint64_t v)
+{
+    acc ^= bu_xxround(0, v);
+    return acc * BU_P1 + BU_P4;
+}
+
+uint64_t bu_hash64(uint64_t seed, const void *data, size_t len)
+{
+    const uint8_t *p = data, *end = p + len;
+    uint64_t h;
+    if (len >= 32) {
+        uint64_t v1 = seed + BU_P1 + BU_P2, v2 = seed + BU_P2, v3 = seed, v4 = seed - BU_P1;
+        const uint8_t *limit = end - 32;
+        do {
+            v1 = bu_xxround(v1, bu_rd64(p));
+            v2 = bu_xxround(v2, bu_rd64(p + 8));
+            v3 = bu_xxround(v3, bu_rd64(p + 16));
+            v4 = bu_xxround(v4, bu_rd64(p + 24));
+            p += 32;
+        } while (p <= limit);
+        h = bu_rotl64(v1, 1) + bu_rotl64(v2, 7) + bu_rotl64(v3, 12) + bu_rotl64(v4, 18);
+        h = bu_xxmerge(h, v1);
+        h = bu_xxmerge(h, v2);
+        h = bu_xxmerge(h, v3);
+        h = bu_xxmerge(h, v4);
+    } else {
+        h = seed + BU_P5;
+    }
+    h += (uint64_t)len;
+    while (p + 8 <= end) {
+        h ^= bu_xxround(0, bu_rd64(p));
+        h = bu_rotl64(h, 27) * BU_P1 + BU_P4;
+        p += 8;
+    }
+    if (p + 4 <= end) {
+        h ^= (uint64_t)bu_rd32(p) * BU_P1;
+        h = bu_rotl64(h, 23) * BU_P2 + BU_P3;
+        p += 4;
+    }
+    while (p < end) {
+        h ^= (uint64_t)(*p++) * BU_P5;
+        h = bu_rotl64(h, 11) * BU_P1;
+    }
+    h ^= h >> 33;
+    h *= BU_P2;
+    h ^= h >> 29;
+    h *= BU_P3;
+    h ^= h >> 32;
+    return h;
+}

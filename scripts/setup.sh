@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install what feeder needs on Debian 12 (run as root, or with sudo).
+# Libraries made for the job: libjpeg-turbo (TurboJPEG + libjpeg APIs),
+# liburing, libyuv (SIMD resizing), Check (tests).
+set -euo pipefail
+PKGS=(build-essential cmake pkg-config
+      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev
+      check libsubunit-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
