@@ -227,7 +227,9 @@ static void on_open_statx(feeder__reader *r, feeder__file *files, struct io_urin
     int op = (int)(cqe->user_data & 3);
     if (op == OP_OPEN) {
         r->fds[i] = cqe->res;
-        if (cqe->res < 0 && !files[i].err) {
+        /* open's error wins over statx's: the same message whatever order
+         * the completions arrive in. */
+        if (cqe->res < 0) {
             files[i].err = cqe->res;
             files[i].op = "open";
         }

@@ -118,7 +118,10 @@ typedef struct worker {
     int chan;
     unsigned outstanding;
     int ready;
-    uint64_t last_batch; /* for the death message */
+    int broken; /* a send failed: take no more tasks; its death is read from the channel */
+    /* Batches of the parts sent and not yet answered, oldest first: the
+     * oldest is the one a dying worker was loading. */
+    uint64_t inflight[FEEDER__WORKER_QUEUE];
 } worker;
 
 typedef struct task_queue {
@@ -678,7 +681,7 @@ static void dispatch(feeder_loader *ld)
         worker *best = NULL;
         for (int i = 0; i < ld->nworkers; i++) {
             worker *w = &ld->workers[i];
-            if (w->chan >= 0 && w->outstanding < FEEDER__WORKER_QUEUE &&
+            if (w->chan >= 0 && !w->broken && w->outstanding < FEEDER__WORKER_QUEUE &&
                 (!best || w->outstanding < best->outstanding))
                 best = w;
         }
@@ -686,11 +689,12 @@ static void dispatch(feeder_loader *ld)
             break;
         feeder__task_msg *t = &ld->q.v[ld->q.head];
         if (send_task(ld, best, t) != 0) {
-            close_fd(&best->chan); /* reported as a death by the wait loop */
+            /* What it sent before it went (a failed start's reason) is
+             * still in the channel; the wait loop reads it, then the EOF. */
+            best->broken = 1;
             continue;
         }
-        best->outstanding++;
-        best->last_batch = t->batch;
+        best->inflight[best->outstanding++] = t->batch;
         ld->q.head = (ld->q.head + 1) % ld->q.cap;
         ld->q.len--;
     }
@@ -726,7 +730,7 @@ static int worker_died(feeder_loader *ld, int i, const char *extra)
 {
     worker *w = &ld->workers[i];
     pid_t pid = w->pid;
-    uint64_t batch = w->last_batch;
+    uint64_t batch = w->inflight[0];
     int busy = w->outstanding > 0;
     if (w->pidfd >= 0) {
         /* The channel can close a moment before the process is gone. */
@@ -754,6 +758,7 @@ static int worker_died(feeder_loader *ld, int i, const char *extra)
 static int drain_channel(feeder_loader *ld, int i)
 {
     worker *w = &ld->workers[i];
+    int reset_seen = 0;
     for (;;) {
         feeder__result_msg r;
         ssize_t n = recv(w->chan, &r, sizeof(r), MSG_DONTWAIT);
@@ -761,6 +766,12 @@ static int drain_channel(feeder_loader *ld, int i)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
+        /* A worker that exits with tasks unread makes the kernel report
+         * ECONNRESET once, ahead of the messages it sent before: read on. */
+        if (n < 0 && errno == ECONNRESET && !reset_seen) {
+            reset_seen = 1;
+            continue;
+        }
         if (n <= 0)
             return worker_died(ld, i, NULL);
         if ((size_t)n != sizeof(r))
@@ -779,8 +790,10 @@ static int drain_channel(feeder_loader *ld, int i)
         if (r.kind != FEEDER__MSG_RESULT || r.slot >= ld->nslots ||
             ld->slots[r.slot].state != SLOT_FILLING)
             return worker_died(ld, i, "result for a slot that is not being filled");
-        if (w->outstanding)
+        if (w->outstanding) {
             w->outstanding--;
+            memmove(w->inflight, w->inflight + 1, w->outstanding * sizeof(w->inflight[0]));
+        }
         complete_part(ld, &r);
     }
 }
@@ -1002,7 +1015,12 @@ int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
     if (ld->in_epoch) {
         /* Parts in flight still write their slots: wait for them (or for the
          * workers' deaths) before the slots can be reused. */
-        ld->q.len = 0;
+        /* Queued parts never reach a worker: count them as done. */
+        for (; ld->q.len; ld->q.len--, ld->q.head = (ld->q.head + 1) % ld->q.cap) {
+            slot_state *ss = &ld->slots[ld->q.v[ld->q.head].slot];
+            if (--ss->parts_left == 0)
+                ss->state = SLOT_READY;
+        }
         ld->dispatched = ld->nbatches;
         for (;;) {
             int busy = 0;
