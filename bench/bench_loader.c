@@ -1,0 +1,1016 @@
+/*
+ * bench_loader: how many images per second feeder delivers, and where the
+ * time goes.
+ *
+ *   bench_loader --workers 4 --prefetch 2
+ *   bench_loader --threads-sweep 0,1,2,4,8,15 --pipeline train --json
+ *   bench_loader --data /data/imagenet/val --batch 256 --epochs 5 --checksum
+ *
+ * With no --data it first makes the default dataset (2,000 JPEGs in 10 class
+ * folders cut from bench/photos) under $FEEDER_DATA or
+ * ~/.cache/feeder/default-2000, and reuses it on later runs.
+ *
+ * Each configuration (one worker count) gets its own loader and runs
+ * --epochs epochs. Every epoch is timed from the moment the consumer asks for
+ * its first batch (for epoch 0 that includes feeder_loader_start, i.e. the
+ * fork) to the moment it holds FEEDER_DONE, just as compare_torch.py times
+ * PyTorch from iter(loader) to the end of the loop. The first epoch pays page
+ * cache and fork costs, so every epoch is reported and the median is the
+ * headline figure.
+ *
+ * The result is a Markdown table on stdout (or JSON with --json) and, unless
+ * --no-append, the same table with the command line, date and machine appended
+ * to docs/BENCHMARKS.md. Progress lines go to stderr.
+ *
+ * --checksum hashes every delivered sample (pixels, then label) in delivery
+ * order with XXH64; with in-order delivery it must not change with --workers,
+ * --prefetch or --batch, and a sweep that finds it changing exits with 3.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "benchutil.h"
+#include "feeder.h"
+
+#ifndef FEEDER_BENCH_PHOTOS
+#define FEEDER_BENCH_PHOTOS "bench/photos"
+#endif
+#ifndef FEEDER_SOURCE_DIR
+#define FEEDER_SOURCE_DIR "."
+#endif
+
+#define PROG "bench_loader"
+#define MAX_SWEEP 64
+#define MAX_EPOCHS 1000
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct opts {
+    const char *data;     /* NULL: the default dataset */
+    uint32_t batch;
+    unsigned epochs;
+    int workers[MAX_SWEEP];
+    unsigned nworkers;    /* > 1 only with --threads-sweep */
+    int sweep;            /* --threads-sweep given */
+    int prefetch;
+    int pipeline;
+    int decoder;
+    int io;
+    uint64_t seed;
+    uint32_t size;
+    uint32_t resize;      /* 0: size * 256 / 224 */
+    int layout;
+    int shuffle;          /* -1: on for train, off for eval */
+    int in_order;
+    int persistent;
+    int64_t timeout_ms;
+    int json;
+    int checksum;
+    int append;
+    const char *append_to;
+    const char *label;
+} opts;
+
+static const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
+static const char *const decoder_names[] = {"turbo", "roi", NULL};
+static const char *const io_names[] = {"auto", "uring", "pread", NULL};
+static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
+static const char *const layout_names[] = {"nhwc", "nchw", NULL};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: " PROG " [options]\n"
+            "  --data DIR|LIST      image folder (one sub-folder per class) or list file of\n"
+            "                       'path label' lines; default: make 2,000 JPEGs under\n"
+            "                       $FEEDER_DATA or ~/.cache/feeder/default-2000\n"
+            "  --batch N            samples per batch (256)\n"
+            "  --epochs N           epochs per configuration; each is reported, and the median (3)\n"
+            "  --workers N          worker processes, 0 = the calling thread (4)\n"
+            "  --prefetch N         batches in flight per worker (2)\n"
+            "  --threads-sweep LIST run each worker count in turn, e.g. 0,1,2,4,8,15\n"
+            "                       (0 is added when missing: it is the scaling baseline)\n"
+            "  --pipeline eval|train|resize  (eval: resize 256 + centre crop 224;\n"
+            "                       train: RandomResizedCrop 224 + flip)\n"
+            "  --decoder turbo|roi  full TurboJPEG decode, or cropped DCT-scaled decode (roi)\n"
+            "  --io auto|uring|pread  read path (auto)\n"
+            "  --seed N             seed of the order and the random crops (0)\n"
+            "  --size N             output side (224)\n"
+            "  --resize N           eval: shorter side before the crop (size*256/224)\n"
+            "  --layout nhwc|nchw   output layout (nhwc)\n"
+            "  --shuffle 0|1        random order (default: 1 for train, 0 otherwise)\n"
+            "  --in-order 0|1       deliver in sampler order (1)\n"
+            "  --persistent         keep the workers across epochs\n"
+            "  --timeout-ms N       fail when no batch comes within N ms, 0 = never (120000)\n"
+            "  --checksum           hash every delivered pixel and label, in delivery order\n"
+            "  --json               JSON on stdout instead of the table\n"
+            "  --no-append          do not append the record to docs/BENCHMARKS.md\n"
+            "  --append-to FILE     append the record to FILE instead\n"
+            "  --label TEXT         machine name for the record (default: hostname + cores)\n"
+            "  -h, --help           this text\n"
+            "Exit status: 0 done, 1 the loader failed, 2 bad arguments, 3 --checksum differs\n"
+            "between worker counts with in-order delivery (a determinism bug).\n");
+}
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(" PROG " --help lists the options)\n");
+    exit(2);
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
+static uint64_t parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
+{
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-' || *s == '+')
+        goto bad;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        goto bad;
+    return v;
+bad:
+    die_usage("%s '%s': expected an integer in [%llu, %llu]", opt, s, (unsigned long long)min,
+              (unsigned long long)max);
+}
+
+static int parse_enum(const char *opt, const char *s, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    char list[256] = "";
+    for (int i = 0; names[i]; i++) {
+        strcat(list, i ? "|" : "");
+        strcat(list, names[i]);
+    }
+    die_usage("%s '%s': expected one of %s", opt, s, list);
+}
+
+static void parse_sweep(opts *o, const char *s)
+{
+    char buf[1024];
+    if (strlen(s) >= sizeof(buf))
+        die_usage("--threads-sweep: list too long");
+    strcpy(buf, s);
+    o->nworkers = 0;
+    int have0 = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->nworkers == MAX_SWEEP - 1)
+            die_usage("--threads-sweep: at most %d worker counts", MAX_SWEEP - 1);
+        int w = (int)parse_uint("--threads-sweep", t, 0, 1024);
+        for (unsigned i = 0; i < o->nworkers; i++)
+            if (o->workers[i] == w)
+                die_usage("--threads-sweep '%s': %d appears twice", s, w);
+        have0 |= w == 0;
+        o->workers[o->nworkers++] = w;
+    }
+    if (o->nworkers == 0)
+        die_usage("--threads-sweep '%s': expected a comma-separated list such as 0,1,2,4", s);
+    /* The single-process rate is the baseline of the scaling efficiency. */
+    if (!have0) {
+        memmove(o->workers + 1, o->workers, o->nworkers * sizeof(int));
+        o->workers[0] = 0;
+        o->nworkers++;
+    }
+    o->sweep = 1;
+}
+
+enum {
+    OPT_DATA = 256, OPT_BATCH, OPT_EPOCHS, OPT_WORKERS, OPT_PREFETCH, OPT_PIPELINE,
+    OPT_DECODER, OPT_IO, OPT_SEED, OPT_SIZE, OPT_RESIZE, OPT_LAYOUT, OPT_SWEEP, OPT_JSON,
+    OPT_CHECKSUM, OPT_NO_APPEND, OPT_APPEND_TO, OPT_LABEL, OPT_SHUFFLE, OPT_IN_ORDER,
+    OPT_PERSISTENT, OPT_TIMEOUT
+};
+
+static void parse_args(opts *o, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"data", required_argument, 0, OPT_DATA},
+        {"batch", required_argument, 0, OPT_BATCH},
+        {"epochs", required_argument, 0, OPT_EPOCHS},
+        {"workers", required_argument, 0, OPT_WORKERS},
+        {"prefetch", required_argument, 0, OPT_PREFETCH},
+        {"pipeline", required_argument, 0, OPT_PIPELINE},
+        {"decoder", required_argument, 0, OPT_DECODER},
+        {"io", required_argument, 0, OPT_IO},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"size", required_argument, 0, OPT_SIZE},
+        {"resize", required_argument, 0, OPT_RESIZE},
+        {"layout", required_argument, 0, OPT_LAYOUT},
+        {"threads-sweep", required_argument, 0, OPT_SWEEP},
+        {"json", no_argument, 0, OPT_JSON},
+        {"checksum", no_argument, 0, OPT_CHECKSUM},
+        {"no-append", no_argument, 0, OPT_NO_APPEND},
+        {"append-to", required_argument, 0, OPT_APPEND_TO},
+        {"label", required_argument, 0, OPT_LABEL},
+        {"shuffle", required_argument, 0, OPT_SHUFFLE},
+        {"in-order", required_argument, 0, OPT_IN_ORDER},
+        {"persistent", no_argument, 0, OPT_PERSISTENT},
+        {"timeout-ms", required_argument, 0, OPT_TIMEOUT},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    memset(o, 0, sizeof(*o));
+    o->batch = 256;
+    o->epochs = 3;
+    o->workers[0] = 4;
+    o->nworkers = 1;
+    o->prefetch = 2;
+    o->pipeline = FEEDER_PIPELINE_EVAL;
+    o->decoder = FEEDER_DECODER_ROI;
+    o->io = FEEDER_IO_AUTO;
+    o->size = 224;
+    o->layout = FEEDER_LAYOUT_NHWC;
+    o->shuffle = -1;
+    o->in_order = 1;
+    o->timeout_ms = 120000;
+    o->append = 1;
+    int workers_given = 0;
+
+    opterr = 0; /* our own messages name the option */
+    int c, li = -1;
+    while ((c = getopt_long(argc, argv, ":h", longopts, &li)) != -1) {
+        /* getopt_long takes "--data --epochs" as a data path: refuse a
+         * value that is itself an option. */
+        if (optarg && strncmp(optarg, "--", 2) == 0 && c != '?' && c != ':' && li >= 0)
+            die_usage("--%s needs a value, got the option '%s'", longopts[li].name, optarg);
+        li = -1;
+        switch (c) {
+        case OPT_DATA:
+            o->data = optarg;
+            break;
+        case OPT_BATCH:
+            o->batch = (uint32_t)parse_uint("--batch", optarg, 1, 1u << 20);
+            break;
+        case OPT_EPOCHS:
+            o->epochs = (unsigned)parse_uint("--epochs", optarg, 1, MAX_EPOCHS);
+            break;
+        case OPT_WORKERS:
+            o->workers[0] = (int)parse_uint("--workers", optarg, 0, 1024);
+            workers_given = 1;
+            break;
+        case OPT_PREFETCH:
+            o->prefetch = (int)parse_uint("--prefetch", optarg, 1, 1024);
+            break;
+        case OPT_PIPELINE:
+            o->pipeline = parse_enum("--pipeline", optarg, pipeline_names);
+            break;
+        case OPT_DECODER:
+            o->decoder = parse_enum("--decoder", optarg, decoder_names);
+            break;
+        case OPT_IO:
+            o->io = io_values[parse_enum("--io", optarg, io_names)];
+            break;
+        case OPT_SEED:
+            o->seed = parse_uint("--seed", optarg, 0, UINT64_MAX);
+            break;
+        case OPT_SIZE:
+            o->size = (uint32_t)parse_uint("--size", optarg, 1, 65535);
+            break;
+        case OPT_RESIZE:
+            o->resize = (uint32_t)parse_uint("--resize", optarg, 1, 65535);
+            break;
+        case OPT_LAYOUT:
+            o->layout = parse_enum("--layout", optarg, layout_names);
+            break;
+        case OPT_SWEEP:
+            parse_sweep(o, optarg);
+            break;
+        case OPT_JSON:
+            o->json = 1;
+            break;
+        case OPT_CHECKSUM:
+            o->checksum = 1;
+            break;
+        case OPT_NO_APPEND:
+            o->append = 0;
+            break;
+        case OPT_APPEND_TO:
+            o->append_to = optarg;
+            break;
+        case OPT_LABEL:
+            o->label = optarg;
+            break;
+        case OPT_SHUFFLE:
+            o->shuffle = (int)parse_uint("--shuffle", optarg, 0, 1);
+            break;
+        case OPT_IN_ORDER:
+            o->in_order = (int)parse_uint("--in-order", optarg, 0, 1);
+            break;
+        case OPT_PERSISTENT:
+            o->persistent = 1;
+            break;
+        case OPT_TIMEOUT:
+            o->timeout_ms = (int64_t)parse_uint("--timeout-ms", optarg, 0, 86400000);
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case ':':
+            die_usage("%s needs a value", argv[optind - 1]);
+        default:
+            die_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        die_usage("unexpected argument '%s' (options start with --)", argv[optind]);
+    if (o->sweep && workers_given)
+        die_usage("--workers and --threads-sweep exclude each other");
+    if (o->shuffle < 0)
+        o->shuffle = o->pipeline == FEEDER_PIPELINE_TRAIN;
+    if (!o->resize)
+        o->resize = (uint32_t)(((uint64_t)o->size * 256 + 112) / 224);
+    if (o->pipeline == FEEDER_PIPELINE_EVAL && o->resize < o->size)
+        die_usage("--resize %u is smaller than --size %u: the centre crop would not fit",
+                  o->resize, o->size);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+static double median(const double *v, unsigned n)
+{
+    double s[MAX_EPOCHS];
+    memcpy(s, v, n * sizeof(double));
+    for (unsigned i = 1; i < n; i++) /* insertion sort: n is small */
+        for (unsigned j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            double t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
+        }
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* A growing string, for the table and the JSON. Out of memory is fatal here. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = b->cap - b->len;
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            die("formatting failed");
+        if ((size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = (b->cap + (size_t)n + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p)
+            die("out of memory");
+    }
+}
+
+static void sb_json_str(sbuf *b, const char *s)
+{
+    sb_printf(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            sb_printf(b, "\\%c", *p);
+        else if (*p < 0x20)
+            sb_printf(b, "\\u%04x", *p);
+        else
+            sb_printf(b, "%c", *p);
+    }
+    sb_printf(b, "\"");
+}
+
+/* Display width of UTF-8 text: code points, not bytes (the table uses µs). */
+static size_t utf8_width(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* The command line, quoted so it can be pasted back into a shell. */
+static void command_line(sbuf *b, int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = i == 0 ? PROG : argv[i];
+        int plain = *a != 0;
+        for (const char *p = a; *p; p++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,/:+@%",
+                        *p))
+                plain = 0;
+        if (i)
+            sb_printf(b, " ");
+        if (plain) {
+            sb_printf(b, "%s", a);
+        } else {
+            sb_printf(b, "'");
+            for (const char *p = a; *p; p++)
+                if (*p == '\'')
+                    sb_printf(b, "'\\''");
+                else
+                    sb_printf(b, "%c", *p);
+            sb_printf(b, "'");
+        }
+    }
+}
+
+static void cpu_model(char *out, size_t len)
+{
+    snprintf(out, len, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v++;
+                while (*v == ' ' || *v == '\t')
+                    v++;
+                v[strcspn(v, "\n")] = 0;
+                snprintf(out, len, "%s", v);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The dataset                                                               */
+/* ------------------------------------------------------------------------ */
+
+static void default_dataset_dir(char *out, size_t len)
+{
+    const char *env = getenv("FEEDER_DATA");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+        return;
+    }
+    const char *home = getenv("HOME");
+    snprintf(out, len, "%s/.cache/feeder/default-2000", home && *home ? home : "/tmp");
+}
+
+static void make_default_dataset(const char *dir)
+{
+    const char *photos_dir = getenv("FEEDER_BENCH_PHOTOS");
+    if (!photos_dir || !*photos_dir)
+        photos_dir = FEEDER_BENCH_PHOTOS;
+    char err[512];
+    bu_photos *photos;
+    int rc = bu_photos_load(photos_dir, &photos, err, sizeof(err));
+    if (rc)
+        die("loading the seed photos: %s (set FEEDER_BENCH_PHOTOS to the bench/photos folder, "
+            "or pass --data)", err);
+    rc = bu_make_dataset(photos, dir, 10, 200, 1, 1);
+    bu_photos_free(photos);
+    if (rc)
+        die("making the default dataset in %s: %s (set FEEDER_DATA to a writable folder, or "
+            "pass --data)", dir, strerror(-rc));
+}
+
+static feeder_dataset *open_dataset(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        die_usage("--data '%s': %s", path, strerror(errno));
+    char err[1024] = "";
+    feeder_dataset *ds = NULL;
+    int rc;
+    if (S_ISDIR(st.st_mode))
+        rc = feeder_dataset_open_folder(path, &ds, err, sizeof(err));
+    else if (S_ISREG(st.st_mode))
+        rc = feeder_dataset_open_list(path, NULL, &ds, err, sizeof(err));
+    else
+        die_usage("--data '%s': neither a folder nor a list file", path);
+    if (rc != 0)
+        die("opening dataset %s: %s (%s): %s", path, feeder_strerror(rc), feeder_err_name(rc),
+            err[0] ? err : "no detail");
+    return ds;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One configuration                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct epoch_res {
+    uint64_t images, batches, ns, first_ns;
+    uint64_t bytes, read_ns, decode_ns, transform_ns, wait_ns, skipped;
+} epoch_res;
+
+typedef struct run_res {
+    int workers;
+    char io[32];
+    char io_reason[256];
+    epoch_res ep[MAX_EPOCHS];
+    unsigned nep;
+    uint64_t checksum;
+    uint64_t shm_bytes, slots;
+    /* derived */
+    double rate[MAX_EPOCHS];
+    double med_rate, med_first_ms, mbps, read_us, decode_us, xform_us, wait_ms, eff;
+} run_res;
+
+static void die_loader(feeder_loader *ld, int rc, const char *what, int workers, unsigned epoch)
+{
+    die("%s (workers %d, epoch %u): %s (%s): %s", what, workers, epoch, feeder_strerror(rc),
+        feeder_err_name(rc), ld ? feeder_loader_errmsg(ld) : "");
+}
+
+/* Set an option; the library's own range check becomes an argument error
+ * that names the command-line option. */
+static void set_opt(feeder_loader *ld, feeder_option opt, int64_t v, const char *arg)
+{
+    int rc = feeder_loader_set(ld, opt, v);
+    if (rc == 0)
+        return;
+    if (rc == FEEDER_ERANGE || rc == FEEDER_EINVAL) {
+        fprintf(stderr, PROG ": %s %lld: %s: %s\n", arg, (long long)v, feeder_strerror(rc),
+                feeder_loader_errmsg(ld));
+        exit(2);
+    }
+    die("setting %s (%s) to %lld: %s (%s): %s", feeder_option_name(opt) ? feeder_option_name(opt)
+                                                                         : "?",
+        arg, (long long)v, feeder_strerror(rc), feeder_err_name(rc), feeder_loader_errmsg(ld));
+}
+
+static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->workers = workers;
+    feeder_loader *ld = NULL;
+    int rc = feeder_loader_create(ds, NULL, &ld);
+    if (rc)
+        die_loader(NULL, rc, "feeder_loader_create", workers, 0);
+    set_opt(ld, FEEDER_OPT_BATCH_SIZE, o->batch, "--batch");
+    set_opt(ld, FEEDER_OPT_SHUFFLE, o->shuffle, "--shuffle");
+    set_opt(ld, FEEDER_OPT_SEED, (int64_t)o->seed, "--seed");
+    set_opt(ld, FEEDER_OPT_NUM_WORKERS, workers, o->sweep ? "--threads-sweep" : "--workers");
+    /* PyTorch rejects a prefetch factor without workers; it means nothing then. */
+    if (workers > 0)
+        set_opt(ld, FEEDER_OPT_PREFETCH_FACTOR, o->prefetch, "--prefetch");
+    set_opt(ld, FEEDER_OPT_PERSISTENT_WORKERS, o->persistent, "--persistent");
+    set_opt(ld, FEEDER_OPT_IN_ORDER, o->in_order, "--in-order");
+    set_opt(ld, FEEDER_OPT_TIMEOUT_MS, o->timeout_ms, "--timeout-ms");
+    set_opt(ld, FEEDER_OPT_PIPELINE, o->pipeline, "--pipeline");
+    set_opt(ld, FEEDER_OPT_HEIGHT, o->size, "--size");
+    set_opt(ld, FEEDER_OPT_WIDTH, o->size, "--size");
+    if (o->pipeline == FEEDER_PIPELINE_EVAL)
+        set_opt(ld, FEEDER_OPT_RESIZE, o->resize, "--resize");
+    set_opt(ld, FEEDER_OPT_LAYOUT, o->layout, "--layout");
+    set_opt(ld, FEEDER_OPT_DECODER, o->decoder, "--decoder");
+    set_opt(ld, FEEDER_OPT_IO, o->io, "--io");
+
+    const uint64_t expect = feeder_dataset_size(ds);
+    const uint64_t nclasses = feeder_dataset_num_classes(ds);
+    uint64_t h = 0;
+    int warned = 0;
+    for (unsigned e = 0; e < o->epochs; e++) {
+        epoch_res *ep = &r->ep[e];
+        feeder_stats s0, s1;
+        if ((rc = feeder_loader_stats(ld, &s0)))
+            die_loader(ld, rc, "feeder_loader_stats", workers, e);
+        uint64_t t0 = bu_now_ns();
+        if (e == 0) {
+            /* Timed with epoch 0, as iter(loader) is in PyTorch: it forks. */
+            if ((rc = feeder_loader_start(ld)))
+                die_loader(ld, rc, "feeder_loader_start", workers, e);
+            const char *why = NULL;
+            const char *be = feeder_loader_io_backend(ld, &why);
+            snprintf(r->io, sizeof(r->io), "%s", be ? be : "?");
+            snprintf(r->io_reason, sizeof(r->io_reason), "%s", why ? why : "");
+        }
+        for (;;) {
+            feeder_batch *b;
+            rc = feeder_next(ld, &b);
+            if (rc == FEEDER_DONE)
+                break;
+            if (rc != 0)
+                die_loader(ld, rc, "feeder_next", workers, e);
+            if (ep->batches == 0)
+                ep->first_ns = bu_now_ns() - t0;
+            ep->batches++;
+            ep->images += b->count;
+            /* Sample by sample (pixels, then label), so the checksum does
+             * not depend on the batch size either. */
+            for (uint32_t i = 0; o->checksum && i < b->count; i++) {
+                h = bu_hash64(h, b->data + (size_t)i * b->sample_bytes, b->sample_bytes);
+                h = bu_hash64(h, &b->labels[i], sizeof(int64_t));
+            }
+            /* A cheap sanity check, so a fast but wrong loader does not go
+             * unnoticed in a benchmark. */
+            for (uint32_t i = 0; i < b->count && !warned; i++)
+                if (b->labels[i] < 0 || (nclasses && (uint64_t)b->labels[i] >= nclasses)) {
+                    fprintf(stderr, PROG ": warning: batch %llu sample %u has label %lld, "
+                            "outside [0, %llu)\n", (unsigned long long)b->number, i,
+                            (long long)b->labels[i], (unsigned long long)nclasses);
+                    warned = 1;
+                }
+            if ((rc = feeder_batch_release(b, NULL)))
+                die_loader(ld, rc, "feeder_batch_release", workers, e);
+        }
+        ep->ns = bu_now_ns() - t0;
+        if ((rc = feeder_loader_stats(ld, &s1)))
+            die_loader(ld, rc, "feeder_loader_stats", workers, e);
+        ep->bytes = s1.bytes_read - s0.bytes_read;
+        ep->read_ns = s1.read_ns - s0.read_ns;
+        ep->decode_ns = s1.decode_ns - s0.decode_ns;
+        ep->transform_ns = s1.transform_ns - s0.transform_ns;
+        ep->wait_ns = s1.wait_ns - s0.wait_ns;
+        ep->skipped = s1.skipped - s0.skipped;
+        r->shm_bytes = s1.shm_bytes;
+        r->slots = s1.slots;
+        if (ep->images != expect)
+            fprintf(stderr, PROG ": warning: epoch %u delivered %llu images, the dataset has %llu\n",
+                    e, (unsigned long long)ep->images, (unsigned long long)expect);
+        r->rate[e] = ep->ns ? ep->images * 1e9 / ep->ns : 0;
+        r->nep = e + 1;
+        fprintf(stderr, "workers %2d  epoch %u/%u  %8.0f images/s  first batch %7.1f ms  %s\n",
+                workers, e + 1, o->epochs, r->rate[e], ep->first_ns / 1e6, r->io);
+    }
+    r->checksum = h;
+    feeder_loader_destroy(ld);
+
+    double first[MAX_EPOCHS], mbps[MAX_EPOCHS];
+    uint64_t images = 0, rd = 0, dec = 0, xf = 0, wait = 0;
+    for (unsigned e = 0; e < r->nep; e++) {
+        first[e] = r->ep[e].first_ns / 1e6;
+        mbps[e] = r->ep[e].ns ? r->ep[e].bytes * 1e3 / r->ep[e].ns : 0;
+        images += r->ep[e].images;
+        rd += r->ep[e].read_ns;
+        dec += r->ep[e].decode_ns;
+        xf += r->ep[e].transform_ns;
+        wait += r->ep[e].wait_ns;
+    }
+    r->med_rate = median(r->rate, r->nep);
+    r->med_first_ms = median(first, r->nep);
+    r->mbps = median(mbps, r->nep);
+    r->read_us = images ? rd / 1e3 / images : 0;
+    r->decode_us = images ? dec / 1e3 / images : 0;
+    r->xform_us = images ? xf / 1e3 / images : 0;
+    r->wait_ms = wait / 1e6 / r->nep;
+    r->eff = -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct context {
+    char label[320];
+    char cpu[256];
+    long cores;
+    char date[64];
+    char data[4096];
+    uint64_t images, classes, jpeg_bytes;
+    sbuf cmd;
+} context;
+
+#define MAX_COLS 16
+typedef struct table {
+    const char *head[MAX_COLS];
+    int right[MAX_COLS];
+    unsigned ncols;
+    char cell[MAX_SWEEP][MAX_COLS][160];
+    unsigned nrows;
+} table;
+
+static void table_render(const table *t, sbuf *b)
+{
+    size_t w[MAX_COLS];
+    for (unsigned c = 0; c < t->ncols; c++) {
+        w[c] = utf8_width(t->head[c]);
+        for (unsigned r = 0; r < t->nrows; r++) {
+            size_t x = utf8_width(t->cell[r][c]);
+            w[c] = x > w[c] ? x : w[c];
+        }
+    }
+    for (int row = -2; row < (int)t->nrows; row++) {
+        sb_printf(b, "|");
+        for (unsigned c = 0; c < t->ncols; c++) {
+            const char *s = row == -2 ? t->head[c] : row == -1 ? "" : t->cell[row][c];
+            size_t pad = w[c] - utf8_width(s);
+            if (row == -1) {
+                sb_printf(b, " ");
+                for (size_t i = 0; i < w[c]; i++)
+                    sb_printf(b, "%s", (t->right[c] && i + 1 == w[c]) ? ":" : "-");
+                sb_printf(b, " |");
+            } else if (t->right[c]) {
+                sb_printf(b, " %*s%s |", (int)pad, "", s);
+            } else {
+                sb_printf(b, " %s%*s |", s, (int)pad, "");
+            }
+        }
+        sb_printf(b, "\n");
+    }
+}
+
+static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
+{
+    table *t = calloc(1, sizeof(*t));
+    if (!t)
+        die("out of memory");
+    const char *heads[] = {"workers", "pipeline", "decoder", "io", "images/s per epoch",
+                           "images/s (median)", "MB/s", "first batch ms", "read µs/img",
+                           "decode µs/img", "transform µs/img", "wait ms/epoch",
+                           "scaling eff.", "checksum"};
+    const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    unsigned ncols = o->checksum ? 14 : 13;
+    for (unsigned c = 0; c < ncols; c++) {
+        t->head[c] = heads[c];
+        t->right[c] = right[c];
+    }
+    t->ncols = ncols;
+    for (unsigned i = 0; i < n; i++) {
+        const run_res *r = &runs[i];
+        char(*row)[160] = t->cell[i];
+        snprintf(row[0], 160, "%d", r->workers);
+        snprintf(row[1], 160, "%s", pipeline_names[o->pipeline]);
+        snprintf(row[2], 160, "%s", decoder_names[o->decoder]);
+        snprintf(row[3], 160, "%s", r->io);
+        size_t off = 0;
+        for (unsigned e = 0; e < r->nep && off < 150; e++)
+            off += (size_t)snprintf(row[4] + off, 160 - off, "%s%.0f", e ? " / " : "", r->rate[e]);
+        snprintf(row[5], 160, "%.0f", r->med_rate);
+        snprintf(row[6], 160, "%.1f", r->mbps);
+        snprintf(row[7], 160, "%.1f", r->med_first_ms);
+        snprintf(row[8], 160, "%.1f", r->read_us);
+        snprintf(row[9], 160, "%.1f", r->decode_us);
+        snprintf(row[10], 160, "%.1f", r->xform_us);
+        snprintf(row[11], 160, "%.1f", r->wait_ms);
+        if (r->eff >= 0)
+            snprintf(row[12], 160, "%.2f", r->eff);
+        else
+            snprintf(row[12], 160, "-");
+        if (o->checksum)
+            snprintf(row[13], 160, "%016llx", (unsigned long long)r->checksum);
+    }
+    t->nrows = n;
+    table_render(t, b);
+    free(t);
+}
+
+static void make_header(const opts *o, const context *cx, sbuf *b)
+{
+    sb_printf(b, "feeder %s on %s (%s); %s, %s decoder, batch %u, prefetch %d, %ux%u %s, "
+              "%s order%s%s\n",
+              feeder_version_string(), cx->label, cx->cpu, pipeline_names[o->pipeline],
+              decoder_names[o->decoder], o->batch, o->prefetch, o->size, o->size,
+              layout_names[o->layout], o->shuffle ? "shuffled" : "sequential",
+              o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
+    sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average)\n",
+              cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
+              cx->jpeg_bytes / 1e6, cx->images ? cx->jpeg_bytes / 1e3 / cx->images : 0.0);
+}
+
+static void make_footer(const opts *o, const run_res *runs, unsigned n, sbuf *b)
+{
+    sb_printf(b, "Epochs are timed from the first request (epoch 0 includes the start and its "
+              "fork) to the end of the epoch; per-image stage times are summed over workers.");
+    if (o->sweep)
+        sb_printf(b, " Scaling efficiency = images/s / (workers × images/s at workers 0).");
+    if (o->checksum)
+        sb_printf(b, " With --checksum the rates include hashing every sample in the consumer "
+                  "thread (XXH64 over pixels, then label, sample by sample).");
+    sb_printf(b, "\n");
+    for (unsigned i = 0; i < n; i++)
+        if (runs[i].io_reason[0]) {
+            sb_printf(b, "io: %s (%s)\n", runs[i].io, runs[i].io_reason);
+            break;
+        }
+    if (o->checksum && n > 1) {
+        int same = 1;
+        for (unsigned i = 1; i < n; i++)
+            same &= runs[i].checksum == runs[0].checksum;
+        if (same)
+            sb_printf(b, "checksum %016llx is the same for every worker count.\n",
+                      (unsigned long long)runs[0].checksum);
+        else
+            sb_printf(b, "CHECKSUM MISMATCH between worker counts%s.\n",
+                      o->in_order ? " (in_order 1: this is a determinism bug)"
+                                  : " (expected with in_order 0)");
+    }
+}
+
+static void make_json(const opts *o, const context *cx, const run_res *runs, unsigned n,
+                      sbuf *b)
+{
+    sb_printf(b, "{\n  \"tool\": \"feeder\",\n  \"version\": ");
+    sb_json_str(b, feeder_version_string());
+    sb_printf(b, ",\n  \"label\": ");
+    sb_json_str(b, cx->label);
+    sb_printf(b, ",\n  \"cpu\": ");
+    sb_json_str(b, cx->cpu);
+    sb_printf(b, ",\n  \"cores\": %ld,\n  \"date\": ", cx->cores);
+    sb_json_str(b, cx->date);
+    sb_printf(b, ",\n  \"command\": ");
+    sb_json_str(b, cx->cmd.p);
+    sb_printf(b, ",\n  \"dataset\": {\"path\": ");
+    sb_json_str(b, cx->data);
+    sb_printf(b, ", \"images\": %llu, \"classes\": %llu, \"jpeg_bytes\": %llu},\n",
+              (unsigned long long)cx->images, (unsigned long long)cx->classes,
+              (unsigned long long)cx->jpeg_bytes);
+    sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
+              "\"pipeline\": \"%s\", \"decoder\": \"%s\", \"io\": \"%s\", \"seed\": %llu, "
+              "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
+              "\"in_order\": %d, \"persistent_workers\": %d, \"checksum\": %s},\n",
+              o->batch, o->epochs, o->prefetch, pipeline_names[o->pipeline],
+              decoder_names[o->decoder],
+              o->io == FEEDER_IO_URING ? "uring" : o->io == FEEDER_IO_PREAD ? "pread" : "auto",
+              (unsigned long long)o->seed, o->size, o->resize, layout_names[o->layout],
+              o->shuffle, o->in_order, o->persistent, o->checksum ? "true" : "false");
+    sb_printf(b, "  \"runs\": [");
+    for (unsigned i = 0; i < n; i++) {
+        const run_res *r = &runs[i];
+        sb_printf(b, "%s\n    {\"workers\": %d, \"io_backend\": ", i ? "," : "", r->workers);
+        sb_json_str(b, r->io);
+        sb_printf(b, ", \"io_reason\": ");
+        sb_json_str(b, r->io_reason);
+        sb_printf(b, ",\n     \"median_images_per_s\": %.1f, \"median_first_batch_ms\": %.2f, "
+                  "\"median_mb_per_s\": %.2f,\n     \"read_us_per_image\": %.2f, "
+                  "\"decode_us_per_image\": %.2f, \"transform_us_per_image\": %.2f, "
+                  "\"wait_ms_per_epoch\": %.2f,\n     \"scaling_efficiency\": ",
+                  r->med_rate, r->med_first_ms, r->mbps, r->read_us, r->decode_us, r->xform_us,
+                  r->wait_ms);
+        if (r->eff >= 0)
+            sb_printf(b, "%.4f", r->eff);
+        else
+            sb_printf(b, "null");
+        sb_printf(b, ", \"shm_bytes\": %llu, \"slots\": %llu, \"checksum\": ",
+                  (unsigned long long)r->shm_bytes, (unsigned long long)r->slots);
+        if (o->checksum)
+            sb_printf(b, "\"%016llx\"", (unsigned long long)r->checksum);
+        else
+            sb_printf(b, "null");
+        sb_printf(b, ",\n     \"epochs\": [");
+        for (unsigned e = 0; e < r->nep; e++) {
+            const epoch_res *ep = &r->ep[e];
+            sb_printf(b, "%s\n       {\"images\": %llu, \"batches\": %llu, \"seconds\": %.6f, "
+                      "\"images_per_s\": %.1f, \"first_batch_ms\": %.3f, \"bytes_read\": %llu, "
+                      "\"read_ns\": %llu, \"decode_ns\": %llu, \"transform_ns\": %llu, "
+                      "\"wait_ns\": %llu, \"skipped\": %llu}",
+                      e ? "," : "", (unsigned long long)ep->images,
+                      (unsigned long long)ep->batches, ep->ns / 1e9, r->rate[e],
+                      ep->first_ns / 1e6, (unsigned long long)ep->bytes,
+                      (unsigned long long)ep->read_ns, (unsigned long long)ep->decode_ns,
+                      (unsigned long long)ep->transform_ns, (unsigned long long)ep->wait_ns,
+                      (unsigned long long)ep->skipped);
+        }
+        sb_printf(b, "]}");
+    }
+    sb_printf(b, "\n  ]\n}\n");
+}
+
+static void append_record(const opts *o, const context *cx, const char *header,
+                          const char *tbl, const char *footer)
+{
+    char path[4096];
+    if (o->append_to)
+        snprintf(path, sizeof(path), "%s", o->append_to);
+    else
+        snprintf(path, sizeof(path), "%s/docs/BENCHMARKS.md", FEEDER_SOURCE_DIR);
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = 0;
+        bu_mkdirs(dir);
+    }
+    struct stat st;
+    int fresh = stat(path, &st) != 0 || st.st_size == 0;
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, PROG ": warning: cannot append to %s: %s\n", path, strerror(errno));
+        return;
+    }
+    if (fresh)
+        fprintf(f, "# Benchmarks\n\nRecords appended by `bench/bench_loader` and "
+                   "`bench/run_figures.sh`, oldest first. Each gives the exact command, the "
+                   "date and the machine.\n");
+    fprintf(f, "\n## %s, %s: bench_loader, %s\n\n```\n%s\n```\n\n%s\n%s\n%s", cx->date,
+            cx->label, pipeline_names[o->pipeline], cx->cmd.p,
+            header, tbl, footer);
+    if (fclose(f) != 0)
+        fprintf(stderr, PROG ": warning: writing %s: %s\n", path, strerror(errno));
+    else
+        fprintf(stderr, "appended to %s\n", path);
+}
+
+/* ------------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+    opts o;
+    parse_args(&o, argc, argv);
+
+    context cx;
+    memset(&cx, 0, sizeof(cx));
+    command_line(&cx.cmd, argc, argv);
+    cx.cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_model(cx.cpu, sizeof(cx.cpu));
+    if (o.label) {
+        snprintf(cx.label, sizeof(cx.label), "%s", o.label);
+    } else {
+        struct utsname u;
+        snprintf(cx.label, sizeof(cx.label), "%s (%ld cores)",
+                 uname(&u) == 0 ? u.nodename : "unknown", cx.cores);
+    }
+
+    if (o.data) {
+        snprintf(cx.data, sizeof(cx.data), "%s", o.data);
+    } else {
+        default_dataset_dir(cx.data, sizeof(cx.data));
+        make_default_dataset(cx.data);
+    }
+    feeder_dataset *ds = open_dataset(cx.data);
+    cx.images = feeder_dataset_size(ds);
+    cx.classes = feeder_dataset_num_classes(ds);
+
+    run_res *runs = calloc(o.nworkers, sizeof(run_res));
+    if (!runs)
+        die("out of memory");
+    for (unsigned i = 0; i < o.nworkers; i++)
+        run_config(ds, &o, o.workers[i], &runs[i]);
+    feeder_dataset_destroy(ds);
+    /* One epoch reads every file once. Taken from the loader rather than by
+     * stat()ing every path up front, which would warm the dentry cache
+     * before the first, cold epoch. */
+    cx.jpeg_bytes = runs[0].ep[0].bytes;
+
+    double rate0 = -1;
+    for (unsigned i = 0; i < o.nworkers; i++)
+        if (runs[i].workers == 0)
+            rate0 = runs[i].med_rate;
+    if (o.sweep && rate0 > 0)
+        for (unsigned i = 0; i < o.nworkers; i++)
+            if (runs[i].workers > 0)
+                runs[i].eff = runs[i].med_rate / (runs[i].workers * rate0);
+
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(cx.date, sizeof(cx.date), "%Y-%m-%d %H:%M UTC", &tm);
+
+    sbuf header = {0}, tbl = {0}, footer = {0};
+    make_header(&o, &cx, &header);
+    make_table(&o, runs, o.nworkers, &tbl);
+    make_footer(&o, runs, o.nworkers, &footer);
+    if (o.json) {
+        sbuf js = {0};
+        make_json(&o, &cx, runs, o.nworkers, &js);
+        fputs(js.p, stdout);
+        free(js.p);
+    } else {
+        printf("\n%s\n%s\n%s", header.p, tbl.p, footer.p);
+    }
+    fflush(stdout);
+    if (o.append)
+        append_record(&o, &cx, header.p, tbl.p, footer.p);
+
+    int mismatch = 0;
+    if (o.checksum && o.in_order)
+        for (unsigned i = 1; i < o.nworkers; i++)
+            mismatch |= runs[i].checksum != runs[0].checksum;
+    free(header.p);
+    free(tbl.p);
+    free(footer.p);
+    free(cx.cmd.p);
+    free(runs);
+    /* A sweep whose in-order checksums differ has found a bug: say so in the
+     * exit status too, so scripts notice. */
+    return mismatch ? 3 : 0;
+}
