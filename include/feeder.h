@@ -98,7 +98,9 @@ FEEDER_API const char *feeder_err_name(int rc);
  * transforms use index = sample index, and each draw for one sample takes the
  * next counter. A user dataset that draws through this function keeps the
  * loader's guarantee that the same seed gives the same batches whatever the
- * number of workers. Pure function. Thread-safe. */
+ * number of workers. Counters from 2^63 up are reserved for the samplers
+ * (which share the loader's seed); datasets and transforms use small ones.
+ * Pure function. Thread-safe. */
 FEEDER_API uint64_t feeder_random(uint64_t seed, uint64_t epoch, uint64_t index,
                                   uint64_t counter);
 /* feeder_random() mapped to a double in [0, 1) with 53 random bits. */
@@ -185,7 +187,14 @@ FEEDER_API const char *feeder_dataset_class_name(const feeder_dataset *ds, uint6
 
 /* A sampler yields, for each epoch, a sequence of dataset indices. Every
  * sampler is a pure function of its parameters and the epoch: feeder_sampler_fill
- * gives the same sequence every time it is asked. */
+ * gives the same sequence every time it is asked. Create functions return
+ * FEEDER_EINVAL for a bad argument (n == 0 for random and weighted samplers,
+ * which have nothing to draw from; sequential, subset and distributed samplers
+ * of 0 indices yield an empty order) and set *out only on success.
+ * Lifetime: a sampler given to a loader is borrowed and must outlive it.
+ * Thread-safety: built-in samplers are read-only after create, so len and
+ * fill may be called from any thread; a user sampler is as safe as its
+ * callbacks. */
 typedef struct feeder_sampler feeder_sampler;
 
 /* 0, 1, ..., n-1 every epoch. */
@@ -204,7 +213,8 @@ FEEDER_API int feeder_sampler_subset(const uint64_t *indices, uint64_t count, in
                                      uint64_t seed, feeder_sampler **out);
 
 /* Index i drawn with probability weights[i] / sum(weights) (copied; finite,
- * non-negative, not all zero). With replacement: num_samples independent
+ * non-negative, not all zero; num_samples > 0). Note the argument order
+ * differs from feeder_sampler_random. With replacement: num_samples independent
  * draws. Without: num_samples (<= number of non-zero weights) distinct
  * indices, in the order of the weighted random keys (Efraimidis-Spirakis). */
 FEEDER_API int feeder_sampler_weighted(const double *weights, uint64_t n,
@@ -236,7 +246,9 @@ FEEDER_API void feeder_sampler_destroy(feeder_sampler *s);
 /* Number of indices the sampler yields in `epoch`. */
 FEEDER_API uint64_t feeder_sampler_len(const feeder_sampler *s, uint64_t epoch);
 /* Write the epoch's indices to out[0 .. count), count == feeder_sampler_len().
- * Returns 0, FEEDER_EINVAL on a count mismatch, or a user callback's error. */
+ * Returns 0, FEEDER_EINVAL on a count mismatch, -ENOMEM (some samplers need
+ * scratch memory of count entries), or a user callback's error (a positive
+ * callback result becomes FEEDER_ECALLBACK). */
 FEEDER_API int feeder_sampler_fill(const feeder_sampler *s, uint64_t epoch, uint64_t *out,
                                    uint64_t count);
 /* The batch sampler: how many batches `len` indices make with batch_size and

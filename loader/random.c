@@ -21,14 +21,15 @@ static inline void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
 }
 
 /* The 128-bit counter is (index, counter); the 64-bit key is the seed with
- * the epoch folded in, which Philox tolerates (its keys need not be random).
- * The two 64-bit halves of the output are combined into one 64-bit value. */
+ * the epoch folded in (Philox's keys need not be random). Folding 128 bits of
+ * (seed, epoch) into 64 cannot be injective: the pair (seed ^ f(e) ^ f(e'),
+ * e') gives the same stream as (seed, e). Seeds are chosen by people, so this
+ * only matters for adversarial seeds. The two 64-bit halves of the output are
+ * combined into one 64-bit value. */
 uint64_t feeder_random(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t counter)
 {
     uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32);
     uint32_t c2 = (uint32_t)counter, c3 = (uint32_t)(counter >> 32);
-    /* Mix the epoch into the key with an odd multiplier so (seed, epoch) and
-     * (seed', epoch') collide only when both 64-bit key words collide. */
     uint64_t key = seed ^ (epoch * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
     uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
     for (int r = 0; r < 10; r++) {
