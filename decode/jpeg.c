@@ -1,0 +1,362 @@
+/*
+ * JPEG bytes in, one transformed sample out, written straight into its place
+ * in a batch slot. Two decoders:
+ *
+ * TURBO: tjDecompress2 decodes the whole image to RGBX in the decoder's
+ *        scratch, then the resizer samples the crop box out of it.
+ * ROI:   the libjpeg API decodes only what the crop needs: a DCT scaling of
+ *        1/8, 1/4 or 1/2 (the largest reduction that still leaves the crop at
+ *        least as large as the output on both axes; only these three are SIMD
+ *        in libjpeg-turbo, 3/8..7/8 measured slower than a full decode),
+ *        jpeg_crop_scanline for the columns, jpeg_skip_scanlines up to the
+ *        first row, the crop's rows, then jpeg_abort_decompress without
+ *        reading the rest of the file.
+ *
+ * Both decode to RGBX (4 bytes a pixel: the resizer's SIMD path reads whole
+ * pixels) with the same IDCT (ISLOW) and fancy upsampling, so at scale 1 they
+ * produce the same pixels and the outputs differ only where the cropped
+ * decode's edge columns differ (chroma upsampling treats the crop edge as the
+ * image edge). ROI decodes a margin of (filter support + 1) pixels around the
+ * box so the resizer sees the same neighbours in both paths. With DCT scaling
+ * the box is carried in scaled pixels as a fractional box (source / denom), so
+ * the geometry stays exact; what differs is the scaled IDCT's own low-pass
+ * against the triangle filter (tests/test_decode.c states the tolerance).
+ *
+ * Errors: every libjpeg warning is an error (TurboJPEG: TJFLAG_STOPONWARNING;
+ * libjpeg: emit_message longjmps on level -1). libjpeg answers a truncated
+ * file with a warning and grey rows, and corrupt entropy data with warnings
+ * too; a sample must fail, not become a grey picture. The price: a file that
+ * only carries a benign warning (an unknown JFIF revision) fails as well, in
+ * both decoders alike. The ROI decoder stops after the crop's last row, so
+ * damage below it goes unnoticed there (it cannot affect the output).
+ *
+ * CMYK and YCCK come out of libjpeg as CMYK; they are converted the way Pillow
+ * does: every 4-component JPEG is taken as Adobe-inverted (Photoshop writes
+ * them so; Pillow's JpegImagePlugin uses rawmode "CMYK;I" for all of them),
+ * then Pillow's cmyk2rgb with its MULDIV255 rounding.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+#include <turbojpeg.h>
+
+#include "decode/decode.h"
+
+typedef struct jerr_mgr {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+    char msg[JMSG_LENGTH_MAX];
+} jerr_mgr;
+
+struct feeder__decoder {
+    tjhandle tj;
+    struct jpeg_decompress_struct cinfo;
+    jerr_mgr jerr;
+    feeder__buf pix;  /* decoded pixels, RGBX or CMYK */
+    feeder__buf rows; /* JSAMPROW table for jpeg_read_scanlines */
+    feeder__resizer rs;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* libjpeg's error hooks: keep the text, never print, never exit. */
+static void jerr_exit(j_common_ptr ci)
+{
+    jerr_mgr *e = (jerr_mgr *)ci->err;
+    ci->err->format_message(ci, e->msg);
+    longjmp(e->jb, 1);
+}
+
+static void jerr_emit(j_common_ptr ci, int level)
+{
+    /* level -1 is a warning: corrupt or truncated data. Trace levels are
+     * ignored. */
+    if (level < 0)
+        jerr_exit(ci);
+}
+
+static void jerr_output(j_common_ptr ci)
+{
+    jerr_mgr *e = (jerr_mgr *)ci->err;
+    ci->err->format_message(ci, e->msg);
+}
+
+int feeder__decoder_create(feeder__decoder **out)
+{
+    feeder__decoder *d = calloc(1, sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    d->tj = tjInitDecompress();
+    if (!d->tj) {
+        free(d);
+        return -ENOMEM;
+    }
+    d->cinfo.err = jpeg_std_error(&d->jerr.pub);
+    d->jerr.pub.error_exit = jerr_exit;
+    d->jerr.pub.emit_message = jerr_emit;
+    d->jerr.pub.output_message = jerr_output;
+    if (setjmp(d->jerr.jb)) {
+        /* jpeg_create_decompress fails only when out of memory. */
+        tjDestroy(d->tj);
+        free(d);
+        return -ENOMEM;
+    }
+    jpeg_create_decompress(&d->cinfo);
+    *out = d;
+    return 0;
+}
+
+void feeder__decoder_destroy(feeder__decoder *d)
+{
+    if (!d)
+        return;
+    jpeg_destroy_decompress(&d->cinfo);
+    if (d->tj)
+        tjDestroy(d->tj);
+    feeder__buf_free(&d->pix);
+    feeder__buf_free(&d->rows);
+    feeder__resizer_free(&d->rs);
+    free(d);
+}
+
+/* Pillow: "CMYK;I" unpacking (inversion), then cmyk2rgb. In place, 4 bytes a
+ * pixel; the 4th byte is left as is. */
+static void cmyk_to_rgbx(uint8_t *p, size_t w, size_t h, size_t stride)
+{
+    for (size_t y = 0; y < h; y++) {
+        uint8_t *q = p + y * stride;
+        for (size_t x = 0; x < w; x++, q += 4) {
+            int nk = q[3]; /* 255 - (255 - raw K) */
+            for (int c = 0; c < 3; c++) {
+                int v = 255 - q[c], tmp = v * nk + 128;
+                int r = nk - (((tmp >> 8) + tmp) >> 8);
+                q[c] = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+            }
+        }
+    }
+}
+
+static int check_size(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
+                      size_t errlen)
+{
+    uint64_t n = (uint64_t)w * h;
+    if (n == 0)
+        return fail(err, errlen, FEEDER_EDECODE, "image has no pixels (%ux%u)", w, h);
+    if (t->max_pixels && n > t->max_pixels)
+        return fail(err, errlen, FEEDER_ETOOBIG,
+                    "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
+                    (unsigned long long)n, (unsigned long long)t->max_pixels);
+    return 0;
+}
+
+/* TurboJPEG 2.1's tjDecompressHeader3 leaves its libjpeg object mid-header
+ * when it fails (no jpeg_abort), and the next image on that handle is then
+ * misread (seen here: a stream cut inside its header, then a good image read
+ * as "tables only"). After any failure the handle is replaced; failures are
+ * rare, so the cost does not matter. */
+static int turbo_failed(feeder__decoder *d, char *err, size_t errlen)
+{
+    fail(err, errlen, FEEDER_EDECODE, "%s", tjGetErrorStr2(d->tj));
+    tjDestroy(d->tj);
+    d->tj = tjInitDecompress();
+    return FEEDER_EDECODE;
+}
+
+static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
+                        size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                        uint8_t *dst, uint64_t t0, feeder__decode_times *times, char *err,
+                        size_t errlen)
+{
+    if (!d->tj && !(d->tj = tjInitDecompress()))
+        return fail(err, errlen, -ENOMEM, "TurboJPEG: tjInitDecompress failed");
+    int w = 0, h = 0, ss = 0, cs = 0;
+    if (tjDecompressHeader3(d->tj, jpeg, (unsigned long)len, &w, &h, &ss, &cs) != 0)
+        return turbo_failed(d, err, errlen);
+    /* TurboJPEG 2.x answers a tables-only stream, or one cut before the
+     * frame header, with success and no size. */
+    if (w <= 0 || h <= 0)
+        return fail(err, errlen, FEEDER_EDECODE,
+                    "no image in the JPEG stream (tables only, or cut before the frame header)");
+    int rc = check_size(t, (uint32_t)w, (uint32_t)h, err, errlen);
+    if (rc)
+        return rc;
+    feeder__crop c;
+    feeder__crop_compute(t, (uint32_t)w, (uint32_t)h, seed, epoch, index, &c);
+    int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+    size_t stride = (size_t)w * 4;
+    if ((rc = feeder__buf_reserve(&d->pix, stride * (size_t)h)))
+        return fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
+    if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->pix.p, w, (int)stride, h,
+                      cmyk ? TJPF_CMYK : TJPF_RGBX, TJFLAG_STOPONWARNING) != 0)
+        return turbo_failed(d, err, errlen);
+    if (cmyk)
+        cmyk_to_rgbx(d->pix.p, (size_t)w, (size_t)h, stride);
+    uint64_t t1 = now_ns();
+    rc = feeder__resize(&d->rs, d->pix.p, (uint32_t)w, (uint32_t)h, stride, 4, c.fx, c.fy, c.fw,
+                        c.fh, dst, t->width, t->height, c.flip, t->layout);
+    if (rc)
+        return fail(err, errlen, rc, "resize of a %dx%d image failed", w, h);
+    times->decode_ns = t1 - t0;
+    times->transform_ns = now_ns() - t1;
+    return 0;
+}
+
+/* The largest DCT reduction (8, 4, 2 or 1) that keeps the crop box at least
+ * out_w x out_h. */
+static unsigned pick_denom(const feeder__crop *c, const feeder__transform *t)
+{
+    for (unsigned dn = 8; dn >= 2; dn /= 2)
+        if (c->fw >= (double)t->width * dn && c->fh >= (double)t->height * dn)
+            return dn;
+    return 1;
+}
+
+/* One axis of the region to decode, in scaled pixels: the box plus the
+ * resizer's reach (its triangle's support, 1 output pixel wide in input
+ * pixels, or 1 when enlarging) plus one, clamped to the image. */
+static void roi_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t *r0,
+                     uint32_t *r1)
+{
+    double reach = blen / out > 1.0 ? blen / out : 1.0;
+    double m = ceil(reach) + 1.0;
+    double lo = floor(b0) - m, hi = ceil(b0 + blen) + m;
+    *r0 = lo < 0 ? 0 : (uint32_t)lo;
+    *r1 = hi > n ? n : (uint32_t)hi;
+    if (*r1 <= *r0)
+        *r1 = *r0 + 1 <= n ? *r0 + 1 : n;
+}
+
+/* Everything that can longjmp; decode_roi holds the setjmp. */
+static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
+                   size_t len, uint64_t seed, uint64_t epoch, uint64_t index, uint8_t *dst,
+                   uint64_t t0, feeder__decode_times *times, char *err, size_t errlen)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    jpeg_mem_src(ci, jpeg, (unsigned long)len);
+    if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
+        return fail(err, errlen, FEEDER_EDECODE,
+                    "no image in the JPEG stream (tables only, or cut before the frame header)");
+    uint32_t W = ci->image_width, H = ci->image_height;
+    int rc = check_size(t, W, H, err, errlen);
+    if (rc)
+        return rc;
+    feeder__crop c;
+    feeder__crop_compute(t, W, H, seed, epoch, index, &c);
+    int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    unsigned dn = pick_denom(&c, t);
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX;
+    ci->scale_num = 1;
+    ci->scale_denom = dn;
+    ci->dct_method = JDCT_ISLOW;
+    jpeg_start_decompress(ci);
+
+    double bx = c.fx / dn, by = c.fy / dn, bw = c.fw / dn, bh = c.fh / dn;
+    uint32_t x0, x1, y0, y1;
+    roi_axis(bx, bw, t->width, ci->output_width, &x0, &x1);
+    roi_axis(by, bh, t->height, ci->output_height, &y0, &y1);
+    JDIMENSION xoff = x0, cw = x1 - x0;
+    if (cw < ci->output_width) {
+        /* Moves xoff down to an iMCU boundary and widens cw to match. */
+        jpeg_crop_scanline(ci, &xoff, &cw);
+    } else {
+        xoff = 0;
+        cw = ci->output_width;
+    }
+    size_t stride = (size_t)cw * 4, nrows = y1 - y0;
+    if ((rc = feeder__buf_reserve(&d->pix, stride * nrows)) ||
+        (rc = feeder__buf_reserve(&d->rows, nrows * sizeof(JSAMPROW))))
+        return fail(err, errlen, rc, "out of memory for a %ux%u region", (unsigned)cw,
+                    (unsigned)nrows);
+    JSAMPROW *rows = (JSAMPROW *)(void *)d->rows.p;
+    for (size_t i = 0; i < nrows; i++)
+        rows[i] = d->pix.p + i * stride;
+    if (y0 > 0 && jpeg_skip_scanlines(ci, y0) != y0)
+        return fail(err, errlen, FEEDER_EDECODE, "could not skip to row %u", y0);
+    while (ci->output_scanline < y1) {
+        JDIMENSION got = jpeg_read_scanlines(ci, rows + (ci->output_scanline - y0),
+                                             y1 - ci->output_scanline);
+        if (got == 0)
+            return fail(err, errlen, FEEDER_EDECODE, "decoder returned no rows at row %u",
+                        (unsigned)ci->output_scanline);
+    }
+    if (cmyk)
+        cmyk_to_rgbx(d->pix.p, cw, nrows, stride);
+    uint64_t t1 = now_ns();
+    rc = feeder__resize(&d->rs, d->pix.p, cw, (uint32_t)nrows, stride, 4, bx - xoff, by - y0,
+                        bw, bh, dst, t->width, t->height, c.flip, t->layout);
+    if (rc)
+        return fail(err, errlen, rc, "resize of a %ux%u region failed", (unsigned)cw,
+                    (unsigned)nrows);
+    times->decode_ns = t1 - t0;
+    times->transform_ns = now_ns() - t1;
+    return 0;
+}
+
+static int decode_roi(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
+                      size_t len, uint64_t seed, uint64_t epoch, uint64_t index, uint8_t *dst,
+                      uint64_t t0, feeder__decode_times *times, char *err, size_t errlen)
+{
+    if (setjmp(d->jerr.jb)) {
+        /* Back to the state after jpeg_create_decompress, ready for the next
+         * image. */
+        jpeg_abort_decompress(&d->cinfo);
+        return fail(err, errlen, FEEDER_EDECODE, "%s", d->jerr.msg);
+    }
+    int rc = roi_run(d, t, jpeg, len, seed, epoch, index, dst, t0, times, err, errlen);
+    /* Also the normal end: the rows below the crop are never read. */
+    jpeg_abort_decompress(&d->cinfo);
+    return rc;
+}
+
+int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
+                          size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                          uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen)
+{
+    uint64_t t0 = now_ns();
+    feeder__decode_times tm = {0, 0};
+    if (err && errlen)
+        err[0] = 0;
+    if (times)
+        *times = tm;
+    if (!d || !t || !dst || (!jpeg && len) || t->width == 0 || t->height == 0)
+        return fail(err, errlen, FEEDER_EINVAL, "invalid argument to the decoder");
+    if (len == 0)
+        return fail(err, errlen, FEEDER_EDECODE, "empty input (0 bytes)");
+    int rc;
+    if (t->decoder == FEEDER_DECODER_TURBO)
+        rc = decode_turbo(d, t, jpeg, len, seed, epoch, index, dst, t0, &tm, err, errlen);
+    else if (t->decoder == FEEDER_DECODER_ROI)
+        rc = decode_roi(d, t, jpeg, len, seed, epoch, index, dst, t0, &tm, err, errlen);
+    else
+        return fail(err, errlen, FEEDER_EINVAL, "unknown decoder %d", t->decoder);
+    if (times)
+        *times = tm;
+    return rc;
+}
