@@ -307,8 +307,11 @@ static int validate(feeder_loader *ld)
                     dopt(ld, FEEDER_OPT_RATIO_MIN), dopt(ld, FEEDER_OPT_RATIO_MAX));
     if (ld->ds->n == 0)
         return fail(ld, FEEDER_EDATASET, "the dataset has no samples");
+    /* The shorter side is resized to RESIZE, and either side may be the
+     * shorter one, so the crop fits every image only if RESIZE covers both
+     * (torchvision would pad with black; a source box cannot). */
     if (iopt(ld, FEEDER_OPT_PIPELINE) == FEEDER_PIPELINE_EVAL &&
-        (iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_HEIGHT) &&
+        (iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_HEIGHT) ||
          iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_WIDTH)))
         return fail(ld, FEEDER_ERANGE,
                     "eval pipeline: resize %lld is smaller than the %lldx%lld crop",

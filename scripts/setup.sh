@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install what feeder needs on Debian 12 (run as root, or with sudo).
 # Libraries made for the job: libjpeg-turbo (TurboJPEG + libjpeg APIs),
-# liburing, libyuv (SIMD resizing), Check (tests).
+# liburing, Check (tests); libyuv and stb only so bench_resize can measure
+# the resizers we weighed against our own.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config
-      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev
+      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev libstb-dev
       check libsubunit-dev)
 missing=()
 for p in "${PKGS[@]}"; do
