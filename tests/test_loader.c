@@ -923,6 +923,13 @@ START_TEST(test_options)
     ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ERANGE); /* min > max */
     ck_assert_ptr_nonnull(strstr(feeder_loader_errmsg(ld), "scale_min"));
     ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_SCALE_MAX, 1.0), 0);
+    /* Eval: the shorter side may be either one, so RESIZE must cover both. */
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 200), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 210), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ERANGE);
+    ck_assert_ptr_nonnull(strstr(feeder_loader_errmsg(ld), "resize 200 is smaller than the 224x210 crop"));
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 256), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 224), 0);
     ck_assert_int_eq(feeder_option_bounds(FEEDER_OPT_NUM_WORKERS, &lo, &hi), 0);
     ck_assert_double_eq(lo, 0);
     ck_assert_int_eq(feeder_option_bounds((feeder_option)999, &lo, &hi), FEEDER_EINVAL);
