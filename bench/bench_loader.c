@@ -73,6 +73,7 @@ typedef struct opts {
     int shuffle;          /* -1: on for train, off for eval */
     int in_order;
     int persistent;
+    unsigned make_images; /* size of the default dataset */
     int64_t timeout_ms;
     int json;
     int checksum;
@@ -94,6 +95,8 @@ static void usage(FILE *f)
             "  --data DIR|LIST      image folder (one sub-folder per class) or list file of\n"
             "                       'path label' lines; default: make 2,000 JPEGs under\n"
             "                       $FEEDER_DATA or ~/.cache/feeder/default-2000\n"
+            "  --images N           size of the dataset made when --data is not given (2000;\n"
+            "                       made in default-N)\n"
             "  --batch N            samples per batch (256)\n"
             "  --epochs N           epochs per configuration; each is reported, and the median (3)\n"
             "  --workers N          worker processes, 0 = the calling thread (4)\n"
@@ -207,7 +210,7 @@ enum {
     OPT_DATA = 256, OPT_BATCH, OPT_EPOCHS, OPT_WORKERS, OPT_PREFETCH, OPT_PIPELINE,
     OPT_DECODER, OPT_IO, OPT_SEED, OPT_SIZE, OPT_RESIZE, OPT_LAYOUT, OPT_SWEEP, OPT_JSON,
     OPT_CHECKSUM, OPT_NO_APPEND, OPT_APPEND_TO, OPT_LABEL, OPT_SHUFFLE, OPT_IN_ORDER,
-    OPT_PERSISTENT, OPT_TIMEOUT
+    OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES
 };
 
 static void parse_args(opts *o, int argc, char **argv)
@@ -235,6 +238,7 @@ static void parse_args(opts *o, int argc, char **argv)
         {"in-order", required_argument, 0, OPT_IN_ORDER},
         {"persistent", no_argument, 0, OPT_PERSISTENT},
         {"timeout-ms", required_argument, 0, OPT_TIMEOUT},
+        {"images", required_argument, 0, OPT_IMAGES},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -252,6 +256,7 @@ static void parse_args(opts *o, int argc, char **argv)
     o->shuffle = -1;
     o->in_order = 1;
     o->timeout_ms = 120000;
+    o->make_images = 2000;
     o->append = 1;
     int workers_given = 0;
 
@@ -330,6 +335,10 @@ static void parse_args(opts *o, int argc, char **argv)
             break;
         case OPT_TIMEOUT:
             o->timeout_ms = (int64_t)parse_uint("--timeout-ms", optarg, 0, 86400000);
+            break;
+        case OPT_IMAGES:
+            /* 10 classes of equal size. */
+            o->make_images = (unsigned)parse_uint("--images", optarg, 10, 10000000) / 10 * 10;
             break;
         case 'h':
             usage(stdout);
@@ -474,7 +483,7 @@ static void cpu_model(char *out, size_t len)
 /* The dataset                                                               */
 /* ------------------------------------------------------------------------ */
 
-static void default_dataset_dir(char *out, size_t len)
+static void default_dataset_dir(char *out, size_t len, unsigned images)
 {
     const char *env = getenv("FEEDER_DATA");
     if (env && *env) {
@@ -482,10 +491,10 @@ static void default_dataset_dir(char *out, size_t len)
         return;
     }
     const char *home = getenv("HOME");
-    snprintf(out, len, "%s/.cache/feeder/default-2000", home && *home ? home : "/tmp");
+    snprintf(out, len, "%s/.cache/feeder/default-%u", home && *home ? home : "/tmp", images);
 }
 
-static void make_default_dataset(const char *dir)
+static void make_default_dataset(const char *dir, unsigned images)
 {
     const char *photos_dir = getenv("FEEDER_BENCH_PHOTOS");
     if (!photos_dir || !*photos_dir)
@@ -496,7 +505,7 @@ static void make_default_dataset(const char *dir)
     if (rc)
         die("loading the seed photos: %s (set FEEDER_BENCH_PHOTOS to the bench/photos folder, "
             "or pass --data)", err);
-    rc = bu_make_dataset(photos, dir, 10, 200, 1, 1);
+    rc = bu_make_dataset(photos, dir, 10, images / 10, 1, 1);
     bu_photos_free(photos);
     if (rc)
         die("making the default dataset in %s: %s (set FEEDER_DATA to a writable folder, or "
@@ -953,8 +962,8 @@ int main(int argc, char **argv)
     if (o.data) {
         snprintf(cx.data, sizeof(cx.data), "%s", o.data);
     } else {
-        default_dataset_dir(cx.data, sizeof(cx.data));
-        make_default_dataset(cx.data);
+        default_dataset_dir(cx.data, sizeof(cx.data), o.make_images);
+        make_default_dataset(cx.data, o.make_images);
     }
     feeder_dataset *ds = open_dataset(cx.data);
     cx.images = feeder_dataset_size(ds);
