@@ -182,13 +182,20 @@ static int dataset_alloc(int kind, feeder_dataset **out)
     return 0;
 }
 
-static void dataset_take(feeder_dataset *ds, strlist *l)
+/* Hand the list to the dataset on success, or free both on failure. */
+static int dataset_finish(feeder_dataset *ds, strlist *l, int rc, feeder_dataset **out)
 {
+    if (rc) {
+        strlist_free(l);
+        feeder_dataset_destroy(ds);
+        return rc;
+    }
     ds->n = l->n;
     ds->paths = l->arena;
     ds->path_off = l->off;
     ds->labels = l->label;
-    memset(l, 0, sizeof(*l));
+    *out = ds;
+    return 0;
 }
 
 int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err, size_t errlen)
@@ -242,14 +249,7 @@ int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err
                     (unsigned long long)ds->num_classes);
         rc = FEEDER_EDATASET;
     }
-    if (rc) {
-        strlist_free(&l);
-        feeder_dataset_destroy(ds);
-        return rc;
-    }
-    dataset_take(ds, &l);
-    *out = ds;
-    return 0;
+    return dataset_finish(ds, &l, rc, out);
 }
 
 /* Parse "path label": the label is the last blank-separated field, so paths
@@ -351,15 +351,9 @@ int feeder_dataset_open_list(const char *list_path, const char *root, feeder_dat
         feeder__fmt(err, errlen, "%s: no samples", list_path);
         rc = FEEDER_EDATASET;
     }
-    if (rc) {
-        strlist_free(&l);
-        feeder_dataset_destroy(ds);
-        return rc;
-    }
-    dataset_take(ds, &l);
-    ds->num_classes = (uint64_t)(maxlab + 1);
-    *out = ds;
-    return 0;
+    if (rc == 0)
+        ds->num_classes = (uint64_t)(maxlab + 1);
+    return dataset_finish(ds, &l, rc, out);
 }
 
 int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user, feeder_dataset **out)
