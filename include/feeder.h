@@ -73,7 +73,10 @@ FEEDER_API const char *feeder_version_string(void);
     X(EBUSY, -30010, "every batch slot is borrowed; release a batch first")        \
     X(EUNSUPPORTED, -30011, "not supported by this build or machine")              \
     X(EPROTO, -30012, "internal protocol error between loader and worker")         \
-    X(EOVERFLOW, -30013, "size computation overflows")
+    X(EOVERFLOW, -30013, "size computation overflows")                             \
+    X(EFORMAT, -30030, "not a valid feeder packed file")                           \
+    X(ECHECKSUM, -30031, "checksum mismatch")                                      \
+    X(EMISMATCH, -30032, "loader options do not match the packed file")
 
 typedef enum feeder_errno {
 #define FEEDER__ERRENUM(name, value, text) FEEDER_##name = value,
@@ -134,6 +137,53 @@ FEEDER_API int feeder_dataset_open_folder(const char *root, feeder_dataset **out
 FEEDER_API int feeder_dataset_open_list(const char *list_path, const char *root,
                                         feeder_dataset **out, char *err, size_t errlen);
 
+/* Record kinds of a packed file (docs/FORMAT.md). */
+typedef enum feeder_record_kind {
+    FEEDER_RECORD_RAW = 1, /* fixed-shape uint8 tensors, already transformed */
+    FEEDER_RECORD_JPEG = 2 /* the original JPEG bytes, decoded by the normal pipeline */
+} feeder_record_kind;
+
+/* Open a packed file made by feeder-pack (format in docs/FORMAT.md): its
+ * header, index, labels and class names are checked before anything is used,
+ * so a truncated, corrupt or foreign file fails here with FEEDER_EFORMAT and a
+ * message that names the file and says what is wrong (bad magic, unsupported
+ * version, a section or record past the end of the file, a RAW record whose
+ * size is not height x width x channels, ...); no read ever leaves the file,
+ * whatever its header says. -errno when the file cannot be opened or mapped.
+ * A shard (name-00003-of-00008.pack) opens as a dataset of its own records.
+ * The file is mapped read-only and must not be truncated while the dataset is
+ * open (as with any mapping). RAW records are copied straight into the batch
+ * slot; a loader over a RAW file adopts the file's height, width and layout
+ * unless they were set, and then they must match (FEEDER_EMISMATCH at start).
+ * JPEG records go through the loader's decode and transform. Labels and class
+ * names come from the file. `path` is copied; `err` (may be NULL) receives
+ * the message, errlen bytes at most.
+ * Lifetime: the dataset must outlive every loader that uses it.
+ * Thread-safety: read-only after open; may be shared. */
+FEEDER_API int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err,
+                                          size_t errlen);
+
+/* What a packed file holds, from its header. */
+typedef struct feeder_packed_info {
+    uint32_t version;       /* format version */
+    int kind;               /* feeder_record_kind */
+    int layout;             /* RAW: feeder_layout of every record */
+    uint32_t height, width, channels; /* RAW: the sample shape; 0 for JPEG */
+    uint64_t records;       /* records in this file */
+    uint64_t record_bytes;  /* RAW: height * width * channels; 0 for JPEG */
+    uint64_t data_bytes;    /* bytes of the record area */
+    uint64_t file_bytes;    /* size of the file */
+    uint32_t shard_index;   /* 0 .. shard_count-1 */
+    uint32_t shard_count;   /* 1 when the pack was not split */
+    uint64_t shard_first;   /* index, across all shards, of this file's first record */
+    uint64_t total_records; /* records across all shards */
+    uint64_t reserved_[8];
+} feeder_packed_info;
+
+/* Fill `out` from a dataset opened with feeder_dataset_open_packed; FEEDER_EINVAL
+ * for NULL arguments or another kind of dataset. Thread-safe. */
+FEEDER_API int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packed_info *out);
+
 /* What a user dataset's get callback is handed for one sample. */
 typedef struct feeder_sample_ctx {
     uint64_t index;   /* the dataset index */
@@ -176,9 +226,11 @@ FEEDER_API uint64_t feeder_dataset_size(const feeder_dataset *ds);
 FEEDER_API const char *feeder_dataset_path(const feeder_dataset *ds, uint64_t index);
 /* Label of sample `index`, or -1 (user datasets, out of range). Thread-safe. */
 FEEDER_API int64_t feeder_dataset_label(const feeder_dataset *ds, uint64_t index);
-/* Number of classes (folder datasets: sub-folders; list datasets: largest label + 1). */
+/* Number of classes (folder datasets: sub-folders; list datasets: largest label + 1;
+ * packed datasets: the stored class names, else largest label + 1). */
 FEEDER_API uint64_t feeder_dataset_num_classes(const feeder_dataset *ds);
-/* Name of class `label` (folder datasets), NULL otherwise. Borrowed. */
+/* Name of class `label` (folder datasets, packed files that store names), NULL
+ * otherwise. Borrowed. */
 FEEDER_API const char *feeder_dataset_class_name(const feeder_dataset *ds, uint64_t label);
 
 /* ------------------------------------------------------------------------ */
@@ -285,6 +337,9 @@ typedef enum feeder_option {
     FEEDER_OPT_POLL_MS = 19,           /* how often waits check worker health; default 100 */
     FEEDER_OPT_SPLIT = 20,             /* tasks per batch, 0 = one per worker; default 0 */
     FEEDER_OPT_QUEUE_DEPTH = 21,       /* io_uring entries per worker; default 256 */
+    /* packed datasets (feeder_dataset_open_packed): */
+    FEEDER_OPT_PACKED_READ = 50,       /* feeder_packed_read; default FEEDER_PACKED_READ_MMAP */
+    FEEDER_OPT_VERIFY_CRC = 51,        /* 0/1; check every record's crc32c on read; default 0 */
     /* double-valued, set with feeder_loader_set_double(): */
     FEEDER_OPT_SCALE_MIN = 100,        /* train: RandomResizedCrop area share; default 0.08 */
     FEEDER_OPT_SCALE_MAX = 101,        /* default 1.0 */
@@ -311,6 +366,15 @@ typedef enum feeder_io {
     FEEDER_IO_URING = 1, /* io_uring or fail */
     FEEDER_IO_PREAD = 2  /* open + pread */
 } feeder_io;
+
+/* How a packed dataset's records reach the batch slot. */
+typedef enum feeder_packed_read {
+    FEEDER_PACKED_READ_MMAP = 0,  /* copy from a shared read-only mapping of the file */
+    FEEDER_PACKED_READ_URING = 1, /* read through the page cache with the worker's reader
+                                     (io_uring, or pread as FEEDER_OPT_IO decides) */
+    FEEDER_PACKED_READ_DIRECT = 2 /* the same with O_DIRECT: no page cache; aligned
+                                     stretches land in the slot with no copy */
+} feeder_packed_read;
 
 typedef enum feeder_error_policy {
     FEEDER_ON_ERROR_FAIL = 0, /* a bad sample fails its batch with a message */

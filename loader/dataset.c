@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "loader/internal.h"
+#include "loader/pack.h"
 
 void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
 {
@@ -383,6 +384,7 @@ void feeder_dataset_destroy(feeder_dataset *ds)
     free(ds->paths);
     free(ds->path_off);
     free(ds->labels);
+    feeder__pack_free(ds->pack);
     free(ds);
 }
 

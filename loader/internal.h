@@ -8,7 +8,9 @@
 
 #include "feeder.h"
 
-enum { FEEDER__DS_FOLDER = 1, FEEDER__DS_LIST = 2, FEEDER__DS_USER = 3 };
+enum { FEEDER__DS_FOLDER = 1, FEEDER__DS_LIST = 2, FEEDER__DS_USER = 3, FEEDER__DS_PACKED = 4 };
+
+struct feeder__pack; /* packed datasets (loader/pack.h) */
 
 struct feeder_dataset {
     int kind;
@@ -20,6 +22,7 @@ struct feeder_dataset {
     uint64_t num_classes;
     feeder_dataset_callbacks cb;
     void *user;
+    struct feeder__pack *pack; /* FEEDER__DS_PACKED */
 };
 
 /* snprintf into a fixed buffer, never failing (truncates). */
@@ -50,7 +53,19 @@ void feeder__reader_destroy(feeder__reader *r);
  * a -errno that is not specific to one file (the ring broke). */
 int feeder__reader_read(feeder__reader *r, feeder__file *files, unsigned n);
 
-#endif
+/* One stretch of an open file to read into memory (packed datasets). */
+typedef struct feeder__span {
+    uint64_t off;  /* file offset */
+    size_t len;    /* bytes asked for */
+    uint8_t *dst;
+    size_t got;    /* bytes read: less than len only at the end of the file */
+    int err;       /* 0 or -errno of the failing read */
+} feeder__span;
+
+/* Read every span of `fd` (all queued at once on the ring, or pread one by
+ * one); per-span errors land in spans[i].err. Returns 0 or a -errno that is not
+ * specific to one span (the ring broke). */
+int feeder__reader_read_at(feeder__reader *r, int fd, feeder__span *spans, unsigned n);
 
 /* ---- tasks and workers (worker.c) ---- */
 
@@ -68,6 +83,11 @@ typedef struct feeder__job {
     unsigned queue_depth;
     int memfd;
     size_t shm_bytes;
+    /* packed datasets (loader/packed.c) */
+    int packed_read;   /* feeder_packed_read */
+    int verify_crc;
+    int pack_fd;       /* the file, opened with O_DIRECT for FEEDER_PACKED_READ_DIRECT; or -1 */
+    unsigned dio_mem_align, dio_off_align;
 } feeder__job;
 
 enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
@@ -112,6 +132,7 @@ typedef struct feeder__worker_ctx {
     feeder__file *files;
     unsigned files_cap;
     char why[256];     /* reader fallback reason */
+    struct feeder__pack_worker *pk; /* packed datasets: bounce buffer, spans */
 } feeder__worker_ctx;
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);
@@ -127,3 +148,5 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan,
                                    feeder_worker_init_fn init, void *init_user);
 
 uint64_t feeder__now_ns(void);
+
+#endif

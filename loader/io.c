@@ -379,3 +379,90 @@ int feeder__reader_read(feeder__reader *r, feeder__file *files, unsigned n)
         return 0;
     return r->ring_ok ? read_uring(r, files, n) : read_pread(r, files, n);
 }
+
+/* ---- reading stretches of one open file (packed datasets) ---- */
+
+static int read_at_pread(int fd, feeder__span *s, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        s[i].got = 0;
+        s[i].err = 0;
+        while (s[i].got < s[i].len) {
+            ssize_t k = pread(fd, s[i].dst + s[i].got, s[i].len - s[i].got,
+                              (off_t)(s[i].off + s[i].got));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k < 0) {
+                s[i].err = -errno;
+                break;
+            }
+            if (k == 0)
+                break; /* end of file */
+            s[i].got += (size_t)k;
+        }
+    }
+    return 0;
+}
+
+static int read_at_uring(feeder__reader *r, int fd, feeder__span *s, unsigned n)
+{
+    /* A span is finished when it is whole, failed or hit the end of file;
+     * `done` marks the last two. */
+    int rc = scratch_reserve(r, n);
+    if (rc)
+        return rc;
+    size_t *eof = r->done; /* reused scratch: 1 = stop reading this span */
+    for (unsigned i = 0; i < n; i++) {
+        s[i].got = 0;
+        s[i].err = 0;
+        eof[i] = 0;
+    }
+    /* Rounds: every unfinished span gets one read (up to the ring's depth);
+     * a short read (a read over 1 GiB, or the end of the file) is continued
+     * or ended in the next round. Usually one round does it all. */
+    for (;;) {
+        unsigned queued = 0;
+        for (unsigned i = 0; i < n && queued < r->depth; i++) {
+            if (eof[i] || s[i].got >= s[i].len)
+                continue;
+            struct io_uring_sqe *sqe = get_sqe(r);
+            size_t left = s[i].len - s[i].got;
+            io_uring_prep_read(sqe, fd, s[i].dst + s[i].got,
+                               (unsigned)(left > (1u << 30) ? (1u << 30) : left),
+                               s[i].off + s[i].got);
+            sqe->user_data = i;
+            queued++;
+        }
+        if (!queued)
+            return 0;
+        while (queued) {
+            rc = io_uring_submit_and_wait(&r->ring, 1);
+            if (rc < 0 && rc != -EINTR)
+                return rc;
+            struct io_uring_cqe *cqe;
+            unsigned head, seen = 0;
+            io_uring_for_each_cqe(&r->ring, head, cqe)
+            {
+                unsigned i = (unsigned)cqe->user_data;
+                if (cqe->res < 0) {
+                    s[i].err = cqe->res;
+                    eof[i] = 1;
+                } else if (cqe->res == 0) {
+                    eof[i] = 1;
+                } else {
+                    s[i].got += (size_t)cqe->res;
+                }
+                seen++;
+            }
+            io_uring_cq_advance(&r->ring, seen);
+            queued -= seen < queued ? seen : queued;
+        }
+    }
+}
+
+int feeder__reader_read_at(feeder__reader *r, int fd, feeder__span *spans, unsigned n)
+{
+    if (n == 0)
+        return 0;
+    return r->ring_ok ? read_at_uring(r, fd, spans, n) : read_at_pread(fd, spans, n);
+}

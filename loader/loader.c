@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "loader/internal.h"
+#include "loader/pack.h"
 
 #define FEEDER__WORKER_QUEUE 2
 
@@ -61,6 +62,8 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_POLL_MS, "poll_ms", 0, 1, 60000, 100},
     {FEEDER_OPT_SPLIT, "split", 0, 0, 1 << 20, 0},
     {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 0, 4, 32768, 256},
+    {FEEDER_OPT_PACKED_READ, "packed_read", 0, 0, 2, FEEDER_PACKED_READ_MMAP},
+    {FEEDER_OPT_VERIFY_CRC, "verify_crc", 0, 0, 1, 0},
     {FEEDER_OPT_SCALE_MIN, "scale_min", 1, 1e-6, 1, 0.08},
     {FEEDER_OPT_SCALE_MAX, "scale_max", 1, 1e-6, 1, 1.0},
     {FEEDER_OPT_RATIO_MIN, "ratio_min", 1, 1e-3, 1e3, 3.0 / 4.0},
@@ -135,6 +138,7 @@ struct feeder_loader {
     feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
     int64_t ival[sizeof(OPTS) / sizeof(OPTS[0])];
     double dval[sizeof(OPTS) / sizeof(OPTS[0])];
+    uint8_t given[sizeof(OPTS) / sizeof(OPTS[0])]; /* set by the user (packed RAW adopts the rest) */
     feeder_worker_init_fn init;
     void *init_user;
 
@@ -203,6 +207,7 @@ int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loa
     }
     ld->io_backend = "";
     ld->job.memfd = -1;
+    ld->job.pack_fd = -1;
     pthread_mutex_init(&ld->stats_lock, NULL);
     *out = ld;
     return 0;
@@ -226,6 +231,7 @@ int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
                     (long long)value, OPTS[i].min, OPTS[i].max);
     ld->ival[i] = value;
     ld->dval[i] = (double)value;
+    ld->given[i] = 1;
     return 0;
 }
 
@@ -307,6 +313,9 @@ static int validate(feeder_loader *ld)
                     dopt(ld, FEEDER_OPT_RATIO_MIN), dopt(ld, FEEDER_OPT_RATIO_MAX));
     if (ld->ds->n == 0)
         return fail(ld, FEEDER_EDATASET, "the dataset has no samples");
+    /* RAW records are already cropped: no resize applies to them. */
+    if (ld->ds->kind == FEEDER__DS_PACKED && ld->ds->pack->v.h.kind == FEEDER_RECORD_RAW)
+        return 0;
     /* The shorter side is resized to RESIZE, and either side may be the
      * shorter one, so the crop fits every image only if RESIZE covers both
      * (torchvision would pad with black; a source box cannot). */
@@ -463,6 +472,42 @@ static int spawn_workers(feeder_loader *ld)
     return rc;
 }
 
+/* A RAW packed file fixes the sample: the loader takes its height, width and
+ * layout unless the user set them, and then they must agree. */
+static int adopt_packed_shape(feeder_loader *ld)
+{
+    const struct feeder__pack *pk = ld->ds->pack;
+    const feeder__pack_header *h = &pk->v.h;
+    if (h->kind != FEEDER_RECORD_RAW)
+        return 0;
+    static const char *const lay[] = {"NHWC", "NCHW"};
+    const int opts[3] = {FEEDER_OPT_HEIGHT, FEEDER_OPT_WIDTH, FEEDER_OPT_LAYOUT};
+    const int64_t file[3] = {h->height, h->width, h->layout};
+    for (int k = 0; k < 3; k++) {
+        int i = opt_find(opts[k]);
+        if (ld->given[i] && ld->ival[i] != file[k])
+            return fail(ld, FEEDER_EMISMATCH,
+                        "%s holds %ux%ux%u %s records, but the loader was set to height %lld, "
+                        "width %lld, layout %s",
+                        pk->path, h->height, h->width, h->channels, lay[h->layout],
+                        (long long)iopt(ld, FEEDER_OPT_HEIGHT),
+                        (long long)iopt(ld, FEEDER_OPT_WIDTH),
+                        lay[iopt(ld, FEEDER_OPT_LAYOUT) ? 1 : 0]);
+    }
+    int p = opt_find(FEEDER_OPT_PIPELINE);
+    if (ld->given[p] && ld->ival[p] != FEEDER_PIPELINE_EVAL)
+        return fail(ld, FEEDER_EMISMATCH,
+                    "%s holds precomputed RAW records: pipeline %s cannot be applied to them "
+                    "(pack JPEG records to transform them while loading)",
+                    pk->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
+    for (int k = 0; k < 3; k++) {
+        int i = opt_find(opts[k]);
+        ld->ival[i] = file[k];
+        ld->dval[i] = (double)file[k];
+    }
+    return 0;
+}
+
 int feeder_loader_start(feeder_loader *ld)
 {
     if (!ld)
@@ -470,7 +515,10 @@ int feeder_loader_start(feeder_loader *ld)
     if (ld->started)
         return 0;
     ld->errmsg[0] = 0;
-    int rc = validate(ld);
+    int rc = 0;
+    if (ld->ds->kind == FEEDER__DS_PACKED && (rc = adopt_packed_shape(ld)))
+        return rc;
+    rc = validate(ld);
     if (rc)
         return rc;
     if (!ld->sampler) {
@@ -487,6 +535,8 @@ int feeder_loader_start(feeder_loader *ld)
     job->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
     job->policy = (int)iopt(ld, FEEDER_OPT_ERROR_POLICY);
     job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
+    job->packed_read = (int)iopt(ld, FEEDER_OPT_PACKED_READ);
+    job->verify_crc = (int)iopt(ld, FEEDER_OPT_VERIFY_CRC);
     feeder__transform *t = &job->t;
     t->pipeline = (int)iopt(ld, FEEDER_OPT_PIPELINE);
     t->decoder = (int)iopt(ld, FEEDER_OPT_DECODER);
@@ -504,12 +554,17 @@ int feeder_loader_start(feeder_loader *ld)
     /* Read path: decided once here so every worker agrees and the user can
      * ask which one runs and why. */
     int io = (int)iopt(ld, FEEDER_OPT_IO);
+    int direct = ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_DIRECT;
     if (ld->ds->kind == FEEDER__DS_USER) {
         ld->io_backend = "none";
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "user dataset: no files to read");
         job->io_mode = FEEDER_IO_PREAD;
+    } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP) {
+        ld->io_backend = "mmap";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", "");
+        job->io_mode = FEEDER_IO_PREAD;
     } else if (io == FEEDER_IO_PREAD) {
-        ld->io_backend = "pread";
+        ld->io_backend = direct ? "pread+O_DIRECT" : "pread";
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "forced by option");
         job->io_mode = FEEDER_IO_PREAD;
     } else {
@@ -518,9 +573,14 @@ int feeder_loader_start(feeder_loader *ld)
         if (rc && io == FEEDER_IO_URING)
             return fail(ld, rc, "io = uring was asked for, but %s", why);
         job->io_mode = rc ? FEEDER_IO_PREAD : FEEDER_IO_URING;
-        ld->io_backend = rc ? "pread" : "io_uring";
+        ld->io_backend = direct ? (rc ? "pread+O_DIRECT" : "io_uring+O_DIRECT")
+                                : (rc ? "pread" : "io_uring");
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", rc ? why : "");
     }
+
+    if (ld->ds->kind == FEEDER__DS_PACKED &&
+        (rc = feeder__packed_prepare(ld->ds, job, ld->errmsg, sizeof(ld->errmsg))))
+        return rc;
 
     uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
     rc = feeder__slot_layout_init(&job->layout, batch, t->height, t->width, 3, t->layout);
@@ -1055,6 +1115,8 @@ void feeder_loader_destroy(feeder_loader *ld)
     if (ld->mem)
         munmap(ld->mem, ld->shm_bytes);
     close_fd(&ld->job.memfd);
+    if (ld->job.pack_fd >= 0)
+        close(ld->job.pack_fd);
     feeder_sampler_destroy(ld->own_sampler);
     free(ld->slots);
     free(ld->workers);

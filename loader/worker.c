@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "loader/internal.h"
+#include "loader/pack.h"
 
 uint64_t feeder__now_ns(void)
 {
@@ -32,6 +33,8 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
     w->job = job;
     w->id = id;
     w->mem = mem;
+    if (job->ds->kind == FEEDER__DS_PACKED)
+        return feeder__packed_ctx_init(w);
     if (job->ds->kind != FEEDER__DS_USER) {
         int rc = feeder__reader_create(job->io_mode, job->queue_depth, &w->rd, w->why,
                                        sizeof(w->why));
@@ -49,6 +52,7 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
 
 void feeder__worker_ctx_free(feeder__worker_ctx *w)
 {
+    feeder__packed_ctx_free(w);
     feeder__reader_destroy(w->rd);
     feeder__decoder_destroy(w->dec);
     free(w->files);
@@ -118,6 +122,8 @@ static int load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t i
     const feeder_dataset *ds = w->job->ds;
     if (ds->kind == FEEDER__DS_USER)
         return load_user_sample(w, t, index, dst, label, msg, msglen);
+    if (ds->kind == FEEDER__DS_PACKED)
+        return feeder__packed_load_one(w, t, index, dst, label, res, msg, msglen);
     feeder__file f = {.path = feeder_dataset_path(ds, index)};
     uint64_t t0 = feeder__now_ns();
     int rc = feeder__reader_read(w->rd, &f, 1);
@@ -230,6 +236,14 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
         return;
     }
 
+    if (ds->kind == FEEDER__DS_PACKED) {
+        /* Records come from one mapped file: no per-sample open (packed.c). */
+        if ((rc = feeder__packed_fill(w, t, slot, res, &bad_first))) {
+            res->status = rc;
+            return;
+        }
+        goto replace;
+    }
     if ((rc = ensure_files(w, t->count))) {
         feeder__fmt(res->errmsg, sizeof(res->errmsg), "worker %d: out of memory", w->id);
         res->status = rc;
@@ -268,11 +282,16 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
         res->status = src;
         return;
     }
+replace:
     for (uint32_t i = bad_first; i != UINT32_MAX && i < t->first + t->count; i++) {
         if (lab[i] != -1)
             continue;
-        feeder__fmt(msg, sizeof(msg), "sample %llu (%s) failed", (unsigned long long)idx[i],
-                    feeder_dataset_path(ds, idx[i]));
+        const char *path = feeder_dataset_path(ds, idx[i]);
+        if (path)
+            feeder__fmt(msg, sizeof(msg), "sample %llu (%s) failed", (unsigned long long)idx[i],
+                        path);
+        else
+            feeder__fmt(msg, sizeof(msg), "sample %llu failed", (unsigned long long)idx[i]);
         int src = replace_sample(w, t, i, slot, res, msg);
         if (src) {
             res->status = src;

@@ -1,0 +1,127 @@
+/*
+ * Packed datasets: the file format (pack_format.c, a pure parser over a
+ * buffer so a fuzzer can drive it), the dataset over a mapped file and the
+ * worker's record reader (packed.c), CRC32C (crc32c.c). The format is
+ * documented byte by byte in docs/FORMAT.md; keep the two in step.
+ */
+#ifndef FEEDER_LOADER_PACK_H
+#define FEEDER_LOADER_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loader/internal.h"
+
+/* ---- CRC32C (crc32c.c) ---- */
+
+/* CRC32C of `len` bytes, chained: feeder__crc32c(feeder__crc32c(0, a), b) is the
+ * CRC of a followed by b. Start with 0. Thread-safe. */
+uint32_t feeder__crc32c(uint32_t crc, const void *data, size_t len);
+/* The table-driven path alone (tests compare the two). */
+uint32_t feeder__crc32c_portable(uint32_t crc, const void *data, size_t len);
+/* 1 when the SSE4.2 instruction is used. */
+int feeder__crc32c_hardware(void);
+
+/* ---- the format (pack_format.c) ---- */
+
+#define FEEDER__PACK_MAGIC "FEEDPACK"
+#define FEEDER__PACK_VERSION 1
+#define FEEDER__PACK_HEADER_BYTES 4096u
+#define FEEDER__PACK_ALIGN 4096u /* sections and the record area start on this */
+#define FEEDER__PACK_ENTRY_BYTES 24u
+#define FEEDER__PACK_CRC_OFF 4092u /* header crc32c covers bytes [0, 4092) */
+enum { FEEDER__PACK_DTYPE_UINT8 = 1 };
+enum { FEEDER__PACK_LABEL_INT64 = 1 };
+
+/* The header, decoded (docs/FORMAT.md gives every field's offset). */
+typedef struct feeder__pack_header {
+    uint32_t version;
+    uint32_t header_bytes;
+    uint32_t kind;       /* feeder_record_kind */
+    uint32_t dtype;
+    uint32_t layout;
+    uint32_t height, width, channels;
+    uint32_t label_type;
+    uint32_t flags;
+    uint64_t count;
+    uint64_t record_bytes;
+    uint64_t index_off;
+    uint64_t labels_off;
+    uint64_t classes_off;
+    uint64_t classes_bytes;
+    uint64_t num_classes;
+    uint64_t records_off;
+    uint64_t records_bytes;
+    uint32_t shard_index, shard_count;
+    uint64_t shard_first;
+    uint64_t total_records;
+} feeder__pack_header;
+
+/* A parsed file: the header and where the sections are in the buffer. Every
+ * offset and size in it has been checked against the buffer's length. */
+typedef struct feeder__pack_view {
+    feeder__pack_header h;
+    const uint8_t *buf;
+    size_t len;
+    const uint8_t *index;   /* count entries of 24 bytes */
+    const uint8_t *labels;  /* count little-endian int64 */
+    const uint8_t *classes; /* num_classes NUL-terminated names, or NULL */
+    uint64_t num_classes;   /* stored, or largest label + 1 when none are stored */
+} feeder__pack_view;
+
+/* Check a whole packed file held in buf[0, len) (a mapping or a fuzzer's
+ * input) and describe it in *out. Reads nothing outside the buffer whatever
+ * it holds. 0, or FEEDER_EFORMAT with a message naming `name` (the file) in
+ * `err`. Pure: no allocation, no I/O. */
+int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder__pack_view *out,
+                       char *err, size_t errlen);
+
+/* Entry i of a parsed index (i < count). */
+void feeder__pack_entry(const feeder__pack_view *v, uint64_t i, uint64_t *off, uint64_t *size,
+                        uint32_t *crc);
+int64_t feeder__pack_label(const feeder__pack_view *v, uint64_t i);
+
+/* Writing (the pack tool, tests): encode the header into a 4096-byte page
+ * (crc32c included) and one index entry into 24 bytes. */
+void feeder__pack_header_encode(const feeder__pack_header *h, uint8_t *page);
+void feeder__pack_entry_encode(uint8_t *out, uint64_t off, uint64_t size, uint32_t crc);
+/* Lay out a file of h->count records, `classes_bytes` of class names and
+ * `data_bytes` of record area: sets the section offsets in *h and returns the
+ * file size (a multiple of 4096), or 0 when a size overflows. */
+uint64_t feeder__pack_layout(feeder__pack_header *h, uint64_t classes_bytes, uint64_t data_bytes);
+
+/* ---- the dataset and the worker side (packed.c) ---- */
+
+struct feeder__pack {
+    char *path;
+    int fd;             /* O_RDONLY, page-cache reads */
+    uint8_t *map;       /* the whole file, read-only, shared */
+    size_t map_len;
+    feeder__pack_view v;
+    uint64_t *off;      /* record offsets, sizes and crcs, decoded from the index */
+    uint64_t *size;
+    uint32_t *crc;
+};
+
+void feeder__pack_free(struct feeder__pack *pk);
+
+/* Loader start: open what the chosen read path needs (the O_DIRECT
+ * descriptor) into `job`. 0 or an error with its message in `err`. */
+int feeder__packed_prepare(const feeder_dataset *ds, feeder__job *job, char *err,
+                           size_t errlen);
+
+int feeder__packed_ctx_init(feeder__worker_ctx *w);
+void feeder__packed_ctx_free(feeder__worker_ctx *w);
+
+/* Fill samples [t->first, t->first + t->count) of `slot`. Under the FAIL policy
+ * the first bad record's error is returned with its message in res->errmsg;
+ * under SKIP bad positions get label -1 (replaced by the caller) and
+ * *bad_first the first of them. */
+int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                        feeder__result_msg *res, uint32_t *bad_first);
+/* Load record `index` alone into dst (a skip-policy replacement). */
+int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
+                            uint8_t *dst, int64_t *label, feeder__result_msg *res, char *msg,
+                            size_t msglen);
+
+#endif

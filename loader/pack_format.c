@@ -1,0 +1,344 @@
+/*
+ * The packed file format (docs/FORMAT.md): decoding and checking a whole file
+ * held in memory, and encoding the header and index entries for writers.
+ *
+ * feeder__pack_parse is a pure function of (buffer, length) so a fuzzer can
+ * drive it. It decides everything from the buffer's length, never from what
+ * the header claims: every offset + size is added with an overflow check and
+ * compared with the length before a byte of that section is read. Numbers
+ * are little-endian in the file and decoded byte by byte, so neither the
+ * host's byte order nor the buffer's alignment matters.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "loader/pack.h"
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
+static void wr32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void wr64(uint8_t *p, uint64_t v)
+{
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Field offsets in the header page; docs/FORMAT.md has the same table. */
+enum {
+    H_MAGIC = 0, H_VERSION = 8, H_HEADER_BYTES = 12, H_KIND = 16, H_DTYPE = 20, H_LAYOUT = 24,
+    H_HEIGHT = 28, H_WIDTH = 32, H_CHANNELS = 36, H_LABEL_TYPE = 40, H_FLAGS = 44, H_COUNT = 48,
+    H_RECORD_BYTES = 56, H_INDEX_OFF = 64, H_LABELS_OFF = 72, H_CLASSES_OFF = 80,
+    H_CLASSES_BYTES = 88, H_NUM_CLASSES = 96, H_RECORDS_OFF = 104, H_RECORDS_BYTES = 112,
+    H_SHARD_INDEX = 120, H_SHARD_COUNT = 124, H_SHARD_FIRST = 128, H_TOTAL_RECORDS = 136,
+    H_END = 144
+};
+
+void feeder__pack_header_encode(const feeder__pack_header *h, uint8_t *page)
+{
+    memset(page, 0, FEEDER__PACK_HEADER_BYTES);
+    memcpy(page + H_MAGIC, FEEDER__PACK_MAGIC, 8);
+    wr32(page + H_VERSION, h->version);
+    wr32(page + H_HEADER_BYTES, h->header_bytes);
+    wr32(page + H_KIND, h->kind);
+    wr32(page + H_DTYPE, h->dtype);
+    wr32(page + H_LAYOUT, h->layout);
+    wr32(page + H_HEIGHT, h->height);
+    wr32(page + H_WIDTH, h->width);
+    wr32(page + H_CHANNELS, h->channels);
+    wr32(page + H_LABEL_TYPE, h->label_type);
+    wr32(page + H_FLAGS, h->flags);
+    wr64(page + H_COUNT, h->count);
+    wr64(page + H_RECORD_BYTES, h->record_bytes);
+    wr64(page + H_INDEX_OFF, h->index_off);
+    wr64(page + H_LABELS_OFF, h->labels_off);
+    wr64(page + H_CLASSES_OFF, h->classes_off);
+    wr64(page + H_CLASSES_BYTES, h->classes_bytes);
+    wr64(page + H_NUM_CLASSES, h->num_classes);
+    wr64(page + H_RECORDS_OFF, h->records_off);
+    wr64(page + H_RECORDS_BYTES, h->records_bytes);
+    wr32(page + H_SHARD_INDEX, h->shard_index);
+    wr32(page + H_SHARD_COUNT, h->shard_count);
+    wr64(page + H_SHARD_FIRST, h->shard_first);
+    wr64(page + H_TOTAL_RECORDS, h->total_records);
+    wr32(page + FEEDER__PACK_CRC_OFF, feeder__crc32c(0, page, FEEDER__PACK_CRC_OFF));
+}
+
+void feeder__pack_entry_encode(uint8_t *out, uint64_t off, uint64_t size, uint32_t crc)
+{
+    wr64(out, off);
+    wr64(out + 8, size);
+    wr32(out + 16, crc);
+    wr32(out + 20, 0);
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a, int *ovf)
+{
+    uint64_t r;
+    if (__builtin_add_overflow(v, a - 1, &r))
+        *ovf = 1;
+    return r / a * a;
+}
+
+uint64_t feeder__pack_layout(feeder__pack_header *h, uint64_t classes_bytes, uint64_t data_bytes)
+{
+    int ovf = 0;
+    uint64_t index_bytes, label_bytes, end;
+    ovf |= __builtin_mul_overflow(h->count, (uint64_t)FEEDER__PACK_ENTRY_BYTES, &index_bytes);
+    ovf |= __builtin_mul_overflow(h->count, (uint64_t)8, &label_bytes);
+    h->index_off = FEEDER__PACK_HEADER_BYTES;
+    ovf |= __builtin_add_overflow(h->index_off, index_bytes, &end);
+    h->labels_off = align_up(end, FEEDER__PACK_ALIGN, &ovf);
+    ovf |= __builtin_add_overflow(h->labels_off, label_bytes, &end);
+    h->classes_bytes = classes_bytes;
+    h->classes_off = 0;
+    if (classes_bytes) {
+        h->classes_off = align_up(end, FEEDER__PACK_ALIGN, &ovf);
+        ovf |= __builtin_add_overflow(h->classes_off, classes_bytes, &end);
+    }
+    h->records_off = align_up(end, FEEDER__PACK_ALIGN, &ovf);
+    h->records_bytes = data_bytes;
+    ovf |= __builtin_add_overflow(h->records_off, data_bytes, &end);
+    uint64_t size = align_up(end, FEEDER__PACK_ALIGN, &ovf);
+    return ovf ? 0 : size;
+}
+
+void feeder__pack_entry(const feeder__pack_view *v, uint64_t i, uint64_t *off, uint64_t *size,
+                        uint32_t *crc)
+{
+    const uint8_t *e = v->index + i * FEEDER__PACK_ENTRY_BYTES;
+    *off = rd64(e);
+    *size = rd64(e + 8);
+    *crc = rd32(e + 16);
+}
+
+int64_t feeder__pack_label(const feeder__pack_view *v, uint64_t i)
+{
+    return (int64_t)rd64(v->labels + i * 8);
+}
+
+static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return FEEDER_EFORMAT;
+}
+
+#define ULL(x) ((unsigned long long)(x))
+
+/* A section of `bytes` bytes at `off` lies after the header and inside the file. */
+static int check_section(const char *name, size_t len, const char *what, uint64_t off,
+                         uint64_t bytes, char *err, size_t errlen)
+{
+    uint64_t end;
+    if (off < FEEDER__PACK_HEADER_BYTES)
+        return bad(err, errlen, "%s: %s (offset %llu) overlaps the %u-byte header", name, what,
+                   ULL(off), FEEDER__PACK_HEADER_BYTES);
+    if (__builtin_add_overflow(off, bytes, &end) || end > len)
+        return bad(err, errlen,
+                   "%s: %s (offset %llu, %llu bytes) runs past the end of the file (%llu bytes)",
+                   name, what, ULL(off), ULL(bytes), ULL(len));
+    return 0;
+}
+
+int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder__pack_view *out,
+                       char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    if (!name)
+        name = "(packed file)";
+    memset(out, 0, sizeof(*out));
+    if (len < 8)
+        return bad(err, errlen,
+                   "%s: not a feeder packed file (%llu bytes, shorter than its 8-byte magic)",
+                   name, ULL(len));
+    if (memcmp(buf, FEEDER__PACK_MAGIC, 8) != 0)
+        return bad(err, errlen,
+                   "%s: not a feeder packed file (bad magic %02x %02x %02x %02x %02x %02x %02x "
+                   "%02x; expected \"" FEEDER__PACK_MAGIC "\")",
+                   name, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7]);
+    if (len < H_VERSION + 4)
+        return bad(err, errlen, "%s: truncated header (%llu of %u bytes)", name, ULL(len),
+                   FEEDER__PACK_HEADER_BYTES);
+    /* The version first: a later version may lay out the rest differently. */
+    uint32_t version = rd32(buf + H_VERSION);
+    if (version != FEEDER__PACK_VERSION)
+        return bad(err, errlen, "%s: unsupported format version %u (this library reads version %u)",
+                   name, version, FEEDER__PACK_VERSION);
+    if (len < FEEDER__PACK_HEADER_BYTES)
+        return bad(err, errlen, "%s: truncated header (%llu of %u bytes)", name, ULL(len),
+                   FEEDER__PACK_HEADER_BYTES);
+    uint32_t stored = rd32(buf + FEEDER__PACK_CRC_OFF);
+    uint32_t computed = feeder__crc32c(0, buf, FEEDER__PACK_CRC_OFF);
+    if (stored != computed)
+        return bad(err, errlen, "%s: header crc32c mismatch (stored 0x%08x, computed 0x%08x)",
+                   name, stored, computed);
+
+    feeder__pack_header *h = &out->h;
+    h->version = version;
+    h->header_bytes = rd32(buf + H_HEADER_BYTES);
+    h->kind = rd32(buf + H_KIND);
+    h->dtype = rd32(buf + H_DTYPE);
+    h->layout = rd32(buf + H_LAYOUT);
+    h->height = rd32(buf + H_HEIGHT);
+    h->width = rd32(buf + H_WIDTH);
+    h->channels = rd32(buf + H_CHANNELS);
+    h->label_type = rd32(buf + H_LABEL_TYPE);
+    h->flags = rd32(buf + H_FLAGS);
+    h->count = rd64(buf + H_COUNT);
+    h->record_bytes = rd64(buf + H_RECORD_BYTES);
+    h->index_off = rd64(buf + H_INDEX_OFF);
+    h->labels_off = rd64(buf + H_LABELS_OFF);
+    h->classes_off = rd64(buf + H_CLASSES_OFF);
+    h->classes_bytes = rd64(buf + H_CLASSES_BYTES);
+    h->num_classes = rd64(buf + H_NUM_CLASSES);
+    h->records_off = rd64(buf + H_RECORDS_OFF);
+    h->records_bytes = rd64(buf + H_RECORDS_BYTES);
+    h->shard_index = rd32(buf + H_SHARD_INDEX);
+    h->shard_count = rd32(buf + H_SHARD_COUNT);
+    h->shard_first = rd64(buf + H_SHARD_FIRST);
+    h->total_records = rd64(buf + H_TOTAL_RECORDS);
+
+    if (h->header_bytes != FEEDER__PACK_HEADER_BYTES)
+        return bad(err, errlen, "%s: header size %u (version %u headers are %u bytes)", name,
+                   h->header_bytes, version, FEEDER__PACK_HEADER_BYTES);
+    if (h->kind != FEEDER_RECORD_RAW && h->kind != FEEDER_RECORD_JPEG)
+        return bad(err, errlen, "%s: unknown record kind %u (1 = RAW, 2 = JPEG)", name, h->kind);
+    if (h->dtype != FEEDER__PACK_DTYPE_UINT8)
+        return bad(err, errlen, "%s: unsupported dtype %u (version %u stores uint8 = 1)", name,
+                   h->dtype, version);
+    if (h->label_type != FEEDER__PACK_LABEL_INT64)
+        return bad(err, errlen, "%s: unsupported label type %u (version %u stores int64 = 1)",
+                   name, h->label_type, version);
+    if (h->count == 0)
+        return bad(err, errlen, "%s: holds no records", name);
+    if (h->kind == FEEDER_RECORD_RAW) {
+        if (h->layout > FEEDER_LAYOUT_NCHW)
+            return bad(err, errlen, "%s: unknown layout %u (0 = NHWC, 1 = NCHW)", name,
+                       h->layout);
+        if (h->height == 0 || h->width == 0 || h->channels != 3)
+            return bad(err, errlen,
+                       "%s: RAW sample shape %ux%ux%u is not supported (height and width > 0, "
+                       "3 channels)",
+                       name, h->height, h->width, h->channels);
+        uint64_t p;
+        if (__builtin_mul_overflow((uint64_t)h->height * h->width, (uint64_t)h->channels, &p))
+            return bad(err, errlen, "%s: RAW sample shape %ux%ux%u overflows a size", name,
+                       h->height, h->width, h->channels);
+        if (h->record_bytes != p)
+            return bad(err, errlen,
+                       "%s: RAW record size mismatch: the header says %llu bytes per record, "
+                       "%ux%ux%u is %llu",
+                       name, ULL(h->record_bytes), h->height, h->width, h->channels, ULL(p));
+    }
+    uint64_t last;
+    if (h->shard_count == 0 || h->shard_index >= h->shard_count)
+        return bad(err, errlen, "%s: shard %u of %u is not a valid shard number", name,
+                   h->shard_index, h->shard_count);
+    if (__builtin_add_overflow(h->shard_first, h->count, &last) || last > h->total_records)
+        return bad(err, errlen,
+                   "%s: shard holds %llu records from record %llu on, past the %llu records of "
+                   "all shards",
+                   name, ULL(h->count), ULL(h->shard_first), ULL(h->total_records));
+
+    uint64_t index_bytes, label_bytes;
+    if (__builtin_mul_overflow(h->count, (uint64_t)FEEDER__PACK_ENTRY_BYTES, &index_bytes) ||
+        __builtin_mul_overflow(h->count, (uint64_t)8, &label_bytes))
+        return bad(err, errlen, "%s: record count %llu is too large for any file", name,
+                   ULL(h->count));
+    int rc;
+    if ((rc = check_section(name, len, "index", h->index_off, index_bytes, err, errlen)) ||
+        (rc = check_section(name, len, "labels", h->labels_off, label_bytes, err, errlen)))
+        return rc;
+    if (h->records_off % FEEDER__PACK_ALIGN)
+        return bad(err, errlen, "%s: record area offset %llu is not a multiple of %u", name,
+                   ULL(h->records_off), FEEDER__PACK_ALIGN);
+    if ((rc = check_section(name, len, "record area", h->records_off, h->records_bytes, err,
+                            errlen)))
+        return rc;
+    out->buf = buf;
+    out->len = len;
+    out->index = buf + h->index_off;
+    out->labels = buf + h->labels_off;
+
+    if (h->num_classes) {
+        if ((rc = check_section(name, len, "class names", h->classes_off, h->classes_bytes, err,
+                                errlen)))
+            return rc;
+        const uint8_t *c = buf + h->classes_off;
+        uint64_t pos = 0;
+        /* Each name takes at least its NUL, so this ends within classes_bytes
+         * steps however large num_classes claims to be. */
+        for (uint64_t k = 0; k < h->num_classes; k++) {
+            const uint8_t *nul = pos < h->classes_bytes
+                                     ? memchr(c + pos, 0, (size_t)(h->classes_bytes - pos))
+                                     : NULL;
+            if (!nul)
+                return bad(err, errlen,
+                           "%s: class name %llu of %llu does not end within the %llu bytes of "
+                           "class names",
+                           name, ULL(k), ULL(h->num_classes), ULL(h->classes_bytes));
+            pos = (uint64_t)(nul - c) + 1;
+        }
+        out->classes = c;
+    }
+
+    int64_t maxlab = -1;
+    for (uint64_t i = 0; i < h->count; i++) {
+        int64_t l = feeder__pack_label(out, i);
+        if (l < 0 || (h->num_classes && (uint64_t)l >= h->num_classes)) {
+            if (h->num_classes)
+                return bad(err, errlen, "%s: label %lld of record %llu is outside [0, %llu)",
+                           name, (long long)l, ULL(i), ULL(h->num_classes));
+            return bad(err, errlen, "%s: label %lld of record %llu is negative", name,
+                       (long long)l, ULL(i));
+        }
+        if (l > maxlab)
+            maxlab = l;
+    }
+    out->num_classes = h->num_classes ? h->num_classes : (uint64_t)maxlab + 1;
+
+    /* Records lie in the record area, in index order, without overlap: each
+     * byte of the area belongs to at most one record. */
+    uint64_t area_end = h->records_off + h->records_bytes, prev_end = h->records_off;
+    for (uint64_t i = 0; i < h->count; i++) {
+        uint64_t off, size, end;
+        uint32_t crc;
+        feeder__pack_entry(out, i, &off, &size, &crc);
+        if (size == 0)
+            return bad(err, errlen, "%s: record %llu is empty (size 0)", name, ULL(i));
+        if (h->kind == FEEDER_RECORD_RAW && size != h->record_bytes)
+            return bad(err, errlen,
+                       "%s: record %llu has %llu bytes; RAW records of %ux%ux%u are %llu", name,
+                       ULL(i), ULL(size), h->height, h->width, h->channels,
+                       ULL(h->record_bytes));
+        if (off < h->records_off || __builtin_add_overflow(off, size, &end) || end > area_end)
+            return bad(err, errlen,
+                       "%s: record %llu (offset %llu, %llu bytes) lies outside the record area "
+                       "(offset %llu, %llu bytes)",
+                       name, ULL(i), ULL(off), ULL(size), ULL(h->records_off),
+                       ULL(h->records_bytes));
+        if (off < prev_end)
+            return bad(err, errlen,
+                       "%s: record %llu (offset %llu) starts before record %llu ends (offset "
+                       "%llu): records must be in index order and must not overlap",
+                       name, ULL(i), ULL(off), ULL(i - 1), ULL(prev_end));
+        prev_end = end;
+    }
+    return 0;
+}

@@ -1,0 +1,586 @@
+/*
+ * Packed datasets: a packed file (docs/FORMAT.md) opened as a feeder dataset,
+ * and the worker side that brings its records into the batch slot.
+ *
+ * Open maps the whole file read-only and shared, checks it with the pure
+ * parser (pack_format.c) and copies the index, labels and class names into
+ * the dataset, so nothing later depends on the header's word. Forked workers
+ * inherit the mapping and the descriptor.
+ *
+ * A task's records are grouped into runs: records that follow each other in
+ * the task and in the file. A RAW run is one stretch of the file and one
+ * stretch of the slot (samples are contiguous there too), so it is one memcpy
+ * (mmap) or one read (uring, direct) straight into the slot, whatever its
+ * length. JPEG runs are read into the worker's buffer (or used in place from
+ * the mapping) and decoded from there: no file is opened per sample.
+ *
+ * O_DIRECT wants the file offset, the length and the memory address aligned
+ * (to the device's logical block, 512 bytes on most disks; statx says). The
+ * aligned middle of a RAW run goes straight into the slot when the slot
+ * address lines up, which it does for the usual shapes (224x224x3 records are
+ * 294 x 512 bytes); only the partial blocks at its ends, or a run whose slot
+ * address does not line up, go through a bounce buffer and a copy.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "loader/pack.h"
+
+#define ULL(x) ((unsigned long long)(x))
+
+/* ------------------------------------------------------------------------ */
+/* The dataset                                                               */
+/* ------------------------------------------------------------------------ */
+
+void feeder__pack_free(struct feeder__pack *pk)
+{
+    if (!pk)
+        return;
+    if (pk->map)
+        munmap(pk->map, pk->map_len);
+    if (pk->fd >= 0)
+        close(pk->fd);
+    free(pk->off);
+    free(pk->size);
+    free(pk->crc);
+    free(pk->path);
+    free(pk);
+}
+
+int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err, size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s", "");
+    if (!path || !out) {
+        feeder__fmt(err, errlen, "feeder_dataset_open_packed: path and out must not be NULL");
+        return FEEDER_EINVAL;
+    }
+    struct feeder__pack *pk = calloc(1, sizeof(*pk));
+    feeder_dataset *ds = calloc(1, sizeof(*ds));
+    if (!pk || !ds || !(pk->path = strdup(path))) {
+        free(pk ? pk->path : NULL);
+        free(pk);
+        free(ds);
+        return -ENOMEM;
+    }
+    ds->kind = FEEDER__DS_PACKED;
+    ds->pack = pk;
+    int rc = 0;
+    pk->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (pk->fd < 0) {
+        rc = -errno;
+        feeder__fmt(err, errlen, "%s: cannot open packed file: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(pk->fd, &st) < 0) {
+        rc = -errno;
+        feeder__fmt(err, errlen, "%s: fstat: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        rc = -EISDIR;
+        feeder__fmt(err, errlen, "%s: is a folder, not a packed file", path);
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = FEEDER_EFORMAT;
+        feeder__fmt(err, errlen, "%s: not a regular file", path);
+        goto fail;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        rc = FEEDER_EOVERFLOW;
+        feeder__fmt(err, errlen, "%s: %llu bytes do not fit this address space", path,
+                    ULL(st.st_size));
+        goto fail;
+    }
+    pk->map_len = (size_t)st.st_size;
+    static const uint8_t empty[1];
+    const uint8_t *buf = empty;
+    if (pk->map_len) {
+        void *m = mmap(NULL, pk->map_len, PROT_READ, MAP_SHARED, pk->fd, 0);
+        if (m == MAP_FAILED) {
+            rc = -errno;
+            feeder__fmt(err, errlen, "%s: mmap of %llu bytes: %s", path, ULL(pk->map_len),
+                        strerror(errno));
+            pk->map_len = 0;
+            goto fail;
+        }
+        pk->map = m;
+        buf = m;
+    }
+    if ((rc = feeder__pack_parse(buf, pk->map_len, path, &pk->v, err, errlen)))
+        goto fail;
+
+    const feeder__pack_header *h = &pk->v.h;
+    uint64_t n = h->count; /* n * 24 <= file size: these cannot overflow */
+    pk->off = malloc(n * sizeof(*pk->off));
+    pk->size = malloc(n * sizeof(*pk->size));
+    pk->crc = malloc(n * sizeof(*pk->crc));
+    ds->labels = malloc(n * sizeof(*ds->labels));
+    if (!pk->off || !pk->size || !pk->crc || !ds->labels) {
+        rc = -ENOMEM;
+        feeder__fmt(err, errlen, "%s: out of memory for the index of %llu records", path,
+                    ULL(n));
+        goto fail;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        feeder__pack_entry(&pk->v, i, &pk->off[i], &pk->size[i], &pk->crc[i]);
+        ds->labels[i] = feeder__pack_label(&pk->v, i);
+    }
+    ds->n = n;
+    ds->num_classes = pk->v.num_classes;
+    if (pk->v.classes) {
+        ds->classes = calloc((size_t)h->num_classes, sizeof(char *));
+        if (!ds->classes) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        const char *c = (const char *)pk->v.classes;
+        for (uint64_t k = 0; k < h->num_classes; k++) {
+            if (!(ds->classes[k] = strdup(c))) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            c += strlen(c) + 1;
+        }
+    }
+    *out = ds;
+    return 0;
+fail:
+    /* Destroy frees whatever part of the class list was made (calloc'd). */
+    feeder_dataset_destroy(ds);
+    return rc;
+}
+
+int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packed_info *out)
+{
+    if (!ds || !out || ds->kind != FEEDER__DS_PACKED)
+        return FEEDER_EINVAL;
+    const feeder__pack_header *h = &ds->pack->v.h;
+    memset(out, 0, sizeof(*out));
+    out->version = h->version;
+    out->kind = (int)h->kind;
+    if (h->kind == FEEDER_RECORD_RAW) {
+        out->layout = (int)h->layout;
+        out->height = h->height;
+        out->width = h->width;
+        out->channels = h->channels;
+        out->record_bytes = h->record_bytes;
+    }
+    out->records = h->count;
+    out->data_bytes = h->records_bytes;
+    out->file_bytes = ds->pack->map_len;
+    out->shard_index = h->shard_index;
+    out->shard_count = h->shard_count;
+    out->shard_first = h->shard_first;
+    out->total_records = h->total_records;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Loader start                                                              */
+/* ------------------------------------------------------------------------ */
+
+int feeder__packed_prepare(const feeder_dataset *ds, feeder__job *job, char *err, size_t errlen)
+{
+    const struct feeder__pack *pk = ds->pack;
+    if (job->packed_read != FEEDER_PACKED_READ_DIRECT)
+        return 0;
+    /* The alignment O_DIRECT needs, from the file system itself (Linux 6.1+);
+     * older kernels do not say, and 4096 suits every common device. */
+    unsigned mem = 4096, off = 4096;
+    struct statx sx;
+    if (statx(pk->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+        (sx.stx_mask & STATX_DIOALIGN)) {
+        if (!sx.stx_dio_offset_align) {
+            feeder__fmt(err, errlen,
+                        "%s: packed_read = direct, but its file system does not support "
+                        "O_DIRECT",
+                        pk->path);
+            return FEEDER_EUNSUPPORTED;
+        }
+        mem = sx.stx_dio_mem_align;
+        off = sx.stx_dio_offset_align;
+    }
+    if (!mem || !off || (mem & (mem - 1)) || (off & (off - 1)) || mem > 65536 || off > 65536) {
+        feeder__fmt(err, errlen,
+                    "%s: packed_read = direct: the file system asks for %u-byte offsets and "
+                    "%u-byte buffers, which this reader does not handle",
+                    pk->path, off, mem);
+        return FEEDER_EUNSUPPORTED;
+    }
+    int fd = open(pk->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        feeder__fmt(err, errlen, "%s: packed_read = direct: open with O_DIRECT: %s%s", pk->path,
+                    strerror(e), e == EINVAL ? " (its file system does not support O_DIRECT)" : "");
+        return e == EINVAL ? FEEDER_EUNSUPPORTED : -e;
+    }
+    /* Opened again by name: make sure it is still the file that was checked. */
+    struct stat a, b;
+    if (fstat(pk->fd, &a) < 0 || fstat(fd, &b) < 0 || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino) {
+        close(fd);
+        feeder__fmt(err, errlen,
+                    "%s: packed_read = direct: the path names another file than the one "
+                    "opened as the dataset",
+                    pk->path);
+        return FEEDER_EFORMAT;
+    }
+    job->pack_fd = fd;
+    job->dio_mem_align = mem;
+    job->dio_off_align = off;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The worker side                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Records that follow each other both in the request and in the file. */
+typedef struct pk_run {
+    uint32_t k0, n;    /* positions k0 .. k0+n-1 of the request */
+    uint64_t off, len; /* the file range */
+    uint8_t *base;     /* where file offset `off` landed (JPEG records) */
+    int err;           /* a read failed: -errno */
+    size_t got, need;  /* a read came back short */
+} pk_run;
+
+/* One read of a plan. */
+typedef struct pk_item {
+    uint32_t run;
+    uint64_t off;
+    size_t len;
+    uint8_t *dst;      /* straight into the slot, or NULL: into the bounce buffer at boff */
+    size_t boff;
+    size_t need;       /* bytes of it that must arrive (the rest may lie past the end) */
+    uint8_t *copy_dst; /* then copy copy_len bytes from copy_skip of what was read */
+    size_t copy_skip, copy_len;
+} pk_item;
+
+struct feeder__pack_worker {
+    uint8_t *bounce;
+    size_t bounce_cap, bounce_align;
+    pk_run *runs;
+    pk_item *items;
+    feeder__span *spans;
+    int32_t *st;
+    uint32_t cap;      /* entries of runs and st; items and spans hold 3 per run */
+};
+
+int feeder__packed_ctx_init(feeder__worker_ctx *w)
+{
+    const feeder__job *job = w->job;
+    if (!(w->pk = calloc(1, sizeof(*w->pk))))
+        return -ENOMEM;
+    int rc = 0;
+    if (job->packed_read != FEEDER_PACKED_READ_MMAP) {
+        rc = feeder__reader_create(job->io_mode, job->queue_depth, &w->rd, w->why,
+                                   sizeof(w->why));
+        /* As for files: a process that cannot set up its own ring reads
+         * with pread rather than failing. */
+        if (rc && job->io_mode == FEEDER_IO_URING)
+            rc = feeder__reader_create(FEEDER_IO_PREAD, 0, &w->rd, NULL, 0);
+    }
+    if (!rc && job->ds->pack->v.h.kind == FEEDER_RECORD_JPEG)
+        rc = feeder__decoder_create(&w->dec);
+    return rc;
+}
+
+void feeder__packed_ctx_free(feeder__worker_ctx *w)
+{
+    struct feeder__pack_worker *p = w->pk;
+    if (!p)
+        return;
+    free(p->bounce);
+    free(p->runs);
+    free(p->items);
+    free(p->spans);
+    free(p->st);
+    free(p);
+    w->pk = NULL;
+}
+
+static int reserve(struct feeder__pack_worker *p, uint32_t n)
+{
+    if (n <= p->cap)
+        return 0;
+    pk_run *r = realloc(p->runs, n * sizeof(*r));
+    if (r)
+        p->runs = r;
+    pk_item *it = realloc(p->items, 3 * (size_t)n * sizeof(*it));
+    if (it)
+        p->items = it;
+    feeder__span *sp = realloc(p->spans, 3 * (size_t)n * sizeof(*sp));
+    if (sp)
+        p->spans = sp;
+    int32_t *st = realloc(p->st, n * sizeof(*st));
+    if (st)
+        p->st = st;
+    if (!r || !it || !sp || !st)
+        return -ENOMEM;
+    p->cap = n;
+    return 0;
+}
+
+/* Room for `bytes` of bounce buffer aligned for O_DIRECT (contents not kept). */
+static int bounce_reserve(struct feeder__pack_worker *p, size_t bytes, size_t align)
+{
+    if (bytes <= p->bounce_cap && align <= p->bounce_align)
+        return 0;
+    size_t cap = p->bounce_cap > bytes ? p->bounce_cap : bytes;
+    cap = (cap + align - 1) / align * align;
+    void *b = aligned_alloc(align, cap);
+    if (!b)
+        return -ENOMEM;
+    free(p->bounce);
+    p->bounce = b;
+    p->bounce_cap = cap;
+    p->bounce_align = align;
+    return 0;
+}
+
+static uint64_t down(uint64_t v, uint64_t a) { return v / a * a; }
+static uint64_t up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* Plan the reads of every run (uring and direct modes): fills p->items and
+ * returns their number; *bounce_bytes is how much bounce buffer they need. */
+static unsigned plan(const feeder__job *job, struct feeder__pack_worker *p, uint32_t nruns,
+                     int raw, uint8_t *dst0, size_t stride, size_t *bounce_bytes)
+{
+    int direct = job->packed_read == FEEDER_PACKED_READ_DIRECT;
+    uint64_t oa = direct ? job->dio_off_align : 1;
+    uint64_t ma = direct ? job->dio_mem_align : 1;
+    size_t balign = ma > 64 ? ma : 64, boff = 0;
+    unsigned n = 0;
+#define BOUNCE(it)                                                                               \
+    do {                                                                                         \
+        boff = up(boff, balign);                                                                 \
+        (it)->dst = NULL;                                                                        \
+        (it)->boff = boff;                                                                       \
+        boff += (it)->len;                                                                       \
+    } while (0)
+    for (uint32_t r = 0; r < nruns; r++) {
+        pk_run *run = &p->runs[r];
+        uint64_t a = run->off, e = run->off + run->len;
+        uint8_t *d = raw ? dst0 + (size_t)run->k0 * stride : NULL;
+        uint64_t a1 = up(a, oa), b0 = down(e, oa);
+        if (raw && a1 < b0 && ((uintptr_t)(d + (a1 - a)) % ma) == 0) {
+            /* Head block, aligned middle straight into the slot, tail block. */
+            if (a < a1) {
+                pk_item *it = &p->items[n++];
+                *it = (pk_item){.run = r, .off = a1 - oa, .len = oa, .need = oa,
+                                .copy_dst = d, .copy_skip = a - (a1 - oa), .copy_len = a1 - a};
+                BOUNCE(it);
+            }
+            p->items[n++] = (pk_item){.run = r, .off = a1, .len = b0 - a1, .dst = d + (a1 - a),
+                                      .need = b0 - a1};
+            if (e > b0) {
+                pk_item *it = &p->items[n++];
+                *it = (pk_item){.run = r, .off = b0, .len = oa, .need = e - b0,
+                                .copy_dst = d + (b0 - a), .copy_len = e - b0};
+                BOUNCE(it);
+            }
+        } else {
+            /* The whole run, widened to aligned ends, through the bounce
+             * buffer: JPEG runs are decoded from there, RAW ones copied. */
+            uint64_t a0 = down(a, oa);
+            pk_item *it = &p->items[n++];
+            *it = (pk_item){.run = r, .off = a0, .len = up(e, oa) - a0, .need = e - a0,
+                            .copy_dst = d, .copy_skip = a - a0, .copy_len = raw ? e - a : 0};
+            BOUNCE(it);
+        }
+    }
+#undef BOUNCE
+    *bounce_bytes = boff;
+    return n;
+}
+
+/* Bring runs [0, nruns) in with reads; failures land in the runs. 0 or an
+ * error not specific to one record. */
+static int read_runs(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *dst0,
+                     size_t stride, char *msg, size_t msglen)
+{
+    const feeder__job *job = w->job;
+    struct feeder__pack_worker *p = w->pk;
+    size_t bbytes;
+    unsigned n = plan(job, p, nruns, raw, dst0, stride, &bbytes);
+    size_t align = job->packed_read == FEEDER_PACKED_READ_DIRECT
+                       ? (job->dio_mem_align > 4096 ? job->dio_mem_align : 4096)
+                       : 64;
+    int rc = bbytes ? bounce_reserve(p, bbytes, align) : 0;
+    if (rc) {
+        feeder__fmt(msg, msglen, "worker %d: out of memory for a %zu-byte read buffer", w->id,
+                    bbytes);
+        return rc;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        pk_item *it = &p->items[i];
+        if (!it->dst)
+            it->dst = p->bounce + it->boff;
+        p->spans[i] = (feeder__span){.off = it->off, .len = it->len, .dst = it->dst};
+        if (!raw)
+            p->runs[it->run].base = it->dst + it->copy_skip;
+    }
+    int fd = job->packed_read == FEEDER_PACKED_READ_DIRECT ? job->pack_fd : job->ds->pack->fd;
+    if ((rc = feeder__reader_read_at(w->rd, fd, p->spans, n))) {
+        feeder__fmt(msg, msglen, "worker %d: reader failed: %s", w->id, strerror(-rc));
+        return rc;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        pk_item *it = &p->items[i];
+        pk_run *run = &p->runs[it->run];
+        if (p->spans[i].err) {
+            if (!run->err)
+                run->err = p->spans[i].err;
+        } else if (p->spans[i].got < it->need) {
+            if (!run->need) {
+                run->got = p->spans[i].got;
+                run->need = it->need;
+            }
+        } else if (it->copy_len && it->copy_dst) {
+            memcpy(it->copy_dst, it->dst + it->copy_skip, it->copy_len);
+        }
+    }
+    return 0;
+}
+
+/* Load records idx[0, n) into dst0 + k * stride; their status in p->st. With
+ * `stop`, the first failure ends it: its code is returned and its message is
+ * in msg. Otherwise every record is tried and only an error that is not one
+ * record's is returned. */
+static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *idx, uint32_t n,
+                        uint8_t *dst0, int stop, feeder__result_msg *res, char *msg,
+                        size_t msglen)
+{
+    const feeder__job *job = w->job;
+    const struct feeder__pack *pk = job->ds->pack;
+    struct feeder__pack_worker *p = w->pk;
+    const size_t stride = job->layout.sample_bytes;
+    const int raw = pk->v.h.kind == FEEDER_RECORD_RAW;
+    int rc = reserve(p, n);
+    if (rc) {
+        feeder__fmt(msg, msglen, "worker %d: out of memory", w->id);
+        return rc;
+    }
+    uint64_t t0 = feeder__now_ns();
+    uint32_t nruns = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t i = idx[k];
+        p->st[k] = 0;
+        pk_run *prev = nruns ? &p->runs[nruns - 1] : NULL;
+        if (prev && idx[k - 1] + 1 == i && prev->off + prev->len == pk->off[i]) {
+            prev->n++;
+            prev->len += pk->size[i];
+            continue;
+        }
+        p->runs[nruns++] = (pk_run){.k0 = k, .n = 1, .off = pk->off[i], .len = pk->size[i]};
+    }
+    uint64_t bytes = 0;
+    for (uint32_t r = 0; r < nruns; r++)
+        bytes += p->runs[r].len;
+    if (job->packed_read == FEEDER_PACKED_READ_MMAP) {
+        /* Start the reads of every run at once (a cold page cache then
+         * reads them in parallel, not one fault at a time). */
+        for (uint32_t r = 0; r < nruns; r++) {
+            uint64_t a = down(p->runs[r].off, 4096);
+            (void)madvise(pk->map + a, p->runs[r].off + p->runs[r].len - a, MADV_WILLNEED);
+        }
+        for (uint32_t r = 0; r < nruns; r++) {
+            p->runs[r].base = pk->map + p->runs[r].off;
+            if (raw)
+                memcpy(dst0 + (size_t)p->runs[r].k0 * stride, p->runs[r].base, p->runs[r].len);
+        }
+    } else if ((rc = read_runs(w, nruns, raw, dst0, stride, msg, msglen))) {
+        return rc;
+    }
+    res->bytes_read += bytes;
+
+    for (uint32_t r = 0; r < nruns; r++) {
+        const pk_run *run = &p->runs[r];
+        for (uint32_t k = run->k0; k < run->k0 + run->n; k++) {
+            uint64_t i = idx[k];
+            uint8_t *dst = dst0 + (size_t)k * stride;
+            const uint8_t *src = raw ? dst : run->base + (pk->off[i] - run->off);
+            int src_rc = 0;
+            if (run->err) {
+                src_rc = run->err;
+                feeder__fmt(msg, msglen, "record %llu of %s: read: %s", ULL(i), pk->path,
+                            strerror(-run->err));
+            } else if (run->need) {
+                src_rc = -EIO;
+                feeder__fmt(msg, msglen,
+                            "record %llu of %s: short read (%zu of %zu bytes): the file is "
+                            "shorter than when it was opened",
+                            ULL(i), pk->path, run->got, run->need);
+            } else if (job->verify_crc) {
+                uint32_t c = feeder__crc32c(0, src, pk->size[i]);
+                if (c != pk->crc[i]) {
+                    src_rc = FEEDER_ECHECKSUM;
+                    feeder__fmt(msg, msglen,
+                                "record %llu of %s: crc32c mismatch (stored 0x%08x, computed "
+                                "0x%08x)",
+                                ULL(i), pk->path, pk->crc[i], c);
+                }
+            }
+            if (!src_rc && !raw) {
+                res->read_ns += feeder__now_ns() - t0;
+                feeder__decode_times tm = {0, 0};
+                char derr[512] = "";
+                src_rc = feeder__decode_sample(w->dec, &job->t, src, pk->size[i], job->seed,
+                                               epoch, i, dst, &tm, derr, sizeof(derr));
+                res->decode_ns += tm.decode_ns;
+                res->transform_ns += tm.transform_ns;
+                if (src_rc)
+                    feeder__fmt(msg, msglen, "record %llu of %s: %s", ULL(i), pk->path,
+                                derr[0] ? derr : feeder_strerror(src_rc));
+                t0 = feeder__now_ns();
+            }
+            p->st[k] = src_rc;
+            if (src_rc && stop) {
+                res->read_ns += feeder__now_ns() - t0;
+                return src_rc;
+            }
+        }
+    }
+    res->read_ns += feeder__now_ns() - t0;
+    return 0;
+}
+
+int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                        feeder__result_msg *res, uint32_t *bad_first)
+{
+    const feeder__job *job = w->job;
+    const feeder__slot_layout *l = &job->layout;
+    const uint64_t *idx = feeder__slot_indices(l, slot) + t->first;
+    int64_t *lab = feeder__slot_labels(l, slot) + t->first;
+    for (uint32_t k = 0; k < t->count; k++)
+        lab[k] = job->ds->labels[idx[k]];
+    int skip = job->policy == FEEDER_ON_ERROR_SKIP;
+    int rc = load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first),
+                          !skip, res, res->errmsg, sizeof(res->errmsg));
+    if (rc || !skip)
+        return rc;
+    for (uint32_t k = 0; k < t->count; k++) {
+        if (!w->pk->st[k])
+            continue;
+        lab[k] = -1; /* marks it for replacement */
+        if (*bad_first == UINT32_MAX)
+            *bad_first = t->first + k;
+    }
+    return 0;
+}
+
+int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
+                            uint8_t *dst, int64_t *label, feeder__result_msg *res, char *msg,
+                            size_t msglen)
+{
+    *label = w->job->ds->labels[index];
+    return load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
+}
