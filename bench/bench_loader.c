@@ -5,6 +5,13 @@
  *   bench_loader --workers 4 --prefetch 2
  *   bench_loader --threads-sweep 0,1,2,4,8,15 --pipeline train --json
  *   bench_loader --data /data/imagenet/val --batch 256 --epochs 5 --checksum
+ *   bench_loader --data val-224.pack --threads-sweep 1,2,4,8 --packed-read uring
+ *
+ * --data may name a packed file (feeder-pack; recognised by its magic). A RAW
+ * pack sets the sample shape: --size, --resize, --layout and --pipeline are
+ * passed on only when given (and must then agree with the file). Every table
+ * reports GB/s of delivered samples (count x height x width x 3 per second)
+ * beside images/s, the figure that matters for packed tensors.
  *
  * With no --data it first makes the default dataset (2,000 JPEGs in 10 class
  * folders cut from bench/photos) under $FEEDER_DATA or
@@ -27,11 +34,13 @@
  * --prefetch or --batch, and a sweep that finds it changing exits with 3.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -80,6 +89,10 @@ typedef struct opts {
     int append;
     const char *append_to;
     const char *label;
+    int packed_read;      /* FEEDER_PACKED_READ_* */
+    int verify_crc;
+    int shape_given;      /* --size, --resize, --layout or --pipeline was given */
+    int drop_cache;       /* evict the dataset's files from the page cache before each epoch */
 } opts;
 
 static const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
@@ -87,6 +100,10 @@ static const char *const decoder_names[] = {"turbo", "roi", NULL};
 static const char *const io_names[] = {"auto", "uring", "pread", NULL};
 static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 static const char *const layout_names[] = {"nhwc", "nchw", NULL};
+static const char *const packed_read_names[] = {"mmap", "uring", "direct", NULL};
+
+/* The dataset is a packed file: what its header says (kind 0 otherwise). */
+static feeder_packed_info g_pack;
 
 static void usage(FILE *f)
 {
@@ -107,6 +124,10 @@ static void usage(FILE *f)
             "                       train: RandomResizedCrop 224 + flip)\n"
             "  --decoder turbo|roi  full TurboJPEG decode, or cropped DCT-scaled decode (roi)\n"
             "  --io auto|uring|pread  read path (auto)\n"
+            "  --packed-read mmap|uring|direct  how a packed file's records are read (mmap)\n"
+            "  --verify-crc         check every packed record's crc32c while loading\n"
+            "  --drop-cache         evict the dataset's files from the page cache before every\n"
+            "                       epoch (cold-cache figures; untimed; reports what stayed)\n"
             "  --seed N             seed of the order and the random crops (0)\n"
             "  --size N             output side (224)\n"
             "  --resize N           eval: shorter side before the crop (size*256/224)\n"
@@ -210,7 +231,7 @@ enum {
     OPT_DATA = 256, OPT_BATCH, OPT_EPOCHS, OPT_WORKERS, OPT_PREFETCH, OPT_PIPELINE,
     OPT_DECODER, OPT_IO, OPT_SEED, OPT_SIZE, OPT_RESIZE, OPT_LAYOUT, OPT_SWEEP, OPT_JSON,
     OPT_CHECKSUM, OPT_NO_APPEND, OPT_APPEND_TO, OPT_LABEL, OPT_SHUFFLE, OPT_IN_ORDER,
-    OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES
+    OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE
 };
 
 static void parse_args(opts *o, int argc, char **argv)
@@ -239,6 +260,9 @@ static void parse_args(opts *o, int argc, char **argv)
         {"persistent", no_argument, 0, OPT_PERSISTENT},
         {"timeout-ms", required_argument, 0, OPT_TIMEOUT},
         {"images", required_argument, 0, OPT_IMAGES},
+        {"packed-read", required_argument, 0, OPT_PACKED_READ},
+        {"verify-crc", no_argument, 0, OPT_VERIFY_CRC},
+        {"drop-cache", no_argument, 0, OPT_DROP_CACHE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -287,6 +311,7 @@ static void parse_args(opts *o, int argc, char **argv)
             break;
         case OPT_PIPELINE:
             o->pipeline = parse_enum("--pipeline", optarg, pipeline_names);
+            o->shape_given = 1;
             break;
         case OPT_DECODER:
             o->decoder = parse_enum("--decoder", optarg, decoder_names);
@@ -299,12 +324,15 @@ static void parse_args(opts *o, int argc, char **argv)
             break;
         case OPT_SIZE:
             o->size = (uint32_t)parse_uint("--size", optarg, 1, 65535);
+            o->shape_given = 1;
             break;
         case OPT_RESIZE:
             o->resize = (uint32_t)parse_uint("--resize", optarg, 1, 65535);
+            o->shape_given = 1;
             break;
         case OPT_LAYOUT:
             o->layout = parse_enum("--layout", optarg, layout_names);
+            o->shape_given = 1;
             break;
         case OPT_SWEEP:
             parse_sweep(o, optarg);
@@ -339,6 +367,15 @@ static void parse_args(opts *o, int argc, char **argv)
         case OPT_IMAGES:
             /* 10 classes of equal size. */
             o->make_images = (unsigned)parse_uint("--images", optarg, 10, 10000000) / 10 * 10;
+            break;
+        case OPT_PACKED_READ:
+            o->packed_read = parse_enum("--packed-read", optarg, packed_read_names);
+            break;
+        case OPT_VERIFY_CRC:
+            o->verify_crc = 1;
+            break;
+        case OPT_DROP_CACHE:
+            o->drop_cache = 1;
             break;
         case 'h':
             usage(stdout);
@@ -520,12 +557,25 @@ static feeder_dataset *open_dataset(const char *path)
     char err[1024] = "";
     feeder_dataset *ds = NULL;
     int rc;
+    char magic[8] = "";
+    if (S_ISREG(st.st_mode)) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            if (fread(magic, 1, sizeof(magic), f) != sizeof(magic))
+                memset(magic, 0, sizeof(magic));
+            fclose(f);
+        }
+    }
     if (S_ISDIR(st.st_mode))
         rc = feeder_dataset_open_folder(path, &ds, err, sizeof(err));
-    else if (S_ISREG(st.st_mode))
+    else if (S_ISREG(st.st_mode) && memcmp(magic, "FEEDPACK", 8) == 0) {
+        rc = feeder_dataset_open_packed(path, &ds, err, sizeof(err));
+        if (rc == 0)
+            feeder_dataset_packed_info(ds, &g_pack);
+    } else if (S_ISREG(st.st_mode))
         rc = feeder_dataset_open_list(path, NULL, &ds, err, sizeof(err));
     else
-        die_usage("--data '%s': neither a folder nor a list file", path);
+        die_usage("--data '%s': neither a folder, a list file nor a packed file", path);
     if (rc != 0)
         die("opening dataset %s: %s (%s): %s", path, feeder_strerror(rc), feeder_err_name(rc),
             err[0] ? err : "no detail");
@@ -538,6 +588,7 @@ static feeder_dataset *open_dataset(const char *path)
 
 typedef struct epoch_res {
     uint64_t images, batches, ns, first_ns;
+    uint64_t out_bytes; /* delivered sample bytes */
     uint64_t bytes, read_ns, decode_ns, transform_ns, wait_ns, skipped;
 } epoch_res;
 
@@ -551,7 +602,7 @@ typedef struct run_res {
     uint64_t shm_bytes, slots;
     /* derived */
     double rate[MAX_EPOCHS];
-    double med_rate, med_first_ms, mbps, read_us, decode_us, xform_us, wait_ms, eff;
+    double med_rate, med_first_ms, mbps, gbps, read_us, decode_us, xform_us, wait_ms, eff;
 } run_res;
 
 static void die_loader(feeder_loader *ld, int rc, const char *what, int workers, unsigned epoch)
@@ -577,7 +628,57 @@ static void set_opt(feeder_loader *ld, feeder_option opt, int64_t v, const char 
         arg, (long long)v, feeder_strerror(rc), feeder_err_name(rc), feeder_loader_errmsg(ld));
 }
 
-static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *r)
+/* Evict one file's pages (clean pages only; pages still mapped by a live
+ * process stay) and return how many of its bytes are still cached. */
+static uint64_t drop_file(const char *path, uint64_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    *size = 0;
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    uint64_t left = 0;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        *size = (uint64_t)st.st_size;
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        long page = sysconf(_SC_PAGESIZE);
+        size_t pages = ((size_t)st.st_size + (size_t)page - 1) / (size_t)page;
+        unsigned char *vec = m != MAP_FAILED ? malloc(pages) : NULL;
+        if (vec && mincore(m, (size_t)st.st_size, vec) == 0)
+            for (size_t i = 0; i < pages; i++)
+                left += (vec[i] & 1) ? (uint64_t)page : 0;
+        free(vec);
+        if (m != MAP_FAILED)
+            munmap(m, (size_t)st.st_size);
+    }
+    close(fd);
+    return left;
+}
+
+/* --drop-cache: every file of the dataset, or the packed file. Prints what
+ * the kernel kept (a persistent worker's mapping keeps its pages). */
+static void drop_cache(const opts *o, const feeder_dataset *ds, const char *data)
+{
+    uint64_t total = 0, left = 0, size;
+    if (g_pack.kind) {
+        left = drop_file(data, &size);
+        total = size;
+    } else {
+        for (uint64_t i = 0; i < feeder_dataset_size(ds); i++) {
+            const char *p = feeder_dataset_path(ds, i);
+            if (p) {
+                left += drop_file(p, &size);
+                total += size;
+            }
+        }
+    }
+    fprintf(stderr, "dropped the page cache of %.1f MB; %.1f MB stayed cached%s\n", total / 1e6,
+            left / 1e6, left && o->persistent ? " (persistent workers still map them)" : "");
+}
+
+static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *r,
+                       const char *data)
 {
     memset(r, 0, sizeof(*r));
     r->workers = workers;
@@ -595,14 +696,19 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     set_opt(ld, FEEDER_OPT_PERSISTENT_WORKERS, o->persistent, "--persistent");
     set_opt(ld, FEEDER_OPT_IN_ORDER, o->in_order, "--in-order");
     set_opt(ld, FEEDER_OPT_TIMEOUT_MS, o->timeout_ms, "--timeout-ms");
-    set_opt(ld, FEEDER_OPT_PIPELINE, o->pipeline, "--pipeline");
-    set_opt(ld, FEEDER_OPT_HEIGHT, o->size, "--size");
-    set_opt(ld, FEEDER_OPT_WIDTH, o->size, "--size");
-    if (o->pipeline == FEEDER_PIPELINE_EVAL)
-        set_opt(ld, FEEDER_OPT_RESIZE, o->resize, "--resize");
-    set_opt(ld, FEEDER_OPT_LAYOUT, o->layout, "--layout");
+    /* A RAW pack brings its own shape: the loader adopts it unless asked. */
+    if (g_pack.kind != FEEDER_RECORD_RAW || o->shape_given) {
+        set_opt(ld, FEEDER_OPT_PIPELINE, o->pipeline, "--pipeline");
+        set_opt(ld, FEEDER_OPT_HEIGHT, o->size, "--size");
+        set_opt(ld, FEEDER_OPT_WIDTH, o->size, "--size");
+        if (o->pipeline == FEEDER_PIPELINE_EVAL)
+            set_opt(ld, FEEDER_OPT_RESIZE, o->resize, "--resize");
+        set_opt(ld, FEEDER_OPT_LAYOUT, o->layout, "--layout");
+    }
     set_opt(ld, FEEDER_OPT_DECODER, o->decoder, "--decoder");
     set_opt(ld, FEEDER_OPT_IO, o->io, "--io");
+    set_opt(ld, FEEDER_OPT_PACKED_READ, o->packed_read, "--packed-read");
+    set_opt(ld, FEEDER_OPT_VERIFY_CRC, o->verify_crc, "--verify-crc");
 
     const uint64_t expect = feeder_dataset_size(ds);
     const uint64_t nclasses = feeder_dataset_num_classes(ds);
@@ -611,6 +717,8 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     for (unsigned e = 0; e < o->epochs; e++) {
         epoch_res *ep = &r->ep[e];
         feeder_stats s0, s1;
+        if (o->drop_cache)
+            drop_cache(o, ds, data);
         if ((rc = feeder_loader_stats(ld, &s0)))
             die_loader(ld, rc, "feeder_loader_stats", workers, e);
         uint64_t t0 = bu_now_ns();
@@ -634,6 +742,7 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
                 ep->first_ns = bu_now_ns() - t0;
             ep->batches++;
             ep->images += b->count;
+            ep->out_bytes += (uint64_t)b->count * b->sample_bytes;
             /* Sample by sample (pixels, then label), so the checksum does
              * not depend on the batch size either. */
             for (uint32_t i = 0; o->checksum && i < b->count; i++) {
@@ -674,11 +783,12 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     r->checksum = h;
     feeder_loader_destroy(ld);
 
-    double first[MAX_EPOCHS], mbps[MAX_EPOCHS];
+    double first[MAX_EPOCHS], mbps[MAX_EPOCHS], gbps[MAX_EPOCHS];
     uint64_t images = 0, rd = 0, dec = 0, xf = 0, wait = 0;
     for (unsigned e = 0; e < r->nep; e++) {
         first[e] = r->ep[e].first_ns / 1e6;
         mbps[e] = r->ep[e].ns ? r->ep[e].bytes * 1e3 / r->ep[e].ns : 0;
+        gbps[e] = r->ep[e].ns ? (double)r->ep[e].out_bytes / r->ep[e].ns : 0;
         images += r->ep[e].images;
         rd += r->ep[e].read_ns;
         dec += r->ep[e].decode_ns;
@@ -688,6 +798,7 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     r->med_rate = median(r->rate, r->nep);
     r->med_first_ms = median(first, r->nep);
     r->mbps = median(mbps, r->nep);
+    r->gbps = median(gbps, r->nep);
     r->read_us = images ? rd / 1e3 / images : 0;
     r->decode_us = images ? dec / 1e3 / images : 0;
     r->xform_us = images ? xf / 1e3 / images : 0;
@@ -754,11 +865,12 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
     if (!t)
         die("out of memory");
     const char *heads[] = {"workers", "pipeline", "decoder", "io", "images/s per epoch",
-                           "images/s (median)", "MB/s", "first batch ms", "read µs/img",
-                           "decode µs/img", "transform µs/img", "wait ms/epoch",
+                           "images/s (median)", "GB/s", "MB/s read", "first batch ms",
+                           "read µs/img", "decode µs/img", "transform µs/img", "wait ms/epoch",
                            "scaling eff.", "checksum"};
-    const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
-    unsigned ncols = o->checksum ? 14 : 13;
+    const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    unsigned ncols = o->checksum ? 15 : 14;
+    int raw = g_pack.kind == FEEDER_RECORD_RAW;
     for (unsigned c = 0; c < ncols; c++) {
         t->head[c] = heads[c];
         t->right[c] = right[c];
@@ -768,25 +880,26 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
         const run_res *r = &runs[i];
         char(*row)[160] = t->cell[i];
         snprintf(row[0], 160, "%d", r->workers);
-        snprintf(row[1], 160, "%s", pipeline_names[o->pipeline]);
-        snprintf(row[2], 160, "%s", decoder_names[o->decoder]);
+        snprintf(row[1], 160, "%s", raw ? "raw pack" : pipeline_names[o->pipeline]);
+        snprintf(row[2], 160, "%s", raw ? "-" : decoder_names[o->decoder]);
         snprintf(row[3], 160, "%s", r->io);
         size_t off = 0;
         for (unsigned e = 0; e < r->nep && off < 150; e++)
             off += (size_t)snprintf(row[4] + off, 160 - off, "%s%.0f", e ? " / " : "", r->rate[e]);
         snprintf(row[5], 160, "%.0f", r->med_rate);
-        snprintf(row[6], 160, "%.1f", r->mbps);
-        snprintf(row[7], 160, "%.1f", r->med_first_ms);
-        snprintf(row[8], 160, "%.1f", r->read_us);
-        snprintf(row[9], 160, "%.1f", r->decode_us);
-        snprintf(row[10], 160, "%.1f", r->xform_us);
-        snprintf(row[11], 160, "%.1f", r->wait_ms);
+        snprintf(row[6], 160, "%.2f", r->gbps);
+        snprintf(row[7], 160, "%.1f", r->mbps);
+        snprintf(row[8], 160, "%.1f", r->med_first_ms);
+        snprintf(row[9], 160, "%.1f", r->read_us);
+        snprintf(row[10], 160, "%.1f", r->decode_us);
+        snprintf(row[11], 160, "%.1f", r->xform_us);
+        snprintf(row[12], 160, "%.1f", r->wait_ms);
         if (r->eff >= 0)
-            snprintf(row[12], 160, "%.2f", r->eff);
+            snprintf(row[13], 160, "%.2f", r->eff);
         else
-            snprintf(row[12], 160, "-");
+            snprintf(row[13], 160, "-");
         if (o->checksum)
-            snprintf(row[13], 160, "%016llx", (unsigned long long)r->checksum);
+            snprintf(row[14], 160, "%016llx", (unsigned long long)r->checksum);
     }
     t->nrows = n;
     table_render(t, b);
@@ -795,6 +908,28 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
 
 static void make_header(const opts *o, const context *cx, sbuf *b)
 {
+    if (g_pack.kind) {
+        char shape[96] = "";
+        if (g_pack.kind == FEEDER_RECORD_RAW)
+            snprintf(shape, sizeof(shape), "RAW %ux%ux%u %s", g_pack.height, g_pack.width,
+                     g_pack.channels, layout_names[g_pack.layout]);
+        sb_printf(b, "feeder %s on %s (%s); packed %s, read by %s%s, batch %u, prefetch %d, "
+                  "%s order%s%s\n",
+                  feeder_version_string(), cx->label, cx->cpu,
+                  g_pack.kind == FEEDER_RECORD_RAW ? shape : "JPEG",
+                  packed_read_names[o->packed_read], o->verify_crc ? " with crc32c checks" : "",
+                  o->batch, o->prefetch, o->shuffle ? "shuffled" : "sequential",
+                  o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
+        if (g_pack.kind == FEEDER_RECORD_JPEG)
+            sb_printf(b, "decoded with the %s pipeline, %s decoder, %ux%u %s\n",
+                      pipeline_names[o->pipeline], decoder_names[o->decoder], o->size, o->size,
+                      layout_names[o->layout]);
+        sb_printf(b, "dataset %s: %llu records, %llu classes, %.1f MB of records (shard %u of "
+                  "%u)\n",
+                  cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
+                  g_pack.data_bytes / 1e6, g_pack.shard_index + 1, g_pack.shard_count);
+        return;
+    }
     sb_printf(b, "feeder %s on %s (%s); %s, %s decoder, batch %u, prefetch %d, %ux%u %s, "
               "%s order%s%s\n",
               feeder_version_string(), cx->label, cx->cpu, pipeline_names[o->pipeline],
@@ -850,9 +985,17 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
     sb_json_str(b, cx->cmd.p);
     sb_printf(b, ",\n  \"dataset\": {\"path\": ");
     sb_json_str(b, cx->data);
-    sb_printf(b, ", \"images\": %llu, \"classes\": %llu, \"jpeg_bytes\": %llu},\n",
+    sb_printf(b, ", \"images\": %llu, \"classes\": %llu, \"jpeg_bytes\": %llu, \"packed\": ",
               (unsigned long long)cx->images, (unsigned long long)cx->classes,
               (unsigned long long)cx->jpeg_bytes);
+    if (g_pack.kind)
+        sb_printf(b, "{\"kind\": \"%s\", \"height\": %u, \"width\": %u, \"layout\": \"%s\", "
+                  "\"data_bytes\": %llu, \"read\": \"%s\", \"verify_crc\": %s}},\n",
+                  g_pack.kind == FEEDER_RECORD_RAW ? "raw" : "jpeg", g_pack.height, g_pack.width,
+                  layout_names[g_pack.layout], (unsigned long long)g_pack.data_bytes,
+                  packed_read_names[o->packed_read], o->verify_crc ? "true" : "false");
+    else
+        sb_printf(b, "null},\n");
     sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
               "\"pipeline\": \"%s\", \"decoder\": \"%s\", \"io\": \"%s\", \"seed\": %llu, "
               "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
@@ -870,10 +1013,12 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
         sb_printf(b, ", \"io_reason\": ");
         sb_json_str(b, r->io_reason);
         sb_printf(b, ",\n     \"median_images_per_s\": %.1f, \"median_first_batch_ms\": %.2f, "
-                  "\"median_mb_per_s\": %.2f,\n     \"read_us_per_image\": %.2f, "
+                  "\"median_mb_per_s\": %.2f, \"median_gb_per_s\": %.3f,\n     "
+                  "\"read_us_per_image\": %.2f, "
                   "\"decode_us_per_image\": %.2f, \"transform_us_per_image\": %.2f, "
                   "\"wait_ms_per_epoch\": %.2f,\n     \"scaling_efficiency\": ",
-                  r->med_rate, r->med_first_ms, r->mbps, r->read_us, r->decode_us, r->xform_us,
+                  r->med_rate, r->med_first_ms, r->mbps, r->gbps, r->read_us, r->decode_us,
+                  r->xform_us,
                   r->wait_ms);
         if (r->eff >= 0)
             sb_printf(b, "%.4f", r->eff);
@@ -973,7 +1118,7 @@ int main(int argc, char **argv)
     if (!runs)
         die("out of memory");
     for (unsigned i = 0; i < o.nworkers; i++)
-        run_config(ds, &o, o.workers[i], &runs[i]);
+        run_config(ds, &o, o.workers[i], &runs[i], cx.data);
     feeder_dataset_destroy(ds);
     /* One epoch reads every file once. Taken from the loader rather than by
      * stat()ing every path up front, which would warm the dentry cache
