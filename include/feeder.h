@@ -468,9 +468,10 @@ FEEDER_API int feeder_batch_release(feeder_batch *batch, void *stream);
  * until the next call on the loader. */
 FEEDER_API const char *feeder_loader_errmsg(const feeder_loader *ld);
 
-/* Which read path the workers use: "io_uring" or "pread", and in *reason (may
- * be NULL) why pread was chosen ("forced by option", or io_uring's setup
- * error), or "". Valid after start. Borrowed. */
+/* Which read path the workers use: "io_uring" or "pread" (packed files:
+ * "mmap", or either of those, with "+O_DIRECT" for FEEDER_PACKED_READ_DIRECT),
+ * and in *reason (may be NULL) why pread was chosen ("forced by option", or
+ * io_uring's setup error), or "". Valid after start. Borrowed. */
 FEEDER_API const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason);
 
 /* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0).

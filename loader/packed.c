@@ -271,7 +271,8 @@ struct feeder__pack_worker {
     pk_item *items;
     feeder__span *spans;
     int32_t *st;
-    uint32_t cap;      /* entries of runs and st; items and spans hold 3 per run */
+    uint32_t *crc;     /* checksums computed during the copy (mmap, VERIFY_CRC) */
+    uint32_t cap;      /* entries of runs, st and crc; items and spans hold 3 per run */
 };
 
 int feeder__packed_ctx_init(feeder__worker_ctx *w)
@@ -303,6 +304,7 @@ void feeder__packed_ctx_free(feeder__worker_ctx *w)
     free(p->items);
     free(p->spans);
     free(p->st);
+    free(p->crc);
     free(p);
     w->pk = NULL;
 }
@@ -323,7 +325,10 @@ static int reserve(struct feeder__pack_worker *p, uint32_t n)
     int32_t *st = realloc(p->st, n * sizeof(*st));
     if (st)
         p->st = st;
-    if (!r || !it || !sp || !st)
+    uint32_t *crc = realloc(p->crc, n * sizeof(*crc));
+    if (crc)
+        p->crc = crc;
+    if (!r || !it || !sp || !st || !crc)
         return -ENOMEM;
     p->cap = n;
     return 0;
@@ -493,9 +498,22 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
             (void)madvise(pk->map + a, p->runs[r].off + p->runs[r].len - a, MADV_WILLNEED);
         }
         for (uint32_t r = 0; r < nruns; r++) {
-            p->runs[r].base = pk->map + p->runs[r].off;
-            if (raw)
-                memcpy(dst0 + (size_t)p->runs[r].k0 * stride, p->runs[r].base, p->runs[r].len);
+            pk_run *run = &p->runs[r];
+            run->base = pk->map + run->off;
+            if (!raw)
+                continue;
+            uint8_t *d = dst0 + (size_t)run->k0 * stride;
+            if (!job->verify_crc) {
+                memcpy(d, run->base, run->len);
+                continue;
+            }
+            /* Checksum each record right after its copy, while it is still
+             * in cache (a 224x224x3 record fits in L2): a second pass over a
+             * whole run (tens of MB) would read it all back from memory. */
+            for (uint32_t k = 0; k < run->n; k++) {
+                memcpy(d + (size_t)k * stride, run->base + (size_t)k * stride, stride);
+                p->crc[run->k0 + k] = feeder__crc32c(0, d + (size_t)k * stride, stride);
+            }
         }
     } else if ((rc = read_runs(w, nruns, raw, dst0, stride, msg, msglen))) {
         return rc;
@@ -520,7 +538,9 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
                             "shorter than when it was opened",
                             ULL(i), pk->path, run->got, run->need);
             } else if (job->verify_crc) {
-                uint32_t c = feeder__crc32c(0, src, pk->size[i]);
+                uint32_t c = raw && job->packed_read == FEEDER_PACKED_READ_MMAP
+                                 ? p->crc[k]
+                                 : feeder__crc32c(0, src, pk->size[i]);
                 if (c != pk->crc[i]) {
                     src_rc = FEEDER_ECHECKSUM;
                     feeder__fmt(msg, msglen,
