@@ -249,7 +249,8 @@ typedef struct pk_run {
     uint64_t off, len; /* the file range */
     uint8_t *base;     /* where file offset `off` landed (JPEG records) */
     int err;           /* a read failed: -errno */
-    size_t got, need;  /* a read came back short */
+    int short_read;    /* a read ended early: the file ended */
+    int past_end;      /* mmap: the file has shrunk below this run's end */
 } pk_run;
 
 /* One read of a plan. */
@@ -444,14 +445,15 @@ static int read_runs(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *ds
         if (p->spans[i].err) {
             if (!run->err)
                 run->err = p->spans[i].err;
-        } else if (p->spans[i].got < it->need) {
-            if (!run->need) {
-                run->got = p->spans[i].got;
-                run->need = it->need;
-            }
-        } else if (it->copy_len && it->copy_dst) {
-            memcpy(it->copy_dst, it->dst + it->copy_skip, it->copy_len);
+            continue;
         }
+        if (p->spans[i].got < it->need)
+            run->short_read = 1;
+        /* What arrived is copied even from a short read: the records before
+         * the file's new end are whole and are kept. */
+        size_t avail = p->spans[i].got > it->copy_skip ? p->spans[i].got - it->copy_skip : 0;
+        if (it->copy_len && it->copy_dst && avail)
+            memcpy(it->copy_dst, it->dst + it->copy_skip, avail < it->copy_len ? avail : it->copy_len);
     }
     return 0;
 }
@@ -490,12 +492,23 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
     uint64_t bytes = 0;
     for (uint32_t r = 0; r < nruns; r++)
         bytes += p->runs[r].len;
+    uint64_t file_now = pk->map_len;
     if (job->packed_read == FEEDER_PACKED_READ_MMAP) {
-        /* Start the reads of every run at once (a cold page cache then
-         * reads them in parallel, not one fault at a time). */
+        /* Reading a mapping past the end of its file raises SIGBUS. If the
+         * file shrank since it was opened (rewritten in place, say), the
+         * records past its new end fail with a message instead; one fstat
+         * per task. (A file cut while being copied can still fault.) */
+        struct stat st;
+        if (fstat(pk->fd, &st) == 0 && (uint64_t)st.st_size < file_now)
+            file_now = (uint64_t)st.st_size;
         for (uint32_t r = 0; r < nruns; r++) {
-            uint64_t a = down(p->runs[r].off, 4096);
-            (void)madvise(pk->map + a, p->runs[r].off + p->runs[r].len - a, MADV_WILLNEED);
+            pk_run *run = &p->runs[r];
+            run->past_end = run->off + run->len > file_now;
+            /* Start the reads of every run at once (a cold page cache then
+             * reads them in parallel, not one fault at a time). */
+            uint64_t a = down(run->off, 4096);
+            if (!run->past_end)
+                (void)madvise(pk->map + a, run->off + run->len - a, MADV_WILLNEED);
         }
         for (uint32_t r = 0; r < nruns; r++) {
             pk_run *run = &p->runs[r];
@@ -503,20 +516,35 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
             if (!raw)
                 continue;
             uint8_t *d = dst0 + (size_t)run->k0 * stride;
-            if (!job->verify_crc) {
+            if (!job->verify_crc && !run->past_end) {
                 memcpy(d, run->base, run->len);
                 continue;
             }
-            /* Checksum each record right after its copy, while it is still
-             * in cache (a 224x224x3 record fits in L2): a second pass over a
+            /* Record by record: only those inside the file are copied, and
+             * each is checksummed right after its copy, while it is still in
+             * cache (a 224x224x3 record fits in L2); a second pass over a
              * whole run (tens of MB) would read it all back from memory. */
             for (uint32_t k = 0; k < run->n; k++) {
+                if (run->off + (uint64_t)(k + 1) * stride > file_now)
+                    break;
                 memcpy(d + (size_t)k * stride, run->base + (size_t)k * stride, stride);
-                p->crc[run->k0 + k] = feeder__crc32c(0, d + (size_t)k * stride, stride);
+                if (job->verify_crc)
+                    p->crc[run->k0 + k] = feeder__crc32c(0, d + (size_t)k * stride, stride);
             }
         }
     } else if ((rc = read_runs(w, nruns, raw, dst0, stride, msg, msglen))) {
         return rc;
+    } else {
+        /* A read ends early only at the end of the file: find where it is
+         * now, so only the records past it fail. */
+        for (uint32_t r = 0; r < nruns; r++) {
+            if (!p->runs[r].short_read)
+                continue;
+            struct stat st;
+            if (fstat(pk->fd, &st) == 0 && (uint64_t)st.st_size < file_now)
+                file_now = (uint64_t)st.st_size;
+            break;
+        }
     }
     res->bytes_read += bytes;
 
@@ -531,12 +559,16 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
                 src_rc = run->err;
                 feeder__fmt(msg, msglen, "record %llu of %s: read: %s", ULL(i), pk->path,
                             strerror(-run->err));
-            } else if (run->need) {
+            } else if ((run->past_end || run->short_read) &&
+                       (pk->off[i] + pk->size[i] > file_now || file_now == pk->map_len)) {
                 src_rc = -EIO;
-                feeder__fmt(msg, msglen,
-                            "record %llu of %s: short read (%zu of %zu bytes): the file is "
-                            "shorter than when it was opened",
-                            ULL(i), pk->path, run->got, run->need);
+                if (file_now < pk->map_len)
+                    feeder__fmt(msg, msglen,
+                                "record %llu of %s: the file is now %llu bytes, shorter than when "
+                                "it was opened (%llu bytes)",
+                                ULL(i), pk->path, ULL(file_now), ULL(pk->map_len));
+                else
+                    feeder__fmt(msg, msglen, "record %llu of %s: short read", ULL(i), pk->path);
             } else if (job->verify_crc) {
                 uint32_t c = raw && job->packed_read == FEEDER_PACKED_READ_MMAP
                                  ? p->crc[k]

@@ -780,6 +780,64 @@ START_TEST(test_crc_mismatch_fail_and_skip)
 }
 END_TEST
 
+/* The file is cut short after it was opened (rewritten in place, say): the
+ * records past its new end fail with a message on every read path (no
+ * SIGBUS from the mapping), the ones before it, in the same run, load. */
+START_TEST(test_file_shrunk_after_open)
+{
+    mem_pack m = build_raw(40);
+    ck_assert_uint_eq(m.h.records_off, 16384);
+    write_rel("s.pack", m.buf, m.len);
+    feeder_dataset *ds = open_pack("s.pack");
+    char p[512], want[1024];
+    path_in(p, sizeof(p), "s.pack");
+    ck_assert_int_eq(truncate(p, 16384 + 38 * 18), 0); /* records 0..37 stay whole */
+    snprintf(want, sizeof(want), "batch 4 of epoch 0: record 38 of %s: the file is now 17068 "
+             "bytes, shorter than when it was opened (20480 bytes)", p);
+    int direct = direct_works("s.pack");
+    for (int read = 0; read <= 2; read++)
+        for (int workers = 0; workers <= 2; workers += 2)
+            for (int policy = 0; policy <= 1; policy++) {
+                if (read == FEEDER_PACKED_READ_DIRECT && !direct)
+                    continue;
+                cfg c = defaults();
+                c.set_shape = 0;
+                c.shuffle = 0;
+                c.batch = 8;
+                c.workers = workers;
+                c.read = read;
+                c.policy = policy;
+                c.verify = workers == 2;
+                feeder_loader *ld = make_loader(ds, &c);
+                feeder_batch *b;
+                for (int k = 0; k < 4; k++) {
+                    ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+                    feeder_batch_release(b, NULL);
+                }
+                int rc = feeder_next(ld, &b);
+                if (policy == FEEDER_ON_ERROR_FAIL) {
+                    ck_assert_int_eq(rc, -EIO);
+                    ck_assert_str_eq(feeder_loader_errmsg(ld), want);
+                } else {
+                    ck_assert_msg(rc == 0, "%s", feeder_loader_errmsg(ld));
+                    /* 38 and 39 are past the end: replaced by 0 (after 39, wrapping). */
+                    const uint64_t idx[8] = {32, 33, 34, 35, 36, 37, 0, 0};
+                    for (int k = 0; k < 8; k++) {
+                        ck_assert_uint_eq(b->indices[k], idx[k]);
+                        for (int j = 0; j < 18; j++)
+                            ck_assert_uint_eq(b->data[k * 18 + j], (uint8_t)(idx[k] * 18 + j));
+                    }
+                    ck_assert_uint_eq(b->skipped, 2);
+                    feeder_batch_release(b, NULL);
+                }
+                ck_assert_int_eq(feeder_next(ld, &b), FEEDER_DONE);
+                feeder_loader_destroy(ld);
+            }
+    feeder_dataset_destroy(ds);
+    free(m.buf);
+}
+END_TEST
+
 /* JPEG records built in memory: one is not a JPEG (its crc is right). */
 START_TEST(test_jpeg_record_decode_error)
 {
@@ -1190,6 +1248,7 @@ static Suite *packed_suite(void)
     tcase_add_test(tc, test_raw_records_labels_and_info);
     tcase_add_test(tc, test_shape_adopted_or_mismatch);
     tcase_add_test(tc, test_crc_mismatch_fail_and_skip);
+    tcase_add_test(tc, test_file_shrunk_after_open);
     tcase_add_test(tc, test_jpeg_record_decode_error);
     if (FEEDER_PACK_TOOL[0]) {
         tcase_add_test(tc, test_round_trip_raw_nhwc);
