@@ -192,6 +192,17 @@ def check(path, expect_records):
 
 # ---- the PyTorch side (imported only when measuring) ----
 
+def drop_cache(path):
+    """Evict the file's pages before an epoch (untimed), as bench_loader
+    --drop-cache does; pages a live process still maps stay (persistent
+    workers), so use it without --persistent."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def run(args, torch, h, labels, workers, cuda):
     from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
@@ -222,6 +233,8 @@ def run(args, torch, h, labels, workers, cuda):
     loader = DataLoader(PackedBatches(), **kw)
     epochs = []
     for e in range(args.epochs):
+        if args.drop_cache:
+            drop_cache(args.data)
         images = 0
         first = None
         t0 = time.perf_counter()
@@ -303,6 +316,8 @@ def main():
     ap.add_argument("--shuffle", type=int, choices=[0, 1], default=0,
                     help="random batches (a fancy-indexed gather per batch); default 0")
     ap.add_argument("--persistent", action="store_true", help="persistent_workers=True")
+    ap.add_argument("--drop-cache", action="store_true",
+                    help="evict the file from the page cache before every epoch (cold figures)")
     ap.add_argument("--no-cuda", action="store_true", help="do not pin or copy to the GPU")
     ap.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
     args = ap.parse_args()
@@ -331,7 +346,7 @@ def main():
                             record_bytes=h["record_bytes"]),
                config=dict(batch=args.batch, prefetch=args.prefetch, epochs=args.epochs,
                            shuffle=args.shuffle, persistent_workers=args.persistent,
-                           pin_memory=cuda),
+                           pin_memory=cuda, drop_cache=args.drop_cache),
                runs=[])
     for w in args.workers:
         res["runs"].append(run(args, torch, h, labels, w, cuda))
