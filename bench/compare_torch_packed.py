@@ -203,23 +203,32 @@ def drop_cache(path):
         os.close(fd)
 
 
+class PackedBatches:
+    """A map-style dataset whose item is a list of record indices (a whole
+    batch, from a BatchSampler) and which returns that batch as two tensors.
+    Module-level and holding only plain data, so it pickles where workers are
+    spawned rather than forked."""
+
+    def __init__(self, path, h, labels):
+        self.path, self.h, self.labels = path, h, labels
+        self.records = None  # mapped in each worker, on first use
+
+    def __len__(self):
+        return self.h["count"]
+
+    def __getstate__(self):
+        return dict(self.__dict__, records=None)
+
+    def __getitem__(self, idxs):
+        import torch
+        if self.records is None:
+            self.records = open_records(self.path, self.h)
+        x, y = gather(self.records, self.labels, idxs)
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+
 def run(args, torch, h, labels, workers, cuda):
-    from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
-
-    class PackedBatches(Dataset):
-        """Item = a list of record indices; returns the whole batch."""
-
-        def __init__(self):
-            self.records = None  # mapped in each worker, after the fork
-
-        def __len__(self):
-            return h["count"]
-
-        def __getitem__(self, idxs):
-            if self.records is None:
-                self.records = open_records(args.data, h)
-            x, y = gather(self.records, labels, idxs)
-            return torch.from_numpy(x), torch.from_numpy(y)
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
     gen = torch.Generator()
     gen.manual_seed(args.seed)
@@ -230,7 +239,7 @@ def run(args, torch, h, labels, workers, cuda):
               persistent_workers=args.persistent and workers > 0)
     if workers > 0:
         kw["prefetch_factor"] = args.prefetch
-    loader = DataLoader(PackedBatches(), **kw)
+    loader = DataLoader(PackedBatches(args.data, h, labels), **kw)
     epochs = []
     for e in range(args.epochs):
         if args.drop_cache:
