@@ -833,9 +833,15 @@ int main(int argc, char **argv)
     /* Every file is whole and on disk: now they get their names. A signal
      * from here on waits until all are renamed. */
     block_signals(1);
-    for (uint32_t s = 0; s < ns; s++)
-        if (rename(v[s].tmp, v[s].name) != 0)
-            die("rename %s to %s: %s", v[s].tmp, v[s].name, strerror(errno));
+    for (uint32_t s = 0; s < ns; s++) {
+        if (rename(v[s].tmp, v[s].name) != 0) {
+            int e = errno;
+            /* All shards or none: take back the ones already named. */
+            for (uint32_t k = 0; k < s; k++)
+                unlink(v[k].name);
+            die("rename %s to %s: %s", v[s].tmp, v[s].name, strerror(e));
+        }
+    }
     tmp_count = 0;
     block_signals(0);
     char dir[4096];
