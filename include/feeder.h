@@ -73,7 +73,8 @@ FEEDER_API const char *feeder_version_string(void);
     X(EBUSY, -30010, "every batch slot is borrowed; release a batch first")        \
     X(EUNSUPPORTED, -30011, "not supported by this build or machine")              \
     X(EPROTO, -30012, "internal protocol error between loader and worker")         \
-    X(EOVERFLOW, -30013, "size computation overflows")
+    X(EOVERFLOW, -30013, "size computation overflows")                             \
+    X(ECUDA, -30014, "a CUDA call failed")
 
 typedef enum feeder_errno {
 #define FEEDER__ERRENUM(name, value, text) FEEDER_##name = value,
@@ -285,6 +286,21 @@ typedef enum feeder_option {
     FEEDER_OPT_POLL_MS = 19,           /* how often waits check worker health; default 100 */
     FEEDER_OPT_SPLIT = 20,             /* tasks per batch, 0 = one per worker; default 0 */
     FEEDER_OPT_QUEUE_DEPTH = 21,       /* io_uring entries per worker; default 256 */
+    /* GPU delivery (feeder_cuda.h; needs a CUDA build and a device): */
+    FEEDER_OPT_DEVICE = 30,            /* CUDA device of the batches, -1 = host batches; default -1 */
+    FEEDER_OPT_PIN_MODE = 31,          /* feeder_pin_mode; default FEEDER_PIN_REGISTER */
+    FEEDER_OPT_GPU_PREFETCH = 32,      /* device buffers in the ring, >= 2; default 2 */
+    FEEDER_OPT_DTYPE = 33,             /* feeder_dtype of device batches; default FEEDER_DTYPE_UINT8 */
+    FEEDER_OPT_PIN_THREADS = 34,       /* memcpy threads of FEEDER_PIN_COPY; default 4 */
+    /* double-valued: per-channel mean and std for the float dtypes, in units
+     * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
+     * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
+    FEEDER_OPT_MEAN_R = 40,
+    FEEDER_OPT_MEAN_G = 41,
+    FEEDER_OPT_MEAN_B = 42,
+    FEEDER_OPT_STD_R = 43,
+    FEEDER_OPT_STD_G = 44,
+    FEEDER_OPT_STD_B = 45,
     /* double-valued, set with feeder_loader_set_double(): */
     FEEDER_OPT_SCALE_MIN = 100,        /* train: RandomResizedCrop area share; default 0.08 */
     FEEDER_OPT_SCALE_MAX = 101,        /* default 1.0 */
@@ -311,6 +327,23 @@ typedef enum feeder_io {
     FEEDER_IO_URING = 1, /* io_uring or fail */
     FEEDER_IO_PREAD = 2  /* open + pread */
 } feeder_io;
+
+/* How finished batches reach the GPU (DESIGN invariants 2 and 4). */
+typedef enum feeder_pin_mode {
+    FEEDER_PIN_NONE = 0,    /* copy straight from the shared slot (pageable, slower) */
+    FEEDER_PIN_COPY = 1,    /* PIN_THREADS threads copy each slot into a ring of pinned buffers */
+    FEEDER_PIN_REGISTER = 2 /* the slot memory is registered with the driver: no host copy;
+                               falls back to FEEDER_PIN_COPY if registration fails */
+} feeder_pin_mode;
+
+/* Element type of device batches. The float types are normalised on the GPU
+ * with MEAN_* and STD_*; workers always produce uint8. */
+typedef enum feeder_dtype {
+    FEEDER_DTYPE_UINT8 = 0,
+    FEEDER_DTYPE_FLOAT16 = 1,
+    FEEDER_DTYPE_BFLOAT16 = 2,
+    FEEDER_DTYPE_FLOAT32 = 3
+} feeder_dtype;
 
 typedef enum feeder_error_policy {
     FEEDER_ON_ERROR_FAIL = 0, /* a bad sample fails its batch with a message */
@@ -376,10 +409,18 @@ typedef struct feeder_batch {
     size_t sample_bytes;     /* height*width*channels */
     uint64_t epoch;          /* epoch this batch belongs to */
     uint64_t number;         /* batch number within the epoch, from 0 */
-    void *device_data;       /* device copy (GPU builds, feeder_cuda.h); NULL here */
-    void *ready_event;       /* cudaEvent_t guarding device_data, or NULL */
-    uint64_t reserved_[6];
-    void *internal_;         /* loader-private */
+    /* Device batches (DEVICE >= 0 and the GPU path active, see
+     * feeder_loader_gpu_status()); otherwise NULL, -1 and 0. `data` is NULL in
+     * a device batch: its host slot was recycled as soon as the copy ended. */
+    void *device_data;            /* count samples of dtype, in `layout`, on `device` */
+    void *ready_event;            /* cudaEvent_t: device_data and device_labels are
+                                     complete once it has passed (feeder_batch_wait) */
+    const int64_t *device_labels; /* count labels on the device */
+    int32_t dtype;                /* feeder_dtype of device_data (host batches: UINT8) */
+    int32_t device;               /* CUDA device of device_data, or -1 */
+    size_t device_bytes;          /* bytes of device_data holding the count samples */
+    uint64_t reserved_[3];
+    void *internal_;              /* loader-private */
 } feeder_batch;
 
 /* Lend the next batch. Returns 0 and sets *out; FEEDER_DONE when the epoch has
@@ -395,9 +436,11 @@ typedef struct feeder_batch {
  * Thread-safety: a loader is used by one thread at a time. */
 FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
 
-/* Give a batch back so its slot can be refilled. `stream` is a cudaStream_t
- * whose work must finish before the slot is reused (GPU builds), or NULL.
- * Batches may be released in any order. */
+/* Give a batch back so its slot can be refilled. Batches may be released in
+ * any order. For a device batch, `stream` is the cudaStream_t whose work so far
+ * must finish before the device buffer is written again (feeder records an
+ * event on it and the copy stream waits on that event, so release never
+ * blocks); NULL means the legacy default stream. Ignored for host batches. */
 FEEDER_API int feeder_batch_release(feeder_batch *batch, void *stream);
 
 /* The detailed message of the loader's last failure ("" if none). Borrowed
@@ -429,8 +472,37 @@ typedef struct feeder_stats {
     uint64_t shm_bytes;        /* L: bytes of shared batch slots */
     uint64_t slots;            /* L: number of batch slots */
     uint64_t worker_restarts;  /* C: workers started again after a death */
-    uint64_t reserved_[19];
+    uint64_t pin_ns;           /* C: ns the pin threads spent copying slots to pinned memory */
+    uint64_t h2d_ns;           /* C: ns of host-to-device copies, timed on the GPU */
+    uint64_t h2d_bytes;        /* C: bytes copied host to device (data and labels) */
+    uint64_t gpu_batches;      /* C: batches delivered on the device */
+    uint64_t pinned_bytes;     /* L: bytes of pinned buffers (PIN_COPY) or registered slots */
+    uint64_t device_bytes;     /* L: bytes of device memory held by the loader */
+    uint64_t reserved_[13];
 } feeder_stats;
+
+/* Memory the loader asks for, when the user wants to own it (e.g. a caching
+ * allocator). alloc returns NULL on failure; free accepts what alloc gave. */
+typedef struct feeder_allocator {
+    void *(*alloc)(void *user, size_t bytes);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} feeder_allocator;
+
+/* Use `device` (device memory: the batch ring) and `pinned` (page-locked
+ * host memory: the PIN_COPY ring) instead of cudaMalloc / cudaHostAlloc.
+ * Either may be NULL for the default. Both structs are copied; `user` is
+ * borrowed. Before start, else FEEDER_ESTATE. Memory from `pinned` must be
+ * page-locked and mapped for the loader's device. */
+FEEDER_API int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *device,
+                                            const feeder_allocator *pinned);
+
+/* Whether batches are delivered on the device: 1 yes, 0 host batches. In
+ * *reason (may be NULL), why not ("device = -1", "built without CUDA", "no
+ * CUDA device: ...") or, when 1, how ("pin register", or why the pin mode
+ * fell back). Valid after start; a GPU that cannot be used is not an error:
+ * the loader then delivers host batches and says why here. Borrowed. */
+FEEDER_API int feeder_loader_gpu_status(const feeder_loader *ld, const char **reason);
 
 /* Fill `out` with the loader's counters. May be called from any thread. */
 FEEDER_API int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out);
