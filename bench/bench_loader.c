@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu_step.h"
 #include "benchutil.h"
 #include "feeder.h"
 
@@ -80,6 +81,12 @@ typedef struct opts {
     int append;
     const char *append_to;
     const char *label;
+    /* GPU delivery */
+    int device;        /* -1: host batches */
+    int pin;
+    int gpu_prefetch;
+    int dtype;
+    double compute_ms; /* the stand-in training step, per batch */
 } opts;
 
 static const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
@@ -87,6 +94,9 @@ static const char *const decoder_names[] = {"turbo", "roi", NULL};
 static const char *const io_names[] = {"auto", "uring", "pread", NULL};
 static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 static const char *const layout_names[] = {"nhwc", "nchw", NULL};
+static const char *const pin_names[] = {"none", "copy", "register", NULL};
+static const char *const dtype_names[] = {"uint8", "fp16", "bf16", "fp32", NULL};
+static const size_t dtype_size[] = {1, 2, 2, 4};
 
 static void usage(FILE *f)
 {
@@ -120,6 +130,14 @@ static void usage(FILE *f)
             "  --no-append          do not append the record to docs/BENCHMARKS.md\n"
             "  --append-to FILE     append the record to FILE instead\n"
             "  --label TEXT         machine name for the record (default: hostname + cores)\n"
+            "  --device N           deliver batches on CUDA device N (-1: host batches)\n"
+            "  --pin none|copy|register  how slots reach the GPU (register)\n"
+            "  --gpu-prefetch N     device buffers in the ring (2)\n"
+            "  --dtype uint8|fp16|bf16|fp32  device batch type; floats are normalised on\n"
+            "                       the GPU (uint8)\n"
+            "  --compute-ms X       per batch, a kernel on the user's stream reads every byte\n"
+            "                       of the batch and spins X ms (a stand-in training step);\n"
+            "                       reports consumer stall and GPU idle share (0)\n"
             "  -h, --help           this text\n"
             "Exit status: 0 done, 1 the loader failed, 2 bad arguments, 3 --checksum differs\n"
             "between worker counts with in-order delivery (a determinism bug).\n");
@@ -210,7 +228,8 @@ enum {
     OPT_DATA = 256, OPT_BATCH, OPT_EPOCHS, OPT_WORKERS, OPT_PREFETCH, OPT_PIPELINE,
     OPT_DECODER, OPT_IO, OPT_SEED, OPT_SIZE, OPT_RESIZE, OPT_LAYOUT, OPT_SWEEP, OPT_JSON,
     OPT_CHECKSUM, OPT_NO_APPEND, OPT_APPEND_TO, OPT_LABEL, OPT_SHUFFLE, OPT_IN_ORDER,
-    OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES
+    OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES, OPT_DEVICE, OPT_PIN, OPT_GPU_PREFETCH, OPT_DTYPE,
+    OPT_COMPUTE_MS
 };
 
 static void parse_args(opts *o, int argc, char **argv)
@@ -239,6 +258,11 @@ static void parse_args(opts *o, int argc, char **argv)
         {"persistent", no_argument, 0, OPT_PERSISTENT},
         {"timeout-ms", required_argument, 0, OPT_TIMEOUT},
         {"images", required_argument, 0, OPT_IMAGES},
+        {"device", required_argument, 0, OPT_DEVICE},
+        {"pin", required_argument, 0, OPT_PIN},
+        {"gpu-prefetch", required_argument, 0, OPT_GPU_PREFETCH},
+        {"dtype", required_argument, 0, OPT_DTYPE},
+        {"compute-ms", required_argument, 0, OPT_COMPUTE_MS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -258,6 +282,10 @@ static void parse_args(opts *o, int argc, char **argv)
     o->timeout_ms = 120000;
     o->make_images = 2000;
     o->append = 1;
+    o->device = -1;
+    o->pin = FEEDER_PIN_REGISTER;
+    o->gpu_prefetch = 2;
+    o->dtype = FEEDER_DTYPE_UINT8;
     int workers_given = 0;
 
     opterr = 0; /* our own messages name the option */
@@ -340,6 +368,26 @@ static void parse_args(opts *o, int argc, char **argv)
             /* 10 classes of equal size. */
             o->make_images = (unsigned)parse_uint("--images", optarg, 10, 10000000) / 10 * 10;
             break;
+        case OPT_DEVICE:
+            o->device = strcmp(optarg, "-1") == 0 ? -1 : (int)parse_uint("--device", optarg, 0, 1023);
+            break;
+        case OPT_PIN:
+            o->pin = parse_enum("--pin", optarg, pin_names);
+            break;
+        case OPT_GPU_PREFETCH:
+            o->gpu_prefetch = (int)parse_uint("--gpu-prefetch", optarg, 2, 64);
+            break;
+        case OPT_DTYPE:
+            o->dtype = parse_enum("--dtype", optarg, dtype_names);
+            break;
+        case OPT_COMPUTE_MS: {
+            char *end;
+            errno = 0;
+            o->compute_ms = strtod(optarg, &end);
+            if (errno || *end || end == optarg || !(o->compute_ms >= 0 && o->compute_ms <= 60000))
+                die_usage("--compute-ms '%s': expected milliseconds in [0, 60000]", optarg);
+            break;
+        }
         case 'h':
             usage(stdout);
             exit(0);
@@ -357,6 +405,8 @@ static void parse_args(opts *o, int argc, char **argv)
         o->shuffle = o->pipeline == FEEDER_PIPELINE_TRAIN;
     if (!o->resize)
         o->resize = (uint32_t)(((uint64_t)o->size * 256 + 112) / 224);
+    if (o->device < 0 && (o->compute_ms > 0 || o->dtype != FEEDER_DTYPE_UINT8))
+        die_usage("--compute-ms and --dtype need --device");
     if (o->pipeline == FEEDER_PIPELINE_EVAL && o->resize < o->size)
         die_usage("--resize %u is smaller than --size %u: the centre crop would not fit",
                   o->resize, o->size);
@@ -552,6 +602,14 @@ typedef struct run_res {
     /* derived */
     double rate[MAX_EPOCHS];
     double med_rate, med_first_ms, mbps, read_us, decode_us, xform_us, wait_ms, eff;
+    /* GPU runs */
+    int gpu;                  /* batches were on the device */
+    char gpu_how[512];        /* feeder_loader_gpu_status's reason */
+    double stall_ms[MAX_EPOCHS];  /* feeder_next blocked, after the epoch's first batch */
+    double busy_ms[MAX_EPOCHS];   /* GPU time of the steps */
+    double alone_s[MAX_EPOCHS];   /* the same steps with nothing else running */
+    uint64_t h2d_bytes, h2d_ns, pin_ns;
+    double med_stall_pct, med_idle_pct, med_vs_alone, h2d_gbps;
 } run_res;
 
 static void die_loader(feeder_loader *ld, int rc, const char *what, int workers, unsigned epoch)
@@ -603,6 +661,15 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     set_opt(ld, FEEDER_OPT_LAYOUT, o->layout, "--layout");
     set_opt(ld, FEEDER_OPT_DECODER, o->decoder, "--decoder");
     set_opt(ld, FEEDER_OPT_IO, o->io, "--io");
+    set_opt(ld, FEEDER_OPT_DEVICE, o->device, "--device");
+    set_opt(ld, FEEDER_OPT_PIN_MODE, o->pin, "--pin");
+    set_opt(ld, FEEDER_OPT_GPU_PREFETCH, o->gpu_prefetch, "--gpu-prefetch");
+    set_opt(ld, FEEDER_OPT_DTYPE, o->dtype, "--dtype");
+    bg_ctx *gpu = NULL;
+    char gerr[512];
+    uint8_t *hostbuf = NULL; /* --checksum of device batches */
+    if (o->device >= 0 && bg_create(o->device, &gpu, gerr, sizeof(gerr)))
+        die("--device %d: %s", o->device, gerr);
 
     const uint64_t expect = feeder_dataset_size(ds);
     const uint64_t nclasses = feeder_dataset_num_classes(ds);
@@ -622,9 +689,14 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
             const char *be = feeder_loader_io_backend(ld, &why);
             snprintf(r->io, sizeof(r->io), "%s", be ? be : "?");
             snprintf(r->io_reason, sizeof(r->io_reason), "%s", why ? why : "");
+            r->gpu = feeder_loader_gpu_status(ld, &why);
+            snprintf(r->gpu_how, sizeof(r->gpu_how), "%s", why ? why : "");
+            if (o->device >= 0 && !r->gpu)
+                die("--device %d: the loader delivers host batches: %s", o->device, r->gpu_how);
         }
         for (;;) {
             feeder_batch *b;
+            uint64_t tn = bu_now_ns();
             rc = feeder_next(ld, &b);
             if (rc == FEEDER_DONE)
                 break;
@@ -632,12 +704,30 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
                 die_loader(ld, rc, "feeder_next", workers, e);
             if (ep->batches == 0)
                 ep->first_ns = bu_now_ns() - t0;
+            else
+                r->stall_ms[e] += (bu_now_ns() - tn) / 1e6;
+            unsigned step = (unsigned)ep->batches;
             ep->batches++;
             ep->images += b->count;
+            const uint8_t *px = b->data;
+            if (r->gpu) {
+                if (o->compute_ms > 0 &&
+                    bg_step(gpu, step, b->ready_event, b->device_data, b->device_bytes,
+                            o->compute_ms, gerr, sizeof(gerr)))
+                    die("compute step: %s", gerr);
+                if (o->checksum) {
+                    if (!hostbuf && !(hostbuf = malloc((size_t)o->batch * b->sample_bytes)))
+                        die("out of memory");
+                    if (bg_to_host(gpu, b->ready_event, hostbuf, b->device_data, b->device_bytes,
+                                   gerr, sizeof(gerr)))
+                        die("copying a batch back: %s", gerr);
+                    px = hostbuf;
+                }
+            }
             /* Sample by sample (pixels, then label), so the checksum does
              * not depend on the batch size either. */
             for (uint32_t i = 0; o->checksum && i < b->count; i++) {
-                h = bu_hash64(h, b->data + (size_t)i * b->sample_bytes, b->sample_bytes);
+                h = bu_hash64(h, px + (size_t)i * b->sample_bytes, b->sample_bytes);
                 h = bu_hash64(h, &b->labels[i], sizeof(int64_t));
             }
             /* A cheap sanity check, so a fast but wrong loader does not go
@@ -649,9 +739,13 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
                             (long long)b->labels[i], (unsigned long long)nclasses);
                     warned = 1;
                 }
-            if ((rc = feeder_batch_release(b, NULL)))
+            if ((rc = feeder_batch_release(b, gpu ? bg_stream(gpu) : NULL)))
                 die_loader(ld, rc, "feeder_batch_release", workers, e);
         }
+        /* The epoch ends when the GPU has finished its last step. */
+        if (gpu && o->compute_ms > 0 &&
+            bg_busy_ms(gpu, (unsigned)ep->batches, &r->busy_ms[e], gerr, sizeof(gerr)))
+            die("timing the steps: %s", gerr);
         ep->ns = bu_now_ns() - t0;
         if ((rc = feeder_loader_stats(ld, &s1)))
             die_loader(ld, rc, "feeder_loader_stats", workers, e);
@@ -663,6 +757,14 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
         ep->skipped = s1.skipped - s0.skipped;
         r->shm_bytes = s1.shm_bytes;
         r->slots = s1.slots;
+        r->h2d_bytes += s1.h2d_bytes - s0.h2d_bytes;
+        r->h2d_ns += s1.h2d_ns - s0.h2d_ns;
+        r->pin_ns += s1.pin_ns - s0.pin_ns;
+        if (gpu && o->compute_ms > 0 &&
+            bg_compute_alone(gpu, (size_t)o->batch * o->size * o->size * 3 * dtype_size[o->dtype],
+                             o->compute_ms, (unsigned)ep->batches, &r->alone_s[e], gerr,
+                             sizeof(gerr)))
+            die("compute alone: %s", gerr);
         if (ep->images != expect)
             fprintf(stderr, PROG ": warning: epoch %u delivered %llu images, the dataset has %llu\n",
                     e, (unsigned long long)ep->images, (unsigned long long)expect);
@@ -673,6 +775,8 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     }
     r->checksum = h;
     feeder_loader_destroy(ld);
+    bg_destroy(gpu);
+    free(hostbuf);
 
     double first[MAX_EPOCHS], mbps[MAX_EPOCHS];
     uint64_t images = 0, rd = 0, dec = 0, xf = 0, wait = 0;
@@ -693,6 +797,19 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     r->xform_us = images ? xf / 1e3 / images : 0;
     r->wait_ms = wait / 1e6 / r->nep;
     r->eff = -1;
+    if (r->gpu) {
+        double stall[MAX_EPOCHS], idle[MAX_EPOCHS], vs[MAX_EPOCHS];
+        for (unsigned e = 0; e < r->nep; e++) {
+            double after_first = (r->ep[e].ns - r->ep[e].first_ns) / 1e6;
+            stall[e] = after_first > 0 ? 100.0 * r->stall_ms[e] / after_first : 0;
+            idle[e] = r->ep[e].ns ? 100.0 * (1 - r->busy_ms[e] / (r->ep[e].ns / 1e6)) : 0;
+            vs[e] = r->alone_s[e] > 0 ? r->ep[e].ns / 1e9 / r->alone_s[e] : 0;
+        }
+        r->med_stall_pct = median(stall, r->nep);
+        r->med_idle_pct = o->compute_ms > 0 ? median(idle, r->nep) : -1;
+        r->med_vs_alone = o->compute_ms > 0 ? median(vs, r->nep) : -1;
+        r->h2d_gbps = r->h2d_ns ? (double)r->h2d_bytes / r->h2d_ns : 0;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -709,7 +826,7 @@ typedef struct context {
     sbuf cmd;
 } context;
 
-#define MAX_COLS 16
+#define MAX_COLS 24
 typedef struct table {
     const char *head[MAX_COLS];
     int right[MAX_COLS];
@@ -763,6 +880,17 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
         t->head[c] = heads[c];
         t->right[c] = right[c];
     }
+    const char *gheads[] = {"pin", "dtype", "H2D GB/s", "stall % after 1st", "GPU idle %",
+                            "epoch / compute alone"};
+    const int gright[] = {0, 0, 1, 1, 1, 1};
+    unsigned gcol = ncols;
+    if (o->device >= 0) {
+        for (unsigned c = 0; c < 6; c++) {
+            t->head[ncols + c] = gheads[c];
+            t->right[ncols + c] = gright[c];
+        }
+        ncols += 6;
+    }
     t->ncols = ncols;
     for (unsigned i = 0; i < n; i++) {
         const run_res *r = &runs[i];
@@ -787,6 +915,20 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
             snprintf(row[12], 160, "-");
         if (o->checksum)
             snprintf(row[13], 160, "%016llx", (unsigned long long)r->checksum);
+        if (o->device >= 0) {
+            snprintf(row[gcol], 160, "%s", pin_names[o->pin]);
+            snprintf(row[gcol + 1], 160, "%s", dtype_names[o->dtype]);
+            snprintf(row[gcol + 2], 160, "%.1f", r->h2d_gbps);
+            snprintf(row[gcol + 3], 160, "%.2f", r->med_stall_pct);
+            if (r->med_idle_pct >= 0)
+                snprintf(row[gcol + 4], 160, "%.1f", r->med_idle_pct);
+            else
+                snprintf(row[gcol + 4], 160, "-");
+            if (r->med_vs_alone >= 0)
+                snprintf(row[gcol + 5], 160, "%.3f", r->med_vs_alone);
+            else
+                snprintf(row[gcol + 5], 160, "-");
+        }
     }
     t->nrows = n;
     table_render(t, b);
@@ -801,6 +943,9 @@ static void make_header(const opts *o, const context *cx, sbuf *b)
               decoder_names[o->decoder], o->batch, o->prefetch, o->size, o->size,
               layout_names[o->layout], o->shuffle ? "shuffled" : "sequential",
               o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
+    if (o->device >= 0)
+        sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, compute %.2f ms per batch\n", o->device,
+                  pin_names[o->pin], o->gpu_prefetch, o->compute_ms);
     sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average)\n",
               cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
               cx->jpeg_bytes / 1e6, cx->images ? cx->jpeg_bytes / 1e3 / cx->images : 0.0);
@@ -815,7 +960,15 @@ static void make_footer(const opts *o, const run_res *runs, unsigned n, sbuf *b)
     if (o->checksum)
         sb_printf(b, " With --checksum the rates include hashing every sample in the consumer "
                   "thread (XXH64 over pixels, then label, sample by sample).");
+    if (o->device >= 0)
+        sb_printf(b, " GPU columns: H2D GB/s = bytes copied / copy time on the copy stream "
+                  "(events); stall = time feeder_next blocked after the epoch's first batch, "
+                  "as a share of the rest of the epoch; GPU idle = 1 - (time of the step "
+                  "kernels on the user's stream) / epoch time; epoch / compute alone = epoch "
+                  "time / the same steps run back to back on a resident buffer.");
     sb_printf(b, "\n");
+    if (o->device >= 0 && n > 0)
+        sb_printf(b, "gpu: %s\n", runs[0].gpu_how);
     for (unsigned i = 0; i < n; i++)
         if (runs[i].io_reason[0]) {
             sb_printf(b, "io: %s (%s)\n", runs[i].io, runs[i].io_reason);
@@ -885,6 +1038,22 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
             sb_printf(b, "\"%016llx\"", (unsigned long long)r->checksum);
         else
             sb_printf(b, "null");
+        sb_printf(b, ",\n     \"gpu\": ");
+        if (r->gpu) {
+            sb_printf(b, "{\"device\": %d, \"pin\": \"%s\", \"dtype\": \"%s\", "
+                      "\"gpu_prefetch\": %d, \"compute_ms\": %.3f, \"h2d_gb_per_s\": %.2f, "
+                      "\"h2d_bytes\": %llu, \"pin_ns\": %llu, \"median_stall_pct_after_first\": %.3f, "
+                      "\"median_gpu_idle_pct\": %.2f, \"median_epoch_over_compute_alone\": %.4f, "
+                      "\"status\": ",
+                      o->device, pin_names[o->pin], dtype_names[o->dtype], o->gpu_prefetch,
+                      o->compute_ms, r->h2d_gbps, (unsigned long long)r->h2d_bytes,
+                      (unsigned long long)r->pin_ns, r->med_stall_pct, r->med_idle_pct,
+                      r->med_vs_alone);
+            sb_json_str(b, r->gpu_how);
+            sb_printf(b, "}");
+        } else {
+            sb_printf(b, "null");
+        }
         sb_printf(b, ",\n     \"epochs\": [");
         for (unsigned e = 0; e < r->nep; e++) {
             const epoch_res *ep = &r->ep[e];

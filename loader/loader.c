@@ -1009,6 +1009,8 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     b->sample_bytes = l->sample_bytes;
     b->epoch = ss->epoch;
     b->number = ss->batch;
+    b->device = -1;
+    b->dtype = FEEDER_DTYPE_UINT8;
     b->internal_ = ss;
     ss->state = SLOT_LENT;
     pthread_mutex_lock(&ld->stats_lock);
