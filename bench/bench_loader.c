@@ -711,9 +711,13 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
             ep->images += b->count;
             const uint8_t *px = b->data;
             if (r->gpu) {
+                /* Like a loop that reads its loss every step: the host waits
+                 * for step k-1 before it asks for batch k+1, so at most one
+                 * step is queued ahead and feeder_next's blocking is real. */
                 if (o->compute_ms > 0 &&
-                    bg_step(gpu, step, b->ready_event, b->device_data, b->device_bytes,
-                            o->compute_ms, gerr, sizeof(gerr)))
+                    (bg_step(gpu, step, b->ready_event, b->device_data, b->device_bytes,
+                             o->compute_ms, gerr, sizeof(gerr)) ||
+                     (step > 0 && bg_wait_step(gpu, step - 1, gerr, sizeof(gerr)))))
                     die("compute step: %s", gerr);
                 if (o->checksum) {
                     if (!hostbuf && !(hostbuf = malloc((size_t)o->batch * b->sample_bytes)))

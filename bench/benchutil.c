@@ -233,15 +233,17 @@ int bu_make_dataset(const bu_photos *p, const char *dir, unsigned classes, unsig
                                feeder_random(seed, 1, k, 3));
             if (rc)
                 return rc;
-            if (progress && (done % 20 == 0 || done + 1 == total)) {
+            /* A bar redrawn in place on a terminal; in a log, a line every 10%. */
+            unsigned every = isatty(2) ? 20 : total >= 10 ? total / 10 : 1;
+            if (progress && (done % every == 0 || done + 1 == total)) {
                 int bar = (int)(40.0 * (done + 1) / total);
-                fprintf(stderr, "\rmaking dataset %s [%.*s%*s] %u/%u", dir, bar,
-                        "========================================", 40 - bar, "", done + 1,
-                        total);
+                fprintf(stderr, "%smaking dataset %s [%.*s%*s] %u/%u%s", isatty(2) ? "\r" : "",
+                        dir, bar, "========================================", 40 - bar, "",
+                        done + 1, total, isatty(2) ? "" : "\n");
             }
         }
     }
-    if (progress)
+    if (progress && isatty(2))
         fprintf(stderr, "\n");
     return bu_write_file(stamp, want, strlen(want));
 }

@@ -134,6 +134,12 @@ extern "C" int bg_step(bg_ctx *g, unsigned i, const void *ready_event, const voi
     return 0;
 }
 
+extern "C" int bg_wait_step(bg_ctx *g, unsigned i, char *err, size_t errlen)
+{
+    TRY(cudaEventSynchronize(g->ev[2 * i + 1]));
+    return 0;
+}
+
 extern "C" int bg_busy_ms(bg_ctx *g, unsigned n, double *ms, char *err, size_t errlen)
 {
     TRY(cudaStreamSynchronize(g->s));

@@ -26,6 +26,8 @@ const char *bg_device_name(bg_ctx *g);
  * a kernel reads `bytes` at `data` (device memory) and spins `ms`. */
 int bg_step(bg_ctx *g, unsigned i, const void *ready_event, const void *data, size_t bytes,
             double ms, char *err, size_t errlen);
+/* Wait until step `i` has finished. */
+int bg_wait_step(bg_ctx *g, unsigned i, char *err, size_t errlen);
 /* Wait for the stream; the sum of the steps' kernel times 0..n-1 in ms. */
 int bg_busy_ms(bg_ctx *g, unsigned n, double *ms, char *err, size_t errlen);
 /* Seconds that n steps over a resident buffer of `bytes` take with nothing

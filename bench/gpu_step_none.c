@@ -18,6 +18,11 @@ int bg_step(bg_ctx *g, unsigned i, const void *ready_event, const void *data, si
     snprintf(err, errlen, "built without CUDA");
     return -1;
 }
+int bg_wait_step(bg_ctx *g, unsigned i, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "built without CUDA");
+    return -1;
+}
 int bg_busy_ms(bg_ctx *g, unsigned n, double *ms, char *err, size_t errlen)
 {
     snprintf(err, errlen, "built without CUDA");

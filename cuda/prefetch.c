@@ -108,6 +108,7 @@ struct feeder__gpu {
     char broken_msg[512];
     char describe[512];
     uint64_t device_bytes, pinned_bytes;
+    uint64_t h2d_ns; /* copy times harvested at reuse, not yet in the stats */
 
     /* PIN_COPY threads */
     pthread_t *thr;
@@ -622,15 +623,22 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
     it->entry = (int)(en - g->e);
     it->rc = 0;
 
+    /* The entry's last H2D must be over before its pinned buffer is
+     * rewritten (invariant 2), and its copy time must be read before the
+     * events are recorded again (else the stats keep only the copies that
+     * happened to finish before a reap, the short ones). It was enqueued
+     * two batches ago, so this rarely waits. */
+    if (en->timed || (en->used && g->pin_mode == FEEDER_PIN_COPY)) {
+        cudaError_t e = cudaEventSynchronize(en->h2d_ev);
+        if (e != cudaSuccess)
+            return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
+                                       cuerr(e));
+        float ms = 0;
+        if (en->timed && cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
+            g->h2d_ns += (uint64_t)(ms * 1e6);
+        en->timed = 0;
+    }
     if (g->pin_mode == FEEDER_PIN_COPY) {
-        /* The pinned buffer's last H2D must be over before it is rewritten
-         * (invariant 2); it was enqueued a batch ago, so this rarely waits. */
-        if (en->used) {
-            cudaError_t e = cudaEventSynchronize(en->h2d_ev);
-            if (e != cudaSuccess)
-                return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for a pinned buffer: %s",
-                                           cuerr(e));
-        }
         pthread_mutex_lock(&g->lock);
         en->src = hb->data;
         en->src_labels = hb->labels;
@@ -755,6 +763,8 @@ out:
     d.pin_ns = g->pin_ns;
     g->pin_ns = 0;
     pthread_mutex_unlock(&g->lock);
+    d.h2d_ns += g->h2d_ns;
+    g->h2d_ns = 0;
     d.wait_ns = feeder__now_ns() - t0;
     feeder__loader_stats_add(ld, &d);
     return rc;
