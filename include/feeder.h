@@ -327,8 +327,10 @@ FEEDER_API int feeder_dist_from_env(feeder_dist *d, char *err, size_t errlen);
  * modulo device_count, so ranks of one machine spread over its GPUs, and a
  * launcher that gives each rank one GPU (CUDA_VISIBLE_DEVICES of a single
  * device) yields 0. -1 when d is NULL, d->device < 0 or device_count <= 0
- * (no GPU: the CPU path). The core never includes CUDA: the GPU layer calls
- * this with cudaGetDeviceCount()'s count. Pure function. Thread-safe. */
+ * (no GPU: the CPU path). The core never includes CUDA: the count comes from
+ * cudaGetDeviceCount(), as feeder_dist_cuda_device() in feeder_cuda.h does,
+ * and the result is the value for FEEDER_OPT_DEVICE. Pure function.
+ * Thread-safe. */
 FEEDER_API int feeder_dist_device(const feeder_dist *d, int device_count);
 
 /* ------------------------------------------------------------------------ */
