@@ -33,8 +33,14 @@
  * photo, so the classes can be learnt), reused on later runs; on several
  * machines, pass --data on a shared file system instead.
  *
- * The GPU path: feeder_dist_device(&d, cudaGetDeviceCount()) picks this
- * rank's GPU; this example stays on the CPU so it runs anywhere MPI does.
+ * The GPU path: feeder_dist_cuda_device(&d) (feeder_cuda.h) picks this rank's
+ * GPU for FEEDER_OPT_DEVICE; this example stays on the CPU so it runs
+ * anywhere MPI does.
+ *
+ * Cores: Open MPI spins on a core while a rank waits in MPI_Allreduce. When
+ * ranks x (workers + 1) exceed the machine's cores that core is taken from
+ * the feeder workers (it halved the job's rate on 2 cores, docs/BENCHMARKS.md):
+ * give every rank a core of its own, or set OMPI_MCA_mpi_yield_when_idle=1.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */

@@ -29,6 +29,9 @@ command -v python3 >/dev/null || { echo "mpi_check: python3 is needed" >&2; exit
 # the ob1 messaging layer rather than UCX, and more ranks than cores are fine.
 export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1
+# A rank waiting in MPI_Allreduce yields its core instead of spinning on it,
+# so on a small CI machine the other ranks' feeder workers get it.
+export OMPI_MCA_mpi_yield_when_idle=1
 # Only Open MPI's own variables may place the ranks here.
 unset FEEDER_RANK FEEDER_WORLD_SIZE FEEDER_LOCAL_RANK FEEDER_LOCAL_SIZE
 # Under ASan, Open MPI leaves allocations of its plugins behind at exit, and
