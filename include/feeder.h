@@ -268,7 +268,8 @@ FEEDER_API uint64_t feeder_batch_count(uint64_t len, uint32_t batch_size, int dr
  *     if (feeder_dist_from_env(&d, err, sizeof(err))) ...
  *     feeder_sampler_distributed(n, d.rank, d.world_size, 1, seed, 1, &s);
  *
- * and the GPU layer picks its device with feeder_dist_device(). */
+ * and the GPU layer picks its device with feeder_dist_device(). A plain value:
+ * copy it freely, it holds nothing to release. Thread-safety: as any struct. */
 typedef struct feeder_dist {
     int32_t rank;       /* this process, 0 .. world_size-1 */
     int32_t world_size; /* processes in the job, >= 1 */

@@ -177,11 +177,10 @@ static int slurm_local_size(value *val, char *err, size_t errlen)
                     nid, (long long)seen, tpn);
         return FEEDER_EINVAL;
     }
-    tasks = mine;
-    val->v = (int32_t)tasks;
+    val->v = (int32_t)mine;
     val->set = 1;
-    feeder__fmt(val->origin, sizeof(val->origin), "SLURM_TASKS_PER_NODE=\"%s\" at SLURM_NODEID=\"%s\"",
-                tpn, nid);
+    feeder__fmt(val->origin, sizeof(val->origin),
+                "SLURM_TASKS_PER_NODE=\"%s\" at SLURM_NODEID=\"%s\"", tpn, nid);
     return 1;
 }
 

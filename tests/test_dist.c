@@ -339,6 +339,12 @@ START_TEST(test_inconsistent_values)
     set4(slurm, "0", "2", "0", "3");
     expect_err("feeder_dist_from_env: local size 3 (SLURM_NTASKS_PER_NODE=\"3\") is above the "
                "world size 2 (SLURM_NTASKS=\"2\")");
+    clear_env();
+    set4(slurm, "1", "2", "1", NULL);
+    set("SLURM_TASKS_PER_NODE", "4,1");
+    set("SLURM_NODEID", "0");
+    expect_err("feeder_dist_from_env: local size 4 (SLURM_TASKS_PER_NODE=\"4,1\" at "
+               "SLURM_NODEID=\"0\") is above the world size 2 (SLURM_NTASKS=\"2\")");
     /* Defaults named as such. */
     clear_env();
     set("FEEDER_RANK", "1");
