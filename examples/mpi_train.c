@@ -288,7 +288,7 @@ static double step_grad(const double *w, int classes, const float *x, const int6
  * crop of that photo at a random place, scale and ImageNet-like size (short
  * side 256-512, aspect 3:4-4:3, quality 75-95), all from the seed. A stamp
  * file records the parameters, so a later run reuses the files. */
-static int make_dataset(const char *dir, unsigned images, uint64_t seed, unsigned *classes)
+static int make_dataset(const char *dir, unsigned images, uint64_t seed)
 {
     const char *photos_dir = getenv("FEEDER_BENCH_PHOTOS");
     if (!photos_dir || !*photos_dir)
@@ -298,7 +298,6 @@ static int make_dataset(const char *dir, unsigned images, uint64_t seed, unsigne
     int rc = bu_photos_load(photos_dir, &photos, err, sizeof(err));
     if (rc)
         die("loading the seed photos: %s (set FEEDER_BENCH_PHOTOS, or pass --data)", err);
-    *classes = bu_photos_count(photos);
     char stamp[4200], want[128];
     snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
     snprintf(want, sizeof(want), "mpi_train images=%u seed=%llu v1\n", images,
@@ -315,7 +314,7 @@ static int make_dataset(const char *dir, unsigned images, uint64_t seed, unsigne
     }
     bu_rm_rf(dir);
     for (unsigned k = 0; k < images && rc == 0; k++) {
-        unsigned c = k % *classes;
+        unsigned c = k % bu_photos_count(photos);
         char path[4300];
         snprintf(path, sizeof(path), "%s/photo_%u", dir, c);
         if ((rc = bu_mkdirs(path)))
@@ -343,9 +342,8 @@ static feeder_dataset *open_data(const opts *o, const feeder_dist *d, char *dir,
             snprintf(dir, dirlen, "/tmp/feeder-mpi-%u", o->images);
         /* One maker per machine, the others wait for it. */
         int rc = 0, bad, any;
-        unsigned classes;
         if (d->local_rank == 0)
-            rc = make_dataset(dir, o->images, 1, &classes);
+            rc = make_dataset(dir, o->images, 1);
         bad = rc != 0;
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (rc)
