@@ -257,6 +257,84 @@ FEEDER_API int feeder_sampler_fill(const feeder_sampler *s, uint64_t epoch, uint
 FEEDER_API uint64_t feeder_batch_count(uint64_t len, uint32_t batch_size, int drop_last);
 
 /* ------------------------------------------------------------------------ */
+/* Distributed jobs                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Where this process stands in a data-parallel job that an existing launcher
+ * (mpirun, srun, torchrun) started, one process per GPU. Each rank runs its
+ * own loader over its share of the dataset:
+ *
+ *     feeder_dist d = FEEDER_DIST_INIT;
+ *     if (feeder_dist_from_env(&d, err, sizeof(err))) ...
+ *     feeder_sampler_distributed(n, d.rank, d.world_size, 1, seed, 1, &s);
+ *
+ * and the GPU layer picks its device with feeder_dist_device(). A plain value:
+ * copy it freely, it holds nothing to release. Thread-safety: as any struct. */
+typedef struct feeder_dist {
+    int32_t rank;       /* this process, 0 .. world_size-1 */
+    int32_t world_size; /* processes in the job, >= 1 */
+    int32_t local_rank; /* this process among those on its machine, 0 .. local_size-1 */
+    int32_t local_size; /* processes on this machine, 1 .. world_size */
+    int32_t device;     /* the GPU wanted, before wrapping onto the visible ones:
+                           local_rank unless the caller preset it (see feeder_dist_device) */
+    const char *source; /* where rank came from: "explicit" (caller or FEEDER_RANK), "OMPI",
+                           "PMI", "torchrun", "SLURM", or "default"; static storage */
+    uint32_t reserved_[8];
+} feeder_dist;
+
+/* The initialiser that leaves every field to feeder_dist_from_env(). */
+#define FEEDER_DIST_INIT {-1, -1, -1, -1, -1, NULL, {0}}
+
+/* Fill rank, world_size, local_rank, local_size, device and source.
+ *
+ * Each of the four numbers is the first of:
+ *  1. the caller's value: a field preset to >= 0 is kept (start from
+ *     FEEDER_DIST_INIT, whose -1 means "find it");
+ *  2. FEEDER_RANK, FEEDER_WORLD_SIZE, FEEDER_LOCAL_RANK, FEEDER_LOCAL_SIZE;
+ *  3. the first launcher found, in this order:
+ *       "OMPI"     Open MPI: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+ *                  OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE;
+ *       "PMI"      MPICH and Intel MPI (Hydra): PMI_RANK, PMI_SIZE,
+ *                  MPI_LOCALRANKID, MPI_LOCALNRANKS;
+ *       "torchrun" RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE;
+ *       "SLURM"    srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and the local
+ *                  size from SLURM_NTASKS_PER_NODE, else this node's entry of
+ *                  SLURM_TASKS_PER_NODE ("2(x3),1") picked by SLURM_NODEID;
+ *     a launcher is found when its rank or its size variable is set, and then
+ *     both must be. The innermost launcher comes first: mpirun or torchrun
+ *     started by srun inherit the SLURM_* values of the one Slurm task that
+ *     started them, so Slurm's come last; torchrun's names are generic, so
+ *     they come after the MPI-specific ones;
+ *  4. defaults: rank 0 of world size 1; a local rank and size nobody gave are
+ *     the rank and the world size (all ranks on this machine).
+ * device is the caller's preset value (>= 0), else local_rank.
+ *
+ * Values are decimal digits only. A value that is not a number, negative, above
+ * INT32_MAX, a size of 0, rank >= world_size, local_rank >= local_size or
+ * local_size > world_size fails with FEEDER_EINVAL and a message in `err` (may
+ * be NULL) naming the variables and their values, e.g.
+ *   feeder_dist_from_env: RANK="-1": negative
+ *   feeder_dist_from_env: rank 4 (FEEDER_RANK="4") is not below the world size 4
+ *   (OMPI_COMM_WORLD_SIZE="4")
+ * A program that Slurm's batch script runs directly, not through srun, sees the
+ * batch step's SLURM_PROCID 0 and the whole job's SLURM_NTASKS: start it with
+ * srun, or set FEEDER_WORLD_SIZE=1.
+ * On failure *d is left unchanged. Lifetime: `source` is static.
+ * Thread-safety: reads the environment, so it must not race a setenv or
+ * putenv in another thread; otherwise thread-safe. */
+FEEDER_API int feeder_dist_from_env(feeder_dist *d, char *err, size_t errlen);
+
+/* The device ordinal for a process that sees `device_count` GPUs: d->device
+ * modulo device_count, so ranks of one machine spread over its GPUs, and a
+ * launcher that gives each rank one GPU (CUDA_VISIBLE_DEVICES of a single
+ * device) yields 0. -1 when d is NULL, d->device < 0 or device_count <= 0
+ * (no GPU: the CPU path). The core never includes CUDA: the count comes from
+ * cudaGetDeviceCount(), as feeder_dist_cuda_device() in feeder_cuda.h does,
+ * and the result is the value for FEEDER_OPT_DEVICE. Pure function.
+ * Thread-safe. */
+FEEDER_API int feeder_dist_device(const feeder_dist *d, int device_count);
+
+/* ------------------------------------------------------------------------ */
 /* Loader                                                                    */
 /* ------------------------------------------------------------------------ */
 

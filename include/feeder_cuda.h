@@ -54,6 +54,18 @@ static inline cudaEvent_t feeder_batch_event(const feeder_batch *b)
     return (cudaEvent_t)b->ready_event;
 }
 
+/* This rank's CUDA device in a distributed job: feeder_dist_device() over the
+ * devices this process sees (its local rank modulo their count), or -1 when
+ * it sees none or cudaGetDeviceCount() fails. The value for
+ * FEEDER_OPT_DEVICE and cudaSetDevice(). Thread-safe. */
+static inline int feeder_dist_cuda_device(const feeder_dist *d)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess)
+        n = 0;
+    return feeder_dist_device(d, n);
+}
+
 #ifdef __cplusplus
 }
 #endif
