@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -416,151 +415,9 @@ static void parse_args(opts *o, int argc, char **argv)
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
 
-static double median(const double *v, unsigned n)
-{
-    double s[MAX_EPOCHS];
-    memcpy(s, v, n * sizeof(double));
-    for (unsigned i = 1; i < n; i++) /* insertion sort: n is small */
-        for (unsigned j = i; j > 0 && s[j - 1] > s[j]; j--) {
-            double t = s[j];
-            s[j] = s[j - 1];
-            s[j - 1] = t;
-        }
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
-/* A growing string, for the table and the JSON. Out of memory is fatal here. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            die("formatting failed");
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        b->cap = (b->cap + (size_t)n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p)
-            die("out of memory");
-    }
-}
-
-static void sb_json_str(sbuf *b, const char *s)
-{
-    sb_printf(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            sb_printf(b, "\\%c", *p);
-        else if (*p < 0x20)
-            sb_printf(b, "\\u%04x", *p);
-        else
-            sb_printf(b, "%c", *p);
-    }
-    sb_printf(b, "\"");
-}
-
-/* Display width of UTF-8 text: code points, not bytes (the table uses µs). */
-static size_t utf8_width(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xC0) != 0x80;
-    return n;
-}
-
-/* The command line, quoted so it can be pasted back into a shell. */
-static void command_line(sbuf *b, int argc, char **argv)
-{
-    for (int i = 0; i < argc; i++) {
-        const char *a = i == 0 ? PROG : argv[i];
-        int plain = *a != 0;
-        for (const char *p = a; *p; p++)
-            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,/:+@%",
-                        *p))
-                plain = 0;
-        if (i)
-            sb_printf(b, " ");
-        if (plain) {
-            sb_printf(b, "%s", a);
-        } else {
-            sb_printf(b, "'");
-            for (const char *p = a; *p; p++)
-                if (*p == '\'')
-                    sb_printf(b, "'\\''");
-                else
-                    sb_printf(b, "%c", *p);
-            sb_printf(b, "'");
-        }
-    }
-}
-
-static void cpu_model(char *out, size_t len)
-{
-    snprintf(out, len, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *v = strchr(line, ':');
-            if (v) {
-                v++;
-                while (*v == ' ' || *v == '\t')
-                    v++;
-                v[strcspn(v, "\n")] = 0;
-                snprintf(out, len, "%s", v);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 /* ------------------------------------------------------------------------ */
 /* The dataset                                                               */
 /* ------------------------------------------------------------------------ */
-
-static void default_dataset_dir(char *out, size_t len, unsigned images)
-{
-    const char *env = getenv("FEEDER_DATA");
-    if (env && *env) {
-        snprintf(out, len, "%s", env);
-        return;
-    }
-    const char *home = getenv("HOME");
-    snprintf(out, len, "%s/.cache/feeder/default-%u", home && *home ? home : "/tmp", images);
-}
-
-static void make_default_dataset(const char *dir, unsigned images)
-{
-    const char *photos_dir = getenv("FEEDER_BENCH_PHOTOS");
-    if (!photos_dir || !*photos_dir)
-        photos_dir = FEEDER_BENCH_PHOTOS;
-    char err[512];
-    bu_photos *photos;
-    int rc = bu_photos_load(photos_dir, &photos, err, sizeof(err));
-    if (rc)
-        die("loading the seed photos: %s (set FEEDER_BENCH_PHOTOS to the bench/photos folder, "
-            "or pass --data)", err);
-    rc = bu_make_dataset(photos, dir, 10, images / 10, 1, 1);
-    bu_photos_free(photos);
-    if (rc)
-        die("making the default dataset in %s: %s (set FEEDER_DATA to a writable folder, or "
-            "pass --data)", dir, strerror(-rc));
-}
 
 static feeder_dataset *open_dataset(const char *path)
 {
@@ -793,9 +650,9 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
         xf += r->ep[e].transform_ns;
         wait += r->ep[e].wait_ns;
     }
-    r->med_rate = median(r->rate, r->nep);
-    r->med_first_ms = median(first, r->nep);
-    r->mbps = median(mbps, r->nep);
+    r->med_rate = bu_median(r->rate, r->nep);
+    r->med_first_ms = bu_median(first, r->nep);
+    r->mbps = bu_median(mbps, r->nep);
     r->read_us = images ? rd / 1e3 / images : 0;
     r->decode_us = images ? dec / 1e3 / images : 0;
     r->xform_us = images ? xf / 1e3 / images : 0;
@@ -809,9 +666,9 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
             idle[e] = r->ep[e].ns ? 100.0 * (1 - r->busy_ms[e] / (r->ep[e].ns / 1e6)) : 0;
             vs[e] = r->alone_s[e] > 0 ? r->ep[e].ns / 1e9 / r->alone_s[e] : 0;
         }
-        r->med_stall_pct = median(stall, r->nep);
-        r->med_idle_pct = o->compute_ms > 0 ? median(idle, r->nep) : -1;
-        r->med_vs_alone = o->compute_ms > 0 ? median(vs, r->nep) : -1;
+        r->med_stall_pct = bu_median(stall, r->nep);
+        r->med_idle_pct = o->compute_ms > 0 ? bu_median(idle, r->nep) : -1;
+        r->med_vs_alone = o->compute_ms > 0 ? bu_median(vs, r->nep) : -1;
         r->h2d_gbps = r->h2d_ns ? (double)r->h2d_bytes / r->h2d_ns : 0;
     }
 }
@@ -821,59 +678,16 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
 /* ------------------------------------------------------------------------ */
 
 typedef struct context {
-    char label[320];
-    char cpu[256];
-    long cores;
-    char date[64];
+    bu_machine m;
     char data[4096];
     uint64_t images, classes, jpeg_bytes;
-    sbuf cmd;
+    bu_sbuf cmd;
 } context;
 
-#define MAX_COLS 24
-typedef struct table {
-    const char *head[MAX_COLS];
-    int right[MAX_COLS];
-    unsigned ncols;
-    char cell[MAX_SWEEP][MAX_COLS][160];
-    unsigned nrows;
-} table;
-
-static void table_render(const table *t, sbuf *b)
+static void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 {
-    size_t w[MAX_COLS];
-    for (unsigned c = 0; c < t->ncols; c++) {
-        w[c] = utf8_width(t->head[c]);
-        for (unsigned r = 0; r < t->nrows; r++) {
-            size_t x = utf8_width(t->cell[r][c]);
-            w[c] = x > w[c] ? x : w[c];
-        }
-    }
-    for (int row = -2; row < (int)t->nrows; row++) {
-        sb_printf(b, "|");
-        for (unsigned c = 0; c < t->ncols; c++) {
-            const char *s = row == -2 ? t->head[c] : row == -1 ? "" : t->cell[row][c];
-            size_t pad = w[c] - utf8_width(s);
-            if (row == -1) {
-                sb_printf(b, " ");
-                for (size_t i = 0; i < w[c]; i++)
-                    sb_printf(b, "%s", (t->right[c] && i + 1 == w[c]) ? ":" : "-");
-                sb_printf(b, " |");
-            } else if (t->right[c]) {
-                sb_printf(b, " %*s%s |", (int)pad, "", s);
-            } else {
-                sb_printf(b, " %s%*s |", s, (int)pad, "");
-            }
-        }
-        sb_printf(b, "\n");
-    }
-}
-
-static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
-{
-    table *t = calloc(1, sizeof(*t));
-    if (!t)
-        die("out of memory");
+    bu_table tab, *t = &tab;
+    bu_table_init(t, 0, NULL, NULL);
     const char *heads[] = {"workers", "pipeline", "decoder", "io", "images/s per epoch",
                            "images/s (median)", "MB/s", "first batch ms", "read µs/img",
                            "decode µs/img", "transform µs/img", "wait ms/epoch",
@@ -898,7 +712,7 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
     t->ncols = ncols;
     for (unsigned i = 0; i < n; i++) {
         const run_res *r = &runs[i];
-        char(*row)[160] = t->cell[i];
+        char(*row)[BU_TABLE_CELL] = bu_table_row(t);
         snprintf(row[0], 160, "%d", r->workers);
         snprintf(row[1], 160, "%s", pipeline_names[o->pipeline]);
         snprintf(row[2], 160, "%s", decoder_names[o->decoder]);
@@ -934,48 +748,47 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
                 snprintf(row[gcol + 5], 160, "-");
         }
     }
-    t->nrows = n;
-    table_render(t, b);
-    free(t);
+    bu_table_render(t, b);
+    bu_table_free(t);
 }
 
-static void make_header(const opts *o, const context *cx, sbuf *b)
+static void make_header(const opts *o, const context *cx, bu_sbuf *b)
 {
-    sb_printf(b, "feeder %s on %s (%s); %s, %s decoder, batch %u, prefetch %d, %ux%u %s, "
+    bu_sb_printf(b, "feeder %s on %s (%s); %s, %s decoder, batch %u, prefetch %d, %ux%u %s, "
               "%s order%s%s\n",
-              feeder_version_string(), cx->label, cx->cpu, pipeline_names[o->pipeline],
+              feeder_version_string(), cx->m.label, cx->m.cpu, pipeline_names[o->pipeline],
               decoder_names[o->decoder], o->batch, o->prefetch, o->size, o->size,
               layout_names[o->layout], o->shuffle ? "shuffled" : "sequential",
               o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
     if (o->device >= 0)
-        sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, compute %.2f ms per batch\n", o->device,
+        bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, compute %.2f ms per batch\n", o->device,
                   pin_names[o->pin], o->gpu_prefetch, o->compute_ms);
-    sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average)\n",
+    bu_sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average)\n",
               cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
               cx->jpeg_bytes / 1e6, cx->images ? cx->jpeg_bytes / 1e3 / cx->images : 0.0);
 }
 
-static void make_footer(const opts *o, const run_res *runs, unsigned n, sbuf *b)
+static void make_footer(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 {
-    sb_printf(b, "Epochs are timed from the first request (epoch 0 includes the start and its "
+    bu_sb_printf(b, "Epochs are timed from the first request (epoch 0 includes the start and its "
               "fork) to the end of the epoch; per-image stage times are summed over workers.");
     if (o->sweep)
-        sb_printf(b, " Scaling efficiency = images/s / (workers × images/s at workers 0).");
+        bu_sb_printf(b, " Scaling efficiency = images/s / (workers × images/s at workers 0).");
     if (o->checksum)
-        sb_printf(b, " With --checksum the rates include hashing every sample in the consumer "
+        bu_sb_printf(b, " With --checksum the rates include hashing every sample in the consumer "
                   "thread (XXH64 over pixels, then label, sample by sample).");
     if (o->device >= 0)
-        sb_printf(b, " GPU columns: H2D GB/s = bytes copied / copy time on the copy stream "
+        bu_sb_printf(b, " GPU columns: H2D GB/s = bytes copied / copy time on the copy stream "
                   "(events); stall = time feeder_next blocked after the epoch's first batch, "
                   "as a share of the rest of the epoch; GPU idle = 1 - (time of the step "
                   "kernels on the user's stream) / epoch time; epoch / compute alone = epoch "
                   "time / the same steps run back to back on a resident buffer.");
-    sb_printf(b, "\n");
+    bu_sb_printf(b, "\n");
     if (o->device >= 0 && n > 0)
-        sb_printf(b, "gpu: %s\n", runs[0].gpu_how);
+        bu_sb_printf(b, "gpu: %s\n", runs[0].gpu_how);
     for (unsigned i = 0; i < n; i++)
         if (runs[i].io_reason[0]) {
-            sb_printf(b, "io: %s (%s)\n", runs[i].io, runs[i].io_reason);
+            bu_sb_printf(b, "io: %s (%s)\n", runs[i].io, runs[i].io_reason);
             break;
         }
     if (o->checksum && n > 1) {
@@ -983,34 +796,34 @@ static void make_footer(const opts *o, const run_res *runs, unsigned n, sbuf *b)
         for (unsigned i = 1; i < n; i++)
             same &= runs[i].checksum == runs[0].checksum;
         if (same)
-            sb_printf(b, "checksum %016llx is the same for every worker count.\n",
+            bu_sb_printf(b, "checksum %016llx is the same for every worker count.\n",
                       (unsigned long long)runs[0].checksum);
         else
-            sb_printf(b, "CHECKSUM MISMATCH between worker counts%s.\n",
+            bu_sb_printf(b, "CHECKSUM MISMATCH between worker counts%s.\n",
                       o->in_order ? " (in_order 1: this is a determinism bug)"
                                   : " (expected with in_order 0)");
     }
 }
 
 static void make_json(const opts *o, const context *cx, const run_res *runs, unsigned n,
-                      sbuf *b)
+                      bu_sbuf *b)
 {
-    sb_printf(b, "{\n  \"tool\": \"feeder\",\n  \"version\": ");
-    sb_json_str(b, feeder_version_string());
-    sb_printf(b, ",\n  \"label\": ");
-    sb_json_str(b, cx->label);
-    sb_printf(b, ",\n  \"cpu\": ");
-    sb_json_str(b, cx->cpu);
-    sb_printf(b, ",\n  \"cores\": %ld,\n  \"date\": ", cx->cores);
-    sb_json_str(b, cx->date);
-    sb_printf(b, ",\n  \"command\": ");
-    sb_json_str(b, cx->cmd.p);
-    sb_printf(b, ",\n  \"dataset\": {\"path\": ");
-    sb_json_str(b, cx->data);
-    sb_printf(b, ", \"images\": %llu, \"classes\": %llu, \"jpeg_bytes\": %llu},\n",
+    bu_sb_printf(b, "{\n  \"tool\": \"feeder\",\n  \"version\": ");
+    bu_sb_json_str(b, feeder_version_string());
+    bu_sb_printf(b, ",\n  \"label\": ");
+    bu_sb_json_str(b, cx->m.label);
+    bu_sb_printf(b, ",\n  \"cpu\": ");
+    bu_sb_json_str(b, cx->m.cpu);
+    bu_sb_printf(b, ",\n  \"cores\": %ld,\n  \"date\": ", cx->m.cores);
+    bu_sb_json_str(b, cx->m.date);
+    bu_sb_printf(b, ",\n  \"command\": ");
+    bu_sb_json_str(b, cx->cmd.p);
+    bu_sb_printf(b, ",\n  \"dataset\": {\"path\": ");
+    bu_sb_json_str(b, cx->data);
+    bu_sb_printf(b, ", \"images\": %llu, \"classes\": %llu, \"jpeg_bytes\": %llu},\n",
               (unsigned long long)cx->images, (unsigned long long)cx->classes,
               (unsigned long long)cx->jpeg_bytes);
-    sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
+    bu_sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
               "\"pipeline\": \"%s\", \"decoder\": \"%s\", \"io\": \"%s\", \"seed\": %llu, "
               "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
               "\"in_order\": %d, \"persistent_workers\": %d, \"checksum\": %s},\n",
@@ -1019,32 +832,32 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
               o->io == FEEDER_IO_URING ? "uring" : o->io == FEEDER_IO_PREAD ? "pread" : "auto",
               (unsigned long long)o->seed, o->size, o->resize, layout_names[o->layout],
               o->shuffle, o->in_order, o->persistent, o->checksum ? "true" : "false");
-    sb_printf(b, "  \"runs\": [");
+    bu_sb_printf(b, "  \"runs\": [");
     for (unsigned i = 0; i < n; i++) {
         const run_res *r = &runs[i];
-        sb_printf(b, "%s\n    {\"workers\": %d, \"io_backend\": ", i ? "," : "", r->workers);
-        sb_json_str(b, r->io);
-        sb_printf(b, ", \"io_reason\": ");
-        sb_json_str(b, r->io_reason);
-        sb_printf(b, ",\n     \"median_images_per_s\": %.1f, \"median_first_batch_ms\": %.2f, "
+        bu_sb_printf(b, "%s\n    {\"workers\": %d, \"io_backend\": ", i ? "," : "", r->workers);
+        bu_sb_json_str(b, r->io);
+        bu_sb_printf(b, ", \"io_reason\": ");
+        bu_sb_json_str(b, r->io_reason);
+        bu_sb_printf(b, ",\n     \"median_images_per_s\": %.1f, \"median_first_batch_ms\": %.2f, "
                   "\"median_mb_per_s\": %.2f,\n     \"read_us_per_image\": %.2f, "
                   "\"decode_us_per_image\": %.2f, \"transform_us_per_image\": %.2f, "
                   "\"wait_ms_per_epoch\": %.2f,\n     \"scaling_efficiency\": ",
                   r->med_rate, r->med_first_ms, r->mbps, r->read_us, r->decode_us, r->xform_us,
                   r->wait_ms);
         if (r->eff >= 0)
-            sb_printf(b, "%.4f", r->eff);
+            bu_sb_printf(b, "%.4f", r->eff);
         else
-            sb_printf(b, "null");
-        sb_printf(b, ", \"shm_bytes\": %llu, \"slots\": %llu, \"checksum\": ",
+            bu_sb_printf(b, "null");
+        bu_sb_printf(b, ", \"shm_bytes\": %llu, \"slots\": %llu, \"checksum\": ",
                   (unsigned long long)r->shm_bytes, (unsigned long long)r->slots);
         if (o->checksum)
-            sb_printf(b, "\"%016llx\"", (unsigned long long)r->checksum);
+            bu_sb_printf(b, "\"%016llx\"", (unsigned long long)r->checksum);
         else
-            sb_printf(b, "null");
-        sb_printf(b, ",\n     \"gpu\": ");
+            bu_sb_printf(b, "null");
+        bu_sb_printf(b, ",\n     \"gpu\": ");
         if (r->gpu) {
-            sb_printf(b, "{\"device\": %d, \"pin\": \"%s\", \"dtype\": \"%s\", "
+            bu_sb_printf(b, "{\"device\": %d, \"pin\": \"%s\", \"dtype\": \"%s\", "
                       "\"gpu_prefetch\": %d, \"compute_ms\": %.3f, \"h2d_gb_per_s\": %.2f, "
                       "\"h2d_bytes\": %llu, \"pin_ns\": %llu, \"median_stall_pct_after_first\": %.3f, "
                       "\"median_gpu_idle_pct\": %.2f, \"median_epoch_over_compute_alone\": %.4f, "
@@ -1053,15 +866,15 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
                       o->compute_ms, r->h2d_gbps, (unsigned long long)r->h2d_bytes,
                       (unsigned long long)r->pin_ns, r->med_stall_pct, r->med_idle_pct,
                       r->med_vs_alone);
-            sb_json_str(b, r->gpu_how);
-            sb_printf(b, "}");
+            bu_sb_json_str(b, r->gpu_how);
+            bu_sb_printf(b, "}");
         } else {
-            sb_printf(b, "null");
+            bu_sb_printf(b, "null");
         }
-        sb_printf(b, ",\n     \"epochs\": [");
+        bu_sb_printf(b, ",\n     \"epochs\": [");
         for (unsigned e = 0; e < r->nep; e++) {
             const epoch_res *ep = &r->ep[e];
-            sb_printf(b, "%s\n       {\"images\": %llu, \"batches\": %llu, \"seconds\": %.6f, "
+            bu_sb_printf(b, "%s\n       {\"images\": %llu, \"batches\": %llu, \"seconds\": %.6f, "
                       "\"images_per_s\": %.1f, \"first_batch_ms\": %.3f, \"bytes_read\": %llu, "
                       "\"read_ns\": %llu, \"decode_ns\": %llu, \"transform_ns\": %llu, "
                       "\"wait_ns\": %llu, \"skipped\": %llu}",
@@ -1072,44 +885,20 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
                       (unsigned long long)ep->transform_ns, (unsigned long long)ep->wait_ns,
                       (unsigned long long)ep->skipped);
         }
-        sb_printf(b, "]}");
+        bu_sb_printf(b, "]}");
     }
-    sb_printf(b, "\n  ]\n}\n");
+    bu_sb_printf(b, "\n  ]\n}\n");
 }
 
-static void append_record(const opts *o, const context *cx, const char *header,
-                          const char *tbl, const char *footer)
+static void append_record(const opts *o, const context *cx, const bu_sbuf *header,
+                          const bu_sbuf *tbl, const bu_sbuf *footer)
 {
-    char path[4096];
-    if (o->append_to)
-        snprintf(path, sizeof(path), "%s", o->append_to);
-    else
-        snprintf(path, sizeof(path), "%s/docs/BENCHMARKS.md", FEEDER_SOURCE_DIR);
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = 0;
-        bu_mkdirs(dir);
-    }
-    struct stat st;
-    int fresh = stat(path, &st) != 0 || st.st_size == 0;
-    FILE *f = fopen(path, "a");
-    if (!f) {
-        fprintf(stderr, PROG ": warning: cannot append to %s: %s\n", path, strerror(errno));
-        return;
-    }
-    if (fresh)
-        fprintf(f, "# Benchmarks\n\nRecords appended by `bench/bench_loader` and "
-                   "`bench/run_figures.sh`, oldest first. Each gives the exact command, the "
-                   "date and the machine.\n");
-    fprintf(f, "\n## %s, %s: bench_loader, %s\n\n```\n%s\n```\n\n%s\n%s\n%s", cx->date,
-            cx->label, pipeline_names[o->pipeline], cx->cmd.p,
-            header, tbl, footer);
-    if (fclose(f) != 0)
-        fprintf(stderr, PROG ": warning: writing %s: %s\n", path, strerror(errno));
-    else
-        fprintf(stderr, "appended to %s\n", path);
+    char title[64];
+    snprintf(title, sizeof(title), PROG ", %s", pipeline_names[o->pipeline]);
+    bu_sbuf body = {0};
+    bu_sb_printf(&body, "%s\n%s\n%s", header->p, tbl->p, footer->p);
+    bu_append_record(o->append_to, FEEDER_SOURCE_DIR, PROG, &cx->m, title, cx->cmd.p, body.p);
+    free(body.p);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1121,22 +910,16 @@ int main(int argc, char **argv)
 
     context cx;
     memset(&cx, 0, sizeof(cx));
-    command_line(&cx.cmd, argc, argv);
-    cx.cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_model(cx.cpu, sizeof(cx.cpu));
-    if (o.label) {
-        snprintf(cx.label, sizeof(cx.label), "%s", o.label);
-    } else {
-        struct utsname u;
-        snprintf(cx.label, sizeof(cx.label), "%s (%ld cores)",
-                 uname(&u) == 0 ? u.nodename : "unknown", cx.cores);
-    }
+    bu_command_line(&cx.cmd, PROG, argc, argv);
 
     if (o.data) {
         snprintf(cx.data, sizeof(cx.data), "%s", o.data);
     } else {
-        default_dataset_dir(cx.data, sizeof(cx.data), o.make_images);
-        make_default_dataset(cx.data, o.make_images);
+        bu_default_dataset_dir(cx.data, sizeof(cx.data), o.make_images);
+        char err[1024];
+        if (bu_ensure_default_dataset(cx.data, o.make_images, FEEDER_BENCH_PHOTOS, err,
+                                      sizeof(err)))
+            die("%s", err);
     }
     feeder_dataset *ds = open_dataset(cx.data);
     cx.images = feeder_dataset_size(ds);
@@ -1162,17 +945,14 @@ int main(int argc, char **argv)
             if (runs[i].workers > 0)
                 runs[i].eff = runs[i].med_rate / (runs[i].workers * rate0);
 
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(cx.date, sizeof(cx.date), "%Y-%m-%d %H:%M UTC", &tm);
+    bu_machine_init(&cx.m, o.label);
 
-    sbuf header = {0}, tbl = {0}, footer = {0};
+    bu_sbuf header = {0}, tbl = {0}, footer = {0};
     make_header(&o, &cx, &header);
     make_table(&o, runs, o.nworkers, &tbl);
     make_footer(&o, runs, o.nworkers, &footer);
     if (o.json) {
-        sbuf js = {0};
+        bu_sbuf js = {0};
         make_json(&o, &cx, runs, o.nworkers, &js);
         fputs(js.p, stdout);
         free(js.p);
@@ -1181,7 +961,7 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
     if (o.append)
-        append_record(&o, &cx, header.p, tbl.p, footer.p);
+        append_record(&o, &cx, &header, &tbl, &footer);
 
     int mismatch = 0;
     if (o.checksum && o.in_order)
