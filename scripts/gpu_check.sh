@@ -29,6 +29,22 @@ if [[ $what == tests || $what == all ]]; then
     echo "compute-sanitizer $tool exit $s"
     (( s == 0 )) || rc=1
   done
+  if [[ -x $build/examples/train_loop ]]; then
+    echo "== examples/train_loop (first step checked on the CPU; exits 3 if the loss did not fall)"
+    "$build/examples/train_loop" --device 0 --workers 8 > "$out/train_loop.log" 2>&1
+    s=$?
+    tail -9 "$out/train_loop.log"
+    echo "train_loop exit $s"
+    (( s == 0 )) || rc=1
+    echo "== compute-sanitizer --tool memcheck train_loop, one epoch"
+    timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$build/examples/train_loop" --device 0 --workers 8 --epochs 1 \
+      > "$out/sanitizer-train_loop.log" 2>&1
+    s=$?
+    tail -3 "$out/sanitizer-train_loop.log"
+    echo "compute-sanitizer memcheck train_loop exit $s"
+    (( s == 0 )) || rc=1
+  fi
 fi
 if [[ $what == bench || $what == all ]]; then
   b="$build/bench/bench_loader"
