@@ -587,10 +587,39 @@ static void push_status(feeder__gpu *g, int rc, const char *msg)
     g->paused = 1;
 }
 
+/* Give back the host batch an entry still holds, waiting for its copy:
+ * an entry freed by the user may be refilled before a reap saw its copy
+ * end, and its old slot must not be lost. */
+static int drop_held(feeder__gpu *g, entry *en)
+{
+    if (!en->hb)
+        return 0;
+    if (g->pin_mode == FEEDER_PIN_COPY) {
+        pthread_mutex_lock(&g->lock);
+        while (!en->slot_done && !g->stop)
+            pthread_cond_wait(&g->cv_done, &g->lock);
+        pthread_mutex_unlock(&g->lock);
+    } else {
+        cudaError_t e = cudaEventSynchronize(en->h2d_ev);
+        if (e != cudaSuccess)
+            return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+                                       (unsigned long long)en->pub.number, cuerr(e));
+    }
+    feeder__host_release(en->hb);
+    en->hb = NULL;
+    g->held--;
+    return 0;
+}
+
 /* Start moving host batch `hb` into entry `en`. */
 static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
 {
     const feeder__slot_layout *l = g->l;
+    int rc = drop_held(g, en);
+    if (rc) {
+        feeder__host_release(hb);
+        return rc;
+    }
     en->hb = hb;
     g->held++;
     en->count = hb->count;
@@ -667,10 +696,13 @@ static int pull(feeder__gpu *g, int wait)
         entry *en = free_entry(g);
         if (!en)
             return 0;
+        int rc = drop_held(g, en);
+        if (rc)
+            return rc;
         if (g->held >= (int)g->nslots)
             return 0; /* every slot is in a copy; reap frees them */
         feeder_batch *hb = NULL;
-        int rc = feeder__host_next(g->ld, &hb, !wait);
+        rc = feeder__host_next(g->ld, &hb, !wait);
         if (rc == FEEDER__AGAIN)
             return 0;
         if (rc) {

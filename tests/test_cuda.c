@@ -463,6 +463,73 @@ START_TEST(test_slow_consumer_smallest_rings)
 }
 END_TEST
 
+/* A consumer that releases at once while large copies are still in flight:
+ * an entry is refilled before its last copy ended, and the slot that copy
+ * read must still go back to the workers. With 2 slots, one lost slot stalls
+ * the loader (timeout) within a few batches. */
+START_TEST(test_fast_consumer_large_copies_keep_slots)
+{
+    static const int pins[] = {FEEDER_PIN_NONE, FEEDER_PIN_COPY, FEEDER_PIN_REGISTER};
+    pattern pat = {.n = 32 * 40};
+    feeder_dataset_callbacks cb = {.len = pat_len, .get = pat_get};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, &pat, &ds), 0);
+    for (int p = 0; p < 3; p++) {
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 32), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 20000), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, pins[p]), 0);
+        cudaStream_t s;
+        CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        unsigned long long *sums;
+        CK_CUDA(cudaMalloc((void **)&sums, 120 * sizeof(*sums)));
+        CK_CUDA(cudaMemset(sums, 0, 120 * sizeof(*sums)));
+        unsigned long long want[120];
+        const size_t sb = 224 * 224 * 3;
+        uint8_t *buf = malloc(32 * sb);
+        uint32_t i = 0;
+        for (int e = 0; e < 3; e++) {
+            feeder_batch *b;
+            int rc;
+            while ((rc = feeder_next(ld, &b)) == 0) {
+                ck_assert_uint_lt(i, 120);
+                for (uint32_t k = 0; k < b->count; k++) {
+                    feeder_sample_ctx ctx = {.index = b->indices[k], .epoch = (uint64_t)e};
+                    int64_t lab;
+                    pat_get(&pat, &ctx, buf + k * sb, sb, &lab, NULL, 0);
+                }
+                want[i] = tk_host_sum(buf, (size_t)b->count * sb, b->labels, b->count);
+                CK_CUDA(feeder_batch_wait(b, s));
+                ck_assert_int_eq(tk_spin_sum(b->device_data, b->device_bytes, b->device_labels,
+                                             b->count, 0, sums + i, s),
+                                 0);
+                ck_assert_int_eq(feeder_batch_release(b, s), 0);
+                i++;
+            }
+            ck_assert_msg(rc == FEEDER_DONE, "pin mode %d, epoch %d: %s: %s", pins[p], e,
+                          feeder_strerror(rc), feeder_loader_errmsg(ld));
+        }
+        ck_assert_uint_eq(i, 120);
+        unsigned long long got[120];
+        CK_CUDA(cudaStreamSynchronize(s));
+        CK_CUDA(cudaMemcpy(got, sums, sizeof(got), cudaMemcpyDeviceToHost));
+        for (uint32_t k = 0; k < 120; k++)
+            ck_assert_msg(got[k] == want[k], "pin mode %d, batch %u: device read %llu, expected %llu",
+                          pins[p], k, got[k], want[k]);
+        free(buf);
+        CK_CUDA(cudaFree(sums));
+        CK_CUDA(cudaStreamDestroy(s));
+        feeder_loader_destroy(ld);
+    }
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 /* ---- errors and lifetimes ---- */
 
 START_TEST(test_device_ring_borrowed)
@@ -560,6 +627,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_normalize_matches_cpu);
     tcase_add_test(tc, test_normalize_custom_mean_std);
     tcase_add_test(tc, test_slow_consumer_smallest_rings);
+    tcase_add_test(tc, test_fast_consumer_large_copies_keep_slots);
     tcase_add_test(tc, test_device_ring_borrowed);
     tcase_add_test(tc, test_device_out_of_range);
     tcase_add_test(tc, test_set_epoch_drops_prefetched);
