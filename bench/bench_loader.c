@@ -42,10 +42,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu_step.h"
 #include "benchutil.h"
 #include "feeder.h"
 
@@ -89,10 +89,17 @@ typedef struct opts {
     int append;
     const char *append_to;
     const char *label;
-    int packed_read;      /* FEEDER_PACKED_READ_* */
+    /* GPU delivery */
+    int device;        /* -1: host batches */
+    int pin;
+    int gpu_prefetch;
+    int dtype;
+    double compute_ms; /* the stand-in training step, per batch */
+    /* packed files */
+    int packed_read;   /* FEEDER_PACKED_READ_* */
     int verify_crc;
-    int shape_given;      /* --size, --resize, --layout or --pipeline was given */
-    int drop_cache;       /* evict the dataset's files from the page cache before each epoch */
+    int shape_given;   /* --size, --resize, --layout or --pipeline was given */
+    int drop_cache;    /* evict the dataset's files from the page cache before each epoch */
 } opts;
 
 static const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
@@ -100,6 +107,9 @@ static const char *const decoder_names[] = {"turbo", "roi", NULL};
 static const char *const io_names[] = {"auto", "uring", "pread", NULL};
 static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 static const char *const layout_names[] = {"nhwc", "nchw", NULL};
+static const char *const pin_names[] = {"none", "copy", "register", NULL};
+static const char *const dtype_names[] = {"uint8", "fp16", "bf16", "fp32", NULL};
+static const size_t dtype_size[] = {1, 2, 2, 4};
 static const char *const packed_read_names[] = {"mmap", "uring", "direct", NULL};
 
 /* The dataset is a packed file: what its header says (kind 0 otherwise). */
@@ -124,10 +134,6 @@ static void usage(FILE *f)
             "                       train: RandomResizedCrop 224 + flip)\n"
             "  --decoder turbo|roi  full TurboJPEG decode, or cropped DCT-scaled decode (roi)\n"
             "  --io auto|uring|pread  read path (auto)\n"
-            "  --packed-read mmap|uring|direct  how a packed file's records are read (mmap)\n"
-            "  --verify-crc         check every packed record's crc32c while loading\n"
-            "  --drop-cache         evict the dataset's files from the page cache before every\n"
-            "                       epoch (cold-cache figures; untimed; reports what stayed)\n"
             "  --seed N             seed of the order and the random crops (0)\n"
             "  --size N             output side (224)\n"
             "  --resize N           eval: shorter side before the crop (size*256/224)\n"
@@ -141,6 +147,18 @@ static void usage(FILE *f)
             "  --no-append          do not append the record to docs/BENCHMARKS.md\n"
             "  --append-to FILE     append the record to FILE instead\n"
             "  --label TEXT         machine name for the record (default: hostname + cores)\n"
+            "  --device N           deliver batches on CUDA device N (-1: host batches)\n"
+            "  --pin none|copy|register  how slots reach the GPU (register)\n"
+            "  --gpu-prefetch N     device buffers in the ring (2)\n"
+            "  --dtype uint8|fp16|bf16|fp32  device batch type; floats are normalised on\n"
+            "                       the GPU (uint8)\n"
+            "  --compute-ms X       per batch, a kernel on the user's stream reads every byte\n"
+            "                       of the batch and spins X ms (a stand-in training step);\n"
+            "                       reports consumer stall and GPU idle share (0)\n"
+            "  --packed-read mmap|uring|direct  how a packed file's records are read (mmap)\n"
+            "  --verify-crc         check every packed record's crc32c while loading\n"
+            "  --drop-cache         evict the dataset's files from the page cache before every\n"
+            "                       epoch (cold-cache figures; untimed; reports what stayed)\n"
             "  -h, --help           this text\n"
             "Exit status: 0 done, 1 the loader failed, 2 bad arguments, 3 --checksum differs\n"
             "between worker counts with in-order delivery (a determinism bug).\n");
@@ -231,7 +249,8 @@ enum {
     OPT_DATA = 256, OPT_BATCH, OPT_EPOCHS, OPT_WORKERS, OPT_PREFETCH, OPT_PIPELINE,
     OPT_DECODER, OPT_IO, OPT_SEED, OPT_SIZE, OPT_RESIZE, OPT_LAYOUT, OPT_SWEEP, OPT_JSON,
     OPT_CHECKSUM, OPT_NO_APPEND, OPT_APPEND_TO, OPT_LABEL, OPT_SHUFFLE, OPT_IN_ORDER,
-    OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE
+    OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES, OPT_DEVICE, OPT_PIN, OPT_GPU_PREFETCH, OPT_DTYPE,
+    OPT_COMPUTE_MS, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE
 };
 
 static void parse_args(opts *o, int argc, char **argv)
@@ -260,6 +279,11 @@ static void parse_args(opts *o, int argc, char **argv)
         {"persistent", no_argument, 0, OPT_PERSISTENT},
         {"timeout-ms", required_argument, 0, OPT_TIMEOUT},
         {"images", required_argument, 0, OPT_IMAGES},
+        {"device", required_argument, 0, OPT_DEVICE},
+        {"pin", required_argument, 0, OPT_PIN},
+        {"gpu-prefetch", required_argument, 0, OPT_GPU_PREFETCH},
+        {"dtype", required_argument, 0, OPT_DTYPE},
+        {"compute-ms", required_argument, 0, OPT_COMPUTE_MS},
         {"packed-read", required_argument, 0, OPT_PACKED_READ},
         {"verify-crc", no_argument, 0, OPT_VERIFY_CRC},
         {"drop-cache", no_argument, 0, OPT_DROP_CACHE},
@@ -282,6 +306,10 @@ static void parse_args(opts *o, int argc, char **argv)
     o->timeout_ms = 120000;
     o->make_images = 2000;
     o->append = 1;
+    o->device = -1;
+    o->pin = FEEDER_PIN_REGISTER;
+    o->gpu_prefetch = 2;
+    o->dtype = FEEDER_DTYPE_UINT8;
     int workers_given = 0;
 
     opterr = 0; /* our own messages name the option */
@@ -368,6 +396,26 @@ static void parse_args(opts *o, int argc, char **argv)
             /* 10 classes of equal size. */
             o->make_images = (unsigned)parse_uint("--images", optarg, 10, 10000000) / 10 * 10;
             break;
+        case OPT_DEVICE:
+            o->device = strcmp(optarg, "-1") == 0 ? -1 : (int)parse_uint("--device", optarg, 0, 1023);
+            break;
+        case OPT_PIN:
+            o->pin = parse_enum("--pin", optarg, pin_names);
+            break;
+        case OPT_GPU_PREFETCH:
+            o->gpu_prefetch = (int)parse_uint("--gpu-prefetch", optarg, 2, 64);
+            break;
+        case OPT_DTYPE:
+            o->dtype = parse_enum("--dtype", optarg, dtype_names);
+            break;
+        case OPT_COMPUTE_MS: {
+            char *end;
+            errno = 0;
+            o->compute_ms = strtod(optarg, &end);
+            if (errno || *end || end == optarg || !(o->compute_ms >= 0 && o->compute_ms <= 60000))
+                die_usage("--compute-ms '%s': expected milliseconds in [0, 60000]", optarg);
+            break;
+        }
         case OPT_PACKED_READ:
             o->packed_read = parse_enum("--packed-read", optarg, packed_read_names);
             break;
@@ -394,6 +442,8 @@ static void parse_args(opts *o, int argc, char **argv)
         o->shuffle = o->pipeline == FEEDER_PIPELINE_TRAIN;
     if (!o->resize)
         o->resize = (uint32_t)(((uint64_t)o->size * 256 + 112) / 224);
+    if (o->device < 0 && (o->compute_ms > 0 || o->dtype != FEEDER_DTYPE_UINT8))
+        die_usage("--compute-ms and --dtype need --device");
     if (o->pipeline == FEEDER_PIPELINE_EVAL && o->resize < o->size)
         die_usage("--resize %u is smaller than --size %u: the centre crop would not fit",
                   o->resize, o->size);
@@ -403,151 +453,9 @@ static void parse_args(opts *o, int argc, char **argv)
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
 
-static double median(const double *v, unsigned n)
-{
-    double s[MAX_EPOCHS];
-    memcpy(s, v, n * sizeof(double));
-    for (unsigned i = 1; i < n; i++) /* insertion sort: n is small */
-        for (unsigned j = i; j > 0 && s[j - 1] > s[j]; j--) {
-            double t = s[j];
-            s[j] = s[j - 1];
-            s[j - 1] = t;
-        }
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
-/* A growing string, for the table and the JSON. Out of memory is fatal here. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            die("formatting failed");
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        b->cap = (b->cap + (size_t)n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p)
-            die("out of memory");
-    }
-}
-
-static void sb_json_str(sbuf *b, const char *s)
-{
-    sb_printf(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            sb_printf(b, "\\%c", *p);
-        else if (*p < 0x20)
-            sb_printf(b, "\\u%04x", *p);
-        else
-            sb_printf(b, "%c", *p);
-    }
-    sb_printf(b, "\"");
-}
-
-/* Display width of UTF-8 text: code points, not bytes (the table uses µs). */
-static size_t utf8_width(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xC0) != 0x80;
-    return n;
-}
-
-/* The command line, quoted so it can be pasted back into a shell. */
-static void command_line(sbuf *b, int argc, char **argv)
-{
-    for (int i = 0; i < argc; i++) {
-        const char *a = i == 0 ? PROG : argv[i];
-        int plain = *a != 0;
-        for (const char *p = a; *p; p++)
-            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,/:+@%",
-                        *p))
-                plain = 0;
-        if (i)
-            sb_printf(b, " ");
-        if (plain) {
-            sb_printf(b, "%s", a);
-        } else {
-            sb_printf(b, "'");
-            for (const char *p = a; *p; p++)
-                if (*p == '\'')
-                    sb_printf(b, "'\\''");
-                else
-                    sb_printf(b, "%c", *p);
-            sb_printf(b, "'");
-        }
-    }
-}
-
-static void cpu_model(char *out, size_t len)
-{
-    snprintf(out, len, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *v = strchr(line, ':');
-            if (v) {
-                v++;
-                while (*v == ' ' || *v == '\t')
-                    v++;
-                v[strcspn(v, "\n")] = 0;
-                snprintf(out, len, "%s", v);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 /* ------------------------------------------------------------------------ */
 /* The dataset                                                               */
 /* ------------------------------------------------------------------------ */
-
-static void default_dataset_dir(char *out, size_t len, unsigned images)
-{
-    const char *env = getenv("FEEDER_DATA");
-    if (env && *env) {
-        snprintf(out, len, "%s", env);
-        return;
-    }
-    const char *home = getenv("HOME");
-    snprintf(out, len, "%s/.cache/feeder/default-%u", home && *home ? home : "/tmp", images);
-}
-
-static void make_default_dataset(const char *dir, unsigned images)
-{
-    const char *photos_dir = getenv("FEEDER_BENCH_PHOTOS");
-    if (!photos_dir || !*photos_dir)
-        photos_dir = FEEDER_BENCH_PHOTOS;
-    char err[512];
-    bu_photos *photos;
-    int rc = bu_photos_load(photos_dir, &photos, err, sizeof(err));
-    if (rc)
-        die("loading the seed photos: %s (set FEEDER_BENCH_PHOTOS to the bench/photos folder, "
-            "or pass --data)", err);
-    rc = bu_make_dataset(photos, dir, 10, images / 10, 1, 1);
-    bu_photos_free(photos);
-    if (rc)
-        die("making the default dataset in %s: %s (set FEEDER_DATA to a writable folder, or "
-            "pass --data)", dir, strerror(-rc));
-}
 
 static feeder_dataset *open_dataset(const char *path)
 {
@@ -603,6 +511,14 @@ typedef struct run_res {
     /* derived */
     double rate[MAX_EPOCHS];
     double med_rate, med_first_ms, mbps, gbps, read_us, decode_us, xform_us, wait_ms, eff;
+    /* GPU runs */
+    int gpu;                  /* batches were on the device */
+    char gpu_how[512];        /* feeder_loader_gpu_status's reason */
+    double stall_ms[MAX_EPOCHS];  /* feeder_next blocked, after the epoch's first batch */
+    double busy_ms[MAX_EPOCHS];   /* GPU time of the steps */
+    double alone_s[MAX_EPOCHS];   /* the same steps with nothing else running */
+    uint64_t h2d_bytes, h2d_ns, pin_ns;
+    double med_stall_pct, med_idle_pct, med_vs_alone, h2d_gbps;
 } run_res;
 
 static void die_loader(feeder_loader *ld, int rc, const char *what, int workers, unsigned epoch)
@@ -657,7 +573,8 @@ static uint64_t drop_file(const char *path, uint64_t *size)
 }
 
 /* --drop-cache: every file of the dataset, or the packed file. Prints what
- * the kernel kept (a persistent worker's mapping keeps its pages). */
+ * the kernel kept: pages a live process maps stay (persistent workers, or
+ * workers 0 reading a packed file through its mapping). */
 static void drop_cache(const opts *o, const feeder_dataset *ds, const char *data)
 {
     uint64_t total = 0, left = 0, size;
@@ -696,19 +613,31 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     set_opt(ld, FEEDER_OPT_PERSISTENT_WORKERS, o->persistent, "--persistent");
     set_opt(ld, FEEDER_OPT_IN_ORDER, o->in_order, "--in-order");
     set_opt(ld, FEEDER_OPT_TIMEOUT_MS, o->timeout_ms, "--timeout-ms");
-    /* A RAW pack brings its own shape: the loader adopts it unless asked. */
-    if (g_pack.kind != FEEDER_RECORD_RAW || o->shape_given) {
+    /* A RAW pack brings its own shape: the loader adopts it unless asked.
+     * (With --dtype, --layout is the device batches' and is always passed.) */
+    int raw = g_pack.kind == FEEDER_RECORD_RAW;
+    if (!raw || o->shape_given) {
         set_opt(ld, FEEDER_OPT_PIPELINE, o->pipeline, "--pipeline");
         set_opt(ld, FEEDER_OPT_HEIGHT, o->size, "--size");
         set_opt(ld, FEEDER_OPT_WIDTH, o->size, "--size");
         if (o->pipeline == FEEDER_PIPELINE_EVAL)
             set_opt(ld, FEEDER_OPT_RESIZE, o->resize, "--resize");
-        set_opt(ld, FEEDER_OPT_LAYOUT, o->layout, "--layout");
     }
+    if (!raw || o->shape_given || o->dtype != FEEDER_DTYPE_UINT8)
+        set_opt(ld, FEEDER_OPT_LAYOUT, o->layout, "--layout");
     set_opt(ld, FEEDER_OPT_DECODER, o->decoder, "--decoder");
     set_opt(ld, FEEDER_OPT_IO, o->io, "--io");
     set_opt(ld, FEEDER_OPT_PACKED_READ, o->packed_read, "--packed-read");
     set_opt(ld, FEEDER_OPT_VERIFY_CRC, o->verify_crc, "--verify-crc");
+    set_opt(ld, FEEDER_OPT_DEVICE, o->device, "--device");
+    set_opt(ld, FEEDER_OPT_PIN_MODE, o->pin, "--pin");
+    set_opt(ld, FEEDER_OPT_GPU_PREFETCH, o->gpu_prefetch, "--gpu-prefetch");
+    set_opt(ld, FEEDER_OPT_DTYPE, o->dtype, "--dtype");
+    bg_ctx *gpu = NULL;
+    char gerr[512];
+    uint8_t *hostbuf = NULL; /* --checksum of device batches */
+    if (o->device >= 0 && bg_create(o->device, &gpu, gerr, sizeof(gerr)))
+        die("--device %d: %s", o->device, gerr);
 
     const uint64_t expect = feeder_dataset_size(ds);
     const uint64_t nclasses = feeder_dataset_num_classes(ds);
@@ -730,9 +659,14 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
             const char *be = feeder_loader_io_backend(ld, &why);
             snprintf(r->io, sizeof(r->io), "%s", be ? be : "?");
             snprintf(r->io_reason, sizeof(r->io_reason), "%s", why ? why : "");
+            r->gpu = feeder_loader_gpu_status(ld, &why);
+            snprintf(r->gpu_how, sizeof(r->gpu_how), "%s", why ? why : "");
+            if (o->device >= 0 && !r->gpu)
+                die("--device %d: the loader delivers host batches: %s", o->device, r->gpu_how);
         }
         for (;;) {
             feeder_batch *b;
+            uint64_t tn = bu_now_ns();
             rc = feeder_next(ld, &b);
             if (rc == FEEDER_DONE)
                 break;
@@ -740,13 +674,35 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
                 die_loader(ld, rc, "feeder_next", workers, e);
             if (ep->batches == 0)
                 ep->first_ns = bu_now_ns() - t0;
+            else
+                r->stall_ms[e] += (bu_now_ns() - tn) / 1e6;
+            unsigned step = (unsigned)ep->batches;
             ep->batches++;
             ep->images += b->count;
             ep->out_bytes += (uint64_t)b->count * b->sample_bytes;
+            const uint8_t *px = b->data;
+            if (r->gpu) {
+                /* Like a loop that reads its loss every step: the host waits
+                 * for step k-1 before it asks for batch k+1, so at most one
+                 * step is queued ahead and feeder_next's blocking is real. */
+                if (o->compute_ms > 0 &&
+                    (bg_step(gpu, step, b->ready_event, b->device_data, b->device_bytes,
+                             o->compute_ms, gerr, sizeof(gerr)) ||
+                     (step > 0 && bg_wait_step(gpu, step - 1, gerr, sizeof(gerr)))))
+                    die("compute step: %s", gerr);
+                if (o->checksum) {
+                    if (!hostbuf && !(hostbuf = malloc((size_t)o->batch * b->sample_bytes)))
+                        die("out of memory");
+                    if (bg_to_host(gpu, b->ready_event, hostbuf, b->device_data, b->device_bytes,
+                                   gerr, sizeof(gerr)))
+                        die("copying a batch back: %s", gerr);
+                    px = hostbuf;
+                }
+            }
             /* Sample by sample (pixels, then label), so the checksum does
              * not depend on the batch size either. */
             for (uint32_t i = 0; o->checksum && i < b->count; i++) {
-                h = bu_hash64(h, b->data + (size_t)i * b->sample_bytes, b->sample_bytes);
+                h = bu_hash64(h, px + (size_t)i * b->sample_bytes, b->sample_bytes);
                 h = bu_hash64(h, &b->labels[i], sizeof(int64_t));
             }
             /* A cheap sanity check, so a fast but wrong loader does not go
@@ -758,9 +714,13 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
                             (long long)b->labels[i], (unsigned long long)nclasses);
                     warned = 1;
                 }
-            if ((rc = feeder_batch_release(b, NULL)))
+            if ((rc = feeder_batch_release(b, gpu ? bg_stream(gpu) : NULL)))
                 die_loader(ld, rc, "feeder_batch_release", workers, e);
         }
+        /* The epoch ends when the GPU has finished its last step. */
+        if (gpu && o->compute_ms > 0 &&
+            bg_busy_ms(gpu, (unsigned)ep->batches, &r->busy_ms[e], gerr, sizeof(gerr)))
+            die("timing the steps: %s", gerr);
         ep->ns = bu_now_ns() - t0;
         if ((rc = feeder_loader_stats(ld, &s1)))
             die_loader(ld, rc, "feeder_loader_stats", workers, e);
@@ -772,6 +732,16 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
         ep->skipped = s1.skipped - s0.skipped;
         r->shm_bytes = s1.shm_bytes;
         r->slots = s1.slots;
+        r->h2d_bytes += s1.h2d_bytes - s0.h2d_bytes;
+        r->h2d_ns += s1.h2d_ns - s0.h2d_ns;
+        r->pin_ns += s1.pin_ns - s0.pin_ns;
+        if (gpu && o->compute_ms > 0 &&
+            bg_compute_alone(gpu, (size_t)o->batch * (raw ? g_pack.record_bytes
+                                                          : (size_t)o->size * o->size * 3) *
+                                      dtype_size[o->dtype],
+                             o->compute_ms, (unsigned)ep->batches, &r->alone_s[e], gerr,
+                             sizeof(gerr)))
+            die("compute alone: %s", gerr);
         if (ep->images != expect)
             fprintf(stderr, PROG ": warning: epoch %u delivered %llu images, the dataset has %llu\n",
                     e, (unsigned long long)ep->images, (unsigned long long)expect);
@@ -782,6 +752,8 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     }
     r->checksum = h;
     feeder_loader_destroy(ld);
+    bg_destroy(gpu);
+    free(hostbuf);
 
     double first[MAX_EPOCHS], mbps[MAX_EPOCHS], gbps[MAX_EPOCHS];
     uint64_t images = 0, rd = 0, dec = 0, xf = 0, wait = 0;
@@ -795,15 +767,28 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
         xf += r->ep[e].transform_ns;
         wait += r->ep[e].wait_ns;
     }
-    r->med_rate = median(r->rate, r->nep);
-    r->med_first_ms = median(first, r->nep);
-    r->mbps = median(mbps, r->nep);
-    r->gbps = median(gbps, r->nep);
+    r->med_rate = bu_median(r->rate, r->nep);
+    r->med_first_ms = bu_median(first, r->nep);
+    r->mbps = bu_median(mbps, r->nep);
+    r->gbps = bu_median(gbps, r->nep);
     r->read_us = images ? rd / 1e3 / images : 0;
     r->decode_us = images ? dec / 1e3 / images : 0;
     r->xform_us = images ? xf / 1e3 / images : 0;
     r->wait_ms = wait / 1e6 / r->nep;
     r->eff = -1;
+    if (r->gpu) {
+        double stall[MAX_EPOCHS], idle[MAX_EPOCHS], vs[MAX_EPOCHS];
+        for (unsigned e = 0; e < r->nep; e++) {
+            double after_first = (r->ep[e].ns - r->ep[e].first_ns) / 1e6;
+            stall[e] = after_first > 0 ? 100.0 * r->stall_ms[e] / after_first : 0;
+            idle[e] = r->ep[e].ns ? 100.0 * (1 - r->busy_ms[e] / (r->ep[e].ns / 1e6)) : 0;
+            vs[e] = r->alone_s[e] > 0 ? r->ep[e].ns / 1e9 / r->alone_s[e] : 0;
+        }
+        r->med_stall_pct = bu_median(stall, r->nep);
+        r->med_idle_pct = o->compute_ms > 0 ? bu_median(idle, r->nep) : -1;
+        r->med_vs_alone = o->compute_ms > 0 ? bu_median(vs, r->nep) : -1;
+        r->h2d_gbps = r->h2d_ns ? (double)r->h2d_bytes / r->h2d_ns : 0;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -811,59 +796,16 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
 /* ------------------------------------------------------------------------ */
 
 typedef struct context {
-    char label[320];
-    char cpu[256];
-    long cores;
-    char date[64];
+    bu_machine m;
     char data[4096];
     uint64_t images, classes, jpeg_bytes;
-    sbuf cmd;
+    bu_sbuf cmd;
 } context;
 
-#define MAX_COLS 16
-typedef struct table {
-    const char *head[MAX_COLS];
-    int right[MAX_COLS];
-    unsigned ncols;
-    char cell[MAX_SWEEP][MAX_COLS][160];
-    unsigned nrows;
-} table;
-
-static void table_render(const table *t, sbuf *b)
+static void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 {
-    size_t w[MAX_COLS];
-    for (unsigned c = 0; c < t->ncols; c++) {
-        w[c] = utf8_width(t->head[c]);
-        for (unsigned r = 0; r < t->nrows; r++) {
-            size_t x = utf8_width(t->cell[r][c]);
-            w[c] = x > w[c] ? x : w[c];
-        }
-    }
-    for (int row = -2; row < (int)t->nrows; row++) {
-        sb_printf(b, "|");
-        for (unsigned c = 0; c < t->ncols; c++) {
-            const char *s = row == -2 ? t->head[c] : row == -1 ? "" : t->cell[row][c];
-            size_t pad = w[c] - utf8_width(s);
-            if (row == -1) {
-                sb_printf(b, " ");
-                for (size_t i = 0; i < w[c]; i++)
-                    sb_printf(b, "%s", (t->right[c] && i + 1 == w[c]) ? ":" : "-");
-                sb_printf(b, " |");
-            } else if (t->right[c]) {
-                sb_printf(b, " %*s%s |", (int)pad, "", s);
-            } else {
-                sb_printf(b, " %s%*s |", s, (int)pad, "");
-            }
-        }
-        sb_printf(b, "\n");
-    }
-}
-
-static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
-{
-    table *t = calloc(1, sizeof(*t));
-    if (!t)
-        die("out of memory");
+    bu_table tab, *t = &tab;
+    bu_table_init(t, 0, NULL, NULL);
     const char *heads[] = {"workers", "pipeline", "decoder", "io", "images/s per epoch",
                            "images/s (median)", "GB/s", "MB/s read", "first batch ms",
                            "read µs/img", "decode µs/img", "transform µs/img", "wait ms/epoch",
@@ -875,10 +817,21 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
         t->head[c] = heads[c];
         t->right[c] = right[c];
     }
+    const char *gheads[] = {"pin", "dtype", "H2D GB/s", "stall % after 1st", "GPU idle %",
+                            "epoch / compute alone"};
+    const int gright[] = {0, 0, 1, 1, 1, 1};
+    unsigned gcol = ncols;
+    if (o->device >= 0) {
+        for (unsigned c = 0; c < 6; c++) {
+            t->head[ncols + c] = gheads[c];
+            t->right[ncols + c] = gright[c];
+        }
+        ncols += 6;
+    }
     t->ncols = ncols;
     for (unsigned i = 0; i < n; i++) {
         const run_res *r = &runs[i];
-        char(*row)[160] = t->cell[i];
+        char(*row)[BU_TABLE_CELL] = bu_table_row(t);
         snprintf(row[0], 160, "%d", r->workers);
         snprintf(row[1], 160, "%s", raw ? "raw pack" : pipeline_names[o->pipeline]);
         snprintf(row[2], 160, "%s", raw ? "-" : decoder_names[o->decoder]);
@@ -900,60 +853,88 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, sbuf *b)
             snprintf(row[13], 160, "-");
         if (o->checksum)
             snprintf(row[14], 160, "%016llx", (unsigned long long)r->checksum);
+        if (o->device >= 0) {
+            snprintf(row[gcol], 160, "%s", pin_names[o->pin]);
+            snprintf(row[gcol + 1], 160, "%s", dtype_names[o->dtype]);
+            snprintf(row[gcol + 2], 160, "%.1f", r->h2d_gbps);
+            snprintf(row[gcol + 3], 160, "%.2f", r->med_stall_pct);
+            if (r->med_idle_pct >= 0)
+                snprintf(row[gcol + 4], 160, "%.1f", r->med_idle_pct);
+            else
+                snprintf(row[gcol + 4], 160, "-");
+            if (r->med_vs_alone >= 0)
+                snprintf(row[gcol + 5], 160, "%.3f", r->med_vs_alone);
+            else
+                snprintf(row[gcol + 5], 160, "-");
+        }
     }
-    t->nrows = n;
-    table_render(t, b);
-    free(t);
+    bu_table_render(t, b);
+    bu_table_free(t);
 }
 
-static void make_header(const opts *o, const context *cx, sbuf *b)
+static void make_header(const opts *o, const context *cx, bu_sbuf *b)
 {
     if (g_pack.kind) {
         char shape[96] = "";
         if (g_pack.kind == FEEDER_RECORD_RAW)
             snprintf(shape, sizeof(shape), "RAW %ux%ux%u %s", g_pack.height, g_pack.width,
                      g_pack.channels, layout_names[g_pack.layout]);
-        sb_printf(b, "feeder %s on %s (%s); packed %s, read by %s%s, batch %u, prefetch %d, "
-                  "%s order%s%s\n",
-                  feeder_version_string(), cx->label, cx->cpu,
-                  g_pack.kind == FEEDER_RECORD_RAW ? shape : "JPEG",
-                  packed_read_names[o->packed_read], o->verify_crc ? " with crc32c checks" : "",
-                  o->batch, o->prefetch, o->shuffle ? "shuffled" : "sequential",
-                  o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
+        bu_sb_printf(b, "feeder %s on %s (%s); packed %s, read by %s%s, batch %u, prefetch %d, "
+                     "%s order%s%s\n",
+                     feeder_version_string(), cx->m.label, cx->m.cpu,
+                     g_pack.kind == FEEDER_RECORD_RAW ? shape : "JPEG",
+                     packed_read_names[o->packed_read],
+                     o->verify_crc ? " with crc32c checks" : "", o->batch, o->prefetch,
+                     o->shuffle ? "shuffled" : "sequential", o->in_order ? "" : ", in_order 0",
+                     o->persistent ? ", persistent workers" : "");
         if (g_pack.kind == FEEDER_RECORD_JPEG)
-            sb_printf(b, "decoded with the %s pipeline, %s decoder, %ux%u %s\n",
-                      pipeline_names[o->pipeline], decoder_names[o->decoder], o->size, o->size,
-                      layout_names[o->layout]);
-        sb_printf(b, "dataset %s: %llu records, %llu classes, %.1f MB of records (shard %u of "
-                  "%u)\n",
-                  cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
-                  g_pack.data_bytes / 1e6, g_pack.shard_index + 1, g_pack.shard_count);
+            bu_sb_printf(b, "decoded with the %s pipeline, %s decoder, %ux%u %s\n",
+                         pipeline_names[o->pipeline], decoder_names[o->decoder], o->size, o->size,
+                         layout_names[o->layout]);
+        if (o->device >= 0)
+            bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, compute %.2f ms per batch\n",
+                         o->device, pin_names[o->pin], o->gpu_prefetch, o->compute_ms);
+        bu_sb_printf(b, "dataset %s: %llu records, %llu classes, %.1f MB of records (shard %u "
+                     "of %u)\n",
+                     cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
+                     g_pack.data_bytes / 1e6, g_pack.shard_index + 1, g_pack.shard_count);
         return;
     }
-    sb_printf(b, "feeder %s on %s (%s); %s, %s decoder, batch %u, prefetch %d, %ux%u %s, "
+    bu_sb_printf(b, "feeder %s on %s (%s); %s, %s decoder, batch %u, prefetch %d, %ux%u %s, "
               "%s order%s%s\n",
-              feeder_version_string(), cx->label, cx->cpu, pipeline_names[o->pipeline],
+              feeder_version_string(), cx->m.label, cx->m.cpu, pipeline_names[o->pipeline],
               decoder_names[o->decoder], o->batch, o->prefetch, o->size, o->size,
               layout_names[o->layout], o->shuffle ? "shuffled" : "sequential",
               o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
-    sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average)\n",
+    if (o->device >= 0)
+        bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, compute %.2f ms per batch\n", o->device,
+                  pin_names[o->pin], o->gpu_prefetch, o->compute_ms);
+    bu_sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average)\n",
               cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
               cx->jpeg_bytes / 1e6, cx->images ? cx->jpeg_bytes / 1e3 / cx->images : 0.0);
 }
 
-static void make_footer(const opts *o, const run_res *runs, unsigned n, sbuf *b)
+static void make_footer(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 {
-    sb_printf(b, "Epochs are timed from the first request (epoch 0 includes the start and its "
+    bu_sb_printf(b, "Epochs are timed from the first request (epoch 0 includes the start and its "
               "fork) to the end of the epoch; per-image stage times are summed over workers.");
     if (o->sweep)
-        sb_printf(b, " Scaling efficiency = images/s / (workers × images/s at workers 0).");
+        bu_sb_printf(b, " Scaling efficiency = images/s / (workers × images/s at workers 0).");
     if (o->checksum)
-        sb_printf(b, " With --checksum the rates include hashing every sample in the consumer "
+        bu_sb_printf(b, " With --checksum the rates include hashing every sample in the consumer "
                   "thread (XXH64 over pixels, then label, sample by sample).");
-    sb_printf(b, "\n");
+    if (o->device >= 0)
+        bu_sb_printf(b, " GPU columns: H2D GB/s = bytes copied / copy time on the copy stream "
+                  "(events); stall = time feeder_next blocked after the epoch's first batch, "
+                  "as a share of the rest of the epoch; GPU idle = 1 - (time of the step "
+                  "kernels on the user's stream) / epoch time; epoch / compute alone = epoch "
+                  "time / the same steps run back to back on a resident buffer.");
+    bu_sb_printf(b, "\n");
+    if (o->device >= 0 && n > 0)
+        bu_sb_printf(b, "gpu: %s\n", runs[0].gpu_how);
     for (unsigned i = 0; i < n; i++)
         if (runs[i].io_reason[0]) {
-            sb_printf(b, "io: %s (%s)\n", runs[i].io, runs[i].io_reason);
+            bu_sb_printf(b, "io: %s (%s)\n", runs[i].io, runs[i].io_reason);
             break;
         }
     if (o->checksum && n > 1) {
@@ -961,42 +942,43 @@ static void make_footer(const opts *o, const run_res *runs, unsigned n, sbuf *b)
         for (unsigned i = 1; i < n; i++)
             same &= runs[i].checksum == runs[0].checksum;
         if (same)
-            sb_printf(b, "checksum %016llx is the same for every worker count.\n",
+            bu_sb_printf(b, "checksum %016llx is the same for every worker count.\n",
                       (unsigned long long)runs[0].checksum);
         else
-            sb_printf(b, "CHECKSUM MISMATCH between worker counts%s.\n",
+            bu_sb_printf(b, "CHECKSUM MISMATCH between worker counts%s.\n",
                       o->in_order ? " (in_order 1: this is a determinism bug)"
                                   : " (expected with in_order 0)");
     }
 }
 
 static void make_json(const opts *o, const context *cx, const run_res *runs, unsigned n,
-                      sbuf *b)
+                      bu_sbuf *b)
 {
-    sb_printf(b, "{\n  \"tool\": \"feeder\",\n  \"version\": ");
-    sb_json_str(b, feeder_version_string());
-    sb_printf(b, ",\n  \"label\": ");
-    sb_json_str(b, cx->label);
-    sb_printf(b, ",\n  \"cpu\": ");
-    sb_json_str(b, cx->cpu);
-    sb_printf(b, ",\n  \"cores\": %ld,\n  \"date\": ", cx->cores);
-    sb_json_str(b, cx->date);
-    sb_printf(b, ",\n  \"command\": ");
-    sb_json_str(b, cx->cmd.p);
-    sb_printf(b, ",\n  \"dataset\": {\"path\": ");
-    sb_json_str(b, cx->data);
-    sb_printf(b, ", \"images\": %llu, \"classes\": %llu, \"jpeg_bytes\": %llu, \"packed\": ",
+    bu_sb_printf(b, "{\n  \"tool\": \"feeder\",\n  \"version\": ");
+    bu_sb_json_str(b, feeder_version_string());
+    bu_sb_printf(b, ",\n  \"label\": ");
+    bu_sb_json_str(b, cx->m.label);
+    bu_sb_printf(b, ",\n  \"cpu\": ");
+    bu_sb_json_str(b, cx->m.cpu);
+    bu_sb_printf(b, ",\n  \"cores\": %ld,\n  \"date\": ", cx->m.cores);
+    bu_sb_json_str(b, cx->m.date);
+    bu_sb_printf(b, ",\n  \"command\": ");
+    bu_sb_json_str(b, cx->cmd.p);
+    bu_sb_printf(b, ",\n  \"dataset\": {\"path\": ");
+    bu_sb_json_str(b, cx->data);
+    bu_sb_printf(b, ", \"images\": %llu, \"classes\": %llu, \"jpeg_bytes\": %llu, \"packed\": ",
               (unsigned long long)cx->images, (unsigned long long)cx->classes,
               (unsigned long long)cx->jpeg_bytes);
     if (g_pack.kind)
-        sb_printf(b, "{\"kind\": \"%s\", \"height\": %u, \"width\": %u, \"layout\": \"%s\", "
-                  "\"data_bytes\": %llu, \"read\": \"%s\", \"verify_crc\": %s}},\n",
-                  g_pack.kind == FEEDER_RECORD_RAW ? "raw" : "jpeg", g_pack.height, g_pack.width,
-                  layout_names[g_pack.layout], (unsigned long long)g_pack.data_bytes,
-                  packed_read_names[o->packed_read], o->verify_crc ? "true" : "false");
+        bu_sb_printf(b, "{\"kind\": \"%s\", \"height\": %u, \"width\": %u, \"layout\": \"%s\", "
+                     "\"data_bytes\": %llu, \"read\": \"%s\", \"verify_crc\": %s}},\n",
+                     g_pack.kind == FEEDER_RECORD_RAW ? "raw" : "jpeg", g_pack.height,
+                     g_pack.width, layout_names[g_pack.layout],
+                     (unsigned long long)g_pack.data_bytes, packed_read_names[o->packed_read],
+                     o->verify_crc ? "true" : "false");
     else
-        sb_printf(b, "null},\n");
-    sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
+        bu_sb_printf(b, "null},\n");
+    bu_sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
               "\"pipeline\": \"%s\", \"decoder\": \"%s\", \"io\": \"%s\", \"seed\": %llu, "
               "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
               "\"in_order\": %d, \"persistent_workers\": %d, \"checksum\": %s},\n",
@@ -1005,35 +987,50 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
               o->io == FEEDER_IO_URING ? "uring" : o->io == FEEDER_IO_PREAD ? "pread" : "auto",
               (unsigned long long)o->seed, o->size, o->resize, layout_names[o->layout],
               o->shuffle, o->in_order, o->persistent, o->checksum ? "true" : "false");
-    sb_printf(b, "  \"runs\": [");
+    bu_sb_printf(b, "  \"runs\": [");
     for (unsigned i = 0; i < n; i++) {
         const run_res *r = &runs[i];
-        sb_printf(b, "%s\n    {\"workers\": %d, \"io_backend\": ", i ? "," : "", r->workers);
-        sb_json_str(b, r->io);
-        sb_printf(b, ", \"io_reason\": ");
-        sb_json_str(b, r->io_reason);
-        sb_printf(b, ",\n     \"median_images_per_s\": %.1f, \"median_first_batch_ms\": %.2f, "
+        bu_sb_printf(b, "%s\n    {\"workers\": %d, \"io_backend\": ", i ? "," : "", r->workers);
+        bu_sb_json_str(b, r->io);
+        bu_sb_printf(b, ", \"io_reason\": ");
+        bu_sb_json_str(b, r->io_reason);
+        bu_sb_printf(b, ",\n     \"median_images_per_s\": %.1f, \"median_first_batch_ms\": %.2f, "
                   "\"median_mb_per_s\": %.2f, \"median_gb_per_s\": %.3f,\n     "
                   "\"read_us_per_image\": %.2f, "
                   "\"decode_us_per_image\": %.2f, \"transform_us_per_image\": %.2f, "
                   "\"wait_ms_per_epoch\": %.2f,\n     \"scaling_efficiency\": ",
                   r->med_rate, r->med_first_ms, r->mbps, r->gbps, r->read_us, r->decode_us,
-                  r->xform_us,
-                  r->wait_ms);
+                  r->xform_us, r->wait_ms);
         if (r->eff >= 0)
-            sb_printf(b, "%.4f", r->eff);
+            bu_sb_printf(b, "%.4f", r->eff);
         else
-            sb_printf(b, "null");
-        sb_printf(b, ", \"shm_bytes\": %llu, \"slots\": %llu, \"checksum\": ",
+            bu_sb_printf(b, "null");
+        bu_sb_printf(b, ", \"shm_bytes\": %llu, \"slots\": %llu, \"checksum\": ",
                   (unsigned long long)r->shm_bytes, (unsigned long long)r->slots);
         if (o->checksum)
-            sb_printf(b, "\"%016llx\"", (unsigned long long)r->checksum);
+            bu_sb_printf(b, "\"%016llx\"", (unsigned long long)r->checksum);
         else
-            sb_printf(b, "null");
-        sb_printf(b, ",\n     \"epochs\": [");
+            bu_sb_printf(b, "null");
+        bu_sb_printf(b, ",\n     \"gpu\": ");
+        if (r->gpu) {
+            bu_sb_printf(b, "{\"device\": %d, \"pin\": \"%s\", \"dtype\": \"%s\", "
+                      "\"gpu_prefetch\": %d, \"compute_ms\": %.3f, \"h2d_gb_per_s\": %.2f, "
+                      "\"h2d_bytes\": %llu, \"pin_ns\": %llu, \"median_stall_pct_after_first\": %.3f, "
+                      "\"median_gpu_idle_pct\": %.2f, \"median_epoch_over_compute_alone\": %.4f, "
+                      "\"status\": ",
+                      o->device, pin_names[o->pin], dtype_names[o->dtype], o->gpu_prefetch,
+                      o->compute_ms, r->h2d_gbps, (unsigned long long)r->h2d_bytes,
+                      (unsigned long long)r->pin_ns, r->med_stall_pct, r->med_idle_pct,
+                      r->med_vs_alone);
+            bu_sb_json_str(b, r->gpu_how);
+            bu_sb_printf(b, "}");
+        } else {
+            bu_sb_printf(b, "null");
+        }
+        bu_sb_printf(b, ",\n     \"epochs\": [");
         for (unsigned e = 0; e < r->nep; e++) {
             const epoch_res *ep = &r->ep[e];
-            sb_printf(b, "%s\n       {\"images\": %llu, \"batches\": %llu, \"seconds\": %.6f, "
+            bu_sb_printf(b, "%s\n       {\"images\": %llu, \"batches\": %llu, \"seconds\": %.6f, "
                       "\"images_per_s\": %.1f, \"first_batch_ms\": %.3f, \"bytes_read\": %llu, "
                       "\"read_ns\": %llu, \"decode_ns\": %llu, \"transform_ns\": %llu, "
                       "\"wait_ns\": %llu, \"skipped\": %llu}",
@@ -1044,44 +1041,20 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
                       (unsigned long long)ep->transform_ns, (unsigned long long)ep->wait_ns,
                       (unsigned long long)ep->skipped);
         }
-        sb_printf(b, "]}");
+        bu_sb_printf(b, "]}");
     }
-    sb_printf(b, "\n  ]\n}\n");
+    bu_sb_printf(b, "\n  ]\n}\n");
 }
 
-static void append_record(const opts *o, const context *cx, const char *header,
-                          const char *tbl, const char *footer)
+static void append_record(const opts *o, const context *cx, const bu_sbuf *header,
+                          const bu_sbuf *tbl, const bu_sbuf *footer)
 {
-    char path[4096];
-    if (o->append_to)
-        snprintf(path, sizeof(path), "%s", o->append_to);
-    else
-        snprintf(path, sizeof(path), "%s/docs/BENCHMARKS.md", FEEDER_SOURCE_DIR);
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = 0;
-        bu_mkdirs(dir);
-    }
-    struct stat st;
-    int fresh = stat(path, &st) != 0 || st.st_size == 0;
-    FILE *f = fopen(path, "a");
-    if (!f) {
-        fprintf(stderr, PROG ": warning: cannot append to %s: %s\n", path, strerror(errno));
-        return;
-    }
-    if (fresh)
-        fprintf(f, "# Benchmarks\n\nRecords appended by `bench/bench_loader` and "
-                   "`bench/run_figures.sh`, oldest first. Each gives the exact command, the "
-                   "date and the machine.\n");
-    fprintf(f, "\n## %s, %s: bench_loader, %s\n\n```\n%s\n```\n\n%s\n%s\n%s", cx->date,
-            cx->label, pipeline_names[o->pipeline], cx->cmd.p,
-            header, tbl, footer);
-    if (fclose(f) != 0)
-        fprintf(stderr, PROG ": warning: writing %s: %s\n", path, strerror(errno));
-    else
-        fprintf(stderr, "appended to %s\n", path);
+    char title[64];
+    snprintf(title, sizeof(title), PROG ", %s", pipeline_names[o->pipeline]);
+    bu_sbuf body = {0};
+    bu_sb_printf(&body, "%s\n%s\n%s", header->p, tbl->p, footer->p);
+    bu_append_record(o->append_to, FEEDER_SOURCE_DIR, PROG, &cx->m, title, cx->cmd.p, body.p);
+    free(body.p);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1093,22 +1066,16 @@ int main(int argc, char **argv)
 
     context cx;
     memset(&cx, 0, sizeof(cx));
-    command_line(&cx.cmd, argc, argv);
-    cx.cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_model(cx.cpu, sizeof(cx.cpu));
-    if (o.label) {
-        snprintf(cx.label, sizeof(cx.label), "%s", o.label);
-    } else {
-        struct utsname u;
-        snprintf(cx.label, sizeof(cx.label), "%s (%ld cores)",
-                 uname(&u) == 0 ? u.nodename : "unknown", cx.cores);
-    }
+    bu_command_line(&cx.cmd, PROG, argc, argv);
 
     if (o.data) {
         snprintf(cx.data, sizeof(cx.data), "%s", o.data);
     } else {
-        default_dataset_dir(cx.data, sizeof(cx.data), o.make_images);
-        make_default_dataset(cx.data, o.make_images);
+        bu_default_dataset_dir(cx.data, sizeof(cx.data), o.make_images);
+        char err[1024];
+        if (bu_ensure_default_dataset(cx.data, o.make_images, FEEDER_BENCH_PHOTOS, err,
+                                      sizeof(err)))
+            die("%s", err);
     }
     feeder_dataset *ds = open_dataset(cx.data);
     cx.images = feeder_dataset_size(ds);
@@ -1134,17 +1101,14 @@ int main(int argc, char **argv)
             if (runs[i].workers > 0)
                 runs[i].eff = runs[i].med_rate / (runs[i].workers * rate0);
 
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(cx.date, sizeof(cx.date), "%Y-%m-%d %H:%M UTC", &tm);
+    bu_machine_init(&cx.m, o.label);
 
-    sbuf header = {0}, tbl = {0}, footer = {0};
+    bu_sbuf header = {0}, tbl = {0}, footer = {0};
     make_header(&o, &cx, &header);
     make_table(&o, runs, o.nworkers, &tbl);
     make_footer(&o, runs, o.nworkers, &footer);
     if (o.json) {
-        sbuf js = {0};
+        bu_sbuf js = {0};
         make_json(&o, &cx, runs, o.nworkers, &js);
         fputs(js.p, stdout);
         free(js.p);
@@ -1153,7 +1117,7 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
     if (o.append)
-        append_record(&o, &cx, header.p, tbl.p, footer.p);
+        append_record(&o, &cx, &header, &tbl, &footer);
 
     int mismatch = 0;
     if (o.checksum && o.in_order)

@@ -51,4 +51,70 @@ uint64_t bu_hash(uint64_t h, const void *data, size_t len);
  * result as the seed (start with 0). */
 uint64_t bu_hash64(uint64_t seed, const void *data, size_t len);
 
+/* ------------------------------------------------------------------------ */
+/* Reporting, shared by the benchmarks: text that grows, Markdown tables,     */
+/* JSON strings, the machine and command line of a record, and the record     */
+/* appended to docs/BENCHMARKS.md. Out of memory is fatal here (exit 1).      */
+/* ------------------------------------------------------------------------ */
+
+/* A growing string; start with {0}, free(b.p) when done. */
+typedef struct bu_sbuf {
+    char *p;
+    size_t len, cap;
+} bu_sbuf;
+void bu_sb_printf(bu_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* `s` as a JSON string literal, quotes included (NULL: ""). */
+void bu_sb_json_str(bu_sbuf *b, const char *s);
+
+/* Median of v[0..n) (n > 0; the mean of the middle two when n is even). */
+double bu_median(const double *v, unsigned n);
+
+/* A Markdown table whose columns are padded to their widest cell, counted in
+ * code points so "µs" lines up. Rows grow as they are added. */
+#define BU_TABLE_MAX_COLS 32
+#define BU_TABLE_CELL 160
+typedef struct bu_table {
+    const char *head[BU_TABLE_MAX_COLS];
+    int right[BU_TABLE_MAX_COLS]; /* 1: right-aligned (numbers) */
+    unsigned ncols, nrows, cap;
+    char (*cell)[BU_TABLE_MAX_COLS][BU_TABLE_CELL];
+} bu_table;
+/* An empty table of `ncols` (<= BU_TABLE_MAX_COLS) columns; `head` is borrowed.
+ * With ncols 0, head and right may be NULL: fill t->head, t->right and
+ * t->ncols directly. */
+void bu_table_init(bu_table *t, unsigned ncols, const char *const *head, const int *right);
+/* Append a row of empty cells and return it, to be filled with snprintf. */
+char (*bu_table_row(bu_table *t))[BU_TABLE_CELL];
+void bu_table_render(const bu_table *t, bu_sbuf *b);
+void bu_table_free(bu_table *t);
+
+/* The command line, with argv[0] replaced by `prog` and every argument quoted
+ * where needed, so it can be pasted back into a shell. */
+void bu_command_line(bu_sbuf *b, const char *prog, int argc, char **argv);
+
+/* Where a record was measured: `label` is the given one or "hostname (N cores)". */
+typedef struct bu_machine {
+    char label[320];
+    char cpu[256];  /* /proc/cpuinfo's model name */
+    long cores;     /* online cores */
+    char date[64];  /* "YYYY-MM-DD HH:MM UTC", when bu_machine_init ran */
+} bu_machine;
+void bu_machine_init(bu_machine *m, const char *label);
+
+/* Append a record to `path` (NULL: docs/BENCHMARKS.md under `source_dir`):
+ * "## DATE, LABEL: TITLE", the command in a code block, then `body`, which
+ * ends with a newline. A new file first gets the page's heading. Problems are
+ * warnings on stderr prefixed with `prog`; success says where it went. */
+void bu_append_record(const char *path, const char *source_dir, const char *prog,
+                      const bu_machine *m, const char *title, const char *cmd,
+                      const char *body);
+
+/* The default benchmark dataset: $FEEDER_DATA, else ~/.cache/feeder/default-IMAGES. */
+void bu_default_dataset_dir(char *out, size_t len, unsigned images);
+/* Make it (10 classes of images/10 JPEGs, seed 1) unless it is already
+ * there, from the photos in $FEEDER_BENCH_PHOTOS or else `photos_dir`, with a
+ * progress bar on stderr. 0, or -errno with the reason in `err`. */
+int bu_ensure_default_dataset(const char *dir, unsigned images, const char *photos_dir,
+                              char *err, size_t errlen);
+
 #endif

@@ -74,6 +74,7 @@ FEEDER_API const char *feeder_version_string(void);
     X(EUNSUPPORTED, -30011, "not supported by this build or machine")              \
     X(EPROTO, -30012, "internal protocol error between loader and worker")         \
     X(EOVERFLOW, -30013, "size computation overflows")                             \
+    X(ECUDA, -30014, "a CUDA call failed")                                         \
     X(EFORMAT, -30030, "not a valid feeder packed file")                           \
     X(ECHECKSUM, -30031, "checksum mismatch")                                      \
     X(EMISMATCH, -30032, "loader options do not match the packed file")
@@ -308,6 +309,84 @@ FEEDER_API int feeder_sampler_fill(const feeder_sampler *s, uint64_t epoch, uint
 FEEDER_API uint64_t feeder_batch_count(uint64_t len, uint32_t batch_size, int drop_last);
 
 /* ------------------------------------------------------------------------ */
+/* Distributed jobs                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Where this process stands in a data-parallel job that an existing launcher
+ * (mpirun, srun, torchrun) started, one process per GPU. Each rank runs its
+ * own loader over its share of the dataset:
+ *
+ *     feeder_dist d = FEEDER_DIST_INIT;
+ *     if (feeder_dist_from_env(&d, err, sizeof(err))) ...
+ *     feeder_sampler_distributed(n, d.rank, d.world_size, 1, seed, 1, &s);
+ *
+ * and the GPU layer picks its device with feeder_dist_device(). A plain value:
+ * copy it freely, it holds nothing to release. Thread-safety: as any struct. */
+typedef struct feeder_dist {
+    int32_t rank;       /* this process, 0 .. world_size-1 */
+    int32_t world_size; /* processes in the job, >= 1 */
+    int32_t local_rank; /* this process among those on its machine, 0 .. local_size-1 */
+    int32_t local_size; /* processes on this machine, 1 .. world_size */
+    int32_t device;     /* the GPU wanted, before wrapping onto the visible ones:
+                           local_rank unless the caller preset it (see feeder_dist_device) */
+    const char *source; /* where rank came from: "explicit" (caller or FEEDER_RANK), "OMPI",
+                           "PMI", "torchrun", "SLURM", or "default"; static storage */
+    uint32_t reserved_[8];
+} feeder_dist;
+
+/* The initialiser that leaves every field to feeder_dist_from_env(). */
+#define FEEDER_DIST_INIT {-1, -1, -1, -1, -1, NULL, {0}}
+
+/* Fill rank, world_size, local_rank, local_size, device and source.
+ *
+ * Each of the four numbers is the first of:
+ *  1. the caller's value: a field preset to >= 0 is kept (start from
+ *     FEEDER_DIST_INIT, whose -1 means "find it");
+ *  2. FEEDER_RANK, FEEDER_WORLD_SIZE, FEEDER_LOCAL_RANK, FEEDER_LOCAL_SIZE;
+ *  3. the first launcher found, in this order:
+ *       "OMPI"     Open MPI: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+ *                  OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE;
+ *       "PMI"      MPICH and Intel MPI (Hydra): PMI_RANK, PMI_SIZE,
+ *                  MPI_LOCALRANKID, MPI_LOCALNRANKS;
+ *       "torchrun" RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE;
+ *       "SLURM"    srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and the local
+ *                  size from SLURM_NTASKS_PER_NODE, else this node's entry of
+ *                  SLURM_TASKS_PER_NODE ("2(x3),1") picked by SLURM_NODEID;
+ *     a launcher is found when its rank or its size variable is set, and then
+ *     both must be. The innermost launcher comes first: mpirun or torchrun
+ *     started by srun inherit the SLURM_* values of the one Slurm task that
+ *     started them, so Slurm's come last; torchrun's names are generic, so
+ *     they come after the MPI-specific ones;
+ *  4. defaults: rank 0 of world size 1; a local rank and size nobody gave are
+ *     the rank and the world size (all ranks on this machine).
+ * device is the caller's preset value (>= 0), else local_rank.
+ *
+ * Values are decimal digits only. A value that is not a number, negative, above
+ * INT32_MAX, a size of 0, rank >= world_size, local_rank >= local_size or
+ * local_size > world_size fails with FEEDER_EINVAL and a message in `err` (may
+ * be NULL) naming the variables and their values, e.g.
+ *   feeder_dist_from_env: RANK="-1": negative
+ *   feeder_dist_from_env: rank 4 (FEEDER_RANK="4") is not below the world size 4
+ *   (OMPI_COMM_WORLD_SIZE="4")
+ * A program that Slurm's batch script runs directly, not through srun, sees the
+ * batch step's SLURM_PROCID 0 and the whole job's SLURM_NTASKS: start it with
+ * srun, or set FEEDER_WORLD_SIZE=1.
+ * On failure *d is left unchanged. Lifetime: `source` is static.
+ * Thread-safety: reads the environment, so it must not race a setenv or
+ * putenv in another thread; otherwise thread-safe. */
+FEEDER_API int feeder_dist_from_env(feeder_dist *d, char *err, size_t errlen);
+
+/* The device ordinal for a process that sees `device_count` GPUs: d->device
+ * modulo device_count, so ranks of one machine spread over its GPUs, and a
+ * launcher that gives each rank one GPU (CUDA_VISIBLE_DEVICES of a single
+ * device) yields 0. -1 when d is NULL, d->device < 0 or device_count <= 0
+ * (no GPU: the CPU path). The core never includes CUDA: the count comes from
+ * cudaGetDeviceCount(), as feeder_dist_cuda_device() in feeder_cuda.h does,
+ * and the result is the value for FEEDER_OPT_DEVICE. Pure function.
+ * Thread-safe. */
+FEEDER_API int feeder_dist_device(const feeder_dist *d, int device_count);
+
+/* ------------------------------------------------------------------------ */
 /* Loader                                                                    */
 /* ------------------------------------------------------------------------ */
 
@@ -337,6 +416,21 @@ typedef enum feeder_option {
     FEEDER_OPT_POLL_MS = 19,           /* how often waits check worker health; default 100 */
     FEEDER_OPT_SPLIT = 20,             /* tasks per batch, 0 = one per worker; default 0 */
     FEEDER_OPT_QUEUE_DEPTH = 21,       /* io_uring entries per worker; default 256 */
+    /* GPU delivery (feeder_cuda.h; needs a CUDA build and a device): */
+    FEEDER_OPT_DEVICE = 30,            /* CUDA device of the batches, -1 = host batches; default -1 */
+    FEEDER_OPT_PIN_MODE = 31,          /* feeder_pin_mode; default FEEDER_PIN_REGISTER */
+    FEEDER_OPT_GPU_PREFETCH = 32,      /* device buffers in the ring, >= 2; default 2 */
+    FEEDER_OPT_DTYPE = 33,             /* feeder_dtype of device batches; default FEEDER_DTYPE_UINT8 */
+    FEEDER_OPT_PIN_THREADS = 34,       /* memcpy threads of FEEDER_PIN_COPY; default 4 */
+    /* double-valued: per-channel mean and std for the float dtypes, in units
+     * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
+     * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
+    FEEDER_OPT_MEAN_R = 40,
+    FEEDER_OPT_MEAN_G = 41,
+    FEEDER_OPT_MEAN_B = 42,
+    FEEDER_OPT_STD_R = 43,
+    FEEDER_OPT_STD_G = 44,
+    FEEDER_OPT_STD_B = 45,
     /* packed datasets (feeder_dataset_open_packed): */
     FEEDER_OPT_PACKED_READ = 50,       /* feeder_packed_read; default FEEDER_PACKED_READ_MMAP */
     FEEDER_OPT_VERIFY_CRC = 51,        /* 0/1; check every record's crc32c on read; default 0 */
@@ -367,6 +461,22 @@ typedef enum feeder_io {
     FEEDER_IO_PREAD = 2  /* open + pread */
 } feeder_io;
 
+/* How finished batches reach the GPU (DESIGN invariants 2 and 4). */
+typedef enum feeder_pin_mode {
+    FEEDER_PIN_NONE = 0,    /* copy straight from the shared slot (pageable, slower) */
+    FEEDER_PIN_COPY = 1,    /* PIN_THREADS threads copy each slot into a ring of pinned buffers */
+    FEEDER_PIN_REGISTER = 2 /* the slot memory is registered with the driver: no host copy;
+                               falls back to FEEDER_PIN_COPY if registration fails */
+} feeder_pin_mode;
+
+/* Element type of device batches. The float types are normalised on the GPU
+ * with MEAN_* and STD_*; workers always produce uint8. */
+typedef enum feeder_dtype {
+    FEEDER_DTYPE_UINT8 = 0,
+    FEEDER_DTYPE_FLOAT16 = 1,
+    FEEDER_DTYPE_BFLOAT16 = 2,
+    FEEDER_DTYPE_FLOAT32 = 3
+} feeder_dtype;
 /* How a packed dataset's records reach the batch slot. */
 typedef enum feeder_packed_read {
     FEEDER_PACKED_READ_MMAP = 0,  /* copy from a shared read-only mapping of the file */
@@ -440,10 +550,18 @@ typedef struct feeder_batch {
     size_t sample_bytes;     /* height*width*channels */
     uint64_t epoch;          /* epoch this batch belongs to */
     uint64_t number;         /* batch number within the epoch, from 0 */
-    void *device_data;       /* device copy (GPU builds, feeder_cuda.h); NULL here */
-    void *ready_event;       /* cudaEvent_t guarding device_data, or NULL */
-    uint64_t reserved_[6];
-    void *internal_;         /* loader-private */
+    /* Device batches (DEVICE >= 0 and the GPU path active, see
+     * feeder_loader_gpu_status()); otherwise NULL, -1 and 0. `data` is NULL in
+     * a device batch: its host slot was recycled as soon as the copy ended. */
+    void *device_data;            /* count samples of dtype, in `layout`, on `device` */
+    void *ready_event;            /* cudaEvent_t: device_data and device_labels are
+                                     complete once it has passed (feeder_batch_wait) */
+    const int64_t *device_labels; /* count labels on the device */
+    int32_t dtype;                /* feeder_dtype of device_data (host batches: UINT8) */
+    int32_t device;               /* CUDA device of device_data, or -1 */
+    size_t device_bytes;          /* bytes of device_data holding the count samples */
+    uint64_t reserved_[3];
+    void *internal_;              /* loader-private */
 } feeder_batch;
 
 /* Lend the next batch. Returns 0 and sets *out; FEEDER_DONE when the epoch has
@@ -459,9 +577,11 @@ typedef struct feeder_batch {
  * Thread-safety: a loader is used by one thread at a time. */
 FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
 
-/* Give a batch back so its slot can be refilled. `stream` is a cudaStream_t
- * whose work must finish before the slot is reused (GPU builds), or NULL.
- * Batches may be released in any order. */
+/* Give a batch back so its slot can be refilled. Batches may be released in
+ * any order. For a device batch, `stream` is the cudaStream_t whose work so far
+ * must finish before the device buffer is written again (feeder records an
+ * event on it and the copy stream waits on that event, so release never
+ * blocks); NULL means the legacy default stream. Ignored for host batches. */
 FEEDER_API int feeder_batch_release(feeder_batch *batch, void *stream);
 
 /* The detailed message of the loader's last failure ("" if none). Borrowed
@@ -494,8 +614,37 @@ typedef struct feeder_stats {
     uint64_t shm_bytes;        /* L: bytes of shared batch slots */
     uint64_t slots;            /* L: number of batch slots */
     uint64_t worker_restarts;  /* C: workers started again after a death */
-    uint64_t reserved_[19];
+    uint64_t pin_ns;           /* C: ns the pin threads spent copying slots to pinned memory */
+    uint64_t h2d_ns;           /* C: ns of host-to-device copies, timed on the GPU */
+    uint64_t h2d_bytes;        /* C: bytes copied host to device (data and labels) */
+    uint64_t gpu_batches;      /* C: batches delivered on the device */
+    uint64_t pinned_bytes;     /* L: bytes of pinned buffers (PIN_COPY) or registered slots */
+    uint64_t device_bytes;     /* L: bytes of device memory held by the loader */
+    uint64_t reserved_[13];
 } feeder_stats;
+
+/* Memory the loader asks for, when the user wants to own it (e.g. a caching
+ * allocator). alloc returns NULL on failure; free accepts what alloc gave. */
+typedef struct feeder_allocator {
+    void *(*alloc)(void *user, size_t bytes);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} feeder_allocator;
+
+/* Use `device` (device memory: the batch ring) and `pinned` (page-locked
+ * host memory: the PIN_COPY ring) instead of cudaMalloc / cudaHostAlloc.
+ * Either may be NULL for the default. Both structs are copied; `user` is
+ * borrowed. Before start, else FEEDER_ESTATE. Memory from `pinned` must be
+ * page-locked and mapped for the loader's device. */
+FEEDER_API int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *device,
+                                            const feeder_allocator *pinned);
+
+/* Whether batches are delivered on the device: 1 yes, 0 host batches. In
+ * *reason (may be NULL), why not ("device = -1", "built without CUDA", "no
+ * CUDA device: ...") or, when 1, how ("pin register", or why the pin mode
+ * fell back). Valid after start; a GPU that cannot be used is not an error:
+ * the loader then delivers host batches and says why here. Borrowed. */
+FEEDER_API int feeder_loader_gpu_status(const feeder_loader *ld, const char **reason);
 
 /* Fill `out` with the loader's counters. May be called from any thread. */
 FEEDER_API int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out);

@@ -149,4 +149,27 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan,
 
 uint64_t feeder__now_ns(void);
 
+/* ---- what the GPU layer (cuda/) uses of the loader ---- */
+
+/* feeder__host_next(try_only = 1): nothing is ready yet. Never returned to users. */
+#define FEEDER__AGAIN 100
+
+/* The host loader's feeder_next: lend the next host batch (slot). With
+ * try_only, return FEEDER__AGAIN at once instead of waiting (and, with no
+ * workers, instead of loading in the calling thread). Statuses and errors as
+ * feeder_next, with the message in the loader's errmsg. */
+int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only);
+/* Give a host batch's slot back. */
+int feeder__host_release(feeder_batch *b);
+const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld);
+/* The parent's mapping of every slot, and its length. */
+uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes);
+uint32_t feeder__loader_nslots(const feeder_loader *ld);
+int feeder__loader_fail(feeder_loader *ld, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Add the GPU counters of `d` (pin_ns, h2d_ns, h2d_bytes, gpu_batches, wait_ns)
+ * to the loader's; set its levels pinned_bytes and device_bytes. */
+void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d);
+void feeder__loader_stats_mem(feeder_loader *ld, uint64_t pinned_bytes, uint64_t device_bytes);
+
 #endif

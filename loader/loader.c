@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "loader/internal.h"
+#include "cuda/gpu.h"
 #include "loader/pack.h"
 
 #define FEEDER__WORKER_QUEUE 2
@@ -62,6 +63,17 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_POLL_MS, "poll_ms", 0, 1, 60000, 100},
     {FEEDER_OPT_SPLIT, "split", 0, 0, 1 << 20, 0},
     {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 0, 4, 32768, 256},
+    {FEEDER_OPT_DEVICE, "device", 0, -1, 1023, -1},
+    {FEEDER_OPT_PIN_MODE, "pin_mode", 0, 0, 2, FEEDER_PIN_REGISTER},
+    {FEEDER_OPT_GPU_PREFETCH, "gpu_prefetch", 0, 2, 64, 2},
+    {FEEDER_OPT_DTYPE, "dtype", 0, 0, 3, FEEDER_DTYPE_UINT8},
+    {FEEDER_OPT_PIN_THREADS, "pin_threads", 0, 1, 64, 4},
+    {FEEDER_OPT_MEAN_R, "mean_r", 1, -1e6, 1e6, 0.485},
+    {FEEDER_OPT_MEAN_G, "mean_g", 1, -1e6, 1e6, 0.456},
+    {FEEDER_OPT_MEAN_B, "mean_b", 1, -1e6, 1e6, 0.406},
+    {FEEDER_OPT_STD_R, "std_r", 1, 1e-9, 1e6, 0.229},
+    {FEEDER_OPT_STD_G, "std_g", 1, 1e-9, 1e6, 0.224},
+    {FEEDER_OPT_STD_B, "std_b", 1, 1e-9, 1e6, 0.225},
     {FEEDER_OPT_PACKED_READ, "packed_read", 0, 0, 2, FEEDER_PACKED_READ_MMAP},
     {FEEDER_OPT_VERIFY_CRC, "verify_crc", 0, 0, 1, 0},
     {FEEDER_OPT_SCALE_MIN, "scale_min", 1, 1e-6, 1, 0.08},
@@ -172,6 +184,13 @@ struct feeder_loader {
 
     const char *io_backend;
     char io_reason[256];
+
+    /* GPU layer (cuda/gpu.h): NULL when batches stay on the host. */
+    feeder__gpu *gpu;
+    feeder_allocator dev_alloc, pin_alloc;
+    void *copy_stream;
+    char gpu_reason[512];
+    int start_failed; /* a start that failed after allocating: its error, for good */
     char errmsg[2048];
 
     pthread_mutex_t stats_lock;
@@ -276,6 +295,78 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
 }
 
 const char *feeder_loader_errmsg(const feeder_loader *ld) { return ld ? ld->errmsg : ""; }
+
+int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *device,
+                                 const feeder_allocator *pinned)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->started)
+        return fail(ld, FEEDER_ESTATE, "feeder_loader_set_allocators: the loader started");
+    if ((device && (!device->alloc || !device->free)) || (pinned && (!pinned->alloc || !pinned->free)))
+        return fail(ld, FEEDER_EINVAL, "feeder_loader_set_allocators: an allocator needs both alloc and free");
+    ld->dev_alloc = device ? *device : (feeder_allocator){0};
+    ld->pin_alloc = pinned ? *pinned : (feeder_allocator){0};
+    return 0;
+}
+
+/* feeder_loader_set_copy_stream() (feeder_cuda.h) lands here: the core keeps
+ * no CUDA type. */
+int feeder__loader_set_copy_stream(feeder_loader *ld, void *stream);
+int feeder__loader_set_copy_stream(feeder_loader *ld, void *stream)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->started)
+        return fail(ld, FEEDER_ESTATE, "feeder_loader_set_copy_stream: the loader started");
+    ld->copy_stream = stream;
+    return 0;
+}
+
+int feeder_loader_gpu_status(const feeder_loader *ld, const char **reason)
+{
+    if (reason)
+        *reason = ld ? ld->gpu_reason : "";
+    return ld && ld->gpu ? 1 : 0;
+}
+
+const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld) { return &ld->job.layout; }
+
+uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes)
+{
+    *bytes = ld->shm_bytes;
+    return ld->mem;
+}
+
+uint32_t feeder__loader_nslots(const feeder_loader *ld) { return ld->nslots; }
+
+int feeder__loader_fail(feeder_loader *ld, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ld->errmsg, sizeof(ld->errmsg), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d)
+{
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.pin_ns += d->pin_ns;
+    ld->stats.h2d_ns += d->h2d_ns;
+    ld->stats.h2d_bytes += d->h2d_bytes;
+    ld->stats.gpu_batches += d->gpu_batches;
+    ld->stats.wait_ns += d->wait_ns;
+    pthread_mutex_unlock(&ld->stats_lock);
+}
+
+void feeder__loader_stats_mem(feeder_loader *ld, uint64_t pinned_bytes, uint64_t device_bytes)
+{
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.pinned_bytes = pinned_bytes;
+    ld->stats.device_bytes = device_bytes;
+    pthread_mutex_unlock(&ld->stats_lock);
+}
 
 const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason)
 {
@@ -472,28 +563,34 @@ static int spawn_workers(feeder_loader *ld)
     return rc;
 }
 
+static const char *const layout_text[] = {"NHWC", "NCHW"};
+
+static int packed_mismatch(feeder_loader *ld)
+{
+    const struct feeder__pack *pk = ld->ds->pack;
+    const feeder__pack_header *h = &pk->v.h;
+    return fail(ld, FEEDER_EMISMATCH,
+                "%s holds %ux%ux%u %s records, but the loader was set to height %lld, width "
+                "%lld, layout %s",
+                pk->path, h->height, h->width, h->channels, layout_text[h->layout],
+                (long long)iopt(ld, FEEDER_OPT_HEIGHT), (long long)iopt(ld, FEEDER_OPT_WIDTH),
+                layout_text[iopt(ld, FEEDER_OPT_LAYOUT) ? 1 : 0]);
+}
+
 /* A RAW packed file fixes the sample: the loader takes its height, width and
- * layout unless the user set them, and then they must agree. */
+ * layout unless the user set them, and then they must agree. The layout is
+ * checked against the slots' once they are decided (check_packed_layout). */
 static int adopt_packed_shape(feeder_loader *ld)
 {
     const struct feeder__pack *pk = ld->ds->pack;
     const feeder__pack_header *h = &pk->v.h;
     if (h->kind != FEEDER_RECORD_RAW)
         return 0;
-    static const char *const lay[] = {"NHWC", "NCHW"};
     const int opts[3] = {FEEDER_OPT_HEIGHT, FEEDER_OPT_WIDTH, FEEDER_OPT_LAYOUT};
     const int64_t file[3] = {h->height, h->width, h->layout};
-    for (int k = 0; k < 3; k++) {
-        int i = opt_find(opts[k]);
-        if (ld->given[i] && ld->ival[i] != file[k])
-            return fail(ld, FEEDER_EMISMATCH,
-                        "%s holds %ux%ux%u %s records, but the loader was set to height %lld, "
-                        "width %lld, layout %s",
-                        pk->path, h->height, h->width, h->channels, lay[h->layout],
-                        (long long)iopt(ld, FEEDER_OPT_HEIGHT),
-                        (long long)iopt(ld, FEEDER_OPT_WIDTH),
-                        lay[iopt(ld, FEEDER_OPT_LAYOUT) ? 1 : 0]);
-    }
+    for (int k = 0; k < 2; k++)
+        if (ld->given[opt_find(opts[k])] && iopt(ld, opts[k]) != file[k])
+            return packed_mismatch(ld);
     int p = opt_find(FEEDER_OPT_PIPELINE);
     if (ld->given[p] && ld->ival[p] != FEEDER_PIPELINE_EVAL)
         return fail(ld, FEEDER_EMISMATCH,
@@ -502,16 +599,36 @@ static int adopt_packed_shape(feeder_loader *ld)
                     pk->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
     for (int k = 0; k < 3; k++) {
         int i = opt_find(opts[k]);
-        ld->ival[i] = file[k];
-        ld->dval[i] = (double)file[k];
+        if (k < 2 || !ld->given[i]) {
+            ld->ival[i] = file[k];
+            ld->dval[i] = (double)file[k];
+        }
     }
     return 0;
+}
+
+/* RAW records land in the slots as they are, so the slots' layout must be
+ * the file's. It is LAYOUT, except that float batches made on the GPU come
+ * from NHWC slots whatever LAYOUT asks of the device batches. */
+static int check_packed_layout(feeder_loader *ld, int slot_layout)
+{
+    const struct feeder__pack *pk = ld->ds->pack;
+    if (pk->v.h.kind != FEEDER_RECORD_RAW || (uint32_t)slot_layout == pk->v.h.layout)
+        return 0;
+    if (slot_layout == (int)iopt(ld, FEEDER_OPT_LAYOUT))
+        return packed_mismatch(ld);
+    return fail(ld, FEEDER_EMISMATCH,
+                "%s holds %s records, but float batches are made on the GPU from %s slots: "
+                "pack the file with --layout nhwc",
+                pk->path, layout_text[pk->v.h.layout], layout_text[slot_layout]);
 }
 
 int feeder_loader_start(feeder_loader *ld)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    if (ld->start_failed)
+        return ld->start_failed;
     if (ld->started)
         return 0;
     ld->errmsg[0] = 0;
@@ -578,8 +695,23 @@ int feeder_loader_start(feeder_loader *ld)
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", rc ? why : "");
     }
 
+    /* The GPU path is decided before the slots are laid out: the float dtypes
+     * are made on the GPU from NHWC uint8 slots. A GPU that cannot be used is
+     * not an error: batches stay on the host, and gpu_status says why. */
+    int device = (int)iopt(ld, FEEDER_OPT_DEVICE), want_gpu = 0;
+    if (device < 0) {
+        feeder__fmt(ld->gpu_reason, sizeof(ld->gpu_reason), "device = -1: host batches");
+    } else {
+        rc = feeder__gpu_probe(device, ld->gpu_reason, sizeof(ld->gpu_reason));
+        if (rc && rc != FEEDER_EUNSUPPORTED)
+            return fail(ld, rc, "%s", ld->gpu_reason);
+        want_gpu = rc == 0;
+    }
+    if (want_gpu && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+        t->layout = FEEDER_LAYOUT_NHWC;
     if (ld->ds->kind == FEEDER__DS_PACKED &&
-        (rc = feeder__packed_prepare(ld->ds, job, ld->errmsg, sizeof(ld->errmsg))))
+        ((rc = check_packed_layout(ld, t->layout)) ||
+         (rc = feeder__packed_prepare(ld->ds, job, ld->errmsg, sizeof(ld->errmsg)))))
         return rc;
 
     uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
@@ -631,6 +763,31 @@ int feeder_loader_start(feeder_loader *ld)
     ld->stats.shm_bytes = ld->shm_bytes;
     ld->stats.slots = ld->nslots;
     pthread_mutex_unlock(&ld->stats_lock);
+    if (want_gpu) {
+        feeder__gpu_config c = {
+            .device = device,
+            .pin_mode = (int)iopt(ld, FEEDER_OPT_PIN_MODE),
+            .depth = (int)iopt(ld, FEEDER_OPT_GPU_PREFETCH),
+            .dtype = (int)iopt(ld, FEEDER_OPT_DTYPE),
+            .pin_threads = (int)iopt(ld, FEEDER_OPT_PIN_THREADS),
+            .out_layout = (int)iopt(ld, FEEDER_OPT_LAYOUT),
+            .mean = {(float)dopt(ld, FEEDER_OPT_MEAN_R), (float)dopt(ld, FEEDER_OPT_MEAN_G),
+                     (float)dopt(ld, FEEDER_OPT_MEAN_B)},
+            .std = {(float)dopt(ld, FEEDER_OPT_STD_R), (float)dopt(ld, FEEDER_OPT_STD_G),
+                    (float)dopt(ld, FEEDER_OPT_STD_B)},
+            .dev_alloc = ld->dev_alloc,
+            .pin_alloc = ld->pin_alloc,
+            .copy_stream = ld->copy_stream,
+        };
+        char why[sizeof(ld->gpu_reason)];
+        rc = feeder__gpu_start(ld, &c, &ld->gpu, why, sizeof(why));
+        if (rc && rc != FEEDER_EUNSUPPORTED) {
+            ld->start_failed = rc;
+            return fail(ld, rc, "%s", why);
+        }
+        feeder__fmt(ld->gpu_reason, sizeof(ld->gpu_reason), "%s",
+                    rc ? why : feeder__gpu_describe(ld->gpu));
+    }
     ld->started = 1;
     return 0;
 }
@@ -936,6 +1093,8 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     b->sample_bytes = l->sample_bytes;
     b->epoch = ss->epoch;
     b->number = ss->batch;
+    b->device = -1;
+    b->dtype = FEEDER_DTYPE_UINT8;
     b->internal_ = ss;
     ss->state = SLOT_LENT;
     pthread_mutex_lock(&ld->stats_lock);
@@ -1011,6 +1170,14 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
     int rc;
     if (!ld->started && (rc = feeder_loader_start(ld)))
         return rc;
+    if (ld->gpu)
+        return feeder__gpu_next(ld->gpu, out);
+    return feeder__host_next(ld, out, 0);
+}
+
+int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
+{
+    int rc;
     ld->errmsg[0] = 0;
     if (!ld->in_epoch && (rc = begin_epoch(ld)))
         return rc;
@@ -1019,19 +1186,32 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
         return FEEDER_DONE;
     }
     if (!ld->nworkers)
-        return next_inline(ld, out);
+        return try_only ? FEEDER__AGAIN : next_inline(ld, out);
 
     uint64_t t0 = feeder__now_ns();
     int64_t timeout = iopt(ld, FEEDER_OPT_TIMEOUT_MS);
     uint64_t deadline = timeout ? t0 + (uint64_t)timeout * 1000000ull : UINT64_MAX;
     int poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS);
     rc = 0;
+    int looked = 0;
     for (;;) {
         dispatch(ld);
         slot_state *ss = find_ready(ld);
         if (ss) {
             rc = deliver(ld, ss, out);
             break;
+        }
+        if (try_only) {
+            /* One look at the channels, without waiting; every slot lent
+             * (to copies in flight) is "not yet" here, not an error. */
+            if (looked || !any_slot_busy(ld)) {
+                rc = FEEDER__AGAIN;
+                break;
+            }
+            looked = 1;
+            if ((rc = wait_workers(ld, 0)))
+                break;
+            continue;
         }
         if (!any_slot_busy(ld)) {
             rc = fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
@@ -1050,13 +1230,25 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
         if ((rc = wait_workers(ld, (int)(left_ms < (uint64_t)poll_ms ? left_ms : (uint64_t)poll_ms))))
             break;
     }
-    pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.wait_ns += feeder__now_ns() - t0;
-    pthread_mutex_unlock(&ld->stats_lock);
+    /* With the GPU layer on, its own wait is the consumer's stall. */
+    if (!ld->gpu) {
+        pthread_mutex_lock(&ld->stats_lock);
+        ld->stats.wait_ns += feeder__now_ns() - t0;
+        pthread_mutex_unlock(&ld->stats_lock);
+    }
     return rc;
 }
 
 int feeder_batch_release(feeder_batch *batch, void *stream)
+{
+    if (!batch || !batch->internal_)
+        return FEEDER_EINVAL;
+    if (feeder__gpu_owns(batch))
+        return feeder__gpu_release(batch, stream);
+    return feeder__host_release(batch);
+}
+
+int feeder__host_release(feeder_batch *batch)
 {
     if (!batch || !batch->internal_)
         return FEEDER_EINVAL;
@@ -1075,6 +1267,8 @@ int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    if (ld->gpu)
+        feeder__gpu_drop(ld->gpu);
     if (ld->in_epoch) {
         /* Parts in flight still write their slots: wait for them (or for the
          * workers' deaths) before the slots can be reused. */
@@ -1110,6 +1304,8 @@ void feeder_loader_destroy(feeder_loader *ld)
     if (!ld)
         return;
     stop_workers(ld, 1);
+    /* Before the slots are unmapped: the GPU layer unregisters them. */
+    feeder__gpu_destroy(ld->gpu);
     if (ld->inline_ready)
         feeder__worker_ctx_free(&ld->inline_ctx);
     if (ld->mem)

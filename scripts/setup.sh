@@ -2,13 +2,17 @@
 # Install what feeder needs on Debian 12 (run as root, or with sudo).
 # Libraries made for the job: libjpeg-turbo (TurboJPEG + libjpeg APIs),
 # liburing, Check (tests); libyuv and stb only so bench_resize can measure
-# the resizers we weighed against our own; clang and its runtime libraries
-# (libFuzzer lives in libclang-rt-14-dev, only a recommendation of clang, which
-# --no-install-recommends skips) for scripts/fuzz.sh.
+# the resizers we weighed against our own; Open MPI (and python3, which checks
+# its output) for examples/mpi_train and scripts/mpi_check.sh; clang and its
+# runtime libraries (libFuzzer lives in libclang-rt-14-dev, only a
+# recommendation of clang, which --no-install-recommends skips) for
+# scripts/fuzz.sh.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config
       libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev libstb-dev
-      check libsubunit-dev clang libclang-rt-14-dev)
+      check libsubunit-dev
+      libopenmpi-dev openmpi-bin python3
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

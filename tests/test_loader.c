@@ -1015,6 +1015,62 @@ START_TEST(test_stats_counts)
 }
 END_TEST
 
+/* DEVICE set where no GPU can be used: host batches, identical to DEVICE -1,
+ * and gpu_status says why. CUDA_VISIBLE_DEVICES="" hides any GPU from this
+ * (forked, fresh) test process, so the case is the same on a GPU machine. */
+START_TEST(test_gpu_fallback_host_batches)
+{
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    make_folder("fb", 2, 4);
+    feeder_dataset *ds = open_folder("fb");
+    run_cfg c = defaults();
+    uint64_t want = run_hash(ds, &c, NULL);
+    feeder_loader *ld = make_loader(ds, &c);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, FEEDER_DTYPE_FLOAT32), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    const char *why = NULL;
+    ck_assert_int_eq(feeder_loader_gpu_status(ld, &why), 0);
+    ck_assert_msg(strstr(why, "no CUDA device") || strstr(why, "built without CUDA"),
+                  "reason: %s", why);
+    uint64_t h = BU_HASH_INIT;
+    for (int e = 0; e < c.epochs; e++) {
+        feeder_batch *b;
+        int rc;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            ck_assert_ptr_null(b->device_data);
+            ck_assert_ptr_null(b->ready_event);
+            ck_assert_int_eq(b->device, -1);
+            ck_assert_int_eq(b->dtype, FEEDER_DTYPE_UINT8);
+            h = bu_hash(h, b->data, (size_t)b->count * b->sample_bytes);
+            h = bu_hash(h, b->labels, b->count * sizeof(int64_t));
+            h = bu_hash(h, b->indices, b->count * sizeof(uint64_t));
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        }
+        ck_assert_int_eq(rc, FEEDER_DONE);
+    }
+    ck_assert_uint_eq(h, want);
+    feeder_loader_destroy(ld);
+
+    /* Device -1 says so too; GPU options are range-checked like any other. */
+    ld = make_loader(ds, &c);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, 3), FEEDER_ERANGE);
+    ck_assert_str_eq(feeder_loader_errmsg(ld), "pin_mode = 3 is out of range [0, 2]");
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_PREFETCH, 1), FEEDER_ERANGE);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, 4), FEEDER_ERANGE);
+    ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_STD_G, 0), FEEDER_ERANGE);
+    feeder_allocator half = {NULL, NULL, NULL};
+    ck_assert_int_eq(feeder_loader_set_allocators(ld, &half, NULL), FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    ck_assert_int_eq(feeder_loader_gpu_status(ld, &why), 0);
+    ck_assert_str_eq(why, "device = -1: host batches");
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), FEEDER_ESTATE);
+    ck_assert_int_eq(feeder_loader_set_allocators(ld, NULL, NULL), FEEDER_ESTATE);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 static Suite *loader_suite(void)
 {
     Suite *s = suite_create("loader");
@@ -1048,6 +1104,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_errors_text);
     tcase_add_test(tc, test_io_backend_reported);
     tcase_add_test(tc, test_stats_counts);
+    tcase_add_test(tc, test_gpu_fallback_host_batches);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,27 @@
+/*
+ * The GPU layer of a build without CUDA: there is no device to deliver to,
+ * so every loader says why (feeder_loader_gpu_status) and delivers host
+ * batches. Nothing here can be reached with a batch of its own.
+ */
+#include "cuda/gpu.h"
+#include "loader/internal.h"
+
+int feeder__gpu_probe(int device, char *why, size_t whylen)
+{
+    feeder__fmt(why, whylen, "device = %d, but feeder was built without CUDA: host batches",
+                device);
+    return FEEDER_EUNSUPPORTED;
+}
+
+int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__gpu **out,
+                      char *why, size_t whylen)
+{
+    return feeder__gpu_probe(cfg->device, why, whylen);
+}
+
+int feeder__gpu_next(feeder__gpu *g, feeder_batch **out) { return FEEDER_EUNSUPPORTED; }
+int feeder__gpu_release(feeder_batch *b, void *stream) { return FEEDER_EINVAL; }
+void feeder__gpu_drop(feeder__gpu *g) {}
+const char *feeder__gpu_describe(const feeder__gpu *g) { return ""; }
+void feeder__gpu_destroy(feeder__gpu *g) {}
+int feeder__gpu_owns(const feeder_batch *b) { return 0; }

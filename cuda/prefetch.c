@@ -1,0 +1,931 @@
+/*
+ * The GPU prefetcher: host batches in, device batches out.
+ *
+ * A ring of `depth` entries, each a device buffer (plus a uint8 staging
+ * buffer when the output is float), device labels, host copies of the labels
+ * and indices, and three events: h2d (the slot's bytes are on the device),
+ * copy (the batch is complete: copied and normalised; this is the batch's
+ * ready_event) and release (recorded on the user's stream by
+ * feeder_batch_release).
+ *
+ * Ordering (DESIGN invariant 2), all enforced on the GPU or by events, so
+ * neither feeder_next nor feeder_batch_release blocks on the GPU:
+ *  - a device buffer is written again only after the copy stream has waited
+ *    on its release event, i.e. after the user's stream passed the release;
+ *  - a host slot goes back to the workers only after its h2d event has
+ *    passed (register / none), or after the pin threads copied it out (copy);
+ *  - a pinned buffer is overwritten only after the h2d copy that read it has
+ *    completed (cudaEventSynchronize on its h2d event, on the host, before
+ *    the pin threads are given the entry again).
+ *
+ * Delivery keeps the host loader's order: a FIFO holds prefetched batches and
+ * statuses (an error, FEEDER_DONE) in the order the host loader gave them;
+ * after a status nothing more is pulled until the user has taken it, so an
+ * epoch's end or a failed batch is reported exactly where it belongs.
+ *
+ * feeder_next returns batch k as soon as its copy is enqueued, and before
+ * returning it pulls every host batch that is already finished into free
+ * entries, so the copy of k+1 runs while the user computes on k. Releasing a
+ * batch does the same, so a freed entry is refilled at once.
+ *
+ * The PIN_COPY threads (DESIGN: one memcpy thread reaches 9-15 GB/s, PCIe
+ * needs more) share each job: every thread copies a chunk, the last one to
+ * finish enqueues the H2D and the events. They never touch the host loader.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/gpu.h"
+#include "cuda/normalize.h"
+#include "feeder_cuda.h"
+#include "loader/internal.h"
+
+#define ENTRY_MAGIC 0xFEEDC0DAu
+#define CHUNK_ALIGN 4096
+
+enum { E_FREE = 0, E_PENDING, E_LENT };
+/* PIN_COPY progress of an entry, under g->lock. */
+enum { PIN_IDLE = 0, PIN_QUEUED, PIN_ENQUEUED };
+
+typedef struct entry {
+    uint32_t magic; /* first: feeder__gpu_owns() tells entries from host slots */
+    feeder__gpu *g;
+    int state;
+    feeder_batch pub;
+    feeder_batch *hb; /* host batch whose slot this entry still reads, or NULL */
+    uint8_t *stage;   /* device uint8 batch (== dev for uint8 output) */
+    void *dev;        /* device output batch */
+    int64_t *dev_labels;
+    uint8_t *pinned;  /* PIN_COPY: data then labels */
+    int64_t *labels;  /* host copies lent with the batch */
+    uint64_t *indices;
+    cudaEvent_t start_ev, h2d_ev, copy_ev, release_ev;
+    int wait_release; /* the copy stream must wait on release_ev first */
+    int used;         /* h2d_ev has been recorded */
+    int timed;        /* start_ev..h2d_ev not yet added to the stats */
+    uint32_t count;
+    size_t in_bytes;
+    /* PIN_COPY job, under g->lock */
+    int pin;
+    int slot_done;          /* the pin threads are done with the host slot */
+    unsigned chunks_taken, chunks_done;
+    const uint8_t *src;     /* slot data */
+    const int64_t *src_labels;
+    int err;                /* a CUDA error of the pin thread that enqueued */
+    char errmsg[256];
+} entry;
+
+typedef struct item {
+    int entry; /* >= 0: a batch; -1: a status */
+    int rc;
+    char msg[1024];
+} item;
+
+struct feeder__gpu {
+    feeder_loader *ld;
+    feeder__gpu_config cfg;
+    cudaStream_t stream;
+    int own_stream;
+    const feeder__slot_layout *l;
+    uint8_t *mem;
+    size_t mem_bytes;
+    int registered;
+    int pin_mode;
+    int depth;
+    entry *e;
+    size_t in_bytes, out_bytes, out_sample_bytes;
+    uint32_t nslots;
+    int held;      /* host batches held by entries */
+    item *fifo;
+    int head, len; /* FIFO of depth + 1 items */
+    int paused;    /* a status is queued: pull nothing until it is taken */
+    int broken;    /* a CUDA error: every later call fails with it */
+    char broken_msg[512];
+    char describe[512];
+    uint64_t device_bytes, pinned_bytes;
+    uint64_t h2d_ns; /* copy times harvested at reuse, not yet in the stats */
+
+    /* PIN_COPY threads */
+    pthread_t *thr;
+    int nthr;
+    pthread_mutex_t lock;
+    pthread_cond_t cv_work, cv_done;
+    int *jobs; /* FIFO of entry ids waiting for or under copy */
+    int jhead, jlen;
+    int stop;
+    uint64_t pin_ns; /* under lock */
+};
+
+static const char *cuerr(cudaError_t e) { return cudaGetErrorString(e); }
+
+/* ---- device selection: feeder's calls run on its device and leave the
+ * caller's current device as it was ---- */
+
+typedef struct devguard {
+    int prev, changed;
+} devguard;
+
+static cudaError_t dev_enter(const feeder__gpu *g, devguard *d)
+{
+    d->changed = 0;
+    cudaError_t e = cudaGetDevice(&d->prev);
+    if (e != cudaSuccess)
+        return e;
+    if (d->prev != g->cfg.device) {
+        if ((e = cudaSetDevice(g->cfg.device)) != cudaSuccess)
+            return e;
+        d->changed = 1;
+    }
+    return cudaSuccess;
+}
+
+static void dev_leave(const devguard *d)
+{
+    if (d->changed)
+        cudaSetDevice(d->prev);
+}
+
+/* ---- probing ---- */
+
+int feeder__gpu_probe(int device, char *why, size_t whylen)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        feeder__fmt(why, whylen, "no CUDA device: cudaGetDeviceCount: %s", cuerr(e));
+        cudaGetLastError(); /* not sticky: clear it for the user */
+        return FEEDER_EUNSUPPORTED;
+    }
+    if (n == 0) {
+        feeder__fmt(why, whylen, "no CUDA device: cudaGetDeviceCount found none");
+        return FEEDER_EUNSUPPORTED;
+    }
+    if (device >= n) {
+        feeder__fmt(why, whylen, "device = %d, but this machine has %d CUDA device%s (0..%d)",
+                    device, n, n == 1 ? "" : "s", n - 1);
+        return FEEDER_ERANGE;
+    }
+    return 0;
+}
+
+/* ---- memory ---- */
+
+static void *dev_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err)
+{
+    void *p = NULL;
+    if (g->cfg.dev_alloc.alloc) {
+        p = g->cfg.dev_alloc.alloc(g->cfg.dev_alloc.user, bytes);
+        *err = p ? cudaSuccess : cudaErrorMemoryAllocation;
+    } else {
+        *err = cudaMalloc(&p, bytes);
+        if (*err != cudaSuccess)
+            p = NULL;
+    }
+    if (p)
+        g->device_bytes += bytes;
+    return p;
+}
+
+static void dev_free(feeder__gpu *g, void *p)
+{
+    if (!p)
+        return;
+    if (g->cfg.dev_alloc.alloc)
+        g->cfg.dev_alloc.free(g->cfg.dev_alloc.user, p);
+    else
+        cudaFree(p);
+}
+
+static void *pin_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err)
+{
+    void *p = NULL;
+    if (g->cfg.pin_alloc.alloc) {
+        p = g->cfg.pin_alloc.alloc(g->cfg.pin_alloc.user, bytes);
+        *err = p ? cudaSuccess : cudaErrorMemoryAllocation;
+    } else {
+        *err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+        if (*err != cudaSuccess)
+            p = NULL;
+    }
+    if (p)
+        g->pinned_bytes += bytes;
+    return p;
+}
+
+static void pin_free(feeder__gpu *g, void *p)
+{
+    if (!p)
+        return;
+    if (g->cfg.pin_alloc.alloc)
+        g->cfg.pin_alloc.free(g->cfg.pin_alloc.user, p);
+    else
+        cudaFreeHost(p);
+}
+
+/* ---- the CUDA work of one batch, on the copy stream ---- */
+
+/* Enqueue: wait for the buffer's release, copy data and labels from `src`,
+ * normalise, record the events. Returns a cudaError_t. */
+static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels)
+{
+    cudaError_t e = cudaSuccess;
+    cudaStream_t s = g->stream;
+    if (en->wait_release && (e = cudaStreamWaitEvent(s, en->release_ev, 0)) != cudaSuccess)
+        return e;
+    en->wait_release = 0;
+    if ((e = cudaEventRecord(en->start_ev, s)) != cudaSuccess)
+        return e;
+    if ((e = cudaMemcpyAsync(en->stage, src, en->in_bytes, cudaMemcpyHostToDevice, s)) != cudaSuccess)
+        return e;
+    if ((e = cudaMemcpyAsync(en->dev_labels, labels, en->count * sizeof(int64_t),
+                             cudaMemcpyHostToDevice, s)) != cudaSuccess)
+        return e;
+    if ((e = cudaEventRecord(en->h2d_ev, s)) != cudaSuccess)
+        return e;
+    if (g->cfg.dtype != FEEDER_DTYPE_UINT8) {
+        e = (cudaError_t)feeder__normalize_launch(en->stage, en->dev, en->count, g->l->height,
+                                                  g->l->width, g->cfg.out_layout, g->cfg.dtype,
+                                                  g->cfg.mean, g->cfg.std, s);
+        if (e != cudaSuccess)
+            return e;
+    }
+    if ((e = cudaEventRecord(en->copy_ev, s)) != cudaSuccess)
+        return e;
+    en->used = 1;
+    en->timed = 1;
+    return cudaSuccess;
+}
+
+/* ---- PIN_COPY threads ---- */
+
+static void *pin_thread(void *arg)
+{
+    feeder__gpu *g = arg;
+    /* The runtime's current device is per thread. */
+    cudaSetDevice(g->cfg.device);
+    pthread_mutex_lock(&g->lock);
+    for (;;) {
+        entry *en = NULL;
+        unsigned chunk = 0;
+        while (!g->stop) {
+            if (g->jlen) {
+                en = &g->e[g->jobs[g->jhead]];
+                if (en->chunks_taken < (unsigned)g->nthr)
+                    break;
+            }
+            en = NULL;
+            pthread_cond_wait(&g->cv_work, &g->lock);
+        }
+        if (g->stop)
+            break;
+        chunk = en->chunks_taken++;
+        /* Once every chunk is taken the next job may start: the head moves. */
+        if (en->chunks_taken == (unsigned)g->nthr) {
+            g->jhead = (g->jhead + 1) % (g->depth + 1);
+            g->jlen--;
+            if (g->jlen)
+                pthread_cond_broadcast(&g->cv_work);
+        }
+        pthread_mutex_unlock(&g->lock);
+
+        /* Chunks are page multiples so threads never share a page. */
+        size_t per = (en->in_bytes + (size_t)g->nthr - 1) / (size_t)g->nthr;
+        per = (per + CHUNK_ALIGN - 1) / CHUNK_ALIGN * CHUNK_ALIGN;
+        size_t lo = (size_t)chunk * per, hi = lo + per;
+        if (hi > en->in_bytes)
+            hi = en->in_bytes;
+        uint64_t t0 = feeder__now_ns();
+        if (lo < hi)
+            memcpy(en->pinned + lo, en->src + lo, hi - lo);
+        if (chunk == 0)
+            memcpy(en->pinned + g->in_bytes, en->src_labels, en->count * sizeof(int64_t));
+        uint64_t dt = feeder__now_ns() - t0;
+
+        pthread_mutex_lock(&g->lock);
+        g->pin_ns += dt;
+        if (++en->chunks_done == (unsigned)g->nthr) {
+            en->slot_done = 1;
+            /* The last one enqueues, under the lock: the stream is shared by
+             * the pin threads. Two jobs may reach the stream out of order;
+             * that is harmless, each batch has its own events. */
+            cudaError_t e = enqueue(g, en, en->pinned, (const int64_t *)(en->pinned + g->in_bytes));
+            if (e != cudaSuccess) {
+                en->err = FEEDER_ECUDA;
+                feeder__fmt(en->errmsg, sizeof(en->errmsg), "copying batch %llu to device %d: %s",
+                            (unsigned long long)en->pub.number, g->cfg.device, cuerr(e));
+            }
+            en->pin = PIN_ENQUEUED;
+            pthread_cond_broadcast(&g->cv_done);
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static int setup_fail(feeder__gpu *g, char *why, size_t whylen, const char *what, cudaError_t e)
+{
+    feeder__fmt(why, whylen, "GPU path on device %d: %s: %s", g->cfg.device, what, cuerr(e));
+    return FEEDER_ECUDA;
+}
+
+int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__gpu **out,
+                      char *why, size_t whylen)
+{
+    int rc = feeder__gpu_probe(cfg->device, why, whylen);
+    if (rc)
+        return rc;
+    feeder__gpu *g = calloc(1, sizeof(*g));
+    if (!g) {
+        feeder__fmt(why, whylen, "out of memory");
+        return -ENOMEM;
+    }
+    g->ld = ld;
+    g->cfg = *cfg;
+    g->l = feeder__loader_layout(ld);
+    g->mem = feeder__loader_mem(ld, &g->mem_bytes);
+    g->nslots = feeder__loader_nslots(ld);
+    g->depth = cfg->depth;
+    g->pin_mode = cfg->pin_mode;
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->cv_work, NULL);
+    pthread_cond_init(&g->cv_done, NULL);
+
+    devguard dg;
+    cudaError_t e = dev_enter(g, &dg);
+    if (e != cudaSuccess) {
+        rc = setup_fail(g, why, whylen, "cudaSetDevice", e);
+        feeder__gpu_destroy(g);
+        return rc;
+    }
+
+    static const size_t esize[] = {1, 2, 2, 4};
+    g->in_bytes = (size_t)g->l->batch * g->l->sample_bytes;
+    g->out_sample_bytes = g->l->sample_bytes * esize[cfg->dtype];
+    g->out_bytes = (size_t)g->l->batch * g->out_sample_bytes;
+
+    const char *pin_note = "";
+    char note[300] = "";
+    if (cfg->copy_stream) {
+        g->stream = (cudaStream_t)cfg->copy_stream;
+    } else if ((e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        rc = setup_fail(g, why, whylen, "cudaStreamCreateWithFlags", e);
+        goto fail;
+    } else {
+        g->own_stream = 1;
+    }
+    if (g->pin_mode == FEEDER_PIN_REGISTER) {
+        /* The whole slot mapping, so every slot's labels and data are
+         * DMA-able; workers keep writing through their own mappings. */
+        e = cudaHostRegister(g->mem, g->mem_bytes, cudaHostRegisterPortable);
+        if (e == cudaSuccess) {
+            g->registered = 1;
+            g->pinned_bytes += g->mem_bytes;
+        } else {
+            cudaGetLastError();
+            feeder__fmt(note, sizeof(note), " (cudaHostRegister of %zu bytes of slots failed: %s)",
+                        g->mem_bytes, cuerr(e));
+            pin_note = note;
+            g->pin_mode = FEEDER_PIN_COPY;
+        }
+    }
+
+    g->e = calloc((size_t)g->depth, sizeof(*g->e));
+    g->fifo = calloc((size_t)g->depth + 1, sizeof(*g->fifo));
+    g->jobs = calloc((size_t)g->depth + 1, sizeof(*g->jobs));
+    if (!g->e || !g->fifo || !g->jobs) {
+        feeder__fmt(why, whylen, "out of memory");
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (int i = 0; i < g->depth; i++) {
+        entry *en = &g->e[i];
+        en->magic = ENTRY_MAGIC;
+        en->g = g;
+        char what[160];
+        en->stage = dev_alloc(g, g->in_bytes ? g->in_bytes : 1, &e);
+        if (!en->stage) {
+            feeder__fmt(what, sizeof(what), "allocating %zu bytes of device memory for batch buffer %d",
+                        g->in_bytes, i);
+            rc = setup_fail(g, why, whylen, what, e);
+            goto fail;
+        }
+        if (cfg->dtype == FEEDER_DTYPE_UINT8) {
+            en->dev = en->stage;
+        } else if (!(en->dev = dev_alloc(g, g->out_bytes, &e))) {
+            feeder__fmt(what, sizeof(what), "allocating %zu bytes of device memory for batch buffer %d",
+                        g->out_bytes, i);
+            rc = setup_fail(g, why, whylen, what, e);
+            goto fail;
+        }
+        if (!(en->dev_labels = dev_alloc(g, (size_t)g->l->batch * sizeof(int64_t), &e))) {
+            rc = setup_fail(g, why, whylen, "allocating device labels", e);
+            goto fail;
+        }
+        if (g->pin_mode == FEEDER_PIN_COPY &&
+            !(en->pinned = pin_alloc(g, g->in_bytes + (size_t)g->l->batch * sizeof(int64_t), &e))) {
+            feeder__fmt(what, sizeof(what), "allocating %zu bytes of pinned memory for buffer %d",
+                        g->in_bytes + (size_t)g->l->batch * sizeof(int64_t), i);
+            rc = setup_fail(g, why, whylen, what, e);
+            goto fail;
+        }
+        en->labels = malloc((size_t)g->l->batch * sizeof(int64_t));
+        en->indices = malloc((size_t)g->l->batch * sizeof(uint64_t));
+        if (!en->labels || !en->indices) {
+            feeder__fmt(why, whylen, "out of memory");
+            rc = -ENOMEM;
+            goto fail;
+        }
+        if ((e = cudaEventCreate(&en->start_ev)) != cudaSuccess ||
+            (e = cudaEventCreate(&en->h2d_ev)) != cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&en->copy_ev, cudaEventDisableTiming)) != cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&en->release_ev, cudaEventDisableTiming)) != cudaSuccess) {
+            rc = setup_fail(g, why, whylen, "cudaEventCreate", e);
+            goto fail;
+        }
+    }
+    if (g->pin_mode == FEEDER_PIN_COPY) {
+        g->nthr = cfg->pin_threads;
+        g->thr = calloc((size_t)g->nthr, sizeof(*g->thr));
+        if (!g->thr) {
+            feeder__fmt(why, whylen, "out of memory");
+            rc = -ENOMEM;
+            goto fail;
+        }
+        for (int i = 0; i < g->nthr; i++) {
+            int err = pthread_create(&g->thr[i], NULL, pin_thread, g);
+            if (err) {
+                g->nthr = i;
+                feeder__fmt(why, whylen, "starting pin thread %d: %s", i, strerror(err));
+                rc = -err;
+                goto fail;
+            }
+        }
+    }
+    static const char *pins[] = {"none (pageable copies)", "copy", "register"};
+    static const char *dtypes[] = {"uint8", "float16", "bfloat16", "float32"};
+    char thr[32] = "";
+    if (g->pin_mode == FEEDER_PIN_COPY)
+        feeder__fmt(thr, sizeof(thr), " (%d thread%s)", g->nthr, g->nthr == 1 ? "" : "s");
+    feeder__fmt(g->describe, sizeof(g->describe),
+                "device %d, pin %s%s, %d device buffers of %zu bytes, %s %s", cfg->device,
+                pins[g->pin_mode], thr, g->depth, g->out_bytes, dtypes[cfg->dtype],
+                cfg->dtype == FEEDER_DTYPE_UINT8 && g->l->layout == FEEDER_LAYOUT_NCHW ? "NCHW"
+                : cfg->dtype != FEEDER_DTYPE_UINT8 && cfg->out_layout == FEEDER_LAYOUT_NCHW ? "NCHW"
+                                                                                           : "NHWC");
+    if (*pin_note) {
+        size_t n = strlen(g->describe);
+        feeder__fmt(g->describe + n, sizeof(g->describe) - n, "%s", pin_note);
+    }
+    feeder__loader_stats_mem(ld, g->pinned_bytes, g->device_bytes);
+    dev_leave(&dg);
+    *out = g;
+    return 0;
+fail:
+    dev_leave(&dg);
+    feeder__gpu_destroy(g);
+    return rc;
+}
+
+const char *feeder__gpu_describe(const feeder__gpu *g) { return g ? g->describe : ""; }
+
+int feeder__gpu_owns(const feeder_batch *b)
+{
+    return b && b->internal_ && *(const uint32_t *)b->internal_ == ENTRY_MAGIC;
+}
+
+/* ---- host slots back ---- */
+
+/* Give back the host slot of every entry that is done with it. `block`:
+ * wait for the oldest such copy when no slot could be freed otherwise. */
+static int reap(feeder__gpu *g, feeder_stats *d, int block)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int freed = 0;
+        entry *oldest = NULL;
+        for (int i = 0; i < g->depth; i++) {
+            entry *en = &g->e[i];
+            int done = 0;
+            if (g->pin_mode == FEEDER_PIN_COPY) {
+                /* The pin threads own an entry's events until it is enqueued. */
+                pthread_mutex_lock(&g->lock);
+                int enq = en->pin == PIN_ENQUEUED || en->pin == PIN_IDLE;
+                done = en->slot_done;
+                pthread_mutex_unlock(&g->lock);
+                if (!enq && !en->hb)
+                    continue;
+                if (!enq)
+                    goto slot;
+            }
+            if (en->timed) {
+                cudaError_t q = cudaEventQuery(en->h2d_ev);
+                if (q == cudaSuccess) {
+                    float ms = 0;
+                    if (cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
+                        d->h2d_ns += (uint64_t)(ms * 1e6);
+                    en->timed = 0;
+                } else if (q != cudaErrorNotReady) {
+                    return feeder__loader_fail(g->ld, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
+                                               (unsigned long long)en->pub.number, g->cfg.device,
+                                               cuerr(q));
+                }
+            }
+        slot:
+            if (!en->hb)
+                continue;
+            if (g->pin_mode != FEEDER_PIN_COPY)
+                done = en->used && !en->timed; /* h2d_ev has passed (checked above) */
+            if (done) {
+                feeder__host_release(en->hb);
+                en->hb = NULL;
+                g->held--;
+                freed = 1;
+            } else if (!oldest || en->pub.number < oldest->pub.number) {
+                oldest = en;
+            }
+        }
+        if (freed || !block || !oldest || g->held < (int)g->nslots)
+            return 0;
+        /* Every host slot is in a copy: wait for the oldest. */
+        if (g->pin_mode == FEEDER_PIN_COPY) {
+            pthread_mutex_lock(&g->lock);
+            while (!oldest->slot_done)
+                pthread_cond_wait(&g->cv_done, &g->lock);
+            pthread_mutex_unlock(&g->lock);
+        } else {
+            cudaError_t e = cudaEventSynchronize(oldest->h2d_ev);
+            if (e != cudaSuccess)
+                return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+                                           (unsigned long long)oldest->pub.number, cuerr(e));
+        }
+    }
+    return 0;
+}
+
+/* ---- pulling host batches into entries ---- */
+
+static entry *free_entry(feeder__gpu *g)
+{
+    for (int i = 0; i < g->depth; i++)
+        if (g->e[i].state == E_FREE)
+            return &g->e[i];
+    return NULL;
+}
+
+static void push_status(feeder__gpu *g, int rc, const char *msg)
+{
+    item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
+    it->entry = -1;
+    it->rc = rc;
+    feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
+    g->paused = 1;
+}
+
+/* Give back the host batch an entry still holds, waiting for its copy:
+ * an entry freed by the user may be refilled before a reap saw its copy
+ * end, and its old slot must not be lost. */
+static int drop_held(feeder__gpu *g, entry *en)
+{
+    if (!en->hb)
+        return 0;
+    if (g->pin_mode == FEEDER_PIN_COPY) {
+        pthread_mutex_lock(&g->lock);
+        while (!en->slot_done && !g->stop)
+            pthread_cond_wait(&g->cv_done, &g->lock);
+        pthread_mutex_unlock(&g->lock);
+    } else {
+        cudaError_t e = cudaEventSynchronize(en->h2d_ev);
+        if (e != cudaSuccess)
+            return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+                                       (unsigned long long)en->pub.number, cuerr(e));
+    }
+    feeder__host_release(en->hb);
+    en->hb = NULL;
+    g->held--;
+    return 0;
+}
+
+/* Start moving host batch `hb` into entry `en`. */
+static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
+{
+    const feeder__slot_layout *l = g->l;
+    int rc = drop_held(g, en);
+    if (rc) {
+        feeder__host_release(hb);
+        return rc;
+    }
+    en->hb = hb;
+    g->held++;
+    en->count = hb->count;
+    en->in_bytes = (size_t)hb->count * l->sample_bytes;
+    memcpy(en->labels, hb->labels, hb->count * sizeof(int64_t));
+    memcpy(en->indices, hb->indices, hb->count * sizeof(uint64_t));
+    feeder_batch *b = &en->pub;
+    memset(b, 0, sizeof(*b));
+    b->data = NULL;
+    b->labels = en->labels;
+    b->indices = en->indices;
+    b->count = hb->count;
+    b->height = hb->height;
+    b->width = hb->width;
+    b->channels = hb->channels;
+    b->layout = g->cfg.dtype == FEEDER_DTYPE_UINT8 ? hb->layout : g->cfg.out_layout;
+    b->skipped = hb->skipped;
+    b->sample_bytes = g->out_sample_bytes;
+    b->epoch = hb->epoch;
+    b->number = hb->number;
+    b->device_data = en->dev;
+    b->ready_event = (void *)en->copy_ev;
+    b->device_labels = en->dev_labels;
+    b->dtype = g->cfg.dtype;
+    b->device = g->cfg.device;
+    b->device_bytes = (size_t)hb->count * g->out_sample_bytes;
+    b->internal_ = en;
+    en->state = E_PENDING;
+    item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
+    it->entry = (int)(en - g->e);
+    it->rc = 0;
+
+    /* The entry's last H2D must be over before its pinned buffer is
+     * rewritten (invariant 2), and its copy time must be read before the
+     * events are recorded again (else the stats keep only the copies that
+     * happened to finish before a reap, the short ones). It was enqueued
+     * two batches ago, so this rarely waits. */
+    if (en->timed || (en->used && g->pin_mode == FEEDER_PIN_COPY)) {
+        cudaError_t e = cudaEventSynchronize(en->h2d_ev);
+        if (e != cudaSuccess)
+            return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
+                                       cuerr(e));
+        float ms = 0;
+        if (en->timed && cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
+            g->h2d_ns += (uint64_t)(ms * 1e6);
+        en->timed = 0;
+    }
+    if (g->pin_mode == FEEDER_PIN_COPY) {
+        pthread_mutex_lock(&g->lock);
+        en->src = hb->data;
+        en->src_labels = hb->labels;
+        en->slot_done = 0;
+        en->chunks_taken = en->chunks_done = 0;
+        en->err = 0;
+        en->pin = PIN_QUEUED;
+        g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = it->entry;
+        pthread_cond_broadcast(&g->cv_work);
+        pthread_mutex_unlock(&g->lock);
+        return 0;
+    }
+    cudaError_t e = enqueue(g, en, hb->data, hb->labels);
+    if (e != cudaSuccess)
+        return feeder__loader_fail(g->ld, FEEDER_ECUDA, "copying batch %llu of epoch %llu to device %d: %s",
+                                   (unsigned long long)hb->number, (unsigned long long)hb->epoch,
+                                   g->cfg.device, cuerr(e));
+    return 0;
+}
+
+/* Pull host batches into free entries: without waiting (try), or waiting for
+ * one (the FIFO is empty and the user asked for a batch). */
+static int pull(feeder__gpu *g, int wait)
+{
+    while (!g->paused) {
+        entry *en = free_entry(g);
+        if (!en)
+            return 0;
+        int rc = drop_held(g, en);
+        if (rc)
+            return rc;
+        if (g->held >= (int)g->nslots)
+            return 0; /* every slot is in a copy; reap frees them */
+        feeder_batch *hb = NULL;
+        rc = feeder__host_next(g->ld, &hb, !wait);
+        if (rc == FEEDER__AGAIN)
+            return 0;
+        if (rc) {
+            push_status(g, rc, feeder_loader_errmsg(g->ld));
+            return 0;
+        }
+        if ((rc = submit(g, en, hb)))
+            return rc;
+        wait = 0;
+    }
+    return 0;
+}
+
+static int broken(feeder__gpu *g, int rc, const char *msg)
+{
+    g->broken = rc;
+    feeder__fmt(g->broken_msg, sizeof(g->broken_msg), "%s", msg);
+    return rc;
+}
+
+int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
+{
+    feeder_loader *ld = g->ld;
+    if (g->broken)
+        return feeder__loader_fail(ld, g->broken, "%s", g->broken_msg);
+    uint64_t t0 = feeder__now_ns();
+    feeder_stats d;
+    memset(&d, 0, sizeof(d));
+    devguard dg;
+    cudaError_t ce = dev_enter(g, &dg);
+    if (ce != cudaSuccess)
+        return feeder__loader_fail(ld, FEEDER_ECUDA, "cudaSetDevice(%d): %s", g->cfg.device, cuerr(ce));
+    int rc = reap(g, &d, 0);
+    if (!rc)
+        rc = pull(g, 0);
+    if (!rc && g->len == 0) {
+        if (!free_entry(g)) {
+            rc = feeder__loader_fail(ld, FEEDER_EBUSY,
+                                     "all %d device buffers are borrowed; release a batch first "
+                                     "(gpu_prefetch = %d)", g->depth, g->depth);
+            goto out;
+        }
+        if (!(rc = reap(g, &d, 1)))
+            rc = pull(g, 1);
+        if (!rc && g->len == 0)
+            rc = feeder__loader_fail(ld, FEEDER_EPROTO,
+                                     "GPU prefetcher: no batch could be pulled (%d of %u host slots "
+                                     "in copies)", g->held, g->nslots);
+    }
+    if (rc) {
+        rc = broken(g, rc, feeder_loader_errmsg(ld));
+        goto out;
+    }
+    item *it = &g->fifo[g->head];
+    g->head = (g->head + 1) % (g->depth + 1);
+    g->len--;
+    if (it->entry < 0) {
+        g->paused = 0;
+        rc = feeder__loader_fail(ld, it->rc, "%s", it->msg);
+        goto out;
+    }
+    entry *en = &g->e[it->entry];
+    if (g->pin_mode == FEEDER_PIN_COPY) {
+        /* The batch is lent once its copy is on the stream (the event is
+         * recorded); the user's stream waits for the copy itself. */
+        pthread_mutex_lock(&g->lock);
+        while (en->pin != PIN_ENQUEUED)
+            pthread_cond_wait(&g->cv_done, &g->lock);
+        int err = en->err;
+        char msg[sizeof(en->errmsg)];
+        memcpy(msg, en->errmsg, sizeof(msg));
+        pthread_mutex_unlock(&g->lock);
+        if (err) {
+            rc = broken(g, feeder__loader_fail(ld, err, "%s", msg), msg);
+            goto out;
+        }
+    }
+    en->state = E_LENT;
+    d.gpu_batches = 1;
+    d.h2d_bytes = en->in_bytes + en->count * sizeof(int64_t);
+    *out = &en->pub;
+    /* Batch k is out; start k+1 now, not at the next call. */
+    rc = pull(g, 0);
+    if (rc)
+        rc = broken(g, rc, feeder_loader_errmsg(ld));
+    rc = 0; /* batch k is valid either way; a later call reports the failure */
+out:
+    dev_leave(&dg);
+    pthread_mutex_lock(&g->lock);
+    d.pin_ns = g->pin_ns;
+    g->pin_ns = 0;
+    pthread_mutex_unlock(&g->lock);
+    d.h2d_ns += g->h2d_ns;
+    g->h2d_ns = 0;
+    d.wait_ns = feeder__now_ns() - t0;
+    feeder__loader_stats_add(ld, &d);
+    return rc;
+}
+
+int feeder__gpu_release(feeder_batch *b, void *stream)
+{
+    entry *en = b->internal_;
+    feeder__gpu *g = en->g;
+    if (en->state != E_LENT || &en->pub != b)
+        return FEEDER_EINVAL;
+    devguard dg;
+    cudaError_t e = dev_enter(g, &dg);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(en->release_ev, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        /* Without the event the buffer's readers are unknown: wait for the
+         * whole device rather than risk overwriting what they read. */
+        cudaDeviceSynchronize();
+        en->wait_release = 0;
+    } else {
+        en->wait_release = 1;
+    }
+    en->state = E_FREE;
+    b->internal_ = NULL;
+    /* Refill the freed buffer now, so its copy overlaps the user's compute. */
+    if (!g->broken) {
+        feeder_stats d;
+        memset(&d, 0, sizeof(d));
+        int rc = reap(g, &d, 0);
+        if (!rc)
+            rc = pull(g, 0);
+        if (rc)
+            broken(g, rc, feeder_loader_errmsg(g->ld));
+        feeder__loader_stats_add(g->ld, &d);
+    }
+    dev_leave(&dg);
+    return e == cudaSuccess ? 0
+                            : feeder__loader_fail(g->ld, FEEDER_ECUDA,
+                                                  "feeder_batch_release: cudaEventRecord: %s",
+                                                  cuerr(e));
+}
+
+/* Wait until the pin threads are done with every queued entry. */
+static void pin_quiesce(feeder__gpu *g)
+{
+    if (g->pin_mode != FEEDER_PIN_COPY)
+        return;
+    pthread_mutex_lock(&g->lock);
+    for (int i = 0; i < g->depth; i++)
+        while (g->e[i].pin == PIN_QUEUED && !g->stop)
+            pthread_cond_wait(&g->cv_done, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void feeder__gpu_drop(feeder__gpu *g)
+{
+    devguard dg;
+    if (dev_enter(g, &dg) != cudaSuccess)
+        return;
+    pin_quiesce(g);
+    cudaStreamSynchronize(g->stream);
+    feeder_stats d;
+    memset(&d, 0, sizeof(d));
+    reap(g, &d, 0);
+    feeder__loader_stats_add(g->ld, &d);
+    for (; g->len; g->len--, g->head = (g->head + 1) % (g->depth + 1)) {
+        item *it = &g->fifo[g->head];
+        if (it->entry >= 0)
+            g->e[it->entry].state = E_FREE;
+    }
+    g->paused = 0;
+    dev_leave(&dg);
+}
+
+void feeder__gpu_destroy(feeder__gpu *g)
+{
+    if (!g)
+        return;
+    devguard dg;
+    int entered = dev_enter(g, &dg) == cudaSuccess;
+    if (g->thr) {
+        pthread_mutex_lock(&g->lock);
+        g->stop = 1;
+        pthread_cond_broadcast(&g->cv_work);
+        pthread_cond_broadcast(&g->cv_done);
+        pthread_mutex_unlock(&g->lock);
+        for (int i = 0; i < g->nthr; i++)
+            pthread_join(g->thr[i], NULL);
+        free(g->thr);
+    }
+    if (entered && g->stream)
+        cudaStreamSynchronize(g->stream);
+    for (int i = 0; g->e && i < g->depth; i++) {
+        entry *en = &g->e[i];
+        if (en->dev != en->stage)
+            dev_free(g, en->dev);
+        dev_free(g, en->stage);
+        dev_free(g, en->dev_labels);
+        pin_free(g, en->pinned);
+        free(en->labels);
+        free(en->indices);
+        if (en->start_ev)
+            cudaEventDestroy(en->start_ev);
+        if (en->h2d_ev)
+            cudaEventDestroy(en->h2d_ev);
+        if (en->copy_ev)
+            cudaEventDestroy(en->copy_ev);
+        if (en->release_ev)
+            cudaEventDestroy(en->release_ev);
+    }
+    if (g->registered)
+        cudaHostUnregister(g->mem);
+    if (g->own_stream)
+        cudaStreamDestroy(g->stream);
+    if (entered)
+        dev_leave(&dg);
+    free(g->e);
+    free(g->fifo);
+    free(g->jobs);
+    pthread_cond_destroy(&g->cv_work);
+    pthread_cond_destroy(&g->cv_done);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+/* feeder_cuda.h */
+int feeder__loader_set_copy_stream(feeder_loader *ld, void *stream);
+FEEDER_API int feeder_loader_set_copy_stream(feeder_loader *ld, cudaStream_t stream)
+{
+    return feeder__loader_set_copy_stream(ld, (void *)stream);
+}

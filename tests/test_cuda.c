@@ -1,0 +1,663 @@
+/*
+ * The GPU path (cuda/): device batches against host batches, the normalise
+ * kernel against a CPU reference, a slow consumer against the smallest
+ * rings, allocators, errors. Needs a CUDA device: without one the program
+ * exits 77 (skipped). The runner process never touches CUDA (Check forks
+ * every test; a child decides whether a device exists), so each test starts
+ * with a fresh CUDA context, as a forked child must.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "benchutil.h"
+#include "cuda/normalize.h"
+#include "cuda_kernels.h"
+#include "feeder.h"
+#include "feeder_cuda.h"
+
+#define CK_CUDA(call)                                                                    \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));       \
+    } while (0)
+
+static char tmpdir[256];
+static feeder_dataset *jpegs;
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-cuda-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    bu_photos *photos;
+    char err[256];
+    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/imgs", tmpdir);
+    ck_assert_int_eq(bu_make_dataset(photos, dir, 3, 6, 11, 0), 0);
+    bu_photos_free(photos);
+    ck_assert_int_eq(feeder_dataset_open_folder(dir, &jpegs, err, sizeof(err)), 0);
+}
+
+static void teardown(void)
+{
+    feeder_dataset_destroy(jpegs);
+    jpegs = NULL;
+    bu_rm_rf(tmpdir);
+}
+
+/* ---- runs ---- */
+
+typedef struct cfg {
+    int device, pin, dtype, layout, workers, prefetch, gpu_prefetch, pipeline, batch, epochs;
+} cfg;
+
+static cfg base(void)
+{
+    return (cfg){.device = -1, .pin = FEEDER_PIN_REGISTER, .dtype = FEEDER_DTYPE_UINT8,
+                 .layout = FEEDER_LAYOUT_NHWC, .workers = 2, .prefetch = 2, .gpu_prefetch = 2,
+                 .pipeline = FEEDER_PIPELINE_TRAIN, .batch = 5, .epochs = 2};
+}
+
+static int poison_allocs;
+static void *poison_alloc(void *user, size_t n)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, n) != cudaSuccess)
+        return NULL;
+    /* Every byte feeder does not write shows as 0xA5. */
+    if (cudaMemset(p, 0xA5, n) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    (*(int *)user)++;
+    return p;
+}
+static void poison_free(void *user, void *p) { cudaFree(p); }
+
+static int pinned_allocs;
+static void *pinned_alloc(void *user, size_t n)
+{
+    void *p = NULL;
+    if (cudaHostAlloc(&p, n, cudaHostAllocPortable) != cudaSuccess)
+        return NULL;
+    memset(p, 0x5A, n);
+    (*(int *)user)++;
+    return p;
+}
+static void pinned_free(void *user, void *p) { cudaFreeHost(p); }
+
+static feeder_loader *make(feeder_dataset *ds, const cfg *c)
+{
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, c->batch), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, c->workers), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, c->prefetch), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, 3), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIPELINE, c->pipeline), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 40), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 56), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 64), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_LAYOUT, c->layout), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, c->device), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, c->pin), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, c->dtype), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_PREFETCH, c->gpu_prefetch), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_THREADS, 3), 0);
+    return ld;
+}
+
+/* Every batch of c->epochs epochs: bytes (host batches: data; device
+ * batches: device_data copied back after the ready event), labels (host and
+ * device copies, which must agree), indices. */
+typedef struct run {
+    uint32_t nb;
+    uint32_t count[64];
+    uint64_t epoch[64], number[64];
+    uint8_t *bytes[64];
+    size_t nbytes[64];
+    int64_t labels[64][16];
+    uint64_t idx[64][16];
+} run;
+
+static void run_free(run *r)
+{
+    for (uint32_t i = 0; i < r->nb; i++)
+        free(r->bytes[i]);
+    free(r);
+}
+
+static run *collect(feeder_dataset *ds, const cfg *c, const feeder_allocator *dev,
+                    const feeder_allocator *pin)
+{
+    feeder_loader *ld = make(ds, c);
+    if (dev || pin)
+        ck_assert_int_eq(feeder_loader_set_allocators(ld, dev, pin), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    const char *why;
+    int on = feeder_loader_gpu_status(ld, &why);
+    ck_assert_msg(on == (c->device >= 0), "gpu_status %d: %s", on, why);
+    cudaStream_t s = NULL;
+    if (on)
+        CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    run *r = calloc(1, sizeof(*r));
+    for (int e = 0; e < c->epochs; e++) {
+        feeder_batch *b;
+        int rc;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            uint32_t i = r->nb++;
+            ck_assert_uint_lt(i, 64);
+            ck_assert_uint_le(b->count, 16);
+            r->count[i] = b->count;
+            r->epoch[i] = b->epoch;
+            r->number[i] = b->number;
+            memcpy(r->labels[i], b->labels, b->count * sizeof(int64_t));
+            memcpy(r->idx[i], b->indices, b->count * sizeof(uint64_t));
+            if (!on) {
+                ck_assert_ptr_nonnull(b->data);
+                ck_assert_ptr_null(b->device_data);
+                r->nbytes[i] = (size_t)b->count * b->sample_bytes;
+                r->bytes[i] = malloc(r->nbytes[i]);
+                memcpy(r->bytes[i], b->data, r->nbytes[i]);
+            } else {
+                ck_assert_ptr_null(b->data);
+                ck_assert_ptr_nonnull(b->device_data);
+                ck_assert_ptr_nonnull(b->ready_event);
+                ck_assert_int_eq(b->device, c->device);
+                ck_assert_int_eq(b->dtype, c->dtype);
+                ck_assert_uint_eq(b->device_bytes, (size_t)b->count * b->sample_bytes);
+                r->nbytes[i] = b->device_bytes;
+                r->bytes[i] = malloc(r->nbytes[i]);
+                int64_t dl[16];
+                /* As a user would: the stream waits on the event; the host
+                 * reads only after synchronising that stream. */
+                CK_CUDA(feeder_batch_wait(b, s));
+                CK_CUDA(cudaMemcpyAsync(r->bytes[i], b->device_data, r->nbytes[i],
+                                        cudaMemcpyDeviceToHost, s));
+                CK_CUDA(cudaMemcpyAsync(dl, b->device_labels, b->count * sizeof(int64_t),
+                                        cudaMemcpyDeviceToHost, s));
+                CK_CUDA(cudaStreamSynchronize(s));
+                ck_assert_mem_eq(dl, b->labels, b->count * sizeof(int64_t));
+            }
+            ck_assert_int_eq(feeder_batch_release(b, s), 0);
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
+    }
+    feeder_stats st;
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    if (on) {
+        ck_assert_uint_eq(st.gpu_batches, r->nb);
+        ck_assert_uint_gt(st.h2d_bytes, 0);
+        ck_assert_uint_gt(st.device_bytes, 0);
+    }
+    feeder_loader_destroy(ld);
+    if (s)
+        CK_CUDA(cudaStreamDestroy(s));
+    return r;
+}
+
+static void same_batches(const run *a, const run *b)
+{
+    ck_assert_uint_eq(a->nb, b->nb);
+    for (uint32_t i = 0; i < a->nb; i++) {
+        ck_assert_uint_eq(a->count[i], b->count[i]);
+        ck_assert_uint_eq(a->epoch[i], b->epoch[i]);
+        ck_assert_uint_eq(a->number[i], b->number[i]);
+        ck_assert_mem_eq(a->labels[i], b->labels[i], a->count[i] * sizeof(int64_t));
+        ck_assert_mem_eq(a->idx[i], b->idx[i], a->count[i] * sizeof(uint64_t));
+        ck_assert_uint_eq(a->nbytes[i], b->nbytes[i]);
+        ck_assert_msg(memcmp(a->bytes[i], b->bytes[i], a->nbytes[i]) == 0,
+                      "batch %u: device bytes differ from host bytes", i);
+    }
+}
+
+/* ---- device batches are the host batches ---- */
+
+START_TEST(test_device_matches_host)
+{
+    static const int pins[] = {FEEDER_PIN_NONE, FEEDER_PIN_COPY, FEEDER_PIN_REGISTER};
+    for (int layout = 0; layout < 2; layout++) {
+        cfg h = base();
+        h.layout = layout;
+        run *ref = collect(jpegs, &h, NULL, NULL);
+        ck_assert_uint_eq(ref->nb, 8); /* 18 images, batch 5: 4 a epoch, the last short */
+        ck_assert_uint_eq(ref->count[3], 3);
+        for (int p = 0; p < 3; p++) {
+            for (int w = 0; w <= 2; w += 2) {
+                cfg d = h;
+                d.device = 0;
+                d.pin = pins[p];
+                d.workers = w;
+                poison_allocs = pinned_allocs = 0;
+                feeder_allocator dev = {poison_alloc, poison_free, &poison_allocs};
+                feeder_allocator pin = {pinned_alloc, pinned_free, &pinned_allocs};
+                run *got = collect(jpegs, &d, &dev, &pin);
+                same_batches(ref, got);
+                /* Data and labels for each of the gpu_prefetch buffers. */
+                ck_assert_int_eq(poison_allocs, 2 * d.gpu_prefetch);
+                ck_assert_int_eq(pinned_allocs, pins[p] == FEEDER_PIN_COPY ? d.gpu_prefetch : 0);
+                run_free(got);
+            }
+        }
+        run_free(ref);
+    }
+}
+END_TEST
+
+/* ---- the normalise kernel against the CPU ---- */
+
+static uint16_t f2h(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t mant = x & 0x7fffffu;
+    if (((x >> 23) & 0xff) == 0xff)
+        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+    if (exp >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10)
+            return (uint16_t)sign;
+        mant |= 0x800000u;
+        int shift = 14 - exp;
+        uint32_t m = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (m & 1)))
+            m++;
+        return (uint16_t)(sign | m);
+    }
+    uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+        h++;
+    return (uint16_t)h;
+}
+
+static uint16_t f2bf(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+START_TEST(test_normalize_matches_cpu)
+{
+    static const size_t esize[] = {1, 2, 2, 4};
+    cfg h = base();
+    h.layout = FEEDER_LAYOUT_NHWC;
+    run *ref = collect(jpegs, &h, NULL, NULL);
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    float scale[3], shift[3];
+    feeder__normalize_params(mean, std, scale, shift);
+    const uint32_t H = 40, W = 56, hw = H * W;
+    for (int dt = FEEDER_DTYPE_FLOAT16; dt <= FEEDER_DTYPE_FLOAT32; dt++) {
+        for (int layout = 0; layout < 2; layout++) {
+            cfg d = h;
+            d.device = 0;
+            d.dtype = dt;
+            d.layout = layout;
+            run *got = collect(jpegs, &d, NULL, NULL);
+            ck_assert_uint_eq(got->nb, ref->nb);
+            for (uint32_t b = 0; b < ref->nb; b++) {
+                ck_assert_uint_eq(got->nbytes[b], ref->nbytes[b] * esize[dt]);
+                ck_assert_mem_eq(got->labels[b], ref->labels[b], ref->count[b] * sizeof(int64_t));
+                for (uint64_t px = 0; px < (uint64_t)ref->count[b] * hw; px++) {
+                    for (int c = 0; c < 3; c++) {
+                        float v = fmaf((float)ref->bytes[b][px * 3 + c], scale[c], shift[c]);
+                        uint64_t n = px / hw, q = px % hw;
+                        uint64_t o = layout == FEEDER_LAYOUT_NCHW ? (n * 3 + (uint64_t)c) * hw + q
+                                                                  : px * 3 + (uint64_t)c;
+                        const uint8_t *g = got->bytes[b] + o * esize[dt];
+                        if (dt == FEEDER_DTYPE_FLOAT32) {
+                            float gv;
+                            memcpy(&gv, g, 4);
+                            ck_assert_msg(memcmp(&gv, &v, 4) == 0,
+                                          "float32 batch %u px %llu c %d: %.9g vs %.9g", b,
+                                          (unsigned long long)px, c, gv, v);
+                        } else {
+                            uint16_t gv, want = dt == FEEDER_DTYPE_FLOAT16 ? f2h(v) : f2bf(v);
+                            memcpy(&gv, g, 2);
+                            ck_assert_msg(gv == want, "dtype %d batch %u px %llu c %d: %04x vs %04x",
+                                          dt, b, (unsigned long long)px, c, gv, want);
+                        }
+                    }
+                }
+            }
+            run_free(got);
+        }
+    }
+    run_free(ref);
+}
+END_TEST
+
+/* The default mean/std can be replaced per channel. */
+START_TEST(test_normalize_custom_mean_std)
+{
+    cfg d = base();
+    d.device = 0;
+    d.dtype = FEEDER_DTYPE_FLOAT32;
+    d.epochs = 1;
+    feeder_loader *ld = make(jpegs, &d);
+    ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_MEAN_R, 0.0), 0);
+    ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_MEAN_G, 0.5), 0);
+    ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_MEAN_B, 1.0), 0);
+    ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_STD_R, 1.0), 0);
+    ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_STD_G, 0.5), 0);
+    ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_STD_B, 2.0), 0);
+    ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_STD_B, 0.0), FEEDER_ERANGE);
+    cfg h = d;
+    h.device = -1;
+    h.dtype = FEEDER_DTYPE_UINT8;
+    run *ref = collect(jpegs, &h, NULL, NULL);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    size_t n = (size_t)b->count * 40 * 56 * 3;
+    float *out = malloc(n * sizeof(float));
+    CK_CUDA(cudaEventSynchronize(feeder_batch_event(b)));
+    CK_CUDA(cudaMemcpy(out, b->device_data, n * sizeof(float), cudaMemcpyDeviceToHost));
+    const float mean[3] = {0, 0.5f, 1}, std[3] = {1, 0.5f, 2};
+    float scale[3], shift[3];
+    feeder__normalize_params(mean, std, scale, shift);
+    for (size_t i = 0; i < n; i++) {
+        float want = fmaf((float)ref->bytes[0][i], scale[i % 3], shift[i % 3]);
+        ck_assert_msg(out[i] == want, "element %zu: %g vs %g", i, out[i], want);
+    }
+    ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    free(out);
+    run_free(ref);
+    feeder_loader_destroy(ld);
+}
+END_TEST
+
+/* ---- a fast producer, a slow consumer, the smallest rings ---- */
+
+typedef struct pattern {
+    uint64_t n;
+} pattern;
+
+static uint64_t pat_len(void *u) { return ((pattern *)u)->n; }
+static int pat_get(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t bytes,
+                   int64_t *label, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < bytes; i++)
+        dst[i] = (uint8_t)(ctx->index * 131 + i * 7 + ctx->epoch * 17);
+    *label = (int64_t)(ctx->index % 1000);
+    return 0;
+}
+
+START_TEST(test_slow_consumer_smallest_rings)
+{
+    /* The user's step spins, then reads every byte; it releases the batch on
+     * its stream at once. A buffer rewritten before the step has read it
+     * gives a wrong sum. */
+    static const int pins[] = {FEEDER_PIN_NONE, FEEDER_PIN_COPY, FEEDER_PIN_REGISTER};
+    /* FEEDER_TEST_STRESS_BATCHES shortens the run under compute-sanitizer. */
+    const char *env = getenv("FEEDER_TEST_STRESS_BATCHES");
+    const uint32_t nb = env && atoi(env) > 0 && atoi(env) <= 1500 ? (uint32_t)atoi(env) : 1500;
+    pattern pat = {.n = 2ull * nb}; /* 2 samples a batch */
+    feeder_dataset_callbacks cb = {.len = pat_len, .get = pat_get};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, &pat, &ds), 0);
+    for (int p = 0; p < 3; p++) {
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 2), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 16), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 16), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_PREFETCH, 2), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, pins[p]), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_THREADS, 2), 0);
+        cudaStream_t s;
+        CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        unsigned long long *sums;
+        CK_CUDA(cudaMalloc((void **)&sums, nb * sizeof(*sums)));
+        CK_CUDA(cudaMemset(sums, 0, nb * sizeof(*sums)));
+        unsigned long long *want = calloc(nb, sizeof(*want));
+        uint8_t buf[2 * 16 * 16 * 3];
+        feeder_batch *b;
+        uint32_t i = 0;
+        int rc;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            ck_assert_uint_lt(i, nb);
+            ck_assert_uint_eq(b->number, i);
+            for (uint32_t k = 0; k < b->count; k++) {
+                feeder_sample_ctx ctx = {.index = b->indices[k], .epoch = 0};
+                int64_t lab;
+                pat_get(&pat, &ctx, buf + k * 768, 768, &lab, NULL, 0);
+                ck_assert_int_eq(lab, b->labels[k]);
+            }
+            want[i] = tk_host_sum(buf, (size_t)b->count * 768, b->labels, b->count);
+            CK_CUDA(feeder_batch_wait(b, s));
+            ck_assert_int_eq(tk_spin_sum(b->device_data, b->device_bytes, b->device_labels,
+                                         b->count, i % 7 == 0 ? 200000 : 20000, sums + i, s),
+                             0);
+            ck_assert_int_eq(feeder_batch_release(b, s), 0);
+            i++;
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
+        ck_assert_uint_eq(i, nb);
+        CK_CUDA(cudaStreamSynchronize(s));
+        unsigned long long *got = calloc(nb, sizeof(*got));
+        CK_CUDA(cudaMemcpy(got, sums, nb * sizeof(*got), cudaMemcpyDeviceToHost));
+        for (uint32_t k = 0; k < nb; k++)
+            ck_assert_msg(got[k] == want[k], "pin mode %d, batch %u: device read %llu, expected %llu",
+                          pins[p], k, got[k], want[k]);
+        free(got);
+        free(want);
+        CK_CUDA(cudaFree(sums));
+        CK_CUDA(cudaStreamDestroy(s));
+        feeder_loader_destroy(ld);
+    }
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* A consumer that releases at once while large copies are still in flight:
+ * an entry is refilled before its last copy ended, and the slot that copy
+ * read must still go back to the workers. With 2 slots, one lost slot stalls
+ * the loader (timeout) within a few batches. */
+START_TEST(test_fast_consumer_large_copies_keep_slots)
+{
+    static const int pins[] = {FEEDER_PIN_NONE, FEEDER_PIN_COPY, FEEDER_PIN_REGISTER};
+    pattern pat = {.n = 32 * 40};
+    feeder_dataset_callbacks cb = {.len = pat_len, .get = pat_get};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, &pat, &ds), 0);
+    for (int p = 0; p < 3; p++) {
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 32), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 20000), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, pins[p]), 0);
+        cudaStream_t s;
+        CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        unsigned long long *sums;
+        CK_CUDA(cudaMalloc((void **)&sums, 120 * sizeof(*sums)));
+        CK_CUDA(cudaMemset(sums, 0, 120 * sizeof(*sums)));
+        unsigned long long want[120];
+        const size_t sb = 224 * 224 * 3;
+        uint8_t *buf = malloc(32 * sb);
+        uint32_t i = 0;
+        for (int e = 0; e < 3; e++) {
+            feeder_batch *b;
+            int rc;
+            while ((rc = feeder_next(ld, &b)) == 0) {
+                ck_assert_uint_lt(i, 120);
+                for (uint32_t k = 0; k < b->count; k++) {
+                    feeder_sample_ctx ctx = {.index = b->indices[k], .epoch = (uint64_t)e};
+                    int64_t lab;
+                    pat_get(&pat, &ctx, buf + k * sb, sb, &lab, NULL, 0);
+                }
+                want[i] = tk_host_sum(buf, (size_t)b->count * sb, b->labels, b->count);
+                CK_CUDA(feeder_batch_wait(b, s));
+                ck_assert_int_eq(tk_spin_sum(b->device_data, b->device_bytes, b->device_labels,
+                                             b->count, 0, sums + i, s),
+                                 0);
+                ck_assert_int_eq(feeder_batch_release(b, s), 0);
+                i++;
+            }
+            ck_assert_msg(rc == FEEDER_DONE, "pin mode %d, epoch %d: %s: %s", pins[p], e,
+                          feeder_strerror(rc), feeder_loader_errmsg(ld));
+        }
+        ck_assert_uint_eq(i, 120);
+        unsigned long long got[120];
+        CK_CUDA(cudaStreamSynchronize(s));
+        CK_CUDA(cudaMemcpy(got, sums, sizeof(got), cudaMemcpyDeviceToHost));
+        for (uint32_t k = 0; k < 120; k++)
+            ck_assert_msg(got[k] == want[k], "pin mode %d, batch %u: device read %llu, expected %llu",
+                          pins[p], k, got[k], want[k]);
+        free(buf);
+        CK_CUDA(cudaFree(sums));
+        CK_CUDA(cudaStreamDestroy(s));
+        feeder_loader_destroy(ld);
+    }
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* ---- errors and lifetimes ---- */
+
+START_TEST(test_device_ring_borrowed)
+{
+    cfg d = base();
+    d.device = 0;
+    feeder_loader *ld = make(jpegs, &d);
+    feeder_batch *a, *b, *c;
+    ck_assert_int_eq(feeder_next(ld, &a), 0);
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    ck_assert_int_eq(feeder_next(ld, &c), FEEDER_EBUSY);
+    ck_assert_str_eq(feeder_loader_errmsg(ld),
+                     "all 2 device buffers are borrowed; release a batch first (gpu_prefetch = 2)");
+    ck_assert_uint_eq(a->number, 0);
+    ck_assert_uint_eq(b->number, 1);
+    ck_assert_int_eq(feeder_batch_release(a, NULL), 0);
+    ck_assert_int_eq(feeder_batch_release(a, NULL), FEEDER_EINVAL); /* twice */
+    ck_assert_int_eq(feeder_next(ld, &c), 0);
+    ck_assert_uint_eq(c->number, 2);
+    /* Destroy with two batches lent and copies in flight. */
+    feeder_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(test_device_out_of_range)
+{
+    int n = 0;
+    CK_CUDA(cudaGetDeviceCount(&n));
+    cfg d = base();
+    d.device = n;
+    feeder_loader *ld = make(jpegs, &d);
+    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ERANGE);
+    char want[160];
+    snprintf(want, sizeof(want), "device = %d, but this machine has %d CUDA device%s (0..%d)", n, n,
+             n == 1 ? "" : "s", n - 1);
+    ck_assert_str_eq(feeder_loader_errmsg(ld), want);
+    feeder_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(test_set_epoch_drops_prefetched)
+{
+    cfg d = base();
+    d.device = 0;
+    d.pin = FEEDER_PIN_COPY;
+    cfg h = d;
+    h.device = -1;
+    run *ref = collect(jpegs, &h, NULL, NULL);
+    feeder_loader *ld = make(jpegs, &d);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    /* Batches 1 and 2 are being prefetched; epoch 1 starts over. */
+    ck_assert_int_eq(feeder_loader_set_epoch(ld, 1), 0);
+    uint32_t k = 4; /* epoch 1 starts at ref batch 4 */
+    int rc;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        ck_assert_uint_eq(b->epoch, 1);
+        ck_assert_uint_eq(b->number, ref->number[k]);
+        ck_assert_mem_eq(b->indices, ref->idx[k], b->count * sizeof(uint64_t));
+        ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        k++;
+    }
+    ck_assert_int_eq(rc, FEEDER_DONE);
+    ck_assert_uint_eq(k, 8);
+    run_free(ref);
+    feeder_loader_destroy(ld);
+}
+END_TEST
+
+START_TEST(test_status_describes_path)
+{
+    cfg d = base();
+    d.device = 0;
+    d.pin = FEEDER_PIN_COPY;
+    d.dtype = FEEDER_DTYPE_BFLOAT16;
+    d.layout = FEEDER_LAYOUT_NCHW;
+    feeder_loader *ld = make(jpegs, &d);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    const char *why;
+    ck_assert_int_eq(feeder_loader_gpu_status(ld, &why), 1);
+    ck_assert_str_eq(why, "device 0, pin copy (3 threads), 2 device buffers of 67200 bytes, "
+                          "bfloat16 NCHW");
+    feeder_loader_destroy(ld);
+}
+END_TEST
+
+static Suite *cuda_suite(void)
+{
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("cuda");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_device_matches_host);
+    tcase_add_test(tc, test_normalize_matches_cpu);
+    tcase_add_test(tc, test_normalize_custom_mean_std);
+    tcase_add_test(tc, test_slow_consumer_smallest_rings);
+    tcase_add_test(tc, test_fast_consumer_large_copies_keep_slots);
+    tcase_add_test(tc, test_device_ring_borrowed);
+    tcase_add_test(tc, test_device_out_of_range);
+    tcase_add_test(tc, test_set_epoch_drops_prefetched);
+    tcase_add_test(tc, test_status_describes_path);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* Ask a child whether a CUDA device exists, so this process never holds a
+ * CUDA context that Check's forked children would inherit. */
+static int have_device(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int n = 0;
+        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+    }
+    int st = 0;
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+int main(void)
+{
+    if (!have_device()) {
+        printf("test_cuda: no CUDA device here: skipped\n");
+        return 77;
+    }
+    SRunner *sr = srunner_create(cuda_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
