@@ -20,6 +20,7 @@
 #include "cuda_kernels.h"
 #include "feeder.h"
 #include "feeder_cuda.h"
+#include "loader/pack.h"
 
 #define CK_CUDA(call)                                                                    \
     do {                                                                                 \
@@ -617,6 +618,117 @@ START_TEST(test_status_describes_path)
 }
 END_TEST
 
+/* ---- packed RAW records on the device ---- */
+
+/* A RAW pack of n 40x56x3 records in `layout`: byte k of record i is
+ * (i * 7 + k) & 255, label i % 4. */
+static void write_raw_pack(const char *path, uint64_t n, int layout)
+{
+    feeder__pack_header h;
+    memset(&h, 0, sizeof(h));
+    h.version = FEEDER__PACK_VERSION;
+    h.header_bytes = FEEDER__PACK_HEADER_BYTES;
+    h.kind = FEEDER_RECORD_RAW;
+    h.dtype = FEEDER__PACK_DTYPE_UINT8;
+    h.label_type = FEEDER__PACK_LABEL_INT64;
+    h.layout = (uint32_t)layout;
+    h.height = 40;
+    h.width = 56;
+    h.channels = 3;
+    h.record_bytes = 40 * 56 * 3;
+    h.count = n;
+    h.shard_count = 1;
+    h.total_records = n;
+    size_t len = feeder__pack_layout(&h, 0, n * h.record_bytes);
+    uint8_t *buf = calloc(1, len);
+    ck_assert_ptr_nonnull(buf);
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *rec = buf + h.records_off + i * h.record_bytes;
+        for (uint64_t k = 0; k < h.record_bytes; k++)
+            rec[k] = (uint8_t)(i * 7 + k);
+        feeder__pack_entry_encode(buf + h.index_off + i * FEEDER__PACK_ENTRY_BYTES,
+                                  h.records_off + i * h.record_bytes, h.record_bytes,
+                                  feeder__crc32c(0, rec, h.record_bytes));
+        int64_t lab = (int64_t)(i % 4);
+        memcpy(buf + h.labels_off + i * 8, &lab, 8);
+    }
+    feeder__pack_header_encode(&h, buf);
+    ck_assert_int_eq(bu_write_file(path, buf, len), 0);
+    free(buf);
+}
+
+/* RAW records reach the device as they are (uint8, every pin mode), and an
+ * NCHW pack is refused for float batches, which the GPU makes from NHWC
+ * slots. */
+START_TEST(test_packed_raw_on_device)
+{
+    char path[512], err[512];
+    snprintf(path, sizeof(path), "%s/raw.pack", tmpdir);
+    write_raw_pack(path, 13, FEEDER_LAYOUT_NHWC);
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_open_packed(path, &ds, err, sizeof(err)), 0);
+    static const int pins[] = {FEEDER_PIN_NONE, FEEDER_PIN_COPY, FEEDER_PIN_REGISTER};
+    cudaStream_t s;
+    CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    uint8_t *host = malloc(5 * 40 * 56 * 3);
+    for (int p = 0; p < 3; p++) {
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, pins[p]), 0);
+        feeder_batch *b;
+        int rc;
+        uint64_t seen = 0;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            ck_assert_ptr_nonnull(b->device_data);
+            ck_assert_uint_eq(b->sample_bytes, 40 * 56 * 3);
+            CK_CUDA(feeder_batch_wait(b, s));
+            CK_CUDA(cudaMemcpyAsync(host, b->device_data, b->device_bytes,
+                                    cudaMemcpyDeviceToHost, s));
+            CK_CUDA(cudaStreamSynchronize(s));
+            for (uint32_t j = 0; j < b->count; j++) {
+                uint64_t i = b->indices[j];
+                ck_assert_int_eq(b->labels[j], (int64_t)(i % 4));
+                for (size_t k = 0; k < b->sample_bytes; k++)
+                    ck_assert_uint_eq(host[j * b->sample_bytes + k], (uint8_t)(i * 7 + k));
+            }
+            seen += b->count;
+            ck_assert_int_eq(feeder_batch_release(b, s), 0);
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+        ck_assert_uint_eq(seen, 13);
+        feeder_loader_destroy(ld);
+    }
+    /* Float batches in NCHW from the NHWC pack: fine (the kernel lays them out). */
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, FEEDER_DTYPE_FLOAT32), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_LAYOUT, FEEDER_LAYOUT_NCHW), 0);
+    ck_assert_msg(feeder_loader_start(ld) == 0, "%s", feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+
+    write_raw_pack(path, 13, FEEDER_LAYOUT_NCHW);
+    ck_assert_int_eq(feeder_dataset_open_packed(path, &ds, err, sizeof(err)), 0);
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, FEEDER_DTYPE_FLOAT32), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_EMISMATCH);
+    char want[700];
+    snprintf(want, sizeof(want), "%s holds NCHW records, but float batches are made on the GPU "
+             "from NHWC slots: pack the file with --layout nhwc", path);
+    ck_assert_str_eq(feeder_loader_errmsg(ld), want);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    free(host);
+    CK_CUDA(cudaStreamDestroy(s));
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
@@ -632,6 +744,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_device_out_of_range);
     tcase_add_test(tc, test_set_epoch_drops_prefetched);
     tcase_add_test(tc, test_status_describes_path);
+    tcase_add_test(tc, test_packed_raw_on_device);
     suite_add_tcase(s, tc);
     return s;
 }
