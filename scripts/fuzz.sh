@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets (tests/fuzz/fuzz_*.c) with clang in build-fuzz/
-# (the whole library then builds with -fsanitize=fuzzer-no-link,address,undefined)
+# (the whole library then builds with -fsanitize=fuzzer-no-link,address,undefined;
+# without CUDA, which the parsers do not need and nvcc's host compiler would not take)
 # and run each for SECONDS on a copy of its seed corpus tests/fuzz/corpus_NAME/.
 # Fails when a target crashes; the crashing input is left in build-fuzz/.
 #   scripts/fuzz.sh [SECONDS]     (default 30)
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 CC=clang cmake -S . -B build-fuzz -DFEEDER_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DFEEDER_BUILD_TESTS=OFF -DFEEDER_BUILD_BENCH=OFF -DFEEDER_BUILD_EXAMPLES=OFF \
-    -DFEEDER_BUILD_TOOLS=OFF >/dev/null
+    -DFEEDER_BUILD_TOOLS=OFF -DFEEDER_WITH_CUDA=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)"
 shopt -s nullglob
 targets=(build-fuzz/tests/fuzz/fuzz_*)
