@@ -22,6 +22,15 @@ struct feeder_dataset {
     void *user;
 };
 
+/* Longest list-file line accepted (PATH_MAX plus room for a label). */
+#define FEEDER__LIST_LINE_MAX 4200
+
+/* Parse a list file held in memory: the parser behind
+ * feeder_dataset_open_list2 (and the fuzz target's entry). `name` is the list
+ * file's name for messages; `root` is what relative paths are relative to. */
+int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
+                       unsigned flags, feeder_dataset **out, char *err, size_t errlen);
+
 /* snprintf into a fixed buffer, never failing (truncates). */
 void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
