@@ -110,8 +110,11 @@ static int arena_reserve(feeder__reader *r, size_t total)
     if (total <= r->arena_cap)
         return 0;
     size_t cap = r->arena_cap ? r->arena_cap : 1 << 20;
-    while (cap < total)
+    while (cap < total) {
+        if (cap > SIZE_MAX / 2)
+            return -ENOMEM;
         cap *= 2;
+    }
     uint8_t *p = realloc(r->arena, cap);
     if (!p)
         return -ENOMEM;
@@ -165,6 +168,9 @@ static int read_pread(feeder__reader *r, feeder__file *files, unsigned n)
         } else if (!S_ISREG(st.st_mode)) {
             files[i].err = -EISDIR;
             files[i].op = "open";
+        } else if ((uint64_t)st.st_size > FEEDER__MAX_FILE_BYTES) {
+            files[i].err = -EFBIG;
+            files[i].op = FEEDER__FILE_TOO_BIG;
         } else {
             files[i].len = (size_t)st.st_size;
             total += files[i].len;
@@ -310,6 +316,11 @@ static int read_uring(feeder__reader *r, feeder__file *files, unsigned n)
         if (!S_ISREG(r->stx[i].stx_mode)) {
             files[i].err = -EISDIR;
             files[i].op = "open";
+            continue;
+        }
+        if (r->stx[i].stx_size > FEEDER__MAX_FILE_BYTES) {
+            files[i].err = -EFBIG;
+            files[i].op = FEEDER__FILE_TOO_BIG;
             continue;
         }
         files[i].len = (size_t)r->stx[i].stx_size;
