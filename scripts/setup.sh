@@ -2,11 +2,13 @@
 # Install what feeder needs on Debian 12 (run as root, or with sudo).
 # Libraries made for the job: libjpeg-turbo (TurboJPEG + libjpeg APIs),
 # liburing, Check (tests); libyuv and stb only so bench_resize can measure
-# the resizers we weighed against our own.
+# the resizers we weighed against our own; clang (libFuzzer, scripts/fuzz.sh)
+# and valgrind (scripts/valgrind.sh) for CI.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config
       libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev libstb-dev
-      check libsubunit-dev)
+      check libsubunit-dev
+      clang valgrind)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
