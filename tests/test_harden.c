@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jpeglib.h>
+
 #include "benchutil.h"
 #include "collate/slot.h"
 #include "decode/decode.h"
@@ -1085,6 +1087,78 @@ START_TEST(test_pixel_limit_edges)
 }
 END_TEST
 
+/* A valid progressive greyscale JPEG of 16x16 with 1 + 63 x `per_coef`
+ * scans: each AC coefficient alone, sent in `per_coef` successive
+ * approximation passes. Every scan is legal, so no warning stops it early. */
+static void many_scans_jpeg(int per_coef, unsigned char **out, unsigned long *len)
+{
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr jerr;
+    ci.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&ci);
+    *out = NULL;
+    *len = 0;
+    jpeg_mem_dest(&ci, out, len);
+    ci.image_width = 16;
+    ci.image_height = 16;
+    ci.input_components = 1;
+    ci.in_color_space = JCS_GRAYSCALE;
+    jpeg_set_defaults(&ci);
+    jpeg_set_quality(&ci, 90, TRUE);
+    int n = 1 + 63 * per_coef;
+    jpeg_scan_info *scans = calloc((size_t)n, sizeof(*scans));
+    scans[0] = (jpeg_scan_info){.comps_in_scan = 1, .component_index = {0}};
+    int k = 1;
+    for (int c = 1; c <= 63; c++)
+        for (int a = per_coef - 1; a >= 0; a--, k++)
+            scans[k] = (jpeg_scan_info){.comps_in_scan = 1, .component_index = {0}, .Ss = c,
+                                        .Se = c, .Ah = a == per_coef - 1 ? 0 : a + 1, .Al = a};
+    ci.scan_info = scans;
+    ci.num_scans = n;
+    jpeg_start_compress(&ci, TRUE);
+    unsigned char row[16];
+    for (int y = 0; y < 16; y++) {
+        for (int x = 0; x < 16; x++)
+            row[x] = (unsigned char)(x * 13 + y * 7);
+        JSAMPROW r = row;
+        jpeg_write_scanlines(&ci, &r, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    free(scans);
+}
+
+/* A few KB of legal scans can take minutes to decode: both decoders stop
+ * past 500 scans. 379 scans decode; 631 are refused. */
+START_TEST(test_progressive_scan_limit)
+{
+    feeder__decoder *d;
+    ck_assert_int_eq(feeder__decoder_create(&d), 0);
+    uint8_t dst[8 * 8 * 3];
+    for (int per = 6; per <= 10; per += 4) {
+        unsigned char *j;
+        unsigned long len;
+        many_scans_jpeg(per, &j, &len);
+        for (int dec = 0; dec <= 1; dec++) {
+            feeder__transform t = {.pipeline = FEEDER_PIPELINE_RESIZE, .decoder = dec,
+                                   .height = 8, .width = 8, .resize = 8};
+            char err[256];
+            int rc = feeder__decode_sample(d, &t, j, len, 0, 0, 0, dst, NULL, err, sizeof(err));
+            if (per == 6) {
+                ck_assert_msg(rc == 0, "decoder %d: %s", dec, err);
+            } else {
+                ck_assert_int_eq(rc, FEEDER_EDECODE);
+                ck_assert_str_eq(err, dec == FEEDER_DECODER_ROI
+                                          ? "progressive JPEG has more than 500 scans"
+                                          : "Progressive JPEG image has more than 500 scans");
+            }
+        }
+        free(j);
+    }
+    feeder__decoder_destroy(d);
+}
+END_TEST
+
 /* One file over the reader's 1 GiB limit (sparse: nothing is written) fails
  * alone, before anything is read, on both read paths; the others load. */
 START_TEST(test_file_over_size_limit)
@@ -1255,6 +1329,7 @@ static Suite *harden_suite(void)
     tcase_add_test(tc, test_slot_memory_limit);
     tcase_add_test(tc, test_slot_layout_edges);
     tcase_add_test(tc, test_pixel_limit_edges);
+    tcase_add_test(tc, test_progressive_scan_limit);
     tcase_add_test(tc, test_file_over_size_limit);
     tcase_add_test(tc, test_list_paths_escaping_root);
     tcase_add_test(tc, test_error_names);
