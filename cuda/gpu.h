@@ -61,6 +61,13 @@ const char *feeder__gpu_describe(const feeder__gpu *g);
  * allocated and unregister the slots. Before the loader unmaps them. NULL ok. */
 void feeder__gpu_destroy(feeder__gpu *g);
 
+/* The batch numbers of `epoch` the layer has taken from the host loader but
+ * not yet handed to the user (prefetched batches, and failed batches whose
+ * error is still queued): at most cap of them into out, and their count.
+ * The loader's state leaves them undelivered. *open: the layer holds
+ * anything of `epoch` (FEEDER_DONE too): for the user the epoch still runs. */
+int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open);
+
 /* Does a batch's internal_ point at a device batch of this layer? */
 int feeder__gpu_owns(const feeder_batch *b);
 

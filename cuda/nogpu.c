@@ -25,3 +25,8 @@ void feeder__gpu_drop(feeder__gpu *g) {}
 const char *feeder__gpu_describe(const feeder__gpu *g) { return ""; }
 void feeder__gpu_destroy(feeder__gpu *g) {}
 int feeder__gpu_owns(const feeder_batch *b) { return 0; }
+int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open)
+{
+    *open = 0;
+    return 0;
+}

@@ -83,6 +83,8 @@ typedef struct entry {
 typedef struct item {
     int entry; /* >= 0: a batch; -1: a status */
     int rc;
+    int64_t batch;  /* a status: the failed batch, or -1 */
+    uint64_t epoch;
     char msg[1024];
 } item;
 
@@ -495,6 +497,24 @@ fail:
 
 const char *feeder__gpu_describe(const feeder__gpu *g) { return g ? g->describe : ""; }
 
+int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open)
+{
+    int n = 0;
+    *open = 0;
+    for (int k = 0; k < g->len && n < cap; k++) {
+        const item *it = &g->fifo[(g->head + k) % (g->depth + 1)];
+        if (it->entry >= 0 && g->e[it->entry].pub.epoch == epoch) {
+            out[n++] = g->e[it->entry].pub.number;
+            *open = 1;
+        } else if (it->entry < 0 && it->epoch == epoch) {
+            if (it->batch >= 0)
+                out[n++] = (uint64_t)it->batch;
+            *open = 1; /* even FEEDER_DONE: the user has not seen the epoch end */
+        }
+    }
+    return n;
+}
+
 int feeder__gpu_owns(const feeder_batch *b)
 {
     return b && b->internal_ && *(const uint32_t *)b->internal_ == ENTRY_MAGIC;
@@ -583,6 +603,8 @@ static void push_status(feeder__gpu *g, int rc, const char *msg)
     item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
     it->entry = -1;
     it->rc = rc;
+    it->batch = feeder__loader_status_batch(g->ld);
+    it->epoch = feeder__loader_epoch(g->ld);
     feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
     g->paused = 1;
 }

@@ -60,6 +60,7 @@ struct feeder__decoder {
     tjhandle tj;
     struct jpeg_decompress_struct cinfo;
     jerr_mgr jerr;
+    struct jpeg_progress_mgr progress;
     feeder__buf pix;  /* decoded pixels, RGBX or CMYK */
     feeder__buf rows; /* JSAMPROW table for jpeg_read_scanlines */
     feeder__resizer rs;
@@ -108,6 +109,22 @@ static void jerr_output(j_common_ptr ci)
     ci->err->format_message(ci, e->msg);
 }
 
+/* A progressive JPEG may hold thousands of tiny scans, each one a pass over
+ * the whole coefficient buffer: a few kilobytes that take minutes to decode
+ * (libjpeg-turbo's own fuzzers and tjbench cap it the same way). TurboJPEG's
+ * TJFLAG_LIMITSCANS is the same limit for the TURBO decoder. */
+#define FEEDER__MAX_SCANS 500
+
+static void scan_limit(j_common_ptr ci)
+{
+    if (ci->is_decompressor && ((j_decompress_ptr)ci)->input_scan_number > FEEDER__MAX_SCANS) {
+        jerr_mgr *e = (jerr_mgr *)ci->err;
+        snprintf(e->msg, sizeof(e->msg), "progressive JPEG has more than %d scans",
+                 FEEDER__MAX_SCANS);
+        longjmp(e->jb, 1);
+    }
+}
+
 int feeder__decoder_create(feeder__decoder **out)
 {
     feeder__decoder *d = calloc(1, sizeof(*d));
@@ -129,6 +146,8 @@ int feeder__decoder_create(feeder__decoder **out)
         return -ENOMEM;
     }
     jpeg_create_decompress(&d->cinfo);
+    d->progress.progress_monitor = scan_limit;
+    d->cinfo.progress = &d->progress;
     *out = d;
     return 0;
 }
@@ -214,7 +233,7 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
     if ((rc = feeder__buf_reserve(&d->pix, stride * (size_t)h)))
         return fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
     if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->pix.p, w, (int)stride, h,
-                      cmyk ? TJPF_CMYK : TJPF_RGBX, TJFLAG_STOPONWARNING) != 0)
+                      cmyk ? TJPF_CMYK : TJPF_RGBX, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
         return turbo_failed(d, err, errlen);
     if (cmyk)
         cmyk_to_rgbx(d->pix.p, (size_t)w, (size_t)h, stride);

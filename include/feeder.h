@@ -75,9 +75,13 @@ FEEDER_API const char *feeder_version_string(void);
     X(EPROTO, -30012, "internal protocol error between loader and worker")         \
     X(EOVERFLOW, -30013, "size computation overflows")                             \
     X(ECUDA, -30014, "a CUDA call failed")                                         \
+    X(ESTATEBLOB, -30020, "saved loader state is corrupt or from another version") \
+    X(EMISMATCH, -30021, "saved loader state does not match this loader")         \
+    X(ELIMIT, -30022, "a system limit is too low for this configuration")          \
+    X(EPATH, -30023, "a list-file path escapes the dataset root")                  \
     X(EFORMAT, -30030, "not a valid feeder packed file")                           \
     X(ECHECKSUM, -30031, "checksum mismatch")                                      \
-    X(EMISMATCH, -30032, "loader options do not match the packed file")
+    X(ESHAPE, -30032, "loader options do not match the packed file's samples")
 
 typedef enum feeder_errno {
 #define FEEDER__ERRENUM(name, value, text) FEEDER_##name = value,
@@ -133,10 +137,30 @@ FEEDER_API int feeder_dataset_open_folder(const char *root, feeder_dataset **out
  * non-negative integer after the last run of blanks (so paths may hold spaces);
  * paths are relative to `root` (NULL: the list file's folder). Empty lines and
  * lines starting with '#' are skipped. A malformed line fails with
- * FEEDER_EDATASET and a message naming the list file and line number.
+ * FEEDER_EDATASET and a message naming the list file and line number; an
+ * absolute path, or one whose ".." climbs above the root, fails with
+ * FEEDER_EPATH (feeder_dataset_open_list2 can allow them).
  * Both strings are copied. Lifetime and thread-safety as for folders. */
 FEEDER_API int feeder_dataset_open_list(const char *list_path, const char *root,
                                         feeder_dataset **out, char *err, size_t errlen);
+
+/* Flags of feeder_dataset_open_list2(). */
+/* Accept paths that leave the root: absolute paths, and relative paths whose
+ * ".." components climb above it. Without this flag such a line fails the
+ * open with FEEDER_EPATH and a message naming the list file and line. The
+ * check is lexical: a symlink inside the root that points outside it is
+ * followed either way. */
+#define FEEDER_LIST_ALLOW_ESCAPE 1u
+
+/* feeder_dataset_open_list() with `flags` (FEEDER_LIST_*; 0 is what
+ * feeder_dataset_open_list does). Besides its errors: FEEDER_EPATH for a path
+ * that escapes the root, and FEEDER_EDATASET for a line longer than 4200
+ * bytes or a label over INT64_MAX, each with "list:line: ..." in `err`;
+ * FEEDER_EINVAL for an unknown flag. Both strings are copied. Lifetime and
+ * thread-safety as for folders. */
+FEEDER_API int feeder_dataset_open_list2(const char *list_path, const char *root,
+                                         unsigned flags, feeder_dataset **out, char *err,
+                                         size_t errlen);
 
 /* Record kinds of a packed file (docs/FORMAT.md). */
 typedef enum feeder_record_kind {
@@ -155,7 +179,7 @@ typedef enum feeder_record_kind {
  * The file is mapped read-only and must not be truncated while the dataset is
  * open (as with any mapping). RAW records are copied straight into the batch
  * slot; a loader over a RAW file adopts the file's height, width and layout
- * unless they were set, and then they must match (FEEDER_EMISMATCH at start).
+ * unless they were set, and then they must match (FEEDER_ESHAPE at start).
  * JPEG records go through the loader's decode and transform. Labels and class
  * names come from the file. `path` is copied; `err` (may be NULL) receives
  * the message, errlen bytes at most.
@@ -434,6 +458,8 @@ typedef enum feeder_option {
     /* packed datasets (feeder_dataset_open_packed): */
     FEEDER_OPT_PACKED_READ = 50,       /* feeder_packed_read; default FEEDER_PACKED_READ_MMAP */
     FEEDER_OPT_VERIFY_CRC = 51,        /* 0/1; check every record's crc32c on read; default 0 */
+    FEEDER_OPT_MAX_RESTARTS = 60,      /* worker deaths per epoch survived by starting the
+                                          worker again and re-running its parts; default 0 */
     /* double-valued, set with feeder_loader_set_double(): */
     FEEDER_OPT_SCALE_MIN = 100,        /* train: RandomResizedCrop area share; default 0.08 */
     FEEDER_OPT_SCALE_MAX = 101,        /* default 1.0 */
@@ -523,7 +549,12 @@ FEEDER_API int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_in
 /* Validate the options, allocate the batch slots (one memfd, sized once) and
  * start the workers. Optional: feeder_next() starts a loader that was not.
  * Returns -errno when memory, memfd or fork fail, FEEDER_ECALLBACK when a
- * worker_init callback fails; the message says which. */
+ * worker_init callback fails; the message says which. FEEDER_ELIMIT, before
+ * anything is allocated, when the slots need more memory than the machine
+ * (MemAvailable, the cgroup's limit) can give, or when RLIMIT_NOFILE is too
+ * low for the workers' descriptors; the message names the limit, its value
+ * and how much was asked. FEEDER_EOVERFLOW when batch x height x width x 3
+ * x slots does not fit in a size_t. */
 FEEDER_API int feeder_loader_start(feeder_loader *ld);
 
 /* Choose the epoch the next feeder_next() begins (default: 0, then one after
@@ -566,13 +597,19 @@ typedef struct feeder_batch {
 
 /* Lend the next batch. Returns 0 and sets *out; FEEDER_DONE when the epoch has
  * no more batches (the next call begins the next epoch); or an error:
+ *  - FEEDER_ELIMIT (first call, when it starts the loader): see
+ *    feeder_loader_start;
  *  - a sample error (FEEDER_EDECODE, FEEDER_ETOOBIG, -ENOENT, ...) fails only
  *    its batch: the message names the sample index, the path and the
  *    decoder's text, and the next call goes on with the next batch;
  *  - FEEDER_ETIMEDOUT: no batch within TIMEOUT_MS; nothing is lost, call again;
  *  - FEEDER_EWORKER: a worker died; the message names it, its pid and its
  *    signal or exit status; the epoch is over and the next call restarts the
- *    workers and begins the next epoch;
+ *    workers and begins the next epoch. With MAX_RESTARTS > 0 a death is
+ *    survived instead (the worker is started again and its parts re-run, so
+ *    no sample is lost and the batch is the same bytes) until the epoch has
+ *    seen more than MAX_RESTARTS deaths; the message then lists every death
+ *    of the epoch (worker id, pid, signal or exit status, batch);
  *  - FEEDER_EBUSY: every slot is borrowed.
  * Thread-safety: a loader is used by one thread at a time. */
 FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
@@ -597,6 +634,50 @@ FEEDER_API const char *feeder_loader_io_backend(const feeder_loader *ld, const c
 /* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0).
  * For monitoring and tests. */
 FEEDER_API int feeder_loader_worker_pid(const feeder_loader *ld, int id);
+
+/* ------------------------------------------------------------------------ */
+/* Saving and resuming the position in an epoch                              */
+/* ------------------------------------------------------------------------ */
+
+/* Save where the loader stands: the epoch the next feeder_next() works in and
+ * which of its batches were already delivered (handed out by feeder_next(),
+ * as a batch or as a sample error; batches being loaded, or loaded and not
+ * yet handed out, are not delivered). The blob is little-endian and
+ * versioned, with a CRC32C; it also records every setting that changes a
+ * batch's bytes (seed, batch size, drop_last, dataset size, the epoch's
+ * sampler length and a hash of its order, pipeline, output size and layout,
+ * decoder, crop ranges, error policy, pixel limit) so that loading it into a
+ * loader that would produce other batches is refused. num_workers,
+ * prefetch_factor, split, io, timeouts and in_order may differ.
+ * With buf NULL (or cap too small) *len gets the size needed and the call
+ * returns 0 (NULL buf) or -ENOSPC (too small). The size is
+ * feeder_loader_state_size() and stays the same for the whole epoch.
+ * May be called at any time, before start too (epoch 0, or the epoch set by
+ * feeder_loader_set_epoch, with nothing delivered); it fills the epoch's
+ * order with the sampler when the loader is not in an epoch.
+ * Returns 0, -ENOSPC, -ENOMEM, FEEDER_EINVAL, or the sampler's error.
+ * Thread-safety: as feeder_next (one thread at a time per loader). */
+FEEDER_API int feeder_loader_state_save(const feeder_loader *ld, void *buf, size_t cap,
+                                        size_t *len);
+
+/* The size feeder_loader_state_save() needs now, or 0 on error. */
+FEEDER_API size_t feeder_loader_state_size(const feeder_loader *ld);
+
+/* Resume from a saved blob: the next feeder_next() continues the saved epoch
+ * and delivers exactly the batches that had not been delivered, each with the
+ * same samples, labels, indices and bytes (the same random crops and flips)
+ * as the saved loader would have delivered, whatever num_workers. With
+ * in_order 1 they come in batch order (feeder_batch.number continues from the
+ * saved count); with in_order 0 the promise is the set: every undelivered
+ * batch exactly once, byte-identical, in completion order. Then the epochs go
+ * on as usual. Only before the loader starts (FEEDER_ESTATE after);
+ * `buf` is copied. Options may still be set afterwards; the blob is checked
+ * again at start. feeder_loader_set_epoch() after this call drops the resume.
+ * Errors: FEEDER_ESTATEBLOB (bad magic, version, length or CRC),
+ * FEEDER_EMISMATCH with "state blob does not match the loader: FIELD is X in
+ * the blob, Y in the loader" in feeder_loader_errmsg, or the sampler's error.
+ * Thread-safety: as feeder_next. */
+FEEDER_API int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len);
 
 /* A snapshot of the loader's counters (C: counter, monotonic) and levels (L).
  * Times are summed over workers. Room reserved to grow. */

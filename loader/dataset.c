@@ -6,10 +6,12 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "loader/internal.h"
 #include "loader/pack.h"
@@ -285,76 +287,188 @@ static int parse_list_line(char *line, char **path_end, int64_t *label)
     return 0;
 }
 
-int feeder_dataset_open_list(const char *list_path, const char *root, feeder_dataset **out,
-                             char *err, size_t errlen)
+/* Does relative path `p` leave the folder it is relative to? Lexical: ".."
+ * climbs one level, "." and empty components stay; symlinks are not looked at
+ * (a list file names files, the check keeps its names inside the root). */
+static int path_escapes(const char *p)
+{
+    if (p[0] == '/')
+        return 1;
+    uint64_t depth = 0;
+    while (*p) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (depth == 0)
+                return 1;
+            depth--;
+        } else if (n && !(n == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    return 0;
+}
+
+int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
+                       unsigned flags, feeder_dataset **out, char *err, size_t errlen)
 {
     feeder__fmt(err, errlen, "%s", "");
-    if (!list_path || !out) {
-        feeder__fmt(err, errlen, "feeder_dataset_open_list: list_path and out must not be NULL");
+    if ((!buf && len) || !name || !root || !out) {
+        feeder__fmt(err, errlen, "feeder__list_parse: buf, name, root and out must not be NULL");
         return FEEDER_EINVAL;
     }
-    FILE *f = fopen(list_path, "re");
-    if (!f) {
-        int rc = -errno;
-        feeder__fmt(err, errlen, "%s: cannot open list file: %s", list_path, strerror(errno));
-        return rc;
-    }
-    char *dir = NULL;
-    if (!root) {
-        const char *slash = strrchr(list_path, '/');
-        dir = slash ? strndup(list_path, (size_t)(slash - list_path ? slash - list_path : 1))
-                    : strdup(".");
-        root = dir;
+    if (flags & ~FEEDER_LIST_ALLOW_ESCAPE) {
+        feeder__fmt(err, errlen, "%s: unknown flags 0x%x", name, flags & ~FEEDER_LIST_ALLOW_ESCAPE);
+        return FEEDER_EINVAL;
     }
     feeder_dataset *ds = NULL;
-    int rc = dir || root ? dataset_alloc(FEEDER__DS_LIST, &ds) : -ENOMEM;
+    int rc = dataset_alloc(FEEDER__DS_LIST, &ds);
+    if (rc)
+        return rc;
     strlist l = {0};
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t got;
+    /* One line at a time in a fixed buffer: a line longer than any path the
+     * kernel opens (PATH_MAX) plus a label is refused, never grown into. */
+    char line[FEEDER__LIST_LINE_MAX + 2];
     uint64_t lineno = 0;
     int64_t maxlab = -1;
-    while (rc == 0 && (got = getline(&line, &cap, f)) >= 0) {
+    size_t pos = 0;
+    while (rc == 0 && pos < len) {
         lineno++;
-        char *s = line;
-        while (*s == ' ' || *s == '\t')
-            s++;
-        if (*s == 0 || *s == '\n' || *s == '\r' || *s == '#')
-            continue;
-        if (strlen(line) != (size_t)got) {
-            feeder__fmt(err, errlen, "%s:%llu: line holds a NUL byte", list_path,
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - (buf + pos)) : len - pos;
+        const char *src = buf + pos;
+        pos += n + (nl ? 1 : 0);
+        if (n > FEEDER__LIST_LINE_MAX) {
+            feeder__fmt(err, errlen, "%s:%llu: line is %zu bytes, longer than the limit of %d",
+                        name, (unsigned long long)lineno, n, FEEDER__LIST_LINE_MAX);
+            rc = FEEDER_EDATASET;
+            break;
+        }
+        if (memchr(src, 0, n)) {
+            feeder__fmt(err, errlen, "%s:%llu: line holds a NUL byte", name,
                         (unsigned long long)lineno);
             rc = FEEDER_EDATASET;
             break;
         }
+        memcpy(line, src, n);
+        line[n] = 0;
+        char *s = line;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (*s == 0 || *s == '\r' || *s == '#')
+            continue;
         char *end;
         int64_t label;
         if (parse_list_line(s, &end, &label) != 0) {
             feeder__fmt(err, errlen,
                         "%s:%llu: expected 'relative/path label' with a non-negative integer "
                         "label, got '%.200s'",
-                        list_path, (unsigned long long)lineno, s);
+                        name, (unsigned long long)lineno, s);
             rc = FEEDER_EDATASET;
+            break;
+        }
+        if (!(flags & FEEDER_LIST_ALLOW_ESCAPE) && path_escapes(s)) {
+            feeder__fmt(err, errlen,
+                        "%s:%llu: path '%.200s' escapes the root %s (%s); "
+                        "FEEDER_LIST_ALLOW_ESCAPE allows it",
+                        name, (unsigned long long)lineno, s, root,
+                        s[0] == '/' ? "absolute path" : "'..' climbs above the root");
+            rc = FEEDER_EPATH;
             break;
         }
         rc = s[0] == '/' ? strlist_add(&l, s, NULL, label) : strlist_add(&l, root, s, label);
         if (label > maxlab)
             maxlab = label;
     }
-    if (rc == 0 && ferror(f)) {
-        rc = -EIO;
-        feeder__fmt(err, errlen, "%s: read error", list_path);
-    }
-    fclose(f);
-    free(line);
-    free(dir);
     if (rc == 0 && l.n == 0) {
-        feeder__fmt(err, errlen, "%s: no samples", list_path);
+        feeder__fmt(err, errlen, "%s: no samples", name);
         rc = FEEDER_EDATASET;
     }
     if (rc == 0)
-        ds->num_classes = (uint64_t)(maxlab + 1);
+        ds->num_classes = (uint64_t)maxlab + 1;
     return dataset_finish(ds, &l, rc, out);
+}
+
+/* The whole file in memory (list files are small next to their datasets). */
+static int read_all(const char *path, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char *buf = NULL;
+    size_t used = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (used == cap) {
+            if (cap > SIZE_MAX / 2 - 1) {
+                rc = -EFBIG;
+                break;
+            }
+            size_t ncap = cap ? cap * 2 : 1 << 16;
+            char *p = realloc(buf, ncap);
+            if (!p) {
+                rc = -ENOMEM;
+                break;
+            }
+            buf = p;
+            cap = ncap;
+        }
+        ssize_t k = read(fd, buf + used, cap - used);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            rc = -errno;
+            break;
+        }
+        if (k == 0)
+            break;
+        used += (size_t)k;
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = used;
+    return 0;
+}
+
+int feeder_dataset_open_list2(const char *list_path, const char *root, unsigned flags,
+                              feeder_dataset **out, char *err, size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s", "");
+    if (!list_path || !out) {
+        feeder__fmt(err, errlen, "feeder_dataset_open_list: list_path and out must not be NULL");
+        return FEEDER_EINVAL;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_all(list_path, &buf, &len);
+    if (rc) {
+        feeder__fmt(err, errlen, "%s: cannot read list file: %s", list_path, strerror(-rc));
+        return rc;
+    }
+    char *dir = NULL;
+    if (!root) {
+        const char *slash = strrchr(list_path, '/');
+        dir = slash ? strndup(list_path, slash == list_path ? 1 : (size_t)(slash - list_path))
+                    : strdup(".");
+        root = dir;
+    }
+    rc = root ? feeder__list_parse(buf, len, list_path, root, flags, out, err, errlen) : -ENOMEM;
+    free(dir);
+    free(buf);
+    return rc;
+}
+
+int feeder_dataset_open_list(const char *list_path, const char *root, feeder_dataset **out,
+                             char *err, size_t errlen)
+{
+    return feeder_dataset_open_list2(list_path, root, 0, out, err, errlen);
 }
 
 int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user, feeder_dataset **out)

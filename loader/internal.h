@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "feeder.h"
 
@@ -25,6 +26,15 @@ struct feeder_dataset {
     struct feeder__pack *pack; /* FEEDER__DS_PACKED */
 };
 
+/* Longest list-file line accepted (PATH_MAX plus room for a label). */
+#define FEEDER__LIST_LINE_MAX 4200
+
+/* Parse a list file held in memory: the parser behind
+ * feeder_dataset_open_list2 (and the fuzz target's entry). `name` is the list
+ * file's name for messages; `root` is what relative paths are relative to. */
+int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
+                       unsigned flags, feeder_dataset **out, char *err, size_t errlen);
+
 /* snprintf into a fixed buffer, never failing (truncates). */
 void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -40,6 +50,13 @@ typedef struct feeder__file {
 } feeder__file;
 
 typedef struct feeder__reader feeder__reader;
+
+/* A sample file larger than this fails alone (-EFBIG) before it is read: the
+ * reader's arena holds a whole task, and one huge file in a list must not
+ * turn into a failed allocation for every sample of its task. No JPEG under
+ * the default pixel limit comes near it. */
+#define FEEDER__MAX_FILE_BYTES ((uint64_t)1 << 30)
+#define FEEDER__FILE_TOO_BIG "size over the 1 GiB limit"
 
 /* Is io_uring usable here with the operations the reader needs? 0, or
  * -errno with a reason in `why`. Run once in the parent at start. */
@@ -66,6 +83,53 @@ typedef struct feeder__span {
  * one); per-span errors land in spans[i].err. Returns 0 or a -errno that is not
  * specific to one span (the ring broke). */
 int feeder__reader_read_at(feeder__reader *r, int fd, feeder__span *spans, unsigned n);
+
+/* ---- saved state (state.c) and the loader's side of it (loader.c) ---- */
+
+/* Everything a state blob records: a position in an epoch and every setting
+ * that shapes the bytes of its batches. */
+typedef struct feeder__state {
+    uint64_t seed, epoch, delivered, dataset_size, sampler_len, nbatches, order_hash;
+    uint64_t max_pixels;
+    uint32_t batch_size, drop_last, shuffle, user_sampler;
+    uint32_t pipeline, decoder, layout, height, width, resize, policy;
+    double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
+    /* (nbatches + 7) / 8 bytes, bit b (LSB first) = batch b delivered; NULL
+     * when nothing was. Borrowed. */
+    const uint8_t *map;
+} feeder__state;
+
+/* A hash of an epoch's order: two loaders with the same one draw the same
+ * samples in the same order. */
+uint64_t feeder__order_hash(const uint64_t *v, uint64_t n);
+
+/* Describe the loader in feeder__state terms. `at` NULL: where it stands
+ * (the epoch the next feeder_next works in, and which of its batches were
+ * delivered); otherwise epoch *at with nothing delivered. want_hash fills
+ * order_hash, which fills the epoch's order when the loader is not in it.
+ * st->map may point into the loader: use it before the next call on it.
+ * 0, or an error with the loader's message set. */
+int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
+                            feeder__state *st);
+int feeder__loader_started(const feeder_loader *ld);
+/* Keep a checked blob (copied) to resume from: start checks it again against
+ * the final options, the first epoch applies it. */
+int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len);
+/* Leave a message in the loader's errmsg and return rc. */
+int feeder__loader_fail(const feeder_loader *ld, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Decode a blob and compare it with the loader: 0 and *st (st->map points
+ * into buf), or FEEDER_ESTATEBLOB / FEEDER_EMISMATCH with the message set. */
+int feeder__state_check(feeder_loader *ld, const void *buf, size_t len, feeder__state *st);
+
+/* ---- resource limits (limits.c) ---- */
+
+/* Can the machine back `slots` batch slots of `slot_bytes`? 0, or
+ * FEEDER_ELIMIT with "batch slots need ..." in msg. */
+int feeder__check_slot_memory(uint32_t slots, size_t slot_bytes, char *msg, size_t msglen);
+/* Is RLIMIT_NOFILE high enough for `workers` workers, each opening up to
+ * `files_per_task` files at once? 0, or FEEDER_ELIMIT with the message. */
+int feeder__check_nofile(int workers, uint32_t files_per_task, char *msg, size_t msglen);
 
 /* ---- tasks and workers (worker.c) ---- */
 
@@ -143,9 +207,17 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
 /* The worker process: map the slots, run worker_init, then serve tasks on
  * `chan` until it closes. Never returns. `close_fds` are the parent's
  * descriptors this worker must not hold (other workers' channels). */
-_Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan,
+_Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid_t parent,
                                    const int *close_fds, int nclose,
                                    feeder_worker_init_fn init, void *init_user);
+
+/* Arm PR_SET_PDEATHSIG (SIGKILL) in a new worker, then check that `parent`
+ * (the loader's pid, read before fork) is still its parent: a parent that
+ * died between fork and prctl sends no signal. 0, or 1 when the parent is
+ * gone (the worker must exit). */
+int feeder__worker_watch_parent(pid_t parent);
+/* Exit status of a worker whose parent died before it was armed. */
+#define FEEDER__EXIT_ORPHAN 3
 
 uint64_t feeder__now_ns(void);
 
@@ -165,8 +237,11 @@ const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld);
 /* The parent's mapping of every slot, and its length. */
 uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes);
 uint32_t feeder__loader_nslots(const feeder_loader *ld);
-int feeder__loader_fail(feeder_loader *ld, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The batch number whose error the last feeder__host_next returned, or -1
+ * (a status that is no batch's: DONE, a death, a timeout). */
+int64_t feeder__loader_status_batch(const feeder_loader *ld);
+/* The current (or last) epoch. */
+uint64_t feeder__loader_epoch(const feeder_loader *ld);
 /* Add the GPU counters of `d` (pin_ns, h2d_ns, h2d_bytes, gpu_batches, wait_ns)
  * to the loader's; set its levels pinned_bytes and device_bytes. */
 void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d);

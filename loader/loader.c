@@ -76,6 +76,7 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_STD_B, "std_b", 1, 1e-9, 1e6, 0.225},
     {FEEDER_OPT_PACKED_READ, "packed_read", 0, 0, 2, FEEDER_PACKED_READ_MMAP},
     {FEEDER_OPT_VERIFY_CRC, "verify_crc", 0, 0, 1, 0},
+    {FEEDER_OPT_MAX_RESTARTS, "max_restarts", 0, 0, 1000000, 0},
     {FEEDER_OPT_SCALE_MIN, "scale_min", 1, 1e-6, 1, 0.08},
     {FEEDER_OPT_SCALE_MAX, "scale_max", 1, 1e-6, 1, 1.0},
     {FEEDER_OPT_RATIO_MIN, "ratio_min", 1, 1e-3, 1e3, 3.0 / 4.0},
@@ -134,9 +135,9 @@ typedef struct worker {
     unsigned outstanding;
     int ready;
     int broken; /* a send failed: take no more tasks; its death is read from the channel */
-    /* Batches of the parts sent and not yet answered, oldest first: the
-     * oldest is the one a dying worker was loading. */
-    uint64_t inflight[FEEDER__WORKER_QUEUE];
+    /* The parts sent and not yet answered, oldest first: the oldest is the
+     * one a dying worker was loading; all are re-sent when it is restarted. */
+    feeder__task_msg inflight[FEEDER__WORKER_QUEUE];
 } worker;
 
 typedef struct task_queue {
@@ -176,8 +177,24 @@ struct feeder_loader {
     uint64_t *order;
     uint64_t order_len, order_cap;
     uint64_t nbatches;
-    uint64_t dispatched; /* batches given a slot */
-    uint64_t delivered;  /* batches handed out or failed */
+    uint64_t dispatched; /* next batch number to give a slot (delivered ones are skipped) */
+    /* Delivery, kept by mark_delivered() alone: how many batches of the
+     * epoch were handed to the user (as a batch or as its error), which ones
+     * (bit b = batch b; with in_order 0 they need not be a prefix), and the
+     * lowest one not yet delivered (the next in order). The state blob is
+     * made from these. */
+    uint64_t delivered;
+    uint8_t *done_map;
+    size_t done_cap;
+    uint64_t next_in_order;
+    /* A resume blob (feeder_loader_state_load), checked again at start and
+     * applied by the first begin_epoch. */
+    uint8_t *resume;
+    size_t resume_len;
+    feeder__state resume_st; /* map points into resume */
+    /* Worker deaths of this epoch, for the error when they pass max_restarts. */
+    uint64_t epoch_deaths;
+    char deaths[2048];
     uint64_t epoch_t0;
     int first_seen;
     task_queue q;
@@ -187,6 +204,9 @@ struct feeder_loader {
 
     /* GPU layer (cuda/gpu.h): NULL when batches stay on the host. */
     feeder__gpu *gpu;
+    int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
+    uint8_t *gpu_map;     /* the state's map less what the GPU layer holds back */
+    size_t gpu_map_cap;
     feeder_allocator dev_alloc, pin_alloc;
     void *copy_stream;
     char gpu_reason[512];
@@ -204,6 +224,17 @@ static int fail(feeder_loader *ld, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(feeder_loader *ld, int rc, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ld->errmsg, sizeof(ld->errmsg), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int feeder__loader_fail(const feeder_loader *cld, int rc, const char *fmt, ...)
+{
+    /* The message is the loader's only mutable part a const call touches. */
+    feeder_loader *ld = (feeder_loader *)cld;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ld->errmsg, sizeof(ld->errmsg), fmt, ap);
@@ -340,14 +371,8 @@ uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes)
 
 uint32_t feeder__loader_nslots(const feeder_loader *ld) { return ld->nslots; }
 
-int feeder__loader_fail(feeder_loader *ld, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ld->errmsg, sizeof(ld->errmsg), fmt, ap);
-    va_end(ap);
-    return rc;
-}
+int64_t feeder__loader_status_batch(const feeder_loader *ld) { return ld->status_batch; }
+uint64_t feeder__loader_epoch(const feeder_loader *ld) { return ld->epoch; }
 
 void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d)
 {
@@ -393,6 +418,18 @@ int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out)
 }
 
 /* ---- start ---- */
+
+/* The sampler SHUFFLE and SEED pick when none was given. */
+static int default_sampler(const feeder_loader *ld, feeder_sampler **out)
+{
+    int rc = iopt(ld, FEEDER_OPT_SHUFFLE)
+                 ? feeder_sampler_random(ld->ds->n, 0, 0, (uint64_t)iopt(ld, FEEDER_OPT_SEED), out)
+                 : feeder_sampler_sequential(ld->ds->n, out);
+    if (rc)
+        return feeder__loader_fail(ld, rc, "cannot make the default sampler: %s",
+                                   feeder_strerror(rc));
+    return 0;
+}
 
 static int validate(feeder_loader *ld)
 {
@@ -519,44 +556,52 @@ static void stop_workers(feeder_loader *ld, int hard)
     ld->q.len = 0;
 }
 
+/* Start worker i (at start, or again after its death). */
+static int spawn_one(feeder_loader *ld, int i)
+{
+    worker *w = &ld->workers[i];
+    *w = (worker){.pid = -1, .pidfd = -1, .chan = -1};
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return fail(ld, -errno, "socketpair for worker %d: %s", i, strerror(errno));
+    /* The worker compares its parent with this after arming PDEATHSIG: a
+     * parent that died before that sent no signal. */
+    pid_t self = getpid();
+    /* Held across fork so no other thread's loader changes the registry
+     * between the child's copy of it and the fork itself. */
+    pthread_mutex_lock(&reg_lock);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        /* The child's copy of the lock is held; it only reads the list. */
+        feeder__worker_main(&ld->job, i, sv[1], self, reg_fds, (int)reg_len, ld->init,
+                            ld->init_user);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (pid < 0) {
+        int rc = fail(ld, -errno, "fork of worker %d: %s", i, strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        return rc;
+    }
+    close(sv[1]);
+    w->pid = pid;
+    w->chan = sv[0];
+    /* A pidfd tells us of a death even when the channel is quiet; without
+     * one (kernel < 5.3) the channel's EOF still does. */
+    w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    reg_add(w->chan);
+    reg_add(w->pidfd);
+    return 0;
+}
+
 static int spawn_workers(feeder_loader *ld)
 {
     for (int i = 0; i < ld->nworkers; i++)
         ld->workers[i] = (worker){.pid = -1, .pidfd = -1, .chan = -1};
     int rc = 0;
-    for (int i = 0; i < ld->nworkers && rc == 0; i++) {
-        worker *w = &ld->workers[i];
-        int sv[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-            rc = fail(ld, -errno, "socketpair for worker %d: %s", i, strerror(errno));
-            break;
-        }
-        /* Held across fork so no other thread's loader changes the registry
-         * between the child's copy of it and the fork itself. */
-        pthread_mutex_lock(&reg_lock);
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(sv[0]);
-            /* The child's copy of the lock is held; it only reads the list. */
-            feeder__worker_main(&ld->job, i, sv[1], reg_fds, (int)reg_len, ld->init,
-                                ld->init_user);
-        }
-        pthread_mutex_unlock(&reg_lock);
-        if (pid < 0) {
-            rc = fail(ld, -errno, "fork of worker %d: %s", i, strerror(errno));
-            close(sv[0]);
-            close(sv[1]);
-            break;
-        }
-        close(sv[1]);
-        w->pid = pid;
-        w->chan = sv[0];
-        /* A pidfd tells us of a death even when the channel is quiet; without
-         * one (kernel < 5.3) the channel's EOF still does. */
-        w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        reg_add(w->chan);
-        reg_add(w->pidfd);
-    }
+    for (int i = 0; i < ld->nworkers && rc == 0; i++)
+        rc = spawn_one(ld, i);
     ld->running = 1;
     if (rc)
         stop_workers(ld, 1);
@@ -569,7 +614,7 @@ static int packed_mismatch(feeder_loader *ld)
 {
     const struct feeder__pack *pk = ld->ds->pack;
     const feeder__pack_header *h = &pk->v.h;
-    return fail(ld, FEEDER_EMISMATCH,
+    return fail(ld, FEEDER_ESHAPE,
                 "%s holds %ux%ux%u %s records, but the loader was set to height %lld, width "
                 "%lld, layout %s",
                 pk->path, h->height, h->width, h->channels, layout_text[h->layout],
@@ -593,7 +638,7 @@ static int adopt_packed_shape(feeder_loader *ld)
             return packed_mismatch(ld);
     int p = opt_find(FEEDER_OPT_PIPELINE);
     if (ld->given[p] && ld->ival[p] != FEEDER_PIPELINE_EVAL)
-        return fail(ld, FEEDER_EMISMATCH,
+        return fail(ld, FEEDER_ESHAPE,
                     "%s holds precomputed RAW records: pipeline %s cannot be applied to them "
                     "(pack JPEG records to transform them while loading)",
                     pk->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
@@ -617,7 +662,7 @@ static int check_packed_layout(feeder_loader *ld, int slot_layout)
         return 0;
     if (slot_layout == (int)iopt(ld, FEEDER_OPT_LAYOUT))
         return packed_mismatch(ld);
-    return fail(ld, FEEDER_EMISMATCH,
+    return fail(ld, FEEDER_ESHAPE,
                 "%s holds %s records, but float batches are made on the GPU from %s slots: "
                 "pack the file with --layout nhwc",
                 pk->path, layout_text[pk->v.h.layout], layout_text[slot_layout]);
@@ -639,12 +684,9 @@ int feeder_loader_start(feeder_loader *ld)
     if (rc)
         return rc;
     if (!ld->sampler) {
-        rc = iopt(ld, FEEDER_OPT_SHUFFLE)
-                 ? feeder_sampler_random(ld->ds->n, 0, 0, (uint64_t)iopt(ld, FEEDER_OPT_SEED),
-                                         &ld->own_sampler)
-                 : feeder_sampler_sequential(ld->ds->n, &ld->own_sampler);
+        rc = default_sampler(ld, &ld->own_sampler);
         if (rc)
-            return fail(ld, rc, "cannot make the default sampler: %s", feeder_strerror(rc));
+            return rc;
         ld->sampler = ld->own_sampler;
     }
     feeder__job *job = &ld->job;
@@ -731,6 +773,18 @@ int feeder_loader_start(feeder_loader *ld)
     if (ld->parts > batch)
         ld->parts = batch;
 
+    /* Limits the configuration would run into later, checked before
+     * anything is allocated (limits.c says why these numbers). */
+    if ((rc = feeder__check_slot_memory(ld->nslots, job->layout.slot_bytes, ld->errmsg,
+                                        sizeof(ld->errmsg))))
+        return rc;
+    uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
+    if ((rc = feeder__check_nofile(ld->nworkers, files, ld->errmsg, sizeof(ld->errmsg))))
+        return rc;
+    /* A resume blob is checked again against the options as they are now. */
+    if (ld->resume && (rc = feeder__state_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
+        return rc;
+
     /* One memfd for every slot, sized once (invariant 7). It has no name in
      * /dev/shm, so nothing outlives the last process that maps it. */
     job->memfd = memfd_create("feeder-slots", MFD_CLOEXEC);
@@ -794,11 +848,58 @@ int feeder_loader_start(feeder_loader *ld)
 
 /* ---- epochs ---- */
 
+/* The epoch the next begin_epoch starts. */
+static uint64_t next_epoch(const feeder_loader *ld)
+{
+    if (ld->resume)
+        return ld->resume_st.epoch;
+    return ld->next_set ? ld->next_epoch : ld->have_epoch ? ld->epoch + 1 : 0;
+}
+
+static void drop_resume(feeder_loader *ld)
+{
+    free(ld->resume);
+    ld->resume = NULL;
+    ld->resume_len = 0;
+    memset(&ld->resume_st, 0, sizeof(ld->resume_st));
+}
+
+static int batch_done(const feeder_loader *ld, uint64_t b)
+{
+    return (ld->done_map[b / 8] >> (b % 8)) & 1;
+}
+
+/* The one place a batch counts as delivered: handed to the user by
+ * feeder_next, as a batch or as its error. The state blob, the in-order
+ * cursor and the end of the epoch all read what this keeps. (A GPU
+ * prefetcher that hands batches out later calls this when it does.) */
+static void mark_delivered(feeder_loader *ld, uint64_t b)
+{
+    if (b >= ld->nbatches || batch_done(ld, b))
+        return;
+    ld->done_map[b / 8] |= (uint8_t)(1u << (b % 8));
+    ld->delivered++;
+    while (ld->next_in_order < ld->nbatches && batch_done(ld, ld->next_in_order))
+        ld->next_in_order++;
+}
+
+/* The next batch number to load, past those already delivered (a resumed
+ * epoch), or nbatches. */
+static uint64_t take_next_batch(feeder_loader *ld)
+{
+    while (ld->dispatched < ld->nbatches && batch_done(ld, ld->dispatched))
+        ld->dispatched++;
+    return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
+}
+
 static int begin_epoch(feeder_loader *ld)
 {
-    uint64_t epoch = ld->next_set ? ld->next_epoch : ld->have_epoch ? ld->epoch + 1 : 0;
+    uint64_t epoch = next_epoch(ld);
     ld->next_set = 0;
     uint64_t len = feeder_sampler_len(ld->sampler, epoch);
+    if (len > SIZE_MAX / sizeof(uint64_t))
+        return fail(ld, FEEDER_EOVERFLOW, "the sampler's %llu indices for epoch %llu overflow a size",
+                    (unsigned long long)len, (unsigned long long)epoch);
     if (len > ld->order_cap) {
         uint64_t *o = realloc(ld->order, len * sizeof(*o));
         if (!o)
@@ -821,7 +922,31 @@ static int begin_epoch(feeder_loader *ld)
     ld->order_len = len;
     ld->nbatches = feeder_batch_count(len, (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE),
                                       (int)iopt(ld, FEEDER_OPT_DROP_LAST));
-    ld->dispatched = ld->delivered = 0;
+    ld->dispatched = ld->delivered = ld->next_in_order = 0;
+    ld->epoch_deaths = 0;
+    ld->deaths[0] = 0;
+    size_t map = (size_t)(ld->nbatches / 8 + 1);
+    if (map > ld->done_cap) {
+        uint8_t *m = realloc(ld->done_map, map);
+        if (!m)
+            return fail(ld, -ENOMEM, "out of memory for the epoch's delivery map (%zu bytes)", map);
+        ld->done_map = m;
+        ld->done_cap = map;
+    }
+    memset(ld->done_map, 0, map);
+    if (ld->resume) {
+        /* Checked at start against this sampler; a user sampler that is not
+         * a pure function of the epoch could still disagree now. */
+        if (ld->resume_st.nbatches != ld->nbatches)
+            return fail(ld, FEEDER_EMISMATCH,
+                        "state blob does not match the loader: the number of batches is %llu "
+                        "in the blob, %llu in the loader",
+                        (unsigned long long)ld->resume_st.nbatches,
+                        (unsigned long long)ld->nbatches);
+        for (uint64_t b = 0; b < ld->nbatches; b++)
+            if (ld->resume_st.map && ((ld->resume_st.map[b / 8] >> (b % 8)) & 1))
+                mark_delivered(ld, b);
+    }
     ld->first_seen = 0;
     ld->q.len = ld->q.head = 0;
     if (ld->nworkers && !ld->running && (rc = spawn_workers(ld)))
@@ -836,6 +961,7 @@ static int begin_epoch(feeder_loader *ld)
         }
         ld->inline_ready = 1;
     }
+    drop_resume(ld);
     ld->epoch = epoch;
     ld->have_epoch = 1;
     ld->in_epoch = 1;
@@ -875,7 +1001,9 @@ static void dispatch(feeder_loader *ld)
         slot_state *ss = &ld->slots[s];
         if (ss->state != SLOT_FREE)
             continue;
-        uint64_t b = ld->dispatched++;
+        uint64_t b = take_next_batch(ld);
+        if (b >= ld->nbatches)
+            break;
         uint64_t first = b * batch;
         uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
         ss->state = SLOT_FILLING;
@@ -914,7 +1042,7 @@ static void dispatch(feeder_loader *ld)
             best->broken = 1;
             continue;
         }
-        best->inflight[best->outstanding++] = t->batch;
+        best->inflight[best->outstanding++] = *t;
         ld->q.head = (ld->q.head + 1) % ld->q.cap;
         ld->q.len--;
     }
@@ -944,13 +1072,38 @@ static void complete_part(feeder_loader *ld, const feeder__result_msg *r)
         ss->state = SLOT_READY;
 }
 
-/* A worker is dead (or its channel is): make the error that names it, then
- * stop the rest. The epoch is over. */
-static int worker_died(feeder_loader *ld, int i, const char *extra)
+/* Put a dead worker's unanswered parts back at the head of the queue, oldest
+ * first, with their slots' index ranges as the loader wrote them (under the
+ * skip policy the worker may have replaced some), so that re-running them
+ * gives the bytes the first run would have. */
+static void requeue(feeder_loader *ld, worker *w)
+{
+    uint32_t bs = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    for (unsigned k = w->outstanding; k-- > 0;) {
+        const feeder__task_msg *t = &w->inflight[k];
+        slot_state *ss = &ld->slots[t->slot];
+        if (ss->state != SLOT_FILLING || ss->batch != t->batch || ss->epoch != t->epoch)
+            continue;
+        uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, t->slot);
+        memcpy(feeder__slot_indices(&ld->job.layout, base) + t->first,
+               ld->order + t->batch * bs + t->first, (size_t)t->count * sizeof(uint64_t));
+        ld->q.head = (ld->q.head + ld->q.cap - 1) % ld->q.cap;
+        ld->q.v[ld->q.head] = *t;
+        ld->q.len++;
+    }
+    w->outstanding = 0;
+}
+
+/* A worker is dead (or its channel is). Under max_restarts (deaths of this
+ * epoch), and when `transient` (a death, not a protocol error or a failed
+ * worker_init), it is started again and its parts re-run: 0. Otherwise the
+ * error names it (and every earlier death of the epoch), the rest are
+ * stopped and the epoch is over. */
+static int worker_died(feeder_loader *ld, int i, const char *extra, int transient)
 {
     worker *w = &ld->workers[i];
     pid_t pid = w->pid;
-    uint64_t batch = w->inflight[0];
+    uint64_t batch = w->inflight[0].batch;
     int busy = w->outstanding > 0;
     if (w->pidfd >= 0) {
         /* The channel can close a moment before the process is gone. */
@@ -966,8 +1119,33 @@ static int worker_died(feeder_loader *ld, int i, const char *extra)
     if (busy)
         feeder__fmt(ctx, sizeof(ctx), " while loading batch %llu of epoch %llu",
                     (unsigned long long)batch, (unsigned long long)ld->epoch);
-    fail(ld, FEEDER_EWORKER, "worker %d (pid %d) %s%s%s%s", i, (int)pid, how, ctx,
-         extra && *extra ? ": " : "", extra ? extra : "");
+    char one[512];
+    feeder__fmt(one, sizeof(one), "worker %d (pid %d) %s%s%s%s", i, (int)pid, how, ctx,
+                extra && *extra ? ": " : "", extra ? extra : "");
+    ld->epoch_deaths++;
+    size_t used = strlen(ld->deaths);
+    feeder__fmt(ld->deaths + used, sizeof(ld->deaths) - used, "%s%s", used ? "; " : "", one);
+    uint64_t max = (uint64_t)iopt(ld, FEEDER_OPT_MAX_RESTARTS);
+    if (transient && ld->epoch_deaths <= max && ld->in_epoch) {
+        requeue(ld, w);
+        int rc = spawn_one(ld, i);
+        if (rc == 0) {
+            pthread_mutex_lock(&ld->stats_lock);
+            ld->stats.worker_restarts++;
+            pthread_mutex_unlock(&ld->stats_lock);
+            ld->errmsg[0] = 0;
+            return 0;
+        }
+        /* Cannot start it again: fail as without restarts, saying why. */
+        size_t u = strlen(ld->deaths);
+        feeder__fmt(ld->deaths + u, sizeof(ld->deaths) - u, " (restart failed: %s)", ld->errmsg);
+    }
+    if (ld->epoch_deaths == 1)
+        fail(ld, FEEDER_EWORKER, "%s", ld->deaths);
+    else
+        fail(ld, FEEDER_EWORKER, "%llu worker deaths in epoch %llu, more than max_restarts = %llu: %s",
+             (unsigned long long)ld->epoch_deaths, (unsigned long long)ld->epoch,
+             (unsigned long long)max, ld->deaths);
     stop_workers(ld, 1);
     ld->in_epoch = 0;
     return FEEDER_EWORKER;
@@ -993,14 +1171,14 @@ static int drain_channel(feeder_loader *ld, int i)
             continue;
         }
         if (n <= 0)
-            return worker_died(ld, i, NULL);
+            return worker_died(ld, i, NULL, 1);
         if ((size_t)n != sizeof(r))
-            return worker_died(ld, i, "malformed message");
+            return worker_died(ld, i, "malformed message", 0);
         if (r.kind == FEEDER__MSG_READY) {
             if (r.status) {
                 char msg[FEEDER__ERRMSG_LEN];
                 feeder__fmt(msg, sizeof(msg), "%s", r.errmsg);
-                worker_died(ld, i, NULL);
+                worker_died(ld, i, NULL, 0);
                 return fail(ld, r.status == FEEDER_ECALLBACK ? FEEDER_ECALLBACK : r.status, "%s",
                             msg);
             }
@@ -1009,7 +1187,7 @@ static int drain_channel(feeder_loader *ld, int i)
         }
         if (r.kind != FEEDER__MSG_RESULT || r.slot >= ld->nslots ||
             ld->slots[r.slot].state != SLOT_FILLING)
-            return worker_died(ld, i, "result for a slot that is not being filled");
+            return worker_died(ld, i, "result for a slot that is not being filled", 0);
         if (w->outstanding) {
             w->outstanding--;
             memmove(w->inflight, w->inflight + 1, w->outstanding * sizeof(w->inflight[0]));
@@ -1029,7 +1207,7 @@ static int wait_workers(feeder_loader *ld, int ms)
         if (w->pid <= 0)
             continue;
         if (w->chan < 0)
-            return worker_died(ld, i, "its channel broke");
+            return worker_died(ld, i, "its channel broke", 0);
         p[np] = (struct pollfd){.fd = w->chan, .events = POLLIN};
         idx[np++] = i;
         if (w->pidfd >= 0) {
@@ -1055,7 +1233,13 @@ static int wait_workers(feeder_loader *ld, int ms)
             int rc = drain_channel(ld, i);
             if (rc)
                 return rc;
-            return worker_died(ld, i, NULL);
+            /* drain_channel may have seen the EOF and restarted it already. */
+            if (ld->workers[i].pid > 0 && ld->workers[i].pidfd >= 0) {
+                struct pollfd q = {.fd = ld->workers[i].pidfd, .events = POLLIN};
+                if (poll(&q, 1, 0) == 0)
+                    return 0;
+            }
+            return worker_died(ld, i, NULL, 1);
         }
     }
     return 0;
@@ -1066,8 +1250,9 @@ static int wait_workers(feeder_loader *ld, int ms)
 static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
     uint32_t s = (uint32_t)(ss - ld->slots);
-    ld->delivered++;
+    mark_delivered(ld, ss->batch);
     if (ss->status) {
+        ld->status_batch = (int64_t)ss->batch;
         int rc = fail(ld, ss->status, "batch %llu of epoch %llu: %s",
                       (unsigned long long)ss->batch, (unsigned long long)ss->epoch, ss->errmsg);
         ss->state = SLOT_FREE;
@@ -1116,7 +1301,7 @@ static slot_state *find_ready(feeder_loader *ld)
         slot_state *ss = &ld->slots[s];
         if (ss->state != SLOT_READY || ss->epoch != ld->epoch)
             continue;
-        if (in_order ? ss->batch == ld->delivered : (!best || ss->batch < best->batch))
+        if (in_order ? ss->batch == ld->next_in_order : (!best || ss->batch < best->batch))
             best = ss;
         if (in_order && best)
             break;
@@ -1145,7 +1330,7 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
                     ld->nslots);
     uint32_t s = (uint32_t)(ss - ld->slots);
     uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
-    uint64_t b = ld->delivered, first = b * batch;
+    uint64_t b = take_next_batch(ld), first = b * batch;
     uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
     ss->epoch = ld->epoch;
     ss->batch = b;
@@ -1179,6 +1364,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
 {
     int rc;
     ld->errmsg[0] = 0;
+    ld->status_batch = -1;
     if (!ld->in_epoch && (rc = begin_epoch(ld)))
         return rc;
     if (ld->delivered >= ld->nbatches) {
@@ -1222,7 +1408,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
         if (now >= deadline) {
             rc = fail(ld, FEEDER_ETIMEDOUT,
                       "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu)",
-                      (long long)timeout, (unsigned long long)ld->delivered,
+                      (long long)timeout, (unsigned long long)ld->next_in_order,
                       (unsigned long long)ld->epoch);
             break;
         }
@@ -1269,17 +1455,19 @@ int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
         return FEEDER_EINVAL;
     if (ld->gpu)
         feeder__gpu_drop(ld->gpu);
+    drop_resume(ld);
     if (ld->in_epoch) {
         /* Parts in flight still write their slots: wait for them (or for the
          * workers' deaths) before the slots can be reused. */
-        /* Queued parts never reach a worker: count them as done. */
-        for (; ld->q.len; ld->q.len--, ld->q.head = (ld->q.head + 1) % ld->q.cap) {
-            slot_state *ss = &ld->slots[ld->q.v[ld->q.head].slot];
-            if (--ss->parts_left == 0)
-                ss->state = SLOT_READY;
-        }
         ld->dispatched = ld->nbatches;
         for (;;) {
+            /* Queued parts never reach a worker: count them as done (a
+             * restarted worker's re-queued parts too). */
+            for (; ld->q.len; ld->q.len--, ld->q.head = (ld->q.head + 1) % ld->q.cap) {
+                slot_state *ss = &ld->slots[ld->q.v[ld->q.head].slot];
+                if (--ss->parts_left == 0)
+                    ss->state = SLOT_READY;
+            }
             int busy = 0;
             for (uint32_t s = 0; s < ld->nslots; s++)
                 busy |= ld->slots[s].state == SLOT_FILLING;
@@ -1318,6 +1506,126 @@ void feeder_loader_destroy(feeder_loader *ld)
     free(ld->workers);
     free(ld->q.v);
     free(ld->order);
+    free(ld->done_map);
+    free(ld->gpu_map);
+    free(ld->resume);
     pthread_mutex_destroy(&ld->stats_lock);
     free(ld);
+}
+
+/* ---- the loader's side of the state blob (state.c) ---- */
+
+int feeder__loader_started(const feeder_loader *ld) { return ld->started; }
+
+int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return fail(ld, -ENOMEM, "feeder_loader_state_load: out of memory");
+    memcpy(copy, buf, len);
+    /* Checked on the copy, so the map points into memory the loader owns. */
+    feeder__state st;
+    int rc = feeder__state_check(ld, copy, len, &st);
+    if (rc) {
+        free(copy);
+        return rc;
+    }
+    drop_resume(ld);
+    ld->resume = copy;
+    ld->resume_len = len;
+    ld->resume_st = st;
+    return 0;
+}
+
+int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
+                            feeder__state *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    st->dataset_size = ld->ds->n;
+    st->batch_size = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    st->drop_last = (uint32_t)iopt(ld, FEEDER_OPT_DROP_LAST);
+    st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);
+    st->user_sampler = ld->sampler && ld->sampler != ld->own_sampler;
+    st->pipeline = (uint32_t)iopt(ld, FEEDER_OPT_PIPELINE);
+    st->decoder = (uint32_t)iopt(ld, FEEDER_OPT_DECODER);
+    st->layout = (uint32_t)iopt(ld, FEEDER_OPT_LAYOUT);
+    st->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
+    st->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
+    st->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
+    st->policy = (uint32_t)iopt(ld, FEEDER_OPT_ERROR_POLICY);
+    st->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
+    st->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
+    st->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
+    st->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
+    st->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
+    st->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
+    /* Batches the GPU layer has taken from the host loader but not yet lent
+     * (or whose error the user has not yet seen) are not delivered: a resumed
+     * loader must give them again. They may be the end of an epoch the host
+     * loader already closed. */
+    uint64_t held[66];
+    int open = 0;
+    int nheld = ld->gpu && !at ? feeder__gpu_pending(ld->gpu, ld->epoch, held, 66, &open) : 0;
+    if (!at && (ld->in_epoch || open)) {
+        st->epoch = ld->epoch;
+        st->sampler_len = ld->order_len;
+        st->nbatches = ld->nbatches;
+        st->delivered = ld->delivered;
+        st->map = ld->done_map;
+        if (nheld > 0) {
+            feeder_loader *mld = (feeder_loader *)ld; /* scratch only */
+            size_t bytes = (size_t)(ld->nbatches / 8 + 1);
+            if (bytes > mld->gpu_map_cap) {
+                uint8_t *m = realloc(mld->gpu_map, bytes);
+                if (!m)
+                    return feeder__loader_fail(ld, -ENOMEM, "out of memory for the state's map");
+                mld->gpu_map = m;
+                mld->gpu_map_cap = bytes;
+            }
+            memcpy(mld->gpu_map, ld->done_map, bytes);
+            for (int i = 0; i < nheld; i++) {
+                uint64_t b = held[i];
+                if (b < ld->nbatches && ((mld->gpu_map[b / 8] >> (b % 8)) & 1)) {
+                    mld->gpu_map[b / 8] &= (uint8_t)~(1u << (b % 8));
+                    st->delivered--;
+                }
+            }
+            st->map = mld->gpu_map;
+        }
+        if (want_hash)
+            st->order_hash = feeder__order_hash(ld->order, ld->order_len);
+        return 0;
+    }
+    st->epoch = at ? *at : next_epoch(ld);
+    if (!at && ld->resume) {
+        st->delivered = ld->resume_st.delivered;
+        st->map = ld->resume_st.map;
+    }
+    feeder_sampler *tmp = NULL;
+    const feeder_sampler *smp = ld->sampler;
+    int rc;
+    if (!smp) {
+        if ((rc = default_sampler(ld, &tmp)))
+            return rc;
+        smp = tmp;
+    }
+    uint64_t len = feeder_sampler_len(smp, st->epoch);
+    st->sampler_len = len;
+    st->nbatches = feeder_batch_count(len, st->batch_size, (int)st->drop_last);
+    rc = 0;
+    if (want_hash) {
+        uint64_t *order = len > SIZE_MAX / sizeof(uint64_t) ? NULL : malloc(len ? len * 8 : 1);
+        if (!order)
+            rc = feeder__loader_fail(ld, -ENOMEM, "out of memory for the order of epoch %llu",
+                                     (unsigned long long)st->epoch);
+        else if ((rc = feeder_sampler_fill(smp, st->epoch, order, len)))
+            feeder__loader_fail(ld, rc, "the sampler failed for epoch %llu: %s",
+                                (unsigned long long)st->epoch, feeder_strerror(rc));
+        else
+            st->order_hash = feeder__order_hash(order, len);
+        free(order);
+    }
+    feeder_sampler_destroy(tmp);
+    return rc;
 }

@@ -311,15 +311,23 @@ static int send_msg(int chan, const void *msg, size_t len)
     }
 }
 
-_Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan,
+int feeder__worker_watch_parent(pid_t parent)
+{
+    /* Die with the loader's process: no orphan keeps the slots alive. The
+     * signal comes when the thread that forked us ends, so a parent that
+     * died before this call is caught by the comparison instead (we were
+     * re-parented to a reaper). `parent` was read before fork: reading it
+     * here, after the race, would read the reaper. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    return getppid() != parent;
+}
+
+_Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid_t parent,
                                    const int *close_fds, int nclose,
                                    feeder_worker_init_fn init, void *init_user)
 {
-    pid_t parent = getppid();
-    /* Die with the loader's process: no orphan keeps the slots alive. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(0);
+    if (feeder__worker_watch_parent(parent))
+        _exit(FEEDER__EXIT_ORPHAN);
     for (int i = 0; i < nclose; i++)
         if (close_fds[i] >= 0)
             close(close_fds[i]);

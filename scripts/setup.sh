@@ -3,16 +3,15 @@
 # Libraries made for the job: libjpeg-turbo (TurboJPEG + libjpeg APIs),
 # liburing, Check (tests); libyuv and stb only so bench_resize can measure
 # the resizers we weighed against our own; Open MPI (and python3, which checks
-# its output) for examples/mpi_train and scripts/mpi_check.sh; clang and its
-# runtime libraries (libFuzzer lives in libclang-rt-14-dev, only a
-# recommendation of clang, which --no-install-recommends skips) for
-# scripts/fuzz.sh.
+# its output) for examples/mpi_train and scripts/mpi_check.sh; clang (libFuzzer,
+# scripts/fuzz.sh; libFuzzer itself lives in libclang-rt-14-dev, only a
+# recommendation of clang, which --no-install-recommends skips) and valgrind
+# (scripts/valgrind.sh) for CI.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config
       libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev libstb-dev
       check libsubunit-dev
-      libopenmpi-dev openmpi-bin python3
-      clang libclang-rt-14-dev)
+      libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

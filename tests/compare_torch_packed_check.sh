@@ -14,9 +14,11 @@ done
 [[ -n $py ]] || { echo "no python3 with numpy: skipped"; exit 77; }
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
+# Paths in a list file stay under its folder (absolute ones are refused).
+cp "$src"/bench/photos/*.jpg "$d/"
 i=0
-for f in "$src"/bench/photos/*.jpg; do
-    echo "$f $((i % 3))"
+for f in "$d"/*.jpg; do
+    echo "$(basename "$f") $((i % 3))"
     i=$((i + 1))
 done > "$d/list.txt"
 for layout in nhwc nchw; do

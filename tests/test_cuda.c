@@ -717,7 +717,7 @@ START_TEST(test_packed_raw_on_device)
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, FEEDER_DTYPE_FLOAT32), 0);
-    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_EMISMATCH);
+    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ESHAPE);
     char want[700];
     snprintf(want, sizeof(want), "%s holds NCHW records, but float batches are made on the GPU "
              "from NHWC slots: pack the file with --layout nhwc", path);
@@ -726,6 +726,58 @@ START_TEST(test_packed_raw_on_device)
     feeder_dataset_destroy(ds);
     free(host);
     CK_CUDA(cudaStreamDestroy(s));
+}
+END_TEST
+
+/* A state saved while the GPU layer holds prefetched batches leaves them
+ * undelivered: a new loader (host batches here) gives exactly the rest. */
+START_TEST(test_resume_after_device_batches)
+{
+    cfg h = base();
+    h.epochs = 1;
+    run *ref = collect(jpegs, &h, NULL, NULL); /* 4 batches: 5, 5, 5, 3 */
+    for (uint32_t taken = 1; taken <= 3; taken++) {
+        cfg d = h;
+        d.device = 0;
+        d.gpu_prefetch = 3;
+        feeder_loader *ld = make(jpegs, &d);
+        feeder_batch *b;
+        for (uint32_t k = 0; k < taken; k++) {
+            ck_assert_int_eq(feeder_next(ld, &b), 0);
+            ck_assert_uint_eq(b->number, k);
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        }
+        /* Let the prefetcher take what it can before the save. */
+        usleep(200000);
+        ck_assert_int_eq(feeder_next(ld, &b), 0);
+        ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        /* b (batch `taken`) was delivered; what follows is held or loading. */
+        size_t len = 0;
+        ck_assert_int_eq(feeder_loader_state_save(ld, NULL, 0, &len), 0);
+        uint8_t *blob = malloc(len);
+        ck_assert_int_eq(feeder_loader_state_save(ld, blob, len, &len), 0);
+        feeder_loader_destroy(ld);
+
+        cfg r = h;
+        r.workers = 1;
+        feeder_loader *ld2 = make(jpegs, &r);
+        ck_assert_int_eq(feeder_loader_state_load(ld2, blob, len), 0);
+        uint32_t k = taken + 1;
+        int rc;
+        while ((rc = feeder_next(ld2, &b)) == 0) {
+            ck_assert_uint_lt(k, ref->nb);
+            ck_assert_uint_eq(b->number, ref->number[k]);
+            ck_assert_mem_eq(b->indices, ref->idx[k], b->count * sizeof(uint64_t));
+            ck_assert_mem_eq(b->data, ref->bytes[k], ref->nbytes[k]);
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+            k++;
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld2));
+        ck_assert_uint_eq(k, ref->nb);
+        feeder_loader_destroy(ld2);
+        free(blob);
+    }
+    run_free(ref);
 }
 END_TEST
 
@@ -745,6 +797,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_set_epoch_drops_prefetched);
     tcase_add_test(tc, test_status_describes_path);
     tcase_add_test(tc, test_packed_raw_on_device);
+    tcase_add_test(tc, test_resume_after_device_batches);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -553,7 +553,7 @@ START_TEST(test_reject_not_a_file)
     ck_assert_int_eq(feeder_dataset_packed_info(NULL, &info), FEEDER_EINVAL);
     ck_assert_str_eq(feeder_strerror(FEEDER_EFORMAT), "not a valid feeder packed file");
     ck_assert_str_eq(feeder_err_name(FEEDER_ECHECKSUM), "FEEDER_ECHECKSUM");
-    ck_assert_str_eq(feeder_err_name(FEEDER_EMISMATCH), "FEEDER_EMISMATCH");
+    ck_assert_str_eq(feeder_err_name(FEEDER_ESHAPE), "FEEDER_ESHAPE");
 }
 END_TEST
 
@@ -672,7 +672,7 @@ START_TEST(test_shape_adopted_or_mismatch)
 
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 4), 0);
-    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_EMISMATCH);
+    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ESHAPE);
     snprintf(want, sizeof(want), "%s holds 2x3x3 NHWC records, but the loader was set to height "
              "224, width 4, layout NHWC", p);
     ck_assert_str_eq(feeder_loader_errmsg(ld), want);
@@ -680,7 +680,7 @@ START_TEST(test_shape_adopted_or_mismatch)
 
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_LAYOUT, FEEDER_LAYOUT_NCHW), 0);
-    ck_assert_int_eq(feeder_next(ld, &b), FEEDER_EMISMATCH);
+    ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ESHAPE);
     /* Height and width were adopted; only the layout disagrees. */
     snprintf(want, sizeof(want), "%s holds 2x3x3 NHWC records, but the loader was set to height "
              "2, width 3, layout NCHW", p);
@@ -689,7 +689,7 @@ START_TEST(test_shape_adopted_or_mismatch)
 
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_TRAIN), 0);
-    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_EMISMATCH);
+    ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ESHAPE);
     snprintf(want, sizeof(want), "%s holds precomputed RAW records: pipeline train cannot be "
              "applied to them (pack JPEG records to transform them while loading)", p);
     ck_assert_str_eq(feeder_loader_errmsg(ld), want);

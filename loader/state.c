@@ -1,0 +1,373 @@
+/*
+ * Saving and resuming the position in an epoch. The blob is a fixed
+ * little-endian header and a bitmap of the epoch's delivered batches:
+ *
+ *   off size  field
+ *     0   4   magic "FDRS"
+ *     4   4   version (1)
+ *     8   4   length of the whole blob
+ *    12   4   CRC32C of the whole blob, this field taken as 0
+ *    16   8   seed                 72   4   batch_size
+ *    24   8   epoch                76   4   drop_last
+ *    32   8   delivered (batches)  80   4   shuffle
+ *    40   8   dataset_size         84   4   user_sampler
+ *    48   8   sampler_len          88   4   pipeline, decoder, layout,
+ *    56   8   nbatches                      height, width, resize,
+ *    64   8   order_hash                    error_policy, 0 (8 x 4 bytes)
+ *   120   8   max_pixels          128  40   scale_min, scale_max, ratio_min,
+ *   168   8   map_bytes                     ratio_max, flip_prob (IEEE 754)
+ *   176   map_bytes  bit b (LSB first) = batch b delivered
+ *
+ * A bitmap, not a count: with in_order 0 batches are delivered as they
+ * complete, so the delivered ones need not be a prefix (a slow batch 0 can
+ * be passed by every later one). It costs one bit a batch (ImageNet at batch
+ * 256: 626 bytes).
+ *
+ * The position itself lives in loader.c (mark_delivered is the one place
+ * that counts a delivery); this file only encodes, decodes and compares.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/internal.h"
+
+#define STATE_MAGIC 0x53524446u /* "FDRS" little-endian */
+#define STATE_VERSION 1u
+#define STATE_HEADER 176u
+
+/* CRC32C (Castagnoli), bytewise from a table built on first use; a blob is a
+ * few hundred bytes, so speed does not matter. */
+static uint32_t crc_table[256];
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc32c(const uint8_t *p, size_t n)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, crc_init);
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++)
+        c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+uint64_t feeder__order_hash(const uint64_t *v, uint64_t n)
+{
+    /* A multiply-xorshift chain over the indices and the length: order
+     * matters, and any change of one index changes the result. */
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    for (uint64_t i = 0; i < n; i++) {
+        h ^= v[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    return h;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t dbits(double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, sizeof(v));
+    return v;
+}
+
+static double bitsd(uint64_t v)
+{
+    double d;
+    memcpy(&d, &v, sizeof(d));
+    return d;
+}
+
+static uint64_t map_bytes(uint64_t nbatches) { return nbatches / 8 + (nbatches % 8 != 0); }
+
+static uint64_t popcount_map(const uint8_t *map, uint64_t bytes)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < bytes; i++)
+        n += (uint64_t)__builtin_popcount(map[i]);
+    return n;
+}
+
+static int blob_size(const feeder__state *st, size_t *len)
+{
+    uint64_t mb = map_bytes(st->nbatches);
+    if (mb > SIZE_MAX - STATE_HEADER || mb + STATE_HEADER > UINT32_MAX)
+        return FEEDER_EOVERFLOW;
+    *len = (size_t)(STATE_HEADER + mb);
+    return 0;
+}
+
+static void encode(const feeder__state *st, uint8_t *b, size_t len)
+{
+    memset(b, 0, len);
+    put32(b + 0, STATE_MAGIC);
+    put32(b + 4, STATE_VERSION);
+    put32(b + 8, (uint32_t)len);
+    put64(b + 16, st->seed);
+    put64(b + 24, st->epoch);
+    put64(b + 32, st->delivered);
+    put64(b + 40, st->dataset_size);
+    put64(b + 48, st->sampler_len);
+    put64(b + 56, st->nbatches);
+    put64(b + 64, st->order_hash);
+    put32(b + 72, st->batch_size);
+    put32(b + 76, st->drop_last);
+    put32(b + 80, st->shuffle);
+    put32(b + 84, st->user_sampler);
+    put32(b + 88, st->pipeline);
+    put32(b + 92, st->decoder);
+    put32(b + 96, st->layout);
+    put32(b + 100, st->height);
+    put32(b + 104, st->width);
+    put32(b + 108, st->resize);
+    put32(b + 112, st->policy);
+    put64(b + 120, st->max_pixels);
+    put64(b + 128, dbits(st->scale_min));
+    put64(b + 136, dbits(st->scale_max));
+    put64(b + 144, dbits(st->ratio_min));
+    put64(b + 152, dbits(st->ratio_max));
+    put64(b + 160, dbits(st->flip_prob));
+    uint64_t mb = map_bytes(st->nbatches);
+    put64(b + 168, mb);
+    if (st->map)
+        memcpy(b + STATE_HEADER, st->map, (size_t)mb);
+    put32(b + 12, crc32c(b, len));
+}
+
+static int decode(feeder_loader *ld, const uint8_t *b, size_t len, feeder__state *st)
+{
+    const char *pre = "state blob";
+    if (len < STATE_HEADER)
+        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+                                   "%s: %zu bytes, shorter than its %u-byte header", pre, len,
+                                   STATE_HEADER);
+    if (get32(b) != STATE_MAGIC)
+        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+                                   "%s: bad magic 0x%08x (not a feeder state blob)", pre,
+                                   get32(b));
+    if (get32(b + 4) != STATE_VERSION)
+        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+                                   "%s: version %u, this library reads version %u", pre,
+                                   get32(b + 4), STATE_VERSION);
+    if (get32(b + 8) != len)
+        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+                                   "%s: its length field says %u bytes, %zu were given", pre,
+                                   get32(b + 8), len);
+    uint8_t *copy = malloc(len);
+    if (!copy)
+        return feeder__loader_fail(ld, -ENOMEM, "%s: out of memory", pre);
+    memcpy(copy, b, len);
+    memset(copy + 12, 0, 4);
+    uint32_t crc = crc32c(copy, len);
+    free(copy);
+    if (crc != get32(b + 12))
+        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+                                   "%s: CRC32C mismatch (stored 0x%08x, computed 0x%08x): the "
+                                   "blob was damaged",
+                                   pre, get32(b + 12), crc);
+    memset(st, 0, sizeof(*st));
+    st->seed = get64(b + 16);
+    st->epoch = get64(b + 24);
+    st->delivered = get64(b + 32);
+    st->dataset_size = get64(b + 40);
+    st->sampler_len = get64(b + 48);
+    st->nbatches = get64(b + 56);
+    st->order_hash = get64(b + 64);
+    st->batch_size = get32(b + 72);
+    st->drop_last = get32(b + 76);
+    st->shuffle = get32(b + 80);
+    st->user_sampler = get32(b + 84);
+    st->pipeline = get32(b + 88);
+    st->decoder = get32(b + 92);
+    st->layout = get32(b + 96);
+    st->height = get32(b + 100);
+    st->width = get32(b + 104);
+    st->resize = get32(b + 108);
+    st->policy = get32(b + 112);
+    st->max_pixels = get64(b + 120);
+    st->scale_min = bitsd(get64(b + 128));
+    st->scale_max = bitsd(get64(b + 136));
+    st->ratio_min = bitsd(get64(b + 144));
+    st->ratio_max = bitsd(get64(b + 152));
+    st->flip_prob = bitsd(get64(b + 160));
+    uint64_t mb = get64(b + 168);
+    /* A CRC that matches says the bytes are what was written; these say what
+     * was written is self-consistent (a hand-made or buggy blob). */
+    if (mb != map_bytes(st->nbatches) || mb != len - STATE_HEADER)
+        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+                                   "%s: map of %llu bytes for %llu batches in a %zu-byte blob", pre,
+                                   (unsigned long long)mb, (unsigned long long)st->nbatches, len);
+    const uint8_t *map = b + STATE_HEADER;
+    if (st->nbatches % 8 && (map[mb - 1] >> (st->nbatches % 8)))
+        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+                                   "%s: the map marks batches past the epoch's %llu", pre,
+                                   (unsigned long long)st->nbatches);
+    uint64_t set = popcount_map(map, mb);
+    if (set != st->delivered)
+        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+                                   "%s: %llu batches delivered, but the map marks %llu", pre,
+                                   (unsigned long long)st->delivered, (unsigned long long)set);
+    st->map = mb ? map : NULL;
+    return 0;
+}
+
+static int differ_u(feeder_loader *ld, const char *field, uint64_t blob, uint64_t mine)
+{
+    return feeder__loader_fail(ld, FEEDER_EMISMATCH,
+                               "state blob does not match the loader: %s is %llu in the blob, "
+                               "%llu in the loader",
+                               field, (unsigned long long)blob, (unsigned long long)mine);
+}
+
+static int differ_d(feeder_loader *ld, const char *field, double blob, double mine)
+{
+    return feeder__loader_fail(ld, FEEDER_EMISMATCH,
+                               "state blob does not match the loader: %s is %.17g in the blob, "
+                               "%.17g in the loader",
+                               field, blob, mine);
+}
+
+/* Compare field by field so the message names the first one that differs.
+ * Settings that cannot change the bytes under the blob's pipeline (resize
+ * outside EVAL, the crop ranges outside TRAIN) are not compared. */
+static int compare(feeder_loader *ld, const feeder__state *b, const feeder__state *m)
+{
+#define U(f, name)                                                                            \
+    if (b->f != m->f)                                                                         \
+        return differ_u(ld, name, b->f, m->f);
+#define D(f, name)                                                                            \
+    if (dbits(b->f) != dbits(m->f))                                                           \
+        return differ_d(ld, name, b->f, m->f);
+    U(dataset_size, "dataset size");
+    U(batch_size, "batch_size");
+    U(drop_last, "drop_last");
+    U(seed, "seed");
+    if (!b->user_sampler && !m->user_sampler)
+        U(shuffle, "shuffle");
+    U(user_sampler, "user sampler (1: a sampler was given)");
+    U(sampler_len, "the sampler's length");
+    U(nbatches, "the number of batches");
+    if (b->order_hash != m->order_hash)
+        return feeder__loader_fail(
+            ld, FEEDER_EMISMATCH,
+            "state blob does not match the loader: the order of epoch %llu differs (hash "
+            "%016llx in the blob, %016llx in the loader): another sampler, seed or rank",
+            (unsigned long long)b->epoch, (unsigned long long)b->order_hash,
+            (unsigned long long)m->order_hash);
+    U(pipeline, "pipeline");
+    U(decoder, "decoder");
+    U(layout, "layout");
+    U(height, "height");
+    U(width, "width");
+    if (b->pipeline == FEEDER_PIPELINE_EVAL)
+        U(resize, "resize");
+    if (b->pipeline == FEEDER_PIPELINE_TRAIN) {
+        D(scale_min, "scale_min");
+        D(scale_max, "scale_max");
+        D(ratio_min, "ratio_min");
+        D(ratio_max, "ratio_max");
+        D(flip_prob, "flip_prob");
+    }
+    U(policy, "error_policy");
+    U(max_pixels, "max_pixels");
+#undef U
+#undef D
+    return 0;
+}
+
+int feeder__state_check(feeder_loader *ld, const void *buf, size_t len, feeder__state *st)
+{
+    int rc = decode(ld, buf, len, st);
+    if (rc)
+        return rc;
+    feeder__state mine;
+    if ((rc = feeder__loader_describe(ld, &st->epoch, 1, &mine)))
+        return rc;
+    return compare(ld, st, &mine);
+}
+
+size_t feeder_loader_state_size(const feeder_loader *ld)
+{
+    feeder__state st;
+    size_t len;
+    if (!ld || feeder__loader_describe(ld, NULL, 0, &st) || blob_size(&st, &len))
+        return 0;
+    return len;
+}
+
+int feeder_loader_state_save(const feeder_loader *ld, void *buf, size_t cap, size_t *len)
+{
+    if (!ld || !len)
+        return FEEDER_EINVAL;
+    feeder__state st;
+    int rc = feeder__loader_describe(ld, NULL, buf != NULL, &st);
+    if (rc)
+        return rc;
+    size_t need;
+    if ((rc = blob_size(&st, &need)))
+        return feeder__loader_fail(ld, rc, "feeder_loader_state_save: %llu batches overflow a blob",
+                                   (unsigned long long)st.nbatches);
+    *len = need;
+    if (!buf)
+        return 0;
+    if (cap < need)
+        return feeder__loader_fail(ld, -ENOSPC,
+                                   "feeder_loader_state_save: the blob needs %zu bytes, the "
+                                   "buffer holds %zu",
+                                   need, cap);
+    encode(&st, buf, need);
+    return 0;
+}
+
+int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (!buf)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_state_load: buf is NULL");
+    if (feeder__loader_started(ld))
+        return feeder__loader_fail(ld, FEEDER_ESTATE,
+                                   "feeder_loader_state_load: the loader started; load the state "
+                                   "into a new loader before its first feeder_next");
+    return feeder__loader_keep_resume(ld, buf, len);
+}

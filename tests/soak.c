@@ -1,0 +1,469 @@
+/*
+ * soak: run loaders for a while under faults and check that nothing is lost.
+ *
+ *   soak [--seconds S | --minutes M] [--workers W] [--images N] [--data DIR]
+ *        [--kill-every K] [--corrupt-every C] [--recreate-every R] [--seed X]
+ *
+ * A folder of JPEGs is made (or DIR's JPEGs copied) in a temporary folder.
+ * The reference is computed first on the clean copy: for each of 4 epochs,
+ * the order and every sample's hash. Then loaders (train pipeline, shuffle,
+ * skip policy, MAX_RESTARTS 1000) run epoch after epoch while, every few
+ * batches:
+ *   - a random worker is SIGKILLed (the loader restarts it);
+ *   - a random file is replaced by bytes that are not a JPEG, and the last
+ *     one restored (atomically, by rename);
+ *   - the loader's state is saved, the loader destroyed with batches in
+ *     flight, and a new one (random num_workers 0..W) resumes from the state.
+ * Every delivered batch is checked: a batch with no skipped sample must hash
+ * to the reference batch; in one with skips, every sample must be its
+ * reference sample, or, where the original was corrupted at the time, one of
+ * the 16 after it in dataset order. Every position of every epoch must be
+ * delivered exactly once, across kills and recreations. RSS, open
+ * descriptors and /dev/shm entries are printed at start and end and must not
+ * grow (RSS by at most 16 MiB; under ASan set quarantine_size_mb=0, or its
+ * quarantine alone grows RSS by design).
+ * Exit 0 when every check held.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "benchutil.h"
+#include "feeder.h"
+
+#define EPOCHS 4
+#define BATCH 8
+#define H 48
+#define W 64
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "soak: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+static long count_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+typedef struct {
+    long rss, fds, shm, refs;
+} reading;
+
+/* Lines of this process's maps and fds that name /dev/shm: the slots are a
+ * memfd, so there must be none. (/dev/shm itself is shared with every other
+ * process on the machine, so its entry count is printed, not compared.) */
+static long shm_refs(void)
+{
+    long n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4300];
+    while (f && fgets(line, sizeof(line), f))
+        n += strstr(line, "/dev/shm/") != NULL;
+    if (f)
+        fclose(f);
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[300], t[4200];
+        snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+        ssize_t k = readlink(p, t, sizeof(t) - 1);
+        if (k > 0) {
+            t[k] = 0;
+            n += strncmp(t, "/dev/shm/", 9) == 0;
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static reading measure(void)
+{
+    return (reading){rss_kib(), count_dir("/proc/self/fd") - 1, count_dir("/dev/shm"), shm_refs()};
+}
+
+static feeder_loader *make_loader(feeder_dataset *ds, int workers, uint64_t seed)
+{
+    feeder_loader *ld;
+    if (feeder_loader_create(ds, NULL, &ld))
+        die("feeder_loader_create failed");
+    feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, BATCH);
+    feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers);
+    feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1);
+    feeder_loader_set(ld, FEEDER_OPT_SEED, (int64_t)seed);
+    feeder_loader_set(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_TRAIN);
+    feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, FEEDER_ON_ERROR_SKIP);
+    feeder_loader_set(ld, FEEDER_OPT_MAX_RESTARTS, 1000);
+    feeder_loader_set(ld, FEEDER_OPT_HEIGHT, H);
+    feeder_loader_set(ld, FEEDER_OPT_WIDTH, W);
+    feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 60000);
+    return ld;
+}
+
+/* The reference: per epoch, the order and each sample's hash by index. */
+typedef struct {
+    uint64_t n, nbatches;
+    uint64_t *order[EPOCHS];
+    uint64_t *sample[EPOCHS];
+} ref;
+
+static uint64_t sample_hash(const feeder_batch *b, uint32_t i)
+{
+    uint64_t h = bu_hash64(0, b->data + (size_t)i * b->sample_bytes, b->sample_bytes);
+    h = bu_hash64(h, &b->labels[i], sizeof(int64_t));
+    return bu_hash64(h, &b->indices[i], sizeof(uint64_t));
+}
+
+static void make_reference(feeder_dataset *ds, uint64_t seed, ref *r)
+{
+    r->n = feeder_dataset_size(ds);
+    r->nbatches = (r->n + BATCH - 1) / BATCH;
+    feeder_loader *ld = make_loader(ds, 2, seed);
+    feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, FEEDER_ON_ERROR_FAIL);
+    for (int e = 0; e < EPOCHS; e++) {
+        r->order[e] = calloc(r->n, sizeof(uint64_t));
+        r->sample[e] = calloc(r->n, sizeof(uint64_t));
+        feeder_batch *b;
+        int rc;
+        uint64_t pos = 0;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            for (uint32_t i = 0; i < b->count; i++, pos++) {
+                r->order[e][pos] = b->indices[i];
+                r->sample[e][b->indices[i]] = sample_hash(b, i);
+            }
+            feeder_batch_release(b, NULL);
+        }
+        if (rc != FEEDER_DONE || pos != r->n)
+            die("reference epoch %d: %s: %s", e, feeder_strerror(rc), feeder_loader_errmsg(ld));
+    }
+    feeder_loader_destroy(ld);
+}
+
+/* ---- files ---- */
+
+typedef struct {
+    char **paths;
+    uint8_t **orig;
+    size_t *len;
+    uint64_t n;
+    int64_t corrupted; /* index now corrupted, or -1 */
+    uint64_t *bad_since; /* per index: how many corruptions touched it this epoch */
+    char tmp[4200];
+} files;
+
+static void put_file(files *f, uint64_t i, const void *data, size_t len)
+{
+    snprintf(f->tmp, sizeof(f->tmp), "%s.soak-tmp", f->paths[i]);
+    if (bu_write_file(f->tmp, data, len) != 0 || rename(f->tmp, f->paths[i]) != 0)
+        die("rewriting %s: %s", f->paths[i], strerror(errno));
+}
+
+static void corrupt(files *f, uint64_t i)
+{
+    static const char junk[] = "this file was corrupted by soak; it is not a JPEG\n";
+    put_file(f, i, junk, sizeof(junk) - 1);
+    f->corrupted = (int64_t)i;
+    f->bad_since[i]++;
+}
+
+static void restore(files *f)
+{
+    if (f->corrupted >= 0)
+        put_file(f, (uint64_t)f->corrupted, f->orig[f->corrupted], f->len[f->corrupted]);
+    f->corrupted = -1;
+}
+
+/* ---- the run ---- */
+
+typedef struct {
+    uint64_t batches, samples, skipped, kills, corruptions, recreations, epochs, restarts;
+    uint64_t errors;
+} counts;
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: soak [--seconds S | --minutes M] [--workers W] [--images N] "
+                    "[--data DIR] [--kill-every K] [--corrupt-every C] [--recreate-every R] "
+                    "[--seed X]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = 30;
+    int workers = 3, images = 240, kill_every = 5, corrupt_every = 7, recreate_every = 23;
+    uint64_t seed = 1;
+    const char *data = NULL;
+    static const struct option opts[] = {
+        {"seconds", 1, 0, 's'}, {"minutes", 1, 0, 'm'}, {"workers", 1, 0, 'w'},
+        {"images", 1, 0, 'n'}, {"data", 1, 0, 'd'}, {"kill-every", 1, 0, 'k'},
+        {"corrupt-every", 1, 0, 'c'}, {"recreate-every", 1, 0, 'r'}, {"seed", 1, 0, 'x'},
+        {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': seconds = atof(optarg); break;
+        case 'm': seconds = atof(optarg) * 60; break;
+        case 'w': workers = atoi(optarg); break;
+        case 'n': images = atoi(optarg); break;
+        case 'd': data = optarg; break;
+        case 'k': kill_every = atoi(optarg); break;
+        case 'c': corrupt_every = atoi(optarg); break;
+        case 'r': recreate_every = atoi(optarg); break;
+        case 'x': seed = strtoull(optarg, NULL, 10); break;
+        default: usage();
+        }
+    }
+    if (seconds <= 0 || workers < 1 || images < BATCH || kill_every < 1 || corrupt_every < 1 ||
+        recreate_every < 1)
+        usage();
+
+    char dir[] = "/tmp/feeder-soak-XXXXXX";
+    if (!mkdtemp(dir))
+        die("mkdtemp: %s", strerror(errno));
+    char root[256];
+    snprintf(root, sizeof(root), "%s/data", dir);
+    if (data) {
+        char cmd[8400];
+        snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", data, root);
+        if (system(cmd) != 0)
+            die("copying %s failed", data);
+    } else {
+        bu_photos *ph;
+        char err[256];
+        const char *pd = getenv("FEEDER_BENCH_PHOTOS");
+        if (bu_photos_load(pd ? pd : FEEDER_TEST_PHOTOS, &ph, err, sizeof(err)))
+            die("photos: %s", err);
+        for (int i = 0; i < images; i++) {
+            char p[512];
+            snprintf(p, sizeof(p), "%s/c%d", root, i % 6);
+            bu_mkdirs(p);
+            snprintf(p, sizeof(p), "%s/c%d/%04d.jpg", root, i % 6, i);
+            uint32_t w = 120 + (uint32_t)(i * 37 % 200), h = 100 + (uint32_t)(i * 53 % 180);
+            if (bu_write_jpeg(ph, p, (unsigned)i, w, h, 80, -1, (uint64_t)i))
+                die("writing %s", p);
+        }
+        bu_photos_free(ph);
+    }
+    char err[512];
+    feeder_dataset *ds;
+    if (feeder_dataset_open_folder(root, &ds, err, sizeof(err)))
+        die("%s", err);
+    files f = {.n = feeder_dataset_size(ds), .corrupted = -1};
+    f.paths = calloc(f.n, sizeof(char *));
+    f.orig = calloc(f.n, sizeof(uint8_t *));
+    f.len = calloc(f.n, sizeof(size_t));
+    f.bad_since = calloc(f.n, sizeof(uint64_t));
+    for (uint64_t i = 0; i < f.n; i++) {
+        f.paths[i] = strdup(feeder_dataset_path(ds, i));
+        if (bu_read_file(f.paths[i], &f.orig[i], &f.len[i]))
+            die("reading %s", f.paths[i]);
+    }
+    ref r;
+    uint64_t t_ref = bu_now_ns();
+    make_reference(ds, seed, &r);
+    printf("soak: %llu images in %s, %llu batches an epoch, reference of %d epochs in %.1f s\n",
+           (unsigned long long)r.n, root, (unsigned long long)r.nbatches, EPOCHS,
+           (double)(bu_now_ns() - t_ref) / 1e9);
+    printf("soak: %.0f s, up to %d workers, kill every %d batches, corrupt every %d, "
+           "recreate every %d\n",
+           seconds, workers, kill_every, corrupt_every, recreate_every);
+    fflush(stdout);
+
+    unsigned rnd = (unsigned)seed * 2654435761u + 1;
+    counts c = {0};
+    uint8_t *seen = calloc(r.n, 1);
+    reading base = measure(); /* before any loader */
+    int cur_workers = workers;
+    feeder_loader *ld = make_loader(ds, cur_workers, seed);
+    reading start = {0, 0, 0, 0}, peak = {0, 0, 0, 0};
+    uint64_t t0 = bu_now_ns(), deadline = t0 + (uint64_t)(seconds * 1e9);
+    uint64_t epoch_base = 0; /* epochs run so far; the loader's epoch is this mod EPOCHS */
+    feeder_loader_set_epoch(ld, 0);
+    int done = 0;
+    while (!done) {
+        int e = (int)(epoch_base % EPOCHS);
+        feeder_batch *b;
+        int rc = feeder_next(ld, &b);
+        if (rc == FEEDER_DONE) {
+            for (uint64_t p = 0; p < r.n; p++)
+                if (seen[p] != 1)
+                    die("epoch %llu: position %llu delivered %d times",
+                        (unsigned long long)epoch_base, (unsigned long long)p, seen[p]);
+            memset(seen, 0, r.n);
+            memset(f.bad_since, 0, r.n * sizeof(uint64_t));
+            if (f.corrupted >= 0)
+                f.bad_since[f.corrupted] = 1;
+            c.epochs++;
+            epoch_base++;
+            if (epoch_base == 1) {
+                /* Warm: the first epoch grew every buffer to its size. */
+                start = measure();
+                peak = start;
+            }
+            feeder_loader_set_epoch(ld, epoch_base % EPOCHS);
+            if (bu_now_ns() >= deadline)
+                done = 1;
+            continue;
+        }
+        if (rc != 0)
+            die("epoch %llu: %s (%s): %s", (unsigned long long)epoch_base, feeder_strerror(rc),
+                feeder_err_name(rc), feeder_loader_errmsg(ld));
+        if (b->epoch != (uint64_t)e)
+            die("batch of epoch %llu, expected %d", (unsigned long long)b->epoch, e);
+        /* Check the batch. */
+        uint64_t first = b->number * BATCH;
+        uint32_t skips = 0;
+        for (uint32_t i = 0; i < b->count; i++) {
+            uint64_t pos = first + i, want = r.order[e][pos], got = b->indices[i];
+            if (pos >= r.n)
+                die("batch %llu overruns the epoch", (unsigned long long)b->number);
+            seen[pos]++;
+            if (got != want) {
+                /* A skip: the original must have been corrupted, and the
+                 * replacement is one of the next good ones after it. */
+                uint64_t dist = (got + r.n - want) % r.n;
+                if (!f.bad_since[want] || dist == 0 || dist > 16)
+                    die("epoch %d batch %llu position %u: index %llu, expected %llu",
+                        e, (unsigned long long)b->number, i, (unsigned long long)got,
+                        (unsigned long long)want);
+                skips++;
+            }
+            if (sample_hash(b, i) != r.sample[e][got])
+                die("epoch %d batch %llu position %u (index %llu): bytes differ from the "
+                    "reference",
+                    e, (unsigned long long)b->number, i, (unsigned long long)got);
+        }
+        if (skips != b->skipped)
+            die("batch %llu: %u replaced samples, batch says %u", (unsigned long long)b->number,
+                skips, b->skipped);
+        c.batches++;
+        c.samples += b->count;
+        c.skipped += skips;
+        feeder_batch_release(b, NULL);
+
+        /* Faults. */
+        if (cur_workers && c.batches % (uint64_t)kill_every == 0) {
+            int pid = feeder_loader_worker_pid(ld, (int)(rand_r(&rnd) % (unsigned)cur_workers));
+            if (pid > 0 && kill(pid, SIGKILL) == 0)
+                c.kills++;
+        }
+        if (c.batches % (uint64_t)corrupt_every == 0) {
+            restore(&f);
+            corrupt(&f, rand_r(&rnd) % f.n);
+            c.corruptions++;
+        } else if (c.batches % (uint64_t)corrupt_every == (uint64_t)corrupt_every / 2) {
+            restore(&f);
+        }
+        if (c.batches % (uint64_t)recreate_every == 0) {
+            size_t len = 0;
+            if (feeder_loader_state_save(ld, NULL, 0, &len))
+                die("state size: %s", feeder_loader_errmsg(ld));
+            uint8_t *blob = malloc(len);
+            if (feeder_loader_state_save(ld, blob, len, &len))
+                die("state save: %s", feeder_loader_errmsg(ld));
+            feeder_stats st;
+            feeder_loader_stats(ld, &st);
+            c.restarts += st.worker_restarts;
+            feeder_loader_destroy(ld); /* with parts in flight */
+            cur_workers = (int)(rand_r(&rnd) % (unsigned)(workers + 1));
+            ld = make_loader(ds, cur_workers, seed);
+            if (feeder_loader_state_load(ld, blob, len))
+                die("state load: %s", feeder_loader_errmsg(ld));
+            free(blob);
+            c.recreations++;
+        }
+        if (epoch_base >= 1) {
+            reading now = measure();
+            if (now.rss > peak.rss)
+                peak.rss = now.rss;
+            if (now.fds > peak.fds)
+                peak.fds = now.fds;
+            if (now.shm > peak.shm)
+                peak.shm = now.shm;
+            if (now.refs > peak.refs)
+                peak.refs = now.refs;
+        }
+    }
+    restore(&f);
+    feeder_stats st;
+    feeder_loader_stats(ld, &st);
+    c.restarts += st.worker_restarts;
+    reading end = measure();
+    double secs = (double)(bu_now_ns() - t0) / 1e9;
+    printf("soak: %.0f s, %llu epochs, %llu batches (%llu samples) checked, %llu samples "
+           "replaced under the skip policy\n",
+           secs, (unsigned long long)c.epochs, (unsigned long long)c.batches,
+           (unsigned long long)c.samples, (unsigned long long)c.skipped);
+    printf("soak: %llu workers killed (%llu restarts seen), %llu files corrupted and restored, "
+           "%llu loaders destroyed mid-epoch and resumed\n",
+           (unsigned long long)c.kills, (unsigned long long)c.restarts,
+           (unsigned long long)c.corruptions, (unsigned long long)c.recreations);
+    printf("soak: RSS after epoch 1 / peak / end: %ld / %ld / %ld KiB\n", start.rss, peak.rss,
+           end.rss);
+    feeder_loader_destroy(ld);
+    reading after = measure();
+    /* Descriptors and /dev/shm: before the first loader against after the
+     * last (a live loader holds 2 per worker and its memfd). */
+    printf("soak: open fds before the first loader / peak / after the last: %ld / %ld / %ld; "
+           "/dev/shm entries (whole machine) %ld / %ld / %ld; /dev/shm files mapped or open "
+           "here: %ld\n",
+           base.fds, peak.fds, after.fds, base.shm, peak.shm, after.shm, peak.refs);
+    int ok = c.epochs >= 1 && after.fds == base.fds && peak.refs == 0 && after.refs == 0 &&
+             peak.fds <= base.fds + 2 * workers + 1 && end.rss <= start.rss + 16 * 1024;
+    feeder_dataset_destroy(ds);
+    for (uint64_t i = 0; i < f.n; i++) {
+        free(f.paths[i]);
+        free(f.orig[i]);
+    }
+    free(f.paths);
+    free(f.orig);
+    free(f.len);
+    free(f.bad_since);
+    free(seen);
+    for (int e = 0; e < EPOCHS; e++) {
+        free(r.order[e]);
+        free(r.sample[e]);
+    }
+    bu_rm_rf(dir);
+    if (!ok) {
+        printf("soak: FAILED: a reading grew (or no epoch finished)\n");
+        return 1;
+    }
+    printf("soak: ok\n");
+    return 0;
+}
