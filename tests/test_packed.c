@@ -1161,6 +1161,28 @@ START_TEST(test_pack_error_leaves_nothing)
     st = run_tool(a3, msg, sizeof(msg));
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     ck_assert_msg(strstr(msg, "--resize 50 is smaller than the 64x64 crop") != NULL, "%s", msg);
+
+    /* A list naming an absolute path is refused, as the library refuses it,
+     * unless --allow-escape; then it packs. */
+    char list[512], good[512];
+    path_in(list, sizeof(list), "abs.txt");
+    path_in(good, sizeof(good), "img/k0/000.jpg");
+    FILE *f = fopen(list, "w");
+    fprintf(f, "%s 0\nimg/k0/001.jpg 1\n", good);
+    fclose(f);
+    const char *a4[] = {"--data", list, "--out", out, "--size", "32", "--quiet", NULL};
+    st = run_tool(a4, msg, sizeof(msg));
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    ck_assert_msg(strstr(msg, "escapes the root") != NULL, "%s", msg);
+    ck_assert_int_eq(count_with("o.pack"), 0);
+    const char *a5[] = {"--data", list, "--out", out, "--size", "32", "--allow-escape", "--quiet",
+                        NULL};
+    st = run_tool(a5, msg, sizeof(msg));
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", msg);
+    feeder_dataset *ds = open_pack("o.pack");
+    ck_assert_uint_eq(feeder_dataset_size(ds), 2);
+    ck_assert_int_eq(feeder_dataset_label(ds, 1), 1);
+    feeder_dataset_destroy(ds);
 }
 END_TEST
 

@@ -90,6 +90,8 @@ static void usage(FILE *f)
             "  --batch N           raw: samples per loader batch (64)\n"
             "  --shard-size BYTES  split into files of at most BYTES (suffix K, M, G: x1024)\n"
             "  --io auto|uring|pread  raw: how the loader reads the images (auto)\n"
+            "  --allow-escape      a list file may name absolute paths and paths above its\n"
+            "                      folder (refused by default, as the library does)\n"
             "  --verify            read the output back: every record's crc32c, every JPEG decoded\n"
             "  --progress          draw the progress bar even when stderr is not a terminal\n"
             "  --quiet             no progress bar, no summary\n"
@@ -157,6 +159,7 @@ typedef struct opts {
     uint32_t batch;
     uint64_t shard_size;
     int io;
+    int allow_escape;
     int verify, progress, quiet;
 } opts;
 
@@ -204,7 +207,7 @@ bad:
 static void parse_args(opts *o, int argc, char **argv)
 {
     enum { O_DATA = 256, O_OUT, O_MODE, O_SIZE, O_RESIZE, O_LAYOUT, O_WORKERS, O_BATCH,
-           O_SHARD, O_VERIFY, O_PROGRESS, O_QUIET, O_IO };
+           O_SHARD, O_VERIFY, O_PROGRESS, O_QUIET, O_IO, O_ALLOW_ESCAPE };
     static const struct option longopts[] = {
         {"data", required_argument, 0, O_DATA},
         {"out", required_argument, 0, O_OUT},
@@ -216,6 +219,7 @@ static void parse_args(opts *o, int argc, char **argv)
         {"batch", required_argument, 0, O_BATCH},
         {"shard-size", required_argument, 0, O_SHARD},
         {"io", required_argument, 0, O_IO},
+        {"allow-escape", no_argument, 0, O_ALLOW_ESCAPE},
         {"verify", no_argument, 0, O_VERIFY},
         {"progress", no_argument, 0, O_PROGRESS},
         {"quiet", no_argument, 0, O_QUIET},
@@ -296,6 +300,9 @@ static void parse_args(opts *o, int argc, char **argv)
                 o->io = FEEDER_IO_PREAD;
             else
                 die_usage("--io '%s': expected auto, uring or pread", optarg);
+            break;
+        case O_ALLOW_ESCAPE:
+            o->allow_escape = 1;
             break;
         case O_VERIFY:
             o->verify = 1;
@@ -548,7 +555,7 @@ static uint32_t shard_of(const shard *v, uint32_t ns, uint64_t g, uint32_t hint)
 /* The source dataset                                                        */
 /* ------------------------------------------------------------------------ */
 
-static feeder_dataset *open_source(const char *path)
+static feeder_dataset *open_source(const char *path, int allow_escape)
 {
     struct stat st;
     if (stat(path, &st) != 0)
@@ -559,7 +566,8 @@ static feeder_dataset *open_source(const char *path)
     if (S_ISDIR(st.st_mode))
         rc = feeder_dataset_open_folder(path, &ds, err, sizeof(err));
     else if (S_ISREG(st.st_mode))
-        rc = feeder_dataset_open_list(path, NULL, &ds, err, sizeof(err));
+        rc = feeder_dataset_open_list2(path, NULL, allow_escape ? FEEDER_LIST_ALLOW_ESCAPE : 0,
+                                       &ds, err, sizeof(err));
     else
         die_usage("--data '%s': neither a folder nor a list file", path);
     if (rc)
@@ -777,7 +785,7 @@ int main(int argc, char **argv)
     install_handlers();
     uint64_t t0 = now_ns();
 
-    feeder_dataset *ds = open_source(o.data);
+    feeder_dataset *ds = open_source(o.data, o.allow_escape);
     uint64_t n = feeder_dataset_size(ds);
     uint64_t classes_bytes, num_classes;
     char *classes = class_block(ds, &classes_bytes, &num_classes);
