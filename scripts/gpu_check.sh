@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The GPU machine's run: build, GPU tests (plain and under compute-sanitizer),
 # then the GPU benchmarks. Logs and tables go to OUT (default ./gpu-out).
-#   bash scripts/gpu_check.sh [tests|bench|all]
+#   bash scripts/gpu_check.sh [all | a comma list of tests,bench,packed]
 # Needs the CUDA toolkit and a GPU; on the lent H100 machine first
 # `source .device/deps.sh` (see ../shared/device/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
+want() { [[ $what == all || ",$what," == *",$1,"* ]]; }
 out=${OUT:-./gpu-out}
 mkdir -p "$out"
 build=${BUILD:-build-gpu}
@@ -15,7 +16,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release > "$out/build.log" 2>&1 &&
 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current \
   --format=csv,noheader > "$out/gpu.txt" 2>&1
 rc=0
-if [[ $what == tests || $what == all ]]; then
+if want tests; then
   echo "== ctest (all suites, GPU included)"
   ctest --test-dir "$build" --output-on-failure --timeout 300 > "$out/ctest.log" 2>&1 || rc=1
   grep -E "tests passed|Passed|Failed|Skipped" "$out/ctest.log" | tail -8
@@ -46,7 +47,7 @@ if [[ $what == tests || $what == all ]]; then
     (( s == 0 )) || rc=1
   fi
 fi
-if [[ $what == bench || $what == all ]]; then
+if want bench; then
   b="$build/bench/bench_loader"
   md="$out/BENCHMARKS.md"
   common=(--images 10000 --workers 15 --persistent --epochs 3 --batch 256 --append-to "$md")
@@ -67,5 +68,31 @@ if [[ $what == bench || $what == all ]]; then
     echo "== bench_transfer"
     "$build/bench/bench_transfer" --device 0 --append-to "$md" 2>>"$out/bench.log" | tail -30
   fi
+fi
+if want packed; then
+  b="$build/bench/bench_loader"
+  md="$out/BENCHMARKS.md"
+  images=${PACK_IMAGES:-10000}
+  ds=${FEEDER_DATA:-$HOME/.cache/feeder/default-$images}
+  pack=${PACK:-/tmp/default-$images-224.pack}
+  "$b" --images "$images" --workers 0 --epochs 1 --no-append > /dev/null 2>>"$out/bench.log"
+  if [[ ! -f $pack ]]; then
+    echo "== feeder-pack raw 224 of $ds"
+    "$build/tools/feeder-pack" --data "$ds" --out "$pack" --mode raw --workers "$(nproc)" --quiet \
+      || { echo "feeder-pack failed"; exit 1; }
+  fi
+  ls -l "$pack"
+  echo "== packed RAW to the GPU, warm cache, workers 1 2 4 8"
+  for pin in register copy; do
+    "$b" --data "$pack" --device 0 --pin "$pin" --threads-sweep 1,2,4,8 --persistent --epochs 5 \
+      --append-to "$md" 2>>"$out/bench.log" | tail -7
+  done
+  echo "== packed RAW to the GPU, cold cache (pages evicted before every epoch), 8 workers"
+  "$b" --data "$pack" --device 0 --workers 8 --drop-cache --epochs 3 --append-to "$md" \
+    2>>"$out/bench.log" | tail -4
+  echo "== PyTorch: batches gathered from a numpy memmap, pin_memory, non_blocking copy"
+  PYTHONUNBUFFERED=1 python3 bench/compare_torch_packed.py --data "$pack" --workers 1,2,4,8 \
+    --persistent --epochs 3 > "$out/torch_packed.txt" 2>>"$out/bench.log"
+  tail -12 "$out/torch_packed.txt"
 fi
 exit $rc
