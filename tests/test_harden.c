@@ -21,6 +21,7 @@
 #include <jpeglib.h>
 
 #include "benchutil.h"
+#include "testutil.h"
 #include "collate/slot.h"
 #include "decode/decode.h"
 #include "feeder.h"
@@ -58,34 +59,12 @@ static void write_text(const char *rel, const char *text)
     ck_assert_int_eq(bu_write_file(p, text, strlen(text)), 0);
 }
 
-/* `classes` x `per` JPEGs of assorted sizes under tmpdir/rel. */
 static void make_folder(const char *rel, int classes, int per)
 {
-    for (int c = 0; c < classes; c++) {
-        char dir[512];
-        snprintf(dir, sizeof(dir), "%s/%s/c%d", tmpdir, rel, c);
-        ck_assert_int_eq(bu_mkdirs(dir), 0);
-        for (int i = 0; i < per; i++) {
-            char p[600];
-            snprintf(p, sizeof(p), "%s/%03d.jpg", dir, i);
-            uint32_t w = 160 + (uint32_t)((c * 37 + i * 53) % 140);
-            uint32_t h = 120 + (uint32_t)((c * 29 + i * 71) % 160);
-            ck_assert_int_eq(bu_write_jpeg(photos, p, (unsigned)(c * per + i), w, h, 85, -1,
-                                           (uint64_t)(c * 1000 + i)),
-                             0);
-        }
-    }
+    tu_make_folder(photos, tmpdir, rel, classes, per, "c", 160, 140, 120, 160);
 }
 
-static feeder_dataset *open_folder(const char *rel)
-{
-    char root[512], err[512];
-    path_in(root, sizeof(root), rel);
-    feeder_dataset *ds = NULL;
-    int rc = feeder_dataset_open_folder(root, &ds, err, sizeof(err));
-    ck_assert_msg(rc == 0, "open_folder: %s", err);
-    return ds;
-}
+static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tmpdir, rel); }
 
 typedef struct cfg {
     int workers, prefetch, shuffle, in_order, pipeline, batch, policy, split, restarts;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "testutil.h"
 #include "feeder.h"
 
 /* ---- helpers ---- */
@@ -46,34 +47,12 @@ static void path_in(char *buf, size_t len, const char *rel)
     snprintf(buf, len, "%s/%s", tmpdir, rel);
 }
 
-/* A small image folder: `classes` x `per` JPEGs of assorted sizes. */
 static void make_folder(const char *rel, int classes, int per)
 {
-    for (int c = 0; c < classes; c++) {
-        char dir[512];
-        snprintf(dir, sizeof(dir), "%s/%s/c%d", tmpdir, rel, c);
-        ck_assert_int_eq(bu_mkdirs(dir), 0);
-        for (int i = 0; i < per; i++) {
-            char p[600];
-            snprintf(p, sizeof(p), "%s/%03d.jpg", dir, i);
-            uint32_t w = 160 + (uint32_t)((c * 37 + i * 53) % 140);
-            uint32_t h = 120 + (uint32_t)((c * 29 + i * 71) % 160);
-            ck_assert_int_eq(bu_write_jpeg(photos, p, (unsigned)(c * per + i), w, h, 85, -1,
-                                           (uint64_t)(c * 1000 + i)),
-                             0);
-        }
-    }
+    tu_make_folder(photos, tmpdir, rel, classes, per, "c", 160, 140, 120, 160);
 }
 
-static feeder_dataset *open_folder(const char *rel)
-{
-    char root[512], err[512];
-    path_in(root, sizeof(root), rel);
-    feeder_dataset *ds = NULL;
-    int rc = feeder_dataset_open_folder(root, &ds, err, sizeof(err));
-    ck_assert_msg(rc == 0, "open_folder: %s", err);
-    return ds;
-}
+static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tmpdir, rel); }
 
 typedef struct run_cfg {
     int workers, prefetch, shuffle, in_order, pipeline, decoder, io, layout, batch, policy;

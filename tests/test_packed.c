@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "testutil.h"
 #include "feeder.h"
 #include "loader/pack.h"
 
@@ -56,34 +57,12 @@ static void path_in(char *buf, size_t len, const char *rel)
     snprintf(buf, len, "%s/%s", tmpdir, rel);
 }
 
-/* `classes` x `per` JPEGs of assorted sizes and aspect ratios. */
 static void make_folder(const char *rel, int classes, int per)
 {
-    for (int c = 0; c < classes; c++) {
-        char dir[512];
-        snprintf(dir, sizeof(dir), "%s/%s/k%d", tmpdir, rel, c);
-        ck_assert_int_eq(bu_mkdirs(dir), 0);
-        for (int i = 0; i < per; i++) {
-            char p[600];
-            snprintf(p, sizeof(p), "%s/%03d.jpg", dir, i);
-            uint32_t w = 96 + (uint32_t)((c * 37 + i * 53) % 120);
-            uint32_t h = 80 + (uint32_t)((c * 29 + i * 71) % 140);
-            ck_assert_int_eq(bu_write_jpeg(photos, p, (unsigned)(c * per + i), w, h, 85, -1,
-                                           (uint64_t)(c * 1000 + i)),
-                             0);
-        }
-    }
+    tu_make_folder(photos, tmpdir, rel, classes, per, "k", 96, 120, 80, 140);
 }
 
-static feeder_dataset *open_folder(const char *rel)
-{
-    char root[512], err[512];
-    path_in(root, sizeof(root), rel);
-    feeder_dataset *ds = NULL;
-    int rc = feeder_dataset_open_folder(root, &ds, err, sizeof(err));
-    ck_assert_msg(rc == 0, "open_folder: %s", err);
-    return ds;
-}
+static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tmpdir, rel); }
 
 static feeder_dataset *open_pack(const char *rel)
 {
