@@ -164,17 +164,7 @@ static void usage(FILE *f)
             "between worker counts with in-order delivery (a determinism bug).\n");
 }
 
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(" PROG " --help lists the options)\n");
-    exit(2);
-}
+#define die_usage(...) bu_die_usage(PROG, __VA_ARGS__)
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -188,33 +178,9 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
-static uint64_t parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
-{
-    char *end;
-    errno = 0;
-    if (!*s || *s == '-' || *s == '+')
-        goto bad;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        goto bad;
-    return v;
-bad:
-    die_usage("%s '%s': expected an integer in [%llu, %llu]", opt, s, (unsigned long long)min,
-              (unsigned long long)max);
-}
+#define parse_uint(opt, s, min, max) bu_parse_uint(PROG, opt, s, min, max)
 
-static int parse_enum(const char *opt, const char *s, const char *const *names)
-{
-    for (int i = 0; names[i]; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    char list[256] = "";
-    for (int i = 0; names[i]; i++) {
-        strcat(list, i ? "|" : "");
-        strcat(list, names[i]);
-    }
-    die_usage("%s '%s': expected one of %s", opt, s, list);
-}
+#define parse_enum(opt, s, names) bu_parse_enum(PROG, opt, s, names)
 
 static void parse_sweep(opts *o, const char *s)
 {

@@ -75,17 +75,7 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(" PROG " --help lists the options)\n");
-    exit(2);
-}
+#define die_usage(...) bu_die_usage(PROG, __VA_ARGS__)
 
 /* Every CUDA call goes through this: a failure names the call, where it was
  * made and the runtime's own text, then exits 1. */

@@ -117,4 +117,15 @@ void bu_default_dataset_dir(char *out, size_t len, unsigned images);
 int bu_ensure_default_dataset(const char *dir, unsigned images, const char *photos_dir,
                               char *err, size_t errlen);
 
+
+/* Command-line helpers shared by the tools. bu_die_usage prints "PROG: message"
+ * and a pointer to --help on stderr and exits 2 (bad arguments). */
+void bu_die_usage(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+/* A decimal integer in [min, max], or bu_die_usage naming the option and the bounds. */
+uint64_t bu_parse_uint(const char *prog, const char *opt, const char *s, uint64_t min,
+                       uint64_t max);
+/* The index of `s` in the NULL-terminated `names`, or bu_die_usage listing them. */
+int bu_parse_enum(const char *prog, const char *opt, const char *s, const char *const *names);
+
 #endif

@@ -78,17 +78,7 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(" PROG " --help lists the options)\n");
-    exit(2);
-}
+#define die_usage(...) bu_die_usage(PROG, __VA_ARGS__)
 
 /* Every CUDA call and kernel launch goes through this. */
 #define CK(call) ck((call), #call, __FILE__, __LINE__)
@@ -151,20 +141,7 @@ static void usage(FILE *f)
             "not fall, 77 no CUDA device or feeder delivers host batches here.\n");
 }
 
-static uint64_t parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
-{
-    char *end;
-    errno = 0;
-    if (!*s || *s == '-' || *s == '+')
-        goto bad;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        goto bad;
-    return v;
-bad:
-    die_usage("%s '%s': expected an integer in [%llu, %llu]", opt, s, (unsigned long long)min,
-              (unsigned long long)max);
-}
+#define parse_uint(opt, s, min, max) bu_parse_uint(PROG, opt, s, min, max)
 
 /* A finite number in [min, max) (max_incl: [min, max]). */
 static double parse_real(const char *opt, const char *s, double min, double max, int max_incl)
