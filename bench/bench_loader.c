@@ -166,17 +166,7 @@ static void usage(FILE *f)
 
 #define die_usage(...) bu_die_usage(PROG, __VA_ARGS__)
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
-}
+#define die(...) bu_die(PROG, __VA_ARGS__)
 
 #define parse_uint(opt, s, min, max) bu_parse_uint(PROG, opt, s, min, max)
 

@@ -63,17 +63,7 @@
 #define AUTO_REPS_MIN 10u
 #define AUTO_REPS_MAX 1000u
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
-}
+#define die(...) bu_die(PROG, __VA_ARGS__)
 
 #define die_usage(...) bu_die_usage(PROG, __VA_ARGS__)
 

@@ -709,6 +709,17 @@ int bu_ensure_default_dataset(const char *dir, unsigned images, const char *phot
     return rc;
 }
 
+void bu_die(const char *prog, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
 void bu_die_usage(const char *prog, const char *fmt, ...)
 {
     va_list ap;

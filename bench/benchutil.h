@@ -122,6 +122,8 @@ int bu_ensure_default_dataset(const char *dir, unsigned images, const char *phot
  * and a pointer to --help on stderr and exits 2 (bad arguments). */
 void bu_die_usage(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+/* Print "PROG: message" on stderr and exit 1 (the run failed). */
+void bu_die(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* A decimal integer in [min, max], or bu_die_usage naming the option and the bounds. */
 uint64_t bu_parse_uint(const char *prog, const char *opt, const char *s, uint64_t min,
                        uint64_t max);

@@ -66,17 +66,7 @@
 #define DEFAULT_IMAGES 2000
 #define SIDE 224
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
-}
+#define die(...) bu_die(PROG, __VA_ARGS__)
 
 #define die_usage(...) bu_die_usage(PROG, __VA_ARGS__)
 
