@@ -393,6 +393,44 @@ static int pat_get(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t b
     return 0;
 }
 
+/* The sum the user's step must read from batch b of `epoch`: its samples
+ * rebuilt from the pattern into buf (room for the batch), labels checked. */
+static unsigned long long expected_sum(const feeder_batch *b, uint64_t epoch, uint8_t *buf)
+{
+    for (uint32_t k = 0; k < b->count; k++) {
+        feeder_sample_ctx ctx = {.index = b->indices[k], .epoch = epoch};
+        int64_t lab;
+        pat_get(NULL, &ctx, buf + k * b->sample_bytes, b->sample_bytes, &lab, NULL, 0);
+        ck_assert_int_eq(lab, b->labels[k]);
+    }
+    return tk_host_sum(buf, (size_t)b->count * b->sample_bytes, b->labels, b->count);
+}
+
+/* The user's step on s: wait for the batch, spin, sum every byte into *sum;
+ * then release the batch at once, before the step has run. */
+static void step_and_release(feeder_batch *b, cudaStream_t s, uint64_t spin_ns,
+                             unsigned long long *sum)
+{
+    CK_CUDA(feeder_batch_wait(b, s));
+    ck_assert_int_eq(tk_spin_sum(b->device_data, b->device_bytes, b->device_labels, b->count,
+                                 spin_ns, sum, s),
+                     0);
+    ck_assert_int_eq(feeder_batch_release(b, s), 0);
+}
+
+/* After s has run every step: the n device sums equal the host ones. */
+static void check_sums(cudaStream_t s, const unsigned long long *dev,
+                       const unsigned long long *want, uint32_t n, int pin)
+{
+    CK_CUDA(cudaStreamSynchronize(s));
+    unsigned long long *got = calloc(n, sizeof(*got));
+    CK_CUDA(cudaMemcpy(got, dev, n * sizeof(*got), cudaMemcpyDeviceToHost));
+    for (uint32_t k = 0; k < n; k++)
+        ck_assert_msg(got[k] == want[k], "pin mode %d, batch %u: device read %llu, expected %llu",
+                      pin, k, got[k], want[k]);
+    free(got);
+}
+
 START_TEST(test_slow_consumer_smallest_rings)
 {
     /* The user's step spins, then reads every byte; it releases the batch on
@@ -432,29 +470,13 @@ START_TEST(test_slow_consumer_smallest_rings)
         while ((rc = feeder_next(ld, &b)) == 0) {
             ck_assert_uint_lt(i, nb);
             ck_assert_uint_eq(b->number, i);
-            for (uint32_t k = 0; k < b->count; k++) {
-                feeder_sample_ctx ctx = {.index = b->indices[k], .epoch = 0};
-                int64_t lab;
-                pat_get(&pat, &ctx, buf + k * 768, 768, &lab, NULL, 0);
-                ck_assert_int_eq(lab, b->labels[k]);
-            }
-            want[i] = tk_host_sum(buf, (size_t)b->count * 768, b->labels, b->count);
-            CK_CUDA(feeder_batch_wait(b, s));
-            ck_assert_int_eq(tk_spin_sum(b->device_data, b->device_bytes, b->device_labels,
-                                         b->count, i % 7 == 0 ? 200000 : 20000, sums + i, s),
-                             0);
-            ck_assert_int_eq(feeder_batch_release(b, s), 0);
+            want[i] = expected_sum(b, 0, buf);
+            step_and_release(b, s, i % 7 == 0 ? 200000 : 20000, sums + i);
             i++;
         }
         ck_assert_msg(rc == FEEDER_DONE, "%s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
         ck_assert_uint_eq(i, nb);
-        CK_CUDA(cudaStreamSynchronize(s));
-        unsigned long long *got = calloc(nb, sizeof(*got));
-        CK_CUDA(cudaMemcpy(got, sums, nb * sizeof(*got), cudaMemcpyDeviceToHost));
-        for (uint32_t k = 0; k < nb; k++)
-            ck_assert_msg(got[k] == want[k], "pin mode %d, batch %u: device read %llu, expected %llu",
-                          pins[p], k, got[k], want[k]);
-        free(got);
+        check_sums(s, sums, want, nb, pins[p]);
         free(want);
         CK_CUDA(cudaFree(sums));
         CK_CUDA(cudaStreamDestroy(s));
@@ -499,29 +521,15 @@ START_TEST(test_fast_consumer_large_copies_keep_slots)
             int rc;
             while ((rc = feeder_next(ld, &b)) == 0) {
                 ck_assert_uint_lt(i, 120);
-                for (uint32_t k = 0; k < b->count; k++) {
-                    feeder_sample_ctx ctx = {.index = b->indices[k], .epoch = (uint64_t)e};
-                    int64_t lab;
-                    pat_get(&pat, &ctx, buf + k * sb, sb, &lab, NULL, 0);
-                }
-                want[i] = tk_host_sum(buf, (size_t)b->count * sb, b->labels, b->count);
-                CK_CUDA(feeder_batch_wait(b, s));
-                ck_assert_int_eq(tk_spin_sum(b->device_data, b->device_bytes, b->device_labels,
-                                             b->count, 0, sums + i, s),
-                                 0);
-                ck_assert_int_eq(feeder_batch_release(b, s), 0);
+                want[i] = expected_sum(b, (uint64_t)e, buf);
+                step_and_release(b, s, 0, sums + i);
                 i++;
             }
             ck_assert_msg(rc == FEEDER_DONE, "pin mode %d, epoch %d: %s: %s", pins[p], e,
                           feeder_strerror(rc), feeder_loader_errmsg(ld));
         }
         ck_assert_uint_eq(i, 120);
-        unsigned long long got[120];
-        CK_CUDA(cudaStreamSynchronize(s));
-        CK_CUDA(cudaMemcpy(got, sums, sizeof(got), cudaMemcpyDeviceToHost));
-        for (uint32_t k = 0; k < 120; k++)
-            ck_assert_msg(got[k] == want[k], "pin mode %d, batch %u: device read %llu, expected %llu",
-                          pins[p], k, got[k], want[k]);
+        check_sums(s, sums, want, 120, pins[p]);
         free(buf);
         CK_CUDA(cudaFree(sums));
         CK_CUDA(cudaStreamDestroy(s));
