@@ -478,7 +478,20 @@ typedef enum feeder_layout { FEEDER_LAYOUT_NHWC = 0, FEEDER_LAYOUT_NCHW = 1 } fe
 
 typedef enum feeder_decoder {
     FEEDER_DECODER_TURBO = 0, /* TurboJPEG full decode, then crop and resize */
-    FEEDER_DECODER_ROI = 1    /* libjpeg: decode only the crop's rows and columns, DCT-scaled */
+    FEEDER_DECODER_ROI = 1,   /* libjpeg: decode only the crop's rows and columns, DCT-scaled */
+    /* The two GPU decoders need DEVICE >= 0, a usable GPU and a build with
+     * nvJPEG; where any is missing the workers decode with ROI instead and
+     * feeder_loader_decoder() says why. Output bytes differ slightly from the
+     * CPU decoders' (another IDCT, another resampler). */
+    FEEDER_DECODER_NVJPEG = 2, /* workers only read the files into the slot; the loader's
+                                  thread decodes whole batches on the GPU with nvJPEG's
+                                  batched API (the hardware JPEG engine where the GPU has
+                                  one), then crops and resizes there into the device batch.
+                                  Images nvJPEG cannot decode, and files larger than a
+                                  sample, are decoded on the CPU (feeder_stats counts them) */
+    FEEDER_DECODER_HYBRID = 3  /* workers decode a share of every batch on the CPU (ROI) and
+                                  the GPU decodes the rest as NVJPEG does; the share follows
+                                  the measured rates of both sides (feeder_stats) */
 } feeder_decoder;
 
 typedef enum feeder_io {
@@ -631,6 +644,13 @@ FEEDER_API const char *feeder_loader_errmsg(const feeder_loader *ld);
  * io_uring's setup error), or "". Valid after start. Borrowed. */
 FEEDER_API const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason);
 
+/* The decoder the loader runs (feeder_decoder), which differs from
+ * FEEDER_OPT_DECODER when a GPU decoder was asked for and cannot run here;
+ * then *reason (may be NULL) says why ("device = -1", "built without nvJPEG",
+ * "nvjpegCreateEx: ..."), else "". Before start: the option's value. Borrowed.
+ * Thread-safety: as feeder_next. */
+FEEDER_API int feeder_loader_decoder(const feeder_loader *ld, const char **reason);
+
 /* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0).
  * For monitoring and tests. */
 FEEDER_API int feeder_loader_worker_pid(const feeder_loader *ld, int id);
@@ -701,7 +721,12 @@ typedef struct feeder_stats {
     uint64_t gpu_batches;      /* C: batches delivered on the device */
     uint64_t pinned_bytes;     /* L: bytes of pinned buffers (PIN_COPY) or registered slots */
     uint64_t device_bytes;     /* L: bytes of device memory held by the loader */
-    uint64_t reserved_[13];
+    uint64_t gpu_decoded;      /* C: images decoded on the GPU (NVJPEG, HYBRID) */
+    uint64_t gpu_fallback;     /* C: images of a GPU-decoded batch decoded on the CPU instead
+                                  (nvJPEG refused them, or the file was larger than a sample) */
+    uint64_t gpu_decode_ns;    /* C: ns of GPU decode + resize, timed on the GPU */
+    uint64_t hybrid_cpu_permille; /* L: HYBRID: share of each batch the workers decode, in 1/1000 */
+    uint64_t reserved_[9];
 } feeder_stats;
 
 /* Memory the loader asks for, when the user wants to own it (e.g. a caching
