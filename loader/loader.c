@@ -56,7 +56,7 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_WIDTH, "width", 0, 1, 65535, 224},
     {FEEDER_OPT_RESIZE, "resize", 0, 1, 65535, 256},
     {FEEDER_OPT_LAYOUT, "layout", 0, 0, 1, FEEDER_LAYOUT_NHWC},
-    {FEEDER_OPT_DECODER, "decoder", 0, 0, 1, FEEDER_DECODER_ROI},
+    {FEEDER_OPT_DECODER, "decoder", 0, 0, 3, FEEDER_DECODER_ROI},
     {FEEDER_OPT_IO, "io", 0, 0, 2, FEEDER_IO_AUTO},
     {FEEDER_OPT_ERROR_POLICY, "error_policy", 0, 0, 1, FEEDER_ON_ERROR_FAIL},
     {FEEDER_OPT_MAX_PIXELS, "max_pixels", 0, 0, 1e15, 178956970},
@@ -210,6 +210,7 @@ struct feeder_loader {
     feeder_allocator dev_alloc, pin_alloc;
     void *copy_stream;
     char gpu_reason[512];
+    char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
     int start_failed; /* a start that failed after allocating: its error, for good */
     char errmsg[2048];
 
@@ -398,6 +399,19 @@ const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reaso
     if (reason)
         *reason = ld ? ld->io_reason : "";
     return ld ? ld->io_backend : "";
+}
+
+int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
+{
+    if (reason)
+        *reason = "";
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (!ld->started)
+        return (int)iopt(ld, FEEDER_OPT_DECODER);
+    if (reason)
+        *reason = ld->decoder_reason;
+    return ld->job.t.decoder;
 }
 
 int feeder_loader_worker_pid(const feeder_loader *ld, int id)
@@ -841,6 +855,14 @@ int feeder_loader_start(feeder_loader *ld)
         }
         feeder__fmt(ld->gpu_reason, sizeof(ld->gpu_reason), "%s",
                     rc ? why : feeder__gpu_describe(ld->gpu));
+    }
+    /* A GPU decoder with no GPU layer to run it: the workers decode on the
+     * CPU (they fork later, at the first epoch, with this job). */
+    if ((t->decoder == FEEDER_DECODER_NVJPEG || t->decoder == FEEDER_DECODER_HYBRID) &&
+        !ld->gpu) {
+        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "no GPU path: %s",
+                    ld->gpu_reason);
+        t->decoder = FEEDER_DECODER_ROI;
     }
     ld->started = 1;
     return 0;
