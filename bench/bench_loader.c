@@ -103,7 +103,7 @@ typedef struct opts {
 } opts;
 
 static const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
-static const char *const decoder_names[] = {"turbo", "roi", NULL};
+static const char *const decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", NULL};
 static const char *const io_names[] = {"auto", "uring", "pread", NULL};
 static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 static const char *const layout_names[] = {"nhwc", "nchw", NULL};

@@ -22,7 +22,7 @@ int feeder__slot_layout_init(feeder__slot_layout *l, uint32_t batch, uint32_t he
     if (__builtin_mul_overflow((size_t)height, (size_t)width, &sample) ||
         __builtin_mul_overflow(sample, (size_t)channels, &sample) ||
         __builtin_mul_overflow(sample, (size_t)batch, &data) ||
-        __builtin_mul_overflow((size_t)batch, (size_t)16, &meta))
+        __builtin_mul_overflow((size_t)batch, (size_t)24, &meta))
         return FEEDER_EOVERFLOW;
     l->batch = batch;
     l->height = height;
@@ -32,6 +32,7 @@ int feeder__slot_layout_init(feeder__slot_layout *l, uint32_t batch, uint32_t he
     l->sample_bytes = sample;
     l->labels_off = 0;
     l->indices_off = (size_t)batch * 8;
+    l->encoded_off = (size_t)batch * 16;
     size_t meta_pages, data_pages;
     if (align_up(meta, FEEDER__PAGE, &meta_pages) || align_up(data, FEEDER__PAGE, &data_pages) ||
         meta_pages > SIZE_MAX - data_pages)

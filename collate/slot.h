@@ -4,8 +4,13 @@
  * public header, so the loader, the workers and (later) the pin thread and
  * the GPU prefetcher agree on one layout.
  *
- *   [ labels: batch x int64 | indices: batch x uint64 ]  (page aligned)
+ *   [ labels: batch x int64 | indices: batch x uint64 | encoded: batch x uint64 ]
  *   [ data: batch x sample_bytes ]                        (page aligned)
+ *
+ * `encoded` serves the GPU decoders (FEEDER_DECODER_NVJPEG, HYBRID): a worker
+ * that only reads a sample's file puts the JPEG bytes at the start of the
+ * sample's place and their length in encoded[i]; 0 means the place holds
+ * the decoded pixels. The CPU decoders leave it alone.
  *
  * The data area starts on a page so it can be registered with the GPU driver
  * and read with O_DIRECT; slots are whole pages so a slot never shares a page
@@ -24,6 +29,7 @@ typedef struct feeder__slot_layout {
     size_t sample_bytes;  /* height * width * channels */
     size_t labels_off;    /* from the slot start */
     size_t indices_off;
+    size_t encoded_off;
     size_t data_off;
     size_t slot_bytes;    /* page multiple */
 } feeder__slot_layout;
@@ -47,6 +53,10 @@ static inline int64_t *feeder__slot_labels(const feeder__slot_layout *l, uint8_t
 static inline uint64_t *feeder__slot_indices(const feeder__slot_layout *l, uint8_t *slot)
 {
     return (uint64_t *)(slot + l->indices_off);
+}
+static inline uint64_t *feeder__slot_encoded(const feeder__slot_layout *l, uint8_t *slot)
+{
+    return (uint64_t *)(slot + l->encoded_off);
 }
 /* Where sample `i` of the batch goes: samples are contiguous (N first) in
  * both layouts; NCHW only changes the order inside a sample. */

@@ -30,6 +30,7 @@ typedef struct feeder__gpu_config {
     float mean[3], std[3];
     feeder_allocator dev_alloc, pin_alloc; /* alloc NULL: the CUDA default */
     void *copy_stream;                     /* cudaStream_t, or NULL: make one */
+    int decoder;      /* feeder_decoder: NVJPEG and HYBRID decode here */
 } feeder__gpu_config;
 
 /* Can device batches be delivered on `device` here? 0, or FEEDER_EUNSUPPORTED
@@ -67,6 +68,12 @@ void feeder__gpu_destroy(feeder__gpu *g);
  * The loader's state leaves them undelivered. *open: the layer holds
  * anything of `epoch` (FEEDER_DONE too): for the user the epoch still runs. */
 int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open);
+
+/* Does the layer decode JPEGs on the GPU (cfg.decoder NVJPEG or HYBRID and
+ * nvJPEG started)? If it was asked to and cannot, feeder__gpu_decode_why says
+ * why, and the loader decodes on the CPU. */
+int feeder__gpu_decodes(const feeder__gpu *g);
+const char *feeder__gpu_decode_why(const feeder__gpu *g);
 
 /* Does a batch's internal_ point at a device batch of this layer? */
 int feeder__gpu_owns(const feeder_batch *b);

@@ -30,3 +30,15 @@ int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int
     *open = 0;
     return 0;
 }
+
+int feeder__gpu_decodes(const feeder__gpu *g)
+{
+    (void)g;
+    return 0;
+}
+
+const char *feeder__gpu_decode_why(const feeder__gpu *g)
+{
+    (void)g;
+    return "built without CUDA";
+}

@@ -42,6 +42,7 @@
 
 #include "cuda/gpu.h"
 #include "cuda/normalize.h"
+#include "decode/gpu_decode.h"
 #include "feeder_cuda.h"
 #include "loader/internal.h"
 
@@ -65,6 +66,8 @@ typedef struct entry {
     int64_t *labels;  /* host copies lent with the batch */
     uint64_t *indices;
     cudaEvent_t start_ev, h2d_ev, copy_ev, release_ev;
+    cudaEvent_t dec_ev; /* GPU decoders: the copies are done, the decode starts */
+    int decoded;        /* this batch's timing has a decode part (dec_ev..h2d_ev) */
     int wait_release; /* the copy stream must wait on release_ev first */
     int used;         /* h2d_ev has been recorded */
     int timed;        /* start_ev..h2d_ev not yet added to the stats */
@@ -111,6 +114,20 @@ struct feeder__gpu {
     char describe[512];
     uint64_t device_bytes, pinned_bytes;
     uint64_t h2d_ns; /* copy times harvested at reuse, not yet in the stats */
+
+    /* GPU decoders (NVJPEG, HYBRID) */
+    feeder__gpu_decoder *dec;
+    int decodes;
+    char dec_why[300];
+    feeder__gpu_image *imgs;
+    uint32_t *refused;
+    uint8_t *fb;          /* one decoded sample of the CPU fallback */
+    uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
+    uint64_t dec_images;  /* images of those times */
+    uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
+    double gpu_img_ns;    /* HYBRID: GPU ns per image, smoothed */
+    uint64_t cpu_images0, cpu_ns0; /* HYBRID: the workers' counters at the last update */
+    double cpu_img_ns;    /* HYBRID: worker ns per image, smoothed */
 
     /* PIN_COPY threads */
     pthread_t *thr;
@@ -231,6 +248,27 @@ static void pin_free(feeder__gpu *g, void *p)
 
 /* ---- the CUDA work of one batch, on the copy stream ---- */
 
+/* Add an entry's finished copy (and decode) times to the counters; its
+ * h2d_ev has passed. */
+static void harvest(feeder__gpu *g, entry *en, uint64_t *h2d_ns)
+{
+    float ms = 0;
+    if (!en->decoded) {
+        if (cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
+            *h2d_ns += (uint64_t)(ms * 1e6);
+        return;
+    }
+    if (cudaEventElapsedTime(&ms, en->start_ev, en->dec_ev) == cudaSuccess)
+        *h2d_ns += (uint64_t)(ms * 1e6);
+    if (cudaEventElapsedTime(&ms, en->dec_ev, en->h2d_ev) == cudaSuccess) {
+        g->dec_ns += (uint64_t)(ms * 1e6);
+        g->dec_images += en->decoded;
+        /* HYBRID's GPU rate, from batches that had a GPU share. */
+        double per = ms * 1e6 / en->decoded;
+        g->gpu_img_ns = g->gpu_img_ns > 0 ? 0.8 * g->gpu_img_ns + 0.2 * per : per;
+    }
+}
+
 /* Enqueue: wait for the buffer's release, copy data and labels from `src`,
  * normalise, record the events. Returns a cudaError_t. */
 static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels)
@@ -260,7 +298,143 @@ static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const 
         return e;
     en->used = 1;
     en->timed = 1;
+    en->decoded = 0;
     return cudaSuccess;
+}
+
+/* Copy slot samples [i, j) (decoded pixels) to the device batch. */
+static cudaError_t copy_run(feeder__gpu *g, entry *en, const uint8_t *data, uint32_t i,
+                            uint32_t j)
+{
+    size_t sb = g->l->sample_bytes;
+    en->in_bytes += (size_t)(j - i) * sb;
+    return cudaMemcpyAsync(en->stage + (size_t)i * sb, data + (size_t)i * sb, (size_t)(j - i) * sb,
+                           cudaMemcpyHostToDevice, g->stream);
+}
+
+/* HYBRID: give the workers the share of each batch that makes both sides
+ * finish together: capacity W / cpu_ns_per_image against 1 / gpu_ns_per_image,
+ * both smoothed over recent batches. The GPU side's cost is the larger of its
+ * GPU time and the host time the loader's thread spends feeding it. */
+static void rebalance(feeder__gpu *g, double host_img_ns)
+{
+    uint64_t images, ns;
+    int workers;
+    feeder__loader_cpu_cost(g->ld, &images, &ns, &workers);
+    if (images > g->cpu_images0 + 16) {
+        double per = (double)(ns - g->cpu_ns0) / (double)(images - g->cpu_images0);
+        g->cpu_img_ns = g->cpu_img_ns > 0 ? 0.7 * g->cpu_img_ns + 0.3 * per : per;
+        g->cpu_images0 = images;
+        g->cpu_ns0 = ns;
+    }
+    double gpu = g->gpu_img_ns > host_img_ns ? g->gpu_img_ns : host_img_ns;
+    if (g->cpu_img_ns <= 0 || gpu <= 0)
+        return;
+    double cpu_rate = workers / g->cpu_img_ns, gpu_rate = 1.0 / gpu;
+    uint32_t pm = (uint32_t)(1000.0 * cpu_rate / (cpu_rate + gpu_rate) + 0.5);
+    /* Keep a few images on each side so both rates stay measured. */
+    if (pm < 20)
+        pm = 20;
+    if (pm > 980)
+        pm = 980;
+    feeder__loader_set_cpu_share(g->ld, pm);
+}
+
+/* The GPU decoders' work for one host batch: copy what the workers decoded,
+ * decode the rest with nvJPEG, and decode on the CPU here what nvJPEG
+ * refuses. 0; a CUDA failure (FEEDER_ECUDA, the layer is broken); or a
+ * sample's error with *sample_err set and `msg` naming the sample (the batch
+ * fails, the layer goes on). */
+static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *sample_err,
+                          char *msg, size_t msglen)
+{
+    const feeder__slot_layout *l = g->l;
+    const feeder__job *job = feeder__loader_job(g->ld);
+    uint8_t *data = hb->data;
+    uint64_t *enc = feeder__slot_encoded(l, data - l->data_off);
+    size_t sb = l->sample_bytes;
+    cudaStream_t s = g->stream;
+    cudaError_t e;
+    *sample_err = 0;
+    en->in_bytes = 0;
+    if (en->wait_release && (e = cudaStreamWaitEvent(s, en->release_ev, 0)) != cudaSuccess)
+        goto cuda_fail;
+    en->wait_release = 0;
+    if ((e = cudaEventRecord(en->start_ev, s)) != cudaSuccess)
+        goto cuda_fail;
+    uint32_t n = 0, run = UINT32_MAX;
+    for (uint32_t i = 0; i <= hb->count; i++) {
+        int pixels = i < hb->count && enc[i] == 0;
+        if (pixels && run == UINT32_MAX)
+            run = i;
+        if (!pixels && run != UINT32_MAX) {
+            if ((e = copy_run(g, en, data, run, i)) != cudaSuccess)
+                goto cuda_fail;
+            run = UINT32_MAX;
+        }
+        if (i < hb->count && enc[i]) {
+            g->imgs[n++] = (feeder__gpu_image){data + (size_t)i * sb, (size_t)enc[i],
+                                               hb->indices[i], i};
+            en->in_bytes += enc[i];
+        }
+    }
+    if ((e = cudaMemcpyAsync(en->dev_labels, hb->labels, hb->count * sizeof(int64_t),
+                             cudaMemcpyHostToDevice, s)) != cudaSuccess ||
+        (e = cudaEventRecord(en->dec_ev, s)) != cudaSuccess)
+        goto cuda_fail;
+    uint32_t nref = 0;
+    char derr[300] = "";
+    uint64_t t0 = feeder__now_ns();
+    int rc = feeder__gpu_decode(g->dec, &job->t, job->seed, hb->epoch, g->imgs, n, en->stage, sb, s,
+                                g->refused, &nref, derr, sizeof(derr));
+    double host_img_ns = n ? (double)(feeder__now_ns() - t0) / n : 0;
+    if (rc) {
+        feeder__fmt(msg, msglen, "decoding batch %llu of epoch %llu on device %d: %s",
+                    (unsigned long long)hb->number, (unsigned long long)hb->epoch,
+                    g->cfg.device, derr);
+        return rc;
+    }
+    /* What nvJPEG refused: decoded here, into the sample's own place (its
+     * JPEG bytes are read first, into the scratch sample), then copied. */
+    feeder__transform cpu_t = job->t;
+    cpu_t.decoder = FEEDER_DECODER_ROI;
+    for (uint32_t r = 0; r < nref; r++) {
+        const feeder__gpu_image *im = &g->imgs[g->refused[r]];
+        rc = feeder__loader_decode_cpu(g->ld, &cpu_t, im->jpeg, im->len, hb->epoch, im->index,
+                                       g->fb, msg, msglen);
+        if (rc) {
+            *sample_err = 1;
+            /* Nothing of this batch may still read the slot when it goes
+             * back: the rare path waits. */
+            cudaStreamSynchronize(s);
+            return rc;
+        }
+        memcpy(data + (size_t)im->pos * sb, g->fb, sb);
+        if ((e = copy_run(g, en, data, im->pos, im->pos + 1)) != cudaSuccess)
+            goto cuda_fail;
+    }
+    g->gpu_decoded += n - nref;
+    g->gpu_fallback += nref;
+    if ((e = cudaEventRecord(en->h2d_ev, s)) != cudaSuccess)
+        goto cuda_fail;
+    if (g->cfg.dtype != FEEDER_DTYPE_UINT8 &&
+        (e = (cudaError_t)feeder__normalize_launch(en->stage, en->dev, en->count, l->height,
+                                                   l->width, g->cfg.out_layout, g->cfg.dtype,
+                                                   g->cfg.mean, g->cfg.std, s)) != cudaSuccess)
+        goto cuda_fail;
+    if ((e = cudaEventRecord(en->copy_ev, s)) != cudaSuccess)
+        goto cuda_fail;
+    en->used = 1;
+    en->timed = 1;
+    en->decoded = n - nref;
+    if (job->t.decoder == FEEDER_DECODER_HYBRID && n > nref)
+        rebalance(g, host_img_ns);
+    return 0;
+cuda_fail:
+    feeder__fmt(msg, msglen, "copying batch %llu of epoch %llu to device %d: %s",
+                (unsigned long long)hb->number, (unsigned long long)hb->epoch, g->cfg.device,
+                cuerr(e));
+    return FEEDER_ECUDA;
 }
 
 /* ---- PIN_COPY threads ---- */
@@ -382,6 +556,31 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
     } else {
         g->own_stream = 1;
     }
+    if (cfg->decoder == FEEDER_DECODER_NVJPEG || cfg->decoder == FEEDER_DECODER_HYBRID) {
+        rc = feeder__gpu_decoder_create(&g->dec, g->dec_why, sizeof(g->dec_why));
+        if (rc == 0) {
+            g->decodes = 1;
+            g->imgs = calloc(g->l->batch, sizeof(*g->imgs));
+            g->refused = calloc(g->l->batch, sizeof(*g->refused));
+            g->fb = malloc(g->l->sample_bytes);
+            if (!g->imgs || !g->refused || !g->fb) {
+                feeder__fmt(why, whylen, "out of memory");
+                rc = -ENOMEM;
+                goto fail;
+            }
+            /* nvJPEG reads the bitstreams from the slots: registered slots
+             * (or pageable ones) serve it; pinned copies of whole slots
+             * would copy mostly empty space. */
+            if (g->pin_mode == FEEDER_PIN_COPY) {
+                g->pin_mode = FEEDER_PIN_REGISTER;
+                pin_note = " (pin copy asked for: the GPU decoder reads the slots)";
+            }
+        } else if (rc != FEEDER_EUNSUPPORTED) {
+            feeder__fmt(why, whylen, "GPU decoder: %s", g->dec_why);
+            goto fail;
+        }
+        rc = 0;
+    }
     if (g->pin_mode == FEEDER_PIN_REGISTER) {
         /* The whole slot mapping, so every slot's labels and data are
          * DMA-able; workers keep writing through their own mappings. */
@@ -394,7 +593,7 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
             feeder__fmt(note, sizeof(note), " (cudaHostRegister of %zu bytes of slots failed: %s)",
                         g->mem_bytes, cuerr(e));
             pin_note = note;
-            g->pin_mode = FEEDER_PIN_COPY;
+            g->pin_mode = g->decodes ? FEEDER_PIN_NONE : FEEDER_PIN_COPY;
         }
     }
 
@@ -447,7 +646,8 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         if ((e = cudaEventCreate(&en->start_ev)) != cudaSuccess ||
             (e = cudaEventCreate(&en->h2d_ev)) != cudaSuccess ||
             (e = cudaEventCreateWithFlags(&en->copy_ev, cudaEventDisableTiming)) != cudaSuccess ||
-            (e = cudaEventCreateWithFlags(&en->release_ev, cudaEventDisableTiming)) != cudaSuccess) {
+            (e = cudaEventCreateWithFlags(&en->release_ev, cudaEventDisableTiming)) != cudaSuccess ||
+            (e = cudaEventCreate(&en->dec_ev)) != cudaSuccess) {
             rc = setup_fail(g, why, whylen, "cudaEventCreate", e);
             goto fail;
         }
@@ -485,6 +685,11 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         size_t n = strlen(g->describe);
         feeder__fmt(g->describe + n, sizeof(g->describe) - n, "%s", pin_note);
     }
+    if (g->decodes) {
+        size_t n = strlen(g->describe);
+        feeder__fmt(g->describe + n, sizeof(g->describe) - n, ", decoder %s",
+                    feeder__gpu_decoder_name(g->dec));
+    }
     feeder__loader_stats_mem(ld, g->pinned_bytes, g->device_bytes);
     dev_leave(&dg);
     *out = g;
@@ -496,6 +701,10 @@ fail:
 }
 
 const char *feeder__gpu_describe(const feeder__gpu *g) { return g ? g->describe : ""; }
+
+int feeder__gpu_decodes(const feeder__gpu *g) { return g && g->decodes; }
+
+const char *feeder__gpu_decode_why(const feeder__gpu *g) { return g ? g->dec_why : ""; }
 
 int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open)
 {
@@ -546,9 +755,7 @@ static int reap(feeder__gpu *g, feeder_stats *d, int block)
             if (en->timed) {
                 cudaError_t q = cudaEventQuery(en->h2d_ev);
                 if (q == cudaSuccess) {
-                    float ms = 0;
-                    if (cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
-                        d->h2d_ns += (uint64_t)(ms * 1e6);
+                    harvest(g, en, &d->h2d_ns);
                     en->timed = 0;
                 } else if (q != cudaErrorNotReady) {
                     return feeder__loader_fail(g->ld, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
@@ -684,9 +891,8 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
         if (e != cudaSuccess)
             return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
                                        cuerr(e));
-        float ms = 0;
-        if (en->timed && cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
-            g->h2d_ns += (uint64_t)(ms * 1e6);
+        if (en->timed)
+            harvest(g, en, &g->h2d_ns);
         en->timed = 0;
     }
     if (g->pin_mode == FEEDER_PIN_COPY) {
@@ -700,6 +906,28 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
         g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = it->entry;
         pthread_cond_broadcast(&g->cv_work);
         pthread_mutex_unlock(&g->lock);
+        return 0;
+    }
+    if (g->decodes) {
+        char msg[1024];
+        int sample_err = 0;
+        rc = decode_enqueue(g, en, hb, &sample_err, msg, sizeof(msg));
+        if (rc && !sample_err)
+            return feeder__loader_fail(g->ld, rc, "%s", msg);
+        if (rc) {
+            /* The batch fails where it stands in the FIFO, as a worker's
+             * sample error would; its slot goes back now. */
+            it->entry = -1;
+            it->rc = rc;
+            it->batch = (int64_t)hb->number;
+            it->epoch = hb->epoch;
+            feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
+            g->paused = 1;
+            en->state = E_FREE;
+            en->hb = NULL;
+            g->held--;
+            feeder__host_release(hb);
+        }
         return 0;
     }
     cudaError_t e = enqueue(g, en, hb->data, hb->labels);
@@ -819,6 +1047,10 @@ out:
     pthread_mutex_unlock(&g->lock);
     d.h2d_ns += g->h2d_ns;
     g->h2d_ns = 0;
+    d.gpu_decode_ns = g->dec_ns;
+    d.gpu_decoded = g->gpu_decoded;
+    d.gpu_fallback = g->gpu_fallback;
+    g->dec_ns = g->gpu_decoded = g->gpu_fallback = 0;
     d.wait_ns = feeder__now_ns() - t0;
     feeder__loader_stats_add(ld, &d);
     return rc;
@@ -929,7 +1161,13 @@ void feeder__gpu_destroy(feeder__gpu *g)
             cudaEventDestroy(en->copy_ev);
         if (en->release_ev)
             cudaEventDestroy(en->release_ev);
+        if (en->dec_ev)
+            cudaEventDestroy(en->dec_ev);
     }
+    feeder__gpu_decoder_destroy(g->dec);
+    free(g->imgs);
+    free(g->refused);
+    free(g->fb);
     if (g->registered)
         cudaHostUnregister(g->mem);
     if (g->own_stream)

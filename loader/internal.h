@@ -161,7 +161,9 @@ enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
 #define FEEDER__SKIP_LIMIT 16
 
 /* Main -> worker: fill samples [first, first+count) of `slot`; the dataset
- * indices are already in the slot's index area. */
+ * indices are already in the slot's index area. With a GPU decoder
+ * (NVJPEG, HYBRID) the worker decodes the first cpu_count of them and only
+ * reads the rest (collate/slot.h: `encoded`). */
 typedef struct feeder__task_msg {
     uint32_t kind;
     uint32_t slot;
@@ -169,6 +171,8 @@ typedef struct feeder__task_msg {
     uint32_t count;
     uint64_t epoch;
     uint64_t batch;
+    uint32_t cpu_count;
+    uint32_t pad_;
 } feeder__task_msg;
 
 /* Worker -> main. */
@@ -184,6 +188,8 @@ typedef struct feeder__result_msg {
     uint64_t read_ns;
     uint64_t decode_ns;
     uint64_t transform_ns;
+    uint64_t decoded;  /* images decoded here (the rest were only read) */
+    uint64_t oversize; /* GPU decoders: files larger than a sample, decoded here instead */
     char errmsg[FEEDER__ERRMSG_LEN];
 } feeder__result_msg;
 
@@ -197,6 +203,8 @@ typedef struct feeder__worker_ctx {
     unsigned files_cap;
     char why[256];     /* reader fallback reason */
     struct feeder__pack_worker *pk; /* packed datasets: bounce buffer, spans */
+    feeder__transform cpu_t; /* job->t with a CPU decoder: what this worker decodes with */
+    int gpu_dec;             /* job->t.decoder is NVJPEG or HYBRID */
 } feeder__worker_ctx;
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);
@@ -246,5 +254,18 @@ uint64_t feeder__loader_epoch(const feeder_loader *ld);
  * to the loader's; set its levels pinned_bytes and device_bytes. */
 void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d);
 void feeder__loader_stats_mem(feeder_loader *ld, uint64_t pinned_bytes, uint64_t device_bytes);
+/* HYBRID: the share of each batch (1/1000) the workers decode from the next
+ * dispatched batch on. */
+void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille);
+/* Workers' CPU decoding so far: images decoded and the ns spent reading,
+ * decoding and transforming them (for HYBRID's split), and the number of
+ * workers (1 for the calling thread). */
+void feeder__loader_cpu_cost(feeder_loader *ld, uint64_t *images, uint64_t *ns, int *workers);
+/* Run sample decoding the way the workers do it (errors name index and
+ * path); for the GPU layer's CPU fallback. `t` must be a CPU decoder's. */
+int feeder__loader_decode_cpu(feeder_loader *ld, const feeder__transform *t, const uint8_t *jpeg,
+                              size_t len, uint64_t epoch, uint64_t index, uint8_t *dst,
+                              char *msg, size_t msglen);
+const feeder__job *feeder__loader_job(const feeder_loader *ld);
 
 #endif

@@ -211,6 +211,9 @@ struct feeder_loader {
     void *copy_stream;
     char gpu_reason[512];
     char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
+    uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
+    uint64_t cpu_images, cpu_ns; /* images the workers decoded, and their read+decode ns */
+    feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
     int start_failed; /* a start that failed after allocating: its error, for good */
     char errmsg[2048];
 
@@ -383,7 +386,48 @@ void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d)
     ld->stats.h2d_bytes += d->h2d_bytes;
     ld->stats.gpu_batches += d->gpu_batches;
     ld->stats.wait_ns += d->wait_ns;
+    ld->stats.gpu_decoded += d->gpu_decoded;
+    ld->stats.gpu_fallback += d->gpu_fallback;
+    ld->stats.gpu_decode_ns += d->gpu_decode_ns;
     pthread_mutex_unlock(&ld->stats_lock);
+}
+
+void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
+{
+    if (permille > 1000)
+        permille = 1000;
+    ld->cpu_permille = permille;
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.hybrid_cpu_permille = permille;
+    pthread_mutex_unlock(&ld->stats_lock);
+}
+
+void feeder__loader_cpu_cost(feeder_loader *ld, uint64_t *images, uint64_t *ns, int *workers)
+{
+    pthread_mutex_lock(&ld->stats_lock);
+    *images = ld->cpu_images;
+    *ns = ld->cpu_ns;
+    pthread_mutex_unlock(&ld->stats_lock);
+    *workers = ld->nworkers ? ld->nworkers : 1;
+}
+
+const feeder__job *feeder__loader_job(const feeder_loader *ld) { return &ld->job; }
+
+int feeder__loader_decode_cpu(feeder_loader *ld, const feeder__transform *t, const uint8_t *jpeg,
+                              size_t len, uint64_t epoch, uint64_t index, uint8_t *dst,
+                              char *msg, size_t msglen)
+{
+    if (!ld->fallback_dec && feeder__decoder_create(&ld->fallback_dec))
+        return -ENOMEM;
+    char derr[512] = "";
+    int rc = feeder__decode_sample(ld->fallback_dec, t, jpeg, len, ld->job.seed, epoch, index,
+                                   dst, NULL, derr, sizeof(derr));
+    if (rc) {
+        const char *path = feeder_dataset_path(ld->ds, index);
+        feeder__fmt(msg, msglen, "sample %llu (%s): %s", (unsigned long long)index,
+                    path ? path : "?", derr[0] ? derr : feeder_strerror(rc));
+    }
+    return rc;
 }
 
 void feeder__loader_stats_mem(feeder_loader *ld, uint64_t pinned_bytes, uint64_t device_bytes)
@@ -751,6 +795,15 @@ int feeder_loader_start(feeder_loader *ld)
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", rc ? why : "");
     }
 
+    if ((t->decoder == FEEDER_DECODER_NVJPEG || t->decoder == FEEDER_DECODER_HYBRID) &&
+        ld->ds->kind != FEEDER__DS_FOLDER && ld->ds->kind != FEEDER__DS_LIST) {
+        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
+                    "the GPU decoders read image files: %s datasets decode on the CPU",
+                    ld->ds->kind == FEEDER__DS_PACKED ? "packed" : "user");
+        t->decoder = FEEDER_DECODER_ROI;
+    }
+    ld->cpu_permille = t->decoder == FEEDER_DECODER_HYBRID ? 250 : 0;
+
     /* The GPU path is decided before the slots are laid out: the float dtypes
      * are made on the GPU from NHWC uint8 slots. A GPU that cannot be used is
      * not an error: batches stay on the host, and gpu_status says why. */
@@ -846,6 +899,7 @@ int feeder_loader_start(feeder_loader *ld)
             .dev_alloc = ld->dev_alloc,
             .pin_alloc = ld->pin_alloc,
             .copy_stream = ld->copy_stream,
+            .decoder = t->decoder,
         };
         char why[sizeof(ld->gpu_reason)];
         rc = feeder__gpu_start(ld, &c, &ld->gpu, why, sizeof(why));
@@ -859,11 +913,20 @@ int feeder_loader_start(feeder_loader *ld)
     /* A GPU decoder with no GPU layer to run it: the workers decode on the
      * CPU (they fork later, at the first epoch, with this job). */
     if ((t->decoder == FEEDER_DECODER_NVJPEG || t->decoder == FEEDER_DECODER_HYBRID) &&
+        ld->gpu && !feeder__gpu_decodes(ld->gpu)) {
+        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s",
+                    feeder__gpu_decode_why(ld->gpu));
+        t->decoder = FEEDER_DECODER_ROI;
+    }
+    if ((t->decoder == FEEDER_DECODER_NVJPEG || t->decoder == FEEDER_DECODER_HYBRID) &&
         !ld->gpu) {
         feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "no GPU path: %s",
                     ld->gpu_reason);
         t->decoder = FEEDER_DECODER_ROI;
     }
+    if (t->decoder != FEEDER_DECODER_HYBRID)
+        ld->cpu_permille = 0;
+    ld->stats.hybrid_cpu_permille = ld->cpu_permille;
     ld->started = 1;
     return 0;
 }
@@ -1043,7 +1106,9 @@ static void dispatch(feeder_loader *ld)
             uint32_t lo = (uint32_t)((uint64_t)p * count / parts);
             uint32_t hi = (uint32_t)((uint64_t)(p + 1) * count / parts);
             feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
-            *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, ld->epoch, b};
+            *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, ld->epoch, b,
+                                    (uint32_t)(((uint64_t)(hi - lo) * ld->cpu_permille + 500) /
+                                               1000), 0};
         }
     }
     /* Least-loaded worker first keeps every worker's queue short and even. */
@@ -1078,6 +1143,9 @@ static void account(feeder_loader *ld, const feeder__result_msg *r)
     ld->stats.decode_ns += r->decode_ns;
     ld->stats.transform_ns += r->transform_ns;
     ld->stats.skipped += r->skipped;
+    ld->stats.gpu_fallback += r->oversize;
+    ld->cpu_images += r->decoded;
+    ld->cpu_ns += r->decode_ns + r->transform_ns;
     pthread_mutex_unlock(&ld->stats_lock);
 }
 
@@ -1363,7 +1431,8 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     ss->state = SLOT_FILLING;
     memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
            ld->order + first, count * sizeof(uint64_t));
-    feeder__task_msg t = {FEEDER__MSG_TASK, s, 0, count, ld->epoch, b};
+    feeder__task_msg t = {FEEDER__MSG_TASK, s, 0, count, ld->epoch, b,
+                          (uint32_t)(((uint64_t)count * ld->cpu_permille + 500) / 1000), 0};
     static _Thread_local feeder__result_msg r;
     feeder__run_task(&ld->inline_ctx, &t, &r);
     complete_part(ld, &r);
@@ -1518,6 +1587,7 @@ void feeder_loader_destroy(feeder_loader *ld)
     feeder__gpu_destroy(ld->gpu);
     if (ld->inline_ready)
         feeder__worker_ctx_free(&ld->inline_ctx);
+    feeder__decoder_destroy(ld->fallback_dec);
     if (ld->mem)
         munmap(ld->mem, ld->shm_bytes);
     close_fd(&ld->job.memfd);

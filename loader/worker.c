@@ -33,6 +33,10 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
     w->job = job;
     w->id = id;
     w->mem = mem;
+    w->cpu_t = job->t;
+    w->gpu_dec = job->t.decoder == FEEDER_DECODER_NVJPEG || job->t.decoder == FEEDER_DECODER_HYBRID;
+    if (w->gpu_dec)
+        w->cpu_t.decoder = FEEDER_DECODER_ROI;
     if (job->ds->kind == FEEDER__DS_PACKED)
         return feeder__packed_ctx_init(w);
     if (job->ds->kind != FEEDER__DS_USER) {
@@ -79,10 +83,11 @@ static int load_file_sample(feeder__worker_ctx *w, const feeder__task_msg *t,
     }
     feeder__decode_times tm = {0, 0};
     char derr[512] = "";
-    int rc = feeder__decode_sample(w->dec, &job->t, f->data, f->len, job->seed, t->epoch, index,
-                                   dst, &tm, derr, sizeof(derr));
+    int rc = feeder__decode_sample(w->dec, &w->cpu_t, f->data, f->len, job->seed, t->epoch,
+                                   index, dst, &tm, derr, sizeof(derr));
     res->decode_ns += tm.decode_ns;
     res->transform_ns += tm.transform_ns;
+    res->decoded += rc == 0;
     if (rc)
         feeder__fmt(msg, msglen, "sample %llu (%s): %s", (unsigned long long)index, f->path,
                     derr[0] ? derr : feeder_strerror(rc));
@@ -150,6 +155,7 @@ static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint
     int64_t *lab = feeder__slot_labels(l, slot);
     uint8_t *dst = feeder__slot_sample(l, slot, pos);
     uint64_t orig = idx[pos];
+    feeder__slot_encoded(l, slot)[pos] = 0; /* a replacement is decoded here */
     char msg[FEEDER__ERRMSG_LEN];
     int rc = FEEDER_EDATASET;
     for (uint64_t k = 1; k <= FEEDER__SKIP_LIMIT && k < n + 1; k++) {
@@ -263,10 +269,25 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
         res->status = rc;
         return;
     }
+    uint64_t *enc = feeder__slot_encoded(l, slot);
     for (uint32_t k = 0; k < t->count; k++) {
         uint32_t i = t->first + k;
         const feeder__file *f = &w->files[k];
         res->bytes_read += f->err ? 0 : f->len;
+        enc[i] = 0;
+        if (w->gpu_dec && k >= t->cpu_count && !f->err && f->len) {
+            /* A GPU decoder's sample: hand the bytes over as they are. A
+             * file that does not fit the sample's place, or that is no
+             * JPEG at all, is decoded here (the decoder names what is
+             * wrong with it). */
+            if (f->len <= l->sample_bytes && f->len >= 2 && f->data[0] == 0xFF &&
+                f->data[1] == 0xD8) {
+                memcpy(feeder__slot_sample(l, slot, i), f->data, f->len);
+                enc[i] = f->len;
+                continue;
+            }
+            res->oversize += f->len > l->sample_bytes;
+        }
         int src = load_file_sample(w, t, f, idx[i], feeder__slot_sample(l, slot, i), res, msg,
                                    sizeof(msg));
         if (!src)

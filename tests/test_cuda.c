@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,13 +57,15 @@ static void teardown(void)
 
 typedef struct cfg {
     int device, pin, dtype, layout, workers, prefetch, gpu_prefetch, pipeline, batch, epochs;
+    int decoder, size;
 } cfg;
 
 static cfg base(void)
 {
     return (cfg){.device = -1, .pin = FEEDER_PIN_REGISTER, .dtype = FEEDER_DTYPE_UINT8,
                  .layout = FEEDER_LAYOUT_NHWC, .workers = 2, .prefetch = 2, .gpu_prefetch = 2,
-                 .pipeline = FEEDER_PIPELINE_TRAIN, .batch = 5, .epochs = 2};
+                 .pipeline = FEEDER_PIPELINE_TRAIN, .batch = 5, .epochs = 2,
+                 .decoder = FEEDER_DECODER_ROI, .size = 0};
 }
 
 static int poison_allocs;
@@ -103,9 +106,10 @@ static feeder_loader *make(feeder_dataset *ds, const cfg *c)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, 3), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIPELINE, c->pipeline), 0);
-    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 40), 0);
-    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 56), 0);
-    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 64), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, c->size ? c->size : 40), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, c->size ? c->size : 56), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, c->size ? c->size : 64), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DECODER, c->decoder), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_LAYOUT, c->layout), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, c->device), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, c->pin), 0);
@@ -134,6 +138,11 @@ static void run_free(run *r)
         free(r->bytes[i]);
     free(r);
 }
+
+/* What the last collect() saw at its end. */
+static feeder_stats last_stats;
+static int last_decoder;
+static char last_reason[512];
 
 static run *collect(feeder_dataset *ds, const cfg *c, const feeder_allocator *dev,
                     const feeder_allocator *pin)
@@ -193,6 +202,10 @@ static run *collect(feeder_dataset *ds, const cfg *c, const feeder_allocator *de
     }
     feeder_stats st;
     ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    last_stats = st;
+    const char *dwhy;
+    last_decoder = feeder_loader_decoder(ld, &dwhy);
+    snprintf(last_reason, sizeof(last_reason), "%s", dwhy);
     if (on) {
         ck_assert_uint_eq(st.gpu_batches, r->nb);
         ck_assert_uint_gt(st.h2d_bytes, 0);
@@ -789,6 +802,198 @@ START_TEST(test_resume_after_device_batches)
 }
 END_TEST
 
+
+/* ---- the GPU decoders ---- */
+
+/* Same samples, labels and order as `a`, pixels close: nvJPEG's IDCT and
+ * chroma upsampling and the float resizer differ from libjpeg's and the
+ * fixed-point one by a level or two, a little more along sharp edges. */
+static void close_batches(const run *a, const run *b)
+{
+    ck_assert_uint_eq(a->nb, b->nb);
+    for (uint32_t i = 0; i < a->nb; i++) {
+        ck_assert_uint_eq(a->count[i], b->count[i]);
+        ck_assert_uint_eq(a->number[i], b->number[i]);
+        ck_assert_mem_eq(a->labels[i], b->labels[i], a->count[i] * sizeof(int64_t));
+        ck_assert_mem_eq(a->idx[i], b->idx[i], a->count[i] * sizeof(uint64_t));
+        ck_assert_uint_eq(a->nbytes[i], b->nbytes[i]);
+        uint64_t sum = 0, big = 0;
+        for (size_t k = 0; k < a->nbytes[i]; k++) {
+            int d = abs((int)a->bytes[i][k] - (int)b->bytes[i][k]);
+            sum += (uint64_t)d;
+            big += d > 24;
+        }
+        double mean = (double)sum / (double)a->nbytes[i];
+        ck_assert_msg(mean < 3.0, "batch %u: mean difference %.2f levels", i, mean);
+        ck_assert_msg(big * 100 < a->nbytes[i], "batch %u: %llu of %zu bytes differ by > 24", i,
+                      (unsigned long long)big, a->nbytes[i]);
+    }
+}
+
+/* A build or machine without nvJPEG runs the CPU decoder and says why. */
+static int gpu_decoder_ran(int want)
+{
+    if (last_decoder == want)
+        return 1;
+    ck_assert_int_eq(last_decoder, FEEDER_DECODER_ROI);
+    ck_assert_msg(last_reason[0], "the decoder fell back without a reason");
+    fprintf(stderr, "GPU decoder not available here: %s\n", last_reason);
+    return 0;
+}
+
+START_TEST(test_nvjpeg_close_to_cpu)
+{
+    for (int pipeline = 0; pipeline < 2; pipeline++) {
+        for (int layout = 0; layout < 2; layout++) {
+            cfg h = base();
+            h.pipeline = pipeline;
+            h.layout = layout;
+            h.workers = layout ? 0 : 2; /* the calling thread's loading too */
+            run *ref = collect(jpegs, &h, NULL, NULL);
+            cfg d = h;
+            d.device = 0;
+            d.decoder = FEEDER_DECODER_NVJPEG;
+            run *got = collect(jpegs, &d, NULL, NULL);
+            if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+                ck_assert_uint_eq(last_stats.gpu_decoded, 36); /* 18 images, 2 epochs */
+                ck_assert_uint_eq(last_stats.gpu_fallback, 0);
+                ck_assert_uint_gt(last_stats.gpu_decode_ns, 0);
+                close_batches(ref, got);
+            } else {
+                same_batches(ref, got);
+            }
+            run_free(ref);
+            run_free(got);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_nvjpeg_oversize_files_decode_on_cpu)
+{
+    /* 8 x 8 x 3 = 192 bytes a sample: no JPEG fits, the workers decode every
+     * one as the CPU decoder would, byte for byte. */
+    cfg h = base();
+    h.size = 8;
+    run *ref = collect(jpegs, &h, NULL, NULL);
+    cfg d = h;
+    d.device = 0;
+    d.decoder = FEEDER_DECODER_NVJPEG;
+    run *got = collect(jpegs, &d, NULL, NULL);
+    if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+        ck_assert_uint_eq(last_stats.gpu_decoded, 0);
+        ck_assert_uint_eq(last_stats.gpu_fallback, 36);
+    }
+    same_batches(ref, got);
+    run_free(ref);
+    run_free(got);
+}
+END_TEST
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+START_TEST(test_nvjpeg_bad_files_fail_their_batches)
+{
+    /* Six images, two of them bad: one is no JPEG at all (a worker's CPU
+     * decode names it), one starts like a JPEG and then is garbage (nvJPEG
+     * refuses it, the CPU fallback names it). Batches of one: exactly those
+     * two fail, the others arrive. */
+    char dir[512], path[600];
+    snprintf(dir, sizeof(dir), "%s/bad", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(dir, sizeof(dir), "%s/bad/c", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    for (int i = 0; i < 6; i++) {
+        snprintf(path, sizeof(path), "%s/%03d.jpg", dir, i);
+        if (i == 2) {
+            write_file(path, "hello, not a JPEG", 17);
+        } else if (i == 4) {
+            uint8_t junk[4096];
+            for (size_t k = 0; k < sizeof(junk); k++)
+                junk[k] = (uint8_t)(k * 131 + 7);
+            junk[0] = 0xFF, junk[1] = 0xD8, junk[2] = 0xFF, junk[3] = 0xE0;
+            write_file(path, junk, sizeof(junk));
+        } else {
+            FILE *f = fopen(feeder_dataset_path(jpegs, (uint64_t)i), "rb");
+            ck_assert_ptr_nonnull(f);
+            static uint8_t buf[1 << 20];
+            size_t n = fread(buf, 1, sizeof(buf), f);
+            fclose(f);
+            write_file(path, buf, n);
+        }
+    }
+    char err[256];
+    feeder_dataset *ds;
+    snprintf(dir, sizeof(dir), "%s/bad", tmpdir);
+    ck_assert_int_eq(feeder_dataset_open_folder(dir, &ds, err, sizeof(err)), 0);
+    cfg d = base();
+    d.device = 0;
+    d.decoder = FEEDER_DECODER_NVJPEG;
+    d.batch = 1;
+    feeder_loader *ld = make(ds, &d);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    cudaStream_t s;
+    CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int ok = 0, failed = 0, rc;
+    int seen2 = 0, seen4 = 0;
+    feeder_batch *b;
+    for (int k = 0; k < 6; k++) {
+        rc = feeder_next(ld, &b);
+        if (rc == 0) {
+            ck_assert_uint_ne(b->indices[0], 2);
+            ck_assert_uint_ne(b->indices[0], 4);
+            CK_CUDA(feeder_batch_wait(b, s));
+            ck_assert_int_eq(feeder_batch_release(b, s), 0);
+            ok++;
+            continue;
+        }
+        ck_assert_int_eq(rc, FEEDER_EDECODE);
+        const char *msg = feeder_loader_errmsg(ld);
+        seen2 += strstr(msg, "/002.jpg") != NULL;
+        seen4 += strstr(msg, "/004.jpg") != NULL;
+        failed++;
+    }
+    ck_assert_int_eq(feeder_next(ld, &b), FEEDER_DONE);
+    ck_assert_int_eq(ok, 4);
+    ck_assert_int_eq(failed, 2);
+    ck_assert_int_eq(seen2, 1);
+    ck_assert_int_eq(seen4, 1);
+    CK_CUDA(cudaStreamDestroy(s));
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+START_TEST(test_hybrid_splits_every_batch)
+{
+    cfg h = base();
+    run *ref = collect(jpegs, &h, NULL, NULL);
+    cfg d = h;
+    d.device = 0;
+    d.decoder = FEEDER_DECODER_HYBRID;
+    run *got = collect(jpegs, &d, NULL, NULL);
+    if (gpu_decoder_ran(FEEDER_DECODER_HYBRID)) {
+        /* Both sides decode part of the run; the GPU's samples are close to
+         * the CPU's, the workers' ones are the CPU's. */
+        ck_assert_uint_gt(last_stats.gpu_decoded, 0);
+        ck_assert_uint_lt(last_stats.gpu_decoded, 36);
+        ck_assert_uint_ge(last_stats.hybrid_cpu_permille, 20);
+        ck_assert_uint_le(last_stats.hybrid_cpu_permille, 980);
+        close_batches(ref, got);
+    } else {
+        same_batches(ref, got);
+    }
+    run_free(ref);
+    run_free(got);
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
@@ -806,6 +1011,10 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_status_describes_path);
     tcase_add_test(tc, test_packed_raw_on_device);
     tcase_add_test(tc, test_resume_after_device_batches);
+    tcase_add_test(tc, test_nvjpeg_close_to_cpu);
+    tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
+    tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);
+    tcase_add_test(tc, test_hybrid_splits_every_batch);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,93 @@
+/*
+ * decode/: the GPU decoder behind FEEDER_DECODER_NVJPEG and HYBRID. Whole
+ * batches of JPEG bitstreams (host memory: the batch slot) in, transformed
+ * uint8 samples out, written straight into their places in a device batch,
+ * all on one CUDA stream:
+ *
+ *   1. every header is parsed on the host (nvjpegJpegStreamParseHeader) to
+ *      learn the size, check the pixel limit and ask whether the batched
+ *      decoder takes it (the hardware engine refuses progressive JPEGs,
+ *      4:1:0 and 4:1:1, among others);
+ *   2. the accepted ones are decoded with one nvjpegDecodeBatched call into a
+ *      device scratch buffer, full size, interleaved RGB: the hardware JPEG
+ *      engine where the GPU has one (A100, H100, ...), else nvJPEG's GPU
+ *      hybrid backend;
+ *   3. one kernel crops, resizes (the CPU resizer's antialiased triangle
+ *      filter, in float), flips and lays out every sample, with the crop boxes
+ *      computed on the host by feeder__crop_compute, so the same samples and
+ *      boxes as the CPU decoders.
+ *
+ * What the decoder refuses is handed back to the caller, which decodes it
+ * on the CPU. Depends on decode.h, nvJPEG and the CUDA runtime; built only
+ * when nvJPEG is found (gpu_decode_none.c otherwise).
+ *
+ * Threading: one decoder per thread (the loader's); the stream is the
+ * caller's.
+ */
+#ifndef FEEDER_DECODE_GPU_DECODE_H
+#define FEEDER_DECODE_GPU_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decode/decode.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct feeder__gpu_decoder feeder__gpu_decoder;
+
+/* Make a decoder on the current CUDA device: the hardware backend when the
+ * device has JPEG engines, else the GPU hybrid backend. 0, or
+ * FEEDER_EUNSUPPORTED (built without nvJPEG, or nvJPEG cannot start here)
+ * with the reason in `why`, or -ENOMEM. */
+int feeder__gpu_decoder_create(feeder__gpu_decoder **out, char *why, size_t whylen);
+void feeder__gpu_decoder_destroy(feeder__gpu_decoder *d);
+/* "nvJPEG hardware (N engines)" or "nvJPEG GPU hybrid". Static or owned. */
+const char *feeder__gpu_decoder_name(const feeder__gpu_decoder *d);
+
+/* One image of a batch for the GPU. */
+typedef struct feeder__gpu_image {
+    const uint8_t *jpeg;  /* host bytes (pinned or registered memory is faster) */
+    size_t len;
+    uint64_t index;       /* dataset index: picks the random crop and flip */
+    uint32_t pos;         /* place in the output batch */
+} feeder__gpu_image;
+
+/* Decode `n` images and write each transformed sample (t->height x t->width x 3
+ * uint8, t->layout) to dst + pos * sample_bytes (device memory), on `stream`.
+ * Images the decoder does not take are not written: their numbers in
+ * img[] go to refused[] (capacity n), their count to *nrefused. Returns 0
+ * once the work is enqueued (the host bytes may be reused only after the
+ * stream has passed it), or FEEDER_ECUDA / -ENOMEM with `err` set; after an
+ * error nothing of this call is on the stream except what failed. A batched
+ * decode that nvJPEG fails as a whole refuses every image of the call.
+ * `stream` is a cudaStream_t. */
+int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint64_t seed,
+                       uint64_t epoch, const feeder__gpu_image *img, uint32_t n, uint8_t *dst,
+                       size_t sample_bytes, void *stream, uint32_t *refused,
+                       uint32_t *nrefused, char *err, size_t errlen);
+
+/* The crop, resize, flip and layout kernel on its own (resize_gpu.cu), for
+ * decoded images already on the device. */
+typedef struct feeder__gpu_resize_job {
+    const uint8_t *src;   /* device, interleaved RGB */
+    uint32_t src_w, src_h;
+    uint32_t src_pitch;   /* bytes between rows */
+    uint32_t pos;         /* output place */
+    float bx, by, bw, bh; /* crop box in source pixels (feeder__crop's fx, fy, fw, fh) */
+    int flip;
+} feeder__gpu_resize_job;
+
+/* Launch the kernel for `n` jobs (host array, copied). `scratch` is a device
+ * buffer of at least n * sizeof(feeder__gpu_resize_job) bytes that the stream
+ * owns until the kernel ends. Returns a cudaError_t. */
+int feeder__gpu_resize_launch(const feeder__gpu_resize_job *jobs, uint32_t n, void *scratch,
+                              uint8_t *dst, size_t sample_bytes, uint32_t out_w,
+                              uint32_t out_h, int layout, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
