@@ -802,7 +802,9 @@ int feeder_loader_start(feeder_loader *ld)
                     ld->ds->kind == FEEDER__DS_PACKED ? "packed" : "user");
         t->decoder = FEEDER_DECODER_ROI;
     }
-    ld->cpu_permille = t->decoder == FEEDER_DECODER_HYBRID ? 250 : 0;
+    /* HYBRID starts with a small CPU share and moves it from what both sides
+     * measure (cuda/prefetch.c rebalance). */
+    ld->cpu_permille = t->decoder == FEEDER_DECODER_HYBRID ? 100 : 0;
 
     /* The GPU path is decided before the slots are laid out: the float dtypes
      * are made on the GPU from NHWC uint8 slots. A GPU that cannot be used is

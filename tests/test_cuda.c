@@ -848,6 +848,7 @@ START_TEST(test_nvjpeg_close_to_cpu)
             cfg h = base();
             h.pipeline = pipeline;
             h.layout = layout;
+            h.size = 224; /* 150,528-byte samples: every test JPEG (< 113 KB) fits its place */
             h.workers = layout ? 0 : 2; /* the calling thread's loading too */
             run *ref = collect(jpegs, &h, NULL, NULL);
             cfg d = h;
@@ -973,6 +974,7 @@ END_TEST
 START_TEST(test_hybrid_splits_every_batch)
 {
     cfg h = base();
+    h.size = 224;
     run *ref = collect(jpegs, &h, NULL, NULL);
     cfg d = h;
     d.device = 0;
