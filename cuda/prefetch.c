@@ -123,11 +123,8 @@ struct feeder__gpu {
     uint32_t *refused;
     uint8_t *fb;          /* one decoded sample of the CPU fallback */
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
-    uint64_t dec_images;  /* images of those times */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
-    double gpu_img_ns;    /* HYBRID: GPU ns per image, smoothed */
-    uint64_t cpu_images0, cpu_ns0; /* HYBRID: the workers' counters at the last update */
-    double cpu_img_ns;    /* HYBRID: worker ns per image, smoothed */
+    int waited;           /* the last host batch was waited for (> 0.2 ms) */
 
     /* PIN_COPY threads */
     pthread_t *thr;
@@ -262,10 +259,6 @@ static void harvest(feeder__gpu *g, entry *en, uint64_t *h2d_ns)
         *h2d_ns += (uint64_t)(ms * 1e6);
     if (cudaEventElapsedTime(&ms, en->dec_ev, en->h2d_ev) == cudaSuccess) {
         g->dec_ns += (uint64_t)(ms * 1e6);
-        g->dec_images += en->decoded;
-        /* HYBRID's GPU rate, from batches that had a GPU share. */
-        double per = ms * 1e6 / en->decoded;
-        g->gpu_img_ns = g->gpu_img_ns > 0 ? 0.8 * g->gpu_img_ns + 0.2 * per : per;
     }
 }
 
@@ -312,31 +305,20 @@ static cudaError_t copy_run(feeder__gpu *g, entry *en, const uint8_t *data, uint
                            cudaMemcpyHostToDevice, g->stream);
 }
 
-/* HYBRID: give the workers the share of each batch that makes both sides
- * finish together: capacity W / cpu_ns_per_image against 1 / gpu_ns_per_image,
- * both smoothed over recent batches. The GPU side's cost is the larger of its
- * GPU time and the host time the loader's thread spends feeding it. */
-static void rebalance(feeder__gpu *g, double host_img_ns)
+/* HYBRID: move the workers' share of each batch towards the point where
+ * neither side waits for the other. A host batch that was already finished
+ * when the GPU side asked for it means the workers are ahead: give them more
+ * (2%); one the GPU side had to wait for means they are behind: give them
+ * less. A model from per-image costs was tried first and overestimated the
+ * workers by 1.7x on the H100 machine (their decode time leaves out reading,
+ * scheduling and the cores the loader's thread and the driver take), so the
+ * split follows what the pipeline does, not what it should do. The share
+ * moves one step a batch; the effect of a step shows after the batches
+ * already in the slots, so steps are small. */
+static void rebalance(feeder__gpu *g)
 {
-    uint64_t images, ns;
-    int workers;
-    feeder__loader_cpu_cost(g->ld, &images, &ns, &workers);
-    if (images > g->cpu_images0 + 16) {
-        double per = (double)(ns - g->cpu_ns0) / (double)(images - g->cpu_images0);
-        g->cpu_img_ns = g->cpu_img_ns > 0 ? 0.7 * g->cpu_img_ns + 0.3 * per : per;
-        g->cpu_images0 = images;
-        g->cpu_ns0 = ns;
-    }
-    double gpu = g->gpu_img_ns > host_img_ns ? g->gpu_img_ns : host_img_ns;
-    if (g->cpu_img_ns <= 0 || gpu <= 0)
-        return;
-    double cpu_rate = workers / g->cpu_img_ns, gpu_rate = 1.0 / gpu;
-    uint32_t pm = (uint32_t)(1000.0 * cpu_rate / (cpu_rate + gpu_rate) + 0.5);
-    /* Keep a few images on each side so both rates stay measured. */
-    if (pm < 20)
-        pm = 20;
-    if (pm > 980)
-        pm = 980;
+    uint32_t pm = (uint32_t)feeder__loader_cpu_share(g->ld);
+    pm = g->waited ? (pm > 40 ? pm - 20 : 20) : (pm < 960 ? pm + 20 : 980);
     feeder__loader_set_cpu_share(g->ld, pm);
 }
 
@@ -384,10 +366,8 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
         goto cuda_fail;
     uint32_t nref = 0;
     char derr[300] = "";
-    uint64_t t0 = feeder__now_ns();
     int rc = feeder__gpu_decode(g->dec, &job->t, job->seed, hb->epoch, g->imgs, n, en->stage, sb, s,
                                 g->refused, &nref, derr, sizeof(derr));
-    double host_img_ns = n ? (double)(feeder__now_ns() - t0) / n : 0;
     if (rc) {
         feeder__fmt(msg, msglen, "decoding batch %llu of epoch %llu on device %d: %s",
                     (unsigned long long)hb->number, (unsigned long long)hb->epoch,
@@ -428,7 +408,7 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
     en->timed = 1;
     en->decoded = n - nref;
     if (job->t.decoder == FEEDER_DECODER_HYBRID && n > nref)
-        rebalance(g, host_img_ns);
+        rebalance(g);
     return 0;
 cuda_fail:
     feeder__fmt(msg, msglen, "copying batch %llu of epoch %llu to device %d: %s",
@@ -952,7 +932,10 @@ static int pull(feeder__gpu *g, int wait)
         if (g->held >= (int)g->nslots)
             return 0; /* every slot is in a copy; reap frees them */
         feeder_batch *hb = NULL;
+        uint64_t t0 = feeder__now_ns();
         rc = feeder__host_next(g->ld, &hb, !wait);
+        /* HYBRID: did the GPU side have to wait for the workers? */
+        g->waited = feeder__now_ns() - t0 > 200000;
         if (rc == FEEDER__AGAIN)
             return 0;
         if (rc) {

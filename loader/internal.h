@@ -188,7 +188,6 @@ typedef struct feeder__result_msg {
     uint64_t read_ns;
     uint64_t decode_ns;
     uint64_t transform_ns;
-    uint64_t decoded;  /* images decoded here (the rest were only read) */
     uint64_t oversize; /* GPU decoders: files larger than a sample, decoded here instead */
     char errmsg[FEEDER__ERRMSG_LEN];
 } feeder__result_msg;
@@ -257,10 +256,7 @@ void feeder__loader_stats_mem(feeder_loader *ld, uint64_t pinned_bytes, uint64_t
 /* HYBRID: the share of each batch (1/1000) the workers decode from the next
  * dispatched batch on. */
 void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille);
-/* Workers' CPU decoding so far: images decoded and the ns spent reading,
- * decoding and transforming them (for HYBRID's split), and the number of
- * workers (1 for the calling thread). */
-void feeder__loader_cpu_cost(feeder_loader *ld, uint64_t *images, uint64_t *ns, int *workers);
+uint32_t feeder__loader_cpu_share(const feeder_loader *ld);
 /* Run sample decoding the way the workers do it (errors name index and
  * path); for the GPU layer's CPU fallback. `t` must be a CPU decoder's. */
 int feeder__loader_decode_cpu(feeder_loader *ld, const feeder__transform *t, const uint8_t *jpeg,

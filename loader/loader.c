@@ -212,7 +212,6 @@ struct feeder_loader {
     char gpu_reason[512];
     char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
     uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
-    uint64_t cpu_images, cpu_ns; /* images the workers decoded, and their read+decode ns */
     feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
     int start_failed; /* a start that failed after allocating: its error, for good */
     char errmsg[2048];
@@ -402,14 +401,8 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
     pthread_mutex_unlock(&ld->stats_lock);
 }
 
-void feeder__loader_cpu_cost(feeder_loader *ld, uint64_t *images, uint64_t *ns, int *workers)
-{
-    pthread_mutex_lock(&ld->stats_lock);
-    *images = ld->cpu_images;
-    *ns = ld->cpu_ns;
-    pthread_mutex_unlock(&ld->stats_lock);
-    *workers = ld->nworkers ? ld->nworkers : 1;
-}
+uint32_t feeder__loader_cpu_share(const feeder_loader *ld) { return ld->cpu_permille; }
+
 
 const feeder__job *feeder__loader_job(const feeder_loader *ld) { return &ld->job; }
 
@@ -1146,8 +1139,6 @@ static void account(feeder_loader *ld, const feeder__result_msg *r)
     ld->stats.transform_ns += r->transform_ns;
     ld->stats.skipped += r->skipped;
     ld->stats.gpu_fallback += r->oversize;
-    ld->cpu_images += r->decoded;
-    ld->cpu_ns += r->decode_ns + r->transform_ns;
     pthread_mutex_unlock(&ld->stats_lock);
 }
 

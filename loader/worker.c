@@ -87,7 +87,6 @@ static int load_file_sample(feeder__worker_ctx *w, const feeder__task_msg *t,
                                    index, dst, &tm, derr, sizeof(derr));
     res->decode_ns += tm.decode_ns;
     res->transform_ns += tm.transform_ns;
-    res->decoded += rc == 0;
     if (rc)
         feeder__fmt(msg, msglen, "sample %llu (%s): %s", (unsigned long long)index, f->path,
                     derr[0] ? derr : feeder_strerror(rc));
