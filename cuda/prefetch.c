@@ -307,19 +307,21 @@ static cudaError_t copy_run(feeder__gpu *g, entry *en, const uint8_t *data, uint
 
 /* HYBRID: move the workers' share of each batch towards the point where
  * neither side waits for the other. A host batch that was already finished
- * when the GPU side asked for it means the workers are ahead: give them more
- * (2%); one the GPU side had to wait for means they are behind: give them
- * less. A model from per-image costs was tried first; its numbers gave the
+ * when the GPU side asked for it means the workers are ahead: give them more;
+ * one the GPU side had to wait for means they are behind: give them less.
+ * A model from per-image costs was tried first; its numbers gave the
  * workers ~40% of each batch on the H100 machine where their measured rate
  * allows under 30% (their decode time leaves out reading, scheduling and the
  * cores the loader's thread and the driver take), so the split follows what
- * the pipeline does, not what it should do. The share
- * moves one step a batch; the effect of a step shows after the batches
- * already in the slots, so steps are small. */
+ * the pipeline does, not what it should do. A step shows only in batches
+ * dispatched after it, which arrive behind every slot already in flight, so
+ * the step is small against that lag: all the slots together move the share
+ * by at most 6%, and it does not swing from one side to the other. */
 static void rebalance(feeder__gpu *g)
 {
-    uint32_t pm = (uint32_t)feeder__loader_cpu_share(g->ld);
-    pm = g->waited ? (pm > 40 ? pm - 20 : 20) : (pm < 960 ? pm + 20 : 980);
+    uint32_t step = 60 / g->nslots ? 60 / g->nslots : 1;
+    uint32_t pm = feeder__loader_cpu_share(g->ld);
+    pm = g->waited ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
     feeder__loader_set_cpu_share(g->ld, pm);
 }
 

@@ -973,8 +973,10 @@ END_TEST
 
 START_TEST(test_hybrid_splits_every_batch)
 {
+    /* Batches of 16 in two parts of 8: a 10% share is one image a part. */
     cfg h = base();
     h.size = 224;
+    h.batch = 16;
     run *ref = collect(jpegs, &h, NULL, NULL);
     cfg d = h;
     d.device = 0;
