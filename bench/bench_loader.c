@@ -47,6 +47,7 @@
 
 #include "gpu_step.h"
 #include "benchutil.h"
+#include "decoders.h"
 #include "feeder.h"
 
 #ifndef FEEDER_BENCH_PHOTOS
@@ -100,10 +101,12 @@ typedef struct opts {
     int verify_crc;
     int shape_given;   /* --size, --resize, --layout or --pipeline was given */
     int drop_cache;    /* evict the dataset's files from the page cache before each epoch */
+    int device_given;  /* --device was given (else nvjpeg/hybrid/all pick one) */
 } opts;
 
 static const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
-static const char *const decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", NULL};
+/* turbo roi nvjpeg hybrid raw all (bench/decoders.c) */
+static const char *const *const decoder_names = bd_decoder_names;
 static const char *const io_names[] = {"auto", "uring", "pread", NULL};
 static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 static const char *const layout_names[] = {"nhwc", "nchw", NULL};
@@ -132,7 +135,15 @@ static void usage(FILE *f)
             "                       (0 is added when missing: it is the scaling baseline)\n"
             "  --pipeline eval|train|resize  (eval: resize 256 + centre crop 224;\n"
             "                       train: RandomResizedCrop 224 + flip)\n"
-            "  --decoder turbo|roi  full TurboJPEG decode, or cropped DCT-scaled decode (roi)\n"
+            "  --decoder turbo|roi|nvjpeg|hybrid|raw|all  full TurboJPEG decode, cropped\n"
+            "                       DCT-scaled decode (roi, the default), nvJPEG batches on the\n"
+            "                       GPU, CPU and GPU together (hybrid), the same images as a\n"
+            "                       cached RAW pack of uint8 tensors beside the dataset (raw:\n"
+            "                       DATA-SIZE.pack, made with feeder-pack's packer, remade when\n"
+            "                       older than the dataset), or each of them on the same files\n"
+            "                       in one table (all). nvjpeg, hybrid and all use --device 0\n"
+            "                       when a GPU is present and --device is not given; a GPU\n"
+            "                       decoder that cannot run is reported as n/a, not measured\n"
             "  --io auto|uring|pread  read path (auto)\n"
             "  --seed N             seed of the order and the random crops (0)\n"
             "  --size N             output side (224)\n"
@@ -354,6 +365,7 @@ static void parse_args(opts *o, int argc, char **argv)
             break;
         case OPT_DEVICE:
             o->device = strcmp(optarg, "-1") == 0 ? -1 : (int)parse_uint("--device", optarg, 0, 1023);
+            o->device_given = 1;
             break;
         case OPT_PIN:
             o->pin = parse_enum("--pin", optarg, pin_names);
@@ -394,6 +406,9 @@ static void parse_args(opts *o, int argc, char **argv)
         die_usage("unexpected argument '%s' (options start with --)", argv[optind]);
     if (o->sweep && workers_given)
         die_usage("--workers and --threads-sweep exclude each other");
+    if (o->sweep && o->decoder == BD_ALL)
+        die_usage("--decoder all and --threads-sweep exclude each other (all runs every backend "
+                  "at one worker count)");
     if (o->shuffle < 0)
         o->shuffle = o->pipeline == FEEDER_PIPELINE_TRAIN;
     if (!o->resize)
@@ -454,6 +469,8 @@ typedef struct epoch_res {
     uint64_t images, batches, ns, first_ns;
     uint64_t out_bytes; /* delivered sample bytes */
     uint64_t bytes, read_ns, decode_ns, transform_ns, wait_ns, skipped;
+    uint64_t gpu_decoded, gpu_fallback, gpu_decode_ns, h2d_ns;
+    uint64_t cpu_ns; /* loader process + workers (bd_cpu_end) */
 } epoch_res;
 
 typedef struct run_res {
@@ -475,6 +492,12 @@ typedef struct run_res {
     double alone_s[MAX_EPOCHS];   /* the same steps with nothing else running */
     uint64_t h2d_bytes, h2d_ns, pin_ns;
     double med_stall_pct, med_idle_pct, med_vs_alone, h2d_gbps;
+    /* decode backends (bench/decoders.c) */
+    int na;                   /* the GPU decoder asked for did not run: not measured */
+    char na_reason[512];      /* "n/a: why" */
+    uint64_t hybrid_permille; /* level at the end */
+    uint64_t gpu_decoded, gpu_fallback;
+    double cpu_cores, gpu_busy_pct, gpu_decode_us;
 } run_res;
 
 static void die_loader(feeder_loader *ld, int rc, const char *what, int workers, unsigned epoch)
@@ -550,6 +573,25 @@ static void drop_cache(const opts *o, const feeder_dataset *ds, const char *data
             left / 1e6, left && o->persistent ? " (persistent workers still map them)" : "");
 }
 
+/* The --decoder all figures of a measured run (medians over its epochs). */
+static void backend_figures(run_res *r)
+{
+    double cores[MAX_EPOCHS], busy[MAX_EPOCHS];
+    uint64_t images = 0, gdec = 0;
+    for (unsigned e = 0; e < r->nep; e++) {
+        const epoch_res *ep = &r->ep[e];
+        cores[e] = ep->ns ? (double)ep->cpu_ns / ep->ns : 0;
+        busy[e] = ep->ns ? 100.0 * (ep->h2d_ns + ep->gpu_decode_ns) / ep->ns : 0;
+        images += ep->images;
+        gdec += ep->gpu_decode_ns;
+        r->gpu_decoded += ep->gpu_decoded;
+        r->gpu_fallback += ep->gpu_fallback;
+    }
+    r->cpu_cores = bu_median(cores, r->nep);
+    r->gpu_busy_pct = r->gpu ? bu_median(busy, r->nep) : -1;
+    r->gpu_decode_us = images ? gdec / 1e3 / images : 0;
+}
+
 static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *r,
                        const char *data)
 {
@@ -581,7 +623,9 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     }
     if (!raw || o->shape_given || o->dtype != FEEDER_DTYPE_UINT8)
         set_opt(ld, FEEDER_OPT_LAYOUT, o->layout, "--layout");
-    set_opt(ld, FEEDER_OPT_DECODER, o->decoder, "--decoder");
+    /* raw reads a pack: the decoder option does not apply there. */
+    set_opt(ld, FEEDER_OPT_DECODER, o->decoder < BD_RAW ? o->decoder : FEEDER_DECODER_ROI,
+            "--decoder");
     set_opt(ld, FEEDER_OPT_IO, o->io, "--io");
     set_opt(ld, FEEDER_OPT_PACKED_READ, o->packed_read, "--packed-read");
     set_opt(ld, FEEDER_OPT_VERIFY_CRC, o->verify_crc, "--verify-crc");
@@ -606,6 +650,8 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
             drop_cache(o, ds, data);
         if ((rc = feeder_loader_stats(ld, &s0)))
             die_loader(ld, rc, "feeder_loader_stats", workers, e);
+        static bd_cpu cpu; /* 12 KB: off the stack */
+        bd_cpu_begin(&cpu, ld, workers);
         uint64_t t0 = bu_now_ns();
         if (e == 0) {
             /* Timed with epoch 0, as iter(loader) is in PyTorch: it forks. */
@@ -619,6 +665,13 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
             snprintf(r->gpu_how, sizeof(r->gpu_how), "%s", why ? why : "");
             if (o->device >= 0 && !r->gpu)
                 die("--device %d: the loader delivers host batches: %s", o->device, r->gpu_how);
+            /* Never a fallback's figure under the GPU decoder's name. */
+            if ((r->na = bd_decoder_fell_back(ld, o->decoder, r->na_reason,
+                                              sizeof(r->na_reason)))) {
+                fprintf(stderr, "workers %2d  %s: %s\n", workers, decoder_names[o->decoder],
+                        r->na_reason);
+                break;
+            }
         }
         for (;;) {
             feeder_batch *b;
@@ -678,6 +731,7 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
             bg_busy_ms(gpu, (unsigned)ep->batches, &r->busy_ms[e], gerr, sizeof(gerr)))
             die("timing the steps: %s", gerr);
         ep->ns = bu_now_ns() - t0;
+        ep->cpu_ns = bd_cpu_end(&cpu, ld, workers);
         if ((rc = feeder_loader_stats(ld, &s1)))
             die_loader(ld, rc, "feeder_loader_stats", workers, e);
         ep->bytes = s1.bytes_read - s0.bytes_read;
@@ -691,6 +745,11 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
         r->h2d_bytes += s1.h2d_bytes - s0.h2d_bytes;
         r->h2d_ns += s1.h2d_ns - s0.h2d_ns;
         r->pin_ns += s1.pin_ns - s0.pin_ns;
+        ep->h2d_ns = s1.h2d_ns - s0.h2d_ns;
+        ep->gpu_decoded = s1.gpu_decoded - s0.gpu_decoded;
+        ep->gpu_fallback = s1.gpu_fallback - s0.gpu_fallback;
+        ep->gpu_decode_ns = s1.gpu_decode_ns - s0.gpu_decode_ns;
+        r->hybrid_permille = s1.hybrid_cpu_permille;
         if (gpu && o->compute_ms > 0 &&
             bg_compute_alone(gpu, (size_t)o->batch * (raw ? g_pack.record_bytes
                                                           : (size_t)o->size * o->size * 3) *
@@ -710,6 +769,8 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     feeder_loader_destroy(ld);
     bg_destroy(gpu);
     free(hostbuf);
+    if (r->na)
+        return;
 
     double first[MAX_EPOCHS], mbps[MAX_EPOCHS], gbps[MAX_EPOCHS];
     uint64_t images = 0, rd = 0, dec = 0, xf = 0, wait = 0;
@@ -732,6 +793,7 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     r->xform_us = images ? xf / 1e3 / images : 0;
     r->wait_ms = wait / 1e6 / r->nep;
     r->eff = -1;
+    backend_figures(r);
     if (r->gpu) {
         double stall[MAX_EPOCHS], idle[MAX_EPOCHS], vs[MAX_EPOCHS];
         for (unsigned e = 0; e < r->nep; e++) {
@@ -784,6 +846,16 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *
         }
         ncols += 6;
     }
+    /* The GPU decoders' own columns (bench/decoders.c says what they are). */
+    unsigned dcol = ncols;
+    int gdec = o->decoder == FEEDER_DECODER_NVJPEG || o->decoder == FEEDER_DECODER_HYBRID;
+    if (gdec) {
+        t->head[ncols] = "GPU decode µs/img";
+        t->head[ncols + 1] = "GPU fallback";
+        t->head[ncols + 2] = "CPU share %";
+        t->right[ncols] = t->right[ncols + 1] = t->right[ncols + 2] = 1;
+        ncols += o->decoder == FEEDER_DECODER_HYBRID ? 3 : 2;
+    }
     t->ncols = ncols;
     for (unsigned i = 0; i < n; i++) {
         const run_res *r = &runs[i];
@@ -792,6 +864,18 @@ static void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *
         snprintf(row[1], 160, "%s", raw ? "raw pack" : pipeline_names[o->pipeline]);
         snprintf(row[2], 160, "%s", raw ? "-" : decoder_names[o->decoder]);
         snprintf(row[3], 160, "%s", r->io);
+        if (r->na) {
+            snprintf(row[4], 160, "%s", r->na_reason);
+            for (unsigned c = 5; c < ncols; c++)
+                snprintf(row[c], 160, "-");
+            continue;
+        }
+        if (gdec) {
+            snprintf(row[dcol], 160, "%.1f", r->gpu_decode_us);
+            snprintf(row[dcol + 1], 160, "%llu", (unsigned long long)r->gpu_fallback);
+            if (o->decoder == FEEDER_DECODER_HYBRID)
+                snprintf(row[dcol + 2], 160, "%.1f", r->hybrid_permille / 10.0);
+        }
         size_t off = 0;
         for (unsigned e = 0; e < r->nep && off < 150; e++)
             off += (size_t)snprintf(row[4] + off, 160 - off, "%s%.0f", e ? " / " : "", r->rate[e]);
@@ -946,6 +1030,14 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
     bu_sb_printf(b, "  \"runs\": [");
     for (unsigned i = 0; i < n; i++) {
         const run_res *r = &runs[i];
+        if (r->na) {
+            /* Not measured: no figure at all under the GPU decoder's name. */
+            bu_sb_printf(b, "%s\n    {\"workers\": %d, \"status\": \"n/a\", \"reason\": ",
+                         i ? "," : "", r->workers);
+            bu_sb_json_str(b, r->na_reason + 5);
+            bu_sb_printf(b, "}");
+            continue;
+        }
         bu_sb_printf(b, "%s\n    {\"workers\": %d, \"io_backend\": ", i ? "," : "", r->workers);
         bu_sb_json_str(b, r->io);
         bu_sb_printf(b, ", \"io_reason\": ");
@@ -961,6 +1053,16 @@ static void make_json(const opts *o, const context *cx, const run_res *runs, uns
             bu_sb_printf(b, "%.4f", r->eff);
         else
             bu_sb_printf(b, "null");
+        bu_sb_printf(b, ", \"status\": \"ok\", \"reason\": null");
+        bu_sb_printf(b, ", \"cpu_cores_busy\": %.3f, \"gpu_busy_pct\": ", r->cpu_cores);
+        if (r->gpu_busy_pct >= 0)
+            bu_sb_printf(b, "%.3f", r->gpu_busy_pct);
+        else
+            bu_sb_printf(b, "null");
+        bu_sb_printf(b, ", \"gpu_decode_us_per_image\": %.3f, \"gpu_decoded\": %llu, "
+                     "\"gpu_fallback\": %llu, \"hybrid_cpu_permille\": %llu",
+                     r->gpu_decode_us, (unsigned long long)r->gpu_decoded,
+                     (unsigned long long)r->gpu_fallback, (unsigned long long)r->hybrid_permille);
         bu_sb_printf(b, ", \"shm_bytes\": %llu, \"slots\": %llu, \"checksum\": ",
                   (unsigned long long)r->shm_bytes, (unsigned long long)r->slots);
         if (o->checksum)
@@ -1014,6 +1116,153 @@ static void append_record(const opts *o, const context *cx, const bu_sbuf *heade
 }
 
 /* ------------------------------------------------------------------------ */
+/* --decoder all: every backend on the same files, one table                 */
+/* ------------------------------------------------------------------------ */
+
+static void all_header(const opts *o, const context *cx, const char *pack,
+                       const feeder_packed_info *pk, bu_sbuf *b)
+{
+    bu_sb_printf(b, "feeder %s on %s (%s); decode backends on the same files: %s pipeline, "
+                 "%ux%u %s, batch %u, workers %d, prefetch %d, %u epochs, %s order%s%s\n",
+                 feeder_version_string(), cx->m.label, cx->m.cpu, pipeline_names[o->pipeline],
+                 o->size, o->size, layout_names[o->layout], o->batch, o->workers[0],
+                 o->prefetch, o->epochs, o->shuffle ? "shuffled" : "sequential",
+                 o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
+    if (o->device >= 0)
+        bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, %s batches for every backend\n",
+                     o->device, pin_names[o->pin], o->gpu_prefetch, dtype_names[o->dtype]);
+    else
+        bu_sb_printf(b, "host batches (no --device, or no GPU found)\n");
+    bu_sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average); "
+                 "raw: %s, %.1f MB of uint8 %ux%ux%u records\n",
+                 cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
+                 cx->jpeg_bytes / 1e6, cx->images ? cx->jpeg_bytes / 1e3 / cx->images : 0.0,
+                 pack, pk->data_bytes / 1e6, pk->height, pk->width, pk->channels);
+}
+
+static void all_json(const opts *o, const context *cx, const char *pack,
+                     const feeder_packed_info *pk, const bd_row *rows, unsigned n, bu_sbuf *b)
+{
+    bu_sb_printf(b, "{\n  \"tool\": \"feeder\",\n  \"mode\": \"decoders\",\n  \"version\": ");
+    bu_sb_json_str(b, feeder_version_string());
+    bu_sb_printf(b, ",\n  \"label\": ");
+    bu_sb_json_str(b, cx->m.label);
+    bu_sb_printf(b, ",\n  \"cpu\": ");
+    bu_sb_json_str(b, cx->m.cpu);
+    bu_sb_printf(b, ",\n  \"cores\": %ld,\n  \"date\": ", cx->m.cores);
+    bu_sb_json_str(b, cx->m.date);
+    bu_sb_printf(b, ",\n  \"command\": ");
+    bu_sb_json_str(b, cx->cmd.p);
+    bu_sb_printf(b, ",\n  \"dataset\": {\"path\": ");
+    bu_sb_json_str(b, cx->data);
+    bu_sb_printf(b, ", \"images\": %llu, \"classes\": %llu, \"jpeg_bytes\": %llu},\n"
+                 "  \"raw_pack\": {\"path\": ",
+                 (unsigned long long)cx->images, (unsigned long long)cx->classes,
+                 (unsigned long long)cx->jpeg_bytes);
+    bu_sb_json_str(b, pack);
+    bu_sb_printf(b, ", \"data_bytes\": %llu, \"height\": %u, \"width\": %u},\n",
+                 (unsigned long long)pk->data_bytes, pk->height, pk->width);
+    bu_sb_printf(b, "  \"config\": {\"batch\": %u, \"workers\": %d, \"prefetch\": %d, "
+                 "\"epochs\": %u, \"pipeline\": \"%s\", \"size\": %u, \"resize\": %u, "
+                 "\"layout\": \"%s\", \"shuffle\": %d, \"persistent_workers\": %d, "
+                 "\"device\": %d},\n  \"backends\": ",
+                 o->batch, o->workers[0], o->prefetch, o->epochs, pipeline_names[o->pipeline],
+                 o->size, o->resize, layout_names[o->layout], o->shuffle, o->persistent,
+                 o->device);
+    bd_json_rows(rows, n, b);
+    bu_sb_printf(b, "\n}\n");
+}
+
+static int run_all(opts *o, context *cx)
+{
+    static const int order[BD_NBACKENDS] = {FEEDER_DECODER_TURBO, FEEDER_DECODER_ROI,
+                                            FEEDER_DECODER_NVJPEG, FEEDER_DECODER_HYBRID, BD_RAW};
+    char pack[4096];
+    bd_raw_pack_path(pack, sizeof(pack), cx->data, o->size, o->resize, o->layout);
+    /* Packed before anything is timed, so packing competes with nothing. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    bd_ensure_raw_pack(PROG, cx->data, pack, o->size, o->resize, o->layout,
+                       cores > 0 ? (int)cores : 1, o->io);
+    feeder_dataset *ds = open_dataset(cx->data);
+    cx->images = feeder_dataset_size(ds);
+    cx->classes = feeder_dataset_num_classes(ds);
+    run_res *r = calloc(1, sizeof(run_res));
+    bd_row *rows = calloc(BD_NBACKENDS, sizeof(bd_row));
+    if (!r || !rows)
+        die("out of memory");
+    feeder_packed_info pk;
+    memset(&pk, 0, sizeof(pk));
+    for (unsigned i = 0; i < BD_NBACKENDS; i++) {
+        opts ob = *o;
+        ob.decoder = order[i];
+        fprintf(stderr, "== %s\n", decoder_names[ob.decoder]);
+        if (ob.decoder == BD_RAW) {
+            feeder_dataset *dr = open_dataset(pack); /* sets g_pack */
+            pk = g_pack;
+            ob.shape_given = 0; /* the pack's own shape, made from these options */
+            run_config(dr, &ob, o->workers[0], r, pack);
+            feeder_dataset_destroy(dr);
+            memset(&g_pack, 0, sizeof(g_pack));
+        } else {
+            run_config(ds, &ob, o->workers[0], r, cx->data);
+        }
+        if (ob.decoder == FEEDER_DECODER_TURBO)
+            cx->jpeg_bytes = r->ep[0].bytes;
+        bd_row *w = &rows[i];
+        w->backend = decoder_names[ob.decoder];
+        w->na = r->na;
+        snprintf(w->reason, sizeof(w->reason), "%s", r->na_reason);
+        w->gpu = r->gpu;
+        w->nep = r->nep;
+        memcpy(w->rate, r->rate, r->nep * sizeof(double));
+        w->images_per_s = r->med_rate;
+        w->mb_per_s = r->mbps;
+        w->cpu_cores = r->cpu_cores;
+        w->gpu_busy_pct = r->gpu_busy_pct;
+        w->stall_ms = r->wait_ms;
+        w->read_us = r->read_us;
+        w->decode_us = r->decode_us;
+        w->xform_us = r->xform_us;
+        w->gpu_decode_us = r->gpu_decode_us;
+        w->gpu_decoded = r->gpu_decoded;
+        w->gpu_fallback = r->gpu_fallback;
+        w->cpu_share_pct = ob.decoder == FEEDER_DECODER_HYBRID ? r->hybrid_permille / 10.0 : -1;
+    }
+    feeder_dataset_destroy(ds);
+    free(r);
+
+    bu_machine_init(&cx->m, o->label);
+    bu_sbuf header = {0}, tbl = {0}, notes = {0};
+    all_header(o, cx, pack, &pk, &header);
+    bd_table(rows, BD_NBACKENDS, &tbl);
+    bd_notes(rows, BD_NBACKENDS, pack, &notes);
+    if (o->json) {
+        bu_sbuf js = {0};
+        all_json(o, cx, pack, &pk, rows, BD_NBACKENDS, &js);
+        fputs(js.p, stdout);
+        free(js.p);
+    } else {
+        printf("\n%s\n%s\n%s", header.p, tbl.p, notes.p);
+    }
+    fflush(stdout);
+    if (o->append) {
+        char title[96];
+        snprintf(title, sizeof(title), PROG " --decoder all, %s", pipeline_names[o->pipeline]);
+        bu_sbuf body = {0};
+        bu_sb_printf(&body, "%s\n%s\n%s", header.p, tbl.p, notes.p);
+        bu_append_record(o->append_to, FEEDER_SOURCE_DIR, PROG, &cx->m, title, cx->cmd.p,
+                         body.p);
+        free(body.p);
+    }
+    free(header.p);
+    free(tbl.p);
+    free(notes.p);
+    free(rows);
+    free(cx->cmd.p);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv)
 {
@@ -1032,6 +1281,21 @@ int main(int argc, char **argv)
         if (bu_ensure_default_dataset(cx.data, o.make_images, FEEDER_BENCH_PHOTOS, err,
                                       sizeof(err)))
             die("%s", err);
+    }
+    /* The GPU decoders need a device: the first one, when there is one. */
+    if ((o.decoder == FEEDER_DECODER_NVJPEG || o.decoder == FEEDER_DECODER_HYBRID ||
+         o.decoder == BD_ALL) && !o.device_given && bg_device_count() > 0)
+        o.device = 0;
+    if (o.decoder == BD_ALL)
+        return run_all(&o, &cx);
+    if (o.decoder == BD_RAW) {
+        char pack[4096];
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        bd_raw_pack_path(pack, sizeof(pack), cx.data, o.size, o.resize, o.layout);
+        bd_ensure_raw_pack(PROG, cx.data, pack, o.size, o.resize, o.layout,
+                           cores > 0 ? (int)cores : 1, o.io);
+        snprintf(cx.data, sizeof(cx.data), "%s", pack);
+        o.shape_given = 0; /* the pack's own shape, made from these options */
     }
     feeder_dataset *ds = open_dataset(cx.data);
     cx.images = feeder_dataset_size(ds);

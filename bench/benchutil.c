@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -757,4 +758,37 @@ int bu_parse_enum(const char *prog, const char *opt, const char *s, const char *
     for (int i = 0; names[i] && n < sizeof(list); i++)
         n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? "|" : "", names[i]);
     bu_die_usage(prog, "%s '%s': expected one of %s", opt, s, list);
+}
+
+int64_t bu_proc_cpu_ns(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    /* The command name (field 2) may hold spaces and parentheses: fields
+     * are counted from the last ')'. utime and stime are fields 14 and 15. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    unsigned long long ut, st;
+    if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    long tck = sysconf(_SC_CLK_TCK);
+    return (int64_t)((ut + st) * (1000000000ull / (unsigned long long)(tck > 0 ? tck : 100)));
+}
+
+uint64_t bu_rusage_cpu_ns(int children)
+{
+    struct rusage ru;
+    if (getrusage(children ? RUSAGE_CHILDREN : RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+           ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }

@@ -130,4 +130,11 @@ uint64_t bu_parse_uint(const char *prog, const char *opt, const char *s, uint64_
 /* The index of `s` in the NULL-terminated `names`, or bu_die_usage listing them. */
 int bu_parse_enum(const char *prog, const char *opt, const char *s, const char *const *names);
 
+/* CPU time (user + system) of process `pid` from /proc/PID/stat, in ns, at
+ * clock-tick resolution (10 ms on Linux); -1 when it cannot be read (gone). */
+int64_t bu_proc_cpu_ns(int pid);
+/* getrusage() user + system time in ns: this process (all its threads), or
+ * with `children` 1 its children that have ended and been waited for. */
+uint64_t bu_rusage_cpu_ns(int children);
+
 #endif

@@ -20,6 +20,27 @@ persistent_workers=False) to the end of the loop, after a CUDA synchronize;
 the first-batch time runs from iter(loader) until the first batch is held
 (on the GPU, synchronized, when CUDA is present). Every epoch is reported,
 and the median.
+
+--sweep 1,2,4,8,15 compares, for the eval and the train pipeline at each
+worker count, on the same files with the same batch, workers and prefetch:
+
+  torch       the DataLoader above (torchvision.io decode, pin_memory,
+              non_blocking .cuda() copies);
+  torch GPU   torchvision's GPU decode: DataLoader workers only read the
+              files (raw bytes, same batch/workers/prefetch), the main process
+              decodes each batch with torchvision.io.decode_jpeg(list,
+              device="cuda") and resizes/crops on the GPU with
+              torchvision.transforms.v2.functional (CUDA only);
+  feeder      bench_loader on the same files (--device 0 with CUDA), once per
+              backend in --feeder-decoders (roi by default; nvjpeg and hybrid
+              are reported as n/a where bench_loader says they cannot run).
+
+Each is run --runs times (a fresh loader each time, --epochs epochs each, the
+run's figure its median epoch) and the median run is reported with the ratio
+feeder / torch. --json-out writes every run; the table is appended to
+docs/BENCHMARKS.md (--append-to FILE, --no-append). --no-torch runs the
+feeder side only (no torch needed: for tests, and machines without it).
+bench/plot_compare.py draws the JSON as a PNG.
 """
 
 import argparse
@@ -28,6 +49,7 @@ import os
 import platform
 import socket
 import statistics
+import subprocess
 import sys
 import time
 
@@ -36,8 +58,10 @@ try:
     import torchvision
     from torch.utils.data import DataLoader, Dataset
     from torchvision import transforms as T
-except ImportError as e:  # run_figures.sh checks first; this is for people
-    sys.exit(f"compare_torch.py: PyTorch and torchvision are needed: {e}")
+    TORCH_ERROR = None
+except ImportError as e:  # main() says so unless --no-torch
+    TORCH_ERROR = e
+    Dataset = object
 
 JPEG_EXT = (".jpg", ".jpeg")
 
@@ -210,6 +234,284 @@ def table(res):
                                      for i, c in enumerate(r)) + " |")
     return "\n".join(out)
 
+# ---------------------------------------------------------------------------
+# --sweep: torch, torchvision's GPU decode and feeder at each worker count
+# ---------------------------------------------------------------------------
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(HERE)
+
+
+class BytesDataset(Dataset):
+    """The files' bytes as uint8 tensors: the GPU decodes them."""
+
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        path, label = self.samples[i]
+        return torchvision.io.read_file(path), label
+
+
+def collate_bytes(batch):
+    return [b for b, _ in batch], torch.tensor([lab for _, lab in batch])
+
+
+def gpu_transform(imgs, pipeline, size, resize):
+    """The CPU pipelines' transforms, on decoded CUDA tensors, image by image
+    (the images differ in size), then stacked into one batch."""
+    import torchvision.transforms.v2.functional as F
+    out = []
+    for img in imgs:
+        if pipeline == "eval":
+            img = F.center_crop(F.resize(img, [resize], antialias=True), [size, size])
+        else:
+            i, j, h, w = T.RandomResizedCrop.get_params(img, scale=(0.08, 1.0),
+                                                        ratio=(3 / 4, 4 / 3))
+            img = F.resized_crop(img, i, j, h, w, [size, size], antialias=True)
+            if torch.rand(1).item() < 0.5:
+                img = F.horizontal_flip(img)
+        out.append(img)
+    return torch.stack(out)
+
+
+def run_gpu_decode(args, samples, pipeline, workers):
+    """torchvision.io.decode_jpeg(list, device="cuda") on batches of file bytes
+    read by DataLoader workers; timed as run() times the CPU pipeline."""
+    shuffle = pipeline == "train" if args.shuffle is None else bool(args.shuffle)
+    gen = torch.Generator()
+    gen.manual_seed(args.seed)
+    kw = dict(batch_size=args.batch, shuffle=shuffle, num_workers=workers,
+              collate_fn=collate_bytes, persistent_workers=False, drop_last=False,
+              generator=gen)
+    if workers > 0:
+        kw["prefetch_factor"] = args.prefetch
+    loader = DataLoader(BytesDataset(samples), **kw)
+    epochs = []
+    for e in range(args.epochs):
+        images, first = 0, None
+        t0 = time.perf_counter()
+        for datas, y in loader:
+            imgs = torchvision.io.decode_jpeg(datas, device="cuda",
+                                              mode=torchvision.io.ImageReadMode.RGB)
+            x = gpu_transform(imgs, pipeline, args.size, args.resize)
+            y = y.to("cuda", non_blocking=True)
+            if first is None:
+                torch.cuda.synchronize()
+                first = time.perf_counter() - t0
+            images += x.shape[0]
+        torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+        rate = images / secs if secs > 0 else 0.0
+        epochs.append(dict(images=images, seconds=round(secs, 6), images_per_s=round(rate, 1),
+                           first_batch_ms=round((first or 0.0) * 1e3, 3)))
+        print(f"torch GPU decode {pipeline:5s} workers {workers:2d}  epoch {e + 1}/{args.epochs}"
+              f"  {rate:8.0f} images/s", file=sys.stderr)
+    return dict(pipeline=pipeline, workers=workers,
+                median_images_per_s=round(statistics.median(
+                    x["images_per_s"] for x in epochs), 1),
+                median_first_batch_ms=round(statistics.median(
+                    x["first_batch_ms"] for x in epochs), 2),
+                epochs=epochs)
+
+
+def find_bench_loader(path):
+    if path:
+        if not os.access(path, os.X_OK):
+            raise SystemExit(f"compare_torch.py: --bench-loader '{path}': not an executable")
+        return path
+    for c in (os.path.join(SRC, "build", "bench", "bench_loader"),
+              os.path.join(os.getcwd(), "build", "bench", "bench_loader")):
+        if os.access(c, os.X_OK):
+            return c
+    raise SystemExit("compare_torch.py: no bench_loader in build/bench (build the "
+                     "bench_loader target, or pass --bench-loader PATH)")
+
+
+def run_feeder(args, bench, data, pipeline, workers, decoder, device):
+    """One bench_loader run: its median epoch, or n/a with bench_loader's reason."""
+    cmd = [bench, "--data", data, "--workers", str(workers), "--pipeline", pipeline,
+           "--batch", str(args.batch), "--prefetch", str(args.prefetch),
+           "--epochs", str(args.epochs), "--size", str(args.size), "--seed", str(args.seed),
+           "--decoder", decoder, "--device", str(device), "--json", "--no-append"]
+    if pipeline == "eval":
+        cmd += ["--resize", str(args.resize)]
+    if args.shuffle is not None:
+        cmd += ["--shuffle", str(args.shuffle)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stderr.write("".join(f"feeder {decoder}: {line}\n" for line in p.stderr.splitlines()))
+    if p.returncode != 0:
+        last = p.stderr.strip().splitlines()[-1:] or ["no message"]
+        raise SystemExit(f"compare_torch.py: bench_loader failed (exit {p.returncode}): "
+                         f"{last[0]}\n  command: {' '.join(cmd)}")
+    r = json.loads(p.stdout)["runs"][0]
+    if r.get("status") == "n/a":
+        return dict(status="n/a", reason=r["reason"])
+    return dict(status="ok", images_per_s=r["median_images_per_s"],
+                first_batch_ms=r["median_first_batch_ms"],
+                cpu_cores_busy=r.get("cpu_cores_busy"))
+
+
+def summarize(runs):
+    rates = [r["median_images_per_s"] for r in runs]
+    return dict(runs_images_per_s=rates, median_images_per_s=round(statistics.median(rates), 1),
+                median_first_batch_ms=round(statistics.median(
+                    r["median_first_batch_ms"] for r in runs), 2))
+
+
+def feeder_point(args, bench, data, pipeline, workers, decoder, device):
+    runs = []
+    for _ in range(args.runs):
+        r = run_feeder(args, bench, data, pipeline, workers, decoder, device)
+        if r["status"] != "ok":
+            return dict(status="n/a", reason=r["reason"])  # it will not run the next time either
+        runs.append(r)
+    rates = [r["images_per_s"] for r in runs]
+    return dict(status="ok", runs_images_per_s=rates,
+                median_images_per_s=round(statistics.median(rates), 1),
+                median_first_batch_ms=round(statistics.median(
+                    r["first_batch_ms"] for r in runs), 2))
+
+
+def sweep_table(res):
+    decs = res["config"]["feeder_decoders"]
+    head = (["workers", "pipeline", "torch img/s", "torch GPU-decode img/s"]
+            + [f"feeder {d} img/s" for d in decs] + [f"{d} / torch" for d in decs])
+    rows = []
+    for r in res["rows"]:
+        t = r["torch"]["median_images_per_s"] if r["torch"] else None
+        g = r["torch_gpu_decode"]["median_images_per_s"] if r["torch_gpu_decode"] else None
+        row = [str(r["workers"]), r["pipeline"], "-" if t is None else f"{t:.0f}",
+               "-" if g is None else f"{g:.0f}"]
+        for d in decs:
+            f = r["feeder"][d]
+            row.append(f"{f['median_images_per_s']:.0f}" if f["status"] == "ok"
+                       else f"n/a: {f['reason']}")
+        for d in decs:
+            x = r["ratio"].get(d)
+            row.append("-" if x is None else f"{x:.2f}")
+        rows.append(row)
+    right = [True, False] + [True] * (len(head) - 2)
+    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    out = ["| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |",
+           "| " + " | ".join(("-" * (w[i] - 1) + ":") if right[i] else "-" * w[i]
+                             for i in range(len(head))) + " |"]
+    for r in rows:
+        out.append("| " + " | ".join(c.rjust(w[i]) if right[i] else c.ljust(w[i])
+                                     for i, c in enumerate(r)) + " |")
+    return "\n".join(out) + "\n"
+
+
+def sweep_description(res):
+    c = res["config"]
+    m = res["machine"]
+    d = (f"{m['label']} ({m['cpu']}{', ' + m['gpu'] if m['gpu'] else ''}); dataset "
+         f"{res['dataset']['path']}: {res['dataset']['images']} images; batch {c['batch']}, "
+         f"prefetch {c['prefetch']}, {c['epochs']} epoch(s) per run, median of {c['runs']} "
+         f"runs.\n")
+    if res["torch"]:
+        t = res["torch"]
+        d += (f"torch {t['torch']}, torchvision {t['torchvision']}, decode {t['decoder']}, "
+              + ("pin_memory + non_blocking .cuda() copies" if t["cuda"] else "no CUDA")
+              + "; torch GPU-decode: DataLoader workers read the files, "
+              "torchvision.io.decode_jpeg(list, device='cuda') + v2.functional resize/crop "
+              "on the GPU (\"-\": no CUDA).\n")
+    else:
+        d += "PyTorch not run (--no-torch): torch columns empty.\n"
+    d += (f"feeder: bench_loader --device {c['feeder_device']} per backend; n/a = the backend "
+          "cannot run here (bench_loader's reason). Each run times its epochs from the first "
+          "request (iter(loader) for torch) to the end; a run's figure is its median epoch. "
+          "ratio = feeder / torch (CPU DataLoader).\n")
+    return d
+
+
+def append_record(md, label, title, cmd, body):
+    os.makedirs(os.path.dirname(os.path.abspath(md)), exist_ok=True)
+    fresh = not os.path.exists(md) or os.path.getsize(md) == 0
+    with open(md, "a", encoding="utf-8") as fh:
+        if fresh:
+            fh.write("# Benchmarks\n\nRecords appended by the benchmarks in `bench/`, oldest "
+                     "first. Each gives the exact command, the date and the machine.\n")
+        date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        fh.write(f"\n## {date}, {label}: {title}\n\n```\n{cmd}\n```\n\n{body}")
+    print(f"appended to {md}", file=sys.stderr)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def sweep(args, data, samples, have_torch, cuda, use_tvio):
+    bench = find_bench_loader(args.bench_loader)
+    device = args.feeder_device if args.feeder_device is not None else (0 if cuda else -1)
+    pipelines = ["eval", "train"] if args.pipeline in (None, "both") else [args.pipeline]
+    res = dict(tool="compare_torch", mode="sweep",
+               date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               command=" ".join(["compare_torch.py"] + sys.argv[1:]),
+               machine=dict(label=args.label or f"{socket.gethostname()} ({os.cpu_count()} cores)",
+                            host=socket.gethostname(), cores=os.cpu_count(), cpu=cpu_model(),
+                            gpu=torch.cuda.get_device_name(0) if cuda else None),
+               torch=(dict(torch=torch.__version__, torchvision=torchvision.__version__,
+                           decoder="torchvision.io.decode_jpeg" if use_tvio else "PIL",
+                           cuda=cuda, python=platform.python_version())
+                      if have_torch else None),
+               dataset=dict(path=data, images=len(samples)),
+               config=dict(workers=args.sweep, pipelines=pipelines, batch=args.batch,
+                           prefetch=args.prefetch, epochs=args.epochs, runs=args.runs,
+                           size=args.size, resize=args.resize, seed=args.seed,
+                           feeder_decoders=args.feeder_decoders, feeder_device=device,
+                           bench_loader=bench),
+               rows=[])
+    for p in pipelines:
+        for w in args.sweep:
+            row = dict(pipeline=p, workers=w, torch=None, torch_gpu_decode=None, feeder={},
+                       ratio={})
+            if have_torch:
+                row["torch"] = summarize([run(args, samples, use_tvio, p, w, cuda)
+                                          for _ in range(args.runs)])
+                if cuda:
+                    row["torch_gpu_decode"] = summarize([run_gpu_decode(args, samples, p, w)
+                                                         for _ in range(args.runs)])
+            for d in args.feeder_decoders:
+                f = feeder_point(args, bench, data, p, w, d, device)
+                row["feeder"][d] = f
+                t = row["torch"]["median_images_per_s"] if row["torch"] else None
+                row["ratio"][d] = (round(f["median_images_per_s"] / t, 3)
+                                   if f["status"] == "ok" and t else None)
+            res["rows"].append(row)
+    tbl = sweep_table(res)
+    desc = sweep_description(res)
+    print("\n" + desc + "\n" + tbl)
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(res, fh, indent=2)
+            fh.write("\n")
+        print(f"wrote {args.json_out}", file=sys.stderr)
+    if not args.no_append:
+        md = args.append_to or os.path.join(SRC, "docs", "BENCHMARKS.md")
+        append_record(md, res["machine"]["label"], "feeder vs PyTorch, worker sweep",
+                      res["command"], desc + "\n" + tbl)
+
+
+def parse_decoders(s):
+    ds = [x for x in s.split(",") if x]
+    bad = [x for x in ds if x not in ("turbo", "roi", "nvjpeg", "hybrid")]
+    if not ds or bad:
+        raise argparse.ArgumentTypeError(
+            f"'{s}': expected a comma-separated list of turbo, roi, nvjpeg, hybrid")
+    return ds
+
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -222,7 +524,8 @@ def main():
     ap.add_argument("--prefetch", type=positive, default=2,
                     help="prefetch_factor, used only when workers > 0 (2)")
     ap.add_argument("--epochs", type=positive, default=3)
-    ap.add_argument("--pipeline", choices=["eval", "train", "both"], default="eval")
+    ap.add_argument("--pipeline", choices=["eval", "train", "both"], default=None,
+                    help="eval (default), train or both; --sweep: both unless given")
     ap.add_argument("--size", type=positive, default=224)
     ap.add_argument("--resize", type=positive, default=None,
                     help="eval: shorter side before the crop (size*256/224)")
@@ -233,7 +536,30 @@ def main():
     ap.add_argument("--pil", action="store_true",
                     help="decode with PIL even where torchvision.io works")
     ap.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
+    sw = ap.add_argument_group("--sweep (torch, torch GPU decode and feeder side by side)")
+    sw.add_argument("--sweep", type=parse_workers, default=None, metavar="LIST",
+                    help="worker counts, e.g. 1,2,4,8,15")
+    sw.add_argument("--runs", type=positive, default=3, help="runs per point, median (3)")
+    sw.add_argument("--feeder-decoders", type=parse_decoders, default=["roi"],
+                    help="bench_loader --decoder values, e.g. roi,nvjpeg,hybrid (roi)")
+    sw.add_argument("--feeder-device", type=int, default=None,
+                    help="bench_loader --device (default: 0 with CUDA, else -1)")
+    sw.add_argument("--bench-loader", default=None,
+                    help="the bench_loader binary (default: build/bench/bench_loader)")
+    sw.add_argument("--json-out", default=None, help="write every result as JSON to FILE")
+    sw.add_argument("--append-to", default=None,
+                    help="append the table to FILE instead of docs/BENCHMARKS.md")
+    sw.add_argument("--no-append", action="store_true", help="append the table nowhere")
+    sw.add_argument("--label", default=None, help="machine name (default: hostname + cores)")
+    sw.add_argument("--no-torch", action="store_true",
+                    help="run the feeder side only (no torch import needed)")
     args = ap.parse_args()
+    if args.no_torch and args.sweep is None:
+        ap.error("--no-torch needs --sweep (the other modes measure torch only)")
+    have_torch = not args.no_torch
+    if have_torch and TORCH_ERROR is not None:
+        sys.exit(f"compare_torch.py: PyTorch and torchvision are needed (or --no-torch): "
+                 f"{TORCH_ERROR}")
     if args.resize is None:
         args.resize = (args.size * 256 + 112) // 224
     data = args.data or default_data()
@@ -244,8 +570,13 @@ def main():
     else:
         ap.error(f"--data '{data}': no such folder or file")
 
-    cuda = torch.cuda.is_available() and not args.no_cuda
-    use_tvio = not args.pil and torchvision_io_works(samples[0][0])
+    cuda = have_torch and torch.cuda.is_available() and not args.no_cuda
+    use_tvio = have_torch and not args.pil and torchvision_io_works(samples[0][0])
+    if args.sweep is not None:
+        sweep(args, data, samples, have_torch, cuda, use_tvio)
+        return
+    if args.pipeline is None:
+        args.pipeline = "eval"
     pipelines = ["eval", "train"] if args.pipeline == "both" else [args.pipeline]
     res = dict(tool="torch", torch=torch.__version__, torchvision=torchvision.__version__,
                python=platform.python_version(), host=socket.gethostname(),

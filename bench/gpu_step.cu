@@ -53,6 +53,16 @@ __global__ void step_kernel(const uint4 *data, size_t n16, const uint8_t *tail, 
     }
 }
 
+extern "C" int bg_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: clear it for later calls */
+        return 0;
+    }
+    return n;
+}
+
 extern "C" int bg_create(int device, bg_ctx **out, char *err, size_t errlen)
 {
     bg_ctx *g = (bg_ctx *)calloc(1, sizeof(*g));

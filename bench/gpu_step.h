@@ -16,6 +16,10 @@ extern "C" {
 
 typedef struct bg_ctx bg_ctx;
 
+/* CUDA devices this process sees; 0 without CUDA, without a driver or on an
+ * error (bench_loader's default --device for the GPU decoders). */
+int bg_device_count(void);
+
 /* 0, or -1 with a message. */
 int bg_create(int device, bg_ctx **out, char *err, size_t errlen);
 void bg_destroy(bg_ctx *g);

@@ -3,6 +3,7 @@
 
 #include "gpu_step.h"
 
+int bg_device_count(void) { return 0; }
 int bg_create(int device, bg_ctx **out, char *err, size_t errlen)
 {
     snprintf(err, errlen, "feeder was built without CUDA: no GPU steps (device %d)", device);

@@ -3,6 +3,22 @@
 # for the eval and the train pipeline, over a sweep of worker counts.
 #
 #   bench/run_figures.sh BUILD_DIR [OUT_DIR]
+#   bench/run_figures.sh --issue5 BUILD_DIR [OUT_DIR]
+#
+# --issue5: the figures of issue 5 in one call, everything under OUT_DIR:
+#   compare_torch.json/.md/.log  compare_torch.py --sweep 1,2,4,8,15 (eval and train, 3 runs
+#                                of 1 epoch each, 2,000 JPEGs): torch, torchvision GPU
+#                                decode, feeder roi/nvjpeg/hybrid (--device 0 with CUDA)
+#   decoders.json/.log           bench_loader --decoder all --device 0 on default-10000
+#                                (10,000 JPEGs), 15 workers, 3 epochs
+#   compare_torch.png            bench/plot_compare.py's chart (when matplotlib is there;
+#                                else the command to run where it is)
+#   BENCHMARKS.md                both tables as records for docs/BENCHMARKS.md
+#   Time on the 16-core H100 machine, estimated: making the two datasets from bench/photos
+#   ~50 s (single-threaded; skipped when cached), the sweep ~4.5 min (torch ~90 s, GPU
+#   decode ~45 s, ~90 bench_loader runs ~1.5 min with CUDA start-up), --decoder all ~1 min
+#   (packing 10,000 RAW records included): about 6.5 minutes, inside the 8-minute budget.
+#   Override SWEEP, RUNS, DECODERS, WORKERS, DEVICE, SWEEP_IMAGES, ALL_IMAGES.
 #
 # BUILD_DIR holds bench/bench_loader (cmake --build BUILD_DIR --target bench_loader).
 # OUT_DIR (default: $OUT, else ./figures-DATE) receives the raw JSON of every
@@ -24,7 +40,9 @@
 # (and said so); the feeder half still runs.
 set -euo pipefail
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
+issue5=0
+[[ ${1:-} == --issue5 ]] && { issue5=1; shift; }
 [[ $# -ge 1 && $# -le 2 ]] || { usage >&2; exit 2; }
 case "$1" in -h|--help) usage; exit 0 ;; esac
 
@@ -42,6 +60,56 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 cores=$(nproc)
+PYTHON=${PYTHON:-python3}
+
+if (( issue5 )); then
+    SWEEP=${SWEEP:-1,2,4,8,15}
+    RUNS=${RUNS:-3}
+    DECODERS=${DECODERS:-roi,nvjpeg,hybrid}
+    WORKERS=${WORKERS:-$(( cores > 1 ? cores - 1 : 1 ))}
+    DEVICE=${DEVICE:-0}
+    SWEEP_IMAGES=${SWEEP_IMAGES:-2000}
+    ALL_IMAGES=${ALL_IMAGES:-10000}
+    md5=${BENCHMARKS_MD:-$out/BENCHMARKS.md}
+    cache=$HOME/.cache/feeder
+    t_start=$SECONDS
+    echo "run_figures.sh --issue5: results in $out" >&2
+    # The datasets (made once from bench/photos, then reused).
+    for n in "$SWEEP_IMAGES" "$ALL_IMAGES"; do
+        FEEDER_DATA=$cache/default-$n "$bench" --images "$n" --workers 1 --epochs 1 \
+            --batch 64 --no-append > /dev/null
+    done
+    echo "== compare_torch.py --sweep $SWEEP ($(( SECONDS - t_start )) s so far)" >&2
+    torch_args=()
+    "$PYTHON" -c 'import torch, torchvision' 2>/dev/null || {
+        echo "run_figures.sh: $PYTHON cannot import torch/torchvision: feeder side only" >&2
+        torch_args=(--no-torch --feeder-device "$DEVICE"); }
+    "$PYTHON" "$here/compare_torch.py" --sweep "$SWEEP" --runs "$RUNS" --epochs 1 \
+        --data "$cache/default-$SWEEP_IMAGES" --feeder-decoders "$DECODERS" \
+        --bench-loader "$bench" --json-out "$out/compare_torch.json" --append-to "$md5" \
+        "${torch_args[@]}" > "$out/compare_torch.md" 2> "$out/compare_torch.log" ||
+        { tail -5 "$out/compare_torch.log" >&2; exit 1; }
+    cat "$out/compare_torch.md"
+    echo "== bench_loader --decoder all ($(( SECONDS - t_start )) s so far)" >&2
+    FEEDER_DATA=$cache/default-$ALL_IMAGES "$bench" --images "$ALL_IMAGES" --decoder all \
+        --device "$DEVICE" --workers "$WORKERS" --epochs 3 --json --append-to "$md5" \
+        > "$out/decoders.json" 2> "$out/decoders.log" || { tail -5 "$out/decoders.log" >&2; exit 1; }
+    echo "== chart ($(( SECONDS - t_start )) s so far)" >&2
+    plot=(bench/plot_compare.py "$out/compare_torch.json" "$out/compare_torch.png")
+    plotpy=""
+    for p in "$PYTHON" python3 /usr/bin/python3; do
+        "$p" -c 'import matplotlib' 2>/dev/null && { plotpy=$p; break; }
+    done
+    if [[ -n $plotpy ]]; then
+        (cd "$src" && "$plotpy" "${plot[@]}")
+    else
+        echo "run_figures.sh: no matplotlib here; where there is, run: python3" \
+             "${plot[*]} (from the source tree; the chart goes to docs/img/compare_torch.png)" >&2
+    fi
+    echo "run_figures.sh --issue5: done in $(( SECONDS - t_start )) s; results in $out" >&2
+    exit 0
+fi
+
 if [[ -z ${SWEEP:-} ]]; then
     max=$(( cores > 1 ? cores - 1 : 1 ))
     SWEEP=""
@@ -54,7 +122,6 @@ EPOCHS=${EPOCHS:-3}
 BATCH=${BATCH:-256}
 PREFETCH=${PREFETCH:-2}
 PIPELINES=${PIPELINES:-eval train}
-PYTHON=${PYTHON:-python3}
 export FEEDER_DATA=${FEEDER_DATA:-$HOME/.cache/feeder/default-2000}
 md=${BENCHMARKS_MD:-$src/docs/BENCHMARKS.md}
 [[ ${NO_APPEND:-0} == 1 ]] && md=""

@@ -3,7 +3,8 @@
  * exact table text (alignment counted in code points), JSON string escaping,
  * shell quoting of the command line, the median, the BENCHMARKS.md record
  * (fresh file and appended), its failure path, and the default dataset's
- * location and maker.
+ * location and maker; the CPU-time readers behind bench_loader's "CPU cores
+ * busy", against processes that spin for a known CPU time.
  */
 #include <check.h>
 #include <errno.h>
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "benchutil.h"
@@ -262,6 +265,72 @@ START_TEST(test_ensure_default_dataset)
 }
 END_TEST
 
+/* Spin until this process has used `ms` more CPU milliseconds. */
+static void spin_cpu_ms(unsigned ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    double end = t.tv_sec + t.tv_nsec / 1e9 + ms / 1e3;
+    volatile uint64_t x = 0;
+    do {
+        for (int i = 0; i < 10000; i++)
+            x += (uint64_t)i;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    } while (t.tv_sec + t.tv_nsec / 1e9 < end);
+}
+
+/* A child spins 300 ms of CPU, then waits: /proc/PID/stat must say ~300 ms
+ * while it lives (tick resolution, 10 ms), RUSAGE_CHILDREN must gain as much
+ * once it is reaped, and RUSAGE_SELF must see the parent's own 200 ms. */
+START_TEST(test_cpu_time_of_busy_loop)
+{
+    int go[2], done[2];
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(done), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        spin_cpu_ms(300);
+        char c = 1;
+        if (write(done[1], &c, 1) != 1)
+            _exit(1);
+        if (read(go[0], &c, 1) != 1) /* stay alive until the parent has looked */
+            _exit(1);
+        _exit(0);
+    }
+    char c;
+    ck_assert_int_eq(read(done[0], &c, 1), 1);
+    int64_t child = bu_proc_cpu_ns(pid);
+    ck_assert_int_ge(child, 280 * 1000000ll);
+    ck_assert_int_le(child, 400 * 1000000ll);
+    uint64_t before = bu_rusage_cpu_ns(1);
+    ck_assert_int_eq(write(go[1], &c, 1), 1);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    uint64_t reaped = bu_rusage_cpu_ns(1) - before;
+    ck_assert_uint_ge(reaped, 290 * 1000000ull);
+    ck_assert_uint_le(reaped, 420 * 1000000ull);
+    /* A reaped process has no /proc entry left. */
+    ck_assert_int_eq(bu_proc_cpu_ns(pid), -1);
+    ck_assert_int_eq(bu_proc_cpu_ns(-5), -1);
+
+    uint64_t self0 = bu_rusage_cpu_ns(0);
+    spin_cpu_ms(200);
+    uint64_t self = bu_rusage_cpu_ns(0) - self0;
+    ck_assert_uint_ge(self, 199 * 1000000ull);
+    ck_assert_uint_le(self, 300 * 1000000ull);
+    /* /proc of this very process agrees with getrusage to a few ticks. */
+    int64_t mine = bu_proc_cpu_ns(getpid());
+    ck_assert_int_ge(mine, 0);
+    ck_assert_int_le(llabs(mine - (int64_t)bu_rusage_cpu_ns(0)), 50 * 1000000ll);
+    close(go[0]);
+    close(go[1]);
+    close(done[0]);
+    close(done[1]);
+}
+END_TEST
+
 static Suite *benchutil_suite(void)
 {
     Suite *s = suite_create("benchutil");
@@ -278,6 +347,7 @@ static Suite *benchutil_suite(void)
     tcase_add_test(tc, test_append_record_unwritable);
     tcase_add_test(tc, test_default_dataset_dir);
     tcase_add_test(tc, test_ensure_default_dataset);
+    tcase_add_test(tc, test_cpu_time_of_busy_loop);
     suite_add_tcase(s, tc);
     return s;
 }

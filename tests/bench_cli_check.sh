@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# bench_loader's decode-backend options, end to end on a 40-image dataset:
+# --decoder parsing and its messages, the RAW pack cache (made once, reused,
+# remade when the dataset is newer), the "n/a: reason" row of a GPU decoder
+# that falls back (forced with --device -1, so it holds on any machine), the
+# --decoder all table appended with --append-to, and its JSON read back with
+# python3's json module (exit 77 when there is no python3).
+#   bench_cli_check.sh BENCH_LOADER
+set -euo pipefail
+bench=$1
+command -v python3 >/dev/null || { echo "no python3: skipped"; exit 77; }
+d=$(mktemp -d /tmp/feeder-bench-cli-XXXXXX)
+trap 'rm -rf "$d"' EXIT
+export FEEDER_DATA=$d/data
+small=(--images 40 --size 32 --batch 8 --workers 1 --epochs 2 --device -1)
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_exact() { # expect_exact FILE TEXT
+    [[ $(cat "$1") == "$2" ]] || { echo "--- got:"; cat "$1"; echo "--- want:"; echo "$2"; fail "$1"; } >&2
+}
+
+# Parsing: a bad value names --decoder and lists the choices; exit 2.
+rc=0; "$bench" --decoder gpu 2> "$d/err" || rc=$?
+[[ $rc == 2 ]] || fail "--decoder gpu exited $rc, want 2"
+expect_exact "$d/err" "bench_loader: --decoder 'gpu': expected one of turbo|roi|nvjpeg|hybrid|raw|all
+(bench_loader --help lists the options)"
+rc=0; "$bench" --decoder all --threads-sweep 1,2 2> "$d/err" || rc=$?
+[[ $rc == 2 ]] || fail "--decoder all --threads-sweep exited $rc, want 2"
+expect_exact "$d/err" "bench_loader: --decoder all and --threads-sweep exclude each other (all runs every backend at one worker count)
+(bench_loader --help lists the options)"
+"$bench" --help | grep -q -- "--decoder turbo|roi|nvjpeg|hybrid|raw|all" || fail "--help lacks --decoder"
+
+# The RAW pack: made beside the dataset on the first run...
+"$bench" "${small[@]}" --decoder raw --no-append > "$d/out" 2> "$d/err"
+pack=$d/data-32.pack
+grep -qx "bench_loader: packing the RAW pack $pack from $d/data (32x32, resize 37, nhwc)" "$d/err" ||
+    { cat "$d/err" >&2; fail "first raw run did not pack"; }
+[[ -s $pack ]] || fail "no $pack"
+grep -q "packed RAW 32x32x3 nhwc, read by mmap" "$d/out" || { cat "$d/out" >&2; fail "raw run did not read the pack"; }
+grep -qE "^\|  +1 \| raw pack \| -  +\| mmap \|" "$d/out" || { cat "$d/out" >&2; fail "raw row"; }
+m1=$(stat -c %Y.%y "$pack")
+# ...reused while it is not older than the dataset...
+"$bench" "${small[@]}" --decoder raw --no-append > "$d/out" 2> "$d/err"
+grep -qx "bench_loader: reusing the RAW pack $pack (not older than $d/data)" "$d/err" ||
+    { cat "$d/err" >&2; fail "second raw run did not reuse the pack"; }
+[[ $(stat -c %Y.%y "$pack") == "$m1" ]] || fail "the reused pack was rewritten"
+# ...and made again when a sample file is newer.
+touch -d "+10 seconds" "$d/data/class_03/img_00002.jpg"
+"$bench" "${small[@]}" --decoder raw --no-append > "$d/out" 2> "$d/err"
+grep -qx "bench_loader: rebuilding (the dataset is newer) the RAW pack $pack from $d/data (32x32, resize 37, nhwc)" "$d/err" ||
+    { cat "$d/err" >&2; fail "a newer dataset did not rebuild the pack"; }
+touch -d "+20 seconds" "$pack"  # now newer than the touched file again
+"$bench" "${small[@]}" --decoder raw --no-append > /dev/null 2> "$d/err"
+grep -q "reusing the RAW pack" "$d/err" || fail "rebuilt pack not reused"
+
+# A GPU decoder that cannot run is a row saying why, with no figure.
+"$bench" "${small[@]}" --decoder nvjpeg --no-append > "$d/out" 2> "$d/err"
+grep -qE "^\|  +1 \| eval  +\| nvjpeg  +\| [a-z_]+ +\| n/a: no GPU path: device = -1(: [^|]*)? +\|( +- \|)+$" "$d/out" ||
+    { cat "$d/out" >&2; fail "nvjpeg fallback row"; }
+grep -q "images/s" "$d/err" && { cat "$d/err" >&2; fail "the fallback was measured"; }
+
+# --decoder all: the table, appended where --append-to says.
+"$bench" "${small[@]}" --decoder all --append-to "$d/B.md" --label testbox > "$d/out" 2> "$d/err"
+grep -q "^## .*, testbox: bench_loader --decoder all, eval$" "$d/B.md" || fail "no record in B.md"
+for b in turbo roi raw; do
+    grep -qE "^\| $b +\| +[0-9]+ \|" "$d/B.md" || { cat "$d/B.md" >&2; fail "no $b row"; }
+done
+for b in nvjpeg hybrid; do
+    grep -qE "^\| $b +\| n/a: no GPU path: device = -1" "$d/B.md" || { cat "$d/B.md" >&2; fail "no $b n/a row"; }
+done
+grep -q "^| backend | " "$d/out" || fail "no table on stdout"
+grep -q "^Columns: images/s = " "$d/out" || fail "no column notes"
+
+# ...and as JSON, parsed back.
+"$bench" "${small[@]}" --decoder all --json --no-append > "$d/all.json" 2> "$d/err"
+python3 - "$d/all.json" "$pack" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["mode"] == "decoders", d["mode"]
+for k in ("command", "label", "date", "cpu", "version"):
+    assert isinstance(d[k], str) and d[k], k
+assert d["command"].startswith("bench_loader --images 40 "), d["command"]
+assert d["dataset"]["images"] == 40 and d["dataset"]["classes"] == 10, d["dataset"]
+assert d["raw_pack"]["path"] == sys.argv[2], d["raw_pack"]
+assert d["raw_pack"]["data_bytes"] == 40 * 32 * 32 * 3, d["raw_pack"]
+assert d["config"]["workers"] == 1 and d["config"]["batch"] == 8, d["config"]
+names = [b["backend"] for b in d["backends"]]
+assert names == ["turbo", "roi", "nvjpeg", "hybrid", "raw"], names
+num = (int, float)
+for b in d["backends"]:
+    if b["backend"] in ("nvjpeg", "hybrid"):
+        assert b["status"] == "n/a", b
+        assert b["reason"].startswith("no GPU path: device = -1"), b
+        assert set(b) == {"backend", "status", "reason"}, b  # no figure at all
+        continue
+    assert b["status"] == "ok" and b["reason"] is None, b
+    for k in ("images_per_s", "mb_per_s", "cpu_cores_busy", "stall_ms_per_epoch",
+              "read_us_per_image", "decode_us_per_image", "transform_us_per_image"):
+        assert isinstance(b[k], num) and not isinstance(b[k], bool), (b["backend"], k, b[k])
+    assert b["images_per_s"] > 0 and b["mb_per_s"] > 0, b
+    # The loader and one worker: some CPU, and no more than this machine's
+    # cores plus scheduling slack.
+    assert 0 < b["cpu_cores_busy"] < 64, b
+    assert b["gpu_busy_pct"] is None and b["device_batches"] is False, b
+    assert b["gpu_decode_us_per_image"] is None and b["gpu_fallback"] is None, b
+    assert b["hybrid_cpu_share_pct"] is None, b
+    assert len(b["images_per_s_per_epoch"]) == 2, b
+    if b["backend"] == "raw":
+        assert b["decode_us_per_image"] == 0, b
+    else:
+        assert b["decode_us_per_image"] > 0, b
+print("bench_loader --decoder all JSON: 5 backends, 2 n/a, numbers are numbers")
+EOF
+echo "bench_loader CLI checks passed"

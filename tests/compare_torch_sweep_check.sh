@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# compare_torch.py --sweep --no-torch: the feeder side of the comparison runs
+# bench_loader per worker count, pipeline and backend, and its JSON and its
+# table (appended with --append-to) hold what was measured: medians of the
+# runs, n/a with bench_loader's reason for a GPU decoder that cannot run
+# (--feeder-device -1 forces that on any machine). Needs python3 3.7+ only
+# (no torch); exit 77 without one.
+#   compare_torch_sweep_check.sh BENCH_LOADER SOURCE_DIR
+set -euo pipefail
+bench=$1
+src=$2
+py=""
+for p in "${PYTHON:-}" python3 /usr/bin/python3; do
+    [[ -n $p ]] && "$p" -c 'import sys; sys.exit(sys.version_info < (3, 7))' >/dev/null 2>&1 &&
+        { py=$p; break; }
+done
+[[ -n $py ]] || { echo "no python3 >= 3.7: skipped"; exit 77; }
+d=$(mktemp -d /tmp/feeder-sweep-check-XXXXXX)
+trap 'rm -rf "$d"' EXIT
+FEEDER_DATA=$d/data "$bench" --images 30 --size 32 --epochs 1 --workers 1 --no-append \
+    > /dev/null 2>&1
+"$py" "$src/bench/compare_torch.py" --no-torch --sweep 1,2 --runs 3 --epochs 1 --batch 8 \
+    --size 32 --data "$d/data" --bench-loader "$bench" --feeder-decoders roi,nvjpeg \
+    --feeder-device -1 --json-out "$d/sweep.json" --append-to "$d/B.md" --label testbox \
+    > "$d/out" 2> "$d/err" || { cat "$d/err" >&2; exit 1; }
+"$py" - "$d/sweep.json" "$d/B.md" "$d/data" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+md = open(sys.argv[2]).read()
+assert doc["mode"] == "sweep" and doc["torch"] is None, doc["torch"]
+assert doc["machine"]["label"] == "testbox", doc["machine"]
+assert doc["dataset"] == {"path": sys.argv[3], "images": 30}, doc["dataset"]
+c = doc["config"]
+assert c["workers"] == [1, 2] and c["pipelines"] == ["eval", "train"], c
+assert c["runs"] == 3 and c["feeder_decoders"] == ["roi", "nvjpeg"] and c["feeder_device"] == -1, c
+assert [(r["pipeline"], r["workers"]) for r in doc["rows"]] == \
+    [("eval", 1), ("eval", 2), ("train", 1), ("train", 2)], doc["rows"]
+for r in doc["rows"]:
+    assert r["torch"] is None and r["torch_gpu_decode"] is None, r
+    roi = r["feeder"]["roi"]
+    assert roi["status"] == "ok" and len(roi["runs_images_per_s"]) == 3, roi
+    runs = sorted(roi["runs_images_per_s"])
+    assert all(isinstance(x, (int, float)) and x > 0 for x in runs), runs
+    assert roi["median_images_per_s"] == runs[1], roi
+    nv = r["feeder"]["nvjpeg"]
+    assert nv["status"] == "n/a" and nv["reason"].startswith("no GPU path: device = -1"), nv
+    assert r["ratio"] == {"roi": None, "nvjpeg": None}, r["ratio"]
+    line = [l for l in md.splitlines()
+            if l.replace(" ", "").startswith(f"|{r['workers']}|{r['pipeline']}|")]
+    assert len(line) == 1, (r, md)
+    cells = [x.strip() for x in line[0].strip("|").split("|")]
+    assert cells[2:5] == ["-", "-", f"{roi['median_images_per_s']:.0f}"], cells
+    assert cells[5].startswith("n/a: no GPU path: device = -1"), cells
+    assert cells[6:] == ["-", "-"], cells
+assert ": feeder vs PyTorch, worker sweep" in md and "testbox" in md, md[:300]
+assert "| workers | pipeline | torch img/s | torch GPU-decode img/s | feeder roi img/s |" in md, md
+print("compare_torch.py --sweep --no-torch: 4 points, 3 runs each, n/a rows, table appended")
+PY

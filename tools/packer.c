@@ -1,0 +1,661 @@
+/*
+ * The packer behind feeder-pack (tools/feeder-pack.c) and bench_loader's
+ * --decoder raw cache (bench/decoders.c): an image folder or list file in, a
+ * packed file out (docs/FORMAT.md). See packer.h; feeder-pack.c's comment
+ * describes the modes, the temporary files and the signals.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include "feeder.h"
+#include "loader/pack.h"
+#include "packer.h"
+
+typedef fpk_opts opts;
+
+/* The program named in messages (fpk_pack's `prog`). */
+static const char *g_prog = "feeder-pack";
+
+/* ------------------------------------------------------------------------ */
+/* Messages                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void cleanup_tmp(void);
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", g_prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(%s --help lists the options)\n", g_prog);
+    exit(2);
+}
+
+/* Fatal: remove the temporary output, say why, exit 1. */
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    cleanup_tmp();
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", g_prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Temporary files and signals                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Names made before any file is created, so the handler only reads them. */
+static char **tmp_names;
+static volatile sig_atomic_t tmp_count;
+
+static void cleanup_tmp(void)
+{
+    for (sig_atomic_t i = 0; i < tmp_count; i++)
+        unlink(tmp_names[i]);
+}
+
+/* unlink is async-signal-safe; SA_RESETHAND restores the default action, so
+ * the re-raised signal, delivered when the handler returns, ends the process
+ * with the status a caller expects from that signal. The loader's workers
+ * inherit this handler (they are forked, not exec'd); one hit by the
+ * terminal's SIGINT removes the same files and dies the same way. */
+static void on_signal(int sig)
+{
+    cleanup_tmp();
+    raise(sig);
+}
+
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+static void block_signals(int block)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGHUP);
+    sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &s, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                   */
+
+/* ------------------------------------------------------------------------ */
+/* Progress                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct progress {
+    int on;
+    const char *what;
+    uint64_t total, t0, last;
+} progress;
+
+static void progress_draw(progress *p, uint64_t done, uint64_t bytes, int final)
+{
+    if (!p->on)
+        return;
+    uint64_t t = now_ns();
+    if (!final && t - p->last < 100000000ull)
+        return;
+    p->last = t;
+    double secs = (t - p->t0) / 1e9;
+    int bar = p->total ? (int)(30.0 * done / p->total) : 30;
+    fprintf(stderr, "\r%s [%.*s%*s] %llu/%llu  %.0f images/s  %.1f MB/s ", p->what, bar,
+            "==============================", 30 - bar, "", (unsigned long long)done,
+            (unsigned long long)p->total, secs > 0 ? done / secs : 0.0,
+            secs > 0 ? bytes / secs / 1e6 : 0.0);
+    if (final)
+        fprintf(stderr, "\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shards                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct shard {
+    uint64_t first, count;     /* records [first, first + count) of the dataset */
+    uint64_t data_bytes;
+    feeder__pack_header h;
+    uint64_t file_bytes;
+    char *name, *tmp;
+    int fd;
+    uint8_t *index;            /* count entries, filled while writing */
+    int64_t *labels;
+} shard;
+
+static uint64_t layout_size(feeder__pack_header *h, uint64_t count, uint64_t classes_bytes,
+                            uint64_t data)
+{
+    h->count = count;
+    return feeder__pack_layout(h, classes_bytes, data);
+}
+
+/* Cut the records into shards of at most `limit` bytes (0: one file). */
+static shard *plan_shards(const uint64_t *sizes, uint64_t n, uint64_t limit,
+                          uint64_t classes_bytes, uint32_t *nshards)
+{
+    shard *v = NULL;
+    uint32_t ns = 0, cap = 0;
+    feeder__pack_header h;
+    memset(&h, 0, sizeof(h));
+    uint64_t i = 0;
+    while (i < n) {
+        uint64_t first = i, data = 0;
+        while (i < n) {
+            uint64_t size = layout_size(&h, i - first + 1, classes_bytes, data + sizes[i]);
+            if (size == 0)
+                die("the output would be too large for a 64-bit size");
+            if (limit && size > limit) {
+                if (i == first)
+                    die("--shard-size %llu is smaller than a shard holding record %llu alone "
+                        "(%llu bytes)",
+                        (unsigned long long)limit, (unsigned long long)i,
+                        (unsigned long long)size);
+                break;
+            }
+            data += sizes[i];
+            i++;
+        }
+        if (ns == cap) {
+            cap = cap ? cap * 2 : 16;
+            if (!(v = realloc(v, cap * sizeof(*v))))
+                die("out of memory");
+        }
+        memset(&v[ns], 0, sizeof(v[ns]));
+        v[ns].first = first;
+        v[ns].count = i - first;
+        v[ns].data_bytes = data;
+        v[ns].fd = -1;
+        ns++;
+        if (ns > 99999)
+            die("--shard-size %llu makes more than 99999 shards", (unsigned long long)limit);
+    }
+    *nshards = ns;
+    return v;
+}
+
+static char *xstrdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xstrdup_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    if (!s)
+        die("out of memory");
+    return s;
+}
+
+static void name_shards(const opts *o, shard *v, uint32_t ns)
+{
+    size_t len = strlen(o->out);
+    int suffix = len > 5 && strcmp(o->out + len - 5, ".pack") == 0;
+    tmp_names = calloc(ns, sizeof(char *));
+    if (!tmp_names)
+        die("out of memory");
+    for (uint32_t s = 0; s < ns; s++) {
+        if (!o->shard_size)
+            v[s].name = xstrdup_printf("%s", o->out);
+        else
+            v[s].name = xstrdup_printf("%.*s-%05u-of-%05u.pack", (int)(suffix ? len - 5 : len),
+                                       o->out, s, ns);
+        v[s].tmp = xstrdup_printf("%s.tmp.%d", v[s].name, (int)getpid());
+        tmp_names[s] = v[s].tmp;
+    }
+}
+
+static void pwrite_all(const shard *s, const void *data, size_t len, uint64_t off)
+{
+    const uint8_t *p = data;
+    while (len) {
+        ssize_t k = pwrite(s->fd, p, len, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            die("%s: write of %zu bytes at offset %llu: %s", s->tmp, len,
+                (unsigned long long)off, strerror(errno));
+        p += k;
+        off += (uint64_t)k;
+        len -= (size_t)k;
+    }
+}
+
+static void open_shards(shard *v, uint32_t ns, const feeder__pack_header *proto,
+                        uint64_t classes_bytes, uint64_t total)
+{
+    /* Counted before any file exists: the handler may run at any time, and
+     * unlinking a name not yet created is harmless. */
+    tmp_count = (sig_atomic_t)ns;
+    for (uint32_t s = 0; s < ns; s++) {
+        shard *sh = &v[s];
+        sh->h = *proto;
+        sh->h.count = sh->count;
+        sh->h.shard_index = s;
+        sh->h.shard_count = ns;
+        sh->h.shard_first = sh->first;
+        sh->h.total_records = total;
+        sh->file_bytes = feeder__pack_layout(&sh->h, classes_bytes, sh->data_bytes);
+        sh->fd = open(sh->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (sh->fd < 0)
+            die("%s: cannot create: %s", sh->tmp, strerror(errno));
+        if (ftruncate(sh->fd, (off_t)sh->file_bytes) < 0)
+            die("%s: cannot size to %llu bytes: %s", sh->tmp, (unsigned long long)sh->file_bytes,
+                strerror(errno));
+        sh->index = calloc(sh->count, FEEDER__PACK_ENTRY_BYTES);
+        sh->labels = calloc(sh->count, sizeof(int64_t));
+        if (!sh->index || !sh->labels)
+            die("out of memory for the index of %llu records", (unsigned long long)sh->count);
+    }
+}
+
+/* Index, labels, class names, then the header; flushed to disk. */
+static void finish_shard(shard *sh, const char *classes, uint64_t classes_bytes)
+{
+    pwrite_all(sh, sh->index, sh->count * FEEDER__PACK_ENTRY_BYTES, sh->h.index_off);
+    uint8_t *lab = malloc(sh->count * 8);
+    if (!lab)
+        die("out of memory");
+    for (uint64_t i = 0; i < sh->count; i++)
+        for (int b = 0; b < 8; b++)
+            lab[i * 8 + b] = (uint8_t)((uint64_t)sh->labels[i] >> (8 * b));
+    pwrite_all(sh, lab, sh->count * 8, sh->h.labels_off);
+    free(lab);
+    if (classes_bytes)
+        pwrite_all(sh, classes, classes_bytes, sh->h.classes_off);
+    uint8_t page[FEEDER__PACK_HEADER_BYTES];
+    feeder__pack_header_encode(&sh->h, page);
+    pwrite_all(sh, page, sizeof(page), 0);
+    if (fdatasync(sh->fd) < 0)
+        die("%s: fdatasync: %s", sh->tmp, strerror(errno));
+    if (close(sh->fd) < 0)
+        die("%s: close: %s", sh->tmp, strerror(errno));
+    sh->fd = -1;
+}
+
+/* Which shard holds record g: shards are in record order. */
+static uint32_t shard_of(const shard *v, uint32_t ns, uint64_t g, uint32_t hint)
+{
+    while (hint + 1 < ns && g >= v[hint + 1].first)
+        hint++;
+    (void)ns;
+    return hint;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The source dataset                                                        */
+/* ------------------------------------------------------------------------ */
+
+static feeder_dataset *open_source(const char *path, int allow_escape)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        die_usage("--data '%s': %s", path, strerror(errno));
+    char err[1024] = "";
+    feeder_dataset *ds = NULL;
+    int rc;
+    if (S_ISDIR(st.st_mode))
+        rc = feeder_dataset_open_folder(path, &ds, err, sizeof(err));
+    else if (S_ISREG(st.st_mode))
+        rc = feeder_dataset_open_list2(path, NULL, allow_escape ? FEEDER_LIST_ALLOW_ESCAPE : 0,
+                                       &ds, err, sizeof(err));
+    else
+        die_usage("--data '%s': neither a folder nor a list file", path);
+    if (rc)
+        die("%s", err[0] ? err : feeder_strerror(rc));
+    return ds;
+}
+
+/* Class names of a folder dataset, back to back with their NULs. */
+static char *class_block(const feeder_dataset *ds, uint64_t *bytes, uint64_t *count)
+{
+    uint64_t n = feeder_dataset_num_classes(ds), len = 0;
+    *bytes = *count = 0;
+    if (!n || !feeder_dataset_class_name(ds, 0))
+        return NULL;
+    for (uint64_t k = 0; k < n; k++)
+        len += strlen(feeder_dataset_class_name(ds, k)) + 1;
+    char *b = malloc(len);
+    if (!b)
+        die("out of memory");
+    char *p = b;
+    for (uint64_t k = 0; k < n; k++) {
+        size_t l = strlen(feeder_dataset_class_name(ds, k)) + 1;
+        memcpy(p, feeder_dataset_class_name(ds, k), l);
+        p += l;
+    }
+    *bytes = len;
+    *count = n;
+    return b;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing records                                                           */
+/* ------------------------------------------------------------------------ */
+
+static void set_opt(feeder_loader *ld, feeder_option opt, int64_t v)
+{
+    int rc = feeder_loader_set(ld, opt, v);
+    if (rc)
+        die("setting %s to %lld: %s", feeder_option_name(opt), (long long)v,
+            feeder_loader_errmsg(ld));
+}
+
+/* RAW: the loader decodes (EVAL, sequential, N workers); batches are written
+ * as they come, each batch's share of a shard in one write. */
+static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t ns,
+                          uint64_t rb, progress *pg)
+{
+    feeder_loader *ld;
+    int rc = feeder_loader_create(ds, NULL, &ld);
+    if (rc)
+        die("feeder_loader_create: %s", feeder_strerror(rc));
+    set_opt(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_EVAL);
+    set_opt(ld, FEEDER_OPT_SHUFFLE, 0);
+    set_opt(ld, FEEDER_OPT_BATCH_SIZE, o->batch);
+    set_opt(ld, FEEDER_OPT_NUM_WORKERS, o->workers);
+    set_opt(ld, FEEDER_OPT_HEIGHT, o->height);
+    set_opt(ld, FEEDER_OPT_WIDTH, o->width);
+    set_opt(ld, FEEDER_OPT_RESIZE, o->resize);
+    set_opt(ld, FEEDER_OPT_LAYOUT, o->layout);
+    set_opt(ld, FEEDER_OPT_IO, o->io);
+    uint64_t next = 0, bytes = 0;
+    uint32_t s = 0;
+    feeder_batch *b;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        uint32_t j = 0;
+        while (j < b->count) {
+            if (b->indices[j] != next + j)
+                die("internal error: the loader delivered sample %llu where %llu was due",
+                    (unsigned long long)b->indices[j], (unsigned long long)(next + j));
+            s = shard_of(v, ns, next + j, s);
+            shard *sh = &v[s];
+            uint64_t local = next + j - sh->first;
+            uint32_t n = b->count - j;
+            if (local + n > sh->count)
+                n = (uint32_t)(sh->count - local);
+            const uint8_t *src = b->data + (size_t)j * b->sample_bytes;
+            pwrite_all(sh, src, (size_t)n * rb, sh->h.records_off + local * rb);
+            for (uint32_t k = 0; k < n; k++) {
+                uint64_t off = sh->h.records_off + (local + k) * rb;
+                feeder__pack_entry_encode(sh->index + (local + k) * FEEDER__PACK_ENTRY_BYTES, off,
+                                          rb, feeder__crc32c(0, src + (size_t)k * rb, rb));
+                sh->labels[local + k] = b->labels[j + k];
+            }
+            j += n;
+        }
+        next += b->count;
+        bytes += (uint64_t)b->count * rb;
+        feeder_batch_release(b, NULL);
+        progress_draw(pg, next, bytes, 0);
+    }
+    if (rc != FEEDER_DONE)
+        die("%s", feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    return bytes;
+}
+
+static int read_whole(const char *path, uint8_t *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t k = read(fd, buf + got, len - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int e = k < 0 ? -errno : -EIO;
+            close(fd);
+            return e;
+        }
+        got += (size_t)k;
+    }
+    /* One more byte: the file must not have grown since it was measured. */
+    uint8_t extra;
+    ssize_t k = read(fd, &extra, 1);
+    close(fd);
+    return k == 0 ? 0 : -EIO;
+}
+
+/* JPEG: each file's bytes as they are, checked to be a JPEG TurboJPEG can
+ * parse, written in dataset order. */
+static uint64_t write_jpeg(feeder_dataset *ds, const uint64_t *sizes, shard *v, uint32_t ns,
+                           progress *pg)
+{
+    tjhandle tj = tjInitDecompress();
+    if (!tj)
+        die("tjInitDecompress: %s", tjGetErrorStr2(NULL));
+    uint64_t n = feeder_dataset_size(ds), bytes = 0, biggest = 0;
+    for (uint64_t i = 0; i < n; i++)
+        biggest = sizes[i] > biggest ? sizes[i] : biggest;
+    uint8_t *buf = malloc(biggest ? biggest : 1);
+    if (!buf)
+        die("out of memory for a %llu-byte file", (unsigned long long)biggest);
+    uint32_t s = 0;
+    uint64_t pos = 0; /* where the next record goes in its shard */
+    for (uint64_t i = 0; i < n; i++) {
+        const char *path = feeder_dataset_path(ds, i);
+        int rc = read_whole(path, buf, sizes[i]);
+        if (rc == -EIO)
+            die("%s: changed size while being packed", path);
+        if (rc)
+            die("%s: %s", path, strerror(-rc));
+        /* A stream cut short after its tables "succeeds" without a frame:
+         * the size must be set too. */
+        int w = 0, h = 0, ss, cs;
+        if (tjDecompressHeader3(tj, buf, (unsigned long)sizes[i], &w, &h, &ss, &cs) != 0 ||
+            w <= 0 || h <= 0)
+            die("%s: not a JPEG TurboJPEG can read: %s", path, tjGetErrorStr2(tj));
+        uint32_t ns_before = s;
+        s = shard_of(v, ns, i, s);
+        shard *sh = &v[s];
+        if (s != ns_before || i == 0)
+            pos = sh->h.records_off;
+        uint64_t local = i - sh->first;
+        pwrite_all(sh, buf, sizes[i], pos);
+        feeder__pack_entry_encode(sh->index + local * FEEDER__PACK_ENTRY_BYTES, pos, sizes[i],
+                                  feeder__crc32c(0, buf, sizes[i]));
+        sh->labels[local] = feeder_dataset_label(ds, i);
+        pos += sizes[i];
+        bytes += sizes[i];
+        progress_draw(pg, i + 1, bytes, 0);
+    }
+    free(buf);
+    tjDestroy(tj);
+    return bytes;
+}
+
+/* Read every output file back through the loader with VERIFY_CRC on. */
+static void verify(const opts *o, const shard *v, uint32_t ns, int jpeg)
+{
+    for (uint32_t s = 0; s < ns; s++) {
+        char err[1024];
+        feeder_dataset *ds;
+        int rc = feeder_dataset_open_packed(v[s].name, &ds, err, sizeof(err));
+        if (rc)
+            die("verify: %s", err);
+        feeder_loader *ld;
+        if ((rc = feeder_loader_create(ds, NULL, &ld)))
+            die("verify: feeder_loader_create: %s", feeder_strerror(rc));
+        set_opt(ld, FEEDER_OPT_VERIFY_CRC, 1);
+        set_opt(ld, FEEDER_OPT_NUM_WORKERS, o->workers);
+        set_opt(ld, FEEDER_OPT_BATCH_SIZE, o->batch);
+        if (jpeg) {
+            /* Decoding to a small size still reads every entropy-coded byte. */
+            set_opt(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_RESIZE);
+            set_opt(ld, FEEDER_OPT_HEIGHT, 32);
+            set_opt(ld, FEEDER_OPT_WIDTH, 32);
+        }
+        uint64_t seen = 0;
+        feeder_batch *b;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            for (uint32_t k = 0; k < b->count; k++)
+                if (b->labels[k] != v[s].labels[b->indices[k]])
+                    die("verify: %s: record %llu has label %lld, %lld was written", v[s].name,
+                        (unsigned long long)b->indices[k], (long long)b->labels[k],
+                        (long long)v[s].labels[b->indices[k]]);
+            seen += b->count;
+            feeder_batch_release(b, NULL);
+        }
+        if (rc != FEEDER_DONE)
+            die("verify: %s", feeder_loader_errmsg(ld));
+        if (seen != v[s].count)
+            die("verify: %s: read %llu records, %llu were written", v[s].name,
+                (unsigned long long)seen, (unsigned long long)v[s].count);
+        feeder_loader_destroy(ld);
+        feeder_dataset_destroy(ds);
+    }
+}
+
+void fpk_pack(const char *prog, const fpk_opts *op)
+{
+    g_prog = prog;
+    const fpk_opts o = *op;
+    install_handlers();
+    uint64_t t0 = now_ns();
+
+    feeder_dataset *ds = open_source(o.data, o.allow_escape);
+    uint64_t n = feeder_dataset_size(ds);
+    uint64_t classes_bytes, num_classes;
+    char *classes = class_block(ds, &classes_bytes, &num_classes);
+
+    feeder__pack_header proto;
+    memset(&proto, 0, sizeof(proto));
+    proto.version = FEEDER__PACK_VERSION;
+    proto.header_bytes = FEEDER__PACK_HEADER_BYTES;
+    proto.dtype = FEEDER__PACK_DTYPE_UINT8;
+    proto.label_type = FEEDER__PACK_LABEL_INT64;
+    proto.num_classes = num_classes;
+    uint64_t *sizes = malloc(n * sizeof(*sizes));
+    if (!sizes)
+        die("out of memory");
+    uint64_t rb = 0;
+    if (o.jpeg) {
+        proto.kind = FEEDER_RECORD_JPEG;
+        /* Sizes first: they decide the shards (and their names) up front. */
+        for (uint64_t i = 0; i < n; i++) {
+            struct stat st;
+            const char *p = feeder_dataset_path(ds, i);
+            if (stat(p, &st) != 0)
+                die("%s: %s", p, strerror(errno));
+            if (!S_ISREG(st.st_mode))
+                die("%s: not a regular file", p);
+            if (st.st_size == 0)
+                die("%s: empty file", p);
+            sizes[i] = (uint64_t)st.st_size;
+        }
+    } else {
+        proto.kind = FEEDER_RECORD_RAW;
+        proto.layout = (uint32_t)o.layout;
+        proto.height = o.height;
+        proto.width = o.width;
+        proto.channels = 3;
+        rb = (uint64_t)o.height * o.width * 3;
+        proto.record_bytes = rb;
+        for (uint64_t i = 0; i < n; i++)
+            sizes[i] = rb;
+    }
+    uint32_t ns;
+    shard *v = plan_shards(sizes, n, o.shard_size, classes_bytes, &ns);
+    name_shards(&o, v, ns);
+    open_shards(v, ns, &proto, classes_bytes, n);
+
+    progress pg = {.on = o.progress, .what = o.jpeg ? "packing JPEG" : "packing RAW",
+                   .total = n, .t0 = now_ns()};
+    uint64_t bytes = o.jpeg ? write_jpeg(ds, sizes, v, ns, &pg) : write_raw(&o, ds, v, ns, rb, &pg);
+    progress_draw(&pg, n, bytes, 1);
+    for (uint32_t s = 0; s < ns; s++)
+        finish_shard(&v[s], classes, classes_bytes);
+
+    /* Every file is whole and on disk: now they get their names. A signal
+     * from here on waits until all are renamed. */
+    block_signals(1);
+    for (uint32_t s = 0; s < ns; s++) {
+        if (rename(v[s].tmp, v[s].name) != 0) {
+            int e = errno;
+            /* All shards or none: take back the ones already named. */
+            for (uint32_t k = 0; k < s; k++)
+                unlink(v[k].name);
+            die("rename %s to %s: %s", v[s].tmp, v[s].name, strerror(e));
+        }
+    }
+    tmp_count = 0;
+    block_signals(0);
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", o.out);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = 0;
+    int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd); /* the renames themselves */
+        close(dfd);
+    }
+    if (o.verify)
+        verify(&o, v, ns, o.jpeg);
+
+    if (!o.quiet) {
+        uint64_t total = 0;
+        for (uint32_t s = 0; s < ns; s++)
+            total += v[s].file_bytes;
+        double secs = (now_ns() - t0) / 1e9;
+        char what[96];
+        if (o.jpeg)
+            snprintf(what, sizeof(what), "JPEG");
+        else
+            snprintf(what, sizeof(what), "RAW %ux%ux3 %s", o.height, o.width,
+                     o.layout ? "nchw" : "nhwc");
+        fprintf(stderr, "%s: %s: %llu records (%s) in %u file%s, %.1f MB, %.1f s (%.0f images/s)%s\n",
+                g_prog, ns == 1 ? v[0].name : o.out, (unsigned long long)n, what, ns, ns == 1 ? "" : "s",
+                total / 1e6, secs, secs > 0 ? n / secs : 0.0, o.verify ? "; verified" : "");
+    }
+    for (uint32_t s = 0; s < ns; s++) {
+        free(v[s].name);
+        free(v[s].tmp);
+        free(v[s].index);
+        free(v[s].labels);
+    }
+    free(v);
+    free(tmp_names);
+    tmp_names = NULL;
+    free(sizes);
+    free(classes);
+    feeder_dataset_destroy(ds);
+}

@@ -1,0 +1,33 @@
+/*
+ * The packer behind feeder-pack, shared with bench_loader (whose --decoder raw
+ * packs the dataset it measures): an image folder or list file in, a packed
+ * file (or shards) out, written to NAME.tmp.PID and renamed when complete.
+ * A tool's code, not the library's: it prints, installs SIGINT/SIGTERM/SIGHUP
+ * handlers that remove its temporary files, and exits on failure.
+ */
+#ifndef FEEDER_TOOLS_PACKER_H
+#define FEEDER_TOOLS_PACKER_H
+
+#include <stdint.h>
+
+typedef struct fpk_opts {
+    const char *data, *out;
+    int jpeg;                 /* 1: JPEG records as they are; 0: RAW uint8 tensors */
+    uint32_t height, width;   /* RAW: output size */
+    uint32_t resize;          /* RAW: shorter side before the centre crop (nonzero) */
+    int layout;               /* RAW: feeder_layout */
+    int workers;              /* RAW: loader worker processes */
+    uint32_t batch;           /* RAW: samples per loader batch */
+    uint64_t shard_size;      /* 0: one file */
+    int io;                   /* feeder_io of the RAW loader */
+    int allow_escape;         /* list files may name paths outside their folder */
+    int verify, progress, quiet;
+} fpk_opts;
+
+/* Pack o->data into o->out as feeder-pack does (docs/FORMAT.md). Messages
+ * start with "PROG: ". On failure the temporary files are removed and the
+ * process exits: 2 when o->data is not a folder or list file, 1 otherwise.
+ * Not thread-safe (signal handlers and their file list are process-wide). */
+void fpk_pack(const char *prog, const fpk_opts *o);
+
+#endif
