@@ -44,6 +44,8 @@
 #include "cuda/normalize.h"
 #include "feeder_cuda.h"
 #include "loader/internal.h"
+#include "loader/nvtx.h"
+#include "loader/trace.h"
 
 #define ENTRY_MAGIC 0xFEEDC0DAu
 #define CHUNK_ALIGN 4096
@@ -68,6 +70,7 @@ typedef struct entry {
     int wait_release; /* the copy stream must wait on release_ev first */
     int used;         /* h2d_ev has been recorded */
     int timed;        /* start_ev..h2d_ev not yet added to the stats */
+    int tr_norm;      /* trace: the normalise span still waits for copy_ev */
     uint32_t count;
     size_t in_bytes;
     /* PIN_COPY job, under g->lock */
@@ -121,6 +124,13 @@ struct feeder__gpu {
     int jhead, jlen;
     int stop;
     uint64_t pin_ns; /* under lock */
+
+    /* Trace (loader/trace.h): GPU times are mapped to the host clock through
+     * tr_ref, an event known to have passed at host time tr_ref_ns. */
+    feeder__trace *tr;
+    int tr_copy; /* the copy stream's track */
+    cudaEvent_t tr_ref;
+    uint64_t tr_ref_ns;
 };
 
 static const char *cuerr(cudaError_t e) { return cudaGetErrorString(e); }
@@ -233,10 +243,10 @@ static void pin_free(feeder__gpu *g, void *p)
 
 /* Enqueue: wait for the buffer's release, copy data and labels from `src`,
  * normalise, record the events. Returns a cudaError_t. */
-static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels)
+static cudaError_t enqueue_copies(feeder__gpu *g, entry *en, const uint8_t *src,
+                                  const int64_t *labels, cudaStream_t s)
 {
     cudaError_t e = cudaSuccess;
-    cudaStream_t s = g->stream;
     if (en->wait_release && (e = cudaStreamWaitEvent(s, en->release_ev, 0)) != cudaSuccess)
         return e;
     en->wait_release = 0;
@@ -263,6 +273,49 @@ static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const 
     return cudaSuccess;
 }
 
+static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels)
+{
+    FEEDER_NVTX_PUSH("enqueue copies");
+    cudaError_t e = enqueue_copies(g, en, src, labels, g->stream);
+    FEEDER_NVTX_POP();
+    return e;
+}
+
+/* ---- trace ---- */
+
+void feeder__gpu_trace_events(feeder__gpu *g, int track, const char *name, void *ev0, void *ev1,
+                              int64_t epoch, int64_t batch)
+{
+    float a = 0, d = 0;
+    if (!g->tr || cudaEventElapsedTime(&a, g->tr_ref, (cudaEvent_t)ev0) != cudaSuccess ||
+        cudaEventElapsedTime(&d, (cudaEvent_t)ev0, (cudaEvent_t)ev1) != cudaSuccess) {
+        cudaGetLastError(); /* not ready, or not timed: not sticky */
+        return;
+    }
+    /* Start from the reference (float ms: ~8 us steps after 100 s), length
+     * from the pair itself (exact to the event resolution). */
+    uint64_t t0 = g->tr_ref_ns + (uint64_t)((double)a * 1e6);
+    feeder__trace_span_e(g->tr, track, name, t0, t0 + (uint64_t)((double)d * 1e6), epoch, batch,
+                         -1);
+}
+
+/* The copy-stream spans of an entry whose h2d_ev has passed: H2D now, the
+ * normalise kernel once copy_ev has passed too (never waited for). */
+static void trace_copies(feeder__gpu *g, entry *en, int h2d)
+{
+    if (!g->tr)
+        return;
+    int64_t ep = (int64_t)en->pub.epoch, b = (int64_t)en->pub.number;
+    if (h2d) {
+        feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->h2d_ev, ep, b);
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+    }
+    if (en->tr_norm && cudaEventQuery(en->copy_ev) == cudaSuccess) {
+        feeder__gpu_trace_events(g, g->tr_copy, "normalise", en->h2d_ev, en->copy_ev, ep, b);
+        en->tr_norm = 0;
+    }
+}
+
 /* ---- PIN_COPY threads ---- */
 
 static void *pin_thread(void *arg)
@@ -270,6 +323,7 @@ static void *pin_thread(void *arg)
     feeder__gpu *g = arg;
     /* The runtime's current device is per thread. */
     cudaSetDevice(g->cfg.device);
+    int track = feeder__trace_track_next(g->tr, "pin thread");
     pthread_mutex_lock(&g->lock);
     for (;;) {
         entry *en = NULL;
@@ -302,11 +356,15 @@ static void *pin_thread(void *arg)
         if (hi > en->in_bytes)
             hi = en->in_bytes;
         uint64_t t0 = feeder__now_ns();
+        FEEDER_NVTX_PUSH("pin copy");
         if (lo < hi)
             memcpy(en->pinned + lo, en->src + lo, hi - lo);
         if (chunk == 0)
             memcpy(en->pinned + g->in_bytes, en->src_labels, en->count * sizeof(int64_t));
-        uint64_t dt = feeder__now_ns() - t0;
+        FEEDER_NVTX_POP();
+        uint64_t t1 = feeder__now_ns(), dt = t1 - t0;
+        feeder__trace_span_e(g->tr, track, "pin copy", t0, t1, (int64_t)en->pub.epoch,
+                             (int64_t)en->pub.number, -1);
 
         pthread_mutex_lock(&g->lock);
         g->pin_ns += dt;
@@ -382,6 +440,18 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
     } else {
         g->own_stream = 1;
     }
+    if ((g->tr = feeder__loader_trace(ld))) {
+        /* The reference for mapping GPU times to the host clock: an event
+         * waited for once, here, with the host time read right after. */
+        g->tr_copy = feeder__trace_track(g->tr, "copy stream (GPU)");
+        if ((e = cudaEventCreate(&g->tr_ref)) != cudaSuccess ||
+            (e = cudaEventRecord(g->tr_ref, g->stream)) != cudaSuccess ||
+            (e = cudaEventSynchronize(g->tr_ref)) != cudaSuccess) {
+            rc = setup_fail(g, why, whylen, "the trace's reference event", e);
+            goto fail;
+        }
+        g->tr_ref_ns = feeder__now_ns();
+    }
     if (g->pin_mode == FEEDER_PIN_REGISTER) {
         /* The whole slot mapping, so every slot's labels and data are
          * DMA-able; workers keep writing through their own mappings. */
@@ -446,7 +516,9 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         }
         if ((e = cudaEventCreate(&en->start_ev)) != cudaSuccess ||
             (e = cudaEventCreate(&en->h2d_ev)) != cudaSuccess ||
-            (e = cudaEventCreateWithFlags(&en->copy_ev, cudaEventDisableTiming)) != cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&en->copy_ev, g->tr ? cudaEventDefault
+                                                              : cudaEventDisableTiming)) !=
+                cudaSuccess ||
             (e = cudaEventCreateWithFlags(&en->release_ev, cudaEventDisableTiming)) != cudaSuccess) {
             rc = setup_fail(g, why, whylen, "cudaEventCreate", e);
             goto fail;
@@ -550,6 +622,7 @@ static int reap(feeder__gpu *g, feeder_stats *d, int block)
                     if (cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
                         d->h2d_ns += (uint64_t)(ms * 1e6);
                     en->timed = 0;
+                    trace_copies(g, en, 1);
                 } else if (q != cudaErrorNotReady) {
                     return feeder__loader_fail(g->ld, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
                                                (unsigned long long)en->pub.number, g->cfg.device,
@@ -687,8 +760,11 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
         float ms = 0;
         if (en->timed && cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
             g->h2d_ns += (uint64_t)(ms * 1e6);
+        trace_copies(g, en, en->timed);
         en->timed = 0;
     }
+    trace_copies(g, en, 0); /* a normalise span still owed: now or never */
+    en->tr_norm = 0;
     if (g->pin_mode == FEEDER_PIN_COPY) {
         pthread_mutex_lock(&g->lock);
         en->src = hb->data;
@@ -830,6 +906,7 @@ int feeder__gpu_release(feeder_batch *b, void *stream)
     feeder__gpu *g = en->g;
     if (en->state != E_LENT || &en->pub != b)
         return FEEDER_EINVAL;
+    feeder__trace_unhold(g->tr, b, feeder__now_ns());
     devguard dg;
     cudaError_t e = dev_enter(g, &dg);
     if (e == cudaSuccess)
@@ -912,6 +989,11 @@ void feeder__gpu_destroy(feeder__gpu *g)
     }
     if (entered && g->stream)
         cudaStreamSynchronize(g->stream);
+    for (int i = 0; entered && g->tr && g->e && i < g->depth; i++)
+        if (g->e[i].start_ev)
+            trace_copies(g, &g->e[i], g->e[i].timed);
+    if (g->tr_ref)
+        cudaEventDestroy(g->tr_ref);
     for (int i = 0; g->e && i < g->depth; i++) {
         entry *en = &g->e[i];
         if (en->dev != en->stage)
