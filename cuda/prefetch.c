@@ -71,6 +71,8 @@ typedef struct entry {
     int used;         /* h2d_ev has been recorded */
     int timed;        /* start_ev..h2d_ev not yet added to the stats */
     int tr_norm;      /* trace: the normalise span still waits for copy_ev */
+    int64_t tr_epoch, tr_batch; /* trace: the batch the recorded events belong to (pub is
+                                   rewritten before they are read at reuse) */
     uint32_t count;
     size_t in_bytes;
     /* PIN_COPY job, under g->lock */
@@ -270,6 +272,8 @@ static cudaError_t enqueue_copies(feeder__gpu *g, entry *en, const uint8_t *src,
         return e;
     en->used = 1;
     en->timed = 1;
+    en->tr_epoch = (int64_t)en->pub.epoch;
+    en->tr_batch = (int64_t)en->pub.number;
     return cudaSuccess;
 }
 
@@ -305,7 +309,7 @@ static void trace_copies(feeder__gpu *g, entry *en, int h2d)
 {
     if (!g->tr)
         return;
-    int64_t ep = (int64_t)en->pub.epoch, b = (int64_t)en->pub.number;
+    int64_t ep = en->tr_epoch, b = en->tr_batch;
     if (h2d) {
         feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->h2d_ev, ep, b);
         en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
