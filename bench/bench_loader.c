@@ -102,6 +102,7 @@ typedef struct opts {
     int shape_given;   /* --size, --resize, --layout or --pipeline was given */
     int drop_cache;    /* evict the dataset's files from the page cache before each epoch */
     int device_given;  /* --device was given (else nvjpeg/hybrid/all pick one) */
+    const char *trace; /* --trace FILE: of the last configuration */
 } opts;
 
 static const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
@@ -170,6 +171,9 @@ static void usage(FILE *f)
             "  --verify-crc         check every packed record's crc32c while loading\n"
             "  --drop-cache         evict the dataset's files from the page cache before every\n"
             "                       epoch (cold-cache figures; untimed; reports what stayed)\n"
+            "  --trace FILE         write a timeline of the run (workers, consumer, pin threads,\n"
+            "                       copy stream) to FILE as Chrome/Perfetto JSON; with\n"
+            "                       --threads-sweep, of the last configuration only\n"
             "  -h, --help           this text\n"
             "Exit status: 0 done, 1 the loader failed, 2 bad arguments, 3 --checksum differs\n"
             "between worker counts with in-order delivery (a determinism bug).\n");
@@ -217,7 +221,7 @@ enum {
     OPT_DECODER, OPT_IO, OPT_SEED, OPT_SIZE, OPT_RESIZE, OPT_LAYOUT, OPT_SWEEP, OPT_JSON,
     OPT_CHECKSUM, OPT_NO_APPEND, OPT_APPEND_TO, OPT_LABEL, OPT_SHUFFLE, OPT_IN_ORDER,
     OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES, OPT_DEVICE, OPT_PIN, OPT_GPU_PREFETCH, OPT_DTYPE,
-    OPT_COMPUTE_MS, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE
+    OPT_COMPUTE_MS, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE, OPT_TRACE
 };
 
 static void parse_args(opts *o, int argc, char **argv)
@@ -254,6 +258,7 @@ static void parse_args(opts *o, int argc, char **argv)
         {"packed-read", required_argument, 0, OPT_PACKED_READ},
         {"verify-crc", no_argument, 0, OPT_VERIFY_CRC},
         {"drop-cache", no_argument, 0, OPT_DROP_CACHE},
+        {"trace", required_argument, 0, OPT_TRACE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -392,6 +397,9 @@ static void parse_args(opts *o, int argc, char **argv)
             break;
         case OPT_DROP_CACHE:
             o->drop_cache = 1;
+            break;
+        case OPT_TRACE:
+            o->trace = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -633,6 +641,10 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     set_opt(ld, FEEDER_OPT_PIN_MODE, o->pin, "--pin");
     set_opt(ld, FEEDER_OPT_GPU_PREFETCH, o->gpu_prefetch, "--gpu-prefetch");
     set_opt(ld, FEEDER_OPT_DTYPE, o->dtype, "--dtype");
+    /* The trace is written by feeder_loader_destroy, after the timed epochs. */
+    if (o->trace && workers == o->workers[o->nworkers - 1] &&
+        (rc = feeder_loader_set_trace(ld, o->trace)))
+        die_loader(ld, rc, "--trace", workers, 0);
     bg_ctx *gpu = NULL;
     char gerr[512];
     uint8_t *hostbuf = NULL; /* --checksum of device batches */
@@ -766,6 +778,9 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
                 workers, e + 1, o->epochs, r->rate[e], ep->first_ns / 1e6, r->io);
     }
     r->checksum = h;
+    if (o->trace && workers == o->workers[o->nworkers - 1] &&
+        (rc = feeder_loader_trace_flush(ld)))
+        die_loader(ld, rc, "--trace", workers, 0);
     feeder_loader_destroy(ld);
     bg_destroy(gpu);
     free(hostbuf);
@@ -972,6 +987,9 @@ static void make_footer(const opts *o, const run_res *runs, unsigned n, bu_sbuf 
     bu_sb_printf(b, "\n");
     if (o->device >= 0 && n > 0)
         bu_sb_printf(b, "gpu: %s\n", runs[0].gpu_how);
+    if (o->trace && n > 0)
+        bu_sb_printf(b, "trace: %s (workers %d; open it in ui.perfetto.dev or chrome://tracing)\n",
+                     o->trace, runs[n - 1].workers);
     for (unsigned i = 0; i < n; i++)
         if (runs[i].io_reason[0]) {
             bu_sb_printf(b, "io: %s (%s)\n", runs[i].io, runs[i].io_reason);

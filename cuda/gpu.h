@@ -75,6 +75,14 @@ int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int
 int feeder__gpu_decodes(const feeder__gpu *g);
 const char *feeder__gpu_decode_why(const feeder__gpu *g);
 
+/* Trace a span of GPU work between two timing events (cudaEvent_t) that have
+ * both passed, mapped to the host clock, on main-process track `track`
+ * (feeder__trace_track(feeder__loader_trace(ld), "gpu decode (GPU)"), say).
+ * `name` must be static. Nothing when the loader has no trace or an event
+ * has not passed; never waits. CUDA builds only. */
+void feeder__gpu_trace_events(feeder__gpu *g, int track, const char *name, void *ev0, void *ev1,
+                              int64_t epoch, int64_t batch);
+
 /* Does a batch's internal_ point at a device batch of this layer? */
 int feeder__gpu_owns(const feeder_batch *b);
 

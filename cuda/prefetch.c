@@ -45,6 +45,8 @@
 #include "decode/gpu_decode.h"
 #include "feeder_cuda.h"
 #include "loader/internal.h"
+#include "loader/nvtx.h"
+#include "loader/trace.h"
 
 #define ENTRY_MAGIC 0xFEEDC0DAu
 #define CHUNK_ALIGN 4096
@@ -71,6 +73,9 @@ typedef struct entry {
     int wait_release; /* the copy stream must wait on release_ev first */
     int used;         /* h2d_ev has been recorded */
     int timed;        /* start_ev..h2d_ev not yet added to the stats */
+    int tr_norm;      /* trace: the normalise span still waits for copy_ev */
+    int64_t tr_epoch, tr_batch; /* trace: the batch the recorded events belong to (pub is
+                                   rewritten before they are read at reuse) */
     uint32_t count;
     size_t in_bytes;
     /* PIN_COPY job, under g->lock */
@@ -135,6 +140,14 @@ struct feeder__gpu {
     int jhead, jlen;
     int stop;
     uint64_t pin_ns; /* under lock */
+
+    /* Trace (loader/trace.h): GPU times are mapped to the host clock through
+     * tr_ref, an event known to have passed at host time tr_ref_ns. */
+    feeder__trace *tr;
+    int tr_copy; /* the copy stream's track */
+    int tr_dec;  /* the GPU decoder's track (same stream, its own row) */
+    cudaEvent_t tr_ref;
+    uint64_t tr_ref_ns;
 };
 
 static const char *cuerr(cudaError_t e) { return cudaGetErrorString(e); }
@@ -264,10 +277,10 @@ static void harvest(feeder__gpu *g, entry *en, uint64_t *h2d_ns)
 
 /* Enqueue: wait for the buffer's release, copy data and labels from `src`,
  * normalise, record the events. Returns a cudaError_t. */
-static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels)
+static cudaError_t enqueue_copies(feeder__gpu *g, entry *en, const uint8_t *src,
+                                  const int64_t *labels, cudaStream_t s)
 {
     cudaError_t e = cudaSuccess;
-    cudaStream_t s = g->stream;
     if (en->wait_release && (e = cudaStreamWaitEvent(s, en->release_ev, 0)) != cudaSuccess)
         return e;
     en->wait_release = 0;
@@ -292,7 +305,59 @@ static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const 
     en->used = 1;
     en->timed = 1;
     en->decoded = 0;
+    en->tr_epoch = (int64_t)en->pub.epoch;
+    en->tr_batch = (int64_t)en->pub.number;
     return cudaSuccess;
+}
+
+static cudaError_t enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels)
+{
+    FEEDER_NVTX_PUSH("enqueue copies");
+    cudaError_t e = enqueue_copies(g, en, src, labels, g->stream);
+    FEEDER_NVTX_POP();
+    return e;
+}
+
+/* ---- trace ---- */
+
+void feeder__gpu_trace_events(feeder__gpu *g, int track, const char *name, void *ev0, void *ev1,
+                              int64_t epoch, int64_t batch)
+{
+    float a = 0, d = 0;
+    if (!g->tr || cudaEventElapsedTime(&a, g->tr_ref, (cudaEvent_t)ev0) != cudaSuccess ||
+        cudaEventElapsedTime(&d, (cudaEvent_t)ev0, (cudaEvent_t)ev1) != cudaSuccess) {
+        cudaGetLastError(); /* not ready, or not timed: not sticky */
+        return;
+    }
+    /* Start from the reference (float ms: ~8 us steps after 100 s), length
+     * from the pair itself (exact to the event resolution). */
+    uint64_t t0 = g->tr_ref_ns + (uint64_t)((double)a * 1e6);
+    feeder__trace_span_e(g->tr, track, name, t0, t0 + (uint64_t)((double)d * 1e6), epoch, batch,
+                         -1);
+}
+
+/* The copy-stream spans of an entry whose h2d_ev has passed: H2D now, the
+ * normalise kernel once copy_ev has passed too (never waited for). */
+static void trace_copies(feeder__gpu *g, entry *en, int h2d)
+{
+    if (!g->tr)
+        return;
+    int64_t ep = en->tr_epoch, b = en->tr_batch;
+    if (h2d && en->decoded) {
+        /* GPU decoders: the copies of the workers' pixels and the labels,
+         * then nvJPEG + the resize kernel (+ any CPU fallback's copies). */
+        feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->dec_ev, ep, b);
+        feeder__gpu_trace_events(g, g->tr_dec, "nvJPEG decode + resize", en->dec_ev, en->h2d_ev,
+                                 ep, b);
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+    } else if (h2d) {
+        feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->h2d_ev, ep, b);
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+    }
+    if (en->tr_norm && cudaEventQuery(en->copy_ev) == cudaSuccess) {
+        feeder__gpu_trace_events(g, g->tr_copy, "normalise", en->h2d_ev, en->copy_ev, ep, b);
+        en->tr_norm = 0;
+    }
 }
 
 /* Copy slot samples [i, j) (decoded pixels) to the device batch. */
@@ -369,8 +434,10 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
         goto cuda_fail;
     uint32_t nref = 0;
     char derr[300] = "";
+    FEEDER_NVTX_PUSH("nvJPEG batch");
     int rc = feeder__gpu_decode(g->dec, &job->t, job->seed, hb->epoch, g->imgs, n, en->stage, sb, s,
                                 g->refused, &nref, derr, sizeof(derr));
+    FEEDER_NVTX_POP();
     if (rc) {
         feeder__fmt(msg, msglen, "decoding batch %llu of epoch %llu on device %d: %s",
                     (unsigned long long)hb->number, (unsigned long long)hb->epoch,
@@ -410,6 +477,8 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
     en->used = 1;
     en->timed = 1;
     en->decoded = n - nref;
+    en->tr_epoch = (int64_t)hb->epoch;
+    en->tr_batch = (int64_t)hb->number;
     if (job->t.decoder == FEEDER_DECODER_HYBRID && n > nref)
         rebalance(g);
     return 0;
@@ -427,6 +496,7 @@ static void *pin_thread(void *arg)
     feeder__gpu *g = arg;
     /* The runtime's current device is per thread. */
     cudaSetDevice(g->cfg.device);
+    int track = feeder__trace_track_next(g->tr, "pin thread");
     pthread_mutex_lock(&g->lock);
     for (;;) {
         entry *en = NULL;
@@ -459,11 +529,15 @@ static void *pin_thread(void *arg)
         if (hi > en->in_bytes)
             hi = en->in_bytes;
         uint64_t t0 = feeder__now_ns();
+        FEEDER_NVTX_PUSH("pin copy");
         if (lo < hi)
             memcpy(en->pinned + lo, en->src + lo, hi - lo);
         if (chunk == 0)
             memcpy(en->pinned + g->in_bytes, en->src_labels, en->count * sizeof(int64_t));
-        uint64_t dt = feeder__now_ns() - t0;
+        FEEDER_NVTX_POP();
+        uint64_t t1 = feeder__now_ns(), dt = t1 - t0;
+        feeder__trace_span_e(g->tr, track, "pin copy", t0, t1, (int64_t)en->pub.epoch,
+                             (int64_t)en->pub.number, -1);
 
         pthread_mutex_lock(&g->lock);
         g->pin_ns += dt;
@@ -564,6 +638,20 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         }
         rc = 0;
     }
+    if ((g->tr = feeder__loader_trace(ld))) {
+        /* The reference for mapping GPU times to the host clock: an event
+         * waited for once, here, with the host time read right after. */
+        g->tr_copy = feeder__trace_track(g->tr, "copy stream (GPU)");
+        if (g->decodes)
+            g->tr_dec = feeder__trace_track(g->tr, "gpu decode (GPU)");
+        if ((e = cudaEventCreate(&g->tr_ref)) != cudaSuccess ||
+            (e = cudaEventRecord(g->tr_ref, g->stream)) != cudaSuccess ||
+            (e = cudaEventSynchronize(g->tr_ref)) != cudaSuccess) {
+            rc = setup_fail(g, why, whylen, "the trace's reference event", e);
+            goto fail;
+        }
+        g->tr_ref_ns = feeder__now_ns();
+    }
     if (g->pin_mode == FEEDER_PIN_REGISTER) {
         /* The whole slot mapping, so every slot's labels and data are
          * DMA-able; workers keep writing through their own mappings. */
@@ -628,7 +716,9 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         }
         if ((e = cudaEventCreate(&en->start_ev)) != cudaSuccess ||
             (e = cudaEventCreate(&en->h2d_ev)) != cudaSuccess ||
-            (e = cudaEventCreateWithFlags(&en->copy_ev, cudaEventDisableTiming)) != cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&en->copy_ev, g->tr ? cudaEventDefault
+                                                              : cudaEventDisableTiming)) !=
+                cudaSuccess ||
             (e = cudaEventCreateWithFlags(&en->release_ev, cudaEventDisableTiming)) != cudaSuccess ||
             (e = cudaEventCreate(&en->dec_ev)) != cudaSuccess) {
             rc = setup_fail(g, why, whylen, "cudaEventCreate", e);
@@ -740,6 +830,7 @@ static int reap(feeder__gpu *g, feeder_stats *d, int block)
                 if (q == cudaSuccess) {
                     harvest(g, en, &d->h2d_ns);
                     en->timed = 0;
+                    trace_copies(g, en, 1);
                 } else if (q != cudaErrorNotReady) {
                     return feeder__loader_fail(g->ld, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
                                                (unsigned long long)en->pub.number, g->cfg.device,
@@ -876,8 +967,11 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
                                        cuerr(e));
         if (en->timed)
             harvest(g, en, &g->h2d_ns);
+        trace_copies(g, en, en->timed);
         en->timed = 0;
     }
+    trace_copies(g, en, 0); /* a normalise span still owed: now or never */
+    en->tr_norm = 0;
     if (g->pin_mode == FEEDER_PIN_COPY) {
         pthread_mutex_lock(&g->lock);
         en->src = hb->data;
@@ -1048,6 +1142,7 @@ int feeder__gpu_release(feeder_batch *b, void *stream)
     feeder__gpu *g = en->g;
     if (en->state != E_LENT || &en->pub != b)
         return FEEDER_EINVAL;
+    feeder__trace_unhold(g->tr, b, feeder__now_ns());
     devguard dg;
     cudaError_t e = dev_enter(g, &dg);
     if (e == cudaSuccess)
@@ -1130,6 +1225,11 @@ void feeder__gpu_destroy(feeder__gpu *g)
     }
     if (entered && g->stream)
         cudaStreamSynchronize(g->stream);
+    for (int i = 0; entered && g->tr && g->e && i < g->depth; i++)
+        if (g->e[i].start_ev)
+            trace_copies(g, &g->e[i], g->e[i].timed);
+    if (g->tr_ref)
+        cudaEventDestroy(g->tr_ref);
     for (int i = 0; g->e && i < g->depth; i++) {
         entry *en = &g->e[i];
         if (en->dev != en->stage)

@@ -755,6 +755,36 @@ FEEDER_API int feeder_loader_gpu_status(const feeder_loader *ld, const char **re
 /* Fill `out` with the loader's counters. May be called from any thread. */
 FEEDER_API int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out);
 
+/* ------------------------------------------------------------------------ */
+/* Timeline trace                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Record a timeline of the loader and write it to `path` as Chrome Trace Event
+ * JSON, which Perfetto (ui.perfetto.dev) and chrome://tracing open: one track
+ * per worker (read, decode, transform, callback spans, each with its epoch,
+ * batch and sample index), the consumer (each feeder_next call, and each
+ * batch from feeder_next to feeder_batch_release), and with device batches
+ * each pin thread (pin copy) and the copy stream (H2D, normalise; GPU times
+ * mapped to the host clock). Times are CLOCK_MONOTONIC. Recording starts at
+ * feeder_loader_start; the file is written by feeder_loader_trace_flush and
+ * at feeder_loader_destroy (a failure there is not reported: flush first to
+ * see it). Memory is bounded: each track keeps its first 262,144 spans and
+ * counts the rest in the file's metadata ("feeder_dropped_events").
+ * Start writes an empty trace to check the path and fails with its -errno
+ * (the message names the file) when it cannot. NULL turns tracing off.
+ * Before start only (FEEDER_ESTATE after). `path` is copied.
+ * Thread-safety: as feeder_next. */
+FEEDER_API int feeder_loader_set_trace(feeder_loader *ld, const char *path);
+
+/* Write everything recorded so far to the trace file: PATH.tmp first, then
+ * renamed over PATH, so a reader never sees a partial file. Returns 0,
+ * FEEDER_ESTATE (no trace set, or the loader has not started), or -errno with
+ * feeder_loader_errmsg naming the file and the call that failed. Each flush
+ * writes a superset of the one before.
+ * Thread-safety: as feeder_next (the loader's threads keep recording
+ * meanwhile). */
+FEEDER_API int feeder_loader_trace_flush(feeder_loader *ld);
+
 #ifdef __cplusplus
 }
 #endif

@@ -152,6 +152,7 @@ typedef struct feeder__job {
     int verify_crc;
     int pack_fd;       /* the file, opened with O_DIRECT for FEEDER_PACKED_READ_DIRECT; or -1 */
     unsigned dio_mem_align, dio_off_align;
+    struct feeder__trace *trace; /* feeder_loader_set_trace, or NULL; workers inherit its areas */
 } feeder__job;
 
 enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
@@ -249,6 +250,9 @@ uint32_t feeder__loader_nslots(const feeder_loader *ld);
 int64_t feeder__loader_status_batch(const feeder_loader *ld);
 /* The current (or last) epoch. */
 uint64_t feeder__loader_epoch(const feeder_loader *ld);
+/* The loader's trace (feeder_loader_set_trace), or NULL: every
+ * feeder__trace_* call takes NULL (loader/trace.h). */
+struct feeder__trace *feeder__loader_trace(const feeder_loader *ld);
 /* Add the GPU counters of `d` (pin_ns, h2d_ns, h2d_bytes, gpu_batches, wait_ns)
  * to the loader's; set its levels pinned_bytes and device_bytes. */
 void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d);

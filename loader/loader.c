@@ -28,7 +28,9 @@
 
 #include "loader/internal.h"
 #include "cuda/gpu.h"
+#include "loader/nvtx.h"
 #include "loader/pack.h"
+#include "loader/trace.h"
 
 #define FEEDER__WORKER_QUEUE 2
 
@@ -214,6 +216,8 @@ struct feeder_loader {
     uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
     feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
     int start_failed; /* a start that failed after allocating: its error, for good */
+    char *trace_path;     /* feeder_loader_set_trace, copied */
+    feeder__trace *trace; /* made at start when trace_path is set */
     char errmsg[2048];
 
     pthread_mutex_t stats_lock;
@@ -329,6 +333,36 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
 }
 
 const char *feeder_loader_errmsg(const feeder_loader *ld) { return ld ? ld->errmsg : ""; }
+
+int feeder_loader_set_trace(feeder_loader *ld, const char *path)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->started)
+        return fail(ld, FEEDER_ESTATE, "feeder_loader_set_trace: the loader started");
+    if (path && !*path)
+        return fail(ld, FEEDER_EINVAL, "feeder_loader_set_trace: empty path");
+    char *copy = NULL;
+    if (path && !(copy = strdup(path)))
+        return fail(ld, -ENOMEM, "feeder_loader_set_trace: out of memory");
+    free(ld->trace_path);
+    ld->trace_path = copy;
+    return 0;
+}
+
+int feeder_loader_trace_flush(feeder_loader *ld)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (!ld->trace)
+        return fail(ld, FEEDER_ESTATE, "feeder_loader_trace_flush: %s",
+                    ld->trace_path ? "the loader has not started" : "no trace was set");
+    char err[sizeof(ld->errmsg)];
+    int rc = feeder__trace_write(ld->trace, err, sizeof(err));
+    return rc ? fail(ld, rc, "%s", err) : 0;
+}
+
+feeder__trace *feeder__loader_trace(const feeder_loader *ld) { return ld ? ld->trace : NULL; }
 
 int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *device,
                                  const feeder_allocator *pinned)
@@ -846,6 +880,22 @@ int feeder_loader_start(feeder_loader *ld)
     /* A resume blob is checked again against the options as they are now. */
     if (ld->resume && (rc = feeder__state_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
         return rc;
+    /* The trace's worker areas must exist before the workers fork. Writing
+     * the (still empty) file now finds an unwritable path at start, not at
+     * destroy, which cannot report it. */
+    feeder__trace_destroy(ld->trace); /* of a start that failed later: sized for then */
+    ld->trace = job->trace = NULL;
+    if (ld->trace_path) {
+        char err[512];
+        if (!(ld->trace = feeder__trace_create(ld->trace_path, ld->nworkers, err, sizeof(err))))
+            return fail(ld, -ENOMEM, "%s", err);
+        if ((rc = feeder__trace_write(ld->trace, err, sizeof(err)))) {
+            feeder__trace_destroy(ld->trace);
+            ld->trace = NULL;
+            return fail(ld, rc, "%s", err);
+        }
+        job->trace = ld->trace;
+    }
 
     /* One memfd for every slot, sized once (invariant 7). It has no name in
      * /dev/shm, so nothing outlives the last process that maps it. */
@@ -1437,11 +1487,23 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
     if (!ld || !out)
         return FEEDER_EINVAL;
     int rc;
+    uint64_t t0 = feeder__now_ns();
     if (!ld->started && (rc = feeder_loader_start(ld)))
         return rc;
-    if (ld->gpu)
-        return feeder__gpu_next(ld->gpu, out);
-    return feeder__host_next(ld, out, 0);
+    FEEDER_NVTX_PUSH("feeder_next");
+    rc = ld->gpu ? feeder__gpu_next(ld->gpu, out) : feeder__host_next(ld, out, 0);
+    FEEDER_NVTX_POP();
+    if (ld->trace) {
+        /* The whole call: its length is the consumer's stall. */
+        uint64_t t1 = feeder__now_ns();
+        int64_t epoch = rc == 0 ? (int64_t)(*out)->epoch : -1;
+        int64_t batch = rc == 0 ? (int64_t)(*out)->number : -1;
+        feeder__trace_span_e(ld->trace, feeder__trace_consumer(ld->trace), "next", t0, t1, epoch,
+                             batch, -1);
+        if (rc == 0)
+            feeder__trace_hold(ld->trace, *out, t1, epoch, batch);
+    }
+    return rc;
 }
 
 int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
@@ -1515,6 +1577,8 @@ int feeder_batch_release(feeder_batch *batch, void *stream)
         return FEEDER_EINVAL;
     if (feeder__gpu_owns(batch))
         return feeder__gpu_release(batch, stream);
+    const slot_state *ss = batch->internal_;
+    feeder__trace_unhold(ss->ld->trace, batch, feeder__now_ns());
     return feeder__host_release(batch);
 }
 
@@ -1578,6 +1642,15 @@ void feeder_loader_destroy(feeder_loader *ld)
     stop_workers(ld, 1);
     /* Before the slots are unmapped: the GPU layer unregisters them. */
     feeder__gpu_destroy(ld->gpu);
+    /* Every recorder is gone: workers reaped, pin threads joined, the copy
+     * stream's spans harvested. An error here has no caller to go to
+     * (feeder_loader_trace_flush reports one). */
+    if (ld->trace) {
+        char err[512];
+        (void)feeder__trace_write(ld->trace, err, sizeof(err));
+        feeder__trace_destroy(ld->trace);
+    }
+    free(ld->trace_path);
     if (ld->inline_ready)
         feeder__worker_ctx_free(&ld->inline_ctx);
     feeder__decoder_destroy(ld->fallback_dec);

@@ -30,7 +30,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "loader/nvtx.h"
 #include "loader/pack.h"
+#include "loader/trace.h"
 
 #define ULL(x) ((unsigned long long)(x))
 
@@ -547,6 +549,9 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
         }
     }
     res->bytes_read += bytes;
+    /* The copy (RAW from the mapping) or the reads of the task's records. */
+    feeder__trace_worker_span(job->trace, w->id, FEEDER__SPAN_READ, t0, feeder__now_ns(),
+                              (int64_t)epoch, -1, n == 1 ? (int64_t)idx[0] : -1);
 
     for (uint32_t r = 0; r < nruns; r++) {
         const pk_run *run = &p->runs[r];
@@ -585,8 +590,13 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
                 res->read_ns += feeder__now_ns() - t0;
                 feeder__decode_times tm = {0, 0};
                 char derr[512] = "";
+                uint64_t td = job->trace ? feeder__now_ns() : 0;
+                FEEDER_NVTX_PUSH("decode+transform");
                 src_rc = feeder__decode_sample(w->dec, &job->t, src, pk->size[i], job->seed,
                                                epoch, i, dst, &tm, derr, sizeof(derr));
+                FEEDER_NVTX_POP();
+                feeder__trace_decode(job->trace, w->id, td, &tm, src_rc == 0, epoch,
+                                     (uint64_t)-1, i);
                 res->decode_ns += tm.decode_ns;
                 res->transform_ns += tm.transform_ns;
                 if (src_rc)

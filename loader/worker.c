@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "loader/internal.h"
+#include "loader/nvtx.h"
 #include "loader/pack.h"
+#include "loader/trace.h"
 
 uint64_t feeder__now_ns(void)
 {
@@ -83,8 +85,12 @@ static int load_file_sample(feeder__worker_ctx *w, const feeder__task_msg *t,
     }
     feeder__decode_times tm = {0, 0};
     char derr[512] = "";
+    uint64_t t0 = job->trace ? feeder__now_ns() : 0;
+    FEEDER_NVTX_PUSH("decode+transform");
     int rc = feeder__decode_sample(w->dec, &w->cpu_t, f->data, f->len, job->seed, t->epoch,
                                    index, dst, &tm, derr, sizeof(derr));
+    FEEDER_NVTX_POP();
+    feeder__trace_decode(job->trace, w->id, t0, &tm, rc == 0, t->epoch, t->batch, index);
     res->decode_ns += tm.decode_ns;
     res->transform_ns += tm.transform_ns;
     if (rc)
@@ -109,7 +115,13 @@ static int load_user_sample(feeder__worker_ctx *w, const feeder__task_msg *t, ui
     sc.layout = l->layout;
     sc.worker_id = w->id;
     char uerr[512] = "";
+    uint64_t t0 = job->trace ? feeder__now_ns() : 0;
+    FEEDER_NVTX_PUSH("callback");
     int rc = job->ds->cb.get(job->ds->user, &sc, dst, l->sample_bytes, label, uerr, sizeof(uerr));
+    FEEDER_NVTX_POP();
+    if (job->trace)
+        feeder__trace_worker_span(job->trace, w->id, FEEDER__SPAN_CALLBACK, t0, feeder__now_ns(),
+                                  (int64_t)t->epoch, (int64_t)t->batch, (int64_t)index);
     if (rc) {
         feeder__fmt(msg, msglen, "sample %llu: dataset callback returned %d%s%s",
                     (unsigned long long)index, rc, uerr[0] ? ": " : "", uerr);
@@ -130,8 +142,13 @@ static int load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t i
         return feeder__packed_load_one(w, t, index, dst, label, res, msg, msglen);
     feeder__file f = {.path = feeder_dataset_path(ds, index)};
     uint64_t t0 = feeder__now_ns();
+    FEEDER_NVTX_PUSH("read");
     int rc = feeder__reader_read(w->rd, &f, 1);
-    res->read_ns += feeder__now_ns() - t0;
+    FEEDER_NVTX_POP();
+    uint64_t t1 = feeder__now_ns();
+    res->read_ns += t1 - t0;
+    feeder__trace_worker_span(w->job->trace, w->id, FEEDER__SPAN_READ, t0, t1, (int64_t)t->epoch,
+                              (int64_t)t->batch, (int64_t)index);
     if (rc) {
         feeder__fmt(msg, msglen, "sample %llu (%s): reader failed: %s",
                     (unsigned long long)index, f.path, strerror(-rc));
@@ -260,8 +277,13 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
         lab[t->first + k] = ds->labels[index];
     }
     uint64_t t0 = feeder__now_ns();
+    FEEDER_NVTX_PUSH("read");
     rc = feeder__reader_read(w->rd, w->files, t->count);
-    res->read_ns += feeder__now_ns() - t0;
+    FEEDER_NVTX_POP();
+    uint64_t t1 = feeder__now_ns();
+    res->read_ns += t1 - t0;
+    feeder__trace_worker_span(job->trace, w->id, FEEDER__SPAN_READ, t0, t1, (int64_t)t->epoch,
+                              (int64_t)t->batch, -1);
     if (rc) {
         feeder__fmt(res->errmsg, sizeof(res->errmsg), "worker %d: reader failed: %s", w->id,
                     strerror(-rc));
@@ -348,6 +370,7 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
 {
     if (feeder__worker_watch_parent(parent))
         _exit(FEEDER__EXIT_ORPHAN);
+    feeder__trace_worker_pid(job->trace, id, (int)getpid());
     for (int i = 0; i < nclose; i++)
         if (close_fds[i] >= 0)
             close(close_fds[i]);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -998,6 +999,106 @@ START_TEST(test_hybrid_splits_every_batch)
 }
 END_TEST
 
+/* ---- trace ---- */
+
+/* The tid of the thread named `name` in a trace file, or -1. */
+static int trace_tid(const char *text, const char *name)
+{
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\"args\":{\"name\":\"%s\"}", name);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *end = strchr(l, '\n');
+        const char *hit = strstr(l, pat);
+        int tid;
+        if (hit && (!end || hit < end) && strstr(l, "thread_name") &&
+            sscanf(strstr(l, "\"tid\":"), "\"tid\":%d", &tid) == 1)
+            return tid;
+    }
+    return -1;
+}
+
+/* A GPU loader's trace: an "H2D" span on the copy-stream track for every
+ * batch of every epoch, inside the run (GPU times mapped to the host clock),
+ * one "pin copy" per pin thread and batch with PIN_COPY, and the normalise
+ * kernel's spans for float batches. */
+START_TEST(test_trace_gpu_spans)
+{
+    for (int pin = FEEDER_PIN_COPY; pin <= FEEDER_PIN_REGISTER; pin++) {
+        cfg d = base();
+        d.device = 0;
+        d.pin = pin;
+        d.dtype = FEEDER_DTYPE_FLOAT32;
+        feeder_loader *ld = make(jpegs, &d);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/gpu-%d.json", tmpdir, pin);
+        ck_assert_int_eq(feeder_loader_set_trace(ld, path), 0);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t t_start = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        int per_epoch = 0;
+        for (int e = 0; e < 2; e++) {
+            feeder_batch *b;
+            int rc, n = 0;
+            while ((rc = feeder_next(ld, &b)) == 0) {
+                ck_assert_int_eq(b->device, 0);
+                n++;
+                ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+            }
+            ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+            per_epoch = n;
+        }
+        ck_assert_int_eq(per_epoch, 4); /* 18 images, batches of 5 */
+        feeder_loader_destroy(ld);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t t_end = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+
+        uint8_t *data;
+        size_t len;
+        ck_assert_int_eq(bu_read_file(path, &data, &len), 0);
+        char *text = realloc(data, len + 1);
+        text[len] = 0;
+        int copy = trace_tid(text, "copy stream (GPU)");
+        ck_assert_int_ge(copy, 0);
+        int h2d[2][4] = {{0}}, norm = 0, pins = 0;
+        for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+            char *end = strchr(l, '\n');
+            if (end)
+                *end = 0;
+            int tid, e, bn;
+            unsigned long long us0, us1;
+            unsigned f0, f1;
+            if (strstr(l, "\"name\":\"pin copy\""))
+                pins++;
+            if (strstr(l, "\"name\":\"normalise\""))
+                norm++;
+            if (strstr(l, "\"name\":\"H2D\"")) {
+                ck_assert_int_eq(sscanf(strstr(l, "\"tid\":"), "\"tid\":%d", &tid), 1);
+                ck_assert_int_eq(tid, copy);
+                ck_assert_int_eq(sscanf(strstr(l, "\"ts\":"), "\"ts\":%llu.%u,\"dur\":%llu.%u",
+                                        &us0, &f0, &us1, &f1), 4);
+                uint64_t t0 = us0 * 1000 + f0, t1 = t0 + us1 * 1000 + f1;
+                ck_assert_msg(t0 >= t_start && t1 <= t_end, "H2D at %llu..%llu outside the run",
+                              (unsigned long long)t0, (unsigned long long)t1);
+                ck_assert_int_eq(sscanf(strstr(l, "\"args\":"), "\"args\":{\"epoch\":%d,\"batch\":%d",
+                                        &e, &bn), 2);
+                ck_assert(e >= 0 && e < 2 && bn >= 0 && bn < 4);
+                h2d[e][bn]++;
+            }
+            if (end)
+                *end = '\n';
+        }
+        for (int e = 0; e < 2; e++)
+            for (int b = 0; b < 4; b++)
+                ck_assert_msg(h2d[e][b] == 1, "pin %d: epoch %d batch %d has %d H2D spans", pin,
+                              e, b, h2d[e][b]);
+        ck_assert_int_ge(norm, 1);
+        ck_assert_int_le(norm, 8);
+        ck_assert_int_eq(pins, pin == FEEDER_PIN_COPY ? 8 * 3 : 0);
+        free(text);
+    }
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
@@ -1019,6 +1120,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
     tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);
     tcase_add_test(tc, test_hybrid_splits_every_batch);
+    tcase_add_test(tc, test_trace_gpu_spans);
     suite_add_tcase(s, tc);
     return s;
 }
