@@ -18,7 +18,8 @@
  *    that it is CUDA-aware (MPIX_Query_cuda_support);
  *  - else staged: D2H into a pinned host buffer, MPI_Allreduce there, H2D.
  * --allreduce picks one; auto takes the first that this build and this MPI
- * allow, the same on every rank (the most conservative rank's choice).
+ * allow (not NCCL where ranks share a GPU: it takes one rank per GPU), the
+ * same on every rank (the most conservative rank's choice).
  *
  * Each step synchronises the stream after the backward pass, so the time
  * split (load wait / compute / allreduce) is measured rather than guessed; a
@@ -130,8 +131,28 @@ static void nk(ncclResult_t r, const char *what, int line)
 }
 #endif
 
-static void averager_init(averager *a, mt_allreduce want, const feeder_dist *d, float *dev,
-                          size_t count)
+/* Whether another rank on this machine uses the same GPU (NCCL refuses a
+ * communicator with two ranks on one device). */
+static int gpu_shared(int device)
+{
+    MPI_Comm node;
+    int n, dup = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &n);
+    int *devs = malloc((size_t)n * sizeof(*devs));
+    if (!devs)
+        mt_die("out of memory");
+    MPI_Allgather(&device, 1, MPI_INT, devs, 1, MPI_INT, node);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            dup |= devs[i] == devs[j];
+    free(devs);
+    MPI_Comm_free(&node);
+    return dup;
+}
+
+static void averager_init(averager *a, mt_allreduce want, const feeder_dist *d, int device,
+                          float *dev, size_t count)
 {
     memset(a, 0, sizeof(*a));
     a->dev = dev;
@@ -140,13 +161,17 @@ static void averager_init(averager *a, mt_allreduce want, const feeder_dist *d, 
         mt_die("a gradient of %zu floats is too large for one MPI_Allreduce", count);
     int cuda_aware = mpi_cuda_aware();
     int kind = want;
+    const int shared = gpu_shared(device);
     if (want == MT_AR_AUTO) {
 #ifdef MT_HAVE_NCCL
-        kind = MT_AR_NCCL;
+        kind = shared ? (cuda_aware ? MT_AR_MPI_CUDA : MT_AR_MPI_HOST) : MT_AR_NCCL;
 #else
         kind = cuda_aware ? MT_AR_MPI_CUDA : MT_AR_MPI_HOST;
 #endif
     }
+    if (kind == MT_AR_NCCL && shared)
+        mt_die("--allreduce nccl: ranks of this machine share GPU %d, and NCCL takes one rank "
+               "per GPU (use mpi-host, or as many ranks as GPUs)", device);
 #ifndef MT_HAVE_NCCL
     if (kind == MT_AR_NCCL)
         mt_die("--allreduce nccl: this mpi_train was built without NCCL (CMake found no "
@@ -249,7 +274,7 @@ void mt_gpu_train(const mt_opts *o, const feeder_dist *d, feeder_loader *ld, int
     tm_model m;
     CK(tm_model_init(&m, F, K, o->batch, o->seed, stream));
     averager ar;
-    averager_init(&ar, o->allreduce, d, m.grad, nw + K);
+    averager_init(&ar, o->allreduce, d, device, m.grad, nw + K);
     snprintf(res->allreduce, sizeof(res->allreduce), "%s", ar.name);
     if (mt_rank == 0) {
         printf(MT_PROG ": gradient averaging: %s, %zu floats per step\n", ar.name, nw + K);
