@@ -22,7 +22,9 @@
  * same on every rank (the most conservative rank's choice).
  *
  * Each step synchronises the stream after the backward pass, so the time
- * split (load wait / compute / allreduce) is measured rather than guessed; a
+ * split (load wait / compute / allreduce) is measured rather than guessed
+ * ("compute" runs from feeder_next's return to the gradient being ready, so
+ * it includes any part of the batch's host-to-device copy still in flight); a
  * real trainer overlaps the averaging with the backward pass instead. At this
  * model's size a step is tens of microseconds of GPU time, far below what the
  * loader needs per batch, so the sync costs nothing that matters here.
