@@ -153,7 +153,7 @@ for r in runs:
         eff = f"{100 * tot / (2 * total1):.0f} %" + ("" if ngpu >= 2 else " (1 GPU)")
     split = "; ".join(f"{p['wait_s']:.3f} / {p['compute_s']:.3f} / {p['allreduce_s']:.3f}"
                       for p in per)
-    rows.append([str(np_), ", ".join(f"GPU {p['device']}" for p in per), str(per[0]["workers"]),
+    rows.append([str(np_), ", ".join(f"GPU {p['device']}" if p["device"] >= 0 else "CPU" for p in per), str(per[0]["workers"]),
                  j["allreduce"], ", ".join(f"{p['images_per_s']:,.0f}" for p in per),
                  f"{tot:,.0f}", split, eff])
     cmds.append(cmd)
