@@ -14,7 +14,7 @@
 # Where there is no GPU it builds, says so and skips the GPU runs (exit 0).
 # Exit 0: all good or skipped; 1: a build, run or check failed.
 # Meant to finish well inside 6 minutes: making the 10,000 JPEGs took ~3 ms each on one core
-# here (once, in the first run), and every mpirun is capped by `timeout`.
+# here (once, in the first run), and the mpirun runs are capped at 150 + 90 + 90 + 60 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-./gpu-out}
@@ -63,15 +63,16 @@ epochs=${EPOCHS:-5}
 status=0
 runs=()
 
-# run NP [extra mpi_train args...]: one --bench job, its log under $out.
+# run LIMIT NP [extra mpi_train args...]: one --bench job of at most LIMIT
+# seconds, its log under $out.
 run() {
-  local np=$1; shift
+  local limit=$1 np=$2; shift 2
   local w=$(( cores / np - 1 )); (( w > 15 )) && w=15; (( w < 1 )) && w=1
   local name="np$np${1:+-${1#--}${2:+-$2}}"
   local cmd=(mpirun "${root[@]}" --bind-to none -np "$np" "$bin" --cache "$data" --images "$images"
              --batch "$batch" --epochs "$epochs" --workers "$w" --device auto --bench --json "$@")
   say "== ${cmd[*]}"
-  if ! timeout 240 "${cmd[@]}" > "$out/mpi_gpu_$name.log" 2>&1; then
+  if ! timeout "$limit" "${cmd[@]}" > "$out/mpi_gpu_$name.log" 2>&1; then
     cat "$out/mpi_gpu_$name.log" | tee -a "$log"
     say "mpi_gpu_check: the $np-rank run failed"
     status=1
@@ -81,16 +82,16 @@ run() {
   runs+=("$np:$name:${cmd[*]}")
 }
 
-run 1
+run 150 1   # makes the dataset first (not timed by --bench)
 if (( ngpu < 2 )); then
   say "mpi_gpu_check: one GPU here: the 2-rank runs share it (no scaling figure)"
 fi
-run 2
+run 90 2
 # The same job averaging through host memory, to compare with NCCL.
-run 2 --allreduce mpi-host
+run 90 2 --allreduce mpi-host
 
 say "== learning check: 2 ranks, 3 epochs of the 420-image set, no --bench"
-if timeout 180 mpirun "${root[@]}" --bind-to none -np 2 "$bin" --epochs 3 --workers 4 \
+if timeout 60 mpirun "${root[@]}" --bind-to none -np 2 "$bin" --epochs 3 --workers 4 \
     --device auto > "$out/mpi_gpu_learn.log" 2>&1; then
   grep -E "^(epoch|check|mpi_train: (loss|final))" "$out/mpi_gpu_learn.log" | tee -a "$log"
 else
