@@ -33,9 +33,21 @@
  * photo, so the classes can be learnt), reused on later runs; on several
  * machines, pass --data on a shared file system instead.
  *
- * The GPU path: feeder_dist_cuda_device(&d) (feeder_cuda.h) picks this rank's
- * GPU for FEEDER_OPT_DEVICE; this example stays on the CPU so it runs
- * anywhere MPI does.
+ * The GPU path (mpi_train_gpu.c, built when CMake finds CUDA): with --device
+ * auto (the default) each rank takes the GPU feeder_dist_cuda_device() picks
+ * for its local rank, has feeder deliver float32 batches normalised on that
+ * GPU, computes the gradient of train_loop's model there (train_model.h) and
+ * averages it with NCCL, or MPI_Allreduce on device pointers where Open MPI is
+ * CUDA-aware, or MPI_Allreduce staged through pinned host memory; it prints
+ * which. Where no rank-local GPU is found (or with --device -1) the job takes
+ * the CPU path above, which CI runs. All ranks take the same path.
+ *
+ * At the end rank 0 prints every rank's images/s and where its time went
+ * (blocked in feeder_next, computing, averaging), and the job's images/s:
+ * over all epochs, or with --bench the median of the epochs after the first
+ * (the first starts the workers and fills the page cache), without the
+ * learning check. --json adds the same as one JSON line starting with
+ * {"program": "mpi_train" (scripts/mpi_gpu_check.sh reads it).
  *
  * Cores: Open MPI spins on a core while a rank waits in MPI_Allreduce. When
  * ranks x (workers + 1) exceed the machine's cores that core is taken from
@@ -60,39 +72,27 @@
 
 #include "benchutil.h"
 #include "feeder.h"
+#include "mpi_train.h"
 
 #ifndef FEEDER_BENCH_PHOTOS
 #define FEEDER_BENCH_PHOTOS "bench/photos"
 #endif
 
-#define PROG "mpi_train"
-#define GRID 16                      /* the model sees GRID x GRID x 3 */
+#define PROG MT_PROG
+#define GRID MT_GRID
 #define FEATURES (GRID * GRID * 3)
 
-typedef struct opts {
-    const char *data;
-    const char *cache;
-    unsigned images;
-    unsigned epochs;
-    uint32_t batch;
-    int workers; /* -1: from the CPUs this rank may use */
-    uint32_t size;
-    double lr;
-    uint64_t seed;
-    int shuffle;
-    int drop_last;
-} opts;
+typedef mt_opts opts;
 
-static int rank_ = 0;
+int mt_rank = 0;
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Any rank that fails takes the job down: the others would wait forever at
  * their next collective. */
-static void die(const char *fmt, ...)
+void mt_die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, PROG " rank %d: ", rank_);
+    fprintf(stderr, PROG " rank %d: ", mt_rank);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\n");
@@ -118,7 +118,19 @@ static void usage(FILE *f)
             "  --lr X           SGD learning rate (0.05)\n"
             "  --seed N         seed of the order, the crops and the initial weights (1)\n"
             "  --shuffle 0|1    shuffle every epoch (1)\n"
-            "  --drop-last 0|1  drop the uneven tail, in the sampler and in the batches (1)\n");
+            "  --drop-last 0|1  drop the uneven tail, in the sampler and in the batches (1)\n"
+            "  --device auto|N|-1  the GPU path on this rank's GPU (auto: the one its local\n"
+            "                   rank picks, or the CPU path when it has none), on device N,\n"
+            "                   or the CPU path (-1) (auto)\n"
+            "  --allreduce auto|nccl|mpi-cuda|mpi-host  how the GPU path averages gradients\n"
+            "                   (auto: NCCL if built with it, else MPI on device pointers\n"
+            "                   if CUDA-aware, else staged through pinned host memory)\n"
+            "  --bench          report the median of the epochs after the first; no\n"
+            "                   learning check\n"
+            "  --json           rank 0 also prints the report as one JSON line\n"
+            "  --no-check       GPU path: skip comparing the first step with the CPU\n"
+            "Exit status: 0 done, 1 error or the ranks' weights differ, 2 bad arguments,\n"
+            "3 the GPU path's loss did not fall (not with --bench).\n");
 }
 
 static long parse_num(const char *opt, const char *s, long lo, long hi)
@@ -127,7 +139,7 @@ static long parse_num(const char *opt, const char *s, long lo, long hi)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || *end || end == s || v < lo || v > hi) {
-        if (rank_ == 0)
+        if (mt_rank == 0)
             fprintf(stderr, PROG ": %s '%s': expected an integer in [%ld, %ld]\n", opt, s, lo,
                     hi);
         MPI_Finalize();
@@ -139,7 +151,7 @@ static long parse_num(const char *opt, const char *s, long lo, long hi)
 static opts parse_args(int argc, char **argv)
 {
     opts o = {.images = 420, .epochs = 3, .batch = 32, .workers = -1, .size = 224, .lr = 0.05,
-              .seed = 1, .shuffle = 1, .drop_last = 1};
+              .seed = 1, .shuffle = 1, .drop_last = 1, .device = -2, .check = 1};
     static const struct option longs[] = {
         {"data", required_argument, 0, 'd'},    {"images", required_argument, 0, 'i'},
         {"epochs", required_argument, 0, 'e'},  {"batch", required_argument, 0, 'b'},
@@ -147,6 +159,9 @@ static opts parse_args(int argc, char **argv)
         {"lr", required_argument, 0, 'l'},      {"seed", required_argument, 0, 'S'},
         {"shuffle", required_argument, 0, 'x'}, {"drop-last", required_argument, 0, 'D'},
         {"cache", required_argument, 0, 'c'},   {"help", no_argument, 0, 'h'},
+        {"device", required_argument, 0, 'g'},  {"allreduce", required_argument, 0, 'a'},
+        {"bench", no_argument, 0, 'B'},         {"json", no_argument, 0, 'j'},
+        {"no-check", no_argument, 0, 'n'},
         {0, 0, 0, 0},
     };
     int c;
@@ -162,11 +177,34 @@ static opts parse_args(int argc, char **argv)
         case 'S': o.seed = (uint64_t)parse_num("--seed", optarg, 0, 1L << 62); break;
         case 'x': o.shuffle = (int)parse_num("--shuffle", optarg, 0, 1); break;
         case 'D': o.drop_last = (int)parse_num("--drop-last", optarg, 0, 1); break;
+        case 'g':
+            o.device = strcmp(optarg, "auto") == 0 ? -2
+                                                   : (int)parse_num("--device", optarg, -1, 1023);
+            break;
+        case 'a': {
+            static const char *const names[] = {"auto", "nccl", "mpi-cuda", "mpi-host"};
+            int k = -1;
+            for (int i = 0; i < 4; i++)
+                if (strcmp(optarg, names[i]) == 0)
+                    k = i;
+            if (k < 0) {
+                if (mt_rank == 0)
+                    fprintf(stderr, PROG ": --allreduce '%s': expected auto, nccl, mpi-cuda or "
+                            "mpi-host\n", optarg);
+                MPI_Finalize();
+                exit(2);
+            }
+            o.allreduce = (mt_allreduce)k;
+            break;
+        }
+        case 'B': o.bench = 1; break;
+        case 'j': o.json = 1; break;
+        case 'n': o.check = 0; break;
         case 'l': {
             char *end;
             o.lr = strtod(optarg, &end);
             if (*end || !(o.lr > 0) || !isfinite(o.lr)) {
-                if (rank_ == 0)
+                if (mt_rank == 0)
                     fprintf(stderr, PROG ": --lr '%s': expected a positive number\n", optarg);
                 MPI_Finalize();
                 exit(2);
@@ -174,19 +212,19 @@ static opts parse_args(int argc, char **argv)
             break;
         }
         case 'h':
-            if (rank_ == 0)
+            if (mt_rank == 0)
                 usage(stdout);
             MPI_Finalize();
             exit(0);
         default:
-            if (rank_ == 0)
+            if (mt_rank == 0)
                 usage(stderr);
             MPI_Finalize();
             exit(2);
         }
     }
     if (optind != argc || o.size % GRID) {
-        if (rank_ == 0)
+        if (mt_rank == 0)
             fprintf(stderr, PROG ": %s\n",
                     optind != argc ? "unexpected argument" : "--size must be a multiple of 16");
         MPI_Finalize();
@@ -207,15 +245,7 @@ static int default_workers(const feeder_dist *d)
     return w > 0 ? w : 1;
 }
 
-static double now_s(void) { return (double)bu_now_ns() * 1e-9; }
-
-static uint64_t mix64(uint64_t x)
-{
-    uint64_t z = x + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+double mt_now_s(void) { return (double)bu_now_ns() * 1e-9; }
 
 /* The batch's images, average-pooled to GRID x GRID x 3 and normalised with
  * the ImageNet channel means and deviations. */
@@ -252,7 +282,7 @@ static double step_grad(const double *w, int classes, const float *x, const int6
 {
     double loss = 0, *z = malloc((size_t)classes * sizeof(*z));
     if (!z)
-        die("out of memory");
+        mt_die("out of memory");
     const size_t row = FEATURES + 1;
     for (uint32_t i = 0; i < count; i++) {
         const float *xi = x + (size_t)i * FEATURES;
@@ -297,7 +327,7 @@ static int make_dataset(const char *dir, unsigned images, uint64_t seed)
     bu_photos *photos;
     int rc = bu_photos_load(photos_dir, &photos, err, sizeof(err));
     if (rc)
-        die("loading the seed photos: %s (set FEEDER_BENCH_PHOTOS, or pass --data)", err);
+        mt_die("loading the seed photos: %s (set FEEDER_BENCH_PHOTOS, or pass --data)", err);
     char stamp[4200], want[128];
     snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
     snprintf(want, sizeof(want), "mpi_train images=%u seed=%llu v1\n", images,
@@ -347,23 +377,265 @@ static feeder_dataset *open_data(const opts *o, const feeder_dist *d, char *dir,
         bad = rc != 0;
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (rc)
-            die("making the dataset in %s: %s", dir, strerror(-rc));
+            mt_die("making the dataset in %s: %s", dir, strerror(-rc));
         if (any)
-            die("another rank failed to make the dataset");
+            mt_die("another rank failed to make the dataset");
     }
     char err[1024] = "";
     feeder_dataset *ds;
     int rc = feeder_dataset_open_folder(dir, &ds, err, sizeof(err));
     if (rc)
-        die("%s: %s", feeder_strerror(rc), err);
+        mt_die("%s: %s", feeder_strerror(rc), err);
     return ds;
+}
+
+void mt_epoch_line(unsigned e, double loss_sum, uint64_t seen, uint64_t correct, double dt,
+                   uint64_t mine)
+{
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    double *rates = malloc((size_t)world * sizeof(*rates));
+    if (!rates)
+        mt_die("out of memory");
+    double rate = dt > 0 ? (double)mine / dt : 0;
+    MPI_Gather(&rate, 1, MPI_DOUBLE, rates, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double slowest;
+    MPI_Reduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (mt_rank == 0) {
+        printf("epoch %u: loss %.4f accuracy %.3f | images/s per rank:", e,
+               seen ? loss_sum / (double)seen : 0, seen ? (double)correct / (double)seen : 0);
+        for (int r = 0; r < world; r++)
+            printf(" %.1f", rates[r]);
+        printf(" | total %.1f\n", slowest > 0 ? (double)seen / slowest : 0);
+        fflush(stdout);
+    }
+    free(rates);
+}
+
+/* The CPU path: features and gradients in double precision on the host,
+ * summed over the job with MPI_Allreduce. */
+static void cpu_train(const opts *o, feeder_loader *ld, int classes, mt_epoch *ep,
+                      mt_result *res)
+{
+    /* The same initial weights everywhere, from the seed alone. */
+    const size_t row = FEATURES + 1, nw = (size_t)classes * row;
+    double *w = calloc(nw, sizeof(*w)), *g = malloc((nw + 3) * sizeof(*g));
+    float *x = malloc((size_t)o->batch * FEATURES * sizeof(*x));
+    if (!w || !g || !x)
+        mt_die("out of memory");
+    for (size_t i = 0; i < nw; i++)
+        w[i] = 0.01 * (feeder_random_uniform(o->seed, 0, i, 0) - 0.5);
+    snprintf(res->allreduce, sizeof(res->allreduce), "MPI_Allreduce of the gradient in host "
+             "memory (CPU path, double)");
+
+    int rc;
+    for (unsigned e = 0; e < o->epochs; e++) {
+        double t0 = mt_now_s(), loss = 0, wait = 0, compute = 0, allr = 0;
+        uint64_t seen = 0, correct = 0, mine = 0;
+        feeder_batch *b;
+        for (;;) {
+            double tw = mt_now_s();
+            rc = feeder_next(ld, &b);
+            double tc = mt_now_s();
+            wait += tc - tw;
+            if (rc != 0)
+                break;
+            for (uint32_t i = 0; i < b->count; i++)
+                res->index_sum += mt_mix64(b->indices[i]);
+            features(b, x);
+            memset(g, 0, (nw + 3) * sizeof(*g));
+            uint64_t ok = 0;
+            double l = step_grad(w, classes, x, b->labels, b->count, g, &ok);
+            /* Gradients, loss, hits and count summed over the job in one
+             * call: every rank gets the same sums, so takes the same step. */
+            g[nw] = (double)b->count;
+            g[nw + 1] = l;
+            g[nw + 2] = (double)ok;
+            uint32_t count = b->count;
+            feeder_batch_release(b, NULL);
+            double ta = mt_now_s();
+            MPI_Allreduce(MPI_IN_PLACE, g, (int)(nw + 3), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            double tb = mt_now_s();
+            double total = g[nw];
+            for (size_t i = 0; i < nw; i++)
+                w[i] -= o->lr * g[i] / total;
+            loss += g[nw + 1];
+            correct += (uint64_t)g[nw + 2];
+            seen += (uint64_t)total;
+            mine += count;
+            res->batches++;
+            compute += (ta - tc) + (mt_now_s() - tb);
+            allr += tb - ta;
+        }
+        if (rc != FEEDER_DONE)
+            mt_die("epoch %u: %s: %s", e, feeder_strerror(rc), feeder_loader_errmsg(ld));
+        double dt = mt_now_s() - t0;
+        res->samples += mine;
+        ep[e] = (mt_epoch){{dt, wait, compute, allr, (double)mine}};
+        mt_epoch_line(e, loss, seen, correct, dt, mine);
+    }
+
+    /* Identical weights: every rank compares its own with rank 0's, bit for
+     * bit, and the job fails if any differs. */
+    double *w0 = malloc(nw * sizeof(*w0));
+    if (!w0)
+        mt_die("out of memory");
+    if (mt_rank == 0)
+        memcpy(w0, w, nw * sizeof(*w));
+    MPI_Bcast(w0, (int)nw, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    int differs = memcmp(w0, w, nw * sizeof(*w)) != 0, any_differs;
+    MPI_Allreduce(&differs, &any_differs, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    res->weights_differ = any_differs;
+    res->weights_hash = bu_hash64(0, w, nw * sizeof(*w));
+    free(w0);
+    free(x);
+    free(g);
+    free(w);
+}
+
+#ifndef MT_HAVE_CUDA
+/* Built without CUDA: the CPU path only. */
+int mt_gpu_pick(const mt_opts *o, const feeder_dist *d, const char **why)
+{
+    if (o->device >= 0)
+        mt_die("--device %d: this mpi_train was built without CUDA (use --device auto or -1)",
+            o->device);
+    *why = o->device == -1 ? "--device -1" : "built without CUDA";
+    return -1;
+}
+void mt_gpu_configure(feeder_loader *ld, int device) { mt_die("built without CUDA"); }
+void mt_gpu_train(const mt_opts *o, const feeder_dist *d, feeder_loader *ld, int device,
+                  int classes, mt_epoch *ep, mt_result *res)
+{
+    mt_die("built without CUDA");
+}
+#endif
+
+/* The report: every rank's epochs gathered on rank 0, which prints the
+ * per-rank and total images/s and the time split, and with --json the same
+ * as one line of JSON. In --bench mode the figures are medians over the
+ * epochs after the first (all of them when there is only one); otherwise
+ * totals over all epochs. */
+static void report(const opts *o, const feeder_dist *d, int workers, int device,
+                   const mt_epoch *ep, const mt_result *res, uint64_t n)
+{
+    const int world = d->world_size;
+    const unsigned E = o->epochs;
+    const int ints[2] = {device, workers};
+    mt_epoch *all = mt_rank == 0 ? malloc((size_t)world * E * sizeof(*all)) : NULL;
+    int *allint = mt_rank == 0 ? malloc((size_t)world * 2 * sizeof(int)) : NULL;
+    if (mt_rank == 0 && (!all || !allint))
+        mt_die("out of memory");
+    MPI_Gather(ep, (int)(E * MT_FIELDS), MPI_DOUBLE, all, (int)(E * MT_FIELDS), MPI_DOUBLE, 0,
+               MPI_COMM_WORLD);
+    MPI_Gather(ints, 2, MPI_INT, allint, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    if (mt_rank != 0)
+        return;
+
+    const unsigned e0 = o->bench && E >= 2 ? 1 : 0, ne = E - e0;
+    double *v = malloc(ne * sizeof(*v)), *per = malloc((size_t)world * MT_FIELDS * sizeof(*per));
+    if (!v || !per)
+        mt_die("out of memory");
+    /* per[r][f]: rank r's images/s (MT_IMAGES) and its seconds per epoch in
+     * each part (the rest). */
+    for (int r = 0; r < world; r++) {
+        const mt_epoch *er = all + (size_t)r * E;
+        for (int f = 0; f < MT_FIELDS; f++) {
+            double sum = 0;
+            for (unsigned k = 0; k < ne; k++) {
+                const double *x = er[e0 + k].v;
+                v[k] = f == MT_IMAGES ? (x[MT_WALL] > 0 ? x[MT_IMAGES] / x[MT_WALL] : 0) : x[f];
+                sum += f == MT_IMAGES ? x[MT_IMAGES] : x[f];
+            }
+            if (o->bench)
+                per[r * MT_FIELDS + f] = bu_median(v, ne);
+            else if (f == MT_IMAGES) {
+                double wall = 0;
+                for (unsigned k = 0; k < ne; k++)
+                    wall += er[e0 + k].v[MT_WALL];
+                per[r * MT_FIELDS + f] = wall > 0 ? sum / wall : 0;
+            } else
+                per[r * MT_FIELDS + f] = sum / ne;
+        }
+    }
+    /* The job: every epoch's images over its slowest rank's time. */
+    double images_all = 0, wall_all = 0;
+    for (unsigned k = 0; k < ne; k++) {
+        double img = 0, slowest = 0;
+        for (int r = 0; r < world; r++) {
+            const double *x = all[(size_t)r * E + e0 + k].v;
+            img += x[MT_IMAGES];
+            slowest = x[MT_WALL] > slowest ? x[MT_WALL] : slowest;
+        }
+        v[k] = slowest > 0 ? img / slowest : 0;
+        images_all += img;
+        wall_all += slowest;
+    }
+    const double total = o->bench ? bu_median(v, ne) : wall_all > 0 ? images_all / wall_all : 0;
+    char what[96];
+    if (o->bench && ne < E)
+        snprintf(what, sizeof(what), "median of epochs %u..%u", e0, E - 1);
+    else if (o->bench)
+        snprintf(what, sizeof(what), "the only epoch");
+    else
+        snprintf(what, sizeof(what), "all %u epochs", E);
+
+    printf(PROG ": report, %s path, %d rank%s, %s; seconds per epoch:\n",
+           device >= 0 ? "GPU" : "CPU", world, world == 1 ? "" : "s", what);
+    printf("| rank | device | workers | images/s | epoch s | load wait s | compute s | "
+           "allreduce s |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int r = 0; r < world; r++) {
+        const double *x = per + r * MT_FIELDS;
+        char dev[32];
+        if (allint[2 * r] >= 0)
+            snprintf(dev, sizeof(dev), "GPU %d", allint[2 * r]);
+        else
+            snprintf(dev, sizeof(dev), "CPU");
+        printf("| %d | %s | %d | %.1f | %.3f | %.3f (%.0f%%) | %.3f (%.0f%%) | %.3f (%.0f%%) |\n",
+               r, dev, allint[2 * r + 1], x[MT_IMAGES], x[MT_WALL], x[MT_WAIT],
+               x[MT_WALL] > 0 ? 100 * x[MT_WAIT] / x[MT_WALL] : 0, x[MT_COMPUTE],
+               x[MT_WALL] > 0 ? 100 * x[MT_COMPUTE] / x[MT_WALL] : 0, x[MT_ALLREDUCE],
+               x[MT_WALL] > 0 ? 100 * x[MT_ALLREDUCE] / x[MT_WALL] : 0);
+    }
+    printf(PROG ": total %.1f images/s over %d rank%s; gradient averaging: %s\n", total, world,
+           world == 1 ? "" : "s", res->allreduce);
+    if (o->json) {
+        bu_sbuf j = {0};
+        bu_sb_printf(&j, "{\"program\": \"mpi_train\", \"path\": \"%s\", \"allreduce\": ",
+                     device >= 0 ? "gpu" : "cpu");
+        bu_sb_json_str(&j, res->allreduce);
+        bu_sb_printf(&j, ", \"world\": %d, \"bench\": %s, \"epochs\": %u, \"measured\": ", world,
+                     o->bench ? "true" : "false", E);
+        bu_sb_json_str(&j, what);
+        bu_sb_printf(&j, ", \"n\": %llu, \"batch\": %u, \"size\": %u, \"ranks\": [",
+                     (unsigned long long)n, o->batch, o->size);
+        for (int r = 0; r < world; r++) {
+            const double *x = per + r * MT_FIELDS;
+            bu_sb_printf(&j, "%s{\"rank\": %d, \"device\": %d, \"workers\": %d, "
+                         "\"images_per_s\": %.1f, \"epoch_s\": %.4f, \"wait_s\": %.4f, "
+                         "\"compute_s\": %.4f, \"allreduce_s\": %.4f}", r ? ", " : "", r,
+                         allint[2 * r], allint[2 * r + 1], x[MT_IMAGES], x[MT_WALL], x[MT_WAIT],
+                         x[MT_COMPUTE], x[MT_ALLREDUCE]);
+        }
+        bu_sb_printf(&j, "], \"total_images_per_s\": %.1f, \"weights_identical\": %s, "
+                     "\"status\": %d}\n", total, res->weights_differ ? "false" : "true",
+                     res->status);
+        /* One write, so mpirun forwards the line whole. */
+        fwrite(j.p, 1, j.len, stdout);
+        free(j.p);
+    }
+    fflush(stdout);
+    free(v);
+    free(per);
+    free(all);
+    free(allint);
 }
 
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     int world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     opts o = parse_args(argc, argv);
 
@@ -373,10 +645,10 @@ int main(int argc, char **argv)
     feeder_dist d = FEEDER_DIST_INIT;
     int rc = feeder_dist_from_env(&d, err, sizeof(err));
     if (rc)
-        die("%s", err);
-    if (d.rank != rank_ || d.world_size != world)
-        die("feeder_dist_from_env found rank %d of %d (from %s), MPI says %d of %d", d.rank,
-            d.world_size, d.source, rank_, world);
+        mt_die("%s", err);
+    if (d.rank != mt_rank || d.world_size != world)
+        mt_die("feeder_dist_from_env found rank %d of %d (from %s), MPI says %d of %d", d.rank,
+            d.world_size, d.source, mt_rank, world);
 
     char dir[4096];
     feeder_dataset *ds = open_data(&o, &d, dir, sizeof(dir));
@@ -389,11 +661,13 @@ int main(int argc, char **argv)
     feeder_sampler *s;
     if ((rc = feeder_sampler_distributed(n, (uint32_t)d.rank, (uint32_t)d.world_size, o.shuffle,
                                          o.seed, o.drop_last, &s)))
-        die("feeder_sampler_distributed: %s", feeder_strerror(rc));
+        mt_die("feeder_sampler_distributed: %s", feeder_strerror(rc));
     int workers = o.workers >= 0 ? o.workers : default_workers(&d);
+    const char *why = NULL;
+    int device = mt_gpu_pick(&o, &d, &why);
     feeder_loader *ld;
     if ((rc = feeder_loader_create(ds, s, &ld)))
-        die("feeder_loader_create: %s", feeder_strerror(rc));
+        mt_die("feeder_loader_create: %s", feeder_strerror(rc));
     struct {
         feeder_option opt;
         int64_t v;
@@ -406,108 +680,65 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
         if ((rc = feeder_loader_set(ld, set[i].opt, set[i].v)))
-            die("option %s = %lld: %s", feeder_option_name(set[i].opt), (long long)set[i].v,
+            mt_die("option %s = %lld: %s", feeder_option_name(set[i].opt), (long long)set[i].v,
                 feeder_loader_errmsg(ld));
+    if (device >= 0)
+        mt_gpu_configure(ld, device);
     if ((rc = feeder_loader_start(ld)))
-        die("feeder_loader_start: %s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
+        mt_die("feeder_loader_start: %s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
+    if (device >= 0 && !feeder_loader_gpu_status(ld, &why)) {
+        /* feeder could not deliver device batches (it says why); its host
+         * batches suit the CPU path, which auto falls back to. */
+        if (o.device >= 0)
+            mt_die("--device %d: feeder delivers host batches here: %s", o.device,
+                why && *why ? why : "no reason given");
+        device = -1;
+    }
+    /* The paths run different collectives: every rank must take the same. */
+    int gpu = device >= 0, all_gpu, any_gpu;
+    MPI_Allreduce(&gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&gpu, &any_gpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (all_gpu != any_gpu)
+        mt_die("some ranks have a GPU and some do not (this one: %s%s%s); pass --device -1 to "
+            "run all on the CPU", gpu ? "GPU" : "none", gpu ? "" : ", ", gpu ? "" : why);
 
     uint64_t per = feeder_sampler_len(s, 0);
     printf("rank %d of %d (local %d of %d, from %s): %llu of %llu samples, %llu batches of %u, "
-           "num_workers %d, %s\n",
+           "num_workers %d, ",
            d.rank, d.world_size, d.local_rank, d.local_size, d.source, (unsigned long long)per,
            (unsigned long long)n,
-           (unsigned long long)feeder_batch_count(per, o.batch, o.drop_last), o.batch, workers,
-           feeder_dist_device(&d, 0) < 0 ? "CPU" : "GPU");
+           (unsigned long long)feeder_batch_count(per, o.batch, o.drop_last), o.batch, workers);
+    if (gpu)
+        printf("GPU %d\n", device);
+    else
+        printf("CPU (%s)\n", why ? why : "");
     fflush(stdout);
 
-    /* The same initial weights everywhere, from the seed alone. */
-    const size_t row = FEATURES + 1, nw = (size_t)classes * row;
-    double *w = calloc(nw, sizeof(*w)), *g = malloc((nw + 3) * sizeof(*g));
-    float *x = malloc((size_t)o.batch * FEATURES * sizeof(*x));
-    if (!w || !g || !x)
-        die("out of memory");
-    for (size_t i = 0; i < nw; i++)
-        w[i] = 0.01 * (feeder_random_uniform(o.seed, 0, i, 0) - 0.5);
-
-    uint64_t batches = 0, samples = 0, index_sum = 0;
-    double *rates = malloc((size_t)world * sizeof(*rates));
-    if (!rates)
-        die("out of memory");
-    for (unsigned e = 0; e < o.epochs; e++) {
-        double t0 = now_s(), loss = 0;
-        uint64_t seen = 0, correct = 0, mine = 0;
-        feeder_batch *b;
-        while ((rc = feeder_next(ld, &b)) == 0) {
-            for (uint32_t i = 0; i < b->count; i++)
-                index_sum += mix64(b->indices[i]);
-            features(b, x);
-            memset(g, 0, (nw + 3) * sizeof(*g));
-            uint64_t ok = 0;
-            double l = step_grad(w, classes, x, b->labels, b->count, g, &ok);
-            /* Gradients, loss, hits and count summed over the job in one
-             * call: every rank gets the same sums, so takes the same step. */
-            g[nw] = (double)b->count;
-            g[nw + 1] = l;
-            g[nw + 2] = (double)ok;
-            uint32_t count = b->count;
-            feeder_batch_release(b, NULL);
-            MPI_Allreduce(MPI_IN_PLACE, g, (int)(nw + 3), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-            double total = g[nw];
-            for (size_t i = 0; i < nw; i++)
-                w[i] -= o.lr * g[i] / total;
-            loss += g[nw + 1];
-            correct += (uint64_t)g[nw + 2];
-            seen += (uint64_t)total;
-            mine += count;
-            batches++;
-        }
-        if (rc != FEEDER_DONE)
-            die("epoch %u: %s: %s", e, feeder_strerror(rc), feeder_loader_errmsg(ld));
-        double dt = now_s() - t0;
-        samples += mine;
-        double rate = dt > 0 ? (double)mine / dt : 0;
-        MPI_Gather(&rate, 1, MPI_DOUBLE, rates, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        double slowest;
-        MPI_Reduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-        if (rank_ == 0) {
-            printf("epoch %u: loss %.4f accuracy %.3f | images/s per rank:", e,
-                   seen ? loss / (double)seen : 0, seen ? (double)correct / (double)seen : 0);
-            for (int r = 0; r < world; r++)
-                printf(" %.1f", rates[r]);
-            printf(" | total %.1f\n", slowest > 0 ? (double)seen / slowest : 0);
-            fflush(stdout);
-        }
-    }
-
-    /* Identical weights: every rank compares its own with rank 0's, bit for
-     * bit, and the job fails if any differs. */
-    double *w0 = malloc(nw * sizeof(*w0));
-    if (!w0)
-        die("out of memory");
-    if (rank_ == 0)
-        memcpy(w0, w, nw * sizeof(*w));
-    MPI_Bcast(w0, (int)nw, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    int differs = memcmp(w0, w, nw * sizeof(*w)) != 0, any_differs;
-    MPI_Allreduce(&differs, &any_differs, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    mt_epoch *ep = calloc(o.epochs, sizeof(*ep));
+    mt_result res;
+    memset(&res, 0, sizeof(res));
+    if (!ep)
+        mt_die("out of memory");
+    if (gpu)
+        mt_gpu_train(&o, &d, ld, device, classes, ep, &res);
+    else
+        cpu_train(&o, ld, classes, ep, &res);
 
     printf(PROG ": summary rank=%d world=%d n=%llu epochs=%u batches=%llu samples=%llu "
            "index_sum=0x%016llx weights=0x%016llx\n",
-           rank_, world, (unsigned long long)n, o.epochs, (unsigned long long)batches,
-           (unsigned long long)samples, (unsigned long long)index_sum,
-           (unsigned long long)bu_hash64(0, w, nw * sizeof(*w)));
+           mt_rank, world, (unsigned long long)n, o.epochs, (unsigned long long)res.batches,
+           (unsigned long long)res.samples, (unsigned long long)res.index_sum,
+           (unsigned long long)res.weights_hash);
     fflush(stdout);
-    if (rank_ == 0)
-        printf(PROG ": final weights %s on all %d ranks\n", any_differs ? "DIFFER" : "identical",
-               world);
+    report(&o, &d, workers, device, ep, &res, n);
+    if (mt_rank == 0)
+        printf(PROG ": final weights %s on all %d ranks\n",
+               res.weights_differ ? "DIFFER" : "identical", world);
 
-    free(w0);
-    free(rates);
-    free(x);
-    free(g);
-    free(w);
+    free(ep);
     feeder_loader_destroy(ld);
     feeder_sampler_destroy(s);
     feeder_dataset_destroy(ds);
     MPI_Finalize();
-    return any_differs ? 1 : 0;
+    return res.weights_differ ? 1 : res.status;
 }

@@ -56,7 +56,7 @@
 #include <feeder_cuda.h>
 
 #include "benchutil.h"
-#include "train_kernels.h"
+#include "train_model.h"
 
 #ifndef FEEDER_BENCH_PHOTOS
 #define FEEDER_BENCH_PHOTOS "bench/photos"
@@ -239,209 +239,6 @@ static void parse_args(opts *o, int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The model                                                                 */
-/* ------------------------------------------------------------------------ */
-
-typedef struct model {
-    int F, K;          /* features, classes */
-    uint32_t B;        /* largest batch */
-    float *W, *b;      /* K x F, K */
-    float *vW, *vb;    /* momentum */
-    float *gW, *gb;    /* gradient of the current step */
-    float *feat;       /* B x F */
-    float *logits;     /* B x K */
-    float *dlogits;    /* B x K */
-    float *batch_loss; /* 1 */
-    tk_totals *totals; /* the epoch's running sums */
-    float *W0;         /* host: the initial weights, for --check */
-} model;
-
-static void *dalloc(size_t bytes)
-{
-    void *p;
-    CK(cudaMalloc(&p, bytes));
-    return p;
-}
-
-static void model_init(model *m, int F, int K, uint32_t B, uint64_t seed, cudaStream_t s)
-{
-    memset(m, 0, sizeof(*m));
-    m->F = F;
-    m->K = K;
-    m->B = B;
-    const size_t wn = (size_t)K * F;
-    m->W = dalloc(wn * sizeof(float));
-    m->vW = dalloc(wn * sizeof(float));
-    m->gW = dalloc(wn * sizeof(float));
-    m->b = dalloc(K * sizeof(float));
-    m->vb = dalloc(K * sizeof(float));
-    m->gb = dalloc(K * sizeof(float));
-    m->feat = dalloc((size_t)B * F * sizeof(float));
-    m->logits = dalloc((size_t)B * K * sizeof(float));
-    m->dlogits = dalloc((size_t)B * K * sizeof(float));
-    m->batch_loss = dalloc(sizeof(float));
-    m->totals = dalloc(sizeof(tk_totals));
-    /* Small random weights rather than zeros, so the first step's logits
-     * differ between classes and --check compares something; drawn from the
-     * same counter-based generator as the loader's order. */
-    m->W0 = malloc(wn * sizeof(float));
-    if (!m->W0)
-        die("out of memory");
-    for (size_t i = 0; i < wn; i++)
-        m->W0[i] = (float)(1e-3 * (2 * feeder_random_uniform(seed, 0, i, 0xfeed) - 1));
-    CK(cudaMemcpy(m->W, m->W0, wn * sizeof(float), cudaMemcpyHostToDevice));
-    CK(cudaMemsetAsync(m->b, 0, K * sizeof(float), s));
-    CK(cudaMemsetAsync(m->vW, 0, wn * sizeof(float), s));
-    CK(cudaMemsetAsync(m->vb, 0, K * sizeof(float), s));
-    CK(cudaMemsetAsync(m->totals, 0, sizeof(tk_totals), s));
-}
-
-static void model_free(model *m)
-{
-    float *dev[] = {m->W, m->b, m->vW, m->vb, m->gW, m->gb, m->feat, m->logits, m->dlogits,
-                    m->batch_loss};
-    for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
-        CK(cudaFree(dev[i]));
-    CK(cudaFree(m->totals));
-    free(m->W0);
-}
-
-/* ------------------------------------------------------------------------ */
-/* --check: the first step, again on the CPU                                 */
-/* ------------------------------------------------------------------------ */
-
-/* Host copies of what the first step read and wrote, filled by D2H copies on
- * the step's stream; read only after cudaStreamSynchronize. */
-typedef struct check_buf {
-    float *x;       /* pinned: the batch */
-    int64_t *labels;/* pinned */
-    float *feat, *logits, *gW, *gb, *loss; /* pinned: the GPU's results */
-    size_t x_bytes;
-} check_buf;
-
-static void check_alloc(check_buf *c, const model *m, size_t x_bytes, uint32_t n)
-{
-    memset(c, 0, sizeof(*c));
-    c->x_bytes = x_bytes;
-    void *p;
-    CK(cudaMallocHost(&p, x_bytes));
-    c->x = p;
-    CK(cudaMallocHost(&p, n * sizeof(int64_t)));
-    c->labels = p;
-    CK(cudaMallocHost(&p, (size_t)n * m->F * sizeof(float)));
-    c->feat = p;
-    CK(cudaMallocHost(&p, (size_t)n * m->K * sizeof(float)));
-    c->logits = p;
-    CK(cudaMallocHost(&p, (size_t)m->K * m->F * sizeof(float)));
-    c->gW = p;
-    CK(cudaMallocHost(&p, m->K * sizeof(float)));
-    c->gb = p;
-    CK(cudaMallocHost(&p, sizeof(float)));
-    c->loss = p;
-}
-
-static void check_free(check_buf *c)
-{
-    void *p[] = {c->x, c->labels, c->feat, c->logits, c->gW, c->gb, c->loss};
-    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
-        if (p[i])
-            CK(cudaFreeHost(p[i]));
-}
-
-/* Largest |a - b| over n values, relative to the largest |b| (at least tiny). */
-static double rel_err(const float *a, const double *b, size_t n)
-{
-    double e = 0, mag = 1e-12;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs(a[i] - b[i]);
-        e = d > e ? d : e;
-        mag = fabs(b[i]) > mag ? fabs(b[i]) : mag;
-    }
-    return e / mag;
-}
-
-/* The same step in double precision. Returns 0 when the GPU agrees. */
-static int check_step(const check_buf *c, const model *m, uint32_t n, int h, int w, int nchw,
-                      int pool)
-{
-    const int F = m->F, K = m->K, ph = h / pool, pw = w / pool;
-    double *feat = malloc((size_t)n * F * sizeof(double));
-    double *logits = malloc((size_t)n * K * sizeof(double));
-    double *d = malloc((size_t)n * K * sizeof(double));
-    double *gW = calloc((size_t)K * F, sizeof(double));
-    double gb[1024] = {0};
-    if (!feat || !logits || !d || !gW)
-        die("out of memory");
-    double loss = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (c->labels[i] < 0 || c->labels[i] >= K)
-            die("check: sample %u of the first batch has label %lld, outside [0, %d)", i,
-                (long long)c->labels[i], K);
-        const float *img = c->x + (size_t)i * 3 * h * w;
-        double *fi = feat + (size_t)i * F, s = 0, ss = 0;
-        for (int f = 0; f < F; f++) {
-            int ci = f / (ph * pw), r = f % (ph * pw), py = r / pw, px = r % pw;
-            double acc = 0;
-            for (int dy = 0; dy < pool; dy++)
-                for (int dx = 0; dx < pool; dx++) {
-                    int y = py * pool + dy, xx = px * pool + dx;
-                    acc += nchw ? img[((size_t)ci * h + y) * w + xx]
-                                : img[((size_t)y * w + xx) * 3 + ci];
-                }
-            fi[f] = acc / (pool * pool);
-            s += fi[f];
-            ss += fi[f] * fi[f];
-        }
-        double mean = s / F, var = ss / F - mean * mean;
-        double inv = 1 / sqrt((var > 0 ? var : 0) + 1e-5);
-        for (int f = 0; f < F; f++)
-            fi[f] = (fi[f] - mean) * inv;
-        double *z = logits + (size_t)i * K, mx = -INFINITY;
-        for (int k = 0; k < K; k++) {
-            double a = 0; /* b is 0 before the first update */
-            for (int f = 0; f < F; f++)
-                a += (double)m->W0[(size_t)k * F + f] * fi[f];
-            z[k] = a;
-            mx = a > mx ? a : mx;
-        }
-        double se = 0;
-        for (int k = 0; k < K; k++)
-            se += exp(z[k] - mx);
-        double lse = mx + log(se);
-        int y = (int)c->labels[i];
-        loss += lse - z[y];
-        for (int k = 0; k < K; k++)
-            d[(size_t)i * K + k] = (exp(z[k] - lse) - (k == y)) / n;
-    }
-    loss /= n;
-    for (int k = 0; k < K; k++)
-        for (uint32_t i = 0; i < n; i++) {
-            double dk = d[(size_t)i * K + k];
-            gb[k] += dk;
-            for (int f = 0; f < F; f++)
-                gW[(size_t)k * F + f] += dk * feat[(size_t)i * F + f];
-        }
-    double e_feat = rel_err(c->feat, feat, (size_t)n * F);
-    double e_logits = rel_err(c->logits, logits, (size_t)n * K);
-    double e_loss = fabs(*c->loss - loss) / loss;
-    double e_gW = rel_err(c->gW, gW, (size_t)K * F);
-    double e_gb = rel_err(c->gb, gb, (size_t)K);
-    /* float against double over sums of ~10^4 terms: 1e-3 is generous for
-     * rounding and far too tight for an indexing or layout bug. */
-    const double tol = 1e-3;
-    int ok = e_feat < tol && e_logits < tol && e_loss < tol && e_gW < tol && e_gb < tol;
-    printf("check: first step (%u samples) against the CPU: features %.1e, logits %.1e, "
-           "loss %.1e (%.6f), weight gradient %.1e, bias gradient %.1e (relative errors, "
-           "tolerance %.0e): %s\n", n, e_feat, e_logits, e_loss, loss, e_gW, e_gb, tol,
-           ok ? "ok" : "MISMATCH");
-    free(feat);
-    free(logits);
-    free(d);
-    free(gW);
-    return ok ? 0 : -1;
-}
-
-/* ------------------------------------------------------------------------ */
 
 static feeder_dataset *open_data(const opts *o, char *dir, size_t dirlen)
 {
@@ -526,11 +323,11 @@ int main(int argc, char **argv)
            o.lr, o.momentum, (unsigned long long)o.seed);
     fflush(stdout);
 
-    model m;
-    model_init(&m, F, K, o.batch, o.seed, stream);
+    tm_model m;
+    CK(tm_model_init(&m, F, K, o.batch, o.seed, stream));
     tk_totals *host_totals; /* pinned, so the read-back is a true async copy */
     CK(cudaMallocHost((void **)&host_totals, sizeof(*host_totals)));
-    check_buf chk;
+    tm_check chk;
     memset(&chk, 0, sizeof(chk));
 
     double first_loss = NAN, last_loss = NAN;
@@ -554,41 +351,27 @@ int main(int argc, char **argv)
             const int first = e == 0 && steps == 0 && o.check;
             /* The stream waits for the batch's copy; the host does not. */
             CK(feeder_batch_wait(b, stream));
-            CK(tk_features((const float *)b->device_data, n, 3, SIDE, SIDE,
-                           o.layout == FEEDER_LAYOUT_NCHW, o.pool, m.feat, stream));
-            CK(tk_logits(m.feat, m.W, m.b, n, F, K, m.logits, stream));
-            CK(tk_softmax_xent(m.logits, b->device_labels, n, K, m.dlogits, m.batch_loss,
-                               m.totals, stream));
-            if (first) {
-                check_alloc(&chk, &m, b->device_bytes, (uint32_t)n);
-                CK(cudaMemcpyAsync(chk.x, b->device_data, b->device_bytes,
-                                   cudaMemcpyDeviceToHost, stream));
-                CK(cudaMemcpyAsync(chk.labels, b->device_labels, n * sizeof(int64_t),
-                                   cudaMemcpyDeviceToHost, stream));
-            }
+            CK(tm_forward(&m, (const float *)b->device_data, b->device_labels, n, SIDE, SIDE,
+                          o.layout == FEEDER_LAYOUT_NCHW, o.pool, stream));
+            if (first)
+                CK(tm_check_begin(&chk, &m, b, stream));
             /* Nothing after this reads the batch: hand its buffers back now,
              * so feeder can copy the next batch into them while the rest of
              * the step runs. feeder reuses them only after `stream` passes
              * this point. */
             FK(ld, feeder_batch_release(b, stream));
-            CK(tk_grad(m.dlogits, m.feat, n, F, K, m.gW, m.gb, stream));
+            CK(tm_backward(&m, n, stream));
             if (first) {
-                CK(cudaMemcpyAsync(chk.feat, m.feat, (size_t)n * F * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream));
-                CK(cudaMemcpyAsync(chk.logits, m.logits, (size_t)n * K * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream));
-                CK(cudaMemcpyAsync(chk.gW, m.gW, (size_t)K * F * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream));
-                CK(cudaMemcpyAsync(chk.gb, m.gb, K * sizeof(float), cudaMemcpyDeviceToHost,
-                                   stream));
-                CK(cudaMemcpyAsync(chk.loss, m.batch_loss, sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream));
-                /* Device-to-host copies are read only after this. */
-                CK(cudaStreamSynchronize(stream));
-                if (check_step(&chk, &m, (uint32_t)n, SIDE, SIDE,
-                               o.layout == FEEDER_LAYOUT_NCHW, o.pool))
+                char report[512];
+                CK(tm_check_end(&chk, &m, stream));
+                int bad = tm_check_compare(&chk, &m, SIDE, SIDE, o.layout == FEEDER_LAYOUT_NCHW,
+                                           o.pool, report, sizeof(report));
+                printf("%s\n", report);
+                if (bad == -2)
+                    die("%s", report);
+                if (bad)
                     die("the GPU's first step differs from the CPU's (see above)");
-                check_free(&chk);
+                CK(tm_check_free(&chk));
             }
             CK(tk_sgd(m.W, m.vW, m.gW, (size_t)K * F, (float)o.lr, (float)o.momentum, stream));
             CK(tk_sgd(m.b, m.vb, m.gb, (size_t)K, (float)o.lr, (float)o.momentum, stream));
@@ -643,7 +426,7 @@ int main(int argc, char **argv)
 
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
-    model_free(&m);
+    CK(tm_model_free(&m));
     CK(cudaFreeHost(host_totals));
     CK(cudaStreamDestroy(stream));
     return status;

@@ -52,9 +52,10 @@ trap 'rm -rf "$work"' EXIT
 run() {
   local np=$1 shuffle=$2 batch=$3 epochs=$4 log="$work/np$1-s$2-b$3.log"
   echo "== mpirun -np $np mpi_train --shuffle $shuffle --batch $batch --epochs $epochs =="
+  # --device -1: the CPU path also on a machine with GPUs (mpi_gpu_check.sh runs the GPU path).
   if ! timeout 300 mpirun "${root[@]}" -np "$np" "$bin" --cache "$work/data" --images 210 \
       --size 64 --workers 1 --batch "$batch" --epochs "$epochs" --shuffle "$shuffle" \
-      --drop-last 1 >"$log" 2>&1; then
+      --drop-last 1 --device -1 >"$log" 2>&1; then
     cat "$log"
     echo "mpi_check: mpirun -np $np failed" >&2
     return 1
