@@ -257,7 +257,12 @@ class BytesDataset(Dataset):
 
 
 def collate_bytes(batch):
-    return [b for b, _ in batch], torch.tensor([lab for _, lab in batch])
+    """One flat uint8 tensor and the lengths: a list of per-file tensors would
+    cross from the workers as one shared-memory file descriptor each, and 256
+    of them a batch ran the H100 machine's DataLoader into EBADF in
+    resource_sharer."""
+    lens = torch.tensor([b.numel() for b, _ in batch], dtype=torch.int64)
+    return torch.cat([b for b, _ in batch]), lens, torch.tensor([lab for _, lab in batch])
 
 
 def gpu_transform(imgs, pipeline, size, resize):
@@ -294,7 +299,8 @@ def run_gpu_decode(args, samples, pipeline, workers):
     for e in range(args.epochs):
         images, first = 0, None
         t0 = time.perf_counter()
-        for datas, y in loader:
+        for flat, lens, y in loader:
+            datas = list(torch.split(flat, lens.tolist()))
             imgs = torchvision.io.decode_jpeg(datas, device="cuda",
                                               mode=torchvision.io.ImageReadMode.RGB)
             x = gpu_transform(imgs, pipeline, args.size, args.resize)
