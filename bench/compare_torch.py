@@ -183,8 +183,7 @@ def run(args, samples, use_tvio, pipeline, workers, cuda):
             print(f"compare_torch.py: warning: epoch {e} delivered {images} images, "
                   f"the dataset has {len(ds)}", file=sys.stderr)
     return dict(pipeline=pipeline, workers=workers,
-                median_images_per_s=round(statistics.median(
-                    x["images_per_s"] for x in epochs), 1),
+                median_images_per_s=steady(args, [x["images_per_s"] for x in epochs]),
                 median_first_batch_ms=round(statistics.median(
                     x["first_batch_ms"] for x in epochs), 2),
                 epochs=epochs)
@@ -317,8 +316,7 @@ def run_gpu_decode(args, samples, pipeline, workers):
         print(f"torch GPU decode {pipeline:5s} workers {workers:2d}  epoch {e + 1}/{args.epochs}"
               f"  {rate:8.0f} images/s", file=sys.stderr)
     return dict(pipeline=pipeline, workers=workers,
-                median_images_per_s=round(statistics.median(
-                    x["images_per_s"] for x in epochs), 1),
+                median_images_per_s=steady(args, [x["images_per_s"] for x in epochs]),
                 median_first_batch_ms=round(statistics.median(
                     x["first_batch_ms"] for x in epochs), 2),
                 epochs=epochs)
@@ -335,6 +333,15 @@ def find_bench_loader(path):
             return c
     raise SystemExit("compare_torch.py: no bench_loader in build/bench (build the "
                      "bench_loader target, or pass --bench-loader PATH)")
+
+
+def steady(args, rates):
+    """A run's figure from its epochs' images/s: the median, of the epochs
+    after the first with --skip-first (the first pays start-up: the workers'
+    fork, CUDA and nvJPEG set-up, the page cache)."""
+    if getattr(args, "skip_first", False) and len(rates) > 1:
+        rates = rates[1:]
+    return round(statistics.median(rates), 1)
 
 
 def run_feeder(args, bench, data, pipeline, workers, decoder, device):
@@ -356,7 +363,8 @@ def run_feeder(args, bench, data, pipeline, workers, decoder, device):
     r = json.loads(p.stdout)["runs"][0]
     if r.get("status") == "n/a":
         return dict(status="n/a", reason=r["reason"])
-    return dict(status="ok", images_per_s=r["median_images_per_s"],
+    return dict(status="ok",
+                images_per_s=steady(args, [e["images_per_s"] for e in r["epochs"]]),
                 first_batch_ms=r["median_first_batch_ms"],
                 cpu_cores_busy=r.get("cpu_cores_busy"))
 
@@ -429,8 +437,10 @@ def sweep_description(res):
         d += "PyTorch not run (--no-torch): torch columns empty.\n"
     d += (f"feeder: bench_loader --device {c['feeder_device']} per backend; n/a = the backend "
           "cannot run here (bench_loader's reason). Each run times its epochs from the first "
-          "request (iter(loader) for torch) to the end; a run's figure is its median epoch. "
-          "ratio = feeder / torch (CPU DataLoader).\n")
+          "request (iter(loader) for torch) to the end; a run's figure is its median epoch"
+          + (" after the first (--skip-first: steady state; workers are forked again every "
+             "epoch on both sides, as by default)" if c.get("skip_first") else "")
+          + ". ratio = feeder / torch (CPU DataLoader).\n")
     return d
 
 
@@ -475,7 +485,7 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
                config=dict(workers=args.sweep, pipelines=pipelines, batch=args.batch,
                            prefetch=args.prefetch, epochs=args.epochs, runs=args.runs,
                            size=args.size, resize=args.resize, seed=args.seed,
-                           feeder_decoders=args.feeder_decoders, feeder_device=device,
+                           feeder_decoders=args.feeder_decoders, feeder_device=device, skip_first=args.skip_first,
                            bench_loader=bench),
                rows=[])
     for p in pipelines:
@@ -546,6 +556,9 @@ def main():
     sw.add_argument("--sweep", type=parse_workers, default=None, metavar="LIST",
                     help="worker counts, e.g. 1,2,4,8,15")
     sw.add_argument("--runs", type=positive, default=3, help="runs per point, median (3)")
+    sw.add_argument("--skip-first", action="store_true",
+                    help="a run's figure is the median of its epochs after the first "
+                         "(steady state; needs --epochs >= 2)")
     sw.add_argument("--feeder-decoders", type=parse_decoders, default=["roi"],
                     help="bench_loader --decoder values, e.g. roi,nvjpeg,hybrid (roi)")
     sw.add_argument("--feeder-device", type=int, default=None,
