@@ -85,6 +85,11 @@ int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const 
                           uint8_t *dst, feeder__decode_times *times, char *err,
                           size_t errlen);
 
+/* Write a message into err (errlen bytes; either may be 0/NULL) and return
+ * rc: every decoder's error exit (jpeg.c, gpu_decode.c). */
+int feeder__decode_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* ------------------------------------------------------------------------ */
 /* Scratch memory and the resizer (resize.c)                                 */
 /* ------------------------------------------------------------------------ */

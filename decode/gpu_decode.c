@@ -9,7 +9,6 @@
  * Both are used in stream order only, so one of each serves every batch.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,19 +55,6 @@ static const char *njerr(nvjpegStatus_t s)
     }
 }
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 int feeder__gpu_decoder_create(feeder__gpu_decoder **out, char *why, size_t whylen)
 {
     feeder__gpu_decoder *d = calloc(1, sizeof(*d));
@@ -95,14 +81,15 @@ int feeder__gpu_decoder_create(feeder__gpu_decoder **out, char *why, size_t whyl
         s = nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &d->h);
         if (s != NVJPEG_STATUS_SUCCESS) {
             free(d);
-            return fail(why, whylen, FEEDER_EUNSUPPORTED, "nvjpegCreateEx: %s", njerr(s));
+            return feeder__decode_fail(why, whylen, FEEDER_EUNSUPPORTED,
+                                       "nvjpegCreateEx: %s", njerr(s));
         }
         snprintf(d->name, sizeof(d->name), "nvJPEG GPU hybrid");
     }
     if ((s = nvjpegJpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS ||
         (s = nvjpegJpegStreamCreate(d->h, &d->js)) != NVJPEG_STATUS_SUCCESS) {
         feeder__gpu_decoder_destroy(d);
-        return fail(why, whylen, FEEDER_EUNSUPPORTED, "nvJPEG state: %s", njerr(s));
+        return feeder__decode_fail(why, whylen, FEEDER_EUNSUPPORTED, "nvJPEG state: %s", njerr(s));
     }
     *out = d;
     return 0;
@@ -194,7 +181,8 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
     if (n == 0)
         return 0;
     if (grow_host(d, n))
-        return fail(err, errlen, -ENOMEM, "GPU decoder: out of memory for %u images", n);
+        return feeder__decode_fail(err, errlen, -ENOMEM,
+                                   "GPU decoder: out of memory for %u images", n);
     /* 1. Headers, on the host. */
     uint32_t m = 0;
     size_t total = 0;
@@ -235,8 +223,9 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
         return 0;
     cudaError_t e = grow_dev(d, total, m, s);
     if (e != cudaSuccess)
-        return fail(err, errlen, FEEDER_ECUDA, "GPU decoder: %zu bytes of device memory for %u "
-                    "decoded images: %s", total, m, cudaGetErrorString(e));
+        return feeder__decode_fail(err, errlen, FEEDER_ECUDA,
+                                   "GPU decoder: %zu bytes of device memory for %u "
+                                   "decoded images: %s", total, m, cudaGetErrorString(e));
     for (uint32_t i = 0; i < m; i++) {
         uintptr_t off = (uintptr_t)d->out[i].channel[0];
         d->out[i].channel[0] = d->buf + off;
@@ -263,7 +252,7 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
     e = (cudaError_t)feeder__gpu_resize_launch(d->jobs, m, d->jobs_dev, dst, sample_bytes,
                                                t->width, t->height, t->layout, s);
     if (e != cudaSuccess)
-        return fail(err, errlen, FEEDER_ECUDA, "GPU decoder: resize kernel: %s",
-                    cudaGetErrorString(e));
+        return feeder__decode_fail(err, errlen, FEEDER_ECUDA, "GPU decoder: resize kernel: %s",
+                                   cudaGetErrorString(e));
     return 0;
 }

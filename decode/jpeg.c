@@ -73,10 +73,7 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+int feeder__decode_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -187,11 +184,12 @@ static int check_size(const feeder__transform *t, uint32_t w, uint32_t h, char *
 {
     uint64_t n = (uint64_t)w * h;
     if (n == 0)
-        return fail(err, errlen, FEEDER_EDECODE, "image has no pixels (%ux%u)", w, h);
+        return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
+                                   "image has no pixels (%ux%u)", w, h);
     if (t->max_pixels && n > t->max_pixels)
-        return fail(err, errlen, FEEDER_ETOOBIG,
-                    "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
-                    (unsigned long long)n, (unsigned long long)t->max_pixels);
+        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
+                                   "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
+                                   (unsigned long long)n, (unsigned long long)t->max_pixels);
     return 0;
 }
 
@@ -202,7 +200,7 @@ static int check_size(const feeder__transform *t, uint32_t w, uint32_t h, char *
  * rare, so the cost does not matter. */
 static int turbo_failed(feeder__decoder *d, char *err, size_t errlen)
 {
-    fail(err, errlen, FEEDER_EDECODE, "%s", tjGetErrorStr2(d->tj));
+    feeder__decode_fail(err, errlen, FEEDER_EDECODE, "%s", tjGetErrorStr2(d->tj));
     tjDestroy(d->tj);
     d->tj = tjInitDecompress();
     return FEEDER_EDECODE;
@@ -214,15 +212,16 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
                         size_t errlen)
 {
     if (!d->tj && !(d->tj = tjInitDecompress()))
-        return fail(err, errlen, -ENOMEM, "TurboJPEG: tjInitDecompress failed");
+        return feeder__decode_fail(err, errlen, -ENOMEM, "TurboJPEG: tjInitDecompress failed");
     int w = 0, h = 0, ss = 0, cs = 0;
     if (tjDecompressHeader3(d->tj, jpeg, (unsigned long)len, &w, &h, &ss, &cs) != 0)
         return turbo_failed(d, err, errlen);
     /* TurboJPEG 2.x answers a tables-only stream, or one cut before the
      * frame header, with success and no size. */
     if (w <= 0 || h <= 0)
-        return fail(err, errlen, FEEDER_EDECODE,
-                    "no image in the JPEG stream (tables only, or cut before the frame header)");
+        return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
+                                   "no image in the JPEG stream (tables only, or cut "
+                                   "before the frame header)");
     int rc = check_size(t, (uint32_t)w, (uint32_t)h, err, errlen);
     if (rc)
         return rc;
@@ -231,7 +230,7 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
     int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     size_t stride = (size_t)w * 4;
     if ((rc = feeder__buf_reserve(&d->pix, stride * (size_t)h)))
-        return fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
+        return feeder__decode_fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
     if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->pix.p, w, (int)stride, h,
                       cmyk ? TJPF_CMYK : TJPF_RGBX, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
         return turbo_failed(d, err, errlen);
@@ -241,7 +240,7 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
     rc = feeder__resize(&d->rs, d->pix.p, (uint32_t)w, (uint32_t)h, stride, 4, c.fx, c.fy, c.fw,
                         c.fh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
-        return fail(err, errlen, rc, "resize of a %dx%d image failed", w, h);
+        return feeder__decode_fail(err, errlen, rc, "resize of a %dx%d image failed", w, h);
     times->decode_ns = t1 - t0;
     times->transform_ns = now_ns() - t1;
     return 0;
@@ -280,8 +279,9 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     struct jpeg_decompress_struct *ci = &d->cinfo;
     jpeg_mem_src(ci, jpeg, (unsigned long)len);
     if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
-        return fail(err, errlen, FEEDER_EDECODE,
-                    "no image in the JPEG stream (tables only, or cut before the frame header)");
+        return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
+                                   "no image in the JPEG stream (tables only, or cut "
+                                   "before the frame header)");
     uint32_t W = ci->image_width, H = ci->image_height;
     int rc = check_size(t, W, H, err, errlen);
     if (rc)
@@ -311,19 +311,21 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     size_t stride = (size_t)cw * 4, nrows = y1 - y0;
     if ((rc = feeder__buf_reserve(&d->pix, stride * nrows)) ||
         (rc = feeder__buf_reserve(&d->rows, nrows * sizeof(JSAMPROW))))
-        return fail(err, errlen, rc, "out of memory for a %ux%u region", (unsigned)cw,
-                    (unsigned)nrows);
+        return feeder__decode_fail(err, errlen, rc,
+                                   "out of memory for a %ux%u region", (unsigned)cw,
+                                   (unsigned)nrows);
     JSAMPROW *rows = (JSAMPROW *)(void *)d->rows.p;
     for (size_t i = 0; i < nrows; i++)
         rows[i] = d->pix.p + i * stride;
     if (y0 > 0 && jpeg_skip_scanlines(ci, y0) != y0)
-        return fail(err, errlen, FEEDER_EDECODE, "could not skip to row %u", y0);
+        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "could not skip to row %u", y0);
     while (ci->output_scanline < y1) {
         JDIMENSION got = jpeg_read_scanlines(ci, rows + (ci->output_scanline - y0),
                                              y1 - ci->output_scanline);
         if (got == 0)
-            return fail(err, errlen, FEEDER_EDECODE, "decoder returned no rows at row %u",
-                        (unsigned)ci->output_scanline);
+            return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
+                                       "decoder returned no rows at row %u",
+                                       (unsigned)ci->output_scanline);
     }
     if (cmyk)
         cmyk_to_rgbx(d->pix.p, cw, nrows, stride);
@@ -331,8 +333,8 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     rc = feeder__resize(&d->rs, d->pix.p, cw, (uint32_t)nrows, stride, 4, bx - xoff, by - y0,
                         bw, bh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
-        return fail(err, errlen, rc, "resize of a %ux%u region failed", (unsigned)cw,
-                    (unsigned)nrows);
+        return feeder__decode_fail(err, errlen, rc, "resize of a %ux%u region failed", (unsigned)cw,
+                                   (unsigned)nrows);
     times->decode_ns = t1 - t0;
     times->transform_ns = now_ns() - t1;
     return 0;
@@ -346,7 +348,7 @@ static int decode_roi(feeder__decoder *d, const feeder__transform *t, const uint
         /* Back to the state after jpeg_create_decompress, ready for the next
          * image. */
         jpeg_abort_decompress(&d->cinfo);
-        return fail(err, errlen, FEEDER_EDECODE, "%s", d->jerr.msg);
+        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "%s", d->jerr.msg);
     }
     int rc = roi_run(d, t, jpeg, len, seed, epoch, index, dst, t0, times, err, errlen);
     /* Also the normal end: the rows below the crop are never read. */
@@ -365,16 +367,16 @@ int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const 
     if (times)
         *times = tm;
     if (!d || !t || !dst || (!jpeg && len) || t->width == 0 || t->height == 0)
-        return fail(err, errlen, FEEDER_EINVAL, "invalid argument to the decoder");
+        return feeder__decode_fail(err, errlen, FEEDER_EINVAL, "invalid argument to the decoder");
     if (len == 0)
-        return fail(err, errlen, FEEDER_EDECODE, "empty input (0 bytes)");
+        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "empty input (0 bytes)");
     int rc;
     if (t->decoder == FEEDER_DECODER_TURBO)
         rc = decode_turbo(d, t, jpeg, len, seed, epoch, index, dst, t0, &tm, err, errlen);
     else if (t->decoder == FEEDER_DECODER_ROI)
         rc = decode_roi(d, t, jpeg, len, seed, epoch, index, dst, t0, &tm, err, errlen);
     else
-        return fail(err, errlen, FEEDER_EINVAL, "unknown decoder %d", t->decoder);
+        return feeder__decode_fail(err, errlen, FEEDER_EINVAL, "unknown decoder %d", t->decoder);
     if (times)
         *times = tm;
     return rc;

@@ -842,6 +842,19 @@ static int gpu_decoder_ran(int want)
     return 0;
 }
 
+/* Host batches of the CPU decoder under `h`, then device batches of `decoder`
+ * under the same settings; whether the GPU decoder ran (else the fallback's
+ * reason is checked). */
+static int gpu_vs_cpu(const cfg *h, int decoder, run **ref, run **got)
+{
+    *ref = collect(jpegs, h, NULL, NULL);
+    cfg d = *h;
+    d.device = 0;
+    d.decoder = decoder;
+    *got = collect(jpegs, &d, NULL, NULL);
+    return gpu_decoder_ran(decoder);
+}
+
 START_TEST(test_nvjpeg_close_to_cpu)
 {
     for (int pipeline = 0; pipeline < 2; pipeline++) {
@@ -851,12 +864,8 @@ START_TEST(test_nvjpeg_close_to_cpu)
             h.layout = layout;
             h.size = 224; /* 150,528-byte samples: every test JPEG (< 113 KB) fits its place */
             h.workers = layout ? 0 : 2; /* the calling thread's loading too */
-            run *ref = collect(jpegs, &h, NULL, NULL);
-            cfg d = h;
-            d.device = 0;
-            d.decoder = FEEDER_DECODER_NVJPEG;
-            run *got = collect(jpegs, &d, NULL, NULL);
-            if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+            run *ref, *got;
+            if (gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
                 ck_assert_uint_eq(last_stats.gpu_decoded, 36); /* 18 images, 2 epochs */
                 ck_assert_uint_eq(last_stats.gpu_fallback, 0);
                 ck_assert_uint_gt(last_stats.gpu_decode_ns, 0);
@@ -877,12 +886,8 @@ START_TEST(test_nvjpeg_oversize_files_decode_on_cpu)
      * one as the CPU decoder would, byte for byte. */
     cfg h = base();
     h.size = 8;
-    run *ref = collect(jpegs, &h, NULL, NULL);
-    cfg d = h;
-    d.device = 0;
-    d.decoder = FEEDER_DECODER_NVJPEG;
-    run *got = collect(jpegs, &d, NULL, NULL);
-    if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+    run *ref, *got;
+    if (gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
         ck_assert_uint_eq(last_stats.gpu_decoded, 0);
         ck_assert_uint_eq(last_stats.gpu_fallback, 36);
     }
@@ -978,12 +983,8 @@ START_TEST(test_hybrid_splits_every_batch)
     cfg h = base();
     h.size = 224;
     h.batch = 16;
-    run *ref = collect(jpegs, &h, NULL, NULL);
-    cfg d = h;
-    d.device = 0;
-    d.decoder = FEEDER_DECODER_HYBRID;
-    run *got = collect(jpegs, &d, NULL, NULL);
-    if (gpu_decoder_ran(FEEDER_DECODER_HYBRID)) {
+    run *ref, *got;
+    if (gpu_vs_cpu(&h, FEEDER_DECODER_HYBRID, &ref, &got)) {
         /* Both sides decode part of the run; the GPU's samples are close to
          * the CPU's, the workers' ones are the CPU's. */
         ck_assert_uint_gt(last_stats.gpu_decoded, 0);
