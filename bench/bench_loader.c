@@ -101,6 +101,7 @@ typedef struct opts {
     int verify_crc;
     int shape_given;   /* --size, --resize, --layout or --pipeline was given */
     int drop_cache;    /* evict the dataset's files from the page cache before each epoch */
+    int split;         /* tasks per batch, 0 = one per worker */
     int device_given;  /* --device was given (else nvjpeg/hybrid/all pick one) */
     const char *trace; /* --trace FILE: of the last configuration */
 } opts;
@@ -132,6 +133,7 @@ static void usage(FILE *f)
             "  --epochs N           epochs per configuration; each is reported, and the median (3)\n"
             "  --workers N          worker processes, 0 = the calling thread (4)\n"
             "  --prefetch N         batches in flight per worker (2)\n"
+            "  --split N            tasks per batch, 0 = one per worker (FEEDER_OPT_SPLIT; 0)\n"
             "  --threads-sweep LIST run each worker count in turn, e.g. 0,1,2,4,8,15\n"
             "                       (0 is added when missing: it is the scaling baseline)\n"
             "  --pipeline eval|train|resize  (eval: resize 256 + centre crop 224;\n"
@@ -221,7 +223,7 @@ enum {
     OPT_DECODER, OPT_IO, OPT_SEED, OPT_SIZE, OPT_RESIZE, OPT_LAYOUT, OPT_SWEEP, OPT_JSON,
     OPT_CHECKSUM, OPT_NO_APPEND, OPT_APPEND_TO, OPT_LABEL, OPT_SHUFFLE, OPT_IN_ORDER,
     OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES, OPT_DEVICE, OPT_PIN, OPT_GPU_PREFETCH, OPT_DTYPE,
-    OPT_COMPUTE_MS, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE, OPT_TRACE
+    OPT_COMPUTE_MS, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE, OPT_TRACE, OPT_SPLIT
 };
 
 static void parse_args(opts *o, int argc, char **argv)
@@ -258,6 +260,7 @@ static void parse_args(opts *o, int argc, char **argv)
         {"packed-read", required_argument, 0, OPT_PACKED_READ},
         {"verify-crc", no_argument, 0, OPT_VERIFY_CRC},
         {"drop-cache", no_argument, 0, OPT_DROP_CACHE},
+        {"split", required_argument, 0, OPT_SPLIT},
         {"trace", required_argument, 0, OPT_TRACE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -397,6 +400,9 @@ static void parse_args(opts *o, int argc, char **argv)
             break;
         case OPT_DROP_CACHE:
             o->drop_cache = 1;
+            break;
+        case OPT_SPLIT:
+            o->split = (int)parse_uint("--split", optarg, 0, 1 << 20);
             break;
         case OPT_TRACE:
             o->trace = optarg;
@@ -632,6 +638,7 @@ static void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *
     if (!raw || o->shape_given || o->dtype != FEEDER_DTYPE_UINT8)
         set_opt(ld, FEEDER_OPT_LAYOUT, o->layout, "--layout");
     /* raw reads a pack: the decoder option does not apply there. */
+    set_opt(ld, FEEDER_OPT_SPLIT, o->split, "--split");
     set_opt(ld, FEEDER_OPT_DECODER, o->decoder < BD_RAW ? o->decoder : FEEDER_DECODER_ROI,
             "--decoder");
     set_opt(ld, FEEDER_OPT_IO, o->io, "--io");
