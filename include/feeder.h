@@ -438,7 +438,8 @@ typedef enum feeder_option {
     FEEDER_OPT_ERROR_POLICY = 17,      /* feeder_error_policy; default FEEDER_ON_ERROR_FAIL */
     FEEDER_OPT_MAX_PIXELS = 18,        /* largest width*height decoded; default 178956970 (PIL's) */
     FEEDER_OPT_POLL_MS = 19,           /* how often waits check worker health; default 100 */
-    FEEDER_OPT_SPLIT = 20,             /* tasks per batch, 0 = one per worker; default 0 */
+    FEEDER_OPT_SPLIT = 20,             /* tasks per batch, 0 = automatic: tasks of ~16 samples,
+                                          at least one per worker; default 0 */
     FEEDER_OPT_QUEUE_DEPTH = 21,       /* io_uring entries per worker; default 256 */
     /* GPU delivery (feeder_cuda.h; needs a CUDA build and a device): */
     FEEDER_OPT_DEVICE = 30,            /* CUDA device of the batches, -1 = host batches; default -1 */

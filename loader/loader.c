@@ -147,6 +147,9 @@ typedef struct task_queue {
     size_t cap, head, len;
 } task_queue;
 
+/* FEEDER_OPT_SPLIT 0: samples per task the loader aims at. */
+#define FEEDER__TASK_SAMPLES 16
+
 struct feeder_loader {
     feeder_dataset *ds;
     feeder_sampler *sampler;     /* borrowed, or own_sampler */
@@ -864,8 +867,17 @@ int feeder_loader_start(feeder_loader *ld)
         return fail(ld, FEEDER_EOVERFLOW, "%llu slots of %zu bytes overflow a size",
                     (unsigned long long)nslots, job->layout.slot_bytes);
     ld->nslots = (uint32_t)nslots;
+    /* Tasks of about 16 samples by default (at least one per worker): on the
+     * H100 machine 4 workers with tasks of 64 (one per worker, batch 256)
+     * reached 0.87 of 4x the calling thread's rate, with tasks of 16 1.00
+     * (medians of 3; docs/BENCHMARKS.md): a batch no longer waits for the
+     * slowest worker's quarter, and each task's files are still in cache
+     * when they are decoded. */
     uint64_t split = (uint64_t)iopt(ld, FEEDER_OPT_SPLIT);
-    ld->parts = (uint32_t)(ld->nworkers == 0 ? 1 : split ? split : (uint64_t)ld->nworkers);
+    uint64_t autosplit = (batch + FEEDER__TASK_SAMPLES - 1) / FEEDER__TASK_SAMPLES;
+    if (autosplit < (uint64_t)ld->nworkers)
+        autosplit = (uint64_t)ld->nworkers;
+    ld->parts = (uint32_t)(ld->nworkers == 0 ? 1 : split ? split : autosplit);
     if (ld->parts > batch)
         ld->parts = batch;
 
