@@ -73,6 +73,9 @@ int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int
  * nvJPEG started)? If it was asked to and cannot, feeder__gpu_decode_why says
  * why, and the loader decodes on the CPU. */
 int feeder__gpu_decodes(const feeder__gpu *g);
+/* Does the layer copy a RAW packed file's records to the device straight from
+ * the file's registered mapping (the workers then write only labels)? */
+int feeder__gpu_packed_direct(const feeder__gpu *g);
 const char *feeder__gpu_decode_why(const feeder__gpu *g);
 
 /* Trace a span of GPU work between two timing events (cudaEvent_t) that have

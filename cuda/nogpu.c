@@ -42,3 +42,9 @@ const char *feeder__gpu_decode_why(const feeder__gpu *g)
     (void)g;
     return "built without CUDA";
 }
+
+int feeder__gpu_packed_direct(const feeder__gpu *g)
+{
+    (void)g;
+    return 0;
+}

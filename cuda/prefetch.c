@@ -45,6 +45,7 @@
 #include "decode/gpu_decode.h"
 #include "feeder_cuda.h"
 #include "loader/internal.h"
+#include "loader/pack.h"
 #include "loader/nvtx.h"
 #include "loader/trace.h"
 
@@ -130,6 +131,10 @@ struct feeder__gpu {
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int waited;           /* the last host batch was waited for (> 0.2 ms) */
+
+    /* RAW packed files: records copied from the file's registered mapping */
+    const struct feeder__pack *pack;
+    int pack_registered;
 
     /* PIN_COPY threads */
     pthread_t *thr;
@@ -390,6 +395,50 @@ static void rebalance(feeder__gpu *g)
     feeder__loader_set_cpu_share(g->ld, pm);
 }
 
+/* A RAW packed file's batch: every record straight from the registered file
+ * mapping to its place in the device batch, one copy per run of records that
+ * follow each other in the file (one for the whole batch in sequential
+ * order); only the labels come from the slot. */
+static cudaError_t direct_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb)
+{
+    const struct feeder__pack *pk = g->pack;
+    size_t sb = g->l->sample_bytes;
+    cudaStream_t s = g->stream;
+    cudaError_t e;
+    if (en->wait_release && (e = cudaStreamWaitEvent(s, en->release_ev, 0)) != cudaSuccess)
+        return e;
+    en->wait_release = 0;
+    if ((e = cudaEventRecord(en->start_ev, s)) != cudaSuccess)
+        return e;
+    for (uint32_t i = 0; i < hb->count;) {
+        uint32_t j = i + 1;
+        while (j < hb->count && pk->off[hb->indices[j]] == pk->off[hb->indices[j - 1]] + sb)
+            j++;
+        if ((e = cudaMemcpyAsync(en->stage + (size_t)i * sb, pk->map + pk->off[hb->indices[i]],
+                                 (size_t)(j - i) * sb, cudaMemcpyHostToDevice, s)) != cudaSuccess)
+            return e;
+        i = j;
+    }
+    if ((e = cudaMemcpyAsync(en->dev_labels, hb->labels, hb->count * sizeof(int64_t),
+                             cudaMemcpyHostToDevice, s)) != cudaSuccess ||
+        (e = cudaEventRecord(en->h2d_ev, s)) != cudaSuccess)
+        return e;
+    if (g->cfg.dtype != FEEDER_DTYPE_UINT8 &&
+        (e = (cudaError_t)feeder__normalize_launch(en->stage, en->dev, en->count, g->l->height,
+                                                   g->l->width, g->cfg.out_layout, g->cfg.dtype,
+                                                   g->cfg.mean, g->cfg.std, s)) != cudaSuccess)
+        return e;
+    if ((e = cudaEventRecord(en->copy_ev, s)) != cudaSuccess)
+        return e;
+    en->in_bytes = (size_t)hb->count * sb;
+    en->used = 1;
+    en->timed = 1;
+    en->decoded = 0;
+    en->tr_epoch = (int64_t)hb->epoch;
+    en->tr_batch = (int64_t)hb->number;
+    return cudaSuccess;
+}
+
 /* The GPU decoders' work for one host batch: copy what the workers decoded,
  * decode the rest with nvJPEG, and decode on the CPU here what nvJPEG
  * refuses. 0; a CUDA failure (FEEDER_ECUDA, the layer is broken); or a
@@ -605,6 +654,7 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
 
     const char *pin_note = "";
     char note[300] = "";
+    char pack_note[300] = "";
     if (cfg->copy_stream) {
         g->stream = (cudaStream_t)cfg->copy_stream;
     } else if ((e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -651,6 +701,32 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
             goto fail;
         }
         g->tr_ref_ns = feeder__now_ns();
+    }
+    {
+        /* A RAW packed file read through the mapping, records unchecked: the
+         * copy engine reads the records from the file's pages (registered
+         * read-only), so no worker copies them into a slot first; that copy
+         * out of the page cache was what held packed batches at 36 GB/s. */
+        const feeder__job *job = feeder__loader_job(ld);
+        const struct feeder__pack *pk = job->ds->pack;
+        if (job->ds->kind == FEEDER__DS_PACKED && pk && pk->v.h.kind == FEEDER_RECORD_RAW &&
+            job->packed_read == FEEDER_PACKED_READ_MMAP && !job->verify_crc &&
+            pk->v.h.record_bytes == g->l->sample_bytes) {
+            e = cudaHostRegister(pk->map, pk->map_len,
+                                 cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+            if (e == cudaSuccess) {
+                g->pack = pk;
+                g->pack_registered = 1;
+                g->pinned_bytes += pk->map_len;
+                if (g->pin_mode == FEEDER_PIN_COPY)
+                    g->pin_mode = FEEDER_PIN_REGISTER; /* the slots hold only labels */
+            } else {
+                cudaGetLastError();
+                feeder__fmt(pack_note, sizeof(pack_note),
+                            ", records through the slots (cudaHostRegister of the packed file "
+                            "failed: %s)", cuerr(e));
+            }
+        }
     }
     if (g->pin_mode == FEEDER_PIN_REGISTER) {
         /* The whole slot mapping, so every slot's labels and data are
@@ -763,6 +839,12 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         feeder__fmt(g->describe + n, sizeof(g->describe) - n, ", decoder %s",
                     feeder__gpu_decoder_name(g->dec));
     }
+    if (g->pack_registered || pack_note[0]) {
+        size_t n = strlen(g->describe);
+        feeder__fmt(g->describe + n, sizeof(g->describe) - n, "%s",
+                    g->pack_registered ? ", records straight from the registered packed file"
+                                       : pack_note);
+    }
     feeder__loader_stats_mem(ld, g->pinned_bytes, g->device_bytes);
     dev_leave(&dg);
     *out = g;
@@ -776,6 +858,8 @@ fail:
 const char *feeder__gpu_describe(const feeder__gpu *g) { return g ? g->describe : ""; }
 
 int feeder__gpu_decodes(const feeder__gpu *g) { return g && g->decodes; }
+
+int feeder__gpu_packed_direct(const feeder__gpu *g) { return g && g->pack_registered; }
 
 const char *feeder__gpu_decode_why(const feeder__gpu *g) { return g ? g->dec_why : ""; }
 
@@ -983,6 +1067,15 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
         g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = it->entry;
         pthread_cond_broadcast(&g->cv_work);
         pthread_mutex_unlock(&g->lock);
+        return 0;
+    }
+    if (g->pack_registered) {
+        cudaError_t e = direct_enqueue(g, en, hb);
+        if (e != cudaSuccess)
+            return feeder__loader_fail(g->ld, FEEDER_ECUDA,
+                                       "copying batch %llu of epoch %llu from the packed file to "
+                                       "device %d: %s", (unsigned long long)hb->number,
+                                       (unsigned long long)hb->epoch, g->cfg.device, cuerr(e));
         return 0;
     }
     if (g->decodes) {
@@ -1250,6 +1343,8 @@ void feeder__gpu_destroy(feeder__gpu *g)
         if (en->dec_ev)
             cudaEventDestroy(en->dec_ev);
     }
+    if (g->pack_registered)
+        cudaHostUnregister(g->pack->map);
     feeder__gpu_decoder_destroy(g->dec);
     free(g->imgs);
     free(g->refused);

@@ -151,6 +151,8 @@ typedef struct feeder__job {
     int packed_read;   /* feeder_packed_read */
     int verify_crc;
     int pack_fd;       /* the file, opened with O_DIRECT for FEEDER_PACKED_READ_DIRECT; or -1 */
+    int packed_direct; /* RAW records go from the file's registered mapping straight to the
+                          device (cuda/prefetch.c); the workers write only the labels */
     unsigned dio_mem_align, dio_off_align;
     struct feeder__trace *trace; /* feeder_loader_set_trace, or NULL; workers inherit its areas */
 } feeder__job;

@@ -981,6 +981,8 @@ int feeder_loader_start(feeder_loader *ld)
                     ld->gpu_reason);
         t->decoder = FEEDER_DECODER_ROI;
     }
+    /* Before the workers fork (at the first epoch): they inherit it. */
+    job->packed_direct = feeder__gpu_packed_direct(ld->gpu);
     if (t->decoder != FEEDER_DECODER_HYBRID)
         ld->cpu_permille = 0;
     ld->stats.hybrid_cpu_permille = ld->cpu_permille;

@@ -624,6 +624,8 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
     int64_t *lab = feeder__slot_labels(l, slot) + t->first;
     for (uint32_t k = 0; k < t->count; k++)
         lab[k] = job->ds->labels[idx[k]];
+    if (job->packed_direct)
+        return 0; /* the GPU layer copies the records from the file itself */
     int skip = job->policy == FEEDER_ON_ERROR_SKIP;
     int rc = load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first),
                           !skip, res, res->errmsg, sizeof(res->errmsg));

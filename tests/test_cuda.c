@@ -693,14 +693,25 @@ START_TEST(test_packed_raw_on_device)
     cudaStream_t s;
     CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     uint8_t *host = malloc(5 * 40 * 56 * 3);
-    for (int p = 0; p < 3; p++) {
+    /* v 0: shuffled records, one copy each straight from the registered
+     * file; v 1: in order, one copy per batch; v 2: with CRC checks the
+     * workers copy the records through the slots as before. */
+    for (int pv = 0; pv < 9; pv++) {
+        int p = pv % 3, v = pv / 3;
         feeder_loader *ld;
         ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, v == 0), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_VERIFY_CRC, v == 2), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, pins[p]), 0);
+        ck_assert_msg(feeder_loader_start(ld) == 0, "%s", feeder_loader_errmsg(ld));
+        const char *how;
+        ck_assert_int_eq(feeder_loader_gpu_status(ld, &how), 1);
+        ck_assert_msg((strstr(how, "records straight from the registered packed file") != NULL) ==
+                          (v != 2),
+                      "v %d: %s", v, how);
         feeder_batch *b;
         int rc;
         uint64_t seen = 0;
@@ -722,6 +733,11 @@ START_TEST(test_packed_raw_on_device)
         }
         ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
         ck_assert_uint_eq(seen, 13);
+        if (v == 1) {
+            feeder_stats st;
+            ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+            ck_assert_uint_eq(st.h2d_bytes, 13 * (40 * 56 * 3 + sizeof(int64_t)));
+        }
         feeder_loader_destroy(ld);
     }
     /* Float batches in NCHW from the NHWC pack: fine (the kernel lays them out). */
