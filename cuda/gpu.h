@@ -31,6 +31,7 @@ typedef struct feeder__gpu_config {
     feeder_allocator dev_alloc, pin_alloc; /* alloc NULL: the CUDA default */
     void *copy_stream;                     /* cudaStream_t, or NULL: make one */
     int decoder;      /* feeder_decoder: NVJPEG and HYBRID decode here */
+    int sequential;   /* the order is 0, 1, 2, ... (no sampler given, no shuffle) */
 } feeder__gpu_config;
 
 /* Can device batches be delivered on `device` here? 0, or FEEDER_EUNSUPPORTED

@@ -703,14 +703,19 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         g->tr_ref_ns = feeder__now_ns();
     }
     {
-        /* A RAW packed file read through the mapping, records unchecked: the
-         * copy engine reads the records from the file's pages (registered
-         * read-only), so no worker copies them into a slot first; that copy
-         * out of the page cache was what held packed batches at 36 GB/s. */
+        /* A RAW packed file read through the mapping in sequential order,
+         * records unchecked: the copy engine reads each batch's records, one
+         * stretch of the file, from the file's pages (registered read-only),
+         * so no worker copies them into a slot first; that copy out of the
+         * page cache held packed batches at 36.7 GB/s, this path reaches
+         * 41-50 (H100 machine, docs/BENCHMARKS.md run 14). A shuffled order
+         * would need one copy per record, and 150 KB copies one at a time
+         * reached only 24.9 GB/s there: shuffled batches go through the slots,
+         * where the workers' copies run in parallel. */
         const feeder__job *job = feeder__loader_job(ld);
         const struct feeder__pack *pk = job->ds->pack;
         if (job->ds->kind == FEEDER__DS_PACKED && pk && pk->v.h.kind == FEEDER_RECORD_RAW &&
-            job->packed_read == FEEDER_PACKED_READ_MMAP && !job->verify_crc &&
+            job->packed_read == FEEDER_PACKED_READ_MMAP && !job->verify_crc && cfg->sequential &&
             pk->v.h.record_bytes == g->l->sample_bytes) {
             e = cudaHostRegister(pk->map, pk->map_len,
                                  cudaHostRegisterPortable | cudaHostRegisterReadOnly);

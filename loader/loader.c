@@ -957,6 +957,7 @@ int feeder_loader_start(feeder_loader *ld)
             .pin_alloc = ld->pin_alloc,
             .copy_stream = ld->copy_stream,
             .decoder = t->decoder,
+            .sequential = ld->sampler == ld->own_sampler && !iopt(ld, FEEDER_OPT_SHUFFLE),
         };
         char why[sizeof(ld->gpu_reason)];
         rc = feeder__gpu_start(ld, &c, &ld->gpu, why, sizeof(why));
