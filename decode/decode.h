@@ -40,6 +40,12 @@ typedef struct feeder__crop {
     double fx, fy, fw, fh;
 } feeder__crop;
 
+/* Does `decoder` (feeder_decoder) decode on the GPU (NVJPEG, HYBRID)? */
+static inline int feeder__decoder_on_gpu(int decoder)
+{
+    return decoder == FEEDER_DECODER_NVJPEG || decoder == FEEDER_DECODER_HYBRID;
+}
+
 /* Compute the crop for an image of src_w x src_h under `t`:
  *  EVAL: torchvision Resize(resize) + CenterCrop(height, width), expressed as
  *        the source box that maps onto the output;

@@ -825,16 +825,13 @@ int feeder_loader_start(feeder_loader *ld)
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", rc ? why : "");
     }
 
-    if ((t->decoder == FEEDER_DECODER_NVJPEG || t->decoder == FEEDER_DECODER_HYBRID) &&
-        ld->ds->kind != FEEDER__DS_FOLDER && ld->ds->kind != FEEDER__DS_LIST) {
+    if (feeder__decoder_on_gpu(t->decoder) && ld->ds->kind != FEEDER__DS_FOLDER &&
+        ld->ds->kind != FEEDER__DS_LIST) {
         feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
                     "the GPU decoders read image files: %s datasets decode on the CPU",
                     ld->ds->kind == FEEDER__DS_PACKED ? "packed" : "user");
         t->decoder = FEEDER_DECODER_ROI;
     }
-    /* HYBRID starts with a small CPU share and moves it from what both sides
-     * measure (cuda/prefetch.c rebalance). */
-    ld->cpu_permille = t->decoder == FEEDER_DECODER_HYBRID ? 100 : 0;
 
     /* The GPU path is decided before the slots are laid out: the float dtypes
      * are made on the GPU from NHWC uint8 slots. A GPU that cannot be used is
@@ -968,25 +965,23 @@ int feeder_loader_start(feeder_loader *ld)
         feeder__fmt(ld->gpu_reason, sizeof(ld->gpu_reason), "%s",
                     rc ? why : feeder__gpu_describe(ld->gpu));
     }
-    /* A GPU decoder with no GPU layer to run it: the workers decode on the
-     * CPU (they fork later, at the first epoch, with this job). */
-    if ((t->decoder == FEEDER_DECODER_NVJPEG || t->decoder == FEEDER_DECODER_HYBRID) &&
-        ld->gpu && !feeder__gpu_decodes(ld->gpu)) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s",
-                    feeder__gpu_decode_why(ld->gpu));
-        t->decoder = FEEDER_DECODER_ROI;
-    }
-    if ((t->decoder == FEEDER_DECODER_NVJPEG || t->decoder == FEEDER_DECODER_HYBRID) &&
-        !ld->gpu) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "no GPU path: %s",
-                    ld->gpu_reason);
+    /* A GPU decoder with no GPU layer, or one that could not start nvJPEG:
+     * the workers decode on the CPU (they fork later, at the first epoch,
+     * with this job). */
+    if (feeder__decoder_on_gpu(t->decoder) && !feeder__gpu_decodes(ld->gpu)) {
+        if (ld->gpu)
+            feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s",
+                        feeder__gpu_decode_why(ld->gpu));
+        else
+            feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "no GPU path: %s",
+                        ld->gpu_reason);
         t->decoder = FEEDER_DECODER_ROI;
     }
     /* Before the workers fork (at the first epoch): they inherit it. */
     job->packed_direct = feeder__gpu_packed_direct(ld->gpu);
-    if (t->decoder != FEEDER_DECODER_HYBRID)
-        ld->cpu_permille = 0;
-    ld->stats.hybrid_cpu_permille = ld->cpu_permille;
+    /* HYBRID starts with a small CPU share and moves it from what both sides
+     * do (cuda/prefetch.c rebalance). */
+    feeder__loader_set_cpu_share(ld, t->decoder == FEEDER_DECODER_HYBRID ? 100 : 0);
     ld->started = 1;
     return 0;
 }

@@ -36,7 +36,7 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
     w->id = id;
     w->mem = mem;
     w->cpu_t = job->t;
-    w->gpu_dec = job->t.decoder == FEEDER_DECODER_NVJPEG || job->t.decoder == FEEDER_DECODER_HYBRID;
+    w->gpu_dec = feeder__decoder_on_gpu(job->t.decoder);
     if (w->gpu_dec)
         w->cpu_t.decoder = FEEDER_DECODER_ROI;
     if (job->ds->kind == FEEDER__DS_PACKED)
