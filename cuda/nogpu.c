@@ -4,7 +4,7 @@
  * batches. Nothing here can be reached with a batch of its own.
  */
 #include "cuda/gpu.h"
-#include "loader/internal.h"
+#include "loader/loader.h"
 
 int feeder__gpu_probe(int device, char *why, size_t whylen)
 {

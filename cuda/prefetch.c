@@ -44,10 +44,10 @@
 #include "cuda/normalize.h"
 #include "decode/gpu_decode.h"
 #include "feeder_cuda.h"
-#include "loader/internal.h"
-#include "loader/pack.h"
-#include "loader/nvtx.h"
-#include "loader/trace.h"
+#include "loader/loader.h"
+#include "dataset/pack.h"
+#include "common/nvtx.h"
+#include "common/trace.h"
 
 #define ENTRY_MAGIC 0xFEEDC0DAu
 #define CHUNK_ALIGN 4096

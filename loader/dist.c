@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/internal.h"
+#include "loader/loader.h"
 
 enum { F_RANK, F_WORLD, F_LRANK, F_LSIZE, F_COUNT };
 

@@ -37,7 +37,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "loader/internal.h"
+#include "loader/loader.h"
 
 /* A "Name: N kB" line of /proc/meminfo, in bytes; 0 when missing. */
 static int meminfo(const char *name, uint64_t *bytes)

@@ -26,11 +26,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "loader/internal.h"
+#include "loader/loader.h"
 #include "cuda/gpu.h"
-#include "loader/nvtx.h"
-#include "loader/pack.h"
-#include "loader/trace.h"
+#include "common/nvtx.h"
+#include "dataset/pack.h"
+#include "common/trace.h"
 
 #define FEEDER__WORKER_QUEUE 2
 

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/internal.h"
+#include "loader/loader.h"
 
 #define STATE_MAGIC 0x53524446u /* "FDRS" little-endian */
 #define STATE_VERSION 1u

@@ -22,7 +22,7 @@
 #include "cuda_kernels.h"
 #include "feeder.h"
 #include "feeder_cuda.h"
-#include "loader/pack.h"
+#include "dataset/pack.h"
 
 #define CK_CUDA(call)                                                                    \
     do {                                                                                 \

@@ -25,7 +25,7 @@
 #include "collate/slot.h"
 #include "decode/decode.h"
 #include "feeder.h"
-#include "loader/internal.h"
+#include "loader/loader.h"
 
 /* ---- helpers ---- */
 

@@ -21,7 +21,8 @@
 #include "benchutil.h"
 #include "testutil.h"
 #include "feeder.h"
-#include "loader/pack.h"
+#include "dataset/pack.h"
+#include "decode/decode.h"
 
 #ifndef FEEDER_PACK_TOOL
 #define FEEDER_PACK_TOOL ""

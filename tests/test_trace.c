@@ -17,8 +17,8 @@
 #include "benchutil.h"
 #include "testutil.h"
 #include "feeder.h"
-#include "loader/internal.h"
-#include "loader/trace.h"
+#include "loader/loader.h"
+#include "common/trace.h"
 
 /* ---- a strict JSON parser (RFC 8259), into a small tree ---- */
 

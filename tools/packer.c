@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "feeder.h"
-#include "loader/pack.h"
+#include "dataset/pack.h"
 #include "packer.h"
 
 typedef fpk_opts opts;

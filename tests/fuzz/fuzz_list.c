@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "feeder.h"
-#include "loader/internal.h"
+#include "loader/loader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -19,8 +19,8 @@
  * from any worker process) at once; write, hold/unhold and destroy belong to
  * the loader's thread.
  */
-#ifndef FEEDER_LOADER_TRACE_H
-#define FEEDER_LOADER_TRACE_H
+#ifndef FEEDER_COMMON_TRACE_H
+#define FEEDER_COMMON_TRACE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -75,13 +75,11 @@ void feeder__trace_worker_span(feeder__trace *tr, int worker, int kind, uint64_t
                                uint64_t t1_ns, int64_t epoch, int64_t batch, int64_t index);
 
 /* A sample's decode and transform as two adjacent spans from `t0_ns` (taken
- * just before feeder__decode_sample), split by its measured times; the
- * transform span only when the decode succeeded. `times` is a
- * feeder__decode_times. */
-struct feeder__decode_times;
-void feeder__trace_decode(feeder__trace *tr, int worker, uint64_t t0_ns,
-                          const struct feeder__decode_times *times, int ok, uint64_t epoch,
-                          uint64_t batch, uint64_t index);
+ * just before the sample's decode), split by the decoder's own times; the
+ * transform span only when the decode succeeded. */
+void feeder__trace_decode(feeder__trace *tr, int worker, uint64_t t0_ns, uint64_t decode_ns,
+                          uint64_t transform_ns, int ok, uint64_t epoch, uint64_t batch,
+                          uint64_t index);
 
 /* A forked worker notes its pid in its area (a restarted one adds its own). */
 void feeder__trace_worker_pid(feeder__trace *tr, int worker, int pid);

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "loader/pack.h"
+#include "common/common.h"
 
 #define POLY 0x82F63B78u /* reflected 0x1EDC6F41 */
 

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loader/pack.h"
+#include "dataset/pack.h"
 
 static uint32_t rd32(const uint8_t *p)
 {

@@ -1,26 +1,17 @@
 /*
  * Packed datasets: the file format (pack_format.c, a pure parser over a
- * buffer so a fuzzer can drive it), the dataset over a mapped file and the
- * worker's record reader (packed.c), CRC32C (crc32c.c). The format is
+ * buffer so a fuzzer can drive it) and the dataset over a mapped file
+ * (packed.c); the worker's record reader is worker/packed_read.c. The format is
  * documented byte by byte in docs/FORMAT.md; keep the two in step.
  */
-#ifndef FEEDER_LOADER_PACK_H
-#define FEEDER_LOADER_PACK_H
+#ifndef FEEDER_DATASET_PACK_H
+#define FEEDER_DATASET_PACK_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/internal.h"
-
-/* ---- CRC32C (crc32c.c) ---- */
-
-/* CRC32C of `len` bytes, chained: feeder__crc32c(feeder__crc32c(0, a), b) is the
- * CRC of a followed by b. Start with 0. Thread-safe. */
-uint32_t feeder__crc32c(uint32_t crc, const void *data, size_t len);
-/* The table-driven path alone (tests compare the two). */
-uint32_t feeder__crc32c_portable(uint32_t crc, const void *data, size_t len);
-/* 1 when the SSE4.2 instruction is used. */
-int feeder__crc32c_hardware(void);
+#include "common/common.h"
+#include "dataset/dataset.h"
 
 /* ---- the format (pack_format.c) ---- */
 
@@ -90,7 +81,7 @@ void feeder__pack_entry_encode(uint8_t *out, uint64_t off, uint64_t size, uint32
  * file size (a multiple of 4096), or 0 when a size overflows. */
 uint64_t feeder__pack_layout(feeder__pack_header *h, uint64_t classes_bytes, uint64_t data_bytes);
 
-/* ---- the dataset and the worker side (packed.c) ---- */
+/* ---- the dataset (packed.c) ---- */
 
 struct feeder__pack {
     char *path;
@@ -104,24 +95,5 @@ struct feeder__pack {
 };
 
 void feeder__pack_free(struct feeder__pack *pk);
-
-/* Loader start: open what the chosen read path needs (the O_DIRECT
- * descriptor) into `job`. 0 or an error with its message in `err`. */
-int feeder__packed_prepare(const feeder_dataset *ds, feeder__job *job, char *err,
-                           size_t errlen);
-
-int feeder__packed_ctx_init(feeder__worker_ctx *w);
-void feeder__packed_ctx_free(feeder__worker_ctx *w);
-
-/* Fill samples [t->first, t->first + t->count) of `slot`. Under the FAIL policy
- * the first bad record's error is returned with its message in res->errmsg;
- * under SKIP bad positions get label -1 (replaced by the caller) and
- * *bad_first the first of them. */
-int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
-                        feeder__result_msg *res, uint32_t *bad_first);
-/* Load record `index` alone into dst (a skip-policy replacement). */
-int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
-                            uint8_t *dst, int64_t *label, feeder__result_msg *res, char *msg,
-                            size_t msglen);
 
 #endif

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader/internal.h"
+#include "io/io.h"
 
 /* Memcheck cannot see the kernel write a statx result or file bytes into our
  * memory on io_uring's behalf (no syscall names the buffer), so under valgrind

@@ -13,18 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader/internal.h"
-#include "loader/pack.h"
-
-void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
+#include "dataset/dataset.h"
+#include "dataset/pack.h"
 
 /* A growable list of strings in one arena. */
 typedef struct strlist {

@@ -17,17 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/internal.h"
-#include "loader/nvtx.h"
-#include "loader/pack.h"
-#include "loader/trace.h"
-
-uint64_t feeder__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "worker/worker.h"
+#include "common/nvtx.h"
+#include "dataset/pack.h"
+#include "common/trace.h"
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem)
 {
@@ -90,7 +83,7 @@ static int load_file_sample(feeder__worker_ctx *w, const feeder__task_msg *t,
     int rc = feeder__decode_sample(w->dec, &w->cpu_t, f->data, f->len, job->seed, t->epoch,
                                    index, dst, &tm, derr, sizeof(derr));
     FEEDER_NVTX_POP();
-    feeder__trace_decode(job->trace, w->id, t0, &tm, rc == 0, t->epoch, t->batch, index);
+    feeder__trace_decode(job->trace, w->id, t0, tm.decode_ns, tm.transform_ns, rc == 0, t->epoch, t->batch, index);
     res->decode_ns += tm.decode_ns;
     res->transform_ns += tm.transform_ns;
     if (rc)

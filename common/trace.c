@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "feeder.h"
-#include "loader/internal.h"
-#include "loader/trace.h"
+#include "common/common.h"
+#include "common/trace.h"
 
 #define MAX_TRACKS 192
 #define MAX_PIDS 16
@@ -277,17 +277,17 @@ void feeder__trace_worker_span(feeder__trace *tr, int worker, int kind, uint64_t
     atomic_store_explicit(&r->kind, (uint32_t)kind, memory_order_release);
 }
 
-void feeder__trace_decode(feeder__trace *tr, int worker, uint64_t t0_ns,
-                          const struct feeder__decode_times *times, int ok, uint64_t epoch,
-                          uint64_t batch, uint64_t index)
+void feeder__trace_decode(feeder__trace *tr, int worker, uint64_t t0_ns, uint64_t decode_ns,
+                          uint64_t transform_ns, int ok, uint64_t epoch, uint64_t batch,
+                          uint64_t index)
 {
     if (!tr)
         return;
-    uint64_t t1 = t0_ns + times->decode_ns;
+    uint64_t t1 = t0_ns + decode_ns;
     feeder__trace_worker_span(tr, worker, FEEDER__SPAN_DECODE, t0_ns, t1, (int64_t)epoch,
                               (int64_t)batch, (int64_t)index);
     if (ok)
-        feeder__trace_worker_span(tr, worker, FEEDER__SPAN_TRANSFORM, t1, t1 + times->transform_ns,
+        feeder__trace_worker_span(tr, worker, FEEDER__SPAN_TRANSFORM, t1, t1 + transform_ns,
                                   (int64_t)epoch, (int64_t)batch, (int64_t)index);
 }
 

@@ -10,8 +10,8 @@
  * A range pushed in a thread must be popped in the same thread: every use
  * here pushes and pops around one call.
  */
-#ifndef FEEDER_LOADER_NVTX_H
-#define FEEDER_LOADER_NVTX_H
+#ifndef FEEDER_COMMON_NVTX_H
+#define FEEDER_COMMON_NVTX_H
 
 #if defined(FEEDER_NVTX) && FEEDER_NVTX
 #include <nvtx3/nvToolsExt.h>

@@ -1,0 +1,35 @@
+/*
+ * common/: what every room shares and nothing else. The lowest room: it
+ * includes only the public header and the C library. Result codes and their
+ * text (errors.c), the Philox generator behind every random choice
+ * (random.c, public as feeder_random), CRC32C (crc32c.c), the clock and
+ * message formatting (util.c), the timeline trace (trace.c, trace.h) and the
+ * NVTX macros (nvtx.h).
+ */
+#ifndef FEEDER_COMMON_H
+#define FEEDER_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "feeder.h"
+
+/* snprintf into a fixed buffer, never failing (truncates). NULL or 0-length
+ * buffers are ignored. */
+void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* CLOCK_MONOTONIC in nanoseconds: the same clock in every process, so a
+ * worker's spans and the parent's line up. */
+uint64_t feeder__now_ns(void);
+
+/* CRC32C of `len` bytes, chained: feeder__crc32c(feeder__crc32c(0, a), b) is the
+ * CRC of a followed by b. Start with 0. Thread-safe. */
+uint32_t feeder__crc32c(uint32_t crc, const void *data, size_t len);
+/* The table-driven path alone (tests compare the two). */
+uint32_t feeder__crc32c_portable(uint32_t crc, const void *data, size_t len);
+/* 1 when the SSE4.2 instruction is used. */
+int feeder__crc32c_hardware(void);
+
+#endif

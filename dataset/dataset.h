@@ -1,0 +1,40 @@
+/*
+ * dataset/: what a dataset is (image folder, list file, user callbacks,
+ * packed file) and how each is opened. Other rooms read the struct; only
+ * this room makes and frees it. Depends on common/ and the public header.
+ */
+#ifndef FEEDER_DATASET_H
+#define FEEDER_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+enum { FEEDER__DS_FOLDER = 1, FEEDER__DS_LIST = 2, FEEDER__DS_USER = 3, FEEDER__DS_PACKED = 4 };
+
+struct feeder__pack; /* packed datasets (dataset/pack.h) */
+
+struct feeder_dataset {
+    int kind;
+    uint64_t n;
+    char *paths;        /* all full paths, NUL-separated */
+    uint64_t *path_off; /* n offsets into paths */
+    int64_t *labels;    /* n labels */
+    char **classes;     /* folder datasets: sorted class names */
+    uint64_t num_classes;
+    feeder_dataset_callbacks cb;
+    void *user;
+    struct feeder__pack *pack; /* FEEDER__DS_PACKED */
+};
+
+/* Longest list-file line accepted (PATH_MAX plus room for a label). */
+#define FEEDER__LIST_LINE_MAX 4200
+
+/* Parse a list file held in memory: the parser behind
+ * feeder_dataset_open_list2 (and the fuzz target's entry). `name` is the list
+ * file's name for messages; `root` is what relative paths are relative to. */
+int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
+                       unsigned flags, feeder_dataset **out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * Packed datasets: a packed file (docs/FORMAT.md) opened as a feeder dataset.
+ * Open maps the whole file read-only and shared, checks it with the pure
+ * parser (pack_format.c) and copies the index, labels and class names into
+ * the dataset, so nothing later depends on the header's word. Forked workers
+ * inherit the mapping and the descriptor; their read of the records is
+ * worker/packed_read.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "dataset/dataset.h"
+#include "dataset/pack.h"
+
+#define ULL(x) ((unsigned long long)(x))
+
+/* ------------------------------------------------------------------------ */
+/* The dataset                                                               */
+/* ------------------------------------------------------------------------ */
+
+void feeder__pack_free(struct feeder__pack *pk)
+{
+    if (!pk)
+        return;
+    if (pk->map)
+        munmap(pk->map, pk->map_len);
+    if (pk->fd >= 0)
+        close(pk->fd);
+    free(pk->off);
+    free(pk->size);
+    free(pk->crc);
+    free(pk->path);
+    free(pk);
+}
+
+/* A packed dataset that failed to open, freed here rather than through
+ * feeder_dataset_destroy (dataset.c), which calls this file: the room's
+ * files call one way. */
+static void packed_discard(feeder_dataset *ds)
+{
+    for (uint64_t i = 0; ds->classes && i < ds->num_classes; i++)
+        free(ds->classes[i]);
+    free(ds->classes);
+    free(ds->labels);
+    feeder__pack_free(ds->pack);
+    free(ds);
+}
+
+int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err, size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s", "");
+    if (!path || !out) {
+        feeder__fmt(err, errlen, "feeder_dataset_open_packed: path and out must not be NULL");
+        return FEEDER_EINVAL;
+    }
+    struct feeder__pack *pk = calloc(1, sizeof(*pk));
+    feeder_dataset *ds = calloc(1, sizeof(*ds));
+    if (!pk || !ds || !(pk->path = strdup(path))) {
+        free(pk ? pk->path : NULL);
+        free(pk);
+        free(ds);
+        return -ENOMEM;
+    }
+    ds->kind = FEEDER__DS_PACKED;
+    ds->pack = pk;
+    int rc = 0;
+    pk->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (pk->fd < 0) {
+        rc = -errno;
+        feeder__fmt(err, errlen, "%s: cannot open packed file: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(pk->fd, &st) < 0) {
+        rc = -errno;
+        feeder__fmt(err, errlen, "%s: fstat: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        rc = -EISDIR;
+        feeder__fmt(err, errlen, "%s: is a folder, not a packed file", path);
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = FEEDER_EFORMAT;
+        feeder__fmt(err, errlen, "%s: not a regular file", path);
+        goto fail;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        rc = FEEDER_EOVERFLOW;
+        feeder__fmt(err, errlen, "%s: %llu bytes do not fit this address space", path,
+                    ULL(st.st_size));
+        goto fail;
+    }
+    pk->map_len = (size_t)st.st_size;
+    static const uint8_t empty[1];
+    const uint8_t *buf = empty;
+    if (pk->map_len) {
+        void *m = mmap(NULL, pk->map_len, PROT_READ, MAP_SHARED, pk->fd, 0);
+        if (m == MAP_FAILED) {
+            rc = -errno;
+            feeder__fmt(err, errlen, "%s: mmap of %llu bytes: %s", path, ULL(pk->map_len),
+                        strerror(errno));
+            pk->map_len = 0;
+            goto fail;
+        }
+        pk->map = m;
+        buf = m;
+    }
+    if ((rc = feeder__pack_parse(buf, pk->map_len, path, &pk->v, err, errlen)))
+        goto fail;
+
+    const feeder__pack_header *h = &pk->v.h;
+    uint64_t n = h->count; /* n * 24 <= file size: these cannot overflow */
+    pk->off = malloc(n * sizeof(*pk->off));
+    pk->size = malloc(n * sizeof(*pk->size));
+    pk->crc = malloc(n * sizeof(*pk->crc));
+    ds->labels = malloc(n * sizeof(*ds->labels));
+    if (!pk->off || !pk->size || !pk->crc || !ds->labels) {
+        rc = -ENOMEM;
+        feeder__fmt(err, errlen, "%s: out of memory for the index of %llu records", path,
+                    ULL(n));
+        goto fail;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        feeder__pack_entry(&pk->v, i, &pk->off[i], &pk->size[i], &pk->crc[i]);
+        ds->labels[i] = feeder__pack_label(&pk->v, i);
+    }
+    ds->n = n;
+    ds->num_classes = pk->v.num_classes;
+    if (pk->v.classes) {
+        ds->classes = calloc((size_t)h->num_classes, sizeof(char *));
+        if (!ds->classes) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        const char *c = (const char *)pk->v.classes;
+        for (uint64_t k = 0; k < h->num_classes; k++) {
+            if (!(ds->classes[k] = strdup(c))) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            c += strlen(c) + 1;
+        }
+    }
+    *out = ds;
+    return 0;
+fail:
+    /* Whatever part of the class list was made is freed (calloc'd). */
+    packed_discard(ds);
+    return rc;
+}
+
+int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packed_info *out)
+{
+    if (!ds || !out || ds->kind != FEEDER__DS_PACKED)
+        return FEEDER_EINVAL;
+    const feeder__pack_header *h = &ds->pack->v.h;
+    memset(out, 0, sizeof(*out));
+    out->version = h->version;
+    out->kind = (int)h->kind;
+    if (h->kind == FEEDER_RECORD_RAW) {
+        out->layout = (int)h->layout;
+        out->height = h->height;
+        out->width = h->width;
+        out->channels = h->channels;
+        out->record_bytes = h->record_bytes;
+    }
+    out->records = h->count;
+    out->data_bytes = h->records_bytes;
+    out->file_bytes = ds->pack->map_len;
+    out->shard_index = h->shard_index;
+    out->shard_count = h->shard_count;
+    out->shard_first = h->shard_first;
+    out->total_records = h->total_records;
+    return 0;
+}
+

@@ -1,0 +1,135 @@
+/*
+ * worker/: a task (read its files, decode and transform every sample into
+ * its place in the batch slot), the worker process that serves tasks, and
+ * the read of packed records. What the loader (the room above) uses: the job
+ * fixed at start, the messages on a worker's channel, the calling thread's
+ * worker context (num_workers 0) and the worker process's entry.
+ */
+#ifndef FEEDER_WORKER_H
+#define FEEDER_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "collate/slot.h"
+#include "common/common.h"
+#include "dataset/dataset.h"
+#include "decode/decode.h"
+#include "io/io.h"
+
+/* Everything a worker needs, fixed at start; a forked worker inherits it. */
+typedef struct feeder__job {
+    const feeder_dataset *ds;
+    feeder__transform t;
+    feeder__slot_layout layout;
+    uint64_t seed;
+    int policy;        /* feeder_error_policy */
+    int io_mode;       /* FEEDER_IO_URING or FEEDER_IO_PREAD, resolved */
+    unsigned queue_depth;
+    int memfd;
+    size_t shm_bytes;
+    /* packed datasets (worker/packed_read.c) */
+    int packed_read;   /* feeder_packed_read */
+    int verify_crc;
+    int pack_fd;       /* the file, opened with O_DIRECT for FEEDER_PACKED_READ_DIRECT; or -1 */
+    int packed_direct; /* RAW records go from the file's registered mapping straight to the
+                          device (cuda/); the workers write only the labels */
+    unsigned dio_mem_align, dio_off_align;
+    struct feeder__trace *trace; /* feeder_loader_set_trace, or NULL; workers inherit its areas */
+} feeder__job;
+
+enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
+#define FEEDER__ERRMSG_LEN 768
+/* A bad sample is replaced by the next good one in dataset order; after this
+ * many bad ones in a row the sample's batch fails instead. */
+#define FEEDER__SKIP_LIMIT 16
+
+/* Main -> worker: fill samples [first, first+count) of `slot`; the dataset
+ * indices are already in the slot's index area. With a GPU decoder
+ * (NVJPEG, HYBRID) the worker decodes the first cpu_count of them and only
+ * reads the rest (collate/slot.h: `encoded`). */
+typedef struct feeder__task_msg {
+    uint32_t kind;
+    uint32_t slot;
+    uint32_t first;
+    uint32_t count;
+    uint64_t epoch;
+    uint64_t batch;
+    uint32_t cpu_count;
+    uint32_t pad_;
+} feeder__task_msg;
+
+/* Worker -> main. */
+typedef struct feeder__result_msg {
+    uint32_t kind;
+    uint32_t slot;
+    uint32_t first;
+    uint32_t count;
+    int32_t status;    /* 0 or the first error */
+    uint32_t skipped;
+    uint64_t batch;
+    uint64_t bytes_read;
+    uint64_t read_ns;
+    uint64_t decode_ns;
+    uint64_t transform_ns;
+    uint64_t oversize; /* GPU decoders: files larger than a sample, decoded here instead */
+    char errmsg[FEEDER__ERRMSG_LEN];
+} feeder__result_msg;
+
+typedef struct feeder__worker_ctx {
+    const feeder__job *job;
+    int id;            /* -1: the calling thread */
+    uint8_t *mem;      /* this process's own mapping of the slots */
+    feeder__reader *rd;
+    feeder__decoder *dec;
+    feeder__file *files;
+    unsigned files_cap;
+    char why[256];     /* reader fallback reason */
+    struct feeder__pack_worker *pk; /* packed datasets: bounce buffer, spans */
+    feeder__transform cpu_t; /* job->t with a CPU decoder: what this worker decodes with */
+    int gpu_dec;             /* job->t.decoder is NVJPEG or HYBRID */
+} feeder__worker_ctx;
+
+int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);
+void feeder__worker_ctx_free(feeder__worker_ctx *w);
+/* Run one task into the slot; never fails as a whole: errors land in `res`. */
+void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__result_msg *res);
+
+/* The worker process: map the slots, run worker_init, then serve tasks on
+ * `chan` until it closes. Never returns. `close_fds` are the parent's
+ * descriptors this worker must not hold (other workers' channels). */
+_Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid_t parent,
+                                   const int *close_fds, int nclose,
+                                   feeder_worker_init_fn init, void *init_user);
+
+/* Arm PR_SET_PDEATHSIG (SIGKILL) in a new worker, then check that `parent`
+ * (the loader's pid, read before fork) is still its parent: a parent that
+ * died between fork and prctl sends no signal. 0, or 1 when the parent is
+ * gone (the worker must exit). */
+int feeder__worker_watch_parent(pid_t parent);
+/* Exit status of a worker whose parent died before it was armed. */
+#define FEEDER__EXIT_ORPHAN 3
+
+/* ---- packed records (packed_read.c) ---- */
+
+/* Loader start: open what the chosen read path needs (the O_DIRECT
+ * descriptor) into `job`. 0 or an error with its message in `err`. */
+int feeder__packed_prepare(const feeder_dataset *ds, feeder__job *job, char *err,
+                           size_t errlen);
+
+int feeder__packed_ctx_init(feeder__worker_ctx *w);
+void feeder__packed_ctx_free(feeder__worker_ctx *w);
+
+/* Fill samples [t->first, t->first + t->count) of `slot`. Under the FAIL policy
+ * the first bad record's error is returned with its message in res->errmsg;
+ * under SKIP bad positions get label -1 (replaced by the caller) and
+ * *bad_first the first of them. */
+int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                        feeder__result_msg *res, uint32_t *bad_first);
+/* Load record `index` alone into dst (a skip-policy replacement). */
+int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
+                            uint8_t *dst, int64_t *label, feeder__result_msg *res, char *msg,
+                            size_t msglen);
+
+#endif
