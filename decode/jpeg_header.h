@@ -29,8 +29,8 @@ typedef struct feeder__jpeg_info {
     uint8_t has_exif, has_icc; /* APP1 "Exif", APP2 "ICC_PROFILE" present */
 } feeder__jpeg_info;
 
-/* Where an image goes, and why when not to the hardware engine. Numbered:
- * the counters in feeder_stats and the bench JSON follow this order. */
+/* Where an image goes, and why when not to the hardware engine. A CPU route
+ * r counts in feeder_stats.cpu_routed[r - 1] (FEEDER_ROUTE_* is r - 1). */
 enum {
     FEEDER__ROUTE_GPU = 0,        /* the JPEG hardware engine takes it */
     FEEDER__ROUTE_PROGRESSIVE = 1,

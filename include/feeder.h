@@ -700,6 +700,17 @@ FEEDER_API size_t feeder_loader_state_size(const feeder_loader *ld);
  * Thread-safety: as feeder_next. */
 FEEDER_API int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len);
 
+/* Why a GPU decoder's worker decoded an image on the CPU (feeder_stats.cpu_routed). */
+typedef enum feeder_route {
+    FEEDER_ROUTE_PROGRESSIVE = 0,
+    FEEDER_ROUTE_CMYK = 1,
+    FEEDER_ROUTE_SUBSAMPLING = 2,
+    FEEDER_ROUTE_SIZE = 3,
+    FEEDER_ROUTE_CORRUPT = 4,
+    FEEDER_ROUTE_OTHER = 5,
+    FEEDER_ROUTES = 6
+} feeder_route;
+
 /* A snapshot of the loader's counters (C: counter, monotonic) and levels (L).
  * Times are summed over workers. Room reserved to grow. */
 typedef struct feeder_stats {
@@ -727,7 +738,12 @@ typedef struct feeder_stats {
                                   (nvJPEG refused them, or the file was larger than a sample) */
     uint64_t gpu_decode_ns;    /* C: ns of GPU decode + resize, timed on the GPU */
     uint64_t hybrid_cpu_permille; /* L: HYBRID: share of each batch the workers decode, in 1/1000 */
-    uint64_t reserved_[9];
+    /* C: images of GPU-decoded batches that the workers decoded on the CPU
+     * because their header sends them there, by reason (FEEDER_ROUTE_*):
+     * progressive, CMYK/YCCK, a sampling the JPEG engine refuses, too large,
+     * unreadable header, other (12-bit, arithmetic, lossless). */
+    uint64_t cpu_routed[6];
+    uint64_t reserved_[3];
 } feeder_stats;
 
 /* Memory the loader asks for, when the user wants to own it (e.g. a caching
