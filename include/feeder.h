@@ -734,8 +734,9 @@ typedef struct feeder_stats {
     uint64_t pinned_bytes;     /* L: bytes of pinned buffers (PIN_COPY) or registered slots */
     uint64_t device_bytes;     /* L: bytes of device memory held by the loader */
     uint64_t gpu_decoded;      /* C: images decoded on the GPU (NVJPEG, HYBRID) */
-    uint64_t gpu_fallback;     /* C: images of a GPU-decoded batch decoded on the CPU instead
-                                  (nvJPEG refused them, or the file was larger than a sample) */
+    uint64_t gpu_fallback;     /* C: images sent to the GPU that nvJPEG refused, decoded on
+                                  the CPU by the loader's thread instead (cpu_routed counts
+                                  those the workers kept by their header) */
     uint64_t gpu_decode_ns;    /* C: ns of GPU decode + resize, timed on the GPU */
     uint64_t hybrid_cpu_permille; /* L: HYBRID: share of each batch the workers decode, in 1/1000 */
     /* C: images of GPU-decoded batches that the workers decoded on the CPU

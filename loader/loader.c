@@ -1198,7 +1198,8 @@ static void account(feeder_loader *ld, const feeder__result_msg *r)
     ld->stats.decode_ns += r->decode_ns;
     ld->stats.transform_ns += r->transform_ns;
     ld->stats.skipped += r->skipped;
-    ld->stats.gpu_fallback += r->oversize;
+    for (int k = 0; k < FEEDER_ROUTES; k++)
+        ld->stats.cpu_routed[k] += r->routed[k];
     pthread_mutex_unlock(&ld->stats_lock);
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
+#include <turbojpeg.h>
 
 #include "benchutil.h"
 #include "cuda/normalize.h"
@@ -906,7 +907,8 @@ START_TEST(test_nvjpeg_oversize_files_decode_on_cpu)
     run *ref, *got;
     if (gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
         ck_assert_uint_eq(last_stats.gpu_decoded, 0);
-        ck_assert_uint_eq(last_stats.gpu_fallback, 36);
+        ck_assert_uint_eq(last_stats.gpu_fallback, 0);
+        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_SIZE], 36);
     }
     same_batches(ref, got);
     run_free(ref);
@@ -922,12 +924,89 @@ static void write_file(const char *path, const void *p, size_t n)
     fclose(f);
 }
 
+/* Re-encode a photo crop of `jpegs` sample i with TurboJPEG: pf TJPF_RGB or
+ * TJPF_CMYK (which TurboJPEG writes as YCCK), any subsampling and flags. */
+static void write_kind(const char *path, uint64_t i, int pf, int subsamp, int flags)
+{
+    FILE *f = fopen(feeder_dataset_path(jpegs, i), "rb");
+    ck_assert_ptr_nonnull(f);
+    static uint8_t buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    tjhandle d = tjInitDecompress(), c = tjInitCompress();
+    int w, h, ss, cs;
+    ck_assert_int_eq(tjDecompressHeader3(d, buf, n, &w, &h, &ss, &cs), 0);
+    int ch = tjPixelSize[pf];
+    uint8_t *px = malloc((size_t)w * h * ch);
+    ck_assert_int_eq(tjDecompress2(d, buf, n, px, w, 0, h, pf, 0), 0);
+    unsigned char *out = NULL;
+    unsigned long len = 0;
+    ck_assert_int_eq(tjCompress2(c, px, w, 0, h, pf, &out, &len, subsamp, 90, flags), 0);
+    write_file(path, out, len);
+    tjFree(out);
+    free(px);
+    tjDestroy(d);
+    tjDestroy(c);
+}
+
+START_TEST(test_nvjpeg_routes_by_header)
+{
+    /* Nine files: 3 progressive, 2 YCCK, 1 4:1:1, 3 baseline 4:2:0. The
+     * workers keep the first six (their header sends them to the CPU, each
+     * counted by reason) and the GPU decodes the baseline ones; nothing
+     * reaches nvJPEG that it refuses. */
+    char dir[512], path[600];
+    snprintf(dir, sizeof(dir), "%s/kinds", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(dir, sizeof(dir), "%s/kinds/c", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    for (int i = 0; i < 9; i++) {
+        snprintf(path, sizeof(path), "%s/%03d.jpg", dir, i);
+        if (i < 3)
+            write_kind(path, (uint64_t)i, TJPF_RGB, TJSAMP_420, TJFLAG_PROGRESSIVE);
+        else if (i < 5)
+            write_kind(path, (uint64_t)i, TJPF_CMYK, TJSAMP_420, 0);
+        else if (i == 5)
+            write_kind(path, (uint64_t)i, TJPF_RGB, TJSAMP_411, 0);
+        else
+            write_kind(path, (uint64_t)i, TJPF_RGB, TJSAMP_420, 0);
+    }
+    char err[256];
+    feeder_dataset *ds;
+    snprintf(dir, sizeof(dir), "%s/kinds", tmpdir);
+    ck_assert_int_eq(feeder_dataset_open_folder(dir, &ds, err, sizeof(err)), 0);
+    cfg h = base();
+    h.size = 224;
+    run *ref = collect(ds, &h, NULL, NULL);
+    cfg d = h;
+    d.device = 0;
+    d.decoder = FEEDER_DECODER_NVJPEG;
+    run *got = collect(ds, &d, NULL, NULL);
+    if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_PROGRESSIVE], 6); /* 2 epochs */
+        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_CMYK], 4);
+        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_SUBSAMPLING], 2);
+        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_SIZE], 0);
+        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_CORRUPT], 0);
+        ck_assert_uint_eq(last_stats.gpu_decoded, 6);
+        ck_assert_uint_eq(last_stats.gpu_fallback, 0);
+        close_batches(ref, got);
+    } else {
+        same_batches(ref, got);
+    }
+    run_free(ref);
+    run_free(got);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(test_nvjpeg_bad_files_fail_their_batches)
 {
     /* Six images, two of them bad: one is no JPEG at all (a worker's CPU
      * decode names it), one starts like a JPEG and then is garbage (nvJPEG
      * refuses it, the CPU fallback names it). Batches of one: exactly those
-     * two fail, the others arrive. */
+     * two fail, the others arrive. (The garbage one is routed to the CPU by
+     * its unreadable header, so the workers name both.) */
     char dir[512], path[600];
     snprintf(dir, sizeof(dir), "%s/bad", tmpdir);
     ck_assert_int_eq(mkdir(dir, 0755), 0);
@@ -1136,6 +1215,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_resume_after_device_batches);
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
+    tcase_add_test(tc, test_nvjpeg_routes_by_header);
     tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);
     tcase_add_test(tc, test_hybrid_splits_every_batch);
     tcase_add_test(tc, test_trace_gpu_spans);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "decode/jpeg_header.h"
 #include "worker/worker.h"
 #include "common/nvtx.h"
 #include "dataset/pack.h"
@@ -59,6 +60,18 @@ void feeder__worker_ctx_free(feeder__worker_ctx *w)
 }
 
 static const char *op_text(const feeder__file *f) { return f->op ? f->op : "read"; }
+
+/* Where a GPU decoder's image is decoded (decode/jpeg_header.h): the file
+ * must also fit the sample's place in the slot, which carries its bytes. */
+static int gpu_route(const feeder__job *job, const feeder__file *f, size_t room)
+{
+    if (f->len > room)
+        return FEEDER__ROUTE_SIZE;
+    feeder__jpeg_info info;
+    if (feeder__jpeg_probe(f->data, f->len, &info))
+        return FEEDER__ROUTE_CORRUPT;
+    return feeder__jpeg_route(&info, job->t.max_pixels);
+}
 
 /* Load one sample whose file is already read; 0 or an error with `msg`. */
 static int load_file_sample(feeder__worker_ctx *w, const feeder__task_msg *t,
@@ -290,17 +303,17 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
         res->bytes_read += f->err ? 0 : f->len;
         enc[i] = 0;
         if (w->gpu_dec && k >= t->cpu_count && !f->err && f->len) {
-            /* A GPU decoder's sample: hand the bytes over as they are. A
-             * file that does not fit the sample's place, or that is no
-             * JPEG at all, is decoded here (the decoder names what is
-             * wrong with it). */
-            if (f->len <= l->sample_bytes && f->len >= 2 && f->data[0] == 0xFF &&
-                f->data[1] == 0xD8) {
+            /* A GPU decoder's sample: the bytes go over as they are when the
+             * header says the JPEG engine takes them; anything else is
+             * decoded here (the decoder names what is wrong with a file
+             * that is no JPEG at all). */
+            int route = gpu_route(job, f, l->sample_bytes);
+            if (route == FEEDER__ROUTE_GPU) {
                 memcpy(feeder__slot_sample(l, slot, i), f->data, f->len);
                 enc[i] = f->len;
                 continue;
             }
-            res->oversize += f->len > l->sample_bytes;
+            res->routed[route - 1]++;
         }
         int src = load_file_sample(w, t, f, idx[i], feeder__slot_sample(l, slot, i), res, msg,
                                    sizeof(msg));

@@ -73,7 +73,9 @@ typedef struct feeder__result_msg {
     uint64_t read_ns;
     uint64_t decode_ns;
     uint64_t transform_ns;
-    uint64_t oversize; /* GPU decoders: files larger than a sample, decoded here instead */
+    /* GPU decoders: images decoded here instead, by route (cpu_routed[r - 1],
+     * decode/jpeg_header.h). */
+    uint32_t routed[FEEDER_ROUTES];
     char errmsg[FEEDER__ERRMSG_LEN];
 } feeder__result_msg;
 
