@@ -825,11 +825,14 @@ int feeder_loader_start(feeder_loader *ld)
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", rc ? why : "");
     }
 
+    /* The GPU decoders take JPEG bytes: files, or a packed file's JPEG records. */
+    int jpeg_records = ld->ds->kind == FEEDER__DS_PACKED &&
+                       ld->ds->pack->v.h.kind == FEEDER_RECORD_JPEG;
     if (feeder__decoder_on_gpu(t->decoder) && ld->ds->kind != FEEDER__DS_FOLDER &&
-        ld->ds->kind != FEEDER__DS_LIST) {
+        ld->ds->kind != FEEDER__DS_LIST && !jpeg_records) {
         feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
-                    "the GPU decoders read image files: %s datasets decode on the CPU",
-                    ld->ds->kind == FEEDER__DS_PACKED ? "packed" : "user");
+                    "the GPU decoders take JPEG bytes: %s decode on the CPU",
+                    ld->ds->kind == FEEDER__DS_PACKED ? "RAW packed records" : "user datasets");
         t->decoder = FEEDER_DECODER_ROI;
     }
 

@@ -1000,6 +1000,86 @@ START_TEST(test_nvjpeg_routes_by_header)
 }
 END_TEST
 
+/* A JPEG pack of the files of `ds`, in dataset order, with its labels. */
+static void write_jpeg_pack(const char *path, const feeder_dataset *ds)
+{
+    uint64_t n = feeder_dataset_size(ds);
+    static uint8_t file[1 << 20];
+    uint8_t **bytes = calloc(n, sizeof(*bytes));
+    size_t *lens = calloc(n, sizeof(*lens));
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        FILE *f = fopen(feeder_dataset_path(ds, i), "rb");
+        ck_assert_ptr_nonnull(f);
+        lens[i] = fread(file, 1, sizeof(file), f);
+        fclose(f);
+        bytes[i] = malloc(lens[i]);
+        memcpy(bytes[i], file, lens[i]);
+        total += lens[i];
+    }
+    feeder__pack_header h;
+    memset(&h, 0, sizeof(h));
+    h.version = FEEDER__PACK_VERSION;
+    h.header_bytes = FEEDER__PACK_HEADER_BYTES;
+    h.kind = FEEDER_RECORD_JPEG;
+    h.dtype = FEEDER__PACK_DTYPE_UINT8;
+    h.label_type = FEEDER__PACK_LABEL_INT64;
+    h.count = n;
+    h.shard_count = 1;
+    h.total_records = n;
+    size_t len = feeder__pack_layout(&h, 0, total);
+    uint8_t *buf = calloc(1, len);
+    ck_assert_ptr_nonnull(buf);
+    uint64_t off = h.records_off;
+    for (uint64_t i = 0; i < n; i++) {
+        memcpy(buf + off, bytes[i], lens[i]);
+        feeder__pack_entry_encode(buf + h.index_off + i * FEEDER__PACK_ENTRY_BYTES, off, lens[i],
+                                  feeder__crc32c(0, bytes[i], lens[i]));
+        int64_t lab = feeder_dataset_label(ds, i);
+        memcpy(buf + h.labels_off + i * 8, &lab, 8);
+        off += lens[i];
+        free(bytes[i]);
+    }
+    feeder__pack_header_encode(&h, buf);
+    ck_assert_int_eq(bu_write_file(path, buf, len), 0);
+    free(buf);
+    free(bytes);
+    free(lens);
+}
+
+/* A JPEG pack through nvJPEG: the records go to the GPU as bytes (no CPU
+ * decode), and the batches are the folder's within the decoders' tolerance;
+ * with the CPU decoder the pack gives the folder's very bytes. */
+START_TEST(test_packed_jpeg_on_gpu_decoder)
+{
+    char path[512], err[512];
+    snprintf(path, sizeof(path), "%s/jpeg.pack", tmpdir);
+    write_jpeg_pack(path, jpegs);
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_open_packed(path, &ds, err, sizeof(err)), 0);
+    cfg h = base();
+    h.size = 224;
+    run *ref = collect(jpegs, &h, NULL, NULL);
+    run *cpu = collect(ds, &h, NULL, NULL);
+    same_batches(ref, cpu);
+    cfg d = h;
+    d.device = 0;
+    d.decoder = FEEDER_DECODER_NVJPEG;
+    run *got = collect(ds, &d, NULL, NULL);
+    if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+        ck_assert_uint_eq(last_stats.gpu_decoded, 36); /* 18 records, 2 epochs */
+        ck_assert_uint_eq(last_stats.gpu_fallback, 0);
+        close_batches(ref, got);
+    } else {
+        same_batches(ref, got);
+    }
+    run_free(ref);
+    run_free(cpu);
+    run_free(got);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(test_nvjpeg_bad_files_fail_their_batches)
 {
     /* Six images, two of them bad: one is no JPEG at all (a worker's CPU
@@ -1216,6 +1296,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
     tcase_add_test(tc, test_nvjpeg_routes_by_header);
+    tcase_add_test(tc, test_packed_jpeg_on_gpu_decoder);
     tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);
     tcase_add_test(tc, test_hybrid_splits_every_batch);
     tcase_add_test(tc, test_trace_gpu_spans);

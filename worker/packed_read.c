@@ -307,10 +307,13 @@ static int read_runs(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *ds
 /* Load records idx[0, n) into dst0 + k * stride; their status in p->st. With
  * `stop`, the first failure ends it: its code is returned and its message is
  * in msg. Otherwise every record is tried and only an error that is not one
- * record's is returned. */
+ * record's is returned. `enc` (a GPU decoder's task, else NULL): the
+ * encoded-length entries of these n places; JPEG records from gpu_from on
+ * are routed by their header and handed over as bytes where the JPEG engine
+ * takes them (worker/worker.c). */
 static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *idx, uint32_t n,
-                        uint8_t *dst0, int stop, feeder__result_msg *res, char *msg,
-                        size_t msglen)
+                        uint8_t *dst0, uint64_t *enc, uint32_t gpu_from, int stop,
+                        feeder__result_msg *res, char *msg, size_t msglen)
 {
     const feeder__job *job = w->job;
     const struct feeder__pack *pk = job->ds->pack;
@@ -430,13 +433,24 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
                                 ULL(i), pk->path, pk->crc[i], c);
                 }
             }
+            if (!src_rc && !raw && enc && k >= gpu_from) {
+                int route = feeder__worker_gpu_route(w, src, pk->size[i]);
+                enc[k] = 0;
+                if (route == FEEDER__ROUTE_GPU) {
+                    memcpy(dst, src, pk->size[i]);
+                    enc[k] = pk->size[i];
+                    p->st[k] = 0;
+                    continue;
+                }
+                res->routed[route - 1]++;
+            }
             if (!src_rc && !raw) {
                 res->read_ns += feeder__now_ns() - t0;
                 feeder__decode_times tm = {0, 0};
                 char derr[512] = "";
                 uint64_t td = job->trace ? feeder__now_ns() : 0;
                 FEEDER_NVTX_PUSH("decode+transform");
-                src_rc = feeder__decode_sample(w->dec, &job->t, src, pk->size[i], job->seed,
+                src_rc = feeder__decode_sample(w->dec, &w->cpu_t, src, pk->size[i], job->seed,
                                                epoch, i, dst, &tm, derr, sizeof(derr));
                 FEEDER_NVTX_POP();
                 feeder__trace_decode(job->trace, w->id, td, tm.decode_ns, tm.transform_ns, src_rc == 0, epoch,
@@ -471,8 +485,12 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
     if (job->packed_direct)
         return 0; /* the GPU layer copies the records from the file itself */
     int skip = job->policy == FEEDER_ON_ERROR_SKIP;
-    int rc = load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first),
-                          !skip, res, res->errmsg, sizeof(res->errmsg));
+    /* A GPU decoder's share of the task: after its first cpu_count samples. */
+    uint64_t *enc = w->gpu_dec ? feeder__slot_encoded(l, slot) + t->first : NULL;
+    for (uint32_t k = 0; enc && k < t->count; k++)
+        enc[k] = 0;
+    int rc = load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first), enc,
+                          t->cpu_count, !skip, res, res->errmsg, sizeof(res->errmsg));
     if (rc || !skip)
         return rc;
     for (uint32_t k = 0; k < t->count; k++) {
@@ -490,5 +508,5 @@ int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, ui
                             size_t msglen)
 {
     *label = w->job->ds->labels[index];
-    return load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
+    return load_records(w, t->epoch, &index, 1, dst, NULL, 0, 1, res, msg, msglen);
 }

@@ -61,16 +61,14 @@ void feeder__worker_ctx_free(feeder__worker_ctx *w)
 
 static const char *op_text(const feeder__file *f) { return f->op ? f->op : "read"; }
 
-/* Where a GPU decoder's image is decoded (decode/jpeg_header.h): the file
- * must also fit the sample's place in the slot, which carries its bytes. */
-static int gpu_route(const feeder__job *job, const feeder__file *f, size_t room)
+int feeder__worker_gpu_route(const feeder__worker_ctx *w, const uint8_t *data, size_t len)
 {
-    if (f->len > room)
+    if (len > w->job->layout.sample_bytes)
         return FEEDER__ROUTE_SIZE;
     feeder__jpeg_info info;
-    if (feeder__jpeg_probe(f->data, f->len, &info))
+    if (feeder__jpeg_probe(data, len, &info))
         return FEEDER__ROUTE_CORRUPT;
-    return feeder__jpeg_route(&info, job->t.max_pixels);
+    return feeder__jpeg_route(&info, w->job->t.max_pixels);
 }
 
 /* Load one sample whose file is already read; 0 or an error with `msg`. */
@@ -307,7 +305,7 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
              * header says the JPEG engine takes them; anything else is
              * decoded here (the decoder names what is wrong with a file
              * that is no JPEG at all). */
-            int route = gpu_route(job, f, l->sample_bytes);
+            int route = feeder__worker_gpu_route(w, f->data, f->len);
             if (route == FEEDER__ROUTE_GPU) {
                 memcpy(feeder__slot_sample(l, slot, i), f->data, f->len);
                 enc[i] = f->len;

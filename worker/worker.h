@@ -16,6 +16,7 @@
 #include "common/common.h"
 #include "dataset/dataset.h"
 #include "decode/decode.h"
+#include "decode/jpeg_header.h"
 #include "io/io.h"
 
 /* Everything a worker needs, fixed at start; a forked worker inherits it. */
@@ -112,6 +113,12 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
 int feeder__worker_watch_parent(pid_t parent);
 /* Exit status of a worker whose parent died before it was armed. */
 #define FEEDER__EXIT_ORPHAN 3
+
+/* Where a GPU decoder's image of `len` bytes is decoded: FEEDER__ROUTE_GPU
+ * (decode/jpeg_header.h) when its header says the JPEG engine takes it and it
+ * fits the sample's place in the slot, which carries its bytes; otherwise the
+ * reason it is decoded here, on the CPU. */
+int feeder__worker_gpu_route(const feeder__worker_ctx *w, const uint8_t *data, size_t len);
 
 /* ---- packed records (packed_read.c) ---- */
 
