@@ -936,7 +936,6 @@ static void write_kind(const char *path, uint64_t i, int pf, int subsamp, int fl
     tjhandle d = tjInitDecompress(), c = tjInitCompress();
     int w, h, ss, cs;
     ck_assert_int_eq(tjDecompressHeader3(d, buf, n, &w, &h, &ss, &cs), 0);
-    int ch = tjPixelSize[pf];
     uint8_t *px = malloc((size_t)w * h * 4);
     ck_assert_int_eq(tjDecompress2(d, buf, n, px, w, 0, h, TJPF_RGB, 0), 0);
     if (pf == TJPF_CMYK) /* TurboJPEG decodes to CMYK only from CMYK files */
@@ -945,7 +944,6 @@ static void write_kind(const char *path, uint64_t i, int pf, int subsamp, int fl
             px[k * 4] = 255 - r, px[k * 4 + 1] = 255 - g, px[k * 4 + 2] = 255 - b,
             px[k * 4 + 3] = 0;
         }
-    (void)ch;
     unsigned char *out = NULL;
     unsigned long len = 0;
     ck_assert_int_eq(tjCompress2(c, px, w, 0, h, pf, &out, &len, subsamp, 90, flags), 0);
