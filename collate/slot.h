@@ -4,13 +4,19 @@
  * public header, so the loader, the workers and (later) the pin thread and
  * the GPU prefetcher agree on one layout.
  *
- *   [ labels: batch x int64 | indices: batch x uint64 | encoded: batch x uint64 ]
+ *   [ labels: batch x int64 | indices: batch x uint64 | encoded: batch x uint64
+ *     | place: batch x uint64 ]
  *   [ data: batch x sample_bytes ]                        (page aligned)
  *
- * `encoded` serves the GPU decoders (FEEDER_DECODER_NVJPEG, HYBRID): a worker
- * that only reads a sample's file puts the JPEG bytes at the start of the
- * sample's place and their length in encoded[i]; 0 means the place holds
- * the decoded pixels. The CPU decoders leave it alone.
+ * `encoded` and `place` serve the GPU decoders (FEEDER_DECODER_NVJPEG,
+ * HYBRID). A task's share of the data area (count x sample_bytes from its
+ * first sample's place) holds its samples packed one after another, each
+ * either the JPEG bytes the GPU decodes (encoded[i] = their length) or
+ * decoded pixels (encoded[i] = 0), at place[i] bytes from the data area's
+ * start (feeder__slot_plan_part decides). Small files leave room for large
+ * ones, so a file larger than a sample still goes to the GPU when its task
+ * has the room. With the CPU decoders sample i sits at i x sample_bytes and
+ * `place` is not read.
  *
  * The data area starts on a page so it can be registered with the GPU driver
  * and read with O_DIRECT; slots are whole pages so a slot never shares a page
@@ -58,11 +64,25 @@ static inline uint64_t *feeder__slot_encoded(const feeder__slot_layout *l, uint8
 {
     return (uint64_t *)(slot + l->encoded_off);
 }
+static inline uint64_t *feeder__slot_place(const feeder__slot_layout *l, uint8_t *slot)
+{
+    return (uint64_t *)(slot + l->encoded_off) + l->batch;
+}
 /* Where sample `i` of the batch goes: samples are contiguous (N first) in
  * both layouts; NCHW only changes the order inside a sample. */
 static inline uint8_t *feeder__slot_sample(const feeder__slot_layout *l, uint8_t *slot, uint32_t i)
 {
     return slot + l->data_off + (size_t)i * l->sample_bytes;
 }
+
+/* A GPU decoder's task of `count` samples: where each goes in the task's
+ * share of the data area (count x sample_bytes). On entry gpu[k] says
+ * whether sample k is to go to the GPU as len[k] bytes (else: decoded
+ * pixels, sample_bytes); when they do not all fit, the largest files move
+ * to the CPU first (gpu[k] cleared, and counted in *moved). On return off[k]
+ * is each sample's offset from the share's start, in order, and the share
+ * holds them all: pixels never need more than the share gives a sample. */
+void feeder__slot_plan_part(size_t sample_bytes, uint32_t count, const size_t *len, int *gpu,
+                            uint64_t *off, uint32_t *moved);
 
 #endif

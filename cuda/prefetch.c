@@ -365,13 +365,14 @@ static void trace_copies(feeder__gpu *g, entry *en, int h2d)
     }
 }
 
-/* Copy slot samples [i, j) (decoded pixels) to the device batch. */
-static cudaError_t copy_run(feeder__gpu *g, entry *en, const uint8_t *data, uint32_t i,
-                            uint32_t j)
+/* Copy n decoded samples from src (host) to places [i, i + n) of the device
+ * batch. */
+static cudaError_t copy_pixels(feeder__gpu *g, entry *en, const uint8_t *src, uint32_t i,
+                               uint32_t n)
 {
     size_t sb = g->l->sample_bytes;
-    en->in_bytes += (size_t)(j - i) * sb;
-    return cudaMemcpyAsync(en->stage + (size_t)i * sb, data + (size_t)i * sb, (size_t)(j - i) * sb,
+    en->in_bytes += (size_t)n * sb;
+    return cudaMemcpyAsync(en->stage + (size_t)i * sb, src, (size_t)n * sb,
                            cudaMemcpyHostToDevice, g->stream);
 }
 
@@ -451,6 +452,7 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
     const feeder__job *job = feeder__loader_job(g->ld);
     uint8_t *data = hb->data;
     uint64_t *enc = feeder__slot_encoded(l, data - l->data_off);
+    const uint64_t *place = feeder__slot_place(l, data - l->data_off);
     size_t sb = l->sample_bytes;
     cudaStream_t s = g->stream;
     cudaError_t e;
@@ -461,21 +463,22 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
     en->wait_release = 0;
     if ((e = cudaEventRecord(en->start_ev, s)) != cudaSuccess)
         goto cuda_fail;
+    /* Each sample is at its place in the slot (collate/slot.h): JPEG bytes
+     * for nvJPEG, or pixels the workers decoded, copied in runs that follow
+     * each other both in the slot and in the batch. */
     uint32_t n = 0, run = UINT32_MAX;
     for (uint32_t i = 0; i <= hb->count; i++) {
         int pixels = i < hb->count && enc[i] == 0;
-        if (pixels && run == UINT32_MAX)
-            run = i;
-        if (!pixels && run != UINT32_MAX) {
-            if ((e = copy_run(g, en, data, run, i)) != cudaSuccess)
+        int joins = pixels && run != UINT32_MAX && place[i] == place[run] + (i - run) * sb;
+        if (run != UINT32_MAX && !joins) {
+            if ((e = copy_pixels(g, en, data + place[run], run, i - run)) != cudaSuccess)
                 goto cuda_fail;
             run = UINT32_MAX;
         }
-        if (i < hb->count && enc[i]) {
-            g->imgs[n++] = (feeder__gpu_image){data + (size_t)i * sb, (size_t)enc[i],
-                                               hb->indices[i], i};
-            en->in_bytes += enc[i];
-        }
+        if (pixels && run == UINT32_MAX)
+            run = i;
+        if (i < hb->count && enc[i])
+            g->imgs[n++] = (feeder__gpu_image){data + place[i], (size_t)enc[i], hb->indices[i], i};
     }
     if ((e = cudaMemcpyAsync(en->dev_labels, hb->labels, hb->count * sizeof(int64_t),
                              cudaMemcpyHostToDevice, s)) != cudaSuccess ||
@@ -493,8 +496,9 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
                     g->cfg.device, derr);
         return rc;
     }
-    /* What nvJPEG refused: decoded here, into the sample's own place (its
-     * JPEG bytes are read first, into the scratch sample), then copied. */
+    /* What nvJPEG refused: decoded here into a scratch sample and copied
+     * from there (a pageable copy: the call returns once it has read the
+     * scratch, so the next one may reuse it). */
     feeder__transform cpu_t = job->t;
     cpu_t.decoder = FEEDER_DECODER_ROI;
     for (uint32_t r = 0; r < nref; r++) {
@@ -508,8 +512,7 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
             cudaStreamSynchronize(s);
             return rc;
         }
-        memcpy(data + (size_t)im->pos * sb, g->fb, sb);
-        if ((e = copy_run(g, en, data, im->pos, im->pos + 1)) != cudaSuccess)
+        if ((e = copy_pixels(g, en, g->fb, im->pos, 1)) != cudaSuccess)
             goto cuda_fail;
     }
     g->gpu_decoded += n - nref;

@@ -962,15 +962,15 @@ START_TEST(test_slot_memory_limit)
     feeder_dataset *ds = make_user(&d);
     feeder_loader *ld;
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
-    /* 2 slots of 65536 x 4096 x 4096 x 3 bytes (+ 1.5 MiB of labels,
-     * indices and encoded lengths) = 6 PiB. */
+    /* 2 slots of 65536 x 4096 x 4096 x 3 bytes (+ 2 MiB of labels,
+     * indices, encoded lengths and places) = 6 PiB. */
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 65536), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 4096), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 4096), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 4096), 0);
     ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ELIMIT);
     const char *m = feeder_loader_errmsg(ld);
-    size_t slot = (size_t)65536 * 24 + (size_t)65536 * 4096 * 4096 * 3;
+    size_t slot = (size_t)65536 * 32 + (size_t)65536 * 4096 * 4096 * 3;
     char want[256];
     snprintf(want, sizeof(want), "batch slots need %zu bytes (2 slots x %zu bytes), more than "
              "the memory that can back them: ", 2 * slot, slot);
@@ -995,7 +995,7 @@ START_TEST(test_slot_memory_limit)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1024), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 64), 0);
     ck_assert_int_eq(feeder_loader_start(ld), FEEDER_EOVERFLOW);
-    size_t slot2 = (size_t)(1 << 20) * 24 + (size_t)(1 << 20) * 65535 * 65535 * 3;
+    size_t slot2 = (size_t)(1 << 20) * 32 + (size_t)(1 << 20) * 65535 * 65535 * 3;
     snprintf(want, sizeof(want), "65536 slots of %zu bytes overflow a size", slot2);
     ck_assert_str_eq(feeder_loader_errmsg(ld), want);
     feeder_loader_destroy(ld);

@@ -198,8 +198,8 @@ static int bounce_reserve(struct feeder__pack_worker *p, size_t bytes, size_t al
     return 0;
 }
 
-static uint64_t down(uint64_t v, uint64_t a) { return v / a * a; }
-static uint64_t up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+static uint64_t align_down(uint64_t v, uint64_t a) { return v / a * a; }
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 /* Plan the reads of every run (uring and direct modes): fills p->items and
  * returns their number; *bounce_bytes is how much bounce buffer they need. */
@@ -213,7 +213,7 @@ static unsigned plan(const feeder__job *job, struct feeder__pack_worker *p, uint
     unsigned n = 0;
 #define BOUNCE(it)                                                                               \
     do {                                                                                         \
-        boff = up(boff, balign);                                                                 \
+        boff = align_up(boff, balign);                                                                 \
         (it)->dst = NULL;                                                                        \
         (it)->boff = boff;                                                                       \
         boff += (it)->len;                                                                       \
@@ -222,7 +222,7 @@ static unsigned plan(const feeder__job *job, struct feeder__pack_worker *p, uint
         pk_run *run = &p->runs[r];
         uint64_t a = run->off, e = run->off + run->len;
         uint8_t *d = raw ? dst0 + (size_t)run->k0 * stride : NULL;
-        uint64_t a1 = up(a, oa), b0 = down(e, oa);
+        uint64_t a1 = align_up(a, oa), b0 = align_down(e, oa);
         if (raw && a1 < b0 && ((uintptr_t)(d + (a1 - a)) % ma) == 0) {
             /* Head block, aligned middle straight into the slot, tail block. */
             if (a < a1) {
@@ -242,9 +242,9 @@ static unsigned plan(const feeder__job *job, struct feeder__pack_worker *p, uint
         } else {
             /* The whole run, widened to aligned ends, through the bounce
              * buffer: JPEG runs are decoded from there, RAW ones copied. */
-            uint64_t a0 = down(a, oa);
+            uint64_t a0 = align_down(a, oa);
             pk_item *it = &p->items[n++];
-            *it = (pk_item){.run = r, .off = a0, .len = up(e, oa) - a0, .need = e - a0,
+            *it = (pk_item){.run = r, .off = a0, .len = align_up(e, oa) - a0, .need = e - a0,
                             .copy_dst = d, .copy_skip = a - a0, .copy_len = raw ? e - a : 0};
             BOUNCE(it);
         }
@@ -304,16 +304,82 @@ static int read_runs(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *ds
     return 0;
 }
 
-/* Load records idx[0, n) into dst0 + k * stride; their status in p->st. With
- * `stop`, the first failure ends it: its code is returned and its message is
- * in msg. Otherwise every record is tried and only an error that is not one
- * record's is returned. `enc` (a GPU decoder's task, else NULL): the
- * encoded-length entries of these n places; JPEG records from gpu_from on
- * are routed by their header and handed over as bytes where the JPEG engine
- * takes them (worker/worker.c). */
-static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *idx, uint32_t n,
-                        uint8_t *dst0, uint64_t *enc, uint32_t gpu_from, int stop,
-                        feeder__result_msg *res, char *msg, size_t msglen)
+/* MMAP: RAW runs copied from the mapping to dst0 + k * stride (checksummed
+ * record by record with VERIFY_CRC), JPEG runs used where they lie. Records
+ * past the file's end now (it shrank) are left for record_status to fail:
+ * reading a mapping past its file's end raises SIGBUS. */
+static void copy_from_mapping(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *dst0,
+                              size_t stride, uint64_t *file_now)
+{
+    const feeder__job *job = w->job;
+    const struct feeder__pack *pk = job->ds->pack;
+    struct feeder__pack_worker *p = w->pk;
+    /* One fstat per task; a file cut while being copied can still fault. */
+    struct stat st;
+    if (fstat(pk->fd, &st) == 0 && (uint64_t)st.st_size < *file_now)
+        *file_now = (uint64_t)st.st_size;
+    for (uint32_t r = 0; r < nruns; r++) {
+        pk_run *run = &p->runs[r];
+        run->past_end = run->off + run->len > *file_now;
+        /* Start the reads of every run at once: a cold page cache then reads
+         * them in parallel, not one fault at a time. */
+        uint64_t a = align_down(run->off, 4096);
+        if (!run->past_end)
+            (void)madvise(pk->map + a, run->off + run->len - a, MADV_WILLNEED);
+    }
+    for (uint32_t r = 0; r < nruns; r++) {
+        pk_run *run = &p->runs[r];
+        run->base = pk->map + run->off;
+        if (!raw)
+            continue;
+        uint8_t *d = dst0 + (size_t)run->k0 * stride;
+        if (!job->verify_crc && !run->past_end) {
+            memcpy(d, run->base, run->len);
+            continue;
+        }
+        /* Record by record: only those inside the file are copied, each
+         * checksummed right after its copy while it is still in cache. */
+        for (uint32_t k = 0; k < run->n; k++) {
+            if (run->off + (uint64_t)(k + 1) * stride > *file_now)
+                break;
+            memcpy(d + (size_t)k * stride, run->base + (size_t)k * stride, stride);
+            if (job->verify_crc)
+                p->crc[run->k0 + k] = feeder__crc32c(0, d + (size_t)k * stride, stride);
+        }
+    }
+}
+
+/* A read ends early only at the end of the file: where is it now, so that
+ * only the records past it fail. */
+static uint64_t file_length_after_short_read(feeder__worker_ctx *w, uint32_t nruns,
+                                             uint64_t file_now)
+{
+    const struct feeder__pack *pk = w->job->ds->pack;
+    for (uint32_t r = 0; r < nruns; r++) {
+        if (!w->pk->runs[r].short_read)
+            continue;
+        struct stat st;
+        if (fstat(pk->fd, &st) == 0 && (uint64_t)st.st_size < file_now)
+            file_now = (uint64_t)st.st_size;
+        break;
+    }
+    return file_now;
+}
+
+/* What gather_and_read leaves for the per-record steps. */
+typedef struct pk_loaded {
+    uint32_t nruns;
+    uint64_t file_now; /* the file's length now (it may have shrunk since open) */
+    uint64_t t0;       /* start of the time not yet added to read_ns */
+} pk_loaded;
+
+/* Group records idx[0, n) into runs (records next to each other in the task
+ * and in the file) and bring them in: RAW runs straight to dst0 + k * stride,
+ * JPEG runs into reach (run->base: the mapping, or the read buffer). 0 or an
+ * error not specific to one record. */
+static int gather_and_read(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *idx, uint32_t n,
+                           uint8_t *dst0, feeder__result_msg *res, pk_loaded *ld, char *msg,
+                           size_t msglen)
 {
     const feeder__job *job = w->job;
     const struct feeder__pack *pk = job->ds->pack;
@@ -325,7 +391,7 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
         feeder__fmt(msg, msglen, "worker %d: out of memory", w->id);
         return rc;
     }
-    uint64_t t0 = feeder__now_ns();
+    ld->t0 = feeder__now_ns();
     uint32_t nruns = 0;
     for (uint32_t k = 0; k < n; k++) {
         uint64_t i = idx[k];
@@ -338,138 +404,168 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
         }
         p->runs[nruns++] = (pk_run){.k0 = k, .n = 1, .off = pk->off[i], .len = pk->size[i]};
     }
+    ld->nruns = nruns;
     uint64_t bytes = 0;
     for (uint32_t r = 0; r < nruns; r++)
         bytes += p->runs[r].len;
-    uint64_t file_now = pk->map_len;
-    if (job->packed_read == FEEDER_PACKED_READ_MMAP) {
-        /* Reading a mapping past the end of its file raises SIGBUS. If the
-         * file shrank since it was opened (rewritten in place, say), the
-         * records past its new end fail with a message instead; one fstat
-         * per task. (A file cut while being copied can still fault.) */
-        struct stat st;
-        if (fstat(pk->fd, &st) == 0 && (uint64_t)st.st_size < file_now)
-            file_now = (uint64_t)st.st_size;
-        for (uint32_t r = 0; r < nruns; r++) {
-            pk_run *run = &p->runs[r];
-            run->past_end = run->off + run->len > file_now;
-            /* Start the reads of every run at once (a cold page cache then
-             * reads them in parallel, not one fault at a time). */
-            uint64_t a = down(run->off, 4096);
-            if (!run->past_end)
-                (void)madvise(pk->map + a, run->off + run->len - a, MADV_WILLNEED);
-        }
-        for (uint32_t r = 0; r < nruns; r++) {
-            pk_run *run = &p->runs[r];
-            run->base = pk->map + run->off;
-            if (!raw)
-                continue;
-            uint8_t *d = dst0 + (size_t)run->k0 * stride;
-            if (!job->verify_crc && !run->past_end) {
-                memcpy(d, run->base, run->len);
-                continue;
-            }
-            /* Record by record: only those inside the file are copied, and
-             * each is checksummed right after its copy, while it is still in
-             * cache (a 224x224x3 record fits in L2); a second pass over a
-             * whole run (tens of MB) would read it all back from memory. */
-            for (uint32_t k = 0; k < run->n; k++) {
-                if (run->off + (uint64_t)(k + 1) * stride > file_now)
-                    break;
-                memcpy(d + (size_t)k * stride, run->base + (size_t)k * stride, stride);
-                if (job->verify_crc)
-                    p->crc[run->k0 + k] = feeder__crc32c(0, d + (size_t)k * stride, stride);
-            }
-        }
-    } else if ((rc = read_runs(w, nruns, raw, dst0, stride, msg, msglen))) {
+    ld->file_now = pk->map_len;
+    if (job->packed_read == FEEDER_PACKED_READ_MMAP)
+        copy_from_mapping(w, nruns, raw, dst0, stride, &ld->file_now);
+    else if ((rc = read_runs(w, nruns, raw, dst0, stride, msg, msglen)))
         return rc;
-    } else {
-        /* A read ends early only at the end of the file: find where it is
-         * now, so only the records past it fail. */
-        for (uint32_t r = 0; r < nruns; r++) {
-            if (!p->runs[r].short_read)
-                continue;
-            struct stat st;
-            if (fstat(pk->fd, &st) == 0 && (uint64_t)st.st_size < file_now)
-                file_now = (uint64_t)st.st_size;
-            break;
-        }
-    }
+    else
+        ld->file_now = file_length_after_short_read(w, nruns, ld->file_now);
     res->bytes_read += bytes;
     /* The copy (RAW from the mapping) or the reads of the task's records. */
-    feeder__trace_worker_span(job->trace, w->id, FEEDER__SPAN_READ, t0, feeder__now_ns(),
+    feeder__trace_worker_span(job->trace, w->id, FEEDER__SPAN_READ, ld->t0, feeder__now_ns(),
                               (int64_t)epoch, -1, n == 1 ? (int64_t)idx[0] : -1);
+    return 0;
+}
 
-    for (uint32_t r = 0; r < nruns; r++) {
+/* Record k (dataset index i) of run `run`: 0 when its bytes are whole and
+ * (with VERIFY_CRC) match their checksum, else the error with `msg` set.
+ * *src: where its bytes are. */
+static int record_status(feeder__worker_ctx *w, const pk_run *run, uint32_t k, uint64_t i,
+                         uint8_t *dst, uint64_t file_now, const uint8_t **src, char *msg,
+                         size_t msglen)
+{
+    const feeder__job *job = w->job;
+    const struct feeder__pack *pk = job->ds->pack;
+    const int raw = pk->v.h.kind == FEEDER_RECORD_RAW;
+    *src = raw ? dst : run->base + (pk->off[i] - run->off);
+    if (run->err) {
+        feeder__fmt(msg, msglen, "record %llu of %s: read: %s", ULL(i), pk->path,
+                    strerror(-run->err));
+        return run->err;
+    }
+    if ((run->past_end || run->short_read) &&
+        (pk->off[i] + pk->size[i] > file_now || file_now == pk->map_len)) {
+        if (file_now < pk->map_len)
+            feeder__fmt(msg, msglen,
+                        "record %llu of %s: the file is now %llu bytes, shorter than when "
+                        "it was opened (%llu bytes)",
+                        ULL(i), pk->path, ULL(file_now), ULL(pk->map_len));
+        else
+            feeder__fmt(msg, msglen, "record %llu of %s: short read", ULL(i), pk->path);
+        return -EIO;
+    }
+    if (!job->verify_crc)
+        return 0;
+    uint32_t c = raw && job->packed_read == FEEDER_PACKED_READ_MMAP
+                     ? w->pk->crc[k]
+                     : feeder__crc32c(0, *src, pk->size[i]);
+    if (c == pk->crc[i])
+        return 0;
+    feeder__fmt(msg, msglen, "record %llu of %s: crc32c mismatch (stored 0x%08x, computed 0x%08x)",
+                ULL(i), pk->path, pk->crc[i], c);
+    return FEEDER_ECHECKSUM;
+}
+
+/* Decode JPEG record i from src into dst with the worker's CPU decoder. */
+static int decode_record(feeder__worker_ctx *w, uint64_t epoch, uint64_t i, const uint8_t *src,
+                         uint8_t *dst, feeder__result_msg *res, char *msg, size_t msglen)
+{
+    const feeder__job *job = w->job;
+    const struct feeder__pack *pk = job->ds->pack;
+    feeder__decode_times tm = {0, 0};
+    char derr[512] = "";
+    uint64_t td = job->trace ? feeder__now_ns() : 0;
+    FEEDER_NVTX_PUSH("decode+transform");
+    int rc = feeder__decode_sample(w->dec, &w->cpu_t, src, pk->size[i], job->seed, epoch, i, dst,
+                                   &tm, derr, sizeof(derr));
+    FEEDER_NVTX_POP();
+    feeder__trace_decode(job->trace, w->id, td, tm.decode_ns, tm.transform_ns, rc == 0, epoch,
+                         (uint64_t)-1, i);
+    res->decode_ns += tm.decode_ns;
+    res->transform_ns += tm.transform_ns;
+    if (rc)
+        feeder__fmt(msg, msglen, "record %llu of %s: %s", ULL(i), pk->path,
+                    derr[0] ? derr : feeder_strerror(rc));
+    return rc;
+}
+
+/* Load records idx[0, n) into dst0 + k * stride; their status in p->st. With
+ * `stop`, the first failure ends it: its code is returned and its message is
+ * in msg. Otherwise every record is tried and only an error that is not one
+ * record's is returned. */
+static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *idx, uint32_t n,
+                        uint8_t *dst0, int stop, feeder__result_msg *res, char *msg,
+                        size_t msglen)
+{
+    struct feeder__pack_worker *p = w->pk;
+    const size_t stride = w->job->layout.sample_bytes;
+    const int raw = w->job->ds->pack->v.h.kind == FEEDER_RECORD_RAW;
+    pk_loaded ld;
+    int rc = gather_and_read(w, epoch, idx, n, dst0, res, &ld, msg, msglen);
+    if (rc)
+        return rc;
+    for (uint32_t r = 0; r < ld.nruns; r++) {
         const pk_run *run = &p->runs[r];
         for (uint32_t k = run->k0; k < run->k0 + run->n; k++) {
-            uint64_t i = idx[k];
             uint8_t *dst = dst0 + (size_t)k * stride;
-            const uint8_t *src = raw ? dst : run->base + (pk->off[i] - run->off);
-            int src_rc = 0;
-            if (run->err) {
-                src_rc = run->err;
-                feeder__fmt(msg, msglen, "record %llu of %s: read: %s", ULL(i), pk->path,
-                            strerror(-run->err));
-            } else if ((run->past_end || run->short_read) &&
-                       (pk->off[i] + pk->size[i] > file_now || file_now == pk->map_len)) {
-                src_rc = -EIO;
-                if (file_now < pk->map_len)
-                    feeder__fmt(msg, msglen,
-                                "record %llu of %s: the file is now %llu bytes, shorter than when "
-                                "it was opened (%llu bytes)",
-                                ULL(i), pk->path, ULL(file_now), ULL(pk->map_len));
-                else
-                    feeder__fmt(msg, msglen, "record %llu of %s: short read", ULL(i), pk->path);
-            } else if (job->verify_crc) {
-                uint32_t c = raw && job->packed_read == FEEDER_PACKED_READ_MMAP
-                                 ? p->crc[k]
-                                 : feeder__crc32c(0, src, pk->size[i]);
-                if (c != pk->crc[i]) {
-                    src_rc = FEEDER_ECHECKSUM;
-                    feeder__fmt(msg, msglen,
-                                "record %llu of %s: crc32c mismatch (stored 0x%08x, computed "
-                                "0x%08x)",
-                                ULL(i), pk->path, pk->crc[i], c);
-                }
-            }
-            if (!src_rc && !raw && enc && k >= gpu_from) {
-                int route = feeder__worker_gpu_route(w, src, pk->size[i]);
-                enc[k] = 0;
-                if (route == FEEDER__ROUTE_GPU) {
-                    memcpy(dst, src, pk->size[i]);
-                    enc[k] = pk->size[i];
-                    p->st[k] = 0;
-                    continue;
-                }
-                res->routed[route - 1]++;
-            }
+            const uint8_t *src;
+            int src_rc = record_status(w, run, k, idx[k], dst, ld.file_now, &src, msg, msglen);
             if (!src_rc && !raw) {
-                res->read_ns += feeder__now_ns() - t0;
-                feeder__decode_times tm = {0, 0};
-                char derr[512] = "";
-                uint64_t td = job->trace ? feeder__now_ns() : 0;
-                FEEDER_NVTX_PUSH("decode+transform");
-                src_rc = feeder__decode_sample(w->dec, &w->cpu_t, src, pk->size[i], job->seed,
-                                               epoch, i, dst, &tm, derr, sizeof(derr));
-                FEEDER_NVTX_POP();
-                feeder__trace_decode(job->trace, w->id, td, tm.decode_ns, tm.transform_ns, src_rc == 0, epoch,
-                                     (uint64_t)-1, i);
-                res->decode_ns += tm.decode_ns;
-                res->transform_ns += tm.transform_ns;
-                if (src_rc)
-                    feeder__fmt(msg, msglen, "record %llu of %s: %s", ULL(i), pk->path,
-                                derr[0] ? derr : feeder_strerror(src_rc));
-                t0 = feeder__now_ns();
+                res->read_ns += feeder__now_ns() - ld.t0;
+                src_rc = decode_record(w, epoch, idx[k], src, dst, res, msg, msglen);
+                ld.t0 = feeder__now_ns();
             }
             p->st[k] = src_rc;
             if (src_rc && stop) {
-                res->read_ns += feeder__now_ns() - t0;
+                res->read_ns += feeder__now_ns() - ld.t0;
                 return src_rc;
             }
         }
     }
-    res->read_ns += feeder__now_ns() - t0;
+    res->read_ns += feeder__now_ns() - ld.t0;
+    return 0;
+}
+
+/* A GPU decoder's task of JPEG records: every record's status first, then
+ * the task's plan (feeder__worker_plan_gpu_part: which go over as bytes, and
+ * where), then the bytes copied or the rest decoded here. Statuses in p->st
+ * and `stop` as load_records. */
+static int load_records_gpu(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                            int stop, feeder__result_msg *res, char *msg, size_t msglen)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    const uint64_t *idx = feeder__slot_indices(l, slot) + t->first;
+    struct feeder__pack_worker *p = w->pk;
+    pk_loaded ld;
+    if (feeder__worker_part_reserve(w, t->count)) {
+        feeder__fmt(msg, msglen, "worker %d: out of memory", w->id);
+        return -ENOMEM;
+    }
+    int rc = gather_and_read(w, t->epoch, idx, t->count, NULL, res, &ld, msg, msglen);
+    if (rc)
+        return rc;
+    for (uint32_t r = 0; r < ld.nruns; r++) {
+        const pk_run *run = &p->runs[r];
+        for (uint32_t k = run->k0; k < run->k0 + run->n; k++) {
+            const uint8_t *src;
+            p->st[k] = record_status(w, run, k, idx[k], NULL, ld.file_now, &src, msg, msglen);
+            if (p->st[k] && stop) {
+                res->read_ns += feeder__now_ns() - ld.t0;
+                return p->st[k];
+            }
+            w->part.bytes[k] = p->st[k] ? NULL : src;
+            w->part.len[k] = p->st[k] ? 0 : w->job->ds->pack->size[idx[k]];
+        }
+    }
+    res->read_ns += feeder__now_ns() - ld.t0;
+    feeder__worker_plan_gpu_part(w, t, slot, res);
+    for (uint32_t k = 0; k < t->count; k++) {
+        if (p->st[k])
+            continue;
+        uint8_t *dst = feeder__worker_sample_dst(w, slot, t->first + k);
+        if (w->part.gpu[k]) {
+            memcpy(dst, w->part.bytes[k], w->part.len[k]);
+            continue;
+        }
+        p->st[k] = decode_record(w, t->epoch, idx[k], w->part.bytes[k], dst, res, msg, msglen);
+        if (p->st[k] && stop)
+            return p->st[k];
+    }
     return 0;
 }
 
@@ -485,12 +581,10 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
     if (job->packed_direct)
         return 0; /* the GPU layer copies the records from the file itself */
     int skip = job->policy == FEEDER_ON_ERROR_SKIP;
-    /* A GPU decoder's share of the task: after its first cpu_count samples. */
-    uint64_t *enc = w->gpu_dec ? feeder__slot_encoded(l, slot) + t->first : NULL;
-    for (uint32_t k = 0; enc && k < t->count; k++)
-        enc[k] = 0;
-    int rc = load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first), enc,
-                          t->cpu_count, !skip, res, res->errmsg, sizeof(res->errmsg));
+    int rc = w->gpu_dec
+                 ? load_records_gpu(w, t, slot, !skip, res, res->errmsg, sizeof(res->errmsg))
+                 : load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first),
+                                !skip, res, res->errmsg, sizeof(res->errmsg));
     if (rc || !skip)
         return rc;
     for (uint32_t k = 0; k < t->count; k++) {
@@ -508,5 +602,5 @@ int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, ui
                             size_t msglen)
 {
     *label = w->job->ds->labels[index];
-    return load_records(w, t->epoch, &index, 1, dst, NULL, 0, 1, res, msg, msglen);
+    return load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
 }

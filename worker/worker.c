@@ -56,19 +56,75 @@ void feeder__worker_ctx_free(feeder__worker_ctx *w)
     feeder__reader_destroy(w->rd);
     feeder__decoder_destroy(w->dec);
     free(w->files);
+    free(w->part.bytes);
+    free(w->part.len);
+    free(w->part.gpu);
+    free(w->part.off);
     memset(w, 0, sizeof(*w));
 }
 
 static const char *op_text(const feeder__file *f) { return f->op ? f->op : "read"; }
 
-int feeder__worker_gpu_route(const feeder__worker_ctx *w, const uint8_t *data, size_t len)
+int feeder__worker_part_reserve(feeder__worker_ctx *w, uint32_t n)
 {
-    if (len > w->job->layout.sample_bytes)
-        return FEEDER__ROUTE_SIZE;
+    if (n <= w->part.cap)
+        return 0;
+    const uint8_t **bytes = realloc(w->part.bytes, n * sizeof(*bytes));
+    if (bytes)
+        w->part.bytes = bytes;
+    size_t *len = realloc(w->part.len, n * sizeof(*len));
+    if (len)
+        w->part.len = len;
+    int *gpu = realloc(w->part.gpu, n * sizeof(*gpu));
+    if (gpu)
+        w->part.gpu = gpu;
+    uint64_t *off = realloc(w->part.off, n * sizeof(*off));
+    if (off)
+        w->part.off = off;
+    if (!bytes || !len || !gpu || !off)
+        return -ENOMEM;
+    w->part.cap = n;
+    return 0;
+}
+
+static int gpu_route(const feeder__worker_ctx *w, const uint8_t *data, size_t len)
+{
     feeder__jpeg_info info;
     if (feeder__jpeg_probe(data, len, &info))
         return FEEDER__ROUTE_CORRUPT;
     return feeder__jpeg_route(&info, w->job->t.max_pixels);
+}
+
+void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg *t,
+                                  uint8_t *slot, feeder__result_msg *res)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    const uint8_t **bytes = w->part.bytes;
+    size_t *len = w->part.len;
+    for (uint32_t k = 0; k < t->count; k++) {
+        int route = k < t->cpu_count || !bytes[k] || !len[k] ? -1 : gpu_route(w, bytes[k], len[k]);
+        w->part.gpu[k] = route == FEEDER__ROUTE_GPU;
+        if (route > FEEDER__ROUTE_GPU)
+            res->routed[route - 1]++;
+    }
+    uint32_t moved;
+    feeder__slot_plan_part(l->sample_bytes, t->count, w->part.len, w->part.gpu, w->part.off,
+                           &moved);
+    res->routed[FEEDER_ROUTE_SIZE] += moved;
+    uint64_t *enc = feeder__slot_encoded(l, slot) + t->first;
+    uint64_t *place = feeder__slot_place(l, slot) + t->first;
+    for (uint32_t k = 0; k < t->count; k++) {
+        enc[k] = w->part.gpu[k] ? len[k] : 0;
+        place[k] = (uint64_t)t->first * l->sample_bytes + w->part.off[k];
+    }
+}
+
+uint8_t *feeder__worker_sample_dst(const feeder__worker_ctx *w, uint8_t *slot, uint32_t i)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    if (!w->gpu_dec)
+        return feeder__slot_sample(l, slot, i);
+    return slot + l->data_off + feeder__slot_place(l, slot)[i];
 }
 
 /* Load one sample whose file is already read; 0 or an error with `msg`. */
@@ -173,7 +229,7 @@ static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint
     uint64_t n = w->job->ds->n;
     uint64_t *idx = feeder__slot_indices(l, slot);
     int64_t *lab = feeder__slot_labels(l, slot);
-    uint8_t *dst = feeder__slot_sample(l, slot, pos);
+    uint8_t *dst = feeder__worker_sample_dst(w, slot, pos);
     uint64_t orig = idx[pos];
     feeder__slot_encoded(l, slot)[pos] = 0; /* a replacement is decoded here */
     char msg[FEEDER__ERRMSG_LEN];
@@ -207,6 +263,23 @@ static void populate(uint8_t *p, size_t len)
     uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
     size_t n = ((uintptr_t)p + len - a + 4095) & ~(size_t)4095;
     (void)madvise((void *)a, n, MADV_POPULATE_WRITE);
+}
+
+/* A GPU decoder's task of files: what goes over as bytes, and where
+ * (feeder__worker_plan_gpu_part); a file that failed to read stays on the
+ * CPU, whose decode path names the failure. */
+static int plan_files(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                      feeder__result_msg *res)
+{
+    if (feeder__worker_part_reserve(w, t->count))
+        return -ENOMEM;
+    for (uint32_t k = 0; k < t->count; k++) {
+        const feeder__file *f = &w->files[k];
+        w->part.bytes[k] = f->err ? NULL : f->data;
+        w->part.len[k] = f->err ? 0 : f->len;
+    }
+    feeder__worker_plan_gpu_part(w, t, slot, res);
+    return 0;
 }
 
 static int ensure_files(feeder__worker_ctx *w, unsigned n)
@@ -294,27 +367,22 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
         res->status = rc;
         return;
     }
-    uint64_t *enc = feeder__slot_encoded(l, slot);
+    if (w->gpu_dec && (rc = plan_files(w, t, slot, res))) {
+        feeder__fmt(res->errmsg, sizeof(res->errmsg), "worker %d: out of memory", w->id);
+        res->status = rc;
+        return;
+    }
     for (uint32_t k = 0; k < t->count; k++) {
         uint32_t i = t->first + k;
         const feeder__file *f = &w->files[k];
         res->bytes_read += f->err ? 0 : f->len;
-        enc[i] = 0;
-        if (w->gpu_dec && k >= t->cpu_count && !f->err && f->len) {
-            /* A GPU decoder's sample: the bytes go over as they are when the
-             * header says the JPEG engine takes them; anything else is
-             * decoded here (the decoder names what is wrong with a file
-             * that is no JPEG at all). */
-            int route = feeder__worker_gpu_route(w, f->data, f->len);
-            if (route == FEEDER__ROUTE_GPU) {
-                memcpy(feeder__slot_sample(l, slot, i), f->data, f->len);
-                enc[i] = f->len;
-                continue;
-            }
-            res->routed[route - 1]++;
+        uint8_t *dst = feeder__worker_sample_dst(w, slot, i);
+        if (w->gpu_dec && w->part.gpu[k]) {
+            /* The JPEG engine's kind: the bytes go over as they are. */
+            memcpy(dst, f->data, f->len);
+            continue;
         }
-        int src = load_file_sample(w, t, f, idx[i], feeder__slot_sample(l, slot, i), res, msg,
-                                   sizeof(msg));
+        int src = load_file_sample(w, t, f, idx[i], dst, res, msg, sizeof(msg));
         if (!src)
             continue;
         if (job->policy == FEEDER_ON_ERROR_SKIP) {

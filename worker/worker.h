@@ -92,6 +92,13 @@ typedef struct feeder__worker_ctx {
     struct feeder__pack_worker *pk; /* packed datasets: bounce buffer, spans */
     feeder__transform cpu_t; /* job->t with a CPU decoder: what this worker decodes with */
     int gpu_dec;             /* job->t.decoder is NVJPEG or HYBRID */
+    struct {                 /* a GPU decoder's task plan (feeder__worker_plan_gpu_part) */
+        const uint8_t **bytes;
+        size_t *len;
+        int *gpu;
+        uint64_t *off;
+        uint32_t cap;
+    } part;
 } feeder__worker_ctx;
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);
@@ -114,11 +121,20 @@ int feeder__worker_watch_parent(pid_t parent);
 /* Exit status of a worker whose parent died before it was armed. */
 #define FEEDER__EXIT_ORPHAN 3
 
-/* Where a GPU decoder's image of `len` bytes is decoded: FEEDER__ROUTE_GPU
- * (decode/jpeg_header.h) when its header says the JPEG engine takes it and it
- * fits the sample's place in the slot, which carries its bytes; otherwise the
- * reason it is decoded here, on the CPU. */
-int feeder__worker_gpu_route(const feeder__worker_ctx *w, const uint8_t *data, size_t len);
+/* Room for a GPU decoder's plan of n samples in w->part. 0 or -ENOMEM. */
+int feeder__worker_part_reserve(feeder__worker_ctx *w, uint32_t n);
+/* A GPU decoder's task, whose samples' bytes the caller put in
+ * w->part.bytes[k] and w->part.len[k] (NULL: it failed to read): route each
+ * by its header (the first t->cpu_count and the failed ones stay on the
+ * CPU), then plan where each lands in the task's share of the data area
+ * (collate/slot.h: feeder__slot_plan_part). Sets the slot's encoded[] and
+ * place[] of the task and w->part.gpu[k]: sample k goes over as its bytes.
+ * Routes other than the GPU are counted in res->routed. */
+void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg *t,
+                                  uint8_t *slot, feeder__result_msg *res);
+/* Where sample i of a slot is written: its place in the batch, or with a GPU
+ * decoder the place its task's plan gave it. */
+uint8_t *feeder__worker_sample_dst(const feeder__worker_ctx *w, uint8_t *slot, uint32_t i);
 
 /* ---- packed records (packed_read.c) ---- */
 
