@@ -2,12 +2,18 @@
  * cuda/: the GPU layer between the host loader and the user. It takes the
  * host loader's finished batches (shared-memory slots), moves them to the
  * device on a copy stream (registered slots, or a pin-thread copy into
- * pinned buffers, or pageable), optionally normalises them there, and lends
- * device batches. Built as prefetch.c + normalize.cu with CUDA, nogpu.c
- * without; the loader calls only what this header declares.
+ * pinned buffers, or pageable), optionally decodes JPEGs (nvJPEG) and
+ * normalises there, and lends device batches. Built with CUDA as the files
+ * of this room, without it as nogpu.c.
+ *
+ * The narrow interface: only the public entry points (api/) call this
+ * header, and this room includes nothing of loader/ or worker/. Everything
+ * it needs of the host loader comes in feeder__gpu_config: the slots' fixed
+ * facts, and the host loader's batches through the callbacks of
+ * feeder__host_ops. Errors leave their message in feeder__gpu_errmsg().
  *
  * Threading: every function here runs in the thread that uses the loader;
- * the PIN_COPY threads live inside prefetch.c and touch only pinned buffers,
+ * the PIN_COPY threads live inside this room and touch only pinned buffers,
  * slot memory they are handed and the copy stream.
  */
 #ifndef FEEDER_CUDA_GPU_H
@@ -16,9 +22,45 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collate/slot.h"
+#include "common/trace.h"
+#include "decode/decode.h"
 #include "feeder.h"
 
+struct feeder__pack; /* dataset/pack.h */
+
 typedef struct feeder__gpu feeder__gpu;
+
+/* feeder__host_ops.next(try_only = 1): nothing is ready yet. Never returned
+ * to users. */
+#define FEEDER__AGAIN 100
+
+/* The host loader as the GPU layer sees it. Every callback runs in the
+ * loader's thread. */
+typedef struct feeder__host_ops {
+    void *ctx;
+    /* Lend the next finished host batch (a slot). With try_only, return
+     * FEEDER__AGAIN at once instead of waiting (and, with no workers, instead
+     * of loading in the calling thread). Statuses and errors as feeder_next;
+     * the message through errmsg. */
+    int (*next)(void *ctx, feeder_batch **out, int try_only);
+    /* Give a host batch's slot back. */
+    int (*release)(void *ctx, feeder_batch *b);
+    /* The message of the last failed next. */
+    const char *(*errmsg)(void *ctx);
+    /* The batch number whose error the last next returned, or -1 (a status
+     * that is no batch's: DONE, a death, a timeout). */
+    int64_t (*status_batch)(void *ctx);
+    /* The epoch the host loader is in (or was last in). */
+    uint64_t (*epoch)(void *ctx);
+    /* HYBRID: the share of each batch (1/1000) the workers decode, from the
+     * next dispatched batch on. */
+    void (*set_cpu_share)(void *ctx, uint32_t permille);
+    /* Decode one sample the way the workers do it (errors name index and
+     * path), into dst: the GPU decoder's CPU fallback. */
+    int (*decode_cpu)(void *ctx, const uint8_t *jpeg, size_t len, uint64_t epoch,
+                      uint64_t index, uint8_t *dst, char *msg, size_t msglen);
+} feeder__host_ops;
 
 typedef struct feeder__gpu_config {
     int device;
@@ -30,8 +72,23 @@ typedef struct feeder__gpu_config {
     float mean[3], std[3];
     feeder_allocator dev_alloc, pin_alloc; /* alloc NULL: the CUDA default */
     void *copy_stream;                     /* cudaStream_t, or NULL: make one */
-    int decoder;      /* feeder_decoder: NVJPEG and HYBRID decode here */
+    int decoder;      /* feeder_decoder in use (the plan's): NVJPEG and HYBRID decode here */
     int sequential;   /* the order is 0, 1, 2, ... (no sampler given, no shuffle) */
+    uint32_t cpu_share; /* HYBRID: the workers' first share (1/1000) */
+
+    /* The host loader's facts, fixed at start. Borrowed: they outlive the layer. */
+    feeder__host_ops host;
+    const feeder__slot_layout *layout;
+    uint8_t *slot_mem;               /* the parent's mapping of every slot */
+    size_t slot_mem_bytes;
+    uint32_t nslots;
+    const feeder__transform *transform; /* the crop boxes and sizes the workers use */
+    uint64_t seed;
+    /* A RAW packed file the layer may copy from directly (its mapping), with
+     * the read mode and CRC option that allow it; NULL for other datasets. */
+    const struct feeder__pack *pack;
+    int packed_mmap_no_crc;          /* read by MMAP and VERIFY_CRC off */
+    feeder__trace *trace;            /* or NULL */
 } feeder__gpu_config;
 
 /* Can device batches be delivered on `device` here? 0, or FEEDER_EUNSUPPORTED
@@ -39,18 +96,23 @@ typedef struct feeder__gpu_config {
  * before the slots are laid out: the float dtypes need NHWC slots. */
 int feeder__gpu_probe(int device, char *why, size_t whylen);
 
-/* Start the GPU layer over a started loader. 0 on success. FEEDER_EUNSUPPORTED
- * (with `why`) when this build or machine cannot deliver device batches: the
- * loader then goes on with host batches. Any other error fails the start and
- * leaves its message in `why`. */
-int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__gpu **out,
-                      char *why, size_t whylen);
+/* Start the GPU layer. 0 on success. FEEDER_EUNSUPPORTED (with `why`) when
+ * this build or machine cannot deliver device batches: the loader then goes
+ * on with host batches. Any other error fails the start and leaves its
+ * message in `why`. */
+int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *why,
+                      size_t whylen);
 
-/* feeder_next() with the GPU layer on. */
+/* feeder_next() with the GPU layer on. An error leaves its message in
+ * feeder__gpu_errmsg(). */
 int feeder__gpu_next(feeder__gpu *g, feeder_batch **out);
 
-/* feeder_batch_release() of a device batch (feeder__gpu_owns(b)). */
+/* feeder_batch_release() of a device batch (feeder__gpu_owns(b)). An error
+ * leaves its message in feeder__gpu_errmsg() of the batch's layer. */
 int feeder__gpu_release(feeder_batch *b, void *stream);
+
+/* The message of the layer's last failed call. */
+const char *feeder__gpu_errmsg(const feeder__gpu *g);
 
 /* Drop every prefetched batch (set_epoch): wait for their copies, give their
  * host slots back. Lent batches stay valid until released. */
@@ -58,6 +120,11 @@ void feeder__gpu_drop(feeder__gpu *g);
 
 /* How the layer runs ("pin register", "pin copy (cudaHostRegister failed: ...)"). */
 const char *feeder__gpu_describe(const feeder__gpu *g);
+
+/* Add the layer's counters (pin_ns, h2d_ns, h2d_bytes, gpu_batches, wait_ns,
+ * the GPU decode counters) to *st and set its levels pinned_bytes and
+ * device_bytes. NULL g: nothing. */
+void feeder__gpu_stats(const feeder__gpu *g, feeder_stats *st);
 
 /* Stop the pin threads, wait for the copy stream, free everything the layer
  * allocated and unregister the slots. Before the loader unmaps them. NULL ok. */
@@ -74,16 +141,15 @@ int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int
  * nvJPEG started)? If it was asked to and cannot, feeder__gpu_decode_why says
  * why, and the loader decodes on the CPU. */
 int feeder__gpu_decodes(const feeder__gpu *g);
+const char *feeder__gpu_decode_why(const feeder__gpu *g);
 /* Does the layer copy a RAW packed file's records to the device straight from
  * the file's registered mapping (the workers then write only labels)? */
 int feeder__gpu_packed_direct(const feeder__gpu *g);
-const char *feeder__gpu_decode_why(const feeder__gpu *g);
 
 /* Trace a span of GPU work between two timing events (cudaEvent_t) that have
- * both passed, mapped to the host clock, on main-process track `track`
- * (feeder__trace_track(feeder__loader_trace(ld), "gpu decode (GPU)"), say).
- * `name` must be static. Nothing when the loader has no trace or an event
- * has not passed; never waits. CUDA builds only. */
+ * both passed, mapped to the host clock, on main-process track `track`.
+ * `name` must be static. Nothing when there is no trace or an event has not
+ * passed; never waits. CUDA builds only. */
 void feeder__gpu_trace_events(feeder__gpu *g, int track, const char *name, void *ev0, void *ev1,
                               int64_t epoch, int64_t batch);
 

@@ -3,8 +3,8 @@
  * so every loader says why (feeder_loader_gpu_status) and delivers host
  * batches. Nothing here can be reached with a batch of its own.
  */
+#include "common/common.h"
 #include "cuda/gpu.h"
-#include "loader/loader.h"
 
 int feeder__gpu_probe(int device, char *why, size_t whylen)
 {
@@ -13,8 +13,8 @@ int feeder__gpu_probe(int device, char *why, size_t whylen)
     return FEEDER_EUNSUPPORTED;
 }
 
-int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__gpu **out,
-                      char *why, size_t whylen)
+int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *why,
+                      size_t whylen)
 {
     return feeder__gpu_probe(cfg->device, why, whylen);
 }
@@ -23,6 +23,8 @@ int feeder__gpu_next(feeder__gpu *g, feeder_batch **out) { return FEEDER_EUNSUPP
 int feeder__gpu_release(feeder_batch *b, void *stream) { return FEEDER_EINVAL; }
 void feeder__gpu_drop(feeder__gpu *g) {}
 const char *feeder__gpu_describe(const feeder__gpu *g) { return ""; }
+const char *feeder__gpu_errmsg(const feeder__gpu *g) { return ""; }
+void feeder__gpu_stats(const feeder__gpu *g, feeder_stats *st) {}
 void feeder__gpu_destroy(feeder__gpu *g) {}
 int feeder__gpu_owns(const feeder_batch *b) { return 0; }
 int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open)

@@ -40,11 +40,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "common/common.h"
 #include "cuda/gpu.h"
 #include "cuda/normalize.h"
 #include "decode/gpu_decode.h"
 #include "feeder_cuda.h"
-#include "loader/loader.h"
 #include "dataset/pack.h"
 #include "common/nvtx.h"
 #include "common/trace.h"
@@ -98,8 +98,10 @@ typedef struct item {
 } item;
 
 struct feeder__gpu {
-    feeder_loader *ld;
-    feeder__gpu_config cfg;
+    feeder__gpu_config cfg;  /* host.ctx and the slot facts are the loader's, borrowed */
+    char errmsg[1024];       /* the last failed call's message (feeder__gpu_errmsg) */
+    feeder_stats st;         /* the layer's counters and levels (feeder__gpu_stats) */
+    uint32_t cpu_share;      /* HYBRID: the workers' share the layer last set (1/1000) */
     cudaStream_t stream;
     int own_stream;
     const feeder__slot_layout *l;
@@ -154,6 +156,43 @@ struct feeder__gpu {
     cudaEvent_t tr_ref;
     uint64_t tr_ref_ns;
 };
+
+/* Leave a message for feeder__gpu_errmsg and return rc. */
+static int layer_fail(feeder__gpu *g, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int layer_fail(feeder__gpu *g, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->errmsg, sizeof(g->errmsg), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int host_release(feeder__gpu *g, feeder_batch *hb)
+{
+    return g->cfg.host.release(g->cfg.host.ctx, hb);
+}
+
+static void set_cpu_share(feeder__gpu *g, uint32_t permille)
+{
+    g->cpu_share = permille > 1000 ? 1000 : permille;
+    g->st.hybrid_cpu_permille = g->cpu_share;
+    g->cfg.host.set_cpu_share(g->cfg.host.ctx, g->cpu_share);
+}
+
+/* Add one batch's (or drop's) counters to the layer's. */
+static void stats_add(feeder__gpu *g, const feeder_stats *d)
+{
+    g->st.pin_ns += d->pin_ns;
+    g->st.h2d_ns += d->h2d_ns;
+    g->st.h2d_bytes += d->h2d_bytes;
+    g->st.gpu_batches += d->gpu_batches;
+    g->st.wait_ns += d->wait_ns;
+    g->st.gpu_decoded += d->gpu_decoded;
+    g->st.gpu_fallback += d->gpu_fallback;
+    g->st.gpu_decode_ns += d->gpu_decode_ns;
+}
 
 static const char *cuerr(cudaError_t e) { return cudaGetErrorString(e); }
 
@@ -391,9 +430,9 @@ static cudaError_t copy_pixels(feeder__gpu *g, entry *en, const uint8_t *src, ui
 static void rebalance(feeder__gpu *g)
 {
     uint32_t step = 60 / g->nslots ? 60 / g->nslots : 1;
-    uint32_t pm = feeder__loader_cpu_share(g->ld);
+    uint32_t pm = g->cpu_share;
     pm = g->waited ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
-    feeder__loader_set_cpu_share(g->ld, pm);
+    set_cpu_share(g, pm);
 }
 
 /* A RAW packed file's batch: every record straight from the registered file
@@ -449,7 +488,6 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
                           char *msg, size_t msglen)
 {
     const feeder__slot_layout *l = g->l;
-    const feeder__job *job = feeder__loader_job(g->ld);
     uint8_t *data = hb->data;
     uint64_t *enc = feeder__slot_encoded(l, data - l->data_off);
     const uint64_t *place = feeder__slot_place(l, data - l->data_off);
@@ -487,7 +525,7 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
     uint32_t nref = 0;
     char derr[300] = "";
     FEEDER_NVTX_PUSH("nvJPEG batch");
-    int rc = feeder__gpu_decode(g->dec, &job->t, job->seed, hb->epoch, g->imgs, n, en->stage, sb, s,
+    int rc = feeder__gpu_decode(g->dec, g->cfg.transform, g->cfg.seed, hb->epoch, g->imgs, n, en->stage, sb, s,
                                 g->refused, &nref, derr, sizeof(derr));
     FEEDER_NVTX_POP();
     if (rc) {
@@ -499,12 +537,10 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
     /* What nvJPEG refused: decoded here into a scratch sample and copied
      * from there (a pageable copy: the call returns once it has read the
      * scratch, so the next one may reuse it). */
-    feeder__transform cpu_t = job->t;
-    cpu_t.decoder = FEEDER_DECODER_ROI;
     for (uint32_t r = 0; r < nref; r++) {
         const feeder__gpu_image *im = &g->imgs[g->refused[r]];
-        rc = feeder__loader_decode_cpu(g->ld, &cpu_t, im->jpeg, im->len, hb->epoch, im->index,
-                                       g->fb, msg, msglen);
+        rc = g->cfg.host.decode_cpu(g->cfg.host.ctx, im->jpeg, im->len, hb->epoch, im->index,
+                                    g->fb, msg, msglen);
         if (rc) {
             *sample_err = 1;
             /* Nothing of this batch may still read the slot when it goes
@@ -531,7 +567,7 @@ static int decode_enqueue(feeder__gpu *g, entry *en, feeder_batch *hb, int *samp
     en->decoded = n - nref;
     en->tr_epoch = (int64_t)hb->epoch;
     en->tr_batch = (int64_t)hb->number;
-    if (job->t.decoder == FEEDER_DECODER_HYBRID && n > nref)
+    if (g->cfg.decoder == FEEDER_DECODER_HYBRID && n > nref)
         rebalance(g);
     return 0;
 cuda_fail:
@@ -620,8 +656,8 @@ static int setup_fail(feeder__gpu *g, char *why, size_t whylen, const char *what
     return FEEDER_ECUDA;
 }
 
-int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__gpu **out,
-                      char *why, size_t whylen)
+int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *why,
+                      size_t whylen)
 {
     int rc = feeder__gpu_probe(cfg->device, why, whylen);
     if (rc)
@@ -631,11 +667,11 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         feeder__fmt(why, whylen, "out of memory");
         return -ENOMEM;
     }
-    g->ld = ld;
     g->cfg = *cfg;
-    g->l = feeder__loader_layout(ld);
-    g->mem = feeder__loader_mem(ld, &g->mem_bytes);
-    g->nslots = feeder__loader_nslots(ld);
+    g->l = cfg->layout;
+    g->mem = cfg->slot_mem;
+    g->mem_bytes = cfg->slot_mem_bytes;
+    g->nslots = cfg->nslots;
     g->depth = cfg->depth;
     g->pin_mode = cfg->pin_mode;
     pthread_mutex_init(&g->lock, NULL);
@@ -691,7 +727,7 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
         }
         rc = 0;
     }
-    if ((g->tr = feeder__loader_trace(ld))) {
+    if ((g->tr = cfg->trace)) {
         /* The reference for mapping GPU times to the host clock: an event
          * waited for once, here, with the host time read right after. */
         g->tr_copy = feeder__trace_track(g->tr, "copy stream (GPU)");
@@ -715,11 +751,9 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
          * would need one copy per record, and 150 KB copies one at a time
          * reached only 24.9 GB/s there: shuffled batches go through the slots,
          * where the workers' copies run in parallel. */
-        const feeder__job *job = feeder__loader_job(ld);
-        const struct feeder__pack *pk = job->ds->pack;
-        if (job->ds->kind == FEEDER__DS_PACKED && pk && pk->v.h.kind == FEEDER_RECORD_RAW &&
-            job->packed_read == FEEDER_PACKED_READ_MMAP && !job->verify_crc && cfg->sequential &&
-            pk->v.h.record_bytes == g->l->sample_bytes) {
+        const struct feeder__pack *pk = cfg->pack;
+        if (pk && pk->v.h.kind == FEEDER_RECORD_RAW && cfg->packed_mmap_no_crc &&
+            cfg->sequential && pk->v.h.record_bytes == g->l->sample_bytes) {
             e = cudaHostRegister(pk->map, pk->map_len,
                                  cudaHostRegisterPortable | cudaHostRegisterReadOnly);
             if (e == cudaSuccess) {
@@ -853,7 +887,10 @@ int feeder__gpu_start(feeder_loader *ld, const feeder__gpu_config *cfg, feeder__
                     g->pack_registered ? ", records straight from the registered packed file"
                                        : pack_note);
     }
-    feeder__loader_stats_mem(ld, g->pinned_bytes, g->device_bytes);
+    g->st.pinned_bytes = g->pinned_bytes;
+    g->st.device_bytes = g->device_bytes;
+    if (g->decodes)
+        set_cpu_share(g, cfg->cpu_share);
     dev_leave(&dg);
     *out = g;
     return 0;
@@ -924,7 +961,7 @@ static int reap(feeder__gpu *g, feeder_stats *d, int block)
                     en->timed = 0;
                     trace_copies(g, en, 1);
                 } else if (q != cudaErrorNotReady) {
-                    return feeder__loader_fail(g->ld, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
+                    return layer_fail(g, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
                                                (unsigned long long)en->pub.number, g->cfg.device,
                                                cuerr(q));
                 }
@@ -935,7 +972,7 @@ static int reap(feeder__gpu *g, feeder_stats *d, int block)
             if (g->pin_mode != FEEDER_PIN_COPY)
                 done = en->used && !en->timed; /* h2d_ev has passed (checked above) */
             if (done) {
-                feeder__host_release(en->hb);
+                host_release(g, en->hb);
                 en->hb = NULL;
                 g->held--;
                 freed = 1;
@@ -954,7 +991,7 @@ static int reap(feeder__gpu *g, feeder_stats *d, int block)
         } else {
             cudaError_t e = cudaEventSynchronize(oldest->h2d_ev);
             if (e != cudaSuccess)
-                return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+                return layer_fail(g, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
                                            (unsigned long long)oldest->pub.number, cuerr(e));
         }
     }
@@ -976,8 +1013,8 @@ static void push_status(feeder__gpu *g, int rc, const char *msg)
     item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
     it->entry = -1;
     it->rc = rc;
-    it->batch = feeder__loader_status_batch(g->ld);
-    it->epoch = feeder__loader_epoch(g->ld);
+    it->batch = g->cfg.host.status_batch(g->cfg.host.ctx);
+    it->epoch = g->cfg.host.epoch(g->cfg.host.ctx);
     feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
     g->paused = 1;
 }
@@ -997,10 +1034,10 @@ static int drop_held(feeder__gpu *g, entry *en)
     } else {
         cudaError_t e = cudaEventSynchronize(en->h2d_ev);
         if (e != cudaSuccess)
-            return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+            return layer_fail(g, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
                                        (unsigned long long)en->pub.number, cuerr(e));
     }
-    feeder__host_release(en->hb);
+    host_release(g, en->hb);
     en->hb = NULL;
     g->held--;
     return 0;
@@ -1012,7 +1049,7 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
     const feeder__slot_layout *l = g->l;
     int rc = drop_held(g, en);
     if (rc) {
-        feeder__host_release(hb);
+        host_release(g, hb);
         return rc;
     }
     en->hb = hb;
@@ -1055,7 +1092,7 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
     if (en->timed || (en->used && g->pin_mode == FEEDER_PIN_COPY)) {
         cudaError_t e = cudaEventSynchronize(en->h2d_ev);
         if (e != cudaSuccess)
-            return feeder__loader_fail(g->ld, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
+            return layer_fail(g, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
                                        cuerr(e));
         if (en->timed)
             harvest(g, en, &g->h2d_ns);
@@ -1080,7 +1117,7 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
     if (g->pack_registered) {
         cudaError_t e = direct_enqueue(g, en, hb);
         if (e != cudaSuccess)
-            return feeder__loader_fail(g->ld, FEEDER_ECUDA,
+            return layer_fail(g, FEEDER_ECUDA,
                                        "copying batch %llu of epoch %llu from the packed file to "
                                        "device %d: %s", (unsigned long long)hb->number,
                                        (unsigned long long)hb->epoch, g->cfg.device, cuerr(e));
@@ -1091,7 +1128,7 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
         int sample_err = 0;
         rc = decode_enqueue(g, en, hb, &sample_err, msg, sizeof(msg));
         if (rc && !sample_err)
-            return feeder__loader_fail(g->ld, rc, "%s", msg);
+            return layer_fail(g, rc, "%s", msg);
         if (rc) {
             /* The batch fails where it stands in the FIFO, as a worker's
              * sample error would; its slot goes back now. */
@@ -1104,13 +1141,13 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
             en->state = E_FREE;
             en->hb = NULL;
             g->held--;
-            feeder__host_release(hb);
+            host_release(g, hb);
         }
         return 0;
     }
     cudaError_t e = enqueue(g, en, hb->data, hb->labels);
     if (e != cudaSuccess)
-        return feeder__loader_fail(g->ld, FEEDER_ECUDA, "copying batch %llu of epoch %llu to device %d: %s",
+        return layer_fail(g, FEEDER_ECUDA, "copying batch %llu of epoch %llu to device %d: %s",
                                    (unsigned long long)hb->number, (unsigned long long)hb->epoch,
                                    g->cfg.device, cuerr(e));
     return 0;
@@ -1131,13 +1168,13 @@ static int pull(feeder__gpu *g, int wait)
             return 0; /* every slot is in a copy; reap frees them */
         feeder_batch *hb = NULL;
         uint64_t t0 = feeder__now_ns();
-        rc = feeder__host_next(g->ld, &hb, !wait);
+        rc = g->cfg.host.next(g->cfg.host.ctx, &hb, !wait);
         /* HYBRID: did the GPU side have to wait for the workers? */
         g->waited = feeder__now_ns() - t0 > 200000;
         if (rc == FEEDER__AGAIN)
             return 0;
         if (rc) {
-            push_status(g, rc, feeder_loader_errmsg(g->ld));
+            push_status(g, rc, g->cfg.host.errmsg(g->cfg.host.ctx));
             return 0;
         }
         if ((rc = submit(g, en, hb)))
@@ -1156,22 +1193,21 @@ static int broken(feeder__gpu *g, int rc, const char *msg)
 
 int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
 {
-    feeder_loader *ld = g->ld;
     if (g->broken)
-        return feeder__loader_fail(ld, g->broken, "%s", g->broken_msg);
+        return layer_fail(g, g->broken, "%s", g->broken_msg);
     uint64_t t0 = feeder__now_ns();
     feeder_stats d;
     memset(&d, 0, sizeof(d));
     devguard dg;
     cudaError_t ce = dev_enter(g, &dg);
     if (ce != cudaSuccess)
-        return feeder__loader_fail(ld, FEEDER_ECUDA, "cudaSetDevice(%d): %s", g->cfg.device, cuerr(ce));
+        return layer_fail(g, FEEDER_ECUDA, "cudaSetDevice(%d): %s", g->cfg.device, cuerr(ce));
     int rc = reap(g, &d, 0);
     if (!rc)
         rc = pull(g, 0);
     if (!rc && g->len == 0) {
         if (!free_entry(g)) {
-            rc = feeder__loader_fail(ld, FEEDER_EBUSY,
+            rc = layer_fail(g, FEEDER_EBUSY,
                                      "all %d device buffers are borrowed; release a batch first "
                                      "(gpu_prefetch = %d)", g->depth, g->depth);
             goto out;
@@ -1179,12 +1215,12 @@ int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
         if (!(rc = reap(g, &d, 1)))
             rc = pull(g, 1);
         if (!rc && g->len == 0)
-            rc = feeder__loader_fail(ld, FEEDER_EPROTO,
+            rc = layer_fail(g, FEEDER_EPROTO,
                                      "GPU prefetcher: no batch could be pulled (%d of %u host slots "
                                      "in copies)", g->held, g->nslots);
     }
     if (rc) {
-        rc = broken(g, rc, feeder_loader_errmsg(ld));
+        rc = broken(g, rc, g->errmsg);
         goto out;
     }
     item *it = &g->fifo[g->head];
@@ -1192,7 +1228,7 @@ int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
     g->len--;
     if (it->entry < 0) {
         g->paused = 0;
-        rc = feeder__loader_fail(ld, it->rc, "%s", it->msg);
+        rc = layer_fail(g, it->rc, "%s", it->msg);
         goto out;
     }
     entry *en = &g->e[it->entry];
@@ -1207,7 +1243,7 @@ int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
         memcpy(msg, en->errmsg, sizeof(msg));
         pthread_mutex_unlock(&g->lock);
         if (err) {
-            rc = broken(g, feeder__loader_fail(ld, err, "%s", msg), msg);
+            rc = broken(g, layer_fail(g, err, "%s", msg), msg);
             goto out;
         }
     }
@@ -1218,7 +1254,7 @@ int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
     /* Batch k is out; start k+1 now, not at the next call. */
     rc = pull(g, 0);
     if (rc)
-        rc = broken(g, rc, feeder_loader_errmsg(ld));
+        rc = broken(g, rc, g->errmsg);
     rc = 0; /* batch k is valid either way; a later call reports the failure */
 out:
     dev_leave(&dg);
@@ -1233,7 +1269,7 @@ out:
     d.gpu_fallback = g->gpu_fallback;
     g->dec_ns = g->gpu_decoded = g->gpu_fallback = 0;
     d.wait_ns = feeder__now_ns() - t0;
-    feeder__loader_stats_add(ld, &d);
+    stats_add(g, &d);
     return rc;
 }
 
@@ -1266,12 +1302,12 @@ int feeder__gpu_release(feeder_batch *b, void *stream)
         if (!rc)
             rc = pull(g, 0);
         if (rc)
-            broken(g, rc, feeder_loader_errmsg(g->ld));
-        feeder__loader_stats_add(g->ld, &d);
+            broken(g, rc, g->errmsg);
+        stats_add(g, &d);
     }
     dev_leave(&dg);
     return e == cudaSuccess ? 0
-                            : feeder__loader_fail(g->ld, FEEDER_ECUDA,
+                            : layer_fail(g, FEEDER_ECUDA,
                                                   "feeder_batch_release: cudaEventRecord: %s",
                                                   cuerr(e));
 }
@@ -1298,7 +1334,7 @@ void feeder__gpu_drop(feeder__gpu *g)
     feeder_stats d;
     memset(&d, 0, sizeof(d));
     reap(g, &d, 0);
-    feeder__loader_stats_add(g->ld, &d);
+    stats_add(g, &d);
     for (; g->len; g->len--, g->head = (g->head + 1) % (g->depth + 1)) {
         item *it = &g->fifo[g->head];
         if (it->entry >= 0)
@@ -1373,8 +1409,23 @@ void feeder__gpu_destroy(feeder__gpu *g)
 }
 
 /* feeder_cuda.h */
-int feeder__loader_set_copy_stream(feeder_loader *ld, void *stream);
-FEEDER_API int feeder_loader_set_copy_stream(feeder_loader *ld, cudaStream_t stream)
+
+const char *feeder__gpu_errmsg(const feeder__gpu *g) { return g ? g->errmsg : ""; }
+
+void feeder__gpu_stats(const feeder__gpu *g, feeder_stats *st)
 {
-    return feeder__loader_set_copy_stream(ld, (void *)stream);
+    if (!g)
+        return;
+    st->pin_ns += g->st.pin_ns;
+    st->h2d_ns += g->st.h2d_ns;
+    st->h2d_bytes += g->st.h2d_bytes;
+    st->gpu_batches += g->st.gpu_batches;
+    st->wait_ns += g->st.wait_ns;
+    st->gpu_decoded += g->st.gpu_decoded;
+    st->gpu_fallback += g->st.gpu_fallback;
+    st->gpu_decode_ns += g->st.gpu_decode_ns;
+    st->pinned_bytes = g->st.pinned_bytes;
+    st->device_bytes = g->st.device_bytes;
+    if (g->decodes)
+        st->hybrid_cpu_permille = g->st.hybrid_cpu_permille;
 }

@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "loader/loader.h"
-#include "cuda/gpu.h"
 #include "common/nvtx.h"
 #include "dataset/pack.h"
 #include "common/trace.h"
@@ -207,14 +206,11 @@ struct feeder_loader {
     const char *io_backend;
     char io_reason[256];
 
-    /* GPU layer (cuda/gpu.h): NULL when batches stay on the host. */
-    feeder__gpu *gpu;
+    /* What the entry points keep here for the GPU layer (api/): loader/
+     * stores it and never calls cuda/. g.gpu is NULL when batches stay on
+     * the host. */
+    feeder__loader_gpu g;
     int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
-    uint8_t *gpu_map;     /* the state's map less what the GPU layer holds back */
-    size_t gpu_map_cap;
-    feeder_allocator dev_alloc, pin_alloc;
-    void *copy_stream;
-    char gpu_reason[512];
     char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
     uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
     feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
@@ -227,6 +223,7 @@ struct feeder_loader {
     feeder_stats stats;
 };
 
+static int state_check(feeder_loader *ld, const void *buf, size_t len, feeder__state *st);
 static int64_t iopt(const feeder_loader *ld, int opt) { return ld->ival[opt_find(opt)]; }
 static double dopt(const feeder_loader *ld, int opt) { return ld->dval[opt_find(opt)]; }
 
@@ -376,29 +373,9 @@ int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *devi
         return fail(ld, FEEDER_ESTATE, "feeder_loader_set_allocators: the loader started");
     if ((device && (!device->alloc || !device->free)) || (pinned && (!pinned->alloc || !pinned->free)))
         return fail(ld, FEEDER_EINVAL, "feeder_loader_set_allocators: an allocator needs both alloc and free");
-    ld->dev_alloc = device ? *device : (feeder_allocator){0};
-    ld->pin_alloc = pinned ? *pinned : (feeder_allocator){0};
+    ld->g.dev_alloc = device ? *device : (feeder_allocator){0};
+    ld->g.pin_alloc = pinned ? *pinned : (feeder_allocator){0};
     return 0;
-}
-
-/* feeder_loader_set_copy_stream() (feeder_cuda.h) lands here: the core keeps
- * no CUDA type. */
-int feeder__loader_set_copy_stream(feeder_loader *ld, void *stream);
-int feeder__loader_set_copy_stream(feeder_loader *ld, void *stream)
-{
-    if (!ld)
-        return FEEDER_EINVAL;
-    if (ld->started)
-        return fail(ld, FEEDER_ESTATE, "feeder_loader_set_copy_stream: the loader started");
-    ld->copy_stream = stream;
-    return 0;
-}
-
-int feeder_loader_gpu_status(const feeder_loader *ld, const char **reason)
-{
-    if (reason)
-        *reason = ld ? ld->gpu_reason : "";
-    return ld && ld->gpu ? 1 : 0;
 }
 
 const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld) { return &ld->job.layout; }
@@ -414,20 +391,6 @@ uint32_t feeder__loader_nslots(const feeder_loader *ld) { return ld->nslots; }
 int64_t feeder__loader_status_batch(const feeder_loader *ld) { return ld->status_batch; }
 uint64_t feeder__loader_epoch(const feeder_loader *ld) { return ld->epoch; }
 
-void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d)
-{
-    pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.pin_ns += d->pin_ns;
-    ld->stats.h2d_ns += d->h2d_ns;
-    ld->stats.h2d_bytes += d->h2d_bytes;
-    ld->stats.gpu_batches += d->gpu_batches;
-    ld->stats.wait_ns += d->wait_ns;
-    ld->stats.gpu_decoded += d->gpu_decoded;
-    ld->stats.gpu_fallback += d->gpu_fallback;
-    ld->stats.gpu_decode_ns += d->gpu_decode_ns;
-    pthread_mutex_unlock(&ld->stats_lock);
-}
-
 void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
 {
     if (permille > 1000)
@@ -438,19 +401,17 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
     pthread_mutex_unlock(&ld->stats_lock);
 }
 
-uint32_t feeder__loader_cpu_share(const feeder_loader *ld) { return ld->cpu_permille; }
-
-
 const feeder__job *feeder__loader_job(const feeder_loader *ld) { return &ld->job; }
 
-int feeder__loader_decode_cpu(feeder_loader *ld, const feeder__transform *t, const uint8_t *jpeg,
-                              size_t len, uint64_t epoch, uint64_t index, uint8_t *dst,
-                              char *msg, size_t msglen)
+int feeder__loader_decode_cpu(feeder_loader *ld, const uint8_t *jpeg, size_t len, uint64_t epoch,
+                              uint64_t index, uint8_t *dst, char *msg, size_t msglen)
 {
     if (!ld->fallback_dec && feeder__decoder_create(&ld->fallback_dec))
         return -ENOMEM;
+    feeder__transform t = ld->job.t;
+    t.decoder = ld->job.cpu_decoder;
     char derr[512] = "";
-    int rc = feeder__decode_sample(ld->fallback_dec, t, jpeg, len, ld->job.seed, epoch, index,
+    int rc = feeder__decode_sample(ld->fallback_dec, &t, jpeg, len, ld->job.seed, epoch, index,
                                    dst, NULL, derr, sizeof(derr));
     if (rc) {
         const char *path = feeder_dataset_path(ld->ds, index);
@@ -460,13 +421,22 @@ int feeder__loader_decode_cpu(feeder_loader *ld, const feeder__transform *t, con
     return rc;
 }
 
-void feeder__loader_stats_mem(feeder_loader *ld, uint64_t pinned_bytes, uint64_t device_bytes)
+int64_t feeder__loader_iopt(const feeder_loader *ld, int opt) { return iopt(ld, opt); }
+double feeder__loader_dopt(const feeder_loader *ld, int opt) { return dopt(ld, opt); }
+
+int feeder__loader_sequential(const feeder_loader *ld)
 {
-    pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.pinned_bytes = pinned_bytes;
-    ld->stats.device_bytes = device_bytes;
-    pthread_mutex_unlock(&ld->stats_lock);
+    return ld->sampler == ld->own_sampler && !iopt(ld, FEEDER_OPT_SHUFFLE);
 }
+
+uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld)
+{
+    return ld->job.t.decoder == FEEDER_DECODER_HYBRID ? 100 : 0;
+}
+
+feeder__loader_gpu *feeder__loader_gpu_part(feeder_loader *ld) { return &ld->g; }
+const feeder__loader_gpu *feeder__loader_gpu_view(const feeder_loader *ld) { return &ld->g; }
+
 
 const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason)
 {
@@ -495,14 +465,11 @@ int feeder_loader_worker_pid(const feeder_loader *ld, int id)
     return ld->workers[id].pid;
 }
 
-int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out)
+void feeder__host_stats(const feeder_loader *ld, feeder_stats *st)
 {
-    if (!ld || !out)
-        return FEEDER_EINVAL;
     pthread_mutex_lock((pthread_mutex_t *)&ld->stats_lock);
-    *out = ld->stats;
+    *st = ld->stats;
     pthread_mutex_unlock((pthread_mutex_t *)&ld->stats_lock);
-    return 0;
 }
 
 /* ---- start ---- */
@@ -756,14 +723,10 @@ static int check_packed_layout(feeder_loader *ld, int slot_layout)
                 pk->path, layout_text[pk->v.h.layout], layout_text[slot_layout]);
 }
 
-int feeder_loader_start(feeder_loader *ld)
+int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
 {
-    if (!ld)
-        return FEEDER_EINVAL;
     if (ld->start_failed)
         return ld->start_failed;
-    if (ld->started)
-        return 0;
     ld->errmsg[0] = 0;
     int rc = 0;
     if (ld->ds->kind == FEEDER__DS_PACKED && (rc = adopt_packed_shape(ld)))
@@ -836,19 +799,11 @@ int feeder_loader_start(feeder_loader *ld)
         t->decoder = FEEDER_DECODER_ROI;
     }
 
+    job->cpu_decoder = feeder__decoder_on_gpu(t->decoder) ? FEEDER_DECODER_ROI : t->decoder;
+
     /* The GPU path is decided before the slots are laid out: the float dtypes
-     * are made on the GPU from NHWC uint8 slots. A GPU that cannot be used is
-     * not an error: batches stay on the host, and gpu_status says why. */
-    int device = (int)iopt(ld, FEEDER_OPT_DEVICE), want_gpu = 0;
-    if (device < 0) {
-        feeder__fmt(ld->gpu_reason, sizeof(ld->gpu_reason), "device = -1: host batches");
-    } else {
-        rc = feeder__gpu_probe(device, ld->gpu_reason, sizeof(ld->gpu_reason));
-        if (rc && rc != FEEDER_EUNSUPPORTED)
-            return fail(ld, rc, "%s", ld->gpu_reason);
-        want_gpu = rc == 0;
-    }
-    if (want_gpu && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+     * are made on the GPU from NHWC uint8 slots. */
+    if (gpu_ok && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
         t->layout = FEEDER_LAYOUT_NHWC;
     if (ld->ds->kind == FEEDER__DS_PACKED &&
         ((rc = check_packed_layout(ld, t->layout)) ||
@@ -890,7 +845,7 @@ int feeder_loader_start(feeder_loader *ld)
     if ((rc = feeder__check_nofile(ld->nworkers, files, ld->errmsg, sizeof(ld->errmsg))))
         return rc;
     /* A resume blob is checked again against the options as they are now. */
-    if (ld->resume && (rc = feeder__state_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
+    if (ld->resume && (rc = state_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
         return rc;
     /* The trace's worker areas must exist before the workers fork. Writing
      * the (still empty) file now finds an unwritable path at start, not at
@@ -941,52 +896,28 @@ int feeder_loader_start(feeder_loader *ld)
     ld->stats.shm_bytes = ld->shm_bytes;
     ld->stats.slots = ld->nslots;
     pthread_mutex_unlock(&ld->stats_lock);
-    if (want_gpu) {
-        feeder__gpu_config c = {
-            .device = device,
-            .pin_mode = (int)iopt(ld, FEEDER_OPT_PIN_MODE),
-            .depth = (int)iopt(ld, FEEDER_OPT_GPU_PREFETCH),
-            .dtype = (int)iopt(ld, FEEDER_OPT_DTYPE),
-            .pin_threads = (int)iopt(ld, FEEDER_OPT_PIN_THREADS),
-            .out_layout = (int)iopt(ld, FEEDER_OPT_LAYOUT),
-            .mean = {(float)dopt(ld, FEEDER_OPT_MEAN_R), (float)dopt(ld, FEEDER_OPT_MEAN_G),
-                     (float)dopt(ld, FEEDER_OPT_MEAN_B)},
-            .std = {(float)dopt(ld, FEEDER_OPT_STD_R), (float)dopt(ld, FEEDER_OPT_STD_G),
-                    (float)dopt(ld, FEEDER_OPT_STD_B)},
-            .dev_alloc = ld->dev_alloc,
-            .pin_alloc = ld->pin_alloc,
-            .copy_stream = ld->copy_stream,
-            .decoder = t->decoder,
-            .sequential = ld->sampler == ld->own_sampler && !iopt(ld, FEEDER_OPT_SHUFFLE),
-        };
-        char why[sizeof(ld->gpu_reason)];
-        rc = feeder__gpu_start(ld, &c, &ld->gpu, why, sizeof(why));
-        if (rc && rc != FEEDER_EUNSUPPORTED) {
-            ld->start_failed = rc;
-            return fail(ld, rc, "%s", why);
-        }
-        feeder__fmt(ld->gpu_reason, sizeof(ld->gpu_reason), "%s",
-                    rc ? why : feeder__gpu_describe(ld->gpu));
-    }
+    return 0;
+}
+
+void feeder__host_start_failed(feeder_loader *ld, int rc) { ld->start_failed = rc; }
+
+void feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
+                         int packed_direct)
+{
+    feeder__job *job = &ld->job;
+    feeder__transform *t = &job->t;
     /* A GPU decoder with no GPU layer, or one that could not start nvJPEG:
      * the workers decode on the CPU (they fork later, at the first epoch,
-     * with this job). */
-    if (feeder__decoder_on_gpu(t->decoder) && !feeder__gpu_decodes(ld->gpu)) {
-        if (ld->gpu)
-            feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s",
-                        feeder__gpu_decode_why(ld->gpu));
-        else
-            feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "no GPU path: %s",
-                        ld->gpu_reason);
-        t->decoder = FEEDER_DECODER_ROI;
+     * with this job). With one, the GPU layer has set HYBRID's first share
+     * and moves it from what both sides do. */
+    if (feeder__decoder_on_gpu(t->decoder) && !gpu_decodes) {
+        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s", decode_why);
+        t->decoder = job->cpu_decoder;
+        feeder__loader_set_cpu_share(ld, 0);
     }
     /* Before the workers fork (at the first epoch): they inherit it. */
-    job->packed_direct = feeder__gpu_packed_direct(ld->gpu);
-    /* HYBRID starts with a small CPU share and moves it from what both sides
-     * do (cuda/prefetch.c rebalance). */
-    feeder__loader_set_cpu_share(ld, t->decoder == FEEDER_DECODER_HYBRID ? 100 : 0);
+    job->packed_direct = packed_direct;
     ld->started = 1;
-    return 0;
 }
 
 /* ---- epochs ---- */
@@ -1496,30 +1427,6 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     return deliver(ld, ss, out);
 }
 
-int feeder_next(feeder_loader *ld, feeder_batch **out)
-{
-    if (!ld || !out)
-        return FEEDER_EINVAL;
-    int rc;
-    uint64_t t0 = feeder__now_ns();
-    if (!ld->started && (rc = feeder_loader_start(ld)))
-        return rc;
-    FEEDER_NVTX_PUSH("feeder_next");
-    rc = ld->gpu ? feeder__gpu_next(ld->gpu, out) : feeder__host_next(ld, out, 0);
-    FEEDER_NVTX_POP();
-    if (ld->trace) {
-        /* The whole call: its length is the consumer's stall. */
-        uint64_t t1 = feeder__now_ns();
-        int64_t epoch = rc == 0 ? (int64_t)(*out)->epoch : -1;
-        int64_t batch = rc == 0 ? (int64_t)(*out)->number : -1;
-        feeder__trace_span_e(ld->trace, feeder__trace_consumer(ld->trace), "next", t0, t1, epoch,
-                             batch, -1);
-        if (rc == 0)
-            feeder__trace_hold(ld->trace, *out, t1, epoch, batch);
-    }
-    return rc;
-}
-
 int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
 {
     int rc;
@@ -1532,7 +1439,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
         return FEEDER_DONE;
     }
     if (!ld->nworkers)
-        return try_only ? FEEDER__AGAIN : next_inline(ld, out);
+        return try_only ? FEEDER__HOST_AGAIN : next_inline(ld, out);
 
     uint64_t t0 = feeder__now_ns();
     int64_t timeout = iopt(ld, FEEDER_OPT_TIMEOUT_MS);
@@ -1551,7 +1458,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
             /* One look at the channels, without waiting; every slot lent
              * (to copies in flight) is "not yet" here, not an error. */
             if (looked || !any_slot_busy(ld)) {
-                rc = FEEDER__AGAIN;
+                rc = FEEDER__HOST_AGAIN;
                 break;
             }
             looked = 1;
@@ -1577,7 +1484,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
             break;
     }
     /* With the GPU layer on, its own wait is the consumer's stall. */
-    if (!ld->gpu) {
+    if (!ld->g.gpu) {
         pthread_mutex_lock(&ld->stats_lock);
         ld->stats.wait_ns += feeder__now_ns() - t0;
         pthread_mutex_unlock(&ld->stats_lock);
@@ -1585,15 +1492,10 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
     return rc;
 }
 
-int feeder_batch_release(feeder_batch *batch, void *stream)
+feeder_loader *feeder__host_batch_loader(const feeder_batch *b)
 {
-    if (!batch || !batch->internal_)
-        return FEEDER_EINVAL;
-    if (feeder__gpu_owns(batch))
-        return feeder__gpu_release(batch, stream);
-    const slot_state *ss = batch->internal_;
-    feeder__trace_unhold(ss->ld->trace, batch, feeder__now_ns());
-    return feeder__host_release(batch);
+    const slot_state *ss = b ? b->internal_ : NULL;
+    return ss && &ss->pub == b ? ss->ld : NULL;
 }
 
 int feeder__host_release(feeder_batch *batch)
@@ -1611,12 +1513,8 @@ int feeder__host_release(feeder_batch *batch)
     return 0;
 }
 
-int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
+int feeder__host_set_epoch(feeder_loader *ld, uint64_t epoch)
 {
-    if (!ld)
-        return FEEDER_EINVAL;
-    if (ld->gpu)
-        feeder__gpu_drop(ld->gpu);
     drop_resume(ld);
     if (ld->in_epoch) {
         /* Parts in flight still write their slots: wait for them (or for the
@@ -1649,13 +1547,10 @@ int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
     return 0;
 }
 
-void feeder_loader_destroy(feeder_loader *ld)
+void feeder__host_stop(feeder_loader *ld) { stop_workers(ld, 1); }
+
+void feeder__host_free(feeder_loader *ld)
 {
-    if (!ld)
-        return;
-    stop_workers(ld, 1);
-    /* Before the slots are unmapped: the GPU layer unregisters them. */
-    feeder__gpu_destroy(ld->gpu);
     /* Every recorder is gone: workers reaped, pin threads joined, the copy
      * stream's spans harvested. An error here has no caller to go to
      * (feeder_loader_trace_flush reports one). */
@@ -1679,13 +1574,26 @@ void feeder_loader_destroy(feeder_loader *ld)
     free(ld->q.v);
     free(ld->order);
     free(ld->done_map);
-    free(ld->gpu_map);
+    free(ld->g.map);
     free(ld->resume);
     pthread_mutex_destroy(&ld->stats_lock);
     free(ld);
 }
 
-/* ---- the loader's side of the state blob (state.c) ---- */
+/* ---- the loader's side of the state blob (state.c is the codec) ---- */
+
+/* Decode a blob and compare it with the loader: 0 and *st (st->map points
+ * into buf), or FEEDER_ESTATEBLOB / FEEDER_EMISMATCH with the message set. */
+static int state_check(feeder_loader *ld, const void *buf, size_t len, feeder__state *st)
+{
+    int rc = feeder__state_decode(buf, len, st, ld->errmsg, sizeof(ld->errmsg));
+    if (rc)
+        return rc;
+    feeder__state mine;
+    if ((rc = feeder__loader_describe(ld, &st->epoch, 1, 0, &mine)))
+        return rc;
+    return feeder__state_compare(st, &mine, ld->errmsg, sizeof(ld->errmsg));
+}
 
 int feeder__loader_started(const feeder_loader *ld) { return ld->started; }
 
@@ -1697,7 +1605,7 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
     memcpy(copy, buf, len);
     /* Checked on the copy, so the map points into memory the loader owns. */
     feeder__state st;
-    int rc = feeder__state_check(ld, copy, len, &st);
+    int rc = state_check(ld, copy, len, &st);
     if (rc) {
         free(copy);
         return rc;
@@ -1710,7 +1618,7 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
 }
 
 int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
-                            feeder__state *st)
+                            int hold_epoch, feeder__state *st)
 {
     memset(st, 0, sizeof(*st));
     st->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
@@ -1720,7 +1628,8 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);
     st->user_sampler = ld->sampler && ld->sampler != ld->own_sampler;
     st->pipeline = (uint32_t)iopt(ld, FEEDER_OPT_PIPELINE);
-    st->decoder = (uint32_t)iopt(ld, FEEDER_OPT_DECODER);
+    /* The decoder in use once started (the plan's), the one asked for before. */
+    st->decoder = (uint32_t)(ld->started ? ld->job.t.decoder : iopt(ld, FEEDER_OPT_DECODER));
     st->layout = (uint32_t)iopt(ld, FEEDER_OPT_LAYOUT);
     st->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
     st->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
@@ -1732,39 +1641,12 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     st->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
     st->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
     st->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
-    /* Batches the GPU layer has taken from the host loader but not yet lent
-     * (or whose error the user has not yet seen) are not delivered: a resumed
-     * loader must give them again. They may be the end of an epoch the host
-     * loader already closed. */
-    uint64_t held[66];
-    int open = 0;
-    int nheld = ld->gpu && !at ? feeder__gpu_pending(ld->gpu, ld->epoch, held, 66, &open) : 0;
-    if (!at && (ld->in_epoch || open)) {
+    if (!at && (ld->in_epoch || hold_epoch)) {
         st->epoch = ld->epoch;
         st->sampler_len = ld->order_len;
         st->nbatches = ld->nbatches;
         st->delivered = ld->delivered;
         st->map = ld->done_map;
-        if (nheld > 0) {
-            feeder_loader *mld = (feeder_loader *)ld; /* scratch only */
-            size_t bytes = (size_t)(ld->nbatches / 8 + 1);
-            if (bytes > mld->gpu_map_cap) {
-                uint8_t *m = realloc(mld->gpu_map, bytes);
-                if (!m)
-                    return feeder__loader_fail(ld, -ENOMEM, "out of memory for the state's map");
-                mld->gpu_map = m;
-                mld->gpu_map_cap = bytes;
-            }
-            memcpy(mld->gpu_map, ld->done_map, bytes);
-            for (int i = 0; i < nheld; i++) {
-                uint64_t b = held[i];
-                if (b < ld->nbatches && ((mld->gpu_map[b / 8] >> (b % 8)) & 1)) {
-                    mld->gpu_map[b / 8] &= (uint8_t)~(1u << (b % 8));
-                    st->delivered--;
-                }
-            }
-            st->map = mld->gpu_map;
-        }
         if (want_hash)
             st->order_hash = feeder__order_hash(ld->order, ld->order_len);
         return 0;

@@ -10,45 +10,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loader/state.h"
 #include "worker/worker.h"
 
-/* ---- saved state (state.c) and the loader's side of it (loader.c) ---- */
-
-/* Everything a state blob records: a position in an epoch and every setting
- * that shapes the bytes of its batches. */
-typedef struct feeder__state {
-    uint64_t seed, epoch, delivered, dataset_size, sampler_len, nbatches, order_hash;
-    uint64_t max_pixels;
-    uint32_t batch_size, drop_last, shuffle, user_sampler;
-    uint32_t pipeline, decoder, layout, height, width, resize, policy;
-    double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
-    /* (nbatches + 7) / 8 bytes, bit b (LSB first) = batch b delivered; NULL
-     * when nothing was. Borrowed. */
-    const uint8_t *map;
-} feeder__state;
-
-/* A hash of an epoch's order: two loaders with the same one draw the same
- * samples in the same order. */
-uint64_t feeder__order_hash(const uint64_t *v, uint64_t n);
+/* ---- the loader's side of the saved state (state.c is the codec) ---- */
 
 /* Describe the loader in feeder__state terms. `at` NULL: where it stands
  * (the epoch the next feeder_next works in, and which of its batches were
- * delivered); otherwise epoch *at with nothing delivered. want_hash fills
- * order_hash, which fills the epoch's order when the loader is not in it.
- * st->map may point into the loader: use it before the next call on it.
- * 0, or an error with the loader's message set. */
+ * delivered; with hold_epoch, the epoch it is in or last ended, for a GPU
+ * layer that still holds its end); otherwise epoch *at with nothing
+ * delivered. want_hash fills order_hash, which fills the epoch's order when
+ * the loader is not in it. st->map may point into the loader: use it before
+ * the next call on it. 0, or an error with the loader's message set. */
 int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
-                            feeder__state *st);
+                            int hold_epoch, feeder__state *st);
 int feeder__loader_started(const feeder_loader *ld);
-/* Keep a checked blob (copied) to resume from: start checks it again against
- * the final options, the first epoch applies it. */
+/* Keep a blob (copied) to resume from, after checking it against the
+ * loader: start checks it again against the final options, the first epoch
+ * applies it. 0, or FEEDER_ESTATEBLOB / FEEDER_EMISMATCH with the message. */
 int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len);
 /* Leave a message in the loader's errmsg and return rc. */
 int feeder__loader_fail(const feeder_loader *ld, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Decode a blob and compare it with the loader: 0 and *st (st->map points
- * into buf), or FEEDER_ESTATEBLOB / FEEDER_EMISMATCH with the message set. */
-int feeder__state_check(feeder_loader *ld, const void *buf, size_t len, feeder__state *st);
 
 /* ---- resource limits (limits.c) ---- */
 
@@ -59,18 +42,48 @@ int feeder__check_slot_memory(uint32_t slots, size_t slot_bytes, char *msg, size
  * `files_per_task` files at once? 0, or FEEDER_ELIMIT with the message. */
 int feeder__check_nofile(int workers, uint32_t files_per_task, char *msg, size_t msglen);
 
-/* ---- what the GPU layer (cuda/) uses of the loader ---- */
+/* ---- start, in the steps the entry points (api/) run ---- */
 
-/* feeder__host_next(try_only = 1): nothing is ready yet. Never returned to users. */
-#define FEEDER__AGAIN 100
+/* Start's first half: validate the options and resolve them into the plan
+ * (read path, decoder in use, shape, slots, tasks), check the limits, start
+ * the trace, make and map the slots. `gpu_ok`: device batches can be made
+ * (feeder__gpu_probe passed; the float dtypes then need NHWC slots). 0, or
+ * an error with the loader's message set. */
+int feeder__host_prepare(feeder_loader *ld, int gpu_ok);
+/* Start's second half, once the GPU layer is decided: `gpu_decodes` says
+ * whether a GPU decoder runs (else the workers decode on the CPU, and
+ * `decode_why` says why), `packed_direct` whether RAW records go from the file
+ * to the device without the workers. Nothing can fail here. */
+void feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
+                         int packed_direct);
+/* A start that failed after allocating (the GPU layer's): every later start
+ * returns rc. */
+void feeder__host_start_failed(feeder_loader *ld, int rc);
+
+/* ---- the host loader as the entry points and the GPU layer see it ---- */
+
+/* feeder__host_next(try_only = 1): nothing is ready yet (cuda/gpu.h's
+ * FEEDER__AGAIN has the same value). Never returned to users. */
+#define FEEDER__HOST_AGAIN 100
 
 /* The host loader's feeder_next: lend the next host batch (slot). With
- * try_only, return FEEDER__AGAIN at once instead of waiting (and, with no
- * workers, instead of loading in the calling thread). Statuses and errors as
- * feeder_next, with the message in the loader's errmsg. */
+ * try_only, return FEEDER__HOST_AGAIN at once instead of waiting (and, with
+ * no workers, instead of loading in the calling thread). Statuses and errors
+ * as feeder_next, with the message in the loader's errmsg. */
 int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only);
 /* Give a host batch's slot back. */
 int feeder__host_release(feeder_batch *b);
+/* The loader that lent host batch b (NULL when b is none of its). */
+feeder_loader *feeder__host_batch_loader(const feeder_batch *b);
+/* feeder_loader_set_epoch's host half: wait for parts in flight, end the epoch. */
+int feeder__host_set_epoch(feeder_loader *ld, uint64_t epoch);
+/* feeder_loader_destroy's halves: stop and reap the workers (before the GPU
+ * layer goes: it may still hold slots), then free the rest. */
+void feeder__host_stop(feeder_loader *ld);
+void feeder__host_free(feeder_loader *ld);
+/* Copy the host loader's counters and levels into *st. */
+void feeder__host_stats(const feeder_loader *ld, feeder_stats *st);
+
 const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld);
 /* The parent's mapping of every slot, and its length. */
 uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes);
@@ -81,21 +94,37 @@ int64_t feeder__loader_status_batch(const feeder_loader *ld);
 /* The current (or last) epoch. */
 uint64_t feeder__loader_epoch(const feeder_loader *ld);
 /* The loader's trace (feeder_loader_set_trace), or NULL: every
- * feeder__trace_* call takes NULL (loader/trace.h). */
+ * feeder__trace_* call takes NULL (common/trace.h). */
 struct feeder__trace *feeder__loader_trace(const feeder_loader *ld);
-/* Add the GPU counters of `d` (pin_ns, h2d_ns, h2d_bytes, gpu_batches, wait_ns)
- * to the loader's; set its levels pinned_bytes and device_bytes. */
-void feeder__loader_stats_add(feeder_loader *ld, const feeder_stats *d);
-void feeder__loader_stats_mem(feeder_loader *ld, uint64_t pinned_bytes, uint64_t device_bytes);
 /* HYBRID: the share of each batch (1/1000) the workers decode from the next
  * dispatched batch on. */
 void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille);
-uint32_t feeder__loader_cpu_share(const feeder_loader *ld);
-/* Run sample decoding the way the workers do it (errors name index and
- * path); for the GPU layer's CPU fallback. `t` must be a CPU decoder's. */
-int feeder__loader_decode_cpu(feeder_loader *ld, const feeder__transform *t, const uint8_t *jpeg,
-                              size_t len, uint64_t epoch, uint64_t index, uint8_t *dst,
-                              char *msg, size_t msglen);
+/* Decode one sample the way the workers do it (the plan's CPU decoder;
+ * errors name index and path): the GPU layer's CPU fallback. */
+int feeder__loader_decode_cpu(feeder_loader *ld, const uint8_t *jpeg, size_t len, uint64_t epoch,
+                              uint64_t index, uint8_t *dst, char *msg, size_t msglen);
 const feeder__job *feeder__loader_job(const feeder_loader *ld);
+/* The value of an option as the loader holds it (set or default). */
+int64_t feeder__loader_iopt(const feeder_loader *ld, int opt);
+double feeder__loader_dopt(const feeder_loader *ld, int opt);
+/* The order is 0, 1, 2, ... (no sampler given, no shuffle). */
+int feeder__loader_sequential(const feeder_loader *ld);
+/* HYBRID's first share of each batch (1/1000) for the workers. */
+uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld);
+
+/* What the entry points keep in the loader for the GPU layer: the layer
+ * (opaque here: loader/ never calls cuda/), why batches are or are not on
+ * the device, and the user's allocators and copy stream. */
+struct feeder__gpu;
+typedef struct feeder__loader_gpu {
+    struct feeder__gpu *gpu;
+    char reason[512];
+    feeder_allocator dev_alloc, pin_alloc;
+    void *copy_stream;
+    uint8_t *map;   /* the state's map less what the GPU layer holds back */
+    size_t map_cap;
+} feeder__loader_gpu;
+feeder__loader_gpu *feeder__loader_gpu_part(feeder_loader *ld);
+const feeder__loader_gpu *feeder__loader_gpu_view(const feeder_loader *ld);
 
 #endif

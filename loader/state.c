@@ -23,44 +23,35 @@
  * be passed by every later one). It costs one bit a batch (ImageNet at batch
  * 256: 626 bytes).
  *
- * The position itself lives in loader.c (mark_delivered is the one place
- * that counts a delivery); this file only encodes, decodes and compares.
+ * A pure codec: the loader describes itself in a feeder__state
+ * (loader.c, feeder__loader_describe) and this file turns that into bytes,
+ * bytes back into a description, and compares two descriptions. Nothing here
+ * calls the loader.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/loader.h"
+#include "common/common.h"
+#include "loader/state.h"
 
 #define STATE_MAGIC 0x53524446u /* "FDRS" little-endian */
 #define STATE_VERSION 1u
 #define STATE_HEADER 176u
 
-/* CRC32C (Castagnoli), bytewise from a table built on first use; a blob is a
- * few hundred bytes, so speed does not matter. */
-static uint32_t crc_table[256];
-
-static void crc_init(void)
+static int state_fail(char *msg, size_t msglen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int state_fail(char *msg, size_t msglen, int rc, const char *fmt, ...)
 {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-        crc_table[i] = c;
+    if (msg && msglen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, msglen, fmt, ap);
+        va_end(ap);
     }
-}
-
-static uint32_t crc32c(const uint8_t *p, size_t n)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, crc_init);
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++)
-        c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-    return c ^ 0xffffffffu;
+    return rc;
 }
 
 uint64_t feeder__order_hash(const uint64_t *v, uint64_t n)
@@ -128,7 +119,7 @@ static uint64_t popcount_map(const uint8_t *map, uint64_t bytes)
     return n;
 }
 
-static int blob_size(const feeder__state *st, size_t *len)
+int feeder__state_size(const feeder__state *st, size_t *len)
 {
     uint64_t mb = map_bytes(st->nbatches);
     if (mb > SIZE_MAX - STATE_HEADER || mb + STATE_HEADER > UINT32_MAX)
@@ -137,7 +128,7 @@ static int blob_size(const feeder__state *st, size_t *len)
     return 0;
 }
 
-static void encode(const feeder__state *st, uint8_t *b, size_t len)
+void feeder__state_encode(const feeder__state *st, uint8_t *b, size_t len)
 {
     memset(b, 0, len);
     put32(b + 0, STATE_MAGIC);
@@ -171,37 +162,38 @@ static void encode(const feeder__state *st, uint8_t *b, size_t len)
     put64(b + 168, mb);
     if (st->map)
         memcpy(b + STATE_HEADER, st->map, (size_t)mb);
-    put32(b + 12, crc32c(b, len));
+    put32(b + 12, feeder__crc32c(0, b, len));
 }
 
-static int decode(feeder_loader *ld, const uint8_t *b, size_t len, feeder__state *st)
+int feeder__state_decode(const uint8_t *b, size_t len, feeder__state *st, char *msg,
+                         size_t msglen)
 {
     const char *pre = "state blob";
     if (len < STATE_HEADER)
-        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: %zu bytes, shorter than its %u-byte header", pre, len,
                                    STATE_HEADER);
     if (get32(b) != STATE_MAGIC)
-        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: bad magic 0x%08x (not a feeder state blob)", pre,
                                    get32(b));
     if (get32(b + 4) != STATE_VERSION)
-        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: version %u, this library reads version %u", pre,
                                    get32(b + 4), STATE_VERSION);
     if (get32(b + 8) != len)
-        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: its length field says %u bytes, %zu were given", pre,
                                    get32(b + 8), len);
     uint8_t *copy = malloc(len);
     if (!copy)
-        return feeder__loader_fail(ld, -ENOMEM, "%s: out of memory", pre);
+        return state_fail(msg, msglen, -ENOMEM, "%s: out of memory", pre);
     memcpy(copy, b, len);
     memset(copy + 12, 0, 4);
-    uint32_t crc = crc32c(copy, len);
+    uint32_t crc = feeder__crc32c(0, copy, len);
     free(copy);
     if (crc != get32(b + 12))
-        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: CRC32C mismatch (stored 0x%08x, computed 0x%08x): the "
                                    "blob was damaged",
                                    pre, get32(b + 12), crc);
@@ -234,34 +226,34 @@ static int decode(feeder_loader *ld, const uint8_t *b, size_t len, feeder__state
     /* A CRC that matches says the bytes are what was written; these say what
      * was written is self-consistent (a hand-made or buggy blob). */
     if (mb != map_bytes(st->nbatches) || mb != len - STATE_HEADER)
-        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: map of %llu bytes for %llu batches in a %zu-byte blob", pre,
                                    (unsigned long long)mb, (unsigned long long)st->nbatches, len);
     const uint8_t *map = b + STATE_HEADER;
     if (st->nbatches % 8 && (map[mb - 1] >> (st->nbatches % 8)))
-        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: the map marks batches past the epoch's %llu", pre,
                                    (unsigned long long)st->nbatches);
     uint64_t set = popcount_map(map, mb);
     if (set != st->delivered)
-        return feeder__loader_fail(ld, FEEDER_ESTATEBLOB,
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: %llu batches delivered, but the map marks %llu", pre,
                                    (unsigned long long)st->delivered, (unsigned long long)set);
     st->map = mb ? map : NULL;
     return 0;
 }
 
-static int differ_u(feeder_loader *ld, const char *field, uint64_t blob, uint64_t mine)
+static int differ_u(char *msg, size_t msglen, const char *field, uint64_t blob, uint64_t mine)
 {
-    return feeder__loader_fail(ld, FEEDER_EMISMATCH,
+    return state_fail(msg, msglen, FEEDER_EMISMATCH,
                                "state blob does not match the loader: %s is %llu in the blob, "
                                "%llu in the loader",
                                field, (unsigned long long)blob, (unsigned long long)mine);
 }
 
-static int differ_d(feeder_loader *ld, const char *field, double blob, double mine)
+static int differ_d(char *msg, size_t msglen, const char *field, double blob, double mine)
 {
-    return feeder__loader_fail(ld, FEEDER_EMISMATCH,
+    return state_fail(msg, msglen, FEEDER_EMISMATCH,
                                "state blob does not match the loader: %s is %.17g in the blob, "
                                "%.17g in the loader",
                                field, blob, mine);
@@ -270,14 +262,15 @@ static int differ_d(feeder_loader *ld, const char *field, double blob, double mi
 /* Compare field by field so the message names the first one that differs.
  * Settings that cannot change the bytes under the blob's pipeline (resize
  * outside EVAL, the crop ranges outside TRAIN) are not compared. */
-static int compare(feeder_loader *ld, const feeder__state *b, const feeder__state *m)
+int feeder__state_compare(const feeder__state *b, const feeder__state *m, char *msg,
+                          size_t msglen)
 {
 #define U(f, name)                                                                            \
     if (b->f != m->f)                                                                         \
-        return differ_u(ld, name, b->f, m->f);
+        return differ_u(msg, msglen, name, b->f, m->f);
 #define D(f, name)                                                                            \
     if (dbits(b->f) != dbits(m->f))                                                           \
-        return differ_d(ld, name, b->f, m->f);
+        return differ_d(msg, msglen, name, b->f, m->f);
     U(dataset_size, "dataset size");
     U(batch_size, "batch_size");
     U(drop_last, "drop_last");
@@ -288,8 +281,8 @@ static int compare(feeder_loader *ld, const feeder__state *b, const feeder__stat
     U(sampler_len, "the sampler's length");
     U(nbatches, "the number of batches");
     if (b->order_hash != m->order_hash)
-        return feeder__loader_fail(
-            ld, FEEDER_EMISMATCH,
+        return state_fail(
+            msg, msglen, FEEDER_EMISMATCH,
             "state blob does not match the loader: the order of epoch %llu differs (hash "
             "%016llx in the blob, %016llx in the loader): another sampler, seed or rank",
             (unsigned long long)b->epoch, (unsigned long long)b->order_hash,
@@ -313,61 +306,4 @@ static int compare(feeder_loader *ld, const feeder__state *b, const feeder__stat
 #undef U
 #undef D
     return 0;
-}
-
-int feeder__state_check(feeder_loader *ld, const void *buf, size_t len, feeder__state *st)
-{
-    int rc = decode(ld, buf, len, st);
-    if (rc)
-        return rc;
-    feeder__state mine;
-    if ((rc = feeder__loader_describe(ld, &st->epoch, 1, &mine)))
-        return rc;
-    return compare(ld, st, &mine);
-}
-
-size_t feeder_loader_state_size(const feeder_loader *ld)
-{
-    feeder__state st;
-    size_t len;
-    if (!ld || feeder__loader_describe(ld, NULL, 0, &st) || blob_size(&st, &len))
-        return 0;
-    return len;
-}
-
-int feeder_loader_state_save(const feeder_loader *ld, void *buf, size_t cap, size_t *len)
-{
-    if (!ld || !len)
-        return FEEDER_EINVAL;
-    feeder__state st;
-    int rc = feeder__loader_describe(ld, NULL, buf != NULL, &st);
-    if (rc)
-        return rc;
-    size_t need;
-    if ((rc = blob_size(&st, &need)))
-        return feeder__loader_fail(ld, rc, "feeder_loader_state_save: %llu batches overflow a blob",
-                                   (unsigned long long)st.nbatches);
-    *len = need;
-    if (!buf)
-        return 0;
-    if (cap < need)
-        return feeder__loader_fail(ld, -ENOSPC,
-                                   "feeder_loader_state_save: the blob needs %zu bytes, the "
-                                   "buffer holds %zu",
-                                   need, cap);
-    encode(&st, buf, need);
-    return 0;
-}
-
-int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len)
-{
-    if (!ld)
-        return FEEDER_EINVAL;
-    if (!buf)
-        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_state_load: buf is NULL");
-    if (feeder__loader_started(ld))
-        return feeder__loader_fail(ld, FEEDER_ESTATE,
-                                   "feeder_loader_state_load: the loader started; load the state "
-                                   "into a new loader before its first feeder_next");
-    return feeder__loader_keep_resume(ld, buf, len);
 }

@@ -30,9 +30,8 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
     w->id = id;
     w->mem = mem;
     w->cpu_t = job->t;
+    w->cpu_t.decoder = job->cpu_decoder;
     w->gpu_dec = feeder__decoder_on_gpu(job->t.decoder);
-    if (w->gpu_dec)
-        w->cpu_t.decoder = FEEDER_DECODER_ROI;
     if (job->ds->kind == FEEDER__DS_PACKED)
         return feeder__packed_ctx_init(w);
     if (job->ds->kind != FEEDER__DS_USER) {

@@ -23,6 +23,8 @@
 typedef struct feeder__job {
     const feeder_dataset *ds;
     feeder__transform t;
+    int cpu_decoder;   /* the plan's CPU decoder (ROI or TURBO): t.decoder's, or ROI when
+                          t.decoder is a GPU one (the workers' share and the fallbacks) */
     feeder__slot_layout layout;
     uint64_t seed;
     int policy;        /* feeder_error_policy */

@@ -1,0 +1,242 @@
+/*
+ * The public entry points that drive both the host loader (loader/) and the
+ * GPU layer (cuda/): start as a sequence of named steps, next, release,
+ * set_epoch, destroy, stats and the GPU status. The only room that calls
+ * both; loader/ keeps the GPU layer's pointer for it and never calls cuda/,
+ * and cuda/ reaches the host loader only through the callbacks set here.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/nvtx.h"
+#include "common/trace.h"
+#include "cuda/gpu.h"
+#include "loader/loader.h"
+
+/* ---- the host loader as the GPU layer sees it (cuda/gpu.h) ---- */
+
+static int host_next(void *ctx, feeder_batch **out, int try_only)
+{
+    return feeder__host_next(ctx, out, try_only);
+}
+
+static int host_release(void *ctx, feeder_batch *b)
+{
+    (void)ctx;
+    return feeder__host_release(b);
+}
+
+static const char *host_errmsg(void *ctx) { return feeder_loader_errmsg(ctx); }
+static int64_t host_status_batch(void *ctx) { return feeder__loader_status_batch(ctx); }
+static uint64_t host_epoch(void *ctx) { return feeder__loader_epoch(ctx); }
+
+static void host_set_cpu_share(void *ctx, uint32_t permille)
+{
+    feeder__loader_set_cpu_share(ctx, permille);
+}
+
+static int host_decode_cpu(void *ctx, const uint8_t *jpeg, size_t len, uint64_t epoch,
+                           uint64_t index, uint8_t *dst, char *msg, size_t msglen)
+{
+    return feeder__loader_decode_cpu(ctx, jpeg, len, epoch, index, dst, msg, msglen);
+}
+
+_Static_assert(FEEDER__AGAIN == FEEDER__HOST_AGAIN, "one 'not yet' for both layers");
+
+/* ---- start ---- */
+
+/* Can batches go to the device? 1 yes, 0 no (gpu_status says why), or an
+ * error that fails the start (a bad device ordinal, say). */
+static int probe_device(feeder_loader *ld, int *ok)
+{
+    feeder__loader_gpu *g = feeder__loader_gpu_part(ld);
+    int device = (int)feeder__loader_iopt(ld, FEEDER_OPT_DEVICE);
+    *ok = 0;
+    if (device < 0) {
+        snprintf(g->reason, sizeof(g->reason), "device = -1: host batches");
+        return 0;
+    }
+    int rc = feeder__gpu_probe(device, g->reason, sizeof(g->reason));
+    if (rc && rc != FEEDER_EUNSUPPORTED)
+        return feeder__loader_fail(ld, rc, "%s", g->reason);
+    *ok = rc == 0;
+    return 0;
+}
+
+/* The GPU layer's configuration: options, then the host loader's facts. */
+static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
+{
+    const feeder__loader_gpu *g = feeder__loader_gpu_view(ld);
+    const feeder__job *job = feeder__loader_job(ld);
+    memset(c, 0, sizeof(*c));
+    c->device = (int)feeder__loader_iopt(ld, FEEDER_OPT_DEVICE);
+    c->pin_mode = (int)feeder__loader_iopt(ld, FEEDER_OPT_PIN_MODE);
+    c->depth = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_PREFETCH);
+    c->dtype = (int)feeder__loader_iopt(ld, FEEDER_OPT_DTYPE);
+    c->pin_threads = (int)feeder__loader_iopt(ld, FEEDER_OPT_PIN_THREADS);
+    c->out_layout = (int)feeder__loader_iopt(ld, FEEDER_OPT_LAYOUT);
+    static const int mean[3] = {FEEDER_OPT_MEAN_R, FEEDER_OPT_MEAN_G, FEEDER_OPT_MEAN_B};
+    static const int std[3] = {FEEDER_OPT_STD_R, FEEDER_OPT_STD_G, FEEDER_OPT_STD_B};
+    for (int k = 0; k < 3; k++) {
+        c->mean[k] = (float)feeder__loader_dopt(ld, mean[k]);
+        c->std[k] = (float)feeder__loader_dopt(ld, std[k]);
+    }
+    c->dev_alloc = g->dev_alloc;
+    c->pin_alloc = g->pin_alloc;
+    c->copy_stream = g->copy_stream;
+    c->decoder = job->t.decoder;
+    c->sequential = feeder__loader_sequential(ld);
+    c->cpu_share = feeder__loader_first_cpu_share(ld);
+    c->host = (feeder__host_ops){ld,           host_next,       host_release,      host_errmsg,
+                                 host_status_batch, host_epoch, host_set_cpu_share,
+                                 host_decode_cpu};
+    c->layout = feeder__loader_layout(ld);
+    c->slot_mem = feeder__loader_mem(ld, &c->slot_mem_bytes);
+    c->nslots = feeder__loader_nslots(ld);
+    c->transform = &job->t;
+    c->seed = job->seed;
+    if (job->ds->kind == FEEDER__DS_PACKED) {
+        c->pack = job->ds->pack;
+        c->packed_mmap_no_crc = job->packed_read == FEEDER_PACKED_READ_MMAP && !job->verify_crc;
+    }
+    c->trace = feeder__loader_trace(ld);
+}
+
+/* Start the GPU layer; a layer this machine cannot run is no error (host
+ * batches, and gpu_status says why). */
+static int start_gpu(feeder_loader *ld)
+{
+    feeder__loader_gpu *g = feeder__loader_gpu_part(ld);
+    feeder__gpu_config c;
+    gpu_config(ld, &c);
+    char why[sizeof(g->reason)];
+    int rc = feeder__gpu_start(&c, &g->gpu, why, sizeof(why));
+    if (rc && rc != FEEDER_EUNSUPPORTED) {
+        feeder__host_start_failed(ld, rc);
+        return feeder__loader_fail(ld, rc, "%s", why);
+    }
+    snprintf(g->reason, sizeof(g->reason), "%s", rc ? why : feeder__gpu_describe(g->gpu));
+    return 0;
+}
+
+int feeder_loader_start(feeder_loader *ld)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (feeder__loader_started(ld))
+        return 0;
+    int gpu_ok, rc;
+    if ((rc = probe_device(ld, &gpu_ok)) || (rc = feeder__host_prepare(ld, gpu_ok)))
+        return rc;
+    if (gpu_ok && (rc = start_gpu(ld)))
+        return rc;
+    const feeder__loader_gpu *g = feeder__loader_gpu_view(ld);
+    char why[sizeof(g->reason) + 32];
+    if (g->gpu)
+        snprintf(why, sizeof(why), "%s", feeder__gpu_decode_why(g->gpu));
+    else
+        snprintf(why, sizeof(why), "no GPU path: %s", g->reason);
+    feeder__host_commit(ld, feeder__gpu_decodes(g->gpu), why, feeder__gpu_packed_direct(g->gpu));
+    return 0;
+}
+
+/* ---- iteration ---- */
+
+int feeder_next(feeder_loader *ld, feeder_batch **out)
+{
+    if (!ld || !out)
+        return FEEDER_EINVAL;
+    int rc;
+    uint64_t t0 = feeder__now_ns();
+    if (!feeder__loader_started(ld) && (rc = feeder_loader_start(ld)))
+        return rc;
+    struct feeder__gpu *gpu = feeder__loader_gpu_view(ld)->gpu;
+    FEEDER_NVTX_PUSH("feeder_next");
+    if (gpu) {
+        rc = feeder__gpu_next(gpu, out);
+        if (rc)
+            feeder__loader_fail(ld, rc, "%s", feeder__gpu_errmsg(gpu));
+    } else {
+        rc = feeder__host_next(ld, out, 0);
+    }
+    FEEDER_NVTX_POP();
+    feeder__trace *tr = feeder__loader_trace(ld);
+    if (tr) {
+        /* The whole call: its length is the consumer's stall. */
+        uint64_t t1 = feeder__now_ns();
+        int64_t epoch = rc == 0 ? (int64_t)(*out)->epoch : -1;
+        int64_t batch = rc == 0 ? (int64_t)(*out)->number : -1;
+        feeder__trace_span_e(tr, feeder__trace_consumer(tr), "next", t0, t1, epoch, batch, -1);
+        if (rc == 0)
+            feeder__trace_hold(tr, *out, t1, epoch, batch);
+    }
+    return rc;
+}
+
+int feeder_batch_release(feeder_batch *batch, void *stream)
+{
+    if (!batch || !batch->internal_)
+        return FEEDER_EINVAL;
+    if (feeder__gpu_owns(batch))
+        return feeder__gpu_release(batch, stream);
+    feeder_loader *ld = feeder__host_batch_loader(batch);
+    if (!ld)
+        return FEEDER_EINVAL;
+    feeder__trace_unhold(feeder__loader_trace(ld), batch, feeder__now_ns());
+    return feeder__host_release(batch);
+}
+
+int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    struct feeder__gpu *gpu = feeder__loader_gpu_view(ld)->gpu;
+    if (gpu)
+        feeder__gpu_drop(gpu);
+    return feeder__host_set_epoch(ld, epoch);
+}
+
+void feeder_loader_destroy(feeder_loader *ld)
+{
+    if (!ld)
+        return;
+    feeder__host_stop(ld);
+    /* Before the slots are unmapped: the GPU layer unregisters them. */
+    feeder__gpu_destroy(feeder__loader_gpu_view(ld)->gpu);
+    feeder__host_free(ld);
+}
+
+/* ---- what the user asks of the GPU side ---- */
+
+int feeder_loader_gpu_status(const feeder_loader *ld, const char **reason)
+{
+    const feeder__loader_gpu *g = ld ? feeder__loader_gpu_view(ld) : NULL;
+    if (reason)
+        *reason = g ? g->reason : "";
+    return g && g->gpu ? 1 : 0;
+}
+
+int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out)
+{
+    if (!ld || !out)
+        return FEEDER_EINVAL;
+    feeder__host_stats(ld, out);
+    feeder__gpu_stats(feeder__loader_gpu_view(ld)->gpu, out);
+    return 0;
+}
+
+/* feeder_loader_set_copy_stream (feeder_cuda.h) takes a cudaStream_t, a
+ * pointer to the runtime's struct CUstream_st: the same type, spelled here
+ * without the CUDA headers, so a build without CUDA has it too. */
+struct CUstream_st;
+FEEDER_API int feeder_loader_set_copy_stream(feeder_loader *ld, struct CUstream_st *stream);
+int feeder_loader_set_copy_stream(feeder_loader *ld, struct CUstream_st *stream)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (feeder__loader_started(ld))
+        return feeder__loader_fail(ld, FEEDER_ESTATE,
+                                   "feeder_loader_set_copy_stream: the loader started");
+    feeder__loader_gpu_part(ld)->copy_stream = stream;
+    return 0;
+}
