@@ -1,0 +1,455 @@
+/*
+ * The epoch's task flow. A batch takes a free slot; the loader writes the
+ * batch's dataset indices into the slot and cuts the batch into `split`
+ * parts (default: about 16 samples, at least one per worker) so every worker
+ * works on the first batch at once. Parts wait in a FIFO and go to whichever
+ * worker has fewer than FEEDER__WORKER_QUEUE parts outstanding, so a slow
+ * worker never holds the others back. A slot becomes ready when all its parts
+ * have reported; delivery follows the sampler's order (in_order) or
+ * completion order.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/nvtx.h"
+#include "common/trace.h"
+#include "dataset/pack.h"
+#include "loader/host.h"
+
+static int batch_done(const feeder_loader *ld, uint64_t b)
+{
+    return (ld->done_map[b / 8] >> (b % 8)) & 1;
+}
+
+/* The one place a batch counts as delivered: handed to the user by
+ * feeder_next, as a batch or as its error. The state blob, the in-order
+ * cursor and the end of the epoch all read what this keeps. (A GPU
+ * prefetcher that hands batches out later calls this when it does.) */
+static void mark_delivered(feeder_loader *ld, uint64_t b)
+{
+    if (b >= ld->nbatches || batch_done(ld, b))
+        return;
+    ld->done_map[b / 8] |= (uint8_t)(1u << (b % 8));
+    ld->delivered++;
+    while (ld->next_in_order < ld->nbatches && batch_done(ld, ld->next_in_order))
+        ld->next_in_order++;
+}
+
+/* The next batch number to load, past those already delivered (a resumed
+ * epoch), or nbatches. */
+static uint64_t take_next_batch(feeder_loader *ld)
+{
+    while (ld->dispatched < ld->nbatches && batch_done(ld, ld->dispatched))
+        ld->dispatched++;
+    return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
+}
+
+static int begin_epoch(feeder_loader *ld)
+{
+    uint64_t epoch = feeder__resume_next_epoch(ld);
+    ld->next_set = 0;
+    uint64_t len = feeder_sampler_len(ld->sampler, epoch);
+    if (len > SIZE_MAX / sizeof(uint64_t))
+        return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "the sampler's %llu indices for epoch %llu overflow a size",
+                    (unsigned long long)len, (unsigned long long)epoch);
+    if (len > ld->order_cap) {
+        uint64_t *o = realloc(ld->order, len * sizeof(*o));
+        if (!o)
+            return feeder__loader_fail(ld, -ENOMEM, "out of memory for the epoch's order (%llu indices)",
+                        (unsigned long long)len);
+        ld->order = o;
+        ld->order_cap = len;
+    }
+    int rc = feeder_sampler_fill(ld->sampler, epoch, ld->order, len);
+    if (rc)
+        return feeder__loader_fail(ld, rc, "the sampler failed for epoch %llu: %s", (unsigned long long)epoch,
+                    feeder_strerror(rc));
+    for (uint64_t i = 0; i < len; i++)
+        if (ld->order[i] >= ld->ds->n)
+            return feeder__loader_fail(ld, FEEDER_EINVAL,
+                        "the sampler gave index %llu at position %llu; the dataset has %llu samples",
+                        (unsigned long long)ld->order[i], (unsigned long long)i,
+                        (unsigned long long)ld->ds->n);
+    ld->epoch_t0 = feeder__now_ns();
+    ld->order_len = len;
+    ld->nbatches = feeder_batch_count(len, (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE),
+                                      (int)iopt(ld, FEEDER_OPT_DROP_LAST));
+    ld->dispatched = ld->delivered = ld->next_in_order = 0;
+    ld->epoch_deaths = 0;
+    ld->deaths[0] = 0;
+    size_t map = (size_t)(ld->nbatches / 8 + 1);
+    if (map > ld->done_cap) {
+        uint8_t *m = realloc(ld->done_map, map);
+        if (!m)
+            return feeder__loader_fail(ld, -ENOMEM, "out of memory for the epoch's delivery map (%zu bytes)", map);
+        ld->done_map = m;
+        ld->done_cap = map;
+    }
+    memset(ld->done_map, 0, map);
+    if (ld->resume) {
+        /* Checked at start against this sampler; a user sampler that is not
+         * a pure function of the epoch could still disagree now. */
+        if (ld->resume_st.nbatches != ld->nbatches)
+            return feeder__loader_fail(ld, FEEDER_EMISMATCH,
+                        "state blob does not match the loader: the number of batches is %llu "
+                        "in the blob, %llu in the loader",
+                        (unsigned long long)ld->resume_st.nbatches,
+                        (unsigned long long)ld->nbatches);
+        for (uint64_t b = 0; b < ld->nbatches; b++)
+            if (ld->resume_st.map && ((ld->resume_st.map[b / 8] >> (b % 8)) & 1))
+                mark_delivered(ld, b);
+    }
+    ld->first_seen = 0;
+    ld->q.len = ld->q.head = 0;
+    if (ld->nworkers && !ld->running && (rc = feeder__pool_spawn(ld)))
+        return rc;
+    if (!ld->nworkers && !ld->inline_ready) {
+        /* The calling thread maps nothing new: it writes through the
+         * loader's own mapping. */
+        rc = feeder__worker_ctx_init(&ld->inline_ctx, &ld->job, -1, ld->mem);
+        if (rc) {
+            feeder__worker_ctx_free(&ld->inline_ctx);
+            return feeder__loader_fail(ld, rc, "cannot set up the reader and decoder: %s", feeder_strerror(rc));
+        }
+        ld->inline_ready = 1;
+    }
+    feeder__resume_drop(ld);
+    ld->epoch = epoch;
+    ld->have_epoch = 1;
+    ld->in_epoch = 1;
+    return 0;
+}
+
+static void end_epoch(feeder_loader *ld)
+{
+    ld->in_epoch = 0;
+    if (ld->nworkers && !iopt(ld, FEEDER_OPT_PERSISTENT_WORKERS))
+        feeder__pool_stop(ld, 0);
+}
+
+/* Give free slots to the next batches and hand queued parts to workers with
+ * room. A send error means the worker is gone; its death is reported by the
+ * wait loop that sees its pidfd or channel. */
+static void dispatch(feeder_loader *ld)
+{
+    if (!ld->in_epoch || !ld->running)
+        return;
+    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    for (uint32_t s = 0; s < ld->nslots && ld->dispatched < ld->nbatches; s++) {
+        slot_state *ss = &ld->slots[s];
+        if (ss->state != SLOT_FREE)
+            continue;
+        uint64_t b = take_next_batch(ld);
+        if (b >= ld->nbatches)
+            break;
+        uint64_t first = b * batch;
+        uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
+        ss->state = SLOT_FILLING;
+        ss->epoch = ld->epoch;
+        ss->batch = b;
+        ss->count = count;
+        ss->skipped = 0;
+        ss->status = 0;
+        ss->errmsg[0] = 0;
+        memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
+               ld->order + first, count * sizeof(uint64_t));
+        uint32_t parts = ld->parts < count ? ld->parts : count;
+        ss->parts_left = parts;
+        for (uint32_t p = 0; p < parts; p++) {
+            uint32_t lo = (uint32_t)((uint64_t)p * count / parts);
+            uint32_t hi = (uint32_t)((uint64_t)(p + 1) * count / parts);
+            feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
+            *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, ld->epoch, b,
+                                    (uint32_t)(((uint64_t)(hi - lo) * ld->cpu_permille + 500) /
+                                               1000), 0};
+        }
+    }
+    /* Least-loaded worker first keeps every worker's queue short and even. */
+    while (ld->q.len) {
+        worker *best = NULL;
+        for (int i = 0; i < ld->nworkers; i++) {
+            worker *w = &ld->workers[i];
+            if (w->chan >= 0 && !w->broken && w->outstanding < FEEDER__WORKER_QUEUE &&
+                (!best || w->outstanding < best->outstanding))
+                best = w;
+        }
+        if (!best)
+            break;
+        feeder__task_msg *t = &ld->q.v[ld->q.head];
+        if (feeder__pool_send_task(ld, best, t) != 0) {
+            /* What it sent before it went (a failed start's reason) is
+             * still in the channel; the wait loop reads it, then the EOF. */
+            best->broken = 1;
+            continue;
+        }
+        best->inflight[best->outstanding++] = *t;
+        ld->q.head = (ld->q.head + 1) % ld->q.cap;
+        ld->q.len--;
+    }
+}
+
+static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
+{
+    uint32_t s = (uint32_t)(ss - ld->slots);
+    mark_delivered(ld, ss->batch);
+    if (ss->status) {
+        ld->status_batch = (int64_t)ss->batch;
+        int rc = feeder__loader_fail(ld, ss->status, "batch %llu of epoch %llu: %s",
+                      (unsigned long long)ss->batch, (unsigned long long)ss->epoch, ss->errmsg);
+        ss->state = SLOT_FREE;
+        pthread_mutex_lock(&ld->stats_lock);
+        ld->stats.failed_batches++;
+        pthread_mutex_unlock(&ld->stats_lock);
+        dispatch(ld);
+        return rc;
+    }
+    const feeder__slot_layout *l = &ld->job.layout;
+    uint8_t *base = feeder__slot_base(l, ld->mem, s);
+    feeder_batch *b = &ss->pub;
+    memset(b, 0, sizeof(*b));
+    b->data = feeder__slot_sample(l, base, 0);
+    b->labels = feeder__slot_labels(l, base);
+    b->indices = feeder__slot_indices(l, base);
+    b->count = ss->count;
+    b->height = l->height;
+    b->width = l->width;
+    b->channels = l->channels;
+    b->layout = l->layout;
+    b->skipped = ss->skipped;
+    b->sample_bytes = l->sample_bytes;
+    b->epoch = ss->epoch;
+    b->number = ss->batch;
+    b->device = -1;
+    b->dtype = FEEDER_DTYPE_UINT8;
+    b->internal_ = ss;
+    ss->state = SLOT_LENT;
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.batches++;
+    ld->stats.samples += ss->count;
+    if (!ld->first_seen)
+        ld->stats.first_batch_ns = feeder__now_ns() - ld->epoch_t0;
+    pthread_mutex_unlock(&ld->stats_lock);
+    ld->first_seen = 1;
+    *out = b;
+    return 0;
+}
+
+static slot_state *find_ready(feeder_loader *ld)
+{
+    slot_state *best = NULL;
+    int in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
+    for (uint32_t s = 0; s < ld->nslots; s++) {
+        slot_state *ss = &ld->slots[s];
+        if (ss->state != SLOT_READY || ss->epoch != ld->epoch)
+            continue;
+        if (in_order ? ss->batch == ld->next_in_order : (!best || ss->batch < best->batch))
+            best = ss;
+        if (in_order && best)
+            break;
+    }
+    return best;
+}
+
+static int any_slot_busy(feeder_loader *ld)
+{
+    for (uint32_t s = 0; s < ld->nslots; s++)
+        if (ld->slots[s].state == SLOT_FILLING || ld->slots[s].state == SLOT_READY ||
+            ld->slots[s].state == SLOT_FREE)
+            return 1;
+    return 0;
+}
+
+/* num_workers 0: load the next batch in the calling thread. */
+static int next_inline(feeder_loader *ld, feeder_batch **out)
+{
+    slot_state *ss = NULL;
+    for (uint32_t s = 0; s < ld->nslots && !ss; s++)
+        if (ld->slots[s].state == SLOT_FREE)
+            ss = &ld->slots[s];
+    if (!ss)
+        return feeder__loader_fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
+                    ld->nslots);
+    uint32_t s = (uint32_t)(ss - ld->slots);
+    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    uint64_t b = take_next_batch(ld), first = b * batch;
+    uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
+    ss->epoch = ld->epoch;
+    ss->batch = b;
+    ss->count = count;
+    ss->skipped = 0;
+    ss->status = 0;
+    ss->parts_left = 1;
+    ss->state = SLOT_FILLING;
+    memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
+           ld->order + first, count * sizeof(uint64_t));
+    feeder__task_msg t = {FEEDER__MSG_TASK, s, 0, count, ld->epoch, b,
+                          (uint32_t)(((uint64_t)count * ld->cpu_permille + 500) / 1000), 0};
+    static _Thread_local feeder__result_msg r;
+    feeder__run_task(&ld->inline_ctx, &t, &r);
+    feeder__pool_complete_part(ld, &r);
+    return deliver(ld, ss, out);
+}
+
+int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
+{
+    int rc;
+    ld->errmsg[0] = 0;
+    ld->status_batch = -1;
+    if (!ld->in_epoch && (rc = begin_epoch(ld)))
+        return rc;
+    if (ld->delivered >= ld->nbatches) {
+        end_epoch(ld);
+        return FEEDER_DONE;
+    }
+    if (!ld->nworkers)
+        return try_only ? FEEDER__HOST_AGAIN : next_inline(ld, out);
+
+    uint64_t t0 = feeder__now_ns();
+    int64_t timeout = iopt(ld, FEEDER_OPT_TIMEOUT_MS);
+    uint64_t deadline = timeout ? t0 + (uint64_t)timeout * 1000000ull : UINT64_MAX;
+    int poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS);
+    rc = 0;
+    int looked = 0;
+    for (;;) {
+        dispatch(ld);
+        slot_state *ss = find_ready(ld);
+        if (ss) {
+            rc = deliver(ld, ss, out);
+            break;
+        }
+        if (try_only) {
+            /* One look at the channels, without waiting; every slot lent
+             * (to copies in flight) is "not yet" here, not an error. */
+            if (looked || !any_slot_busy(ld)) {
+                rc = FEEDER__HOST_AGAIN;
+                break;
+            }
+            looked = 1;
+            if ((rc = feeder__pool_wait(ld, 0)))
+                break;
+            continue;
+        }
+        if (!any_slot_busy(ld)) {
+            rc = feeder__loader_fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
+                      ld->nslots);
+            break;
+        }
+        uint64_t now = feeder__now_ns();
+        if (now >= deadline) {
+            rc = feeder__loader_fail(ld, FEEDER_ETIMEDOUT,
+                      "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu)",
+                      (long long)timeout, (unsigned long long)ld->next_in_order,
+                      (unsigned long long)ld->epoch);
+            break;
+        }
+        uint64_t left_ms = deadline == UINT64_MAX ? (uint64_t)poll_ms : (deadline - now + 999999) / 1000000;
+        if ((rc = feeder__pool_wait(ld, (int)(left_ms < (uint64_t)poll_ms ? left_ms : (uint64_t)poll_ms))))
+            break;
+    }
+    /* With the GPU layer on, its own wait is the consumer's stall. */
+    if (!ld->g.gpu) {
+        pthread_mutex_lock(&ld->stats_lock);
+        ld->stats.wait_ns += feeder__now_ns() - t0;
+        pthread_mutex_unlock(&ld->stats_lock);
+    }
+    return rc;
+}
+
+feeder_loader *feeder__host_batch_loader(const feeder_batch *b)
+{
+    const slot_state *ss = b ? b->internal_ : NULL;
+    return ss && &ss->pub == b ? ss->ld : NULL;
+}
+
+int feeder__host_release(feeder_batch *batch)
+{
+    if (!batch || !batch->internal_)
+        return FEEDER_EINVAL;
+    slot_state *ss = batch->internal_;
+    if (ss->state != SLOT_LENT || &ss->pub != batch)
+        return FEEDER_EINVAL;
+    feeder_loader *ld = ss->ld;
+    ss->state = SLOT_FREE;
+    batch->internal_ = NULL;
+    /* Refill at once so the workers need not wait for the next feeder_next. */
+    dispatch(ld);
+    return 0;
+}
+
+int feeder__host_set_epoch(feeder_loader *ld, uint64_t epoch)
+{
+    feeder__resume_drop(ld);
+    if (ld->in_epoch) {
+        /* Parts in flight still write their slots: wait for them (or for the
+         * workers' deaths) before the slots can be reused. */
+        ld->dispatched = ld->nbatches;
+        for (;;) {
+            /* Queued parts never reach a worker: count them as done (a
+             * restarted worker's re-queued parts too). */
+            for (; ld->q.len; ld->q.len--, ld->q.head = (ld->q.head + 1) % ld->q.cap) {
+                slot_state *ss = &ld->slots[ld->q.v[ld->q.head].slot];
+                if (--ss->parts_left == 0)
+                    ss->state = SLOT_READY;
+            }
+            int busy = 0;
+            for (uint32_t s = 0; s < ld->nslots; s++)
+                busy |= ld->slots[s].state == SLOT_FILLING;
+            if (!busy || !ld->running)
+                break;
+            int rc = feeder__pool_wait(ld, (int)iopt(ld, FEEDER_OPT_POLL_MS));
+            if (rc)
+                break;
+        }
+        for (uint32_t s = 0; s < ld->nslots; s++)
+            if (ld->slots[s].state == SLOT_READY || ld->slots[s].state == SLOT_FILLING)
+                ld->slots[s].state = SLOT_FREE;
+        end_epoch(ld);
+    }
+    ld->next_set = 1;
+    ld->next_epoch = epoch;
+    return 0;
+}
+
+void feeder__host_stop(feeder_loader *ld) { feeder__pool_stop(ld, 1); }
+
+void feeder__host_free(feeder_loader *ld)
+{
+    /* Every recorder is gone: workers reaped, pin threads joined, the copy
+     * stream's spans harvested. An error here has no caller to go to
+     * (feeder_loader_trace_flush reports one). */
+    if (ld->trace) {
+        char err[512];
+        (void)feeder__trace_write(ld->trace, err, sizeof(err));
+        feeder__trace_destroy(ld->trace);
+    }
+    free(ld->trace_path);
+    if (ld->inline_ready)
+        feeder__worker_ctx_free(&ld->inline_ctx);
+    feeder__decoder_destroy(ld->fallback_dec);
+    if (ld->mem)
+        munmap(ld->mem, ld->shm_bytes);
+    feeder__pool_close_fd(&ld->job.memfd);
+    if (ld->job.pack_fd >= 0)
+        close(ld->job.pack_fd);
+    feeder_sampler_destroy(ld->own_sampler);
+    free(ld->slots);
+    free(ld->workers);
+    free(ld->q.v);
+    free(ld->order);
+    free(ld->done_map);
+    free(ld->g.map);
+    free(ld->resume);
+    pthread_mutex_destroy(&ld->stats_lock);
+    free(ld);
+}

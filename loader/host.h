@@ -1,0 +1,164 @@
+/*
+ * loader/'s own header: the loader object and what its files share. Other
+ * rooms use loader/loader.h.
+ */
+#ifndef FEEDER_LOADER_HOST_H
+#define FEEDER_LOADER_HOST_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "loader/loader.h"
+
+/* Parts a worker may have outstanding. */
+#define FEEDER__WORKER_QUEUE 2
+/* Entries of the option table (options.c). */
+#define FEEDER__NOPTS 40
+
+enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
+
+typedef struct slot_state {
+    int state;
+    uint64_t epoch;
+    uint64_t batch;
+    uint32_t count;
+    uint32_t parts_left;
+    uint32_t skipped;
+    int32_t status;
+    char errmsg[FEEDER__ERRMSG_LEN];
+    feeder_batch pub;
+    feeder_loader *ld;
+} slot_state;
+
+typedef struct worker {
+    pid_t pid;
+    int pidfd;
+    int chan;
+    unsigned outstanding;
+    int ready;
+    int broken; /* a send failed: take no more tasks; its death is read from the channel */
+    /* The parts sent and not yet answered, oldest first: the oldest is the
+     * one a dying worker was loading; all are re-sent when it is restarted. */
+    feeder__task_msg inflight[FEEDER__WORKER_QUEUE];
+} worker;
+
+typedef struct task_queue {
+    feeder__task_msg *v;
+    size_t cap, head, len;
+} task_queue;
+
+/* FEEDER_OPT_SPLIT 0: samples per task the loader aims at. */
+#define FEEDER__TASK_SAMPLES 16
+
+struct feeder_loader {
+    feeder_dataset *ds;
+    feeder_sampler *sampler;     /* borrowed, or own_sampler */
+    feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
+    int64_t ival[FEEDER__NOPTS];
+    double dval[FEEDER__NOPTS];
+    uint8_t given[FEEDER__NOPTS]; /* set by the user (packed RAW adopts the rest) */
+    feeder_worker_init_fn init;
+    void *init_user;
+
+    int started;
+    feeder__job job;
+    uint8_t *mem;
+    size_t shm_bytes;
+    uint32_t nslots;
+    slot_state *slots;
+    uint32_t parts;
+
+    int nworkers;
+    worker *workers;
+    int running; /* worker processes are up */
+    feeder__worker_ctx inline_ctx;
+    int inline_ready;
+
+    int in_epoch;
+    int have_epoch; /* an epoch has run: the next default is epoch + 1 */
+    uint64_t epoch;
+    int next_set;
+    uint64_t next_epoch;
+    uint64_t *order;
+    uint64_t order_len, order_cap;
+    uint64_t nbatches;
+    uint64_t dispatched; /* next batch number to give a slot (delivered ones are skipped) */
+    /* Delivery, kept by mark_delivered() alone: how many batches of the
+     * epoch were handed to the user (as a batch or as its error), which ones
+     * (bit b = batch b; with in_order 0 they need not be a prefix), and the
+     * lowest one not yet delivered (the next in order). The state blob is
+     * made from these. */
+    uint64_t delivered;
+    uint8_t *done_map;
+    size_t done_cap;
+    uint64_t next_in_order;
+    /* A resume blob (feeder_loader_state_load), checked again at start and
+     * applied by the first begin_epoch. */
+    uint8_t *resume;
+    size_t resume_len;
+    feeder__state resume_st; /* map points into resume */
+    /* Worker deaths of this epoch, for the error when they pass max_restarts. */
+    uint64_t epoch_deaths;
+    char deaths[2048];
+    uint64_t epoch_t0;
+    int first_seen;
+    task_queue q;
+
+    const char *io_backend;
+    char io_reason[256];
+
+    /* What the entry points keep here for the GPU layer (api/): loader/
+     * stores it and never calls cuda/. g.gpu is NULL when batches stay on
+     * the host. */
+    feeder__loader_gpu g;
+    int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
+    char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
+    uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
+    feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
+    int start_failed; /* a start that failed after allocating: its error, for good */
+    char *trace_path;     /* feeder_loader_set_trace, copied */
+    feeder__trace *trace; /* made at start when trace_path is set */
+    char errmsg[2048];
+
+    pthread_mutex_t stats_lock;
+    feeder_stats stats;
+};
+
+/* ---- options.c ---- */
+
+/* The option table's entry of `opt`, or -1. */
+int feeder__opt_index(int opt);
+static inline int64_t iopt(const feeder_loader *ld, int opt)
+{
+    return ld->ival[feeder__opt_index(opt)];
+}
+static inline double dopt(const feeder_loader *ld, int opt)
+{
+    return ld->dval[feeder__opt_index(opt)];
+}
+/* The sampler SHUFFLE and SEED pick when none was given. */
+int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out);
+
+/* ---- pool.c ---- */
+
+void feeder__pool_close_fd(int *fd);
+int feeder__pool_spawn(feeder_loader *ld);
+void feeder__pool_stop(feeder_loader *ld, int hard);
+int feeder__pool_send_task(feeder_loader *ld, worker *w, const feeder__task_msg *t);
+/* Wait up to ms for the workers' results and deaths; 0 or the error that
+ * ends the epoch (a death past max_restarts). */
+int feeder__pool_wait(feeder_loader *ld, int ms);
+/* Account a part's result and mark its slot ready when it was the last. */
+void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r);
+
+/* ---- resume.c ---- */
+
+/* The epoch the next begin_epoch starts. */
+uint64_t feeder__resume_next_epoch(const feeder_loader *ld);
+void feeder__resume_drop(feeder_loader *ld);
+/* Decode a blob and compare it with the loader: 0 and *st (st->map points
+ * into buf), or FEEDER_ESTATEBLOB / FEEDER_EMISMATCH with the message set. */
+int feeder__resume_check(feeder_loader *ld, const void *buf, size_t len, feeder__state *st);
+
+#endif

@@ -1,0 +1,349 @@
+/*
+ * The loader's options (one table: name, bounds, default; validated when set,
+ * frozen at start), the loader object's creation, and what other rooms and
+ * the entry points read of it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/nvtx.h"
+#include "common/trace.h"
+#include "dataset/pack.h"
+#include "loader/host.h"
+
+typedef struct opt_desc {
+    int opt;
+    const char *name;
+    int is_double;
+    double min, max, def;
+} opt_desc;
+
+static const opt_desc OPTS[] = {
+    {FEEDER_OPT_BATCH_SIZE, "batch_size", 0, 1, 1 << 20, 64},
+    {FEEDER_OPT_SHUFFLE, "shuffle", 0, 0, 1, 0},
+    {FEEDER_OPT_SEED, "seed", 0, (double)INT64_MIN, (double)INT64_MAX, 0},
+    {FEEDER_OPT_DROP_LAST, "drop_last", 0, 0, 1, 0},
+    {FEEDER_OPT_NUM_WORKERS, "num_workers", 0, 0, 1024, 0},
+    {FEEDER_OPT_PREFETCH_FACTOR, "prefetch_factor", 0, 1, 64, 2},
+    {FEEDER_OPT_PERSISTENT_WORKERS, "persistent_workers", 0, 0, 1, 0},
+    {FEEDER_OPT_IN_ORDER, "in_order", 0, 0, 1, 1},
+    {FEEDER_OPT_TIMEOUT_MS, "timeout_ms", 0, 0, 86400000.0 * 365, 0},
+    {FEEDER_OPT_PIPELINE, "pipeline", 0, 0, 2, FEEDER_PIPELINE_EVAL},
+    {FEEDER_OPT_HEIGHT, "height", 0, 1, 65535, 224},
+    {FEEDER_OPT_WIDTH, "width", 0, 1, 65535, 224},
+    {FEEDER_OPT_RESIZE, "resize", 0, 1, 65535, 256},
+    {FEEDER_OPT_LAYOUT, "layout", 0, 0, 1, FEEDER_LAYOUT_NHWC},
+    {FEEDER_OPT_DECODER, "decoder", 0, 0, 3, FEEDER_DECODER_ROI},
+    {FEEDER_OPT_IO, "io", 0, 0, 2, FEEDER_IO_AUTO},
+    {FEEDER_OPT_ERROR_POLICY, "error_policy", 0, 0, 1, FEEDER_ON_ERROR_FAIL},
+    {FEEDER_OPT_MAX_PIXELS, "max_pixels", 0, 0, 1e15, 178956970},
+    {FEEDER_OPT_POLL_MS, "poll_ms", 0, 1, 60000, 100},
+    {FEEDER_OPT_SPLIT, "split", 0, 0, 1 << 20, 0},
+    {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 0, 4, 32768, 256},
+    {FEEDER_OPT_DEVICE, "device", 0, -1, 1023, -1},
+    {FEEDER_OPT_PIN_MODE, "pin_mode", 0, 0, 2, FEEDER_PIN_REGISTER},
+    {FEEDER_OPT_GPU_PREFETCH, "gpu_prefetch", 0, 2, 64, 2},
+    {FEEDER_OPT_DTYPE, "dtype", 0, 0, 3, FEEDER_DTYPE_UINT8},
+    {FEEDER_OPT_PIN_THREADS, "pin_threads", 0, 1, 64, 4},
+    {FEEDER_OPT_MEAN_R, "mean_r", 1, -1e6, 1e6, 0.485},
+    {FEEDER_OPT_MEAN_G, "mean_g", 1, -1e6, 1e6, 0.456},
+    {FEEDER_OPT_MEAN_B, "mean_b", 1, -1e6, 1e6, 0.406},
+    {FEEDER_OPT_STD_R, "std_r", 1, 1e-9, 1e6, 0.229},
+    {FEEDER_OPT_STD_G, "std_g", 1, 1e-9, 1e6, 0.224},
+    {FEEDER_OPT_STD_B, "std_b", 1, 1e-9, 1e6, 0.225},
+    {FEEDER_OPT_PACKED_READ, "packed_read", 0, 0, 2, FEEDER_PACKED_READ_MMAP},
+    {FEEDER_OPT_VERIFY_CRC, "verify_crc", 0, 0, 1, 0},
+    {FEEDER_OPT_MAX_RESTARTS, "max_restarts", 0, 0, 1000000, 0},
+    {FEEDER_OPT_SCALE_MIN, "scale_min", 1, 1e-6, 1, 0.08},
+    {FEEDER_OPT_SCALE_MAX, "scale_max", 1, 1e-6, 1, 1.0},
+    {FEEDER_OPT_RATIO_MIN, "ratio_min", 1, 1e-3, 1e3, 3.0 / 4.0},
+    {FEEDER_OPT_RATIO_MAX, "ratio_max", 1, 1e-3, 1e3, 4.0 / 3.0},
+    {FEEDER_OPT_FLIP_PROB, "flip_prob", 1, 0, 1, 0.5},
+};
+#define NOPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
+_Static_assert(NOPTS == FEEDER__NOPTS, "loader/host.h sizes the option arrays");
+
+int feeder__opt_index(int opt)
+{
+    for (int i = 0; i < NOPTS; i++)
+        if (OPTS[i].opt == opt)
+            return i;
+    return -1;
+}
+
+int feeder_option_bounds(feeder_option opt, double *min, double *max)
+{
+    int i = feeder__opt_index(opt);
+    if (i < 0)
+        return FEEDER_EINVAL;
+    if (min)
+        *min = OPTS[i].min;
+    if (max)
+        *max = OPTS[i].max;
+    return 0;
+}
+
+const char *feeder_option_name(feeder_option opt)
+{
+    int i = feeder__opt_index(opt);
+    return i < 0 ? NULL : OPTS[i].name;
+}
+
+int feeder__loader_fail(const feeder_loader *cld, int rc, const char *fmt, ...)
+{
+    /* The message is the loader's only mutable part a const call touches. */
+    feeder_loader *ld = (feeder_loader *)cld;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ld->errmsg, sizeof(ld->errmsg), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loader **out)
+{
+    if (!ds || !out)
+        return FEEDER_EINVAL;
+    feeder_loader *ld = calloc(1, sizeof(*ld));
+    if (!ld)
+        return -ENOMEM;
+    ld->ds = ds;
+    ld->sampler = sampler;
+    for (int i = 0; i < NOPTS; i++) {
+        ld->ival[i] = (int64_t)OPTS[i].def;
+        ld->dval[i] = OPTS[i].def;
+    }
+    ld->io_backend = "";
+    ld->job.memfd = -1;
+    ld->job.pack_fd = -1;
+    pthread_mutex_init(&ld->stats_lock, NULL);
+    *out = ld;
+    return 0;
+}
+
+int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    int i = feeder__opt_index(opt);
+    if (i < 0)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set: unknown option %d", (int)opt);
+    if (OPTS[i].is_double)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set: %s takes a double; use feeder_loader_set_double",
+                    OPTS[i].name);
+    if (ld->started)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set: %s cannot change after the loader started",
+                    OPTS[i].name);
+    if ((double)value < OPTS[i].min || (double)value > OPTS[i].max)
+        return feeder__loader_fail(ld, FEEDER_ERANGE, "%s = %lld is out of range [%.0f, %.0f]", OPTS[i].name,
+                    (long long)value, OPTS[i].min, OPTS[i].max);
+    ld->ival[i] = value;
+    ld->dval[i] = (double)value;
+    ld->given[i] = 1;
+    return 0;
+}
+
+int feeder_loader_set_double(feeder_loader *ld, feeder_option opt, double value)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    int i = feeder__opt_index(opt);
+    if (i < 0)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_double: unknown option %d", (int)opt);
+    if (!OPTS[i].is_double)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_double: %s takes an integer; use feeder_loader_set",
+                    OPTS[i].name);
+    if (ld->started)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_double: %s cannot change after the loader started",
+                    OPTS[i].name);
+    if (!(value >= OPTS[i].min && value <= OPTS[i].max))
+        return feeder__loader_fail(ld, FEEDER_ERANGE, "%s = %g is out of range [%g, %g]", OPTS[i].name, value,
+                    OPTS[i].min, OPTS[i].max);
+    ld->dval[i] = value;
+    return 0;
+}
+
+int feeder_loader_get(const feeder_loader *ld, feeder_option opt, double *value)
+{
+    int i = ld ? feeder__opt_index(opt) : -1;
+    if (i < 0 || !value)
+        return FEEDER_EINVAL;
+    *value = OPTS[i].is_double ? ld->dval[i] : (double)ld->ival[i];
+    return 0;
+}
+
+int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, void *user)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->started)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_worker_init: the loader started");
+    ld->init = fn;
+    ld->init_user = user;
+    return 0;
+}
+
+const char *feeder_loader_errmsg(const feeder_loader *ld) { return ld ? ld->errmsg : ""; }
+
+int feeder_loader_set_trace(feeder_loader *ld, const char *path)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->started)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_trace: the loader started");
+    if (path && !*path)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_trace: empty path");
+    char *copy = NULL;
+    if (path && !(copy = strdup(path)))
+        return feeder__loader_fail(ld, -ENOMEM, "feeder_loader_set_trace: out of memory");
+    free(ld->trace_path);
+    ld->trace_path = copy;
+    return 0;
+}
+
+int feeder_loader_trace_flush(feeder_loader *ld)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (!ld->trace)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_trace_flush: %s",
+                    ld->trace_path ? "the loader has not started" : "no trace was set");
+    char err[sizeof(ld->errmsg)];
+    int rc = feeder__trace_write(ld->trace, err, sizeof(err));
+    return rc ? feeder__loader_fail(ld, rc, "%s", err) : 0;
+}
+
+feeder__trace *feeder__loader_trace(const feeder_loader *ld) { return ld ? ld->trace : NULL; }
+
+int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *device,
+                                 const feeder_allocator *pinned)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (ld->started)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_allocators: the loader started");
+    if ((device && (!device->alloc || !device->free)) || (pinned && (!pinned->alloc || !pinned->free)))
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_allocators: an allocator needs both alloc and free");
+    ld->g.dev_alloc = device ? *device : (feeder_allocator){0};
+    ld->g.pin_alloc = pinned ? *pinned : (feeder_allocator){0};
+    return 0;
+}
+
+const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld) { return &ld->job.layout; }
+
+uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes)
+{
+    *bytes = ld->shm_bytes;
+    return ld->mem;
+}
+
+uint32_t feeder__loader_nslots(const feeder_loader *ld) { return ld->nslots; }
+
+int64_t feeder__loader_status_batch(const feeder_loader *ld) { return ld->status_batch; }
+
+uint64_t feeder__loader_epoch(const feeder_loader *ld) { return ld->epoch; }
+
+void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
+{
+    if (permille > 1000)
+        permille = 1000;
+    ld->cpu_permille = permille;
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.hybrid_cpu_permille = permille;
+    pthread_mutex_unlock(&ld->stats_lock);
+}
+
+const feeder__job *feeder__loader_job(const feeder_loader *ld) { return &ld->job; }
+
+int feeder__loader_decode_cpu(feeder_loader *ld, const uint8_t *jpeg, size_t len, uint64_t epoch,
+                              uint64_t index, uint8_t *dst, char *msg, size_t msglen)
+{
+    if (!ld->fallback_dec && feeder__decoder_create(&ld->fallback_dec))
+        return -ENOMEM;
+    feeder__transform t = ld->job.t;
+    t.decoder = ld->job.cpu_decoder;
+    char derr[512] = "";
+    int rc = feeder__decode_sample(ld->fallback_dec, &t, jpeg, len, ld->job.seed, epoch, index,
+                                   dst, NULL, derr, sizeof(derr));
+    if (rc) {
+        const char *path = feeder_dataset_path(ld->ds, index);
+        feeder__fmt(msg, msglen, "sample %llu (%s): %s", (unsigned long long)index,
+                    path ? path : "?", derr[0] ? derr : feeder_strerror(rc));
+    }
+    return rc;
+}
+
+int64_t feeder__loader_iopt(const feeder_loader *ld, int opt) { return iopt(ld, opt); }
+
+double feeder__loader_dopt(const feeder_loader *ld, int opt) { return dopt(ld, opt); }
+
+int feeder__loader_sequential(const feeder_loader *ld)
+{
+    return ld->sampler == ld->own_sampler && !iopt(ld, FEEDER_OPT_SHUFFLE);
+}
+
+uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld)
+{
+    return ld->job.t.decoder == FEEDER_DECODER_HYBRID ? 100 : 0;
+}
+
+feeder__loader_gpu *feeder__loader_gpu_part(feeder_loader *ld) { return &ld->g; }
+
+const feeder__loader_gpu *feeder__loader_gpu_view(const feeder_loader *ld) { return &ld->g; }
+
+const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason)
+{
+    if (reason)
+        *reason = ld ? ld->io_reason : "";
+    return ld ? ld->io_backend : "";
+}
+
+int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
+{
+    if (reason)
+        *reason = "";
+    if (!ld)
+        return FEEDER_EINVAL;
+    if (!ld->started)
+        return (int)iopt(ld, FEEDER_OPT_DECODER);
+    if (reason)
+        *reason = ld->decoder_reason;
+    return ld->job.t.decoder;
+}
+
+int feeder_loader_worker_pid(const feeder_loader *ld, int id)
+{
+    if (!ld || !ld->running || id < 0 || id >= ld->nworkers)
+        return -1;
+    return ld->workers[id].pid;
+}
+
+void feeder__host_stats(const feeder_loader *ld, feeder_stats *st)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&ld->stats_lock);
+    *st = ld->stats;
+    pthread_mutex_unlock((pthread_mutex_t *)&ld->stats_lock);
+}
+
+/* The sampler SHUFFLE and SEED pick when none was given. */
+int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out)
+{
+    int rc = iopt(ld, FEEDER_OPT_SHUFFLE)
+                 ? feeder_sampler_random(ld->ds->n, 0, 0, (uint64_t)iopt(ld, FEEDER_OPT_SEED), out)
+                 : feeder_sampler_sequential(ld->ds->n, out);
+    if (rc)
+        return feeder__loader_fail(ld, rc, "cannot make the default sampler: %s",
+                                   feeder_strerror(rc));
+    return 0;
+}

@@ -1,0 +1,141 @@
+/*
+ * The loader's side of the resume state (state.c is the codec): describing
+ * where the loader stands, checking a blob against it, keeping a blob to
+ * resume from.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/nvtx.h"
+#include "common/trace.h"
+#include "dataset/pack.h"
+#include "loader/host.h"
+
+/* The epoch the next begin_epoch starts. */
+uint64_t feeder__resume_next_epoch(const feeder_loader *ld)
+{
+    if (ld->resume)
+        return ld->resume_st.epoch;
+    return ld->next_set ? ld->next_epoch : ld->have_epoch ? ld->epoch + 1 : 0;
+}
+
+void feeder__resume_drop(feeder_loader *ld)
+{
+    free(ld->resume);
+    ld->resume = NULL;
+    ld->resume_len = 0;
+    memset(&ld->resume_st, 0, sizeof(ld->resume_st));
+}
+
+/* Decode a blob and compare it with the loader: 0 and *st (st->map points
+ * into buf), or FEEDER_ESTATEBLOB / FEEDER_EMISMATCH with the message set. */
+int feeder__resume_check(feeder_loader *ld, const void *buf, size_t len, feeder__state *st)
+{
+    int rc = feeder__state_decode(buf, len, st, ld->errmsg, sizeof(ld->errmsg));
+    if (rc)
+        return rc;
+    feeder__state mine;
+    if ((rc = feeder__loader_describe(ld, &st->epoch, 1, 0, &mine)))
+        return rc;
+    return feeder__state_compare(st, &mine, ld->errmsg, sizeof(ld->errmsg));
+}
+
+int feeder__loader_started(const feeder_loader *ld) { return ld->started; }
+
+int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return feeder__loader_fail(ld, -ENOMEM, "feeder_loader_state_load: out of memory");
+    memcpy(copy, buf, len);
+    /* Checked on the copy, so the map points into memory the loader owns. */
+    feeder__state st;
+    int rc = feeder__resume_check(ld, copy, len, &st);
+    if (rc) {
+        free(copy);
+        return rc;
+    }
+    feeder__resume_drop(ld);
+    ld->resume = copy;
+    ld->resume_len = len;
+    ld->resume_st = st;
+    return 0;
+}
+
+int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
+                            int hold_epoch, feeder__state *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    st->dataset_size = ld->ds->n;
+    st->batch_size = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    st->drop_last = (uint32_t)iopt(ld, FEEDER_OPT_DROP_LAST);
+    st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);
+    st->user_sampler = ld->sampler && ld->sampler != ld->own_sampler;
+    st->pipeline = (uint32_t)iopt(ld, FEEDER_OPT_PIPELINE);
+    /* The decoder in use once started (the plan's), the one asked for before. */
+    st->decoder = (uint32_t)(ld->started ? ld->job.t.decoder : iopt(ld, FEEDER_OPT_DECODER));
+    st->layout = (uint32_t)iopt(ld, FEEDER_OPT_LAYOUT);
+    st->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
+    st->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
+    st->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
+    st->policy = (uint32_t)iopt(ld, FEEDER_OPT_ERROR_POLICY);
+    st->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
+    st->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
+    st->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
+    st->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
+    st->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
+    st->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
+    if (!at && (ld->in_epoch || hold_epoch)) {
+        st->epoch = ld->epoch;
+        st->sampler_len = ld->order_len;
+        st->nbatches = ld->nbatches;
+        st->delivered = ld->delivered;
+        st->map = ld->done_map;
+        if (want_hash)
+            st->order_hash = feeder__order_hash(ld->order, ld->order_len);
+        return 0;
+    }
+    st->epoch = at ? *at : feeder__resume_next_epoch(ld);
+    if (!at && ld->resume) {
+        st->delivered = ld->resume_st.delivered;
+        st->map = ld->resume_st.map;
+    }
+    feeder_sampler *tmp = NULL;
+    const feeder_sampler *smp = ld->sampler;
+    int rc;
+    if (!smp) {
+        if ((rc = feeder__loader_default_sampler(ld, &tmp)))
+            return rc;
+        smp = tmp;
+    }
+    uint64_t len = feeder_sampler_len(smp, st->epoch);
+    st->sampler_len = len;
+    st->nbatches = feeder_batch_count(len, st->batch_size, (int)st->drop_last);
+    rc = 0;
+    if (want_hash) {
+        uint64_t *order = len > SIZE_MAX / sizeof(uint64_t) ? NULL : malloc(len ? len * 8 : 1);
+        if (!order)
+            rc = feeder__loader_fail(ld, -ENOMEM, "out of memory for the order of epoch %llu",
+                                     (unsigned long long)st->epoch);
+        else if ((rc = feeder_sampler_fill(smp, st->epoch, order, len)))
+            feeder__loader_fail(ld, rc, "the sampler failed for epoch %llu: %s",
+                                (unsigned long long)st->epoch, feeder_strerror(rc));
+        else
+            st->order_hash = feeder__order_hash(order, len);
+        free(order);
+    }
+    feeder_sampler_destroy(tmp);
+    return rc;
+}

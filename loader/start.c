@@ -1,0 +1,356 @@
+/*
+ * Start: the options validated and resolved, once, into what the rest reads
+ * (the job the workers inherit: read path, decoder in use and why, shape,
+ * slots, tasks), the limits checked, the trace started, the slots made.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/nvtx.h"
+#include "common/trace.h"
+#include "dataset/pack.h"
+#include "loader/host.h"
+
+static const char *const layout_text[] = {"NHWC", "NCHW"};
+
+static int validate(feeder_loader *ld)
+{
+    if (dopt(ld, FEEDER_OPT_SCALE_MIN) > dopt(ld, FEEDER_OPT_SCALE_MAX))
+        return feeder__loader_fail(ld, FEEDER_ERANGE, "scale_min %g > scale_max %g",
+                    dopt(ld, FEEDER_OPT_SCALE_MIN), dopt(ld, FEEDER_OPT_SCALE_MAX));
+    if (dopt(ld, FEEDER_OPT_RATIO_MIN) > dopt(ld, FEEDER_OPT_RATIO_MAX))
+        return feeder__loader_fail(ld, FEEDER_ERANGE, "ratio_min %g > ratio_max %g",
+                    dopt(ld, FEEDER_OPT_RATIO_MIN), dopt(ld, FEEDER_OPT_RATIO_MAX));
+    if (ld->ds->n == 0)
+        return feeder__loader_fail(ld, FEEDER_EDATASET, "the dataset has no samples");
+    /* RAW records are already cropped: no resize applies to them. */
+    if (ld->ds->kind == FEEDER__DS_PACKED && ld->ds->pack->v.h.kind == FEEDER_RECORD_RAW)
+        return 0;
+    /* The shorter side is resized to RESIZE, and either side may be the
+     * shorter one, so the crop fits every image only if RESIZE covers both
+     * (torchvision would pad with black; a source box cannot). */
+    if (iopt(ld, FEEDER_OPT_PIPELINE) == FEEDER_PIPELINE_EVAL &&
+        (iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_HEIGHT) ||
+         iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_WIDTH)))
+        return feeder__loader_fail(ld, FEEDER_ERANGE,
+                    "eval pipeline: resize %lld is smaller than the %lldx%lld crop",
+                    (long long)iopt(ld, FEEDER_OPT_RESIZE), (long long)iopt(ld, FEEDER_OPT_HEIGHT),
+                    (long long)iopt(ld, FEEDER_OPT_WIDTH));
+    return 0;
+}
+
+static int packed_mismatch(feeder_loader *ld)
+{
+    const struct feeder__pack *pk = ld->ds->pack;
+    const feeder__pack_header *h = &pk->v.h;
+    return feeder__loader_fail(ld, FEEDER_ESHAPE,
+                "%s holds %ux%ux%u %s records, but the loader was set to height %lld, width "
+                "%lld, layout %s",
+                pk->path, h->height, h->width, h->channels, layout_text[h->layout],
+                (long long)iopt(ld, FEEDER_OPT_HEIGHT), (long long)iopt(ld, FEEDER_OPT_WIDTH),
+                layout_text[iopt(ld, FEEDER_OPT_LAYOUT) ? 1 : 0]);
+}
+
+/* A RAW packed file fixes the sample: the loader takes its height, width and
+ * layout unless the user set them, and then they must agree. The layout is
+ * checked against the slots' once they are decided (check_packed_layout). */
+static int adopt_packed_shape(feeder_loader *ld)
+{
+    const struct feeder__pack *pk = ld->ds->pack;
+    const feeder__pack_header *h = &pk->v.h;
+    if (h->kind != FEEDER_RECORD_RAW)
+        return 0;
+    const int opts[3] = {FEEDER_OPT_HEIGHT, FEEDER_OPT_WIDTH, FEEDER_OPT_LAYOUT};
+    const int64_t file[3] = {h->height, h->width, h->layout};
+    for (int k = 0; k < 2; k++)
+        if (ld->given[feeder__opt_index(opts[k])] && iopt(ld, opts[k]) != file[k])
+            return packed_mismatch(ld);
+    int p = feeder__opt_index(FEEDER_OPT_PIPELINE);
+    if (ld->given[p] && ld->ival[p] != FEEDER_PIPELINE_EVAL)
+        return feeder__loader_fail(ld, FEEDER_ESHAPE,
+                    "%s holds precomputed RAW records: pipeline %s cannot be applied to them "
+                    "(pack JPEG records to transform them while loading)",
+                    pk->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
+    for (int k = 0; k < 3; k++) {
+        int i = feeder__opt_index(opts[k]);
+        if (k < 2 || !ld->given[i]) {
+            ld->ival[i] = file[k];
+            ld->dval[i] = (double)file[k];
+        }
+    }
+    return 0;
+}
+
+/* RAW records land in the slots as they are, so the slots' layout must be
+ * the file's. It is LAYOUT, except that float batches made on the GPU come
+ * from NHWC slots whatever LAYOUT asks of the device batches. */
+static int check_packed_layout(feeder_loader *ld, int slot_layout)
+{
+    const struct feeder__pack *pk = ld->ds->pack;
+    if (pk->v.h.kind != FEEDER_RECORD_RAW || (uint32_t)slot_layout == pk->v.h.layout)
+        return 0;
+    if (slot_layout == (int)iopt(ld, FEEDER_OPT_LAYOUT))
+        return packed_mismatch(ld);
+    return feeder__loader_fail(ld, FEEDER_ESHAPE,
+                "%s holds %s records, but float batches are made on the GPU from %s slots: "
+                "pack the file with --layout nhwc",
+                pk->path, layout_text[pk->v.h.layout], layout_text[slot_layout]);
+}
+
+/* The options the workers read, copied into the job (and its transform). */
+static void resolve_job(feeder_loader *ld)
+{
+    feeder__job *job = &ld->job;
+    job->ds = ld->ds;
+    job->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    job->policy = (int)iopt(ld, FEEDER_OPT_ERROR_POLICY);
+    job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
+    job->packed_read = (int)iopt(ld, FEEDER_OPT_PACKED_READ);
+    job->verify_crc = (int)iopt(ld, FEEDER_OPT_VERIFY_CRC);
+    feeder__transform *t = &job->t;
+    t->pipeline = (int)iopt(ld, FEEDER_OPT_PIPELINE);
+    t->decoder = (int)iopt(ld, FEEDER_OPT_DECODER);
+    t->layout = (int)iopt(ld, FEEDER_OPT_LAYOUT);
+    t->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
+    t->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
+    t->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
+    t->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
+    t->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
+    t->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
+    t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
+    t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
+    t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
+}
+
+/* The read path: decided once so every worker agrees and the user can ask
+ * which one runs and why (feeder_loader_io_backend). */
+static int resolve_io(feeder_loader *ld)
+{
+    feeder__job *job = &ld->job;
+    int rc = 0;
+    int io = (int)iopt(ld, FEEDER_OPT_IO);
+    int direct = ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_DIRECT;
+    if (ld->ds->kind == FEEDER__DS_USER) {
+        ld->io_backend = "none";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "user dataset: no files to read");
+        job->io_mode = FEEDER_IO_PREAD;
+    } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP) {
+        ld->io_backend = "mmap";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", "");
+        job->io_mode = FEEDER_IO_PREAD;
+    } else if (io == FEEDER_IO_PREAD) {
+        ld->io_backend = direct ? "pread+O_DIRECT" : "pread";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "forced by option");
+        job->io_mode = FEEDER_IO_PREAD;
+    } else {
+        char why[200];
+        rc = feeder__uring_probe(why, sizeof(why));
+        if (rc && io == FEEDER_IO_URING)
+            return feeder__loader_fail(ld, rc, "io = uring was asked for, but %s", why);
+        job->io_mode = rc ? FEEDER_IO_PREAD : FEEDER_IO_URING;
+        ld->io_backend = direct ? (rc ? "pread+O_DIRECT" : "io_uring+O_DIRECT")
+                                : (rc ? "pread" : "io_uring");
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", rc ? why : "");
+    }
+    return rc;
+}
+
+/* The decoder in use: the GPU decoders take JPEG bytes (files, or a packed
+ * file's JPEG records); the plan's CPU decoder serves their workers' share. */
+static int resolve_decoder(feeder_loader *ld)
+{
+    feeder__job *job = &ld->job;
+    feeder__transform *t = &job->t;
+    int rc = 0;
+    /* The GPU decoders take JPEG bytes: files, or a packed file's JPEG records. */
+    int jpeg_records = ld->ds->kind == FEEDER__DS_PACKED &&
+                       ld->ds->pack->v.h.kind == FEEDER_RECORD_JPEG;
+    if (feeder__decoder_on_gpu(t->decoder) && ld->ds->kind != FEEDER__DS_FOLDER &&
+        ld->ds->kind != FEEDER__DS_LIST && !jpeg_records) {
+        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
+                    "the GPU decoders take JPEG bytes: %s decode on the CPU",
+                    ld->ds->kind == FEEDER__DS_PACKED ? "RAW packed records" : "user datasets");
+        t->decoder = FEEDER_DECODER_ROI;
+    }
+
+    job->cpu_decoder = feeder__decoder_on_gpu(t->decoder) ? FEEDER_DECODER_ROI : t->decoder;
+    return rc;
+}
+
+/* The slots' layout, count and the task size. */
+static int layout_slots(feeder_loader *ld, int gpu_ok)
+{
+    feeder__job *job = &ld->job;
+    feeder__transform *t = &job->t;
+    int rc = 0;
+    /* The GPU path is decided before the slots are laid out: the float dtypes
+     * are made on the GPU from NHWC uint8 slots. */
+    if (gpu_ok && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+        t->layout = FEEDER_LAYOUT_NHWC;
+    if (ld->ds->kind == FEEDER__DS_PACKED &&
+        ((rc = check_packed_layout(ld, t->layout)) ||
+         (rc = feeder__packed_prepare(ld->ds, job, ld->errmsg, sizeof(ld->errmsg)))))
+        return rc;
+
+    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    rc = feeder__slot_layout_init(&job->layout, batch, t->height, t->width, 3, t->layout);
+    if (rc)
+        return feeder__loader_fail(ld, rc, "batch_size %u x %ux%ux3 overflows a size", batch, t->height,
+                    t->width);
+    ld->nworkers = (int)iopt(ld, FEEDER_OPT_NUM_WORKERS);
+    uint64_t nslots = (uint64_t)(ld->nworkers ? ld->nworkers : 1) *
+                      (uint64_t)iopt(ld, FEEDER_OPT_PREFETCH_FACTOR);
+    if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->shm_bytes))
+        return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "%llu slots of %zu bytes overflow a size",
+                    (unsigned long long)nslots, job->layout.slot_bytes);
+    ld->nslots = (uint32_t)nslots;
+    /* Tasks of about 16 samples by default (at least one per worker): on the
+     * H100 machine 4 workers with tasks of 64 (one per worker, batch 256)
+     * reached 0.87 of 4x the calling thread's rate, with tasks of 16 1.00
+     * (medians of 3; docs/BENCHMARKS.md): a batch no longer waits for the
+     * slowest worker's quarter, and each task's files are still in cache
+     * when they are decoded. */
+    uint64_t split = (uint64_t)iopt(ld, FEEDER_OPT_SPLIT);
+    uint64_t autosplit = (batch + FEEDER__TASK_SAMPLES - 1) / FEEDER__TASK_SAMPLES;
+    if (autosplit < (uint64_t)ld->nworkers)
+        autosplit = (uint64_t)ld->nworkers;
+    ld->parts = (uint32_t)(ld->nworkers == 0 ? 1 : split ? split : autosplit);
+    if (ld->parts > batch)
+        ld->parts = batch;
+    return rc;
+}
+
+/* Limits the configuration would run into later, checked before anything
+ * is allocated (limits.c says why these numbers); a resume blob is checked
+ * again against the options as they are now. */
+static int check_limits(feeder_loader *ld)
+{
+    feeder__job *job = &ld->job;
+    int rc;
+    if ((rc = feeder__check_slot_memory(ld->nslots, job->layout.slot_bytes, ld->errmsg,
+                                        sizeof(ld->errmsg))))
+        return rc;
+    uint32_t batch = job->layout.batch;
+    uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
+    if ((rc = feeder__check_nofile(ld->nworkers, files, ld->errmsg, sizeof(ld->errmsg))))
+        return rc;
+    if (ld->resume && (rc = feeder__resume_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
+        return rc;
+    return 0;
+}
+
+/* The trace's worker areas exist before the workers fork; writing the
+ * (still empty) file now finds an unwritable path at start, not at destroy,
+ * which cannot report it. */
+static int start_trace(feeder_loader *ld)
+{
+    feeder__job *job = &ld->job;
+    int rc = 0;
+    feeder__trace_destroy(ld->trace); /* of a start that failed later: sized for then */
+    ld->trace = job->trace = NULL;
+    if (ld->trace_path) {
+        char err[512];
+        if (!(ld->trace = feeder__trace_create(ld->trace_path, ld->nworkers, err, sizeof(err))))
+            return feeder__loader_fail(ld, -ENOMEM, "%s", err);
+        if ((rc = feeder__trace_write(ld->trace, err, sizeof(err)))) {
+            feeder__trace_destroy(ld->trace);
+            ld->trace = NULL;
+            return feeder__loader_fail(ld, rc, "%s", err);
+        }
+        job->trace = ld->trace;
+    }
+    return rc;
+}
+
+/* One memfd for every slot, sized once (invariant 7), with no name in
+ * /dev/shm: nothing outlives the last process that maps it. */
+static int map_slots(feeder_loader *ld)
+{
+    feeder__job *job = &ld->job;
+    int rc = 0;
+    job->memfd = memfd_create("feeder-slots", MFD_CLOEXEC);
+    if (job->memfd < 0)
+        return feeder__loader_fail(ld, -errno, "memfd_create: %s", strerror(errno));
+    job->shm_bytes = ld->shm_bytes;
+    if (ftruncate(job->memfd, (off_t)ld->shm_bytes) < 0) {
+        rc = -errno;
+        feeder__pool_close_fd(&job->memfd);
+        return feeder__loader_fail(ld, rc, "cannot size the batch slots to %zu bytes (%u slots): %s",
+                    ld->shm_bytes, ld->nslots, strerror(-rc));
+    }
+    ld->mem = mmap(NULL, ld->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
+    if (ld->mem == MAP_FAILED) {
+        rc = -errno;
+        ld->mem = NULL;
+        feeder__pool_close_fd(&job->memfd);
+        return feeder__loader_fail(ld, rc, "mmap of %zu bytes of batch slots: %s", ld->shm_bytes,
+                    strerror(-rc));
+    }
+    ld->slots = calloc(ld->nslots, sizeof(*ld->slots));
+    ld->workers = calloc(ld->nworkers ? (size_t)ld->nworkers : 1, sizeof(*ld->workers));
+    ld->q.cap = (size_t)ld->nslots * ld->parts;
+    ld->q.v = calloc(ld->q.cap, sizeof(*ld->q.v));
+    if (!ld->slots || !ld->workers || !ld->q.v)
+        return feeder__loader_fail(ld, -ENOMEM, "out of memory");
+    for (uint32_t s = 0; s < ld->nslots; s++)
+        ld->slots[s].ld = ld;
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.shm_bytes = ld->shm_bytes;
+    ld->stats.slots = ld->nslots;
+    pthread_mutex_unlock(&ld->stats_lock);
+    return rc;
+}
+
+int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
+{
+    if (ld->start_failed)
+        return ld->start_failed;
+    ld->errmsg[0] = 0;
+    int rc = 0;
+    if (ld->ds->kind == FEEDER__DS_PACKED && (rc = adopt_packed_shape(ld)))
+        return rc;
+    if ((rc = validate(ld)))
+        return rc;
+    if (!ld->sampler) {
+        if ((rc = feeder__loader_default_sampler(ld, &ld->own_sampler)))
+            return rc;
+        ld->sampler = ld->own_sampler;
+    }
+    resolve_job(ld);
+    if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld)) || (rc = layout_slots(ld, gpu_ok)) ||
+        (rc = check_limits(ld)) || (rc = start_trace(ld)))
+        return rc;
+    return map_slots(ld);
+}
+
+void feeder__host_start_failed(feeder_loader *ld, int rc) { ld->start_failed = rc; }
+
+void feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
+                         int packed_direct)
+{
+    feeder__job *job = &ld->job;
+    feeder__transform *t = &job->t;
+    /* A GPU decoder with no GPU layer, or one that could not start nvJPEG:
+     * the workers decode on the CPU (they fork later, at the first epoch,
+     * with this job). With one, the GPU layer has set HYBRID's first share
+     * and moves it from what both sides do. */
+    if (feeder__decoder_on_gpu(t->decoder) && !gpu_decodes) {
+        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s", decode_why);
+        t->decoder = job->cpu_decoder;
+        feeder__loader_set_cpu_share(ld, 0);
+    }
+    /* Before the workers fork (at the first epoch): they inherit it. */
+    job->packed_direct = packed_direct;
+    ld->started = 1;
+}
