@@ -75,6 +75,7 @@ typedef struct feeder__gpu_config {
     int decoder;      /* feeder_decoder in use (the plan's): NVJPEG and HYBRID decode here */
     int sequential;   /* the order is 0, 1, 2, ... (no sampler given, no shuffle) */
     uint32_t cpu_share; /* HYBRID: the workers' first share (1/1000) */
+    int warmup;         /* the workers decode everything while nvJPEG starts */
 
     /* The host loader's facts, fixed at start. Borrowed: they outlive the layer. */
     feeder__host_ops host;

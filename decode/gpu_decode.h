@@ -38,6 +38,9 @@ extern "C" {
 
 typedef struct feeder__gpu_decoder feeder__gpu_decoder;
 
+/* 1 when this build has nvJPEG (feeder__gpu_decoder_create may work), else 0. */
+int feeder__gpu_decoder_built(void);
+
 /* Make a decoder on the current CUDA device: the hardware backend when the
  * device has JPEG engines, else the GPU hybrid backend. 0, or
  * FEEDER_EUNSUPPORTED (built without nvJPEG, or nvJPEG cannot start here)

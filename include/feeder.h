@@ -447,6 +447,12 @@ typedef enum feeder_option {
     FEEDER_OPT_GPU_PREFETCH = 32,      /* device buffers in the ring, >= 2; default 2 */
     FEEDER_OPT_DTYPE = 33,             /* feeder_dtype of device batches; default FEEDER_DTYPE_UINT8 */
     FEEDER_OPT_PIN_THREADS = 34,       /* memcpy threads of FEEDER_PIN_COPY; default 4 */
+    FEEDER_OPT_GPU_WARMUP = 35,        /* 0/1; GPU decoders: the workers decode every image while
+                                          nvJPEG starts (about 0.6 s), so the first batch is not
+                                          held back; which batches that covers depends on timing
+                                          (stats.cpu_shared counts them). 0: every batch waits for
+                                          nvJPEG and the decoder of each image depends on its
+                                          header alone; default 1 */
     /* double-valued: per-channel mean and std for the float dtypes, in units
      * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
      * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
@@ -744,7 +750,9 @@ typedef struct feeder_stats {
      * progressive, CMYK/YCCK, a sampling the JPEG engine refuses, too large,
      * unreadable header, other (12-bit, arithmetic, lossless). */
     uint64_t cpu_routed[6];
-    uint64_t reserved_[3];
+    uint64_t cpu_shared;       /* C: images of GPU-decoded batches the workers decoded as their
+                                  share: HYBRID's, and every image while nvJPEG is starting */
+    uint64_t reserved_[2];
 } feeder_stats;
 
 /* Memory the loader asks for, when the user wants to own it (e.g. a caching

@@ -197,6 +197,7 @@ static void account(feeder_loader *ld, const feeder__result_msg *r)
     ld->stats.skipped += r->skipped;
     for (int k = 0; k < FEEDER_ROUTES; k++)
         ld->stats.cpu_routed[k] += r->routed[k];
+    ld->stats.cpu_shared += r->shared;
     pthread_mutex_unlock(&ld->stats_lock);
 }
 

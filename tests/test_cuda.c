@@ -60,6 +60,7 @@ static void teardown(void)
 typedef struct cfg {
     int device, pin, dtype, layout, workers, prefetch, gpu_prefetch, pipeline, batch, epochs;
     int decoder, size;
+    int warmup; /* FEEDER_OPT_GPU_WARMUP: off unless a test is about it (exact counts) */
 } cfg;
 
 static cfg base(void)
@@ -118,6 +119,7 @@ static feeder_loader *make(feeder_dataset *ds, const cfg *c)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, c->dtype), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_PREFETCH, c->gpu_prefetch), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_THREADS, 3), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_WARMUP, c->warmup), 0);
     return ld;
 }
 
@@ -898,6 +900,28 @@ START_TEST(test_nvjpeg_close_to_cpu)
 }
 END_TEST
 
+START_TEST(test_nvjpeg_warmup_decodes_on_workers_first)
+{
+    /* With warm-up the workers decode every image until nvJPEG is ready:
+     * each image is decoded exactly once, by one side or the other, and the
+     * batches are the CPU decoder's within the GPU tolerance. */
+    cfg h = base();
+    h.size = 224;
+    h.warmup = 1;
+    run *ref, *got;
+    if (gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
+        ck_assert_uint_eq(last_stats.gpu_decoded + last_stats.cpu_shared, 36);
+        ck_assert_uint_gt(last_stats.cpu_shared, 0); /* the first batch comes before nvJPEG */
+        ck_assert_uint_eq(last_stats.gpu_fallback, 0);
+        close_batches(ref, got);
+    } else {
+        same_batches(ref, got);
+    }
+    run_free(ref);
+    run_free(got);
+}
+END_TEST
+
 START_TEST(test_nvjpeg_oversize_files_decode_on_cpu)
 {
     /* 8 x 8 x 3 = 192 bytes a sample: no JPEG fits, the workers decode every
@@ -1300,6 +1324,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_resume_after_device_batches);
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
+    tcase_add_test(tc, test_nvjpeg_warmup_decodes_on_workers_first);
     tcase_add_test(tc, test_nvjpeg_routes_by_header);
     tcase_add_test(tc, test_packed_jpeg_on_gpu_decoder);
     tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);

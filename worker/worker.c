@@ -105,6 +105,7 @@ void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg 
         w->part.gpu[k] = route == FEEDER__ROUTE_GPU;
         if (route > FEEDER__ROUTE_GPU)
             res->routed[route - 1]++;
+        res->shared += k < t->cpu_count;
     }
     uint32_t moved;
     feeder__slot_plan_part(l->sample_bytes, t->count, w->part.len, w->part.gpu, w->part.off,

@@ -79,6 +79,7 @@ typedef struct feeder__result_msg {
     /* GPU decoders: images decoded here instead, by route (cpu_routed[r - 1],
      * decode/jpeg_header.h). */
     uint32_t routed[FEEDER_ROUTES];
+    uint32_t shared; /* GPU decoders: the task's first cpu_count, decoded here as the CPU's share */
     char errmsg[FEEDER__ERRMSG_LEN];
 } feeder__result_msg;
 

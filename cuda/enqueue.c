@@ -1,0 +1,311 @@
+/*
+ * One batch's work on the copy stream: the copies of a slot (or of a packed
+ * file's records, or what the GPU decoder needs), the normalise kernel and
+ * the events that order every reuse; their times for the stats and trace.
+ */
+#include "cuda/layer.h"
+
+/* Add an entry's finished copy (and decode) times to the counters; its
+ * h2d_ev has passed. */
+void feeder__cuda_harvest(feeder__gpu *g, entry *en, uint64_t *h2d_ns)
+{
+    float ms = 0;
+    if (!en->decoded) {
+        if (cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
+            *h2d_ns += (uint64_t)(ms * 1e6);
+        return;
+    }
+    if (cudaEventElapsedTime(&ms, en->start_ev, en->dec_ev) == cudaSuccess)
+        *h2d_ns += (uint64_t)(ms * 1e6);
+    if (cudaEventElapsedTime(&ms, en->dec_ev, en->h2d_ev) == cudaSuccess) {
+        g->dec_ns += (uint64_t)(ms * 1e6);
+    }
+}
+
+/* Every batch's head on the copy stream: wait until the user's stream has
+ * passed the entry's last release, then mark the start. */
+static cudaError_t batch_begin(entry *en, cudaStream_t s)
+{
+    cudaError_t e;
+    if (en->wait_release && (e = cudaStreamWaitEvent(s, en->release_ev, 0)) != cudaSuccess)
+        return e;
+    en->wait_release = 0;
+    return cudaEventRecord(en->start_ev, s);
+}
+
+/* Every batch's tail: the labels, the H2D event (the slot may go back to
+ * the workers once it passes), the normalise kernel for float output, the
+ * batch's ready event, and the entry's bookkeeping. `decoded`: the batch's
+ * time has a GPU decode part (dec_ev..h2d_ev). */
+static cudaError_t batch_end(feeder__gpu *g, entry *en, const int64_t *labels, int decoded,
+                             int64_t epoch, int64_t batch)
+{
+    cudaStream_t s = g->stream;
+    cudaError_t e;
+    if (labels && (e = cudaMemcpyAsync(en->dev_labels, labels, en->count * sizeof(int64_t),
+                                       cudaMemcpyHostToDevice, s)) != cudaSuccess)
+        return e;
+    if ((e = cudaEventRecord(en->h2d_ev, s)) != cudaSuccess)
+        return e;
+    if (g->cfg.dtype != FEEDER_DTYPE_UINT8 &&
+        (e = (cudaError_t)feeder__normalize_launch(en->stage, en->dev, en->count, g->l->height,
+                                                   g->l->width, g->cfg.out_layout, g->cfg.dtype,
+                                                   g->cfg.mean, g->cfg.std, s)) != cudaSuccess)
+        return e;
+    if ((e = cudaEventRecord(en->copy_ev, s)) != cudaSuccess)
+        return e;
+    en->used = 1;
+    en->timed = 1;
+    en->decoded = decoded;
+    en->tr_epoch = epoch;
+    en->tr_batch = batch;
+    return cudaSuccess;
+}
+
+/* A slot's (or pinned buffer's) batch: data and labels from `src`. */
+static cudaError_t enqueue_copies(feeder__gpu *g, entry *en, const uint8_t *src,
+                                  const int64_t *labels)
+{
+    cudaError_t e;
+    if ((e = batch_begin(en, g->stream)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(en->stage, src, en->in_bytes, cudaMemcpyHostToDevice, g->stream)) !=
+            cudaSuccess)
+        return e;
+    return batch_end(g, en, labels, 0, (int64_t)en->pub.epoch, (int64_t)en->pub.number);
+}
+
+cudaError_t feeder__cuda_enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels)
+{
+    FEEDER_NVTX_PUSH("enqueue copies");
+    cudaError_t e = enqueue_copies(g, en, src, labels);
+    FEEDER_NVTX_POP();
+    return e;
+}
+
+void feeder__gpu_trace_events(feeder__gpu *g, int track, const char *name, void *ev0, void *ev1,
+                              int64_t epoch, int64_t batch)
+{
+    float a = 0, d = 0;
+    if (!g->tr || cudaEventElapsedTime(&a, g->tr_ref, (cudaEvent_t)ev0) != cudaSuccess ||
+        cudaEventElapsedTime(&d, (cudaEvent_t)ev0, (cudaEvent_t)ev1) != cudaSuccess) {
+        cudaGetLastError(); /* not ready, or not timed: not sticky */
+        return;
+    }
+    /* Start from the reference (float ms: ~8 us steps after 100 s), length
+     * from the pair itself (exact to the event resolution). */
+    uint64_t t0 = g->tr_ref_ns + (uint64_t)((double)a * 1e6);
+    feeder__trace_span_e(g->tr, track, name, t0, t0 + (uint64_t)((double)d * 1e6), epoch, batch,
+                         -1);
+}
+
+/* The copy-stream spans of an entry whose h2d_ev has passed: H2D now, the
+ * normalise kernel once copy_ev has passed too (never waited for). */
+void feeder__cuda_trace_copies(feeder__gpu *g, entry *en, int h2d)
+{
+    if (!g->tr)
+        return;
+    int64_t ep = en->tr_epoch, b = en->tr_batch;
+    if (h2d && en->decoded) {
+        /* GPU decoders: the copies of the workers' pixels and the labels,
+         * then nvJPEG + the resize kernel (+ any CPU fallback's copies). */
+        feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->dec_ev, ep, b);
+        feeder__gpu_trace_events(g, g->tr_dec, "nvJPEG decode + resize", en->dec_ev, en->h2d_ev,
+                                 ep, b);
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+    } else if (h2d) {
+        feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->h2d_ev, ep, b);
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+    }
+    if (en->tr_norm && cudaEventQuery(en->copy_ev) == cudaSuccess) {
+        feeder__gpu_trace_events(g, g->tr_copy, "normalise", en->h2d_ev, en->copy_ev, ep, b);
+        en->tr_norm = 0;
+    }
+}
+
+/* Copy n decoded samples from src (host) to places [i, i + n) of the device
+ * batch. */
+static cudaError_t copy_pixels(feeder__gpu *g, entry *en, const uint8_t *src, uint32_t i,
+                               uint32_t n)
+{
+    size_t sb = g->l->sample_bytes;
+    en->in_bytes += (size_t)n * sb;
+    return cudaMemcpyAsync(en->stage + (size_t)i * sb, src, (size_t)n * sb,
+                           cudaMemcpyHostToDevice, g->stream);
+}
+
+/* HYBRID: move the workers' share of each batch towards the point where
+ * neither side waits for the other. A host batch that was already finished
+ * when the GPU side asked for it means the workers are ahead: give them more;
+ * one the GPU side had to wait for means they are behind: give them less.
+ * A model from per-image costs was tried first; its numbers gave the
+ * workers ~40% of each batch on the H100 machine where their measured rate
+ * allows under 30% (their decode time leaves out reading, scheduling and the
+ * cores the loader's thread and the driver take), so the split follows what
+ * the pipeline does, not what it should do. A step shows only in batches
+ * dispatched after it, which arrive behind every slot already in flight, so
+ * the step is small against that lag: all the slots together move the share
+ * by at most 6%, and it does not swing from one side to the other. */
+static void rebalance(feeder__gpu *g)
+{
+    uint32_t step = 60 / g->nslots ? 60 / g->nslots : 1;
+    uint32_t pm = g->cpu_share;
+    pm = g->waited ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
+    feeder__cuda_set_cpu_share(g, pm);
+}
+
+/* A RAW packed file's batch: every record straight from the registered file
+ * mapping to its place in the device batch, one copy per run of records that
+ * follow each other in the file (one for the whole batch in sequential
+ * order); only the labels come from the slot. */
+cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch *hb)
+{
+    const struct feeder__pack *pk = g->pack;
+    size_t sb = g->l->sample_bytes;
+    cudaError_t e;
+    if ((e = batch_begin(en, g->stream)) != cudaSuccess)
+        return e;
+    for (uint32_t i = 0; i < hb->count;) {
+        uint32_t j = i + 1;
+        while (j < hb->count && pk->off[hb->indices[j]] == pk->off[hb->indices[j - 1]] + sb)
+            j++;
+        if ((e = cudaMemcpyAsync(en->stage + (size_t)i * sb, pk->map + pk->off[hb->indices[i]],
+                                 (size_t)(j - i) * sb, cudaMemcpyHostToDevice, g->stream)) !=
+            cudaSuccess)
+            return e;
+        i = j;
+    }
+    en->in_bytes = (size_t)hb->count * sb;
+    return batch_end(g, en, hb->labels, 0, (int64_t)hb->epoch, (int64_t)hb->number);
+}
+
+/* Take the decoder made on its thread once it is ready (wait: block until
+ * it is); 1 when the layer decodes on the GPU from now on. */
+static int decoder_ready(feeder__gpu *g, int wait)
+{
+    if (g->dec)
+        return 1;
+    if (!g->dec_thread_live || (!wait && atomic_load(&g->dec_state) == 0))
+        return 0;
+    pthread_join(g->dec_thread, NULL);
+    g->dec_thread_live = 0;
+    if (atomic_load(&g->dec_state) < 0) {
+        /* The workers keep decoding everything; dec_why says why. */
+        feeder__fmt(g->dec_why, sizeof(g->dec_why), "nvJPEG could not start: %s", g->dec_err);
+        return 0;
+    }
+    g->dec = g->dec_made;
+    feeder__cuda_set_cpu_share(g, g->cfg.cpu_share);
+    return 1;
+}
+
+/* The GPU decoders' work for one host batch: copy what the workers decoded,
+ * decode the rest with nvJPEG, and decode on the CPU here what nvJPEG
+ * refuses. 0; a CUDA failure (FEEDER_ECUDA, the layer is broken); or a
+ * sample's error with *sample_err set and `msg` naming the sample (the batch
+ * fails, the layer goes on). */
+/* Each sample of a GPU decoder's batch is at its place in the slot
+ * (collate/slot.h): JPEG bytes, listed in g->imgs for nvJPEG, or pixels the
+ * workers decoded, copied in runs that follow each other both in the slot
+ * and in the batch. The number of images listed, or a cudaError_t < 0. */
+static cudaError_t gather_samples(feeder__gpu *g, entry *en, feeder_batch *hb, uint32_t *nimg)
+{
+    const feeder__slot_layout *l = g->l;
+    uint8_t *data = hb->data;
+    const uint64_t *enc = feeder__slot_encoded(l, data - l->data_off);
+    const uint64_t *place = feeder__slot_place(l, data - l->data_off);
+    size_t sb = l->sample_bytes;
+    uint32_t n = 0, run = UINT32_MAX;
+    cudaError_t e;
+    for (uint32_t i = 0; i <= hb->count; i++) {
+        int pixels = i < hb->count && enc[i] == 0;
+        int joins = pixels && run != UINT32_MAX && place[i] == place[run] + (i - run) * sb;
+        if (run != UINT32_MAX && !joins) {
+            if ((e = copy_pixels(g, en, data + place[run], run, i - run)) != cudaSuccess)
+                return e;
+            run = UINT32_MAX;
+        }
+        if (pixels && run == UINT32_MAX)
+            run = i;
+        if (i < hb->count && enc[i])
+            g->imgs[n++] = (feeder__gpu_image){data + place[i], (size_t)enc[i], hb->indices[i], i};
+    }
+    *nimg = n;
+    return cudaSuccess;
+}
+
+/* nvJPEG's decode of the n listed images into the batch, and the CPU decode
+ * of what it refuses (from a scratch sample: a pageable copy returns once it
+ * has read the scratch, so the next one may reuse it). 0; a CUDA failure
+ * (*cuda set); or a sample's error with *sample_err set. */
+static int decode_images(feeder__gpu *g, entry *en, feeder_batch *hb, uint32_t n, uint32_t *nref,
+                         int *sample_err, cudaError_t *cuda, char *msg, size_t msglen)
+{
+    char derr[300] = "";
+    int rc = 0;
+    *nref = 0;
+    if (decoder_ready(g, n > 0)) {
+        FEEDER_NVTX_PUSH("nvJPEG batch");
+        rc = feeder__gpu_decode(g->dec, g->cfg.transform, g->cfg.seed, hb->epoch, g->imgs, n,
+                                en->stage, g->l->sample_bytes, g->stream, g->refused, nref, derr,
+                                sizeof(derr));
+        FEEDER_NVTX_POP();
+    } else {
+        for (; *nref < n; (*nref)++) /* nvJPEG could not start: the CPU decodes them */
+            g->refused[*nref] = *nref;
+    }
+    if (rc) {
+        feeder__fmt(msg, msglen, "decoding batch %llu of epoch %llu on device %d: %s",
+                    (unsigned long long)hb->number, (unsigned long long)hb->epoch,
+                    g->cfg.device, derr);
+        return rc;
+    }
+    for (uint32_t r = 0; r < *nref; r++) {
+        const feeder__gpu_image *im = &g->imgs[g->refused[r]];
+        rc = g->cfg.host.decode_cpu(g->cfg.host.ctx, im->jpeg, im->len, hb->epoch, im->index,
+                                    g->fb, msg, msglen);
+        if (rc) {
+            *sample_err = 1;
+            /* Nothing of this batch may still read the slot when it goes
+             * back: the rare path waits. */
+            cudaStreamSynchronize(g->stream);
+            return rc;
+        }
+        if ((*cuda = copy_pixels(g, en, g->fb, im->pos, 1)) != cudaSuccess)
+            return FEEDER_ECUDA;
+    }
+    return 0;
+}
+
+int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int *sample_err,
+                                char *msg, size_t msglen)
+{
+    cudaError_t e = cudaSuccess;
+    uint32_t n = 0, nref = 0;
+    *sample_err = 0;
+    en->in_bytes = 0;
+    if ((e = batch_begin(en, g->stream)) != cudaSuccess ||
+        (e = gather_samples(g, en, hb, &n)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(en->dev_labels, hb->labels, hb->count * sizeof(int64_t),
+                             cudaMemcpyHostToDevice, g->stream)) != cudaSuccess ||
+        (e = cudaEventRecord(en->dec_ev, g->stream)) != cudaSuccess)
+        goto cuda_fail;
+    int rc = decode_images(g, en, hb, n, &nref, sample_err, &e, msg, msglen);
+    if (rc == FEEDER_ECUDA && e != cudaSuccess)
+        goto cuda_fail;
+    if (rc)
+        return rc;
+    g->gpu_decoded += n - nref;
+    g->gpu_fallback += nref;
+    if ((e = batch_end(g, en, NULL, n > nref, (int64_t)hb->epoch, (int64_t)hb->number)) !=
+        cudaSuccess)
+        goto cuda_fail;
+    if (g->cfg.decoder == FEEDER_DECODER_HYBRID && n > nref)
+        rebalance(g);
+    return 0;
+cuda_fail:
+    feeder__fmt(msg, msglen, "copying batch %llu of epoch %llu to device %d: %s",
+                (unsigned long long)hb->number, (unsigned long long)hb->epoch, g->cfg.device,
+                feeder__cuda_errtext(e));
+    return FEEDER_ECUDA;
+}
+

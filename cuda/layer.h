@@ -1,0 +1,166 @@
+/*
+ * cuda/'s own header: the layer's state and what its files share (mem.c:
+ * device selection, memory, errors; enqueue.c: one batch's work on the copy
+ * stream; pin.c: the PIN_COPY threads; ring.c: the ring of device buffers,
+ * next and release; start.c: start and destroy). Other rooms use cuda/gpu.h.
+ */
+#ifndef FEEDER_CUDA_LAYER_H
+#define FEEDER_CUDA_LAYER_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "common/common.h"
+#include "cuda/gpu.h"
+#include "cuda/normalize.h"
+#include "decode/gpu_decode.h"
+#include "feeder_cuda.h"
+#include "dataset/pack.h"
+#include "common/nvtx.h"
+#include "common/trace.h"
+
+#define ENTRY_MAGIC 0xFEEDC0DAu
+#define CHUNK_ALIGN 4096
+
+enum { E_FREE = 0, E_PENDING, E_LENT };
+/* PIN_COPY progress of an entry, under g->lock. */
+enum { PIN_IDLE = 0, PIN_QUEUED, PIN_ENQUEUED };
+
+typedef struct entry {
+    uint32_t magic; /* first: feeder__gpu_owns() tells entries from host slots */
+    feeder__gpu *g;
+    int state;
+    feeder_batch pub;
+    feeder_batch *hb; /* host batch whose slot this entry still reads, or NULL */
+    uint8_t *stage;   /* device uint8 batch (== dev for uint8 output) */
+    void *dev;        /* device output batch */
+    int64_t *dev_labels;
+    uint8_t *pinned;  /* PIN_COPY: data then labels */
+    int64_t *labels;  /* host copies lent with the batch */
+    uint64_t *indices;
+    cudaEvent_t start_ev, h2d_ev, copy_ev, release_ev;
+    cudaEvent_t dec_ev; /* GPU decoders: the copies are done, the decode starts */
+    int decoded;        /* this batch's timing has a decode part (dec_ev..h2d_ev) */
+    int wait_release; /* the copy stream must wait on release_ev first */
+    int used;         /* h2d_ev has been recorded */
+    int timed;        /* start_ev..h2d_ev not yet added to the stats */
+    int tr_norm;      /* trace: the normalise span still waits for copy_ev */
+    int64_t tr_epoch, tr_batch; /* trace: the batch the recorded events belong to (pub is
+                                   rewritten before they are read at reuse) */
+    uint32_t count;
+    size_t in_bytes;
+    /* PIN_COPY job, under g->lock */
+    int pin;
+    int slot_done;          /* the pin threads are done with the host slot */
+    unsigned chunks_taken, chunks_done;
+    const uint8_t *src;     /* slot data */
+    const int64_t *src_labels;
+    int err;                /* a CUDA error of the pin thread that enqueued */
+    char errmsg[256];
+} entry;
+
+typedef struct item {
+    int entry; /* >= 0: a batch; -1: a status */
+    int rc;
+    int64_t batch;  /* a status: the failed batch, or -1 */
+    uint64_t epoch;
+    char msg[1024];
+} item;
+
+struct feeder__gpu {
+    feeder__gpu_config cfg;  /* host.ctx and the slot facts are the loader's, borrowed */
+    char errmsg[1024];       /* the last failed call's message (feeder__gpu_errmsg) */
+    feeder_stats st;         /* the layer's counters and levels (feeder__gpu_stats) */
+    uint32_t cpu_share;      /* HYBRID: the workers' share the layer last set (1/1000) */
+    cudaStream_t stream;
+    int own_stream;
+    const feeder__slot_layout *l;
+    uint8_t *mem;
+    size_t mem_bytes;
+    int registered;
+    int pin_mode;
+    int depth;
+    entry *e;
+    size_t in_bytes, out_bytes, out_sample_bytes;
+    uint32_t nslots;
+    int held;      /* host batches held by entries */
+    item *fifo;
+    int head, len; /* FIFO of depth + 1 items */
+    int paused;    /* a status is queued: pull nothing until it is taken */
+    int broken;    /* a CUDA error: every later call fails with it */
+    char broken_msg[512];
+    char describe[512];
+    uint64_t device_bytes, pinned_bytes;
+    uint64_t h2d_ns; /* copy times harvested at reuse, not yet in the stats */
+
+    /* GPU decoders (NVJPEG, HYBRID) */
+    feeder__gpu_decoder *dec;      /* NULL until make_decoder's is taken (decoder_ready) */
+    feeder__gpu_decoder *dec_made; /* made on dec_thread */
+    pthread_t dec_thread;
+    int dec_thread_live;
+    atomic_int dec_state;          /* 0 being made, 1 made, -1 failed */
+    int decodes;
+    char dec_why[300];
+    char dec_err[300];             /* dec_thread's message */
+    char pin_note[300], pack_note[300];
+    feeder__gpu_image *imgs;
+    uint32_t *refused;
+    uint8_t *fb;          /* one decoded sample of the CPU fallback */
+    uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
+    uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
+    int waited;           /* the last host batch was waited for (> 0.2 ms) */
+
+    /* RAW packed files: records copied from the file's registered mapping */
+    const struct feeder__pack *pack;
+    int pack_registered;
+
+    /* PIN_COPY threads */
+    pthread_t *thr;
+    int nthr;
+    pthread_mutex_t lock;
+    pthread_cond_t cv_work, cv_done;
+    int *jobs; /* FIFO of entry ids waiting for or under copy */
+    int jhead, jlen;
+    int stop;
+    uint64_t pin_ns; /* under lock */
+
+    /* Trace (loader/trace.h): GPU times are mapped to the host clock through
+     * tr_ref, an event known to have passed at host time tr_ref_ns. */
+    feeder__trace *tr;
+    int tr_copy; /* the copy stream's track */
+    int tr_dec;  /* the GPU decoder's track (same stream, its own row) */
+    cudaEvent_t tr_ref;
+    uint64_t tr_ref_ns;
+};
+
+typedef struct devguard {
+    int prev, changed;
+} devguard;
+
+int feeder__cuda_fail(feeder__gpu *g, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int feeder__cuda_host_release(feeder__gpu *g, feeder_batch *hb);
+void feeder__cuda_set_cpu_share(feeder__gpu *g, uint32_t permille);
+void feeder__cuda_stats_add(feeder__gpu *g, const feeder_stats *d);
+const char *feeder__cuda_errtext(cudaError_t e);
+cudaError_t feeder__cuda_enter(const feeder__gpu *g, devguard *d);
+void feeder__cuda_leave(const devguard *d);
+void *feeder__cuda_dev_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err);
+void feeder__cuda_dev_free(feeder__gpu *g, void *p);
+void *feeder__cuda_pin_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err);
+void feeder__cuda_pin_free(feeder__gpu *g, void *p);
+void feeder__cuda_harvest(feeder__gpu *g, entry *en, uint64_t *h2d_ns);
+cudaError_t feeder__cuda_enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels);
+void feeder__cuda_trace_copies(feeder__gpu *g, entry *en, int h2d);
+cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch *hb);
+int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int *sample_err,
+                          char *msg, size_t msglen);
+void *feeder__cuda_pin_thread(void *arg);
+int feeder__cuda_setup_fail(feeder__gpu *g, char *why, size_t whylen, const char *what, cudaError_t e);
+void feeder__cuda_pin_quiesce(feeder__gpu *g);
+
+#endif

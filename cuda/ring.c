@@ -1,0 +1,483 @@
+/*
+ * The GPU prefetcher: host batches in, device batches out.
+ *
+ * A ring of `depth` entries, each a device buffer (plus a uint8 staging
+ * buffer when the output is float), device labels, host copies of the labels
+ * and indices, and three events: h2d (the slot's bytes are on the device),
+ * copy (the batch is complete: copied and normalised; this is the batch's
+ * ready_event) and release (recorded on the user's stream by
+ * feeder_batch_release).
+ *
+ * Ordering (DESIGN invariant 2), all enforced on the GPU or by events, so
+ * neither feeder_next nor feeder_batch_release blocks on the GPU:
+ *  - a device buffer is written again only after the copy stream has waited
+ *    on its release event, i.e. after the user's stream passed the release;
+ *  - a host slot goes back to the workers only after its h2d event has
+ *    passed (register / none), or after the pin threads copied it out (copy);
+ *  - a pinned buffer is overwritten only after the h2d copy that read it has
+ *    completed (cudaEventSynchronize on its h2d event, on the host, before
+ *    the pin threads are given the entry again).
+ *
+ * Delivery keeps the host loader's order: a FIFO holds prefetched batches and
+ * statuses (an error, FEEDER_DONE) in the order the host loader gave them;
+ * after a status nothing more is pulled until the user has taken it, so an
+ * epoch's end or a failed batch is reported exactly where it belongs.
+ *
+ * feeder_next returns batch k as soon as its copy is enqueued, and before
+ * returning it pulls every host batch that is already finished into free
+ * entries, so the copy of k+1 runs while the user computes on k. Releasing a
+ * batch does the same, so a freed entry is refilled at once.
+ *
+ * The PIN_COPY threads (DESIGN: one memcpy thread reaches 9-15 GB/s, PCIe
+ * needs more) share each job: every thread copies a chunk, the last one to
+ * finish enqueues the H2D and the events. They never touch the host loader.
+ */
+#include "cuda/layer.h"
+
+const char *feeder__gpu_describe(const feeder__gpu *g) { return g ? g->describe : ""; }
+
+int feeder__gpu_decodes(const feeder__gpu *g) { return g && g->decodes; }
+
+int feeder__gpu_packed_direct(const feeder__gpu *g) { return g && g->pack_registered; }
+
+const char *feeder__gpu_decode_why(const feeder__gpu *g) { return g ? g->dec_why : ""; }
+
+int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open)
+{
+    int n = 0;
+    *open = 0;
+    for (int k = 0; k < g->len && n < cap; k++) {
+        const item *it = &g->fifo[(g->head + k) % (g->depth + 1)];
+        if (it->entry >= 0 && g->e[it->entry].pub.epoch == epoch) {
+            out[n++] = g->e[it->entry].pub.number;
+            *open = 1;
+        } else if (it->entry < 0 && it->epoch == epoch) {
+            if (it->batch >= 0)
+                out[n++] = (uint64_t)it->batch;
+            *open = 1; /* even FEEDER_DONE: the user has not seen the epoch end */
+        }
+    }
+    return n;
+}
+
+int feeder__gpu_owns(const feeder_batch *b)
+{
+    return b && b->internal_ && *(const uint32_t *)b->internal_ == ENTRY_MAGIC;
+}
+
+/* Give back the host slot of every entry that is done with it. `block`:
+ * wait for the oldest such copy when no slot could be freed otherwise. */
+static int reap(feeder__gpu *g, feeder_stats *d, int block)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int freed = 0;
+        entry *oldest = NULL;
+        for (int i = 0; i < g->depth; i++) {
+            entry *en = &g->e[i];
+            int done = 0;
+            if (g->pin_mode == FEEDER_PIN_COPY) {
+                /* The pin threads own an entry's events until it is enqueued. */
+                pthread_mutex_lock(&g->lock);
+                int enq = en->pin == PIN_ENQUEUED || en->pin == PIN_IDLE;
+                done = en->slot_done;
+                pthread_mutex_unlock(&g->lock);
+                if (!enq && !en->hb)
+                    continue;
+                if (!enq)
+                    goto slot;
+            }
+            if (en->timed) {
+                cudaError_t q = cudaEventQuery(en->h2d_ev);
+                if (q == cudaSuccess) {
+                    feeder__cuda_harvest(g, en, &d->h2d_ns);
+                    en->timed = 0;
+                    feeder__cuda_trace_copies(g, en, 1);
+                } else if (q != cudaErrorNotReady) {
+                    return feeder__cuda_fail(g, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
+                                               (unsigned long long)en->pub.number, g->cfg.device,
+                                               feeder__cuda_errtext(q));
+                }
+            }
+        slot:
+            if (!en->hb)
+                continue;
+            if (g->pin_mode != FEEDER_PIN_COPY)
+                done = en->used && !en->timed; /* h2d_ev has passed (checked above) */
+            if (done) {
+                feeder__cuda_host_release(g, en->hb);
+                en->hb = NULL;
+                g->held--;
+                freed = 1;
+            } else if (!oldest || en->pub.number < oldest->pub.number) {
+                oldest = en;
+            }
+        }
+        if (freed || !block || !oldest || g->held < (int)g->nslots)
+            return 0;
+        /* Every host slot is in a copy: wait for the oldest. */
+        if (g->pin_mode == FEEDER_PIN_COPY) {
+            pthread_mutex_lock(&g->lock);
+            while (!oldest->slot_done)
+                pthread_cond_wait(&g->cv_done, &g->lock);
+            pthread_mutex_unlock(&g->lock);
+        } else {
+            cudaError_t e = cudaEventSynchronize(oldest->h2d_ev);
+            if (e != cudaSuccess)
+                return feeder__cuda_fail(g, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+                                           (unsigned long long)oldest->pub.number, feeder__cuda_errtext(e));
+        }
+    }
+    return 0;
+}
+
+static entry *free_entry(feeder__gpu *g)
+{
+    for (int i = 0; i < g->depth; i++)
+        if (g->e[i].state == E_FREE)
+            return &g->e[i];
+    return NULL;
+}
+
+static void push_status(feeder__gpu *g, int rc, const char *msg)
+{
+    item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
+    it->entry = -1;
+    it->rc = rc;
+    it->batch = g->cfg.host.status_batch(g->cfg.host.ctx);
+    it->epoch = g->cfg.host.epoch(g->cfg.host.ctx);
+    feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
+    g->paused = 1;
+}
+
+/* Give back the host batch an entry still holds, waiting for its copy:
+ * an entry freed by the user may be refilled before a reap saw its copy
+ * end, and its old slot must not be lost. */
+static int drop_held(feeder__gpu *g, entry *en)
+{
+    if (!en->hb)
+        return 0;
+    if (g->pin_mode == FEEDER_PIN_COPY) {
+        pthread_mutex_lock(&g->lock);
+        while (!en->slot_done && !g->stop)
+            pthread_cond_wait(&g->cv_done, &g->lock);
+        pthread_mutex_unlock(&g->lock);
+    } else {
+        cudaError_t e = cudaEventSynchronize(en->h2d_ev);
+        if (e != cudaSuccess)
+            return feeder__cuda_fail(g, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+                                       (unsigned long long)en->pub.number, feeder__cuda_errtext(e));
+    }
+    feeder__cuda_host_release(g, en->hb);
+    en->hb = NULL;
+    g->held--;
+    return 0;
+}
+
+/* Start moving host batch `hb` into entry `en`. */
+static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
+{
+    const feeder__slot_layout *l = g->l;
+    int rc = drop_held(g, en);
+    if (rc) {
+        feeder__cuda_host_release(g, hb);
+        return rc;
+    }
+    en->hb = hb;
+    g->held++;
+    en->count = hb->count;
+    en->in_bytes = (size_t)hb->count * l->sample_bytes;
+    memcpy(en->labels, hb->labels, hb->count * sizeof(int64_t));
+    memcpy(en->indices, hb->indices, hb->count * sizeof(uint64_t));
+    feeder_batch *b = &en->pub;
+    memset(b, 0, sizeof(*b));
+    b->data = NULL;
+    b->labels = en->labels;
+    b->indices = en->indices;
+    b->count = hb->count;
+    b->height = hb->height;
+    b->width = hb->width;
+    b->channels = hb->channels;
+    b->layout = g->cfg.dtype == FEEDER_DTYPE_UINT8 ? hb->layout : g->cfg.out_layout;
+    b->skipped = hb->skipped;
+    b->sample_bytes = g->out_sample_bytes;
+    b->epoch = hb->epoch;
+    b->number = hb->number;
+    b->device_data = en->dev;
+    b->ready_event = (void *)en->copy_ev;
+    b->device_labels = en->dev_labels;
+    b->dtype = g->cfg.dtype;
+    b->device = g->cfg.device;
+    b->device_bytes = (size_t)hb->count * g->out_sample_bytes;
+    b->internal_ = en;
+    en->state = E_PENDING;
+    item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
+    it->entry = (int)(en - g->e);
+    it->rc = 0;
+
+    /* The entry's last H2D must be over before its pinned buffer is
+     * rewritten (invariant 2), and its copy time must be read before the
+     * events are recorded again (else the stats keep only the copies that
+     * happened to finish before a reap, the short ones). It was enqueued
+     * two batches ago, so this rarely waits. */
+    if (en->timed || (en->used && g->pin_mode == FEEDER_PIN_COPY)) {
+        cudaError_t e = cudaEventSynchronize(en->h2d_ev);
+        if (e != cudaSuccess)
+            return feeder__cuda_fail(g, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
+                                       feeder__cuda_errtext(e));
+        if (en->timed)
+            feeder__cuda_harvest(g, en, &g->h2d_ns);
+        feeder__cuda_trace_copies(g, en, en->timed);
+        en->timed = 0;
+    }
+    feeder__cuda_trace_copies(g, en, 0); /* a normalise span still owed: now or never */
+    en->tr_norm = 0;
+    if (g->pin_mode == FEEDER_PIN_COPY) {
+        pthread_mutex_lock(&g->lock);
+        en->src = hb->data;
+        en->src_labels = hb->labels;
+        en->slot_done = 0;
+        en->chunks_taken = en->chunks_done = 0;
+        en->err = 0;
+        en->pin = PIN_QUEUED;
+        g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = it->entry;
+        pthread_cond_broadcast(&g->cv_work);
+        pthread_mutex_unlock(&g->lock);
+        return 0;
+    }
+    if (g->pack_registered) {
+        cudaError_t e = feeder__cuda_enqueue_direct(g, en, hb);
+        if (e != cudaSuccess)
+            return feeder__cuda_fail(g, FEEDER_ECUDA,
+                                       "copying batch %llu of epoch %llu from the packed file to "
+                                       "device %d: %s", (unsigned long long)hb->number,
+                                       (unsigned long long)hb->epoch, g->cfg.device, feeder__cuda_errtext(e));
+        return 0;
+    }
+    if (g->decodes) {
+        char msg[1024];
+        int sample_err = 0;
+        rc = feeder__cuda_enqueue_decode(g, en, hb, &sample_err, msg, sizeof(msg));
+        if (rc && !sample_err)
+            return feeder__cuda_fail(g, rc, "%s", msg);
+        if (rc) {
+            /* The batch fails where it stands in the FIFO, as a worker's
+             * sample error would; its slot goes back now. */
+            it->entry = -1;
+            it->rc = rc;
+            it->batch = (int64_t)hb->number;
+            it->epoch = hb->epoch;
+            feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
+            g->paused = 1;
+            en->state = E_FREE;
+            en->hb = NULL;
+            g->held--;
+            feeder__cuda_host_release(g, hb);
+        }
+        return 0;
+    }
+    cudaError_t e = feeder__cuda_enqueue(g, en, hb->data, hb->labels);
+    if (e != cudaSuccess)
+        return feeder__cuda_fail(g, FEEDER_ECUDA, "copying batch %llu of epoch %llu to device %d: %s",
+                                   (unsigned long long)hb->number, (unsigned long long)hb->epoch,
+                                   g->cfg.device, feeder__cuda_errtext(e));
+    return 0;
+}
+
+/* Pull host batches into free entries: without waiting (try), or waiting for
+ * one (the FIFO is empty and the user asked for a batch). */
+static int pull(feeder__gpu *g, int wait)
+{
+    while (!g->paused) {
+        entry *en = free_entry(g);
+        if (!en)
+            return 0;
+        int rc = drop_held(g, en);
+        if (rc)
+            return rc;
+        if (g->held >= (int)g->nslots)
+            return 0; /* every slot is in a copy; reap frees them */
+        feeder_batch *hb = NULL;
+        uint64_t t0 = feeder__now_ns();
+        rc = g->cfg.host.next(g->cfg.host.ctx, &hb, !wait);
+        /* HYBRID: did the GPU side have to wait for the workers? */
+        g->waited = feeder__now_ns() - t0 > 200000;
+        if (rc == FEEDER__AGAIN)
+            return 0;
+        if (rc) {
+            push_status(g, rc, g->cfg.host.errmsg(g->cfg.host.ctx));
+            return 0;
+        }
+        if ((rc = submit(g, en, hb)))
+            return rc;
+        wait = 0;
+    }
+    return 0;
+}
+
+static int broken(feeder__gpu *g, int rc, const char *msg)
+{
+    g->broken = rc;
+    feeder__fmt(g->broken_msg, sizeof(g->broken_msg), "%s", msg);
+    return rc;
+}
+
+int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
+{
+    if (g->broken)
+        return feeder__cuda_fail(g, g->broken, "%s", g->broken_msg);
+    uint64_t t0 = feeder__now_ns();
+    feeder_stats d;
+    memset(&d, 0, sizeof(d));
+    devguard dg;
+    cudaError_t ce = feeder__cuda_enter(g, &dg);
+    if (ce != cudaSuccess)
+        return feeder__cuda_fail(g, FEEDER_ECUDA, "cudaSetDevice(%d): %s", g->cfg.device, feeder__cuda_errtext(ce));
+    int rc = reap(g, &d, 0);
+    if (!rc)
+        rc = pull(g, 0);
+    if (!rc && g->len == 0) {
+        if (!free_entry(g)) {
+            rc = feeder__cuda_fail(g, FEEDER_EBUSY,
+                                     "all %d device buffers are borrowed; release a batch first "
+                                     "(gpu_prefetch = %d)", g->depth, g->depth);
+            goto out;
+        }
+        if (!(rc = reap(g, &d, 1)))
+            rc = pull(g, 1);
+        if (!rc && g->len == 0)
+            rc = feeder__cuda_fail(g, FEEDER_EPROTO,
+                                     "GPU prefetcher: no batch could be pulled (%d of %u host slots "
+                                     "in copies)", g->held, g->nslots);
+    }
+    if (rc) {
+        rc = broken(g, rc, g->errmsg);
+        goto out;
+    }
+    item *it = &g->fifo[g->head];
+    g->head = (g->head + 1) % (g->depth + 1);
+    g->len--;
+    if (it->entry < 0) {
+        g->paused = 0;
+        rc = feeder__cuda_fail(g, it->rc, "%s", it->msg);
+        goto out;
+    }
+    entry *en = &g->e[it->entry];
+    if (g->pin_mode == FEEDER_PIN_COPY) {
+        /* The batch is lent once its copy is on the stream (the event is
+         * recorded); the user's stream waits for the copy itself. */
+        pthread_mutex_lock(&g->lock);
+        while (en->pin != PIN_ENQUEUED)
+            pthread_cond_wait(&g->cv_done, &g->lock);
+        int err = en->err;
+        char msg[sizeof(en->errmsg)];
+        memcpy(msg, en->errmsg, sizeof(msg));
+        pthread_mutex_unlock(&g->lock);
+        if (err) {
+            rc = broken(g, feeder__cuda_fail(g, err, "%s", msg), msg);
+            goto out;
+        }
+    }
+    en->state = E_LENT;
+    d.gpu_batches = 1;
+    d.h2d_bytes = en->in_bytes + en->count * sizeof(int64_t);
+    *out = &en->pub;
+    /* Batch k is out; start k+1 now, not at the next call. */
+    rc = pull(g, 0);
+    if (rc)
+        rc = broken(g, rc, g->errmsg);
+    rc = 0; /* batch k is valid either way; a later call reports the failure */
+out:
+    feeder__cuda_leave(&dg);
+    pthread_mutex_lock(&g->lock);
+    d.pin_ns = g->pin_ns;
+    g->pin_ns = 0;
+    pthread_mutex_unlock(&g->lock);
+    d.h2d_ns += g->h2d_ns;
+    g->h2d_ns = 0;
+    d.gpu_decode_ns = g->dec_ns;
+    d.gpu_decoded = g->gpu_decoded;
+    d.gpu_fallback = g->gpu_fallback;
+    g->dec_ns = g->gpu_decoded = g->gpu_fallback = 0;
+    d.wait_ns = feeder__now_ns() - t0;
+    feeder__cuda_stats_add(g, &d);
+    return rc;
+}
+
+int feeder__gpu_release(feeder_batch *b, void *stream)
+{
+    entry *en = b->internal_;
+    feeder__gpu *g = en->g;
+    if (en->state != E_LENT || &en->pub != b)
+        return FEEDER_EINVAL;
+    feeder__trace_unhold(g->tr, b, feeder__now_ns());
+    devguard dg;
+    cudaError_t e = feeder__cuda_enter(g, &dg);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(en->release_ev, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        /* Without the event the buffer's readers are unknown: wait for the
+         * whole device rather than risk overwriting what they read. */
+        cudaDeviceSynchronize();
+        en->wait_release = 0;
+    } else {
+        en->wait_release = 1;
+    }
+    en->state = E_FREE;
+    b->internal_ = NULL;
+    /* Refill the freed buffer now, so its copy overlaps the user's compute. */
+    if (!g->broken) {
+        feeder_stats d;
+        memset(&d, 0, sizeof(d));
+        int rc = reap(g, &d, 0);
+        if (!rc)
+            rc = pull(g, 0);
+        if (rc)
+            broken(g, rc, g->errmsg);
+        feeder__cuda_stats_add(g, &d);
+    }
+    feeder__cuda_leave(&dg);
+    return e == cudaSuccess ? 0
+                            : feeder__cuda_fail(g, FEEDER_ECUDA,
+                                                  "feeder_batch_release: cudaEventRecord: %s",
+                                                  feeder__cuda_errtext(e));
+}
+
+void feeder__gpu_drop(feeder__gpu *g)
+{
+    devguard dg;
+    if (feeder__cuda_enter(g, &dg) != cudaSuccess)
+        return;
+    feeder__cuda_pin_quiesce(g);
+    cudaStreamSynchronize(g->stream);
+    feeder_stats d;
+    memset(&d, 0, sizeof(d));
+    reap(g, &d, 0);
+    feeder__cuda_stats_add(g, &d);
+    for (; g->len; g->len--, g->head = (g->head + 1) % (g->depth + 1)) {
+        item *it = &g->fifo[g->head];
+        if (it->entry >= 0)
+            g->e[it->entry].state = E_FREE;
+    }
+    g->paused = 0;
+    feeder__cuda_leave(&dg);
+}
+
+const char *feeder__gpu_errmsg(const feeder__gpu *g) { return g ? g->errmsg : ""; }
+
+void feeder__gpu_stats(const feeder__gpu *g, feeder_stats *st)
+{
+    if (!g)
+        return;
+    st->pin_ns += g->st.pin_ns;
+    st->h2d_ns += g->st.h2d_ns;
+    st->h2d_bytes += g->st.h2d_bytes;
+    st->gpu_batches += g->st.gpu_batches;
+    st->wait_ns += g->st.wait_ns;
+    st->gpu_decoded += g->st.gpu_decoded;
+    st->gpu_fallback += g->st.gpu_fallback;
+    st->gpu_decode_ns += g->st.gpu_decode_ns;
+    st->pinned_bytes = g->st.pinned_bytes;
+    st->device_bytes = g->st.device_bytes;
+    if (g->decodes)
+        st->hybrid_cpu_permille = g->st.hybrid_cpu_permille;
+}
