@@ -137,11 +137,9 @@ static cudaError_t copy_pixels(feeder__gpu *g, entry *en, const uint8_t *src, ui
  * neither side waits for the other. A host batch that was already finished
  * when the GPU side asked for it means the workers are ahead: give them more;
  * one the GPU side had to wait for means they are behind: give them less.
- * A model from per-image costs was tried first; its numbers gave the
- * workers ~40% of each batch on the H100 machine where their measured rate
- * allows under 30% (their decode time leaves out reading, scheduling and the
- * cores the loader's thread and the driver take), so the split follows what
- * the pipeline does, not what it should do. A step shows only in batches
+ * The split follows what the pipeline does rather than a cost model, whose
+ * per-image decode times leave out reading, scheduling and the cores the
+ * loader's thread and the driver take (docs/ARCHITECTURE.md). A step shows only in batches
  * dispatched after it, which arrive behind every slot already in flight, so
  * the step is small against that lag: all the slots together move the share
  * by at most 6%, and it does not swing from one side to the other. */

@@ -39,9 +39,10 @@ static int start_stream(feeder__gpu *g, char *why, size_t whylen)
     return 0;
 }
 
-/* nvJPEG's handles take about 0.6 s to make on the H100 machine: they are
- * made on this thread while the workers decode the first batches on the CPU
- * (a share of 1000), and the share drops when the decoder is ready. */
+/* nvJPEG's handles take a large part of a second to make
+ * (docs/ARCHITECTURE.md): they are made on this thread while the workers
+ * decode the first batches on the CPU (a share of 1000, with warm-up), and
+ * the share drops when the decoder is ready. */
 static void *make_decoder(void *arg)
 {
     feeder__gpu *g = arg;

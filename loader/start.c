@@ -215,12 +215,10 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "%llu slots of %zu bytes overflow a size",
                     (unsigned long long)nslots, job->layout.slot_bytes);
     ld->nslots = (uint32_t)nslots;
-    /* Tasks of about 16 samples by default (at least one per worker): on the
-     * H100 machine 4 workers with tasks of 64 (one per worker, batch 256)
-     * reached 0.87 of 4x the calling thread's rate, with tasks of 16 1.00
-     * (medians of 3; docs/BENCHMARKS.md): a batch no longer waits for the
-     * slowest worker's quarter, and each task's files are still in cache
-     * when they are decoded. */
+    /* Tasks of about 16 samples by default (at least one per worker): a
+     * batch then does not wait for the slowest worker's quarter, and each
+     * task's files are still in cache when they are decoded
+     * (docs/BENCHMARKS.md, runs 12-13). */
     uint64_t split = (uint64_t)iopt(ld, FEEDER_OPT_SPLIT);
     uint64_t autosplit = (batch + FEEDER__TASK_SAMPLES - 1) / FEEDER__TASK_SAMPLES;
     if (autosplit < (uint64_t)ld->nworkers)
