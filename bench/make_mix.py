@@ -30,11 +30,9 @@ def one(i):
     w, h = p.size
     ar = r.uniform(0.75, 1.5)
     W, H = (int(short * ar), short) if r.random() < 0.7 else (short, int(short * ar))
-    if w < W or h < H:
-        img = p.resize((W, H))
-    else:
-        x0, y0 = r.randint(0, w - W), r.randint(0, h - H)
-        img = p.crop((x0, y0, x0 + W, y0 + H))
+    x0 = r.randint(0, max(0, w - W)) if w > W else 0
+    y0 = r.randint(0, max(0, h - H)) if h > H else 0
+    img = p.resize((W, H)) if (w < W or h < H) else p.crop((x0, y0, x0 + W, y0 + H))
     kind = r.random()
     q = r.randint(90, 98) if A.imagenet else r.randint(85, 95)
     d = os.path.join(A.out, "c%02d" % (i % 10))
