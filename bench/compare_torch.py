@@ -152,8 +152,9 @@ def run(args, samples, use_tvio, pipeline, workers, cuda):
     gen.manual_seed(args.seed)
     kw = dict(batch_size=args.batch, shuffle=shuffle, num_workers=workers, pin_memory=cuda,
               persistent_workers=False, drop_last=False, generator=gen)
-    if workers > 0:  # PyTorch rejects prefetch_factor without workers
+    if workers > 0:  # PyTorch rejects prefetch_factor (and persistence) without workers
         kw["prefetch_factor"] = args.prefetch
+        kw["persistent_workers"] = bool(getattr(args, "persistent", False))
     loader = DataLoader(ds, **kw)
     epochs = []
     for e in range(args.epochs):
@@ -549,6 +550,10 @@ def main():
     ap.add_argument("--shuffle", type=int, choices=[0, 1], default=None,
                     help="default: 1 for train, 0 for eval (as bench_loader)")
     ap.add_argument("--no-cuda", action="store_true", help="do not pin or copy to the GPU")
+    ap.add_argument("--persistent", action="store_true",
+                    help="persistent_workers=True: PyTorch's steady state (its default re-forks "
+                         "the workers every epoch); with --skip-first the figure is the median "
+                         "of the epochs after the first")
     ap.add_argument("--pil", action="store_true",
                     help="decode with PIL even where torchvision.io works")
     ap.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
@@ -607,7 +612,8 @@ def main():
                dataset=dict(path=data, images=len(samples), classes=len(classes)),
                config=dict(batch=args.batch, prefetch=args.prefetch, epochs=args.epochs,
                            size=args.size, resize=args.resize, seed=args.seed,
-                           pin_memory=cuda, persistent_workers=False),
+                           pin_memory=cuda,
+                           persistent_workers=bool(getattr(args, "persistent", False))),
                runs=[])
     for p in pipelines:
         for w in args.workers:
