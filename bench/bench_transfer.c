@@ -4,7 +4,7 @@
  *
  *   bench_transfer
  *   bench_transfer --sizes 64K,1M,64M,256M --reps 20 --json
- *   bench_transfer --device 1 --no-append
+ *   bench_transfer --device 1 --append-to /tmp/transfer.md
  *
  * Three kinds of host memory:
  *   pageable    malloc, every page touched before timing;
@@ -28,9 +28,9 @@
  * The headline is pinned H2D at 64 MiB and 256 MiB: feeder's own pinned path
  * must reach 90% of it (issue 3).
  *
- * Output: a Markdown table on stdout (or JSON with --json) and, unless
- * --no-append, the same table with the command line, date and machine
- * appended to docs/BENCHMARKS.md. Progress lines go to stderr.
+ * Output: a Markdown table on stdout (or JSON with --json) and, with
+ * --append-to FILE, the same table with the command line, date and machine
+ * appended to FILE. Progress lines go to stderr.
  * Exit status: 0 done, 1 a CUDA call or a copy check failed, 2 bad arguments,
  * 77 no CUDA device (skipped).
  */
@@ -105,8 +105,8 @@ static void usage(FILE *f)
             "                    between %u and %u)\n"
             "  --repeats N       timings per figure; the median is reported (5)\n"
             "  --json            JSON on stdout instead of the table\n"
-            "  --no-append       do not append the record to docs/BENCHMARKS.md\n"
-            "  --append-to FILE  append the record to FILE instead\n"
+            "  --append-to FILE  append the record (table, command, date, machine) to FILE\n"
+            "  --no-append       the default (kept so older command lines run)\n"
             "  --label TEXT      machine name for the record (default: hostname + cores)\n"
             "  -h, --help        this text\n"
             "Exit status: 0 done, 1 a CUDA call or a copy check failed, 2 bad arguments,\n"
@@ -182,7 +182,7 @@ static void parse_args(opts *o, int argc, char **argv)
     o->nsizes = sizeof(defaults) / sizeof(defaults[0]);
     memcpy(o->sizes, defaults, sizeof(defaults));
     o->repeats = 5;
-    o->append = 1;
+    o->append = 0; /* the checkout changes only when asked (--append-to) */
 
     opterr = 0; /* our own messages name the option */
     int c, li = -1;
@@ -208,11 +208,12 @@ static void parse_args(opts *o, int argc, char **argv)
         case OPT_JSON:
             o->json = 1;
             break;
-        case OPT_NO_APPEND:
+        case OPT_NO_APPEND: /* the default now; kept so older command lines run */
             o->append = 0;
             break;
         case OPT_APPEND_TO:
             o->append_to = optarg;
+            o->append = 1;
             break;
         case OPT_LABEL:
             o->label = optarg;

@@ -37,8 +37,8 @@ worker count, on the same files with the same batch, workers and prefetch:
 
 Each is run --runs times (a fresh loader each time, --epochs epochs each, the
 run's figure its median epoch) and the median run is reported with the ratio
-feeder / torch. --json-out writes every run; the table is appended to
-docs/BENCHMARKS.md (--append-to FILE, --no-append). --no-torch runs the
+feeder / torch. --json-out writes every run; --append-to FILE appends the table to FILE
+(nothing under the checkout changes unless asked). --no-torch runs the
 feeder side only (no torch needed: for tests, and machines without it).
 bench/plot_compare.py draws the JSON as a PNG.
 """
@@ -514,8 +514,8 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
             json.dump(res, fh, indent=2)
             fh.write("\n")
         print(f"wrote {args.json_out}", file=sys.stderr)
-    if not args.no_append:
-        md = args.append_to or os.path.join(SRC, "docs", "BENCHMARKS.md")
+    if args.append_to and not args.no_append:
+        md = args.append_to
         append_record(md, res["machine"]["label"], "feeder vs PyTorch, worker sweep",
                       res["command"], desc + "\n" + tbl)
 
@@ -572,8 +572,10 @@ def main():
                     help="the bench_loader binary (default: build/bench/bench_loader)")
     sw.add_argument("--json-out", default=None, help="write every result as JSON to FILE")
     sw.add_argument("--append-to", default=None,
-                    help="append the table to FILE instead of docs/BENCHMARKS.md")
-    sw.add_argument("--no-append", action="store_true", help="append the table nowhere")
+                    help="append the table to FILE (without it nothing is written but stdout "
+                         "and --json-out)")
+    sw.add_argument("--no-append", action="store_true",
+                    help="the default (kept so older command lines run)")
     sw.add_argument("--label", default=None, help="machine name (default: hostname + cores)")
     sw.add_argument("--no-torch", action="store_true",
                     help="run the feeder side only (no torch import needed)")

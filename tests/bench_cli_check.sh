@@ -4,7 +4,8 @@
 # remade when the dataset is newer), the "n/a: reason" row of a GPU decoder
 # that falls back (forced with --device -1, so it holds on any machine), the
 # --decoder all table appended with --append-to, and its JSON read back with
-# python3's json module (exit 77 when there is no python3).
+# python3's json module (exit 77 when there is no python3); nothing written
+# anywhere without --append-to.
 #   bench_cli_check.sh BENCH_LOADER
 set -euo pipefail
 bench=$1
@@ -111,4 +112,15 @@ for b in d["backends"]:
         assert b["decode_us_per_image"] > 0, b
 print("bench_loader --decoder all JSON: 5 backends, 2 n/a, numbers are numbers")
 EOF
+# Nothing is written but stdout unless asked: a plain run (table) and a --json
+# run leave the checkout's docs/BENCHMARKS.md and the working directory as
+# they were, and print no "appended to" line.
+src=$(cd "$(dirname "$0")/.." && pwd)
+before=$(sha256sum "$src/docs/BENCHMARKS.md")
+mkdir "$d/cwd"
+(cd "$d/cwd" && "$bench" "${small[@]}" > "$d/out" 2> "$d/err" &&
+   "$bench" "${small[@]}" --json > "$d/out.json" 2>> "$d/err")
+[[ $(sha256sum "$src/docs/BENCHMARKS.md") == "$before" ]] || fail "a run without --append-to changed docs/BENCHMARKS.md"
+[[ -z $(ls -A "$d/cwd") ]] || fail "a run wrote into its working directory: $(ls -A "$d/cwd")"
+! grep -q "appended to" "$d/err" || fail "a run without --append-to appended: $(cat "$d/err")"
 echo "bench_loader CLI checks passed"
