@@ -294,64 +294,47 @@ static int ensure_files(feeder__worker_ctx *w, unsigned n)
     return 0;
 }
 
-void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__result_msg *res)
+/* A user dataset's task: its get callback, sample by sample. */
+static int run_user_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                         feeder__result_msg *res)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    uint64_t *idx = feeder__slot_indices(l, slot);
+    int64_t *lab = feeder__slot_labels(l, slot);
+    char msg[FEEDER__ERRMSG_LEN];
+    for (uint32_t i = t->first; i < t->first + t->count; i++) {
+        uint64_t t0 = feeder__now_ns();
+        int rc = load_user_sample(w, t, idx[i], feeder__slot_sample(l, slot, i), &lab[i], msg,
+                                  sizeof(msg));
+        res->decode_ns += feeder__now_ns() - t0;
+        if (rc && w->job->policy == FEEDER_ON_ERROR_SKIP)
+            rc = replace_sample(w, t, i, slot, res, msg);
+        else if (rc)
+            feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Read every file of a task at once (one reader call), labels set. 0 or an
+ * error that is not one file's, with res->errmsg set. */
+static int read_task_files(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                           feeder__result_msg *res)
 {
     const feeder__job *job = w->job;
     const feeder__slot_layout *l = &job->layout;
-    const feeder_dataset *ds = job->ds;
-    memset(res, 0, offsetof(feeder__result_msg, errmsg));
-    res->errmsg[0] = 0;
-    res->kind = FEEDER__MSG_RESULT;
-    res->slot = t->slot;
-    res->first = t->first;
-    res->count = t->count;
-    res->batch = t->batch;
-    uint8_t *slot = feeder__slot_base(l, w->mem, t->slot);
-    uint64_t *idx = feeder__slot_indices(l, slot);
+    const uint64_t *idx = feeder__slot_indices(l, slot);
     int64_t *lab = feeder__slot_labels(l, slot);
-    populate(feeder__slot_sample(l, slot, t->first), (size_t)t->count * l->sample_bytes);
-    /* Positions that failed, to replace after the first pass (a replacement
-     * read reuses the reader's buffers, which the first pass still needs). */
-    uint32_t bad_first = UINT32_MAX;
-    char msg[FEEDER__ERRMSG_LEN];
-    int rc = 0;
-
-    if (ds->kind == FEEDER__DS_USER) {
-        for (uint32_t i = t->first; i < t->first + t->count; i++) {
-            uint64_t t0 = feeder__now_ns();
-            int src = load_user_sample(w, t, idx[i], feeder__slot_sample(l, slot, i), &lab[i],
-                                       msg, sizeof(msg));
-            res->decode_ns += feeder__now_ns() - t0;
-            if (src && job->policy == FEEDER_ON_ERROR_SKIP)
-                src = replace_sample(w, t, i, slot, res, msg);
-            else if (src)
-                feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
-            if (src) {
-                rc = src;
-                break;
-            }
-        }
-        res->status = rc;
-        return;
-    }
-
-    if (ds->kind == FEEDER__DS_PACKED) {
-        /* Records come from one mapped file: no per-sample open (packed.c). */
-        if ((rc = feeder__packed_fill(w, t, slot, res, &bad_first))) {
-            res->status = rc;
-            return;
-        }
-        goto replace;
-    }
-    if ((rc = ensure_files(w, t->count))) {
+    int rc = ensure_files(w, t->count);
+    if (rc) {
         feeder__fmt(res->errmsg, sizeof(res->errmsg), "worker %d: out of memory", w->id);
-        res->status = rc;
-        return;
+        return rc;
     }
     for (uint32_t k = 0; k < t->count; k++) {
         uint64_t index = idx[t->first + k];
-        w->files[k].path = feeder_dataset_path(ds, index);
-        lab[t->first + k] = ds->labels[index];
+        w->files[k].path = feeder_dataset_path(job->ds, index);
+        lab[t->first + k] = job->ds->labels[index];
     }
     uint64_t t0 = feeder__now_ns();
     FEEDER_NVTX_PUSH("read");
@@ -361,16 +344,26 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
     res->read_ns += t1 - t0;
     feeder__trace_worker_span(job->trace, w->id, FEEDER__SPAN_READ, t0, t1, (int64_t)t->epoch,
                               (int64_t)t->batch, -1);
-    if (rc) {
+    if (rc)
         feeder__fmt(res->errmsg, sizeof(res->errmsg), "worker %d: reader failed: %s", w->id,
                     strerror(-rc));
-        res->status = rc;
-        return;
-    }
-    if (w->gpu_dec && (rc = plan_files(w, t, slot, res))) {
+    return rc;
+}
+
+/* A task of files, read: each goes to its place as JPEG bytes (a GPU
+ * decoder's plan) or decoded. Under the skip policy a failed sample is
+ * marked (label -1; *bad_first the first) and replaced after this pass,
+ * since a replacement's read reuses the reader's buffers this pass needs. */
+static int place_task_files(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                            feeder__result_msg *res, uint32_t *bad_first)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    const uint64_t *idx = feeder__slot_indices(l, slot);
+    int64_t *lab = feeder__slot_labels(l, slot);
+    char msg[FEEDER__ERRMSG_LEN];
+    if (w->gpu_dec && plan_files(w, t, slot, res)) {
         feeder__fmt(res->errmsg, sizeof(res->errmsg), "worker %d: out of memory", w->id);
-        res->status = rc;
-        return;
+        return -ENOMEM;
     }
     for (uint32_t k = 0; k < t->count; k++) {
         uint32_t i = t->first + k;
@@ -378,40 +371,73 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
         res->bytes_read += f->err ? 0 : f->len;
         uint8_t *dst = feeder__worker_sample_dst(w, slot, i);
         if (w->gpu_dec && w->part.gpu[k]) {
-            /* The JPEG engine's kind: the bytes go over as they are. */
-            memcpy(dst, f->data, f->len);
+            memcpy(dst, f->data, f->len); /* the JPEG engine's kind: bytes as they are */
             continue;
         }
-        int src = load_file_sample(w, t, f, idx[i], dst, res, msg, sizeof(msg));
-        if (!src)
+        int rc = load_file_sample(w, t, f, idx[i], dst, res, msg, sizeof(msg));
+        if (!rc)
             continue;
-        if (job->policy == FEEDER_ON_ERROR_SKIP) {
-            /* Mark it; replaced below. The label slot holds the mark. */
-            lab[i] = -1;
-            if (bad_first == UINT32_MAX)
-                bad_first = i;
-            continue;
+        if (w->job->policy != FEEDER_ON_ERROR_SKIP) {
+            feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
+            return rc;
         }
-        feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
-        res->status = src;
-        return;
+        lab[i] = -1;
+        if (*bad_first == UINT32_MAX)
+            *bad_first = i;
     }
-replace:
+    return 0;
+}
+
+/* The skip policy's second pass: every marked sample replaced. */
+static int replace_marked(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                          uint32_t bad_first, feeder__result_msg *res)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    const uint64_t *idx = feeder__slot_indices(l, slot);
+    const int64_t *lab = feeder__slot_labels(l, slot);
+    char msg[FEEDER__ERRMSG_LEN];
     for (uint32_t i = bad_first; i != UINT32_MAX && i < t->first + t->count; i++) {
         if (lab[i] != -1)
             continue;
-        const char *path = feeder_dataset_path(ds, idx[i]);
+        const char *path = feeder_dataset_path(w->job->ds, idx[i]);
         if (path)
             feeder__fmt(msg, sizeof(msg), "sample %llu (%s) failed", (unsigned long long)idx[i],
                         path);
         else
             feeder__fmt(msg, sizeof(msg), "sample %llu failed", (unsigned long long)idx[i]);
-        int src = replace_sample(w, t, i, slot, res, msg);
-        if (src) {
-            res->status = src;
-            return;
-        }
+        int rc = replace_sample(w, t, i, slot, res, msg);
+        if (rc)
+            return rc;
     }
+    return 0;
+}
+
+void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__result_msg *res)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    int kind = w->job->ds->kind;
+    memset(res, 0, offsetof(feeder__result_msg, errmsg));
+    res->errmsg[0] = 0;
+    res->kind = FEEDER__MSG_RESULT;
+    res->slot = t->slot;
+    res->first = t->first;
+    res->count = t->count;
+    res->batch = t->batch;
+    uint8_t *slot = feeder__slot_base(l, w->mem, t->slot);
+    populate(feeder__slot_sample(l, slot, t->first), (size_t)t->count * l->sample_bytes);
+    if (kind == FEEDER__DS_USER) {
+        res->status = run_user_task(w, t, slot, res);
+        return;
+    }
+    uint32_t bad_first = UINT32_MAX;
+    int rc = kind == FEEDER__DS_PACKED
+                 ? feeder__packed_fill(w, t, slot, res, &bad_first) /* one mapped file */
+                 : read_task_files(w, t, slot, res);
+    if (!rc && kind != FEEDER__DS_PACKED)
+        rc = place_task_files(w, t, slot, res, &bad_first);
+    if (!rc)
+        rc = replace_marked(w, t, slot, bad_first, res);
+    res->status = rc;
 }
 
 static int send_msg(int chan, const void *msg, size_t len)
