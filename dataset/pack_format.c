@@ -155,14 +155,11 @@ static int check_section(const char *name, size_t len, const char *what, uint64_
     return 0;
 }
 
-int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder__pack_view *out,
-                       char *err, size_t errlen)
+/* The fixed part of the header: magic, version (first: a later version may
+ * lay out the rest differently), length and CRC. */
+static int parse_magic(const uint8_t *buf, size_t len, const char *name, char *err,
+                       size_t errlen)
 {
-    if (err && errlen)
-        err[0] = 0;
-    if (!name)
-        name = "(packed file)";
-    memset(out, 0, sizeof(*out));
     if (len < 8)
         return bad(err, errlen,
                    "%s: not a feeder packed file (%llu bytes, shorter than its 8-byte magic)",
@@ -188,9 +185,12 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
     if (stored != computed)
         return bad(err, errlen, "%s: header crc32c mismatch (stored 0x%08x, computed 0x%08x)",
                    name, stored, computed);
+    return 0;
+}
 
-    feeder__pack_header *h = &out->h;
-    h->version = version;
+static void read_header(const uint8_t *buf, feeder__pack_header *h)
+{
+    h->version = rd32(buf + H_VERSION);
     h->header_bytes = rd32(buf + H_HEADER_BYTES);
     h->kind = rd32(buf + H_KIND);
     h->dtype = rd32(buf + H_DTYPE);
@@ -214,6 +214,12 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
     h->shard_first = rd64(buf + H_SHARD_FIRST);
     h->total_records = rd64(buf + H_TOTAL_RECORDS);
 
+}
+
+/* The header's own claims: sizes, kind, dtype, labels, shape, shards. */
+static int check_header(const feeder__pack_header *h, const char *name, char *err, size_t errlen)
+{
+    uint32_t version = h->version;
     if (h->header_bytes != FEEDER__PACK_HEADER_BYTES)
         return bad(err, errlen, "%s: header size %u (version %u headers are %u bytes)", name,
                    h->header_bytes, version, FEEDER__PACK_HEADER_BYTES);
@@ -255,7 +261,14 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
                    "%s: shard holds %llu records from record %llu on, past the %llu records of "
                    "all shards",
                    name, ULL(h->count), ULL(h->shard_first), ULL(h->total_records));
+    return 0;
+}
 
+/* The index, labels, record area and class names lie inside the file. */
+static int check_sections(const uint8_t *buf, size_t len, const char *name,
+                          feeder__pack_view *out, char *err, size_t errlen)
+{
+    const feeder__pack_header *h = &out->h;
     uint64_t index_bytes, label_bytes;
     if (__builtin_mul_overflow(h->count, (uint64_t)FEEDER__PACK_ENTRY_BYTES, &index_bytes) ||
         __builtin_mul_overflow(h->count, (uint64_t)8, &label_bytes))
@@ -275,7 +288,6 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
     out->len = len;
     out->index = buf + h->index_off;
     out->labels = buf + h->labels_off;
-
     if (h->num_classes) {
         if ((rc = check_section(name, len, "class names", h->classes_off, h->classes_bytes, err,
                                 errlen)))
@@ -297,7 +309,13 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
         }
         out->classes = c;
     }
+    return 0;
+}
 
+/* Every label is in [0, num_classes) (or non-negative without names). */
+static int check_labels(const char *name, feeder__pack_view *out, char *err, size_t errlen)
+{
+    const feeder__pack_header *h = &out->h;
     int64_t maxlab = -1;
     for (uint64_t i = 0; i < h->count; i++) {
         int64_t l = feeder__pack_label(out, i);
@@ -312,9 +330,15 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
             maxlab = l;
     }
     out->num_classes = h->num_classes ? h->num_classes : (uint64_t)maxlab + 1;
+    return 0;
+}
 
-    /* Records lie in the record area, in index order, without overlap: each
-     * byte of the area belongs to at most one record. */
+/* Records lie in the record area, in index order, without overlap: each
+ * byte of the area belongs to at most one record. */
+static int check_records(const char *name, const feeder__pack_view *out, char *err,
+                         size_t errlen)
+{
+    const feeder__pack_header *h = &out->h;
     uint64_t area_end = h->records_off + h->records_bytes, prev_end = h->records_off;
     for (uint64_t i = 0; i < h->count; i++) {
         uint64_t off, size, end;
@@ -341,4 +365,23 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
         prev_end = end;
     }
     return 0;
+}
+
+int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder__pack_view *out,
+                       char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    if (!name)
+        name = "(packed file)";
+    memset(out, 0, sizeof(*out));
+    int rc = parse_magic(buf, len, name, err, errlen);
+    if (rc)
+        return rc;
+    read_header(buf, &out->h);
+    if ((rc = check_header(&out->h, name, err, errlen)) ||
+        (rc = check_sections(buf, len, name, out, err, errlen)) ||
+        (rc = check_labels(name, out, err, errlen)))
+        return rc;
+    return check_records(name, out, err, errlen);
 }
