@@ -157,6 +157,8 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
         rc = feeder__gpu_next(gpu, out);
         if (rc)
             feeder__loader_fail(ld, rc, "%s", feeder__gpu_errmsg(gpu));
+        else
+            feeder__loader_clear_error(ld);
     } else {
         rc = feeder__host_next(ld, out, 0);
     }
@@ -178,8 +180,15 @@ int feeder_batch_release(feeder_batch *batch, void *stream)
 {
     if (!batch || !batch->internal_)
         return FEEDER_EINVAL;
-    if (feeder__gpu_owns(batch))
-        return feeder__gpu_release(batch, stream);
+    if (feeder__gpu_owns(batch)) {
+        feeder__gpu *gpu = feeder__gpu_of(batch);
+        int rc = feeder__gpu_release(batch, stream);
+        feeder_loader *owner = feeder__gpu_host(gpu);
+        if (rc)
+            return feeder__loader_fail(owner, rc, "%s", feeder__gpu_errmsg(gpu));
+        feeder__loader_clear_error(owner);
+        return 0;
+    }
     feeder_loader *ld = feeder__host_batch_loader(batch);
     if (!ld)
         return FEEDER_EINVAL;
@@ -191,6 +200,7 @@ int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    feeder__loader_clear_error(ld);
     struct feeder__gpu *gpu = feeder__loader_gpu_view(ld)->gpu;
     if (gpu)
         feeder__gpu_drop(gpu);
@@ -235,6 +245,7 @@ int feeder_loader_set_copy_stream(feeder_loader *ld, struct CUstream_st *stream)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    feeder__loader_clear_error(ld);
     if (feeder__loader_started(ld))
         return feeder__loader_fail(ld, FEEDER_ESTATE,
                                    "feeder_loader_set_copy_stream: the loader started");

@@ -58,6 +58,7 @@ int feeder_loader_state_save(const feeder_loader *ld, void *buf, size_t cap, siz
 {
     if (!ld || !len)
         return FEEDER_EINVAL;
+    feeder__loader_clear_error((feeder_loader *)ld);
     feeder__state st;
     int rc = describe_for_save(ld, buf != NULL, &st);
     if (rc)
@@ -82,6 +83,7 @@ int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    feeder__loader_clear_error(ld);
     if (!buf)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_state_load: buf is NULL");
     if (feeder__loader_started(ld))

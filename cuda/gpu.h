@@ -111,6 +111,10 @@ int feeder__gpu_next(feeder__gpu *g, feeder_batch **out);
 /* feeder_batch_release() of a device batch (feeder__gpu_owns(b)). An error
  * leaves its message in feeder__gpu_errmsg() of the batch's layer. */
 int feeder__gpu_release(feeder_batch *b, void *stream);
+/* The layer a device batch belongs to (feeder__gpu_owns(b)). */
+feeder__gpu *feeder__gpu_of(const feeder_batch *b);
+/* The host loader the layer serves (its feeder__host_ops ctx). */
+void *feeder__gpu_host(const feeder__gpu *g);
 
 /* The message of the layer's last failed call. */
 const char *feeder__gpu_errmsg(const feeder__gpu *g);

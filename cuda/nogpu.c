@@ -50,3 +50,5 @@ int feeder__gpu_packed_direct(const feeder__gpu *g)
     (void)g;
     return 0;
 }
+feeder__gpu *feeder__gpu_of(const feeder_batch *b) { return NULL; }
+void *feeder__gpu_host(const feeder__gpu *g) { return NULL; }

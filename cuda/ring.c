@@ -407,8 +407,13 @@ int feeder__gpu_release(feeder_batch *b, void *stream)
 {
     entry *en = b->internal_;
     feeder__gpu *g = en->g;
-    if (en->state != E_LENT || &en->pub != b)
+    if (&en->pub != b)
         return FEEDER_EINVAL;
+    if (en->state != E_LENT) /* internal_ stays set: a second release is named */
+        return feeder__cuda_fail(g, FEEDER_EINVAL,
+                                 "feeder_batch_release: batch %llu of epoch %llu is not lent: "
+                                 "released twice?",
+                                 (unsigned long long)b->number, (unsigned long long)b->epoch);
     feeder__trace_unhold(g->tr, b, feeder__now_ns());
     devguard dg;
     cudaError_t e = feeder__cuda_enter(g, &dg);
@@ -423,7 +428,6 @@ int feeder__gpu_release(feeder_batch *b, void *stream)
         en->wait_release = 1;
     }
     en->state = E_FREE;
-    b->internal_ = NULL;
     /* Refill the freed buffer now, so its copy overlaps the user's compute. */
     if (!g->broken) {
         feeder_stats d;
@@ -481,3 +485,6 @@ void feeder__gpu_stats(const feeder__gpu *g, feeder_stats *st)
     if (g->decodes)
         st->hybrid_cpu_permille = g->st.hybrid_cpu_permille;
 }
+
+feeder__gpu *feeder__gpu_of(const feeder_batch *b) { return ((const entry *)b->internal_)->g; }
+void *feeder__gpu_host(const feeder__gpu *g) { return g->cfg.host.ctx; }

@@ -171,6 +171,7 @@ static int dataset_alloc(int kind, feeder_dataset **out)
     if (!ds)
         return -ENOMEM;
     ds->kind = kind;
+    atomic_init(&ds->refs, 1);
     *out = ds;
     return 0;
 }
@@ -476,9 +477,17 @@ int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user, feeder
     return 0;
 }
 
+void feeder__dataset_hold(feeder_dataset *ds) { atomic_fetch_add(&ds->refs, 1); }
+
 void feeder_dataset_destroy(feeder_dataset *ds)
 {
-    if (!ds)
+    if (ds)
+        feeder__dataset_drop(ds);
+}
+
+void feeder__dataset_drop(feeder_dataset *ds)
+{
+    if (atomic_fetch_sub(&ds->refs, 1) != 1)
         return;
     if (ds->kind == FEEDER__DS_USER && ds->cb.destroy)
         ds->cb.destroy(ds->user);

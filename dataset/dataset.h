@@ -7,6 +7,7 @@
 #define FEEDER_DATASET_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "common/common.h"
@@ -26,7 +27,13 @@ struct feeder_dataset {
     feeder_dataset_callbacks cb;
     void *user;
     struct feeder__pack *pack; /* FEEDER__DS_PACKED */
+    atomic_uint refs;          /* the caller's and each loader's (feeder__dataset_hold) */
 };
+
+/* A loader's reference: the dataset outlives feeder_dataset_destroy while a
+ * loader holds it; the last drop frees it. Thread-safe. */
+void feeder__dataset_hold(feeder_dataset *ds);
+void feeder__dataset_drop(feeder_dataset *ds);
 
 /* Longest list-file line accepted (PATH_MAX plus room for a label). */
 #define FEEDER__LIST_LINE_MAX 4200

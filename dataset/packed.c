@@ -69,6 +69,7 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
         return -ENOMEM;
     }
     ds->kind = FEEDER__DS_PACKED;
+    atomic_init(&ds->refs, 1);
     ds->pack = pk;
     int rc = 0;
     pk->fd = open(path, O_RDONLY | O_CLOEXEC);

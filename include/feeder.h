@@ -241,7 +241,10 @@ typedef struct feeder_dataset_callbacks {
 FEEDER_API int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user,
                                      feeder_dataset **out);
 
-/* Release a dataset. Accepts NULL. Not while a loader uses it. */
+/* Release the caller's hold on a dataset. Accepts NULL. Loaders hold it too
+ * (feeder_loader_create takes a reference): destroyed while a loader uses it,
+ * the dataset lives on until its last loader is destroyed. Call it once per
+ * dataset. Thread-safety: any thread, once. */
 FEEDER_API void feeder_dataset_destroy(feeder_dataset *ds);
 
 /* Number of samples. Thread-safe. */
@@ -558,6 +561,13 @@ FEEDER_API int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t v
 FEEDER_API int feeder_loader_set_double(feeder_loader *ld, feeder_option opt, double value);
 /* Read an option's current value (either kind, as double). */
 FEEDER_API int feeder_loader_get(const feeder_loader *ld, feeder_option opt, double *value);
+/* The seed of the order and of every random transform. Unless
+ * FEEDER_OPT_SEED was set, feeder_loader_create draws one from the system
+ * (53 bits, so feeder_loader_get gives it exactly too), as PyTorch does:
+ * two runs see different orders unless the program fixes the seed. The
+ * seed is saved in the resume state, and a loader whose seed was not set
+ * takes the saved one in feeder_loader_state_load. */
+FEEDER_API int feeder_loader_seed(const feeder_loader *ld, uint64_t *seed);
 
 /* Called in each worker process right after fork, before any task, with the
  * worker's id (0..num_workers-1); a non-zero return fails the start with
@@ -641,8 +651,9 @@ FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
  * blocks); NULL means the legacy default stream. Ignored for host batches. */
 FEEDER_API int feeder_batch_release(feeder_batch *batch, void *stream);
 
-/* The detailed message of the loader's last failure ("" if none). Borrowed
- * until the next call on the loader. */
+/* The detailed message of the loader's last failure: every call on the loader
+ * that can fail clears it when it succeeds, so a message is always the last
+ * call's ("" after a success). Borrowed until the next call on the loader. */
 FEEDER_API const char *feeder_loader_errmsg(const feeder_loader *ld);
 
 /* Which read path the workers use: "io_uring" or "pread" (packed files:

@@ -377,11 +377,20 @@ int feeder__host_release(feeder_batch *batch)
     if (!batch || !batch->internal_)
         return FEEDER_EINVAL;
     slot_state *ss = batch->internal_;
-    if (ss->state != SLOT_LENT || &ss->pub != batch)
+    if (&ss->pub != batch)
         return FEEDER_EINVAL;
     feeder_loader *ld = ss->ld;
+    /* internal_ stays set after a release, so a second release of the same
+     * batch is named (unless the slot was lent again meanwhile: then the
+     * pointer is that new batch's). */
+    if (ss->state != SLOT_LENT)
+        return feeder__loader_fail(ld, FEEDER_EINVAL,
+                                   "feeder_batch_release: batch %llu of epoch %llu is not lent: "
+                                   "released twice?",
+                                   (unsigned long long)batch->number,
+                                   (unsigned long long)batch->epoch);
+    ld->errmsg[0] = 0;
     ss->state = SLOT_FREE;
-    batch->internal_ = NULL;
     /* Refill at once so the workers need not wait for the next feeder_next. */
     dispatch(ld);
     return 0;
@@ -443,6 +452,7 @@ void feeder__host_free(feeder_loader *ld)
     if (ld->job.pack_fd >= 0)
         close(ld->job.pack_fd);
     feeder_sampler_destroy(ld->own_sampler);
+    feeder__dataset_drop(ld->ds); /* the dataset goes if the user destroyed it already */
     free(ld->slots);
     free(ld->workers);
     free(ld->q.v);

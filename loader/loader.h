@@ -29,6 +29,8 @@ int feeder__loader_started(const feeder_loader *ld);
  * loader: start checks it again against the final options, the first epoch
  * applies it. 0, or FEEDER_ESTATEBLOB / FEEDER_EMISMATCH with the message. */
 int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len);
+/* A call that succeeds leaves no message (feeder_loader_errmsg). */
+void feeder__loader_clear_error(feeder_loader *ld);
 /* Leave a message in the loader's errmsg and return rc. */
 int feeder__loader_fail(const feeder_loader *ld, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -22,6 +22,8 @@
 #include "dataset/pack.h"
 #include "loader/host.h"
 
+#include <sys/random.h>
+
 typedef struct opt_desc {
     int opt;
     const char *name;
@@ -112,6 +114,16 @@ int feeder__loader_fail(const feeder_loader *cld, int rc, const char *fmt, ...)
     return rc;
 }
 
+/* A seed from the system when the user sets none, as PyTorch draws one: 53
+ * bits, which a double (feeder_loader_get) holds exactly. */
+static uint64_t draw_seed(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        v = feeder__now_ns() ^ ((uint64_t)getpid() << 32);
+    return v & (((uint64_t)1 << 53) - 1);
+}
+
 int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loader **out)
 {
     if (!ds || !out)
@@ -120,11 +132,15 @@ int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loa
     if (!ld)
         return -ENOMEM;
     ld->ds = ds;
+    feeder__dataset_hold(ds);
     ld->sampler = sampler;
     for (int i = 0; i < NOPTS; i++) {
         ld->ival[i] = (int64_t)OPTS[i].def;
         ld->dval[i] = OPTS[i].def;
     }
+    uint64_t seed = draw_seed();
+    ld->ival[feeder__opt_index(FEEDER_OPT_SEED)] = (int64_t)seed;
+    ld->dval[feeder__opt_index(FEEDER_OPT_SEED)] = (double)seed;
     ld->io_backend = "";
     ld->job.memfd = -1;
     ld->job.pack_fd = -1;
@@ -137,6 +153,7 @@ int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
     int i = feeder__opt_index(opt);
     if (i < 0)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set: unknown option %d", (int)opt);
@@ -159,6 +176,7 @@ int feeder_loader_set_double(feeder_loader *ld, feeder_option opt, double value)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
     int i = feeder__opt_index(opt);
     if (i < 0)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_double: unknown option %d", (int)opt);
@@ -188,6 +206,7 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
 {
     if (!ld)
         return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_worker_init: the loader started");
     ld->init = fn;
@@ -201,6 +220,7 @@ int feeder_loader_set_trace(feeder_loader *ld, const char *path)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_trace: the loader started");
     if (path && !*path)
@@ -217,6 +237,7 @@ int feeder_loader_trace_flush(feeder_loader *ld)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
     if (!ld->trace)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_trace_flush: %s",
                     ld->trace_path ? "the loader has not started" : "no trace was set");
@@ -232,6 +253,7 @@ int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *devi
 {
     if (!ld)
         return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_allocators: the loader started");
     if ((device && (!device->alloc || !device->free)) || (pinned && (!pinned->alloc || !pinned->free)))
@@ -329,6 +351,16 @@ int feeder_loader_worker_pid(const feeder_loader *ld, int id)
         return -1;
     return ld->workers[id].pid;
 }
+
+int feeder_loader_seed(const feeder_loader *ld, uint64_t *seed)
+{
+    if (!ld || !seed)
+        return FEEDER_EINVAL;
+    *seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    return 0;
+}
+
+void feeder__loader_clear_error(feeder_loader *ld) { ld->errmsg[0] = 0; }
 
 void feeder__host_stats(const feeder_loader *ld, feeder_stats *st)
 {

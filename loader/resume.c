@@ -59,8 +59,15 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
     if (!copy)
         return feeder__loader_fail(ld, -ENOMEM, "feeder_loader_state_load: out of memory");
     memcpy(copy, buf, len);
-    /* Checked on the copy, so the map points into memory the loader owns. */
+    /* A seed the user did not set was drawn from the system: the run being
+     * resumed used the blob's. */
     feeder__state st;
+    int seed_i = feeder__opt_index(FEEDER_OPT_SEED);
+    if (!ld->given[seed_i] && feeder__state_decode(copy, len, &st, NULL, 0) == 0) {
+        ld->ival[seed_i] = (int64_t)st.seed;
+        ld->dval[seed_i] = (double)st.seed;
+    }
+    /* Checked on the copy, so the map points into memory the loader owns. */
     int rc = feeder__resume_check(ld, copy, len, &st);
     if (rc) {
         free(copy);
