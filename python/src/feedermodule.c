@@ -833,9 +833,11 @@ static PyObject *state_save(LoaderObject *self, uint64_t epoch)
     return d;
 }
 
-/* The running epoch stops being iterated (its iterator was dropped, or
- * close()): remember where it stood, then end it, which stops workers that
- * are not persistent. */
+/* The running epoch stops being iterated (its iterator was dropped: break,
+ * an exception, Ctrl-C): remember where it stood. The C epoch is ended by
+ * the next iter() (feeder_loader_set_epoch) or by close(), not here: ending
+ * it waits for the parts in flight, and a dealloc (at exit, in a traceback)
+ * must not block on a stuck worker. */
 static void abandon_epoch(LoaderObject *self)
 {
     if (!self->in_epoch || !self->ld || self->in_next)
@@ -845,11 +847,6 @@ static void abandon_epoch(LoaderObject *self)
     Py_XSETREF(self->abandoned_state, state_save(self, self->cur_epoch));
     PyErr_Clear();
     self->in_epoch = 0;
-    feeder_loader *ld = self->ld;
-    uint64_t next = self->next_epoch;
-    Py_BEGIN_ALLOW_THREADS
-    feeder_loader_set_epoch(ld, next);
-    Py_END_ALLOW_THREADS
     PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
@@ -1646,10 +1643,19 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused)
     }
     abandon_epoch(self);
     self->closing = 1;
-    /* Live tensors view the slots: the loader (its workers have stopped
-     * with the epoch, unless persistent) goes when the last one dies. */
-    if (self->outstanding == 0)
+    if (self->outstanding == 0) {
+        /* Kills the workers (SIGKILL at worst): bounded. */
         loader_destroy_now(self);
+        Py_RETURN_NONE;
+    }
+    /* Live tensors view the slots, which destroy would unmap: end the epoch
+     * instead (the workers stop once their parts in flight are done, even
+     * persistent ones at destroy) and destroy when the last batch dies. */
+    feeder_loader *ld = self->ld;
+    uint64_t next = self->next_epoch;
+    Py_BEGIN_ALLOW_THREADS
+    feeder_loader_set_epoch(ld, next);
+    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
