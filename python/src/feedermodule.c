@@ -350,6 +350,7 @@ typedef struct {
     uintptr_t last_data, last_labels;
     uint64_t last_epoch, last_number;
     uint32_t last_count;
+    uint64_t last_next_ns; /* time inside feeder_next for the last batch */
 } LoaderObject;
 
 static int worker_ignore_sigint(void *user, int worker_id)
@@ -1347,13 +1348,21 @@ static PyObject *loader_next_batch(LoaderObject *self)
     double deadline = self->timeout_s > 0 ? now_s() + self->timeout_s : 0;
     int tried_gc = 0;
     feeder_batch *b = NULL;
+    self->last_next_ns = 0;
     for (;;) {
         int rc;
         feeder_loader *ld = self->ld;
+        uint64_t ns = 0;
         self->in_next = 1;
         Py_BEGIN_ALLOW_THREADS
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = feeder_next(ld, &b);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
+             (uint64_t)t0.tv_nsec;
         Py_END_ALLOW_THREADS
+        self->last_next_ns += ns;
         self->in_next = 0;
         drain_pending(self);
         if (rc == 0)
@@ -1672,12 +1681,13 @@ static PyObject *loader_exit(LoaderObject *self, PyObject *args)
 
 static PyObject *loader_get_last_batch(LoaderObject *self, void *c)
 {
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:I,s:n}", "data_ptr",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:I,s:n,s:K}", "data_ptr",
                          (unsigned long long)self->last_data, "labels_ptr",
                          (unsigned long long)self->last_labels, "epoch",
                          (unsigned long long)self->last_epoch, "number",
                          (unsigned long long)self->last_number, "count", self->last_count,
-                         "outstanding", self->outstanding);
+                         "outstanding", self->outstanding, "next_ns",
+                         (unsigned long long)self->last_next_ns);
 }
 
 static PyObject *loader_get_dataset(LoaderObject *self, void *c)
