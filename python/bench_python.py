@@ -10,7 +10,8 @@ busy shared machine slows both alike; each side's figure is the median epoch.
 Epochs are timed as bench_loader times them: from asking for the first batch
 (with the fork of the workers) to the end of the epoch, doing nothing with
 the batches. The per-batch cost is the whole next() call when the batch is
-already waiting in its slot (workers ahead, a pause between calls): what the
+already waiting in its slot (workers ahead, 30 ms of small torch ops between
+calls, as a training step would run): what the
 binding adds (the two DLPack views and torch tensors), plus feeder_next's
 own hand-over; an upper bound on the binding's overhead.
 """
@@ -71,11 +72,19 @@ def per_batch_us(args, ds, as_torch, sync):
                        layout=args.layout.upper(), as_torch=as_torch,
                        device=None if args.device is None else f"cuda:{args.device}",
                        dtype=args.dtype, persistent_workers=True)
+    import torch
+    step_a, step_b = torch.rand(32, 32), torch.rand(32, 32)
     times, inside = [], []
     while len(times) < args.calls:
         it = iter(ld)
         while True:
-            time.sleep(0.03)  # the workers fill every free slot meanwhile
+            # A stand-in training step (small torch ops for 30 ms) while the
+            # workers fill every free slot: a sleep would leave torch's code
+            # cold, and cold, torch takes ~40 us to make two tensors.
+            end = time.perf_counter() + 0.03
+            while time.perf_counter() < end:
+                step_a = step_a @ step_b
+                step_a /= step_a.norm()
             t = time.perf_counter_ns()
             try:
                 x, y = next(it)
@@ -132,7 +141,8 @@ def main():
         py_rates += py_run(args, ds, sync)
         print(f"round {r + 1}/{args.rounds}: C {statistics.median(rates):.0f} images/s, "
               f"Python {statistics.median(py_rates[-args.epochs:]):.0f} images/s", file=sys.stderr)
-    c_med, py_med = statistics.median(c_rates), statistics.median(py_rates)
+    c_med = statistics.median(c_rates) if c_rates else float("nan")
+    py_med = statistics.median(py_rates) if py_rates else float("nan")
     us_torch = per_batch_us(args, ds, None, sync)
     us_array = per_batch_us(args, ds, False, sync)
     res = {"bench_loader_images_per_s": round(c_med, 1), "python_images_per_s": round(py_med, 1),

@@ -330,6 +330,7 @@ typedef struct {
     feeder_loader *ld;
     DatasetObject *dataset;
     PyObject *to_torch;     /* torch.from_dlpack, or NULL for feeder.Array */
+    PyObject *cap_to_torch; /* what turns a host capsule into a tensor (torch._C._from_dlpack) */
     double timeout_s;       /* the user's timeout; 0 = none */
     int device;             /* asked-for CUDA device, -1 = host */
     int closing;            /* close() asked while batches were out */
@@ -793,10 +794,20 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (!f)
         return -1;
-    if (f == Py_None)
+    if (f == Py_None) {
         Py_DECREF(f);
-    else
-        self->to_torch = f;
+        return 0;
+    }
+    self->to_torch = f;
+    /* torch.from_dlpack(capsule) only forwards a capsule to this; calling
+     * it directly saves a Python frame per tensor. */
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *tc = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+    PyObject *direct = tc ? PyObject_GetAttrString(tc, "_from_dlpack") : NULL;
+    Py_XDECREF(torch);
+    Py_XDECREF(tc);
+    PyErr_Clear();
+    self->cap_to_torch = direct ? direct : Py_NewRef(f);
     return 0;
 }
 
@@ -806,6 +817,7 @@ static void loader_dealloc(LoaderObject *self)
     loader_destroy_now(self);
     Py_XDECREF(self->dataset);
     Py_XDECREF(self->to_torch);
+    Py_XDECREF(self->cap_to_torch);
     Py_XDECREF(self->resume_state);
     Py_XDECREF(self->abandoned_state);
     PyMem_RawFree(self->pending);
@@ -1323,7 +1335,7 @@ static PyObject *to_torch(LoaderObject *self, ArrayObject *a)
         PyObject *cap = array_export(a, 0);
         if (!cap)
             return NULL;
-        PyObject *t = PyObject_CallOneArg(self->to_torch, cap);
+        PyObject *t = PyObject_CallOneArg(self->cap_to_torch, cap);
         Py_DECREF(cap);
         return t;
     }
