@@ -13,6 +13,6 @@ if ! "$py" -c "import numpy, torch, pytest, PIL, setuptools" 2>/dev/null; then
 fi
 out=$build/python
 FEEDER_BUILD_DIR=$build "$py" "$src/python/setup.py" -q build_py -d "$out" \
-  build_ext -b "$out" -t "$build/python-temp" >/dev/null
+  build_ext -f -b "$out" -t "$build/python-temp" >/dev/null  # -f: CUDA on/off is not a file change
 cd "$build"  # not python/: its feeder/ has no built module
 PYTHONPATH=$out PYTHONDONTWRITEBYTECODE=1 exec "$py" -m pytest -p no:cacheprovider -q "$src/python/tests" "$@"
