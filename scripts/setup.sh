@@ -6,12 +6,17 @@
 # its output) for examples/mpi_train and scripts/mpi_check.sh; clang (libFuzzer,
 # scripts/fuzz.sh; libFuzzer itself lives in libclang-rt-14-dev, only a
 # recommendation of clang, which --no-install-recommends skips) and valgrind
-# (scripts/valgrind.sh) for CI.
+# (scripts/valgrind.sh) for CI. Debian's python3 with its dev headers,
+# setuptools, pytest, numpy, torch and torchvision (Pillow comes with it)
+# build and test the Python module (python/, tests/python_check.sh) and run
+# examples/python/train.py.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config
       libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev libstb-dev
       check libsubunit-dev
-      libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind)
+      libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind
+      python3-dev python3-setuptools python3-pytest python3-numpy python3-torch
+      python3-torchvision python3-pil)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

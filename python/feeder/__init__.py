@@ -1,0 +1,97 @@
+"""feeder: a C data loader for PyTorch training loops.
+
+    import feeder
+    ds = feeder.ImageFolder("/data/imagenet/train")
+    loader = feeder.Loader(ds, batch_size=256, shuffle=True, num_workers=8,
+                           pipeline="train", size=224)
+    for epoch in range(90):
+        loader.set_epoch(epoch)
+        for images, labels in loader:      # uint8 N x 3 x 224 x 224, int64 N
+            ...
+
+Worker processes read, decode and crop straight into shared-memory batch
+slots; each batch reaches Python as a view of its slot (DLPack), not a copy.
+A slot goes back to the loader when the last tensor viewing it is freed, so
+keeping a tensor keeps its data valid; keeping more batches alive than the
+loader has slots (num_workers x prefetch_factor) raises BusyError.
+"""
+from . import _feeder
+from ._feeder import (  # noqa: F401
+    Array,
+    BusyError,
+    DatasetError,
+    FeederError,
+    LoaderTimeoutError,
+    OptionError,
+    SampleError,
+    StateError,
+    WorkerError,
+    cuda,
+    library_version,
+    strerror,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ImageFolder", "FileList", "Packed", "Loader", "Array", "FeederError", "SampleError",
+    "WorkerError", "LoaderTimeoutError", "BusyError", "OptionError", "StateError",
+    "DatasetError", "library_version", "cuda",
+]
+
+
+class ImageFolder(_feeder.Dataset):
+    """A folder with one sub-folder per class, as torchvision's ImageFolder:
+    labels are the positions of the sorted class names; every .jpg/.jpeg file
+    below a class folder is a sample, ordered by class, then path."""
+
+    def __init__(self, root):
+        super().__init__(0, root)
+
+
+class FileList(_feeder.Dataset):
+    """A list file of "relative/path label" lines, paths relative to `root`
+    (default: the list file's folder). Paths leaving the root are refused
+    unless allow_escape=True."""
+
+    def __init__(self, path, root=None, allow_escape=False):
+        super().__init__(1, path, root, allow_escape)
+
+
+class Packed(_feeder.Dataset):
+    """A packed file made by feeder-pack (RAW tensors or JPEG records)."""
+
+    def __init__(self, path):
+        super().__init__(2, path)
+
+
+class Loader(_feeder.Loader):
+    """Batches of a dataset, with torch.utils.data.DataLoader's names.
+
+    Loader(dataset, batch_size=64, shuffle=False, num_workers=0,
+           prefetch_factor=2, persistent_workers=False, drop_last=False,
+           timeout=0, seed=0, pipeline="eval", size=224, resize=None,
+           device=None, dtype=None, mean=None, std=None, layout="NCHW",
+           decoder="roi", in_order=True, on_error="fail", io="auto",
+           max_restarts=0, scale=None, ratio=None, flip_prob=None,
+           as_torch=None, trace=None)
+
+    pipeline: "eval" (resize the shorter side to `resize`, default
+    size*256/224, then centre crop), "train" (RandomResizedCrop with `scale`
+    and `ratio`, flip with `flip_prob`) or "resize". size: int or (h, w).
+    device: None for host batches (uint8), or "cuda:N" for batches already on
+    the GPU, in `dtype` (uint8, float16, bfloat16, float32: normalised on the
+    GPU with `mean` and `std`, in [0, 1] units). layout: "NCHW" or "NHWC".
+    timeout: seconds to wait for a batch, 0 = forever. as_torch: yield torch
+    tensors (default when torch imports) or feeder.Array views, which
+    torch.from_dlpack / numpy.from_dlpack / numpy.asarray take without a copy.
+
+    Each iter() runs the next epoch (0, 1, ...; set_epoch(n) chooses it): the
+    order and every random crop are a pure function of (seed, epoch, index),
+    whatever num_workers. state_dict() / load_state_dict() save and resume the
+    position inside an epoch (load into a new Loader before iterating it).
+    """
+
+    def __repr__(self):
+        return (f"<feeder.Loader {self.dataset!r} batch_size={self.batch_size} "
+                f"num_workers={self.num_workers} epoch={self.epoch}>")

@@ -1,0 +1,134 @@
+"""Build feeder's Python module (a CPython extension in C) against libfeeder.
+
+Where libfeeder is found, first match wins:
+  FEEDER_BUILD_DIR=/path/to/build   an in-tree CMake build (headers from ../include)
+  FEEDER_PREFIX=/usr/local          an installed prefix (include/, lib/ or lib64/)
+  pkg-config feeder                 an installed feeder.pc
+  ../build                          the checkout's default build folder
+The module is linked with an rpath to that library, so it loads without
+LD_LIBRARY_PATH.
+
+CUDA: when libfeeder links libcudart and cuda_runtime_api.h is found
+(CUDA_HOME, CUDA_PATH, /usr/local/cuda, nvcc on PATH), the module includes
+feeder_cuda.h and links cudart, so __dlpack__(stream=...) makes the consumer's
+stream wait on the batch's event. FEEDER_PY_CUDA=0 or 1 forces the choice.
+
+    python3 -m pip install --no-build-isolation ./python
+    FEEDER_BUILD_DIR=$PWD/build python3 python/setup.py build_ext --build-lib build/python
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(HERE)
+os.chdir(HERE)  # setuptools resolves sources and packages from here
+
+
+def _libdir_has(libdir):
+    return any(os.path.exists(os.path.join(libdir, n)) for n in ("libfeeder.so", "libfeeder.so.0"))
+
+
+def find_feeder():
+    """(include dirs, library dir, how it was found)."""
+    build = os.environ.get("FEEDER_BUILD_DIR")
+    if build:
+        build = os.path.abspath(build)
+        if not _libdir_has(build):
+            sys.exit(f"FEEDER_BUILD_DIR={build}: no libfeeder.so there (cmake --build it first)")
+        return [os.path.join(SOURCE, "include")], build, "FEEDER_BUILD_DIR"
+    prefix = os.environ.get("FEEDER_PREFIX")
+    if prefix:
+        prefix = os.path.abspath(prefix)
+        for sub in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"):
+            if _libdir_has(os.path.join(prefix, sub)):
+                return [os.path.join(prefix, "include")], os.path.join(prefix, sub), "FEEDER_PREFIX"
+        sys.exit(f"FEEDER_PREFIX={prefix}: no libfeeder.so under lib/ or lib64/")
+    if shutil.which("pkg-config"):
+        try:
+            cflags = subprocess.run(["pkg-config", "--cflags-only-I", "feeder"], check=True,
+                                    capture_output=True, text=True).stdout.split()
+            libdir = subprocess.run(["pkg-config", "--variable=libdir", "feeder"], check=True,
+                                    capture_output=True, text=True).stdout.strip()
+            return [f[2:] for f in cflags], os.path.realpath(libdir), "pkg-config"
+        except subprocess.CalledProcessError:
+            pass
+    build = os.path.join(SOURCE, "build")
+    if _libdir_has(build):
+        return [os.path.join(SOURCE, "include")], build, "../build"
+    sys.exit("libfeeder not found: set FEEDER_BUILD_DIR (an in-tree build) or FEEDER_PREFIX "
+             "(an install), or install feeder.pc where pkg-config looks")
+
+
+def feeder_uses_cudart(libdir):
+    """Whether libfeeder was built with CUDA (its ELF names libcudart)."""
+    for name in ("libfeeder.so", "libfeeder.so.0"):
+        path = os.path.join(libdir, name)
+        if os.path.exists(path):
+            with open(os.path.realpath(path), "rb") as f:
+                return b"libcudart.so" in f.read()
+    return False
+
+
+def find_cuda():
+    """(include dir, library dir) of a CUDA toolkit, or None."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    for root in filter(None, roots):
+        inc = os.path.join(root, "include")
+        if os.path.exists(os.path.join(inc, "cuda_runtime_api.h")):
+            for sub in ("lib64", "lib", "targets/x86_64-linux/lib"):
+                lib = os.path.join(root, sub)
+                if os.path.isdir(lib) and any(n.startswith("libcudart.so") for n in os.listdir(lib)):
+                    return inc, lib
+    if os.path.exists("/usr/include/cuda_runtime_api.h"):
+        return "/usr/include", "/usr/lib/x86_64-linux-gnu"
+    return None
+
+
+include_dirs, libdir, how = find_feeder()
+include_dirs = [os.path.join(HERE, "src")] + include_dirs
+library_dirs = [libdir]
+libraries = ["feeder"]
+rpaths = [libdir]
+macros = []
+force = os.environ.get("FEEDER_PY_CUDA")
+cuda = None
+if force != "0" and (force == "1" or feeder_uses_cudart(libdir)):
+    cuda = find_cuda()
+    if cuda is None and force == "1":
+        sys.exit("FEEDER_PY_CUDA=1 but no cuda_runtime_api.h found (set CUDA_HOME)")
+if cuda:
+    include_dirs.append(cuda[0])
+    library_dirs.append(cuda[1])
+    libraries.append("cudart")
+    rpaths.append(cuda[1])
+    macros.append(("FEEDER_PY_CUDA", "1"))
+print(f"feeder: libfeeder from {how}: {libdir}; CUDA {'ON (' + cuda[0] + ')' if cuda else 'OFF'}",
+      file=sys.stderr)
+
+ext = Extension(
+    "feeder._feeder",
+    sources=[os.path.join("src", "feedermodule.c")],
+    include_dirs=include_dirs,
+    library_dirs=library_dirs,
+    libraries=libraries,
+    runtime_library_dirs=rpaths,
+    define_macros=macros,
+    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                        "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
+)
+
+setup(
+    name="feeder",
+    version="0.1.0",
+    description="Python binding of feeder, a C data loader: zero-copy batches through DLPack",
+    packages=["feeder"],
+    ext_modules=[ext],
+    python_requires=">=3.9",
+)

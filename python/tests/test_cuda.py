@@ -1,0 +1,51 @@
+"""Device batches (run on the GPU machine; skipped without CUDA)."""
+import pytest
+import torch
+
+import feeder
+
+pytestmark = pytest.mark.skipif(
+    not (feeder.cuda and torch.cuda.is_available()),
+    reason="needs a CUDA build of the module and a GPU (feeder.cuda=%s)" % feeder.cuda)
+
+
+def test_device_uint8_equals_host(dataset):
+    host = [x.clone() for x, _ in feeder.Loader(dataset, batch_size=8, num_workers=2)]
+    ld = feeder.Loader(dataset, batch_size=8, num_workers=2, device="cuda:0")
+    dev = []
+    for x, y in ld:
+        assert x.is_cuda and y.is_cuda and x.dtype == torch.uint8
+        assert x.data_ptr() == ld._last_batch["data_ptr"]
+        dev.append(x.cpu())
+    assert ld.gpu_status()[0]
+    assert all(torch.equal(a, b) for a, b in zip(host, dev))
+
+
+def test_device_float32_normalised_on_a_side_stream(dataset):
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    host = [x.clone() for x, _ in feeder.Loader(dataset, batch_size=8, num_workers=2)]
+    ld = feeder.Loader(dataset, batch_size=8, num_workers=2, device="cuda:0", dtype=torch.float32,
+                       mean=mean, std=std)
+    s = torch.cuda.Stream()
+    m = torch.tensor(mean).view(1, 3, 1, 1)
+    sd = torch.tensor(std).view(1, 3, 1, 1)
+    with torch.cuda.stream(s):
+        for i, (x, _) in enumerate(ld):
+            assert x.dtype == torch.float32
+            got = (x * 2).cpu()  # runs on s, after the batch's event
+            want = (host[i].float() / 255 - m) / sd * 2
+            assert torch.allclose(got, want, atol=1e-4)
+
+
+def test_device_thousand_batches(dataset):
+    ld = feeder.Loader(dataset, batch_size=4, num_workers=2, size=32, device="cuda:0",
+                       dtype="float16")
+    n = 0
+    while n < 1000:
+        for x, y in ld:
+            n += 1
+            if n == 1000:
+                break
+    torch.cuda.synchronize()
+    del x, y
+    assert ld._last_batch["outstanding"] == 0

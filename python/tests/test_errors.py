@@ -1,0 +1,136 @@
+"""Every bad input becomes an exception with feeder's message."""
+import os
+import signal
+import time
+
+import pytest
+
+import feeder
+
+
+def test_missing_folder():
+    with pytest.raises(FileNotFoundError, match="/no/such/dir"):
+        feeder.ImageFolder("/no/such/dir")
+
+
+def test_empty_folder(tmp_path):
+    with pytest.raises(feeder.DatasetError) as e:
+        feeder.ImageFolder(str(tmp_path))
+    assert e.value.code_name == "FEEDER_EDATASET"
+    assert isinstance(e.value, ValueError)
+
+
+def test_bad_list_lines(tmp_path, folder):
+    lst = tmp_path / "list.txt"
+    lst.write_text("class_0/img_0000.jpg 0\nclass_0/img_0001.jpg notalabel\n")
+    with pytest.raises(feeder.DatasetError, match="list.txt:2"):
+        feeder.FileList(str(lst), folder)
+    lst.write_text("../../etc/passwd 0\n")
+    with pytest.raises(feeder.DatasetError, match="FEEDER_EPATH"):
+        feeder.FileList(str(lst), folder)
+
+
+def test_not_a_packed_file(tmp_path):
+    p = tmp_path / "x.pack"
+    p.write_bytes(b"not a pack" * 100)
+    with pytest.raises(feeder.DatasetError, match="FEEDER_EFORMAT"):
+        feeder.Packed(str(p))
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(batch_size=0), "batch_size"),
+    (dict(num_workers=-1), "num_workers"),
+    (dict(pipeline="bogus"), "pipeline"),
+    (dict(layout="HWC"), "layout"),
+    (dict(decoder="png"), "decoder"),
+    (dict(dtype="float32"), "needs device"),
+    (dict(device="tpu:0"), "device"),
+    (dict(size=(10, 20, 30)), "size"),
+    (dict(mean=(0.5, 0.5)), "mean"),
+    (dict(timeout=-1), "timeout"),
+    (dict(scale=(-1.0, 1.0)), "scale"),
+])
+def test_bad_options(dataset, kw, match):
+    with pytest.raises(ValueError, match=match):
+        feeder.Loader(dataset, **kw)
+
+
+def test_not_a_dataset():
+    with pytest.raises(TypeError):
+        feeder.Loader("/some/folder")
+
+
+def test_corrupt_jpeg_names_the_file(tmp_path, folder):
+    import shutil
+    root = tmp_path / "bad"
+    shutil.copytree(folder, root)
+    bad = root / "class_1" / "img_0003.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 definitely not a jpeg")
+    ld = feeder.Loader(feeder.ImageFolder(str(root)), batch_size=10, num_workers=2)
+    it = iter(ld)
+    ok = 0
+    failed = []
+    while True:
+        try:
+            next(it)
+            ok += 1
+        except StopIteration:
+            break
+        except feeder.SampleError as e:
+            failed.append(str(e))
+    assert ok == 5 and len(failed) == 1
+    assert "img_0003.jpg" in failed[0]
+    # on_error="skip" replaces it instead.
+    ld = feeder.Loader(feeder.ImageFolder(str(root)), batch_size=10, on_error="skip")
+    assert sum(x.shape[0] for x, _ in ld) == 60
+    assert ld.stats()["skipped"] == 1
+
+
+def test_state_errors(dataset):
+    a = feeder.Loader(dataset, batch_size=8)
+    next(iter(a))
+    sd = a.state_dict()
+    with pytest.raises(feeder.StateError, match="new Loader"):
+        a.load_state_dict(sd)
+    b = feeder.Loader(dataset, batch_size=16)
+    with pytest.raises(feeder.StateError, match="batch"):
+        b.load_state_dict(sd)
+    c = feeder.Loader(dataset, batch_size=8)
+    broken = dict(sd, feeder_state=sd["feeder_state"][:-3] + b"xyz")
+    with pytest.raises(feeder.StateError):
+        c.load_state_dict(broken)
+    with pytest.raises(feeder.StateError):
+        c.load_state_dict({"nope": 1})
+
+
+def stalled(loader):
+    """An iterator whose workers are stopped (SIGSTOP) after its first batch."""
+    it = iter(loader)
+    next(it)
+    for pid in loader.worker_pids():
+        os.kill(pid, signal.SIGSTOP)
+    return it
+
+
+def test_timeout(dataset):
+    ld = feeder.Loader(dataset, batch_size=4, num_workers=1, prefetch_factor=1, timeout=0.5)
+    it = stalled(ld)
+    t = time.monotonic()
+    with pytest.raises(feeder.LoaderTimeoutError, match="timeout=0.5"):
+        for _ in it:
+            pass
+    assert 0.4 < time.monotonic() - t < 3
+    pids = ld.worker_pids()
+    del it
+    ld.close()  # kills the stopped worker
+    assert ld.worker_pids() == []
+    assert not any(os.path.exists(f"/proc/{p}/exe") for p in pids)
+
+
+def test_worker_death(dataset):
+    ld = feeder.Loader(dataset, batch_size=4, num_workers=1, prefetch_factor=1)
+    it = stalled(ld)
+    os.kill(ld.worker_pids()[0], signal.SIGKILL)
+    with pytest.raises(feeder.WorkerError, match="worker 0"):
+        for _ in it:
+            pass
