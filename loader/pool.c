@@ -134,6 +134,10 @@ static int spawn_one(feeder_loader *ld, int i)
     /* The worker compares its parent with this after arming PDEATHSIG: a
      * parent that died before that sent no signal. */
     pid_t self = getpid();
+    /* Forked by the process's main thread, the worker can also take the
+     * kernel's parent-death signal (it fires when the forking thread ends,
+     * which for the main thread is the process's end). */
+    int by_main = (pid_t)syscall(SYS_gettid) == self;
     /* Held across fork so no other thread's loader changes the registry
      * between the child's copy of it and the fork itself. */
     pthread_mutex_lock(&reg_lock);
@@ -141,7 +145,7 @@ static int spawn_one(feeder_loader *ld, int i)
     if (pid == 0) {
         close(sv[0]);
         /* The child's copy of the lock is held; it only reads the list. */
-        feeder__worker_main(&ld->job, i, sv[1], self, reg_fds, (int)reg_len, ld->init,
+        feeder__worker_main(&ld->job, i, sv[1], self, by_main, reg_fds, (int)reg_len, ld->init,
                             ld->init_user);
     }
     pthread_mutex_unlock(&reg_lock);

@@ -836,7 +836,8 @@ START_TEST(test_parent_died_before_prctl)
         if (g == 0) {
             while (getppid() == parent)
                 usleep(1000);
-            _exit(feeder__worker_watch_parent(parent) ? FEEDER__EXIT_ORPHAN : 0);
+            int pfd;
+            _exit(feeder__worker_watch_parent(parent, &pfd) ? FEEDER__EXIT_ORPHAN : 0);
         }
         ck_assert_int_eq(write(fds[1], &g, sizeof(g)), (ssize_t)sizeof(g));
         _exit(0);
@@ -850,7 +851,10 @@ START_TEST(test_parent_died_before_prctl)
     ck_assert(WIFEXITED(gs[0]));
     ck_assert_int_eq(WEXITSTATUS(gs[0]), FEEDER__EXIT_ORPHAN);
     /* And with the parent alive the check passes. */
-    ck_assert_int_eq(feeder__worker_watch_parent(getppid()), 0);
+    int pfd = -1;
+    ck_assert_int_eq(feeder__worker_watch_parent(getppid(), &pfd), 0);
+    if (pfd >= 0)
+        close(pfd);
     close(fds[0]);
     close(fds[1]);
 }

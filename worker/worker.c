@@ -7,13 +7,17 @@
  * itself after fork and writes only through that mapping.
  */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -451,27 +455,67 @@ static int send_msg(int chan, const void *msg, size_t len)
     }
 }
 
-int feeder__worker_watch_parent(pid_t parent)
+int feeder__worker_watch_parent(pid_t parent, int *pidfd)
 {
-    /* Die with the loader's process: no orphan keeps the slots alive. The
-     * signal comes when the thread that forked us ends, so a parent that
-     * died before this call is caught by the comparison instead (we were
-     * re-parented to a reaper). `parent` was read before fork: reading it
-     * here, after the race, would read the reaper. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* Die with the loader's process, not with the thread that forked us:
+     * a pidfd of the parent becomes readable when the whole process exits
+     * (PR_SET_PDEATHSIG fires when the forking thread ends, and training
+     * frameworks start loaders from threads that end). Kernels without
+     * pidfd_open get the signal. A parent that died before this point is
+     * caught by the comparison (we were re-parented to a reaper); `parent`
+     * was read before fork: reading it here would read the reaper. */
+    *pidfd = (int)syscall(SYS_pidfd_open, parent, 0);
+    if (*pidfd < 0)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
     return getppid() != parent;
 }
 
+/* The worker's watch of the loader's process: a thread that waits on the
+ * parent's pidfd and kills this worker the moment that process exits, even
+ * mid-sample (a task can run for seconds), as PR_SET_PDEATHSIG would. */
+static void *watch_parent(void *arg)
+{
+    struct pollfd p = {.fd = (int)(intptr_t)arg, .events = POLLIN};
+    while (poll(&p, 1, -1) < 0 && errno == EINTR)
+        ;
+    if (p.revents & POLLIN) /* the process exited (POLLNVAL: no watch, no kill) */
+        kill(getpid(), SIGKILL);
+    return NULL;
+}
+
+static void start_parent_watch(int parent_fd)
+{
+    if (parent_fd < 0)
+        return; /* PR_SET_PDEATHSIG is armed instead */
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    /* The default stack: a small one fails (EINVAL) when the program's static
+     * TLS is large, as the CUDA runtime's is. */
+    if (pthread_create(&t, &a, watch_parent, (void *)(intptr_t)parent_fd) != 0)
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no thread: the signal, thread-bound as it is */
+    pthread_attr_destroy(&a);
+}
+
 _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid_t parent,
-                                   const int *close_fds, int nclose,
+                                   int by_main_thread, const int *close_fds, int nclose,
                                    feeder_worker_init_fn init, void *init_user)
 {
-    if (feeder__worker_watch_parent(parent))
-        _exit(FEEDER__EXIT_ORPHAN);
-    feeder__trace_worker_pid(job->trace, id, (int)getpid());
+    /* The parent's descriptors first: the pidfd made next must not share a
+     * number with one of them. */
     for (int i = 0; i < nclose; i++)
         if (close_fds[i] >= 0)
             close(close_fds[i]);
+    int parent_fd;
+    if (feeder__worker_watch_parent(parent, &parent_fd))
+        _exit(FEEDER__EXIT_ORPHAN);
+    start_parent_watch(parent_fd);
+    /* The signal too when the main thread forked us: it reaches a stopped
+     * worker, which the watching thread, stopped with it, cannot. */
+    if (by_main_thread)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    feeder__trace_worker_pid(job->trace, id, (int)getpid());
     static feeder__result_msg res;
     memset(&res, 0, sizeof(res));
     res.kind = FEEDER__MSG_READY;

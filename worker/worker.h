@@ -111,16 +111,20 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
 
 /* The worker process: map the slots, run worker_init, then serve tasks on
  * `chan` until it closes. Never returns. `close_fds` are the parent's
- * descriptors this worker must not hold (other workers' channels). */
+ * descriptors this worker must not hold (other workers' channels).
+ * `by_main_thread`: the loader's main thread forked it (the kernel's
+ * parent-death signal may then be armed too). */
 _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid_t parent,
-                                   const int *close_fds, int nclose,
+                                   int by_main_thread, const int *close_fds, int nclose,
                                    feeder_worker_init_fn init, void *init_user);
 
-/* Arm PR_SET_PDEATHSIG (SIGKILL) in a new worker, then check that `parent`
- * (the loader's pid, read before fork) is still its parent: a parent that
- * died between fork and prctl sends no signal. 0, or 1 when the parent is
- * gone (the worker must exit). */
-int feeder__worker_watch_parent(pid_t parent);
+/* Watch the loader's process from a new worker: *pidfd, a pidfd of `parent`
+ * (the loader's pid, read before fork) that becomes readable when that
+ * process exits, whichever of its threads forked us (-1 on kernels without
+ * pidfd_open, which get PR_SET_PDEATHSIG instead); then check that `parent`
+ * is still the parent, for one that died before the watch began. 0, or 1
+ * when the parent is gone (the worker must exit). */
+int feeder__worker_watch_parent(pid_t parent, int *pidfd);
 /* Exit status of a worker whose parent died before it was armed. */
 #define FEEDER__EXIT_ORPHAN 3
 
