@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "dataset/dataset.h"
+#include "io/io.h"
 #include "dataset/pack.h"
 
 /* A growable list of strings in one arena. */
@@ -384,11 +385,24 @@ int feeder__list_parse(const char *buf, size_t len, const char *name, const char
 }
 
 /* The whole file in memory (list files are small next to their datasets). */
-static int read_all(const char *path, char **out, size_t *len)
+static int read_all(const char *path, char **out, size_t *len, const char **what)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO opens at once and is refused by its type, as is a
+     * device (/dev/zero would be read forever). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        *what = feeder__file_type(st.st_mode);
+        close(fd);
+        return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+    }
     char *buf = NULL;
     size_t used = 0, cap = 0;
     int rc = 0;
@@ -438,9 +452,11 @@ int feeder_dataset_open_list2(const char *list_path, const char *root, unsigned 
     }
     char *buf = NULL;
     size_t len = 0;
-    int rc = read_all(list_path, &buf, &len);
+    const char *what = NULL;
+    int rc = read_all(list_path, &buf, &len, &what);
     if (rc) {
-        feeder__fmt(err, errlen, "%s: cannot read list file: %s", list_path, strerror(-rc));
+        feeder__fmt(err, errlen, "%s: cannot read list file: %s", list_path,
+                    what ? what : strerror(-rc));
         return rc;
     }
     char *dir = NULL;

@@ -72,7 +72,7 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
     atomic_init(&ds->refs, 1);
     ds->pack = pk;
     int rc = 0;
-    pk->fd = open(path, O_RDONLY | O_CLOEXEC);
+    pk->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (pk->fd < 0) {
         rc = -errno;
         feeder__fmt(err, errlen, "%s: cannot open packed file: %s", path, strerror(errno));

@@ -28,6 +28,10 @@ typedef struct feeder__reader feeder__reader;
 #define FEEDER__MAX_FILE_BYTES ((uint64_t)1 << 30)
 #define FEEDER__FILE_TOO_BIG "size over the 1 GiB limit"
 
+/* What a file of this st_mode / stx_mode is, when it is no regular file:
+ * "a FIFO, not a regular file", ... (the failing op of such a sample). */
+const char *feeder__file_type(unsigned mode);
+
 /* Is io_uring usable here with the operations the reader needs? 0, or
  * -errno with a reason in `why`. Run once in the parent at start. */
 int feeder__uring_probe(char *why, size_t whylen);

@@ -67,6 +67,18 @@ static int check_ops(struct io_uring *ring, char *why, size_t whylen)
     return rc;
 }
 
+const char *feeder__file_type(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFDIR: return "a folder, not a regular file";
+    case S_IFIFO: return "a FIFO, not a regular file";
+    case S_IFSOCK: return "a socket, not a regular file";
+    case S_IFCHR: return "a character device, not a regular file";
+    case S_IFBLK: return "a block device, not a regular file";
+    default: return "not a regular file";
+    }
+}
+
 int feeder__uring_probe(char *why, size_t whylen)
 {
     struct io_uring ring;
@@ -168,7 +180,10 @@ static int read_pread(feeder__reader *r, feeder__file *files, unsigned n)
         files[i].err = 0;
         files[i].len = 0;
         files[i].op = NULL;
-        fds[i] = open(files[i].path, O_RDONLY | O_CLOEXEC);
+        /* O_NONBLOCK: a FIFO among the samples opens at once (and is
+         * refused by its type below) instead of blocking until a writer
+         * comes; it changes nothing for regular files. */
+        fds[i] = open(files[i].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (fds[i] < 0) {
             files[i].err = -errno;
             files[i].op = "open";
@@ -179,8 +194,8 @@ static int read_pread(feeder__reader *r, feeder__file *files, unsigned n)
             files[i].err = -errno;
             files[i].op = "fstat";
         } else if (!S_ISREG(st.st_mode)) {
-            files[i].err = -EISDIR;
-            files[i].op = "open";
+            files[i].err = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+            files[i].op = feeder__file_type(st.st_mode);
         } else if ((uint64_t)st.st_size > FEEDER__MAX_FILE_BYTES) {
             files[i].err = -EFBIG;
             files[i].op = FEEDER__FILE_TOO_BIG;
@@ -296,7 +311,7 @@ static int read_uring_chunk(feeder__reader *r, feeder__file *files, unsigned lo,
     unsigned queued = 0;
     for (unsigned i = lo; i < hi; i++) {
         struct io_uring_sqe *sqe = get_sqe(r);
-        io_uring_prep_openat(sqe, AT_FDCWD, files[i].path, O_RDONLY | O_CLOEXEC, 0);
+        io_uring_prep_openat(sqe, AT_FDCWD, files[i].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
         sqe->user_data = UD(i, OP_OPEN);
         sqe = get_sqe(r);
         io_uring_prep_statx(sqe, AT_FDCWD, files[i].path, 0, STATX_SIZE | STATX_TYPE,
@@ -330,8 +345,8 @@ static int read_uring(feeder__reader *r, feeder__file *files, unsigned n)
         if (files[i].err)
             continue;
         if (!S_ISREG(r->stx[i].stx_mode)) {
-            files[i].err = -EISDIR;
-            files[i].op = "open";
+            files[i].err = S_ISDIR(r->stx[i].stx_mode) ? -EISDIR : -EINVAL;
+            files[i].op = feeder__file_type(r->stx[i].stx_mode);
             continue;
         }
         if (r->stx[i].stx_size > FEEDER__MAX_FILE_BYTES) {
