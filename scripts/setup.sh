@@ -9,7 +9,7 @@
 # (scripts/valgrind.sh) for CI.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config
-      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev libstb-dev
+      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libspng-dev libwebp-dev libyuv-dev libstb-dev
       check libsubunit-dev
       libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind)
 missing=()
