@@ -56,9 +56,9 @@ static const char *guess_name(const uint8_t *p, size_t len)
 static int unknown_format(const uint8_t *p, size_t len, char *err, size_t errlen)
 {
     char hex[3 * 4 + 1] = "";
-    size_t n = len < 4 ? len : 4;
+    size_t n = len < 4 ? len : 4, at = 0;
     for (size_t i = 0; i < n; i++)
-        snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%s%02X", i ? " " : "", p[i]);
+        at += (size_t)snprintf(hex + at, sizeof(hex) - at, "%s%02X", i ? " " : "", p[i]);
     return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
                                "not a JPEG, PNG or WebP file (starts %s: %s)", hex,
                                guess_name(p, len));
