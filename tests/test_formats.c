@@ -314,7 +314,8 @@ static blob bomb_png(const char *type, const uint8_t *prefix, size_t plen)
     ih[8] = 8; /* 8-bit gray */
     b.n += put_chunk(b.p + b.n, "IHDR", ih, 13);
     uint8_t *data = malloc(plen + z.n);
-    memcpy(data, prefix, plen);
+    if (plen)
+        memcpy(data, prefix, plen);
     memcpy(data + plen, z.p, z.n);
     b.n += put_chunk(b.p + b.n, type, data, plen + z.n);
     if (strcmp(type, "IDAT") != 0) {
