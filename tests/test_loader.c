@@ -709,7 +709,8 @@ END_TEST
 START_TEST(test_bad_not_jpeg)
 {
     const char gif[] = "GIF89a this is not an image we read";
-    expect_bad(gif, sizeof(gif), FEEDER_EDECODE, "not a JPEG, PNG or WebP file (starts 47 49 46 38: GIF)", 0);
+    expect_bad(gif, sizeof(gif), FEEDER_EDECODE,
+               "not a JPEG, PNG or WebP file (starts 47 49 46 38: GIF)", 0);
 }
 END_TEST
 
