@@ -573,7 +573,8 @@ int feeder_dataset_skipped(const feeder_dataset *ds, uint64_t *count, char *summ
     for (uint32_t i = 0; i <= s.used && n >= 0 && (at += (size_t)n) < len; i++) {
         if (i < s.used)
             n = snprintf(summary + at, len - at, "%s%llu %s", i ? ", " : ": ",
-                         (unsigned long long)s.e[i].n, s.e[i].ext[0] ? s.e[i].ext : "(no extension)");
+                         (unsigned long long)s.e[i].n,
+                         s.e[i].ext[0] ? s.e[i].ext : "(no extension)");
         else if (s.other)
             n = snprintf(summary + at, len - at, "%s%llu other", i ? ", " : ": ",
                          (unsigned long long)s.other);

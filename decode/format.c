@@ -47,9 +47,11 @@ static const char *guess_name(const uint8_t *p, size_t len)
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         if (len >= known[i].n && memcmp(p, known[i].magic, known[i].n) == 0)
             return known[i].name;
-    if (len >= 12 && memcmp(p + 4, "ftyp", 4) == 0)
-        return memcmp(p + 8, "avif", 4) == 0 ? "AVIF" : memcmp(p + 8, "heic", 4) == 0 ? "HEIC"
-                                                                                        : "ISO media";
+    if (len >= 12 && memcmp(p + 4, "ftyp", 4) == 0) {
+        if (memcmp(p + 8, "avif", 4) == 0)
+            return "AVIF";
+        return memcmp(p + 8, "heic", 4) == 0 ? "HEIC" : "ISO media";
+    }
     return "unknown";
 }
 

@@ -33,7 +33,8 @@ static void png(const char *dir, const char *name, uint8_t s0, int w, int h, int
     if (ctype == SPNG_COLOR_TYPE_INDEXED) {
         struct spng_plte pl = {.n_entries = 16};
         for (int i = 0; i < 16; i++)
-            pl.entries[i] = (struct spng_plte_entry){(uint8_t)(i * 16), (uint8_t)(255 - i * 16), 7, 255};
+            pl.entries[i] =
+                (struct spng_plte_entry){(uint8_t)(i * 16), (uint8_t)(255 - i * 16), 7, 255};
         for (size_t i = 0; i < sizeof(px); i++)
             px[i] &= bits == 8 ? 15 : (uint8_t)((1 << bits) - 1) * 0x11;
         spng_set_plte(e, &pl);
