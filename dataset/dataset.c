@@ -24,6 +24,7 @@ typedef struct strlist {
     uint64_t *off;
     int64_t *label;
     uint64_t n, ncap;
+    feeder__skips skips; /* folder walks: files left out */
 } strlist;
 
 static int strlist_add(strlist *l, const char *a, const char *b, int64_t label)
@@ -72,10 +73,34 @@ static void strlist_free(strlist *l)
     free(l->label);
 }
 
-static int is_jpeg_name(const char *name)
+/* The names a folder dataset takes; the decoder reads the format from the
+ * bytes, so this only keeps stray files (notes, caches) out. */
+static int is_image_name(const char *name)
+{
+    static const char *const ext[] = {".jpg", ".jpeg", ".jfif", ".png", ".webp"};
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof(ext) / sizeof(ext[0]); i++)
+        if (strcasecmp(dot, ext[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void skip_note(feeder__skips *s, const char *name)
 {
     const char *dot = strrchr(name, '.');
-    return dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0);
+    const char *ext = dot && dot != name ? dot : "";
+    s->total++;
+    for (uint32_t i = 0; i < s->used; i++)
+        if (strcasecmp(s->e[i].ext, ext) == 0) {
+            s->e[i].n++;
+            return;
+        }
+    if (s->used == FEEDER__SKIP_EXTS || strlen(ext) >= sizeof(s->e[0].ext)) {
+        s->other++;
+        return;
+    }
+    snprintf(s->e[s->used].ext, sizeof(s->e[0].ext), "%s", ext);
+    s->e[s->used++].n = 1;
 }
 
 static int cmp_cstr(const void *a, const void *b)
@@ -133,7 +158,7 @@ static void free_names(char **v, size_t n)
 }
 
 /* Walk `dir` in sorted order (as torchvision sorts os.walk's entries), adding
- * every JPEG; stat() follows symlinks as os.walk(followlinks=True) does. */
+ * every image; stat() follows symlinks as os.walk(followlinks=True) does. */
 static int walk_class(const char *dir, int64_t label, strlist *out, int depth)
 {
     if (depth > 64)
@@ -158,8 +183,10 @@ static int walk_class(const char *dir, int64_t label, strlist *out, int depth)
             continue; /* a dangling link is not a sample */
         if (S_ISDIR(st.st_mode))
             rc = walk_class(path, label, out, depth + 1);
-        else if (S_ISREG(st.st_mode) && is_jpeg_name(names[i]))
+        else if (S_ISREG(st.st_mode) && is_image_name(names[i]))
             rc = strlist_add(out, dir, names[i], label);
+        else if (S_ISREG(st.st_mode))
+            skip_note(&out->skips, names[i]);
     }
     free(path);
     free_names(names, n);
@@ -189,6 +216,7 @@ static int dataset_finish(feeder_dataset *ds, strlist *l, int rc, feeder_dataset
     ds->paths = l->arena;
     ds->path_off = l->off;
     ds->labels = l->label;
+    ds->skips = l->skips;
     *out = ds;
     return 0;
 }
@@ -240,8 +268,9 @@ int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err
                     root);
         rc = FEEDER_EDATASET;
     } else if (rc == 0 && l.n == 0) {
-        feeder__fmt(err, errlen, "%s: no .jpg or .jpeg files in its %llu class folders", root,
-                    (unsigned long long)ds->num_classes);
+        feeder__fmt(err, errlen, "%s: no .jpg, .jpeg, .jfif, .png or .webp files in its %llu class "
+                    "folders (%llu other files)", root, (unsigned long long)ds->num_classes,
+                    (unsigned long long)l.skips.total);
         rc = FEEDER_EDATASET;
     }
     return dataset_finish(ds, &l, rc, out);
@@ -540,4 +569,42 @@ const char *feeder_dataset_class_name(const feeder_dataset *ds, uint64_t label)
     if (!ds || !ds->classes || label >= ds->num_classes)
         return NULL;
     return ds->classes[label];
+}
+
+/* Largest count first, then by name, so the summary reads the same on every
+ * run whatever order readdir gave. */
+static int skip_cmp(const void *a, const void *b)
+{
+    const feeder__skip_ext *x = a, *y = b;
+    if (x->n != y->n)
+        return x->n > y->n ? -1 : 1;
+    return strcmp(x->ext, y->ext);
+}
+
+int feeder_dataset_skipped(const feeder_dataset *ds, uint64_t *count, char *summary,
+                           size_t len)
+{
+    if (!ds)
+        return FEEDER_EINVAL;
+    feeder__skips s = ds->skips;
+    if (count)
+        *count = s.total;
+    if (!summary || !len)
+        return 0;
+    qsort(s.e, s.used, sizeof(s.e[0]), skip_cmp);
+    size_t at = 0;
+    int n = snprintf(summary, len, "%llu file%s left out", (unsigned long long)s.total,
+                     s.total == 1 ? "" : "s");
+    for (uint32_t i = 0; i <= s.used && n >= 0 && (at += (size_t)n) < len; i++) {
+        if (i < s.used)
+            n = snprintf(summary + at, len - at, "%s%llu %s", i ? ", " : ": ",
+                         (unsigned long long)s.e[i].n,
+                         s.e[i].ext[0] ? s.e[i].ext : "(no extension)");
+        else if (s.other)
+            n = snprintf(summary + at, len - at, "%s%llu other", i ? ", " : ": ",
+                         (unsigned long long)s.other);
+        else
+            break;
+    }
+    return 0;
 }

@@ -16,6 +16,21 @@ enum { FEEDER__DS_FOLDER = 1, FEEDER__DS_LIST = 2, FEEDER__DS_USER = 3, FEEDER__
 
 struct feeder__pack; /* packed datasets (dataset/pack.h) */
 
+/* Files a folder dataset left out (not an image extension), counted by
+ * extension: a fixed table, so it needs no freeing; extensions past the
+ * table's room or longer than its field count under `other`. */
+#define FEEDER__SKIP_EXTS 16
+typedef struct feeder__skip_ext {
+    char ext[16]; /* ".txt", or "" for a name without one */
+    uint64_t n;
+} feeder__skip_ext;
+typedef struct feeder__skips {
+    uint64_t total;
+    uint64_t other;
+    uint32_t used;
+    feeder__skip_ext e[FEEDER__SKIP_EXTS];
+} feeder__skips;
+
 struct feeder_dataset {
     int kind;
     uint64_t n;
@@ -28,6 +43,7 @@ struct feeder_dataset {
     void *user;
     struct feeder__pack *pack; /* FEEDER__DS_PACKED */
     atomic_uint refs;          /* the caller's and each loader's (feeder__dataset_hold) */
+    feeder__skips skips;       /* FEEDER__DS_FOLDER */
 };
 
 /* A loader's reference: the dataset outlives feeder_dataset_destroy while a

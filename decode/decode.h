@@ -71,8 +71,12 @@ typedef struct feeder__decode_times {
     uint64_t transform_ns;
 } feeder__decode_times;
 
-/* Decode `len` bytes of JPEG and write the transformed sample (height x width
- * x 3 uint8 RGB, in t->layout) to `dst`. Grayscale, CMYK/YCCK (as Pillow
+/* Decode `len` bytes of an image and write the transformed sample (height x
+ * width x 3 uint8 RGB, in t->layout) to `dst`. The format comes from the
+ * first bytes (decode/format.h): JPEG goes to t->decoder; PNG (libspng) and
+ * WebP (libwebp) are decoded whole and take the same crop and resize as
+ * TURBO, alpha dropped; anything else fails with FEEDER_EDECODE naming what
+ * its first bytes look like. Grayscale, CMYK/YCCK (as Pillow
  * converts them) and progressive JPEGs come out as RGB. Returns 0, or:
  *   FEEDER_EDECODE  empty, not a JPEG, corrupt or truncated (err holds
  *                   libjpeg's text); every libjpeg warning counts as an error.

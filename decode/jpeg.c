@@ -49,6 +49,7 @@
 #include <turbojpeg.h>
 
 #include "decode/decode.h"
+#include "decode/format.h"
 
 typedef struct jerr_mgr {
     struct jpeg_error_mgr pub;
@@ -370,7 +371,13 @@ int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const 
         return feeder__decode_fail(err, errlen, FEEDER_EINVAL, "invalid argument to the decoder");
     if (len == 0)
         return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "empty input (0 bytes)");
-    int rc;
+    int rc, fmt = feeder__format_sniff(jpeg, len);
+    if (fmt != FEEDER__FMT_JPEG) {
+        /* PNG, WebP and unknown formats: decoded whole, resized as TURBO. */
+        rc = feeder__decode_other(fmt, &d->pix, &d->rs, t, jpeg, len, seed, epoch, index, dst,
+                                  times, err, errlen);
+        return rc;
+    }
     if (t->decoder == FEEDER_DECODER_TURBO)
         rc = decode_turbo(d, t, jpeg, len, seed, epoch, index, dst, t0, &tm, err, errlen);
     else if (t->decoder == FEEDER_DECODER_ROI)

@@ -257,6 +257,19 @@ FEEDER_API int64_t feeder_dataset_label(const feeder_dataset *ds, uint64_t index
 /* Number of classes (folder datasets: sub-folders; list datasets: largest label + 1;
  * packed datasets: the stored class names, else largest label + 1). */
 FEEDER_API uint64_t feeder_dataset_num_classes(const feeder_dataset *ds);
+
+/* Files a folder dataset left out because their names end in none of the
+ * image extensions it takes (.jpg, .jpeg, .jfif, .png, .webp, any case; the
+ * format itself is read from the bytes). Writes the count to *count (may be
+ * NULL) and a one-line summary to summary (len bytes, truncated to fit; may be
+ * NULL), largest count first: "3 files left out: 2 .txt, 1 .gif", or
+ * "0 files left out". Names without an extension show as "(no extension)";
+ * past 16 distinct extensions the rest count as "other". Other dataset kinds
+ * report 0. Returns 0, or FEEDER_EINVAL for a NULL dataset.
+ * Lifetime: the figures are fixed when the dataset is opened.
+ * Thread-safety: thread-safe. */
+FEEDER_API int feeder_dataset_skipped(const feeder_dataset *ds, uint64_t *count, char *summary,
+                                      size_t len);
 /* Name of class `label` (folder datasets, packed files that store names), NULL
  * otherwise. Borrowed. */
 FEEDER_API const char *feeder_dataset_class_name(const feeder_dataset *ds, uint64_t label);

@@ -12,7 +12,7 @@
 # examples/python/train.py.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config
-      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libyuv-dev libstb-dev
+      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libspng-dev libwebp-dev libyuv-dev libstb-dev
       check libsubunit-dev
       libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind
       python3-dev python3-setuptools python3-pytest python3-numpy python3-torch

@@ -708,8 +708,9 @@ END_TEST
 
 START_TEST(test_bad_not_jpeg)
 {
-    const char png[] = "\x89PNG\r\n\x1a\n this is not a jpeg at all";
-    expect_bad(png, sizeof(png), FEEDER_EDECODE, "JPEG", 0);
+    const char gif[] = "GIF89a this is not an image we read";
+    expect_bad(gif, sizeof(gif), FEEDER_EDECODE,
+               "not a JPEG, PNG or WebP file (starts 47 49 46 38: GIF)", 0);
 }
 END_TEST
 
@@ -810,7 +811,7 @@ START_TEST(test_folder_errors)
     bu_mkdirs(root);
     path_in(root, sizeof(root), "empty");
     ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), FEEDER_EDATASET);
-    ck_assert_ptr_nonnull(strstr(err, "no .jpg or .jpeg files"));
+    ck_assert_ptr_nonnull(strstr(err, "no .jpg, .jpeg, .jfif, .png or .webp files"));
     ck_assert_int_eq(feeder_dataset_open_folder(NULL, &ds, err, sizeof(err)), FEEDER_EINVAL);
 }
 END_TEST

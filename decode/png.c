@@ -1,0 +1,76 @@
+/*
+ * PNG through libspng: every colour type and bit depth comes out as RGB8, the
+ * way libspng's SPNG_FMT_RGB8 makes it (alpha and tRNS dropped, nothing
+ * composited, as torchvision's read_image with ImageReadMode.RGB; 16-bit
+ * samples keep their high byte; palettes expanded). It decodes straight into
+ * the scratch the resizer reads, so there is no copy beyond libspng's own.
+ *
+ * Bombs: the pixel limit is checked from IHDR before anything is allocated,
+ * and again against the decoded size; libspng's chunk limits bound what a
+ * small file may make it allocate for ancillary chunks (zTXt, iCCP, ...), and
+ * it inflates IDAT only as far as the image needs, so a deflate stream that
+ * would grow to gigabytes ends at the image's size.
+ */
+#include <errno.h>
+
+#include <spng.h>
+
+#include "decode/format.h"
+
+/* Largest ancillary chunk and the sum of cached chunks libspng may hold. */
+#define FEEDER__PNG_CHUNK_MAX (8u << 20)
+#define FEEDER__PNG_CACHE_MAX (32u << 20)
+/* PNG's own limit on each side (2^31 - 1). */
+#define FEEDER__PNG_SIDE_MAX 0x7fffffffu
+
+static int png_fail(spng_ctx *ctx, int rc, char *err, size_t errlen, const char *what)
+{
+    spng_ctx_free(ctx);
+    int code = rc == SPNG_EMEM ? -ENOMEM : FEEDER_EDECODE;
+    return feeder__decode_fail(err, errlen, code, "PNG: %s: %s", what, spng_strerror(rc));
+}
+
+int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
+                       size_t len, feeder__image *img, char *err, size_t errlen)
+{
+    spng_ctx *ctx = spng_ctx_new(0);
+    if (!ctx)
+        return feeder__decode_fail(err, errlen, -ENOMEM, "PNG: out of memory for a context");
+    uint32_t side = FEEDER__PNG_SIDE_MAX;
+    if (t->max_pixels && t->max_pixels < side)
+        side = (uint32_t)t->max_pixels;
+    int rc;
+    if ((rc = spng_set_png_buffer(ctx, p, len)) ||
+        (rc = spng_set_image_limits(ctx, side, side)) ||
+        (rc = spng_set_chunk_limits(ctx, FEEDER__PNG_CHUNK_MAX, FEEDER__PNG_CACHE_MAX)))
+        return png_fail(ctx, rc, err, errlen, "setup");
+    struct spng_ihdr ih;
+    if ((rc = spng_get_ihdr(ctx, &ih)))
+        return png_fail(ctx, rc, err, errlen, "header");
+    if ((rc = feeder__check_pixels(t, ih.width, ih.height, err, errlen))) {
+        spng_ctx_free(ctx);
+        return rc;
+    }
+    size_t size = 0;
+    if ((rc = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &size)))
+        return png_fail(ctx, rc, err, errlen, "image size");
+    if (t->max_pixels && size / 4 > t->max_pixels) {
+        spng_ctx_free(ctx);
+        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
+                                   "PNG: decoded image is %zu bytes, over 4 x %llu pixels", size,
+                                   (unsigned long long)t->max_pixels);
+    }
+    if ((rc = feeder__buf_reserve(pix, size))) {
+        spng_ctx_free(ctx);
+        return feeder__decode_fail(err, errlen, rc, "out of memory for a %ux%u image", ih.width,
+                                   ih.height);
+    }
+    if ((rc = spng_decode_image(ctx, pix->p, size, SPNG_FMT_RGB8, 0)))
+        return png_fail(ctx, rc, err, errlen, "decode");
+    spng_ctx_free(ctx);
+    img->w = ih.width;
+    img->h = ih.height;
+    img->stride = (size_t)ih.width * 3;
+    img->channels = 3;
+    return 0;
+}
