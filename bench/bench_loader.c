@@ -475,6 +475,10 @@ static feeder_dataset *open_dataset(const char *path)
     if (rc != 0)
         die("opening dataset %s: %s (%s): %s", path, feeder_strerror(rc), feeder_err_name(rc),
             err[0] ? err : "no detail");
+    uint64_t skipped = 0;
+    char what[256];
+    if (feeder_dataset_skipped(ds, &skipped, what, sizeof(what)) == 0 && skipped)
+        fprintf(stderr, "bench_loader: %s: %s (not images this build reads)\n", path, what);
     return ds;
 }
 
