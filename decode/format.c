@@ -7,14 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/common.h"
 #include "decode/format.h"
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int feeder__format_sniff(const uint8_t *p, size_t len)
 {
@@ -85,7 +79,7 @@ int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
                          uint64_t seed, uint64_t epoch, uint64_t index, uint8_t *dst,
                          feeder__decode_times *times, char *err, size_t errlen)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = feeder__now_ns();
     feeder__image img = {0};
     int rc;
     if (fmt == FEEDER__FMT_PNG)
@@ -98,7 +92,7 @@ int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
         return rc;
     feeder__crop c;
     feeder__crop_compute(t, img.w, img.h, seed, epoch, index, &c);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = feeder__now_ns();
     rc = feeder__resize(rs, pix->p, img.w, img.h, img.stride, img.channels, c.fx, c.fy, c.fw,
                         c.fh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
@@ -106,7 +100,7 @@ int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
                                    img.h);
     if (times) {
         times->decode_ns = t1 - t0;
-        times->transform_ns = now_ns() - t1;
+        times->transform_ns = feeder__now_ns() - t1;
     }
     return 0;
 }

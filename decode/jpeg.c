@@ -48,6 +48,7 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
+#include "common/common.h"
 #include "decode/decode.h"
 #include "decode/format.h"
 
@@ -66,13 +67,6 @@ struct feeder__decoder {
     feeder__buf rows; /* JSAMPROW table for jpeg_read_scanlines */
     feeder__resizer rs;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int feeder__decode_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
@@ -237,13 +231,13 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
         return turbo_failed(d, err, errlen);
     if (cmyk)
         cmyk_to_rgbx(d->pix.p, (size_t)w, (size_t)h, stride);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = feeder__now_ns();
     rc = feeder__resize(&d->rs, d->pix.p, (uint32_t)w, (uint32_t)h, stride, 4, c.fx, c.fy, c.fw,
                         c.fh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
         return feeder__decode_fail(err, errlen, rc, "resize of a %dx%d image failed", w, h);
     times->decode_ns = t1 - t0;
-    times->transform_ns = now_ns() - t1;
+    times->transform_ns = feeder__now_ns() - t1;
     return 0;
 }
 
@@ -330,14 +324,14 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     }
     if (cmyk)
         cmyk_to_rgbx(d->pix.p, cw, nrows, stride);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = feeder__now_ns();
     rc = feeder__resize(&d->rs, d->pix.p, cw, (uint32_t)nrows, stride, 4, bx - xoff, by - y0,
                         bw, bh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
         return feeder__decode_fail(err, errlen, rc, "resize of a %ux%u region failed", (unsigned)cw,
                                    (unsigned)nrows);
     times->decode_ns = t1 - t0;
-    times->transform_ns = now_ns() - t1;
+    times->transform_ns = feeder__now_ns() - t1;
     return 0;
 }
 
@@ -361,7 +355,7 @@ int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const 
                           size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
                           uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = feeder__now_ns();
     feeder__decode_times tm = {0, 0};
     if (err && errlen)
         err[0] = 0;
