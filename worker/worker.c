@@ -421,10 +421,43 @@ static void *watch_parent(void *arg)
     return NULL;
 }
 
+/* ThreadSanitizer kills a process that starts a thread after a
+ * multi-threaded fork: under it the worker watches only between tasks
+ * (wait_channel) and by the signal. */
+#if defined(__SANITIZE_THREAD__)
+#define FEEDER__WATCH_THREAD 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FEEDER__WATCH_THREAD 0
+#endif
+#endif
+#ifndef FEEDER__WATCH_THREAD
+#define FEEDER__WATCH_THREAD 1
+#endif
+
+/* Wait for the next message on the channel, or for the loader's process to
+ * exit: 1 when the channel has something (or an error to read), 0 when the
+ * parent is gone. */
+static int wait_channel(int chan, int parent_fd)
+{
+    struct pollfd p[2] = {{.fd = chan, .events = POLLIN}, {.fd = parent_fd, .events = POLLIN}};
+    for (;;) {
+        int n = poll(p, parent_fd >= 0 ? 2 : 1, -1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || p[0].revents)
+            return 1;
+        if (p[1].revents & POLLIN)
+            return 0;
+        if (p[1].revents) /* no watch on this descriptor any more */
+            parent_fd = -1;
+    }
+}
+
 static void start_parent_watch(int parent_fd)
 {
-    if (parent_fd < 0)
-        return; /* PR_SET_PDEATHSIG is armed instead */
+    if (parent_fd < 0 || !FEEDER__WATCH_THREAD)
+        return; /* PR_SET_PDEATHSIG is armed instead, or wait_channel watches */
     pthread_t t;
     pthread_attr_t a;
     pthread_attr_init(&a);
@@ -488,6 +521,8 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
         _exit(1);
     for (;;) {
         feeder__task_msg t;
+        if (!wait_channel(chan, parent_fd))
+            _exit(0); /* the loader's process is gone */
         ssize_t n = recv(chan, &t, sizeof(t), 0);
         if (n < 0 && errno == EINTR)
             continue;
