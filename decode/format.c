@@ -60,20 +60,6 @@ static int unknown_format(const uint8_t *p, size_t len, char *err, size_t errlen
                                guess_name(p, len));
 }
 
-int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
-                         size_t errlen)
-{
-    uint64_t n = (uint64_t)w * h;
-    if (n == 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "image has no pixels (%ux%u)",
-                                   w, h);
-    if (t->max_pixels && n > t->max_pixels)
-        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
-                                   "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
-                                   (unsigned long long)n, (unsigned long long)t->max_pixels);
-    return 0;
-}
-
 int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
                          const feeder__transform *t, const uint8_t *p, size_t len,
                          uint64_t seed, uint64_t epoch, uint64_t index, uint8_t *dst,

@@ -12,29 +12,13 @@
 #include <stdint.h>
 
 #include "decode/decode.h"
+#include "decode/image.h"
 
 enum { FEEDER__FMT_UNKNOWN = 0, FEEDER__FMT_JPEG = 1, FEEDER__FMT_PNG = 2, FEEDER__FMT_WEBP = 3 };
 
 /* The format of `len` bytes at p from their magic bytes: JPEG FF D8, PNG's
  * 8-byte signature, WebP "RIFF" size "WEBP". */
 int feeder__format_sniff(const uint8_t *p, size_t len);
-
-/* A decoded image in a scratch buffer: w x h pixels of `channels` (3 or 4)
- * bytes, rows `stride` bytes apart. */
-typedef struct feeder__image {
-    uint32_t w, h;
-    size_t stride;
-    int channels;
-} feeder__image;
-
-/* Decode a PNG (libspng) or a WebP (libwebp) into pix, growing it; the pixel
- * limit is checked from the header before anything is allocated. Returns 0,
- * FEEDER_EDECODE (corrupt, truncated, animated WebP; err holds the library's
- * text), FEEDER_ETOOBIG or -ENOMEM. */
-int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
-                       size_t len, feeder__image *img, char *err, size_t errlen);
-int feeder__webp_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
-                        size_t len, feeder__image *img, char *err, size_t errlen);
 
 /* feeder__decode_sample for every format but JPEG (`fmt` from
  * feeder__format_sniff, FEEDER__FMT_UNKNOWN included: that one fails with
@@ -45,10 +29,5 @@ int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
                          const feeder__transform *t, const uint8_t *p, size_t len,
                          uint64_t seed, uint64_t epoch, uint64_t index, uint8_t *dst,
                          feeder__decode_times *times, char *err, size_t errlen);
-
-/* The shared pixel-limit check (0, FEEDER_EDECODE for no pixels,
- * FEEDER_ETOOBIG). */
-int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
-                         size_t errlen);
 
 #endif

@@ -68,17 +68,6 @@ struct feeder__decoder {
     feeder__resizer rs;
 };
 
-int feeder__decode_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 /* libjpeg's error hooks: keep the text, never print, never exit. */
 static void jerr_exit(j_common_ptr ci)
 {

@@ -15,7 +15,7 @@
 
 #include <spng.h>
 
-#include "decode/format.h"
+#include "decode/image.h"
 
 /* Largest ancillary chunk and the sum of cached chunks libspng may hold. */
 #define FEEDER__PNG_CHUNK_MAX (8u << 20)

@@ -8,7 +8,7 @@
 
 #include <webp/decode.h>
 
-#include "decode/format.h"
+#include "decode/image.h"
 
 static const char *vp8_status_name(VP8StatusCode s)
 {

@@ -129,14 +129,9 @@ struct feeder_loader {
 
 /* The option table's entry of `opt`, or -1. */
 int feeder__opt_index(int opt);
-static inline int64_t iopt(const feeder_loader *ld, int opt)
-{
-    return ld->ival[feeder__opt_index(opt)];
-}
-static inline double dopt(const feeder_loader *ld, int opt)
-{
-    return ld->dval[feeder__opt_index(opt)];
-}
+/* An option's value as the loader holds it (set or default). */
+#define iopt feeder__loader_iopt
+#define dopt feeder__loader_dopt
 /* The sampler SHUFFLE and SEED pick when none was given. */
 int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out);
 

@@ -307,9 +307,15 @@ int feeder__loader_decode_cpu(feeder_loader *ld, const uint8_t *jpeg, size_t len
     return rc;
 }
 
-int64_t feeder__loader_iopt(const feeder_loader *ld, int opt) { return iopt(ld, opt); }
+int64_t feeder__loader_iopt(const feeder_loader *ld, int opt)
+{
+    return ld->ival[feeder__opt_index(opt)];
+}
 
-double feeder__loader_dopt(const feeder_loader *ld, int opt) { return dopt(ld, opt); }
+double feeder__loader_dopt(const feeder_loader *ld, int opt)
+{
+    return ld->dval[feeder__opt_index(opt)];
+}
 
 int feeder__loader_sequential(const feeder_loader *ld)
 {

@@ -1,0 +1,37 @@
+/*
+ * What the whole-image decoders (png.c, webp.c) share with the dispatch
+ * (format.c) and the JPEG decoders (jpeg.c): the decoded image's shape, the
+ * pixel-limit check and the error exit (image.c). The lowest file of
+ * decode/'s decoders: it calls none of them.
+ */
+#ifndef FEEDER_DECODE_IMAGE_H
+#define FEEDER_DECODE_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decode/decode.h"
+
+/* A decoded image in a scratch buffer: w x h pixels of `channels` (3 or 4)
+ * bytes, rows `stride` bytes apart. */
+typedef struct feeder__image {
+    uint32_t w, h;
+    size_t stride;
+    int channels;
+} feeder__image;
+
+/* Decode a PNG (libspng) or a WebP (libwebp) into pix, growing it; the pixel
+ * limit is checked from the header before anything is allocated. Returns 0,
+ * FEEDER_EDECODE (corrupt, truncated, animated WebP; err holds the library's
+ * text), FEEDER_ETOOBIG or -ENOMEM. */
+int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
+                       size_t len, feeder__image *img, char *err, size_t errlen);
+int feeder__webp_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
+                        size_t len, feeder__image *img, char *err, size_t errlen);
+
+/* The shared pixel-limit check (0, FEEDER_EDECODE for no pixels,
+ * FEEDER_ETOOBIG). */
+int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
+                         size_t errlen);
+
+#endif
