@@ -224,8 +224,10 @@ static cudaError_t gather_samples(feeder__gpu *g, entry *en, feeder_batch *hb, u
         }
         if (pixels && run == UINT32_MAX)
             run = i;
-        if (i < hb->count && enc[i])
+        if (i < hb->count && enc[i]) {
             g->imgs[n++] = (feeder__gpu_image){data + place[i], (size_t)enc[i], hb->indices[i], i};
+            en->jpeg_bytes += enc[i];
+        }
     }
     *nimg = n;
     return cudaSuccess;

@@ -52,7 +52,8 @@ typedef struct entry {
     int64_t tr_epoch, tr_batch; /* trace: the batch the recorded events belong to (pub is
                                    rewritten before they are read at reuse) */
     uint32_t count;
-    size_t in_bytes;
+    size_t in_bytes;   /* pixel bytes copied to the device */
+    size_t jpeg_bytes; /* JPEG bytes nvJPEG reads from the slot */
     /* PIN_COPY job, under g->lock */
     int pin;
     int slot_done;          /* the pin threads are done with the host slot */

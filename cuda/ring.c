@@ -173,24 +173,19 @@ static int drop_held(feeder__gpu *g, entry *en)
     return 0;
 }
 
-/* Start moving host batch `hb` into entry `en`. */
-static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
+/* Lend-to-be: entry `en` takes host batch `hb` (its labels, indices and
+ * shape) and its place at the FIFO's tail. */
+static item *take_host_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
 {
-    const feeder__slot_layout *l = g->l;
-    int rc = drop_held(g, en);
-    if (rc) {
-        feeder__cuda_host_release(g, hb);
-        return rc;
-    }
     en->hb = hb;
     g->held++;
     en->count = hb->count;
-    en->in_bytes = (size_t)hb->count * l->sample_bytes;
+    en->in_bytes = (size_t)hb->count * g->l->sample_bytes;
+    en->jpeg_bytes = 0;
     memcpy(en->labels, hb->labels, hb->count * sizeof(int64_t));
     memcpy(en->indices, hb->indices, hb->count * sizeof(uint64_t));
     feeder_batch *b = &en->pub;
     memset(b, 0, sizeof(*b));
-    b->data = NULL;
     b->labels = en->labels;
     b->indices = en->indices;
     b->count = hb->count;
@@ -213,17 +208,21 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
     item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
     it->entry = (int)(en - g->e);
     it->rc = 0;
+    return it;
+}
 
-    /* The entry's last H2D must be over before its pinned buffer is
-     * rewritten (invariant 2), and its copy time must be read before the
-     * events are recorded again (else the stats keep only the copies that
-     * happened to finish before a reap, the short ones). It was enqueued
-     * two batches ago, so this rarely waits. */
+/* The entry's last H2D must be over before its pinned buffer is rewritten
+ * (invariant 2), and its copy time must be read before the events are
+ * recorded again (else the stats keep only the copies that happened to
+ * finish before a reap, the short ones). It was enqueued two batches ago, so
+ * this rarely waits. */
+static int settle_entry(feeder__gpu *g, entry *en)
+{
     if (en->timed || (en->used && g->pin_mode == FEEDER_PIN_COPY)) {
         cudaError_t e = cudaEventSynchronize(en->h2d_ev);
         if (e != cudaSuccess)
             return feeder__cuda_fail(g, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
-                                       feeder__cuda_errtext(e));
+                                     feeder__cuda_errtext(e));
         if (en->timed)
             feeder__cuda_harvest(g, en, &g->h2d_ns);
         feeder__cuda_trace_copies(g, en, en->timed);
@@ -231,61 +230,80 @@ static int submit(feeder__gpu *g, entry *en, feeder_batch *hb)
     }
     feeder__cuda_trace_copies(g, en, 0); /* a normalise span still owed: now or never */
     en->tr_norm = 0;
+    return 0;
+}
+
+/* PIN_COPY: hand the entry to the pin threads; the last of them enqueues. */
+static void queue_pin_job(feeder__gpu *g, entry *en, feeder_batch *hb, int id)
+{
+    pthread_mutex_lock(&g->lock);
+    en->src = hb->data;
+    en->src_labels = hb->labels;
+    en->slot_done = 0;
+    en->chunks_taken = en->chunks_done = 0;
+    en->err = 0;
+    en->pin = PIN_QUEUED;
+    g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = id;
+    pthread_cond_broadcast(&g->cv_work);
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* GPU decoders: a sample error fails the batch where it stands in the FIFO,
+ * as a worker's would, and its slot goes back now. */
+static int start_decode(feeder__gpu *g, entry *en, feeder_batch *hb, item *it)
+{
+    char msg[1024];
+    int sample_err = 0;
+    int rc = feeder__cuda_enqueue_decode(g, en, hb, &sample_err, msg, sizeof(msg));
+    if (rc && !sample_err)
+        return feeder__cuda_fail(g, rc, "%s", msg);
+    if (rc) {
+        it->entry = -1;
+        it->rc = rc;
+        it->batch = (int64_t)hb->number;
+        it->epoch = hb->epoch;
+        feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
+        g->paused = 1;
+        en->state = E_FREE;
+        en->hb = NULL;
+        g->held--;
+        feeder__cuda_host_release(g, hb);
+    }
+    return 0;
+}
+
+/* Start moving host batch `hb` into entry `en`, by the layer's one path:
+ * the pin threads, the packed file's mapping, the GPU decoder, or a copy of
+ * the slot. */
+static int start_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
+{
+    int rc = drop_held(g, en);
+    if (rc) {
+        feeder__cuda_host_release(g, hb);
+        return rc;
+    }
+    item *it = take_host_batch(g, en, hb);
+    if ((rc = settle_entry(g, en)))
+        return rc;
     if (g->pin_mode == FEEDER_PIN_COPY) {
-        pthread_mutex_lock(&g->lock);
-        en->src = hb->data;
-        en->src_labels = hb->labels;
-        en->slot_done = 0;
-        en->chunks_taken = en->chunks_done = 0;
-        en->err = 0;
-        en->pin = PIN_QUEUED;
-        g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = it->entry;
-        pthread_cond_broadcast(&g->cv_work);
-        pthread_mutex_unlock(&g->lock);
+        queue_pin_job(g, en, hb, it->entry);
         return 0;
     }
-    if (g->pack_registered) {
-        cudaError_t e = feeder__cuda_enqueue_direct(g, en, hb);
-        if (e != cudaSuccess)
-            return feeder__cuda_fail(g, FEEDER_ECUDA,
-                                       "copying batch %llu of epoch %llu from the packed file to "
-                                       "device %d: %s", (unsigned long long)hb->number,
-                                       (unsigned long long)hb->epoch, g->cfg.device, feeder__cuda_errtext(e));
-        return 0;
-    }
-    if (g->decodes) {
-        char msg[1024];
-        int sample_err = 0;
-        rc = feeder__cuda_enqueue_decode(g, en, hb, &sample_err, msg, sizeof(msg));
-        if (rc && !sample_err)
-            return feeder__cuda_fail(g, rc, "%s", msg);
-        if (rc) {
-            /* The batch fails where it stands in the FIFO, as a worker's
-             * sample error would; its slot goes back now. */
-            it->entry = -1;
-            it->rc = rc;
-            it->batch = (int64_t)hb->number;
-            it->epoch = hb->epoch;
-            feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
-            g->paused = 1;
-            en->state = E_FREE;
-            en->hb = NULL;
-            g->held--;
-            feeder__cuda_host_release(g, hb);
-        }
-        return 0;
-    }
-    cudaError_t e = feeder__cuda_enqueue(g, en, hb->data, hb->labels);
+    if (g->decodes && !g->pack_registered)
+        return start_decode(g, en, hb, it);
+    cudaError_t e = g->pack_registered ? feeder__cuda_enqueue_direct(g, en, hb)
+                                       : feeder__cuda_enqueue(g, en, hb->data, hb->labels);
     if (e != cudaSuccess)
-        return feeder__cuda_fail(g, FEEDER_ECUDA, "copying batch %llu of epoch %llu to device %d: %s",
-                                   (unsigned long long)hb->number, (unsigned long long)hb->epoch,
-                                   g->cfg.device, feeder__cuda_errtext(e));
+        return feeder__cuda_fail(g, FEEDER_ECUDA, "copying batch %llu of epoch %llu %sto device %d: %s",
+                                 (unsigned long long)hb->number, (unsigned long long)hb->epoch,
+                                 g->pack_registered ? "from the packed file " : "", g->cfg.device,
+                                 feeder__cuda_errtext(e));
     return 0;
 }
 
 /* Pull host batches into free entries: without waiting (try), or waiting for
  * one (the FIFO is empty and the user asked for a batch). */
-static int pull(feeder__gpu *g, int wait)
+static int prefetch(feeder__gpu *g, int wait)
 {
     while (!g->paused) {
         entry *en = free_entry(g);
@@ -307,18 +325,97 @@ static int pull(feeder__gpu *g, int wait)
             push_status(g, rc, g->cfg.host.errmsg(g->cfg.host.ctx));
             return 0;
         }
-        if ((rc = submit(g, en, hb)))
+        if ((rc = start_batch(g, en, hb)))
             return rc;
         wait = 0;
     }
     return 0;
 }
 
-static int broken(feeder__gpu *g, int rc, const char *msg)
+static int mark_broken(feeder__gpu *g, int rc, const char *msg)
 {
     g->broken = rc;
     feeder__fmt(g->broken_msg, sizeof(g->broken_msg), "%s", msg);
     return rc;
+}
+
+/* Have at least one item in the FIFO: pull what is finished, and when
+ * nothing is, wait for the host loader. */
+static int fill_fifo(feeder__gpu *g, feeder_stats *d)
+{
+    int rc = reap(g, d, 0);
+    if (!rc)
+        rc = prefetch(g, 0);
+    if (rc || g->len)
+        return rc;
+    if (!free_entry(g))
+        return feeder__cuda_fail(g, FEEDER_EBUSY,
+                                 "all %d device buffers are borrowed; release a batch first "
+                                 "(gpu_prefetch = %d)", g->depth, g->depth);
+    if (!(rc = reap(g, d, 1)))
+        rc = prefetch(g, 1);
+    if (!rc && g->len == 0)
+        rc = feeder__cuda_fail(g, FEEDER_EPROTO,
+                               "GPU prefetcher: no batch could be pulled (%d of %u host slots "
+                               "in copies)", g->held, g->nslots);
+    return rc;
+}
+
+/* PIN_COPY: the batch is lent once its copy is on the stream (the event is
+ * recorded); the user's stream waits for the copy itself. */
+static int wait_pin_enqueued(feeder__gpu *g, entry *en)
+{
+    pthread_mutex_lock(&g->lock);
+    while (en->pin != PIN_ENQUEUED)
+        pthread_cond_wait(&g->cv_done, &g->lock);
+    int err = en->err;
+    char msg[sizeof(en->errmsg)];
+    memcpy(msg, en->errmsg, sizeof(msg));
+    pthread_mutex_unlock(&g->lock);
+    return err ? mark_broken(g, feeder__cuda_fail(g, err, "%s", msg), msg) : 0;
+}
+
+/* Move the counters gathered since the last call into the layer's stats. */
+static void flush_counters(feeder__gpu *g, feeder_stats *d, uint64_t t0)
+{
+    pthread_mutex_lock(&g->lock);
+    d->pin_ns = g->pin_ns;
+    g->pin_ns = 0;
+    pthread_mutex_unlock(&g->lock);
+    d->h2d_ns += g->h2d_ns;
+    g->h2d_ns = 0;
+    d->gpu_decode_ns = g->dec_ns;
+    d->gpu_decoded = g->gpu_decoded;
+    d->gpu_fallback = g->gpu_fallback;
+    g->dec_ns = g->gpu_decoded = g->gpu_fallback = 0;
+    d->wait_ns = feeder__now_ns() - t0;
+    feeder__cuda_stats_add(g, d);
+}
+
+/* Lend the FIFO's head: a batch, or its status as the call's result. */
+static int lend_head(feeder__gpu *g, feeder_stats *d, feeder_batch **out)
+{
+    item *it = &g->fifo[g->head];
+    g->head = (g->head + 1) % (g->depth + 1);
+    g->len--;
+    if (it->entry < 0) {
+        g->paused = 0;
+        return feeder__cuda_fail(g, it->rc, "%s", it->msg);
+    }
+    entry *en = &g->e[it->entry];
+    int rc = g->pin_mode == FEEDER_PIN_COPY ? wait_pin_enqueued(g, en) : 0;
+    if (rc)
+        return rc;
+    en->state = E_LENT;
+    d->gpu_batches = 1;
+    /* What crossed PCIe: pixels, labels and the bitstreams nvJPEG read. */
+    d->h2d_bytes = en->in_bytes + en->jpeg_bytes + en->count * sizeof(int64_t);
+    *out = &en->pub;
+    /* Batch k is out; start k+1 now, not at the next call. A failure here
+     * is reported by a later call: batch k is valid either way. */
+    if ((rc = prefetch(g, 0)))
+        mark_broken(g, rc, g->errmsg);
+    return 0;
 }
 
 int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
@@ -331,75 +428,15 @@ int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
     devguard dg;
     cudaError_t ce = feeder__cuda_enter(g, &dg);
     if (ce != cudaSuccess)
-        return feeder__cuda_fail(g, FEEDER_ECUDA, "cudaSetDevice(%d): %s", g->cfg.device, feeder__cuda_errtext(ce));
-    int rc = reap(g, &d, 0);
-    if (!rc)
-        rc = pull(g, 0);
-    if (!rc && g->len == 0) {
-        if (!free_entry(g)) {
-            rc = feeder__cuda_fail(g, FEEDER_EBUSY,
-                                     "all %d device buffers are borrowed; release a batch first "
-                                     "(gpu_prefetch = %d)", g->depth, g->depth);
-            goto out;
-        }
-        if (!(rc = reap(g, &d, 1)))
-            rc = pull(g, 1);
-        if (!rc && g->len == 0)
-            rc = feeder__cuda_fail(g, FEEDER_EPROTO,
-                                     "GPU prefetcher: no batch could be pulled (%d of %u host slots "
-                                     "in copies)", g->held, g->nslots);
-    }
-    if (rc) {
-        rc = broken(g, rc, g->errmsg);
-        goto out;
-    }
-    item *it = &g->fifo[g->head];
-    g->head = (g->head + 1) % (g->depth + 1);
-    g->len--;
-    if (it->entry < 0) {
-        g->paused = 0;
-        rc = feeder__cuda_fail(g, it->rc, "%s", it->msg);
-        goto out;
-    }
-    entry *en = &g->e[it->entry];
-    if (g->pin_mode == FEEDER_PIN_COPY) {
-        /* The batch is lent once its copy is on the stream (the event is
-         * recorded); the user's stream waits for the copy itself. */
-        pthread_mutex_lock(&g->lock);
-        while (en->pin != PIN_ENQUEUED)
-            pthread_cond_wait(&g->cv_done, &g->lock);
-        int err = en->err;
-        char msg[sizeof(en->errmsg)];
-        memcpy(msg, en->errmsg, sizeof(msg));
-        pthread_mutex_unlock(&g->lock);
-        if (err) {
-            rc = broken(g, feeder__cuda_fail(g, err, "%s", msg), msg);
-            goto out;
-        }
-    }
-    en->state = E_LENT;
-    d.gpu_batches = 1;
-    d.h2d_bytes = en->in_bytes + en->count * sizeof(int64_t);
-    *out = &en->pub;
-    /* Batch k is out; start k+1 now, not at the next call. */
-    rc = pull(g, 0);
+        return feeder__cuda_fail(g, FEEDER_ECUDA, "cudaSetDevice(%d): %s", g->cfg.device,
+                                 feeder__cuda_errtext(ce));
+    int rc = fill_fifo(g, &d);
     if (rc)
-        rc = broken(g, rc, g->errmsg);
-    rc = 0; /* batch k is valid either way; a later call reports the failure */
-out:
+        rc = mark_broken(g, rc, g->errmsg);
+    else
+        rc = lend_head(g, &d, out);
     feeder__cuda_leave(&dg);
-    pthread_mutex_lock(&g->lock);
-    d.pin_ns = g->pin_ns;
-    g->pin_ns = 0;
-    pthread_mutex_unlock(&g->lock);
-    d.h2d_ns += g->h2d_ns;
-    g->h2d_ns = 0;
-    d.gpu_decode_ns = g->dec_ns;
-    d.gpu_decoded = g->gpu_decoded;
-    d.gpu_fallback = g->gpu_fallback;
-    g->dec_ns = g->gpu_decoded = g->gpu_fallback = 0;
-    d.wait_ns = feeder__now_ns() - t0;
-    feeder__cuda_stats_add(g, &d);
+    flush_counters(g, &d, t0);
     return rc;
 }
 
@@ -434,9 +471,9 @@ int feeder__gpu_release(feeder_batch *b, void *stream)
         memset(&d, 0, sizeof(d));
         int rc = reap(g, &d, 0);
         if (!rc)
-            rc = pull(g, 0);
+            rc = prefetch(g, 0);
         if (rc)
-            broken(g, rc, g->errmsg);
+            mark_broken(g, rc, g->errmsg);
         feeder__cuda_stats_add(g, &d);
     }
     feeder__cuda_leave(&dg);

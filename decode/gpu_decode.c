@@ -245,34 +245,33 @@ static cudaError_t grow_dev(feeder__gpu_decoder *d, size_t bytes, uint32_t njobs
     return cudaSuccess;
 }
 
-int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint64_t seed,
-                       uint64_t epoch, const feeder__gpu_image *img, uint32_t n, uint8_t *dst,
-                       size_t sample_bytes, void *stream, uint32_t *refused,
-                       uint32_t *nrefused, char *err, size_t errlen)
+/* Does the batched decoder take this image? Its size into *w, *h. */
+static int takes(feeder__gpu_decoder *d, const feeder__transform *t, const feeder__gpu_image *im,
+                 unsigned *w, unsigned *h)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    *nrefused = 0;
-    if (n == 0)
+    if (nvjpegJpegStreamParseHeader(d->h, im->jpeg, im->len, d->js) != NVJPEG_STATUS_SUCCESS ||
+        nvjpegJpegStreamGetFrameDimensions(d->js, w, h) != NVJPEG_STATUS_SUCCESS || *w == 0 ||
+        *h == 0 || (t->max_pixels && (uint64_t)*w * *h > t->max_pixels))
         return 0;
-    if (grow_host(d, n))
-        return feeder__decode_fail(err, errlen, -ENOMEM,
-                                   "GPU decoder: out of memory for %u images", n);
-    /* 1. Headers, on the host. */
+    int unsupported = 1;
+    return nvjpegDecodeBatchedSupported(d->h, d->js, &unsupported) == NVJPEG_STATUS_SUCCESS &&
+           unsupported == 0;
+}
+
+/* Step 1, on the host: parse every header, refuse what the batched decoder
+ * does not take, and list the rest with their scratch offsets (in
+ * out[].channel[0] until the buffer is known) and resize jobs. The number
+ * listed; their scratch bytes into *total. */
+static uint32_t list_images(feeder__gpu_decoder *d, const feeder__transform *t, uint64_t seed,
+                            uint64_t epoch, const feeder__gpu_image *img, uint32_t n,
+                            uint32_t *refused, uint32_t *nrefused, size_t *total)
+{
     uint32_t m = 0;
-    size_t total = 0;
+    *total = 0;
     for (uint32_t k = 0; k < n; k++) {
         const feeder__gpu_image *im = &img[k];
         unsigned w = 0, h = 0;
-        int ok = 0;
-        if (nvjpegJpegStreamParseHeader(d->h, im->jpeg, im->len, d->js) == NVJPEG_STATUS_SUCCESS &&
-            nvjpegJpegStreamGetFrameDimensions(d->js, &w, &h) == NVJPEG_STATUS_SUCCESS &&
-            w > 0 && h > 0 && (!t->max_pixels || (uint64_t)w * h <= t->max_pixels)) {
-            int unsupported = 1;
-            ok = nvjpegDecodeBatchedSupported(d->h, d->js, &unsupported) ==
-                     NVJPEG_STATUS_SUCCESS &&
-                 unsupported == 0;
-        }
-        if (!ok) {
+        if (!takes(d, t, im, &w, &h)) {
             /* The CPU decoder takes it, or names what is wrong with it. */
             refused[(*nrefused)++] = k;
             continue;
@@ -283,9 +282,8 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
         d->lens[m] = im->len;
         memset(&d->out[m], 0, sizeof(d->out[m]));
         d->out[m].pitch[0] = (size_t)w * 3;
-        /* channel[0] is an offset until the buffer is known */
-        d->out[m].channel[0] = (unsigned char *)(uintptr_t)total;
-        total += ((size_t)w * 3 * h + 255) & ~(size_t)255;
+        d->out[m].channel[0] = (unsigned char *)(uintptr_t)*total;
+        *total += ((size_t)w * 3 * h + 255) & ~(size_t)255;
         d->jobs[m] = (feeder__gpu_resize_job){
             .src = NULL, .src_w = w, .src_h = h, .src_pitch = w * 3, .pos = im->pos,
             .bx = (float)c.fx, .by = (float)c.fy, .bw = (float)c.fw, .bh = (float)c.fh,
@@ -293,15 +291,13 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
         d->which[m] = k;
         m++;
     }
-    if (m == 0)
-        return 0;
-    /* The batch size stays at the largest batch offered (see filler_jpeg). */
-    uint32_t size = d->batch_init > 0 && (uint32_t)d->batch_init >= n ? (uint32_t)d->batch_init : n;
-    cudaError_t e = grow_dev(d, total, m, size - m, s);
-    if (e != cudaSuccess)
-        return feeder__decode_fail(err, errlen, FEEDER_ECUDA,
-                                   "GPU decoder: %zu bytes of device memory for %u "
-                                   "decoded images: %s", total, m, cudaGetErrorString(e));
+    return m;
+}
+
+/* Step 2: point the m listed images into the scratch buffer and fill the
+ * batch up to `size` with filler images. */
+static void place_outputs(feeder__gpu_decoder *d, uint32_t m, uint32_t size)
+{
     for (uint32_t i = 0; i < m; i++) {
         uintptr_t off = (uintptr_t)d->out[i].channel[0];
         d->out[i].channel[0] = d->buf + off;
@@ -314,7 +310,12 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
         d->out[i].pitch[0] = FILLER_SIDE * 3;
         d->out[i].channel[0] = d->scrap + (size_t)(i - m) * FILLER_BYTES;
     }
-    /* 2. One batched decode of `size` images. */
+}
+
+/* Step 3: one batched decode of `size` images, initialising the batch size
+ * again only when it changed. */
+static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, cudaStream_t s)
+{
     nvjpegStatus_t ns = NVJPEG_STATUS_SUCCESS;
     if (d->batch_init != (int)size) {
         ns = nvjpegDecodeBatchedInitialize(d->h, d->st, (int)size, 1, NVJPEG_OUTPUT_RGBI);
@@ -322,15 +323,43 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
     }
     if (ns == NVJPEG_STATUS_SUCCESS)
         ns = nvjpegDecodeBatched(d->h, d->st, d->data, d->lens, d->out, s);
-    if (ns != NVJPEG_STATUS_SUCCESS) {
+    if (ns != NVJPEG_STATUS_SUCCESS)
+        d->batch_init = -1; /* initialised again next time */
+    return ns;
+}
+
+int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint64_t seed,
+                       uint64_t epoch, const feeder__gpu_image *img, uint32_t n, uint8_t *dst,
+                       size_t sample_bytes, void *stream, uint32_t *refused,
+                       uint32_t *nrefused, char *err, size_t errlen)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    *nrefused = 0;
+    if (n == 0)
+        return 0;
+    if (grow_host(d, n))
+        return feeder__decode_fail(err, errlen, -ENOMEM,
+                                   "GPU decoder: out of memory for %u images", n);
+    size_t total;
+    uint32_t m = list_images(d, t, seed, epoch, img, n, refused, nrefused, &total);
+    if (m == 0)
+        return 0;
+    /* The batch size stays at the largest batch offered (see filler_jpeg). */
+    uint32_t size = d->batch_init > 0 && (uint32_t)d->batch_init >= n ? (uint32_t)d->batch_init : n;
+    cudaError_t e = grow_dev(d, total, m, size - m, s);
+    if (e != cudaSuccess)
+        return feeder__decode_fail(err, errlen, FEEDER_ECUDA,
+                                   "GPU decoder: %zu bytes of device memory for %u "
+                                   "decoded images: %s", total, m, cudaGetErrorString(e));
+    place_outputs(d, m, size);
+    if (decode_batch(d, size, s) != NVJPEG_STATUS_SUCCESS) {
         /* One bad bitstream fails the call: every image goes to the CPU,
-         * which names the bad one. The state is initialised again next time. */
-        d->batch_init = -1;
+         * which names the bad one. */
         for (uint32_t i = 0; i < m; i++)
             refused[(*nrefused)++] = d->which[i];
         return 0;
     }
-    /* 3. Crop, resize, flip, layout. */
+    /* Step 4: crop, resize, flip, layout. */
     e = (cudaError_t)feeder__gpu_resize_launch(d->jobs, m, d->jobs_dev, dst, sample_bytes,
                                                t->width, t->height, t->layout, s);
     if (e != cudaSuccess)

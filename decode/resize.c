@@ -526,6 +526,99 @@ static int box_ok(uint32_t n, double b0, double blen)
     return blen > 0.0 && b0 >= -1e-6 && b0 + blen <= n + 1e-6;
 }
 
+/* The widest code path this machine and the resizer's setting allow:
+ * 0 portable, 1 SSE2, 2 AVX2. */
+static int simd_level(const feeder__resizer *r)
+{
+    int level = 0;
+#ifdef FEEDER_RESIZE_SSE2
+    if (r->force != FEEDER__RESIZE_PORTABLE)
+        level = 1;
+#endif
+#ifdef FEEDER_RESIZE_AVX2
+    if (r->force == FEEDER__RESIZE_AUTO && have_avx2())
+        level = 2;
+#endif
+    return level;
+}
+
+/* The weight tables of both axes, and the double scratch for building them,
+ * in one buffer of the resizer. */
+static int build_axes(feeder__resizer *r, uint32_t src_w, uint32_t src_h, double bx, double by,
+                      double bw, double bh, uint32_t out_w, uint32_t out_h, int flip, int padx,
+                      axis *ax, axis *ay)
+{
+    double s_, f_, sup_;
+    int kx = axis_ksize(bw, out_w, padx, &s_, &f_, &sup_);
+    int ky = axis_ksize(bh, out_h, 2, &s_, &f_, &sup_);
+    size_t hx = axis_bytes(kx, out_w), hy = axis_bytes(ky, out_h);
+    size_t kmax = (size_t)(kx > ky ? kx : ky) * (out_w > out_h ? out_w : out_h);
+    size_t dbl_off = (hx + hy + 15) & ~(size_t)15;
+    int rc = feeder__buf_reserve(&r->coef, dbl_off + kmax * sizeof(double));
+    if (rc)
+        return rc;
+    double *kd = (double *)(void *)(r->coef.p + dbl_off);
+    axis_build(ax, r->coef.p, src_w, bx, bw, out_w, flip, padx, kd);
+    axis_build(ay, r->coef.p + hx, src_h, by, bh, out_h, 0, 2, kd);
+    return 0;
+}
+
+/* The source rows [*y0, *y1) that some output row reads: only they go
+ * through the horizontal pass. */
+static void rows_read(const axis *ay, uint32_t out_h, uint32_t *y0, uint32_t *y1)
+{
+    *y0 = (uint32_t)ay->start[0];
+    *y1 = 0;
+    for (uint32_t o = 0; o < out_h; o++) {
+        if ((uint32_t)ay->start[o] < *y0)
+            *y0 = (uint32_t)ay->start[o];
+        uint32_t e = (uint32_t)(ay->start[o] + ay->count[o]);
+        if (e > *y1)
+            *y1 = e;
+    }
+}
+
+static void hpass(int level, const axis *ax, const uint8_t *src, size_t src_stride,
+                  int src_channels, uint32_t y0, uint32_t y1, uint8_t *tmp, size_t tstride,
+                  uint32_t out_w)
+{
+    switch (level) {
+#ifdef FEEDER_RESIZE_AVX2
+    case 2:
+        hpass_avx2(ax, src, src_stride, y0, y1, tmp, tstride, out_w);
+        break;
+#endif
+#ifdef FEEDER_RESIZE_SSE2
+    case 1:
+        hpass_sse2(ax, src, src_stride, y0, y1, tmp, tstride, out_w);
+        break;
+#endif
+    default:
+        hpass_portable(ax, src, src_stride, src_channels, y0, y1, tmp, tstride, out_w);
+        break;
+    }
+}
+
+static void vpass(int level, const axis *ay, uint32_t o, const uint8_t *tmp, size_t tstride,
+                  uint32_t y0, uint8_t *row, size_t nbytes)
+{
+    switch (level) {
+#ifdef FEEDER_RESIZE_AVX2
+    case 2:
+        vpass_avx2(ay, o, tmp, tstride, y0, row, tstride);
+        break;
+#endif
+#ifdef FEEDER_RESIZE_SSE2
+    case 1:
+        vpass_sse2(ay, o, tmp, tstride, y0, row, tstride);
+        break;
+#endif
+    default:
+        vpass_portable(ay, o, tmp, tstride, y0, row, nbytes);
+        break;
+    }
+}
+
 int feeder__resize(feeder__resizer *r, const uint8_t *src, uint32_t src_w, uint32_t src_h,
                    size_t src_stride, int src_channels, double bx, double by, double bw,
                    double bh, uint8_t *dst, uint32_t out_w, uint32_t out_h, int flip, int layout)
@@ -535,82 +628,24 @@ int feeder__resize(feeder__resizer *r, const uint8_t *src, uint32_t src_w, uint3
         src_stride < (size_t)src_w * (size_t)src_channels || !box_ok(src_w, bx, bw) ||
         !box_ok(src_h, by, bh) || out_w > (1u << 24) || out_h > (1u << 24))
         return FEEDER_EINVAL;
-
-    int level = 0; /* 0 portable, 1 SSE2, 2 AVX2 */
-#ifdef FEEDER_RESIZE_SSE2
-    if (r->force != FEEDER__RESIZE_PORTABLE)
-        level = 1;
-#endif
-#ifdef FEEDER_RESIZE_AVX2
-    if (r->force == FEEDER__RESIZE_AUTO && have_avx2())
-        level = 2;
-#endif
+    int level = simd_level(r);
     int hlevel = src_channels == 4 ? level : 0, padx = hlevel == 2 ? 4 : 2;
-    double s_, f_, sup_;
-    int kx = axis_ksize(bw, out_w, padx, &s_, &f_, &sup_);
-    int ky = axis_ksize(bh, out_h, 2, &s_, &f_, &sup_);
-    size_t hx = axis_bytes(kx, out_w), hy = axis_bytes(ky, out_h);
-    size_t kmax = (size_t)(kx > ky ? kx : ky) * (out_w > out_h ? out_w : out_h);
-    /* Weight tables of both axes plus the double scratch for building them,
-     * in one buffer. */
-    size_t dbl_off = (hx + hy + 15) & ~(size_t)15;
-    int rc = feeder__buf_reserve(&r->coef, dbl_off + kmax * sizeof(double));
+    axis ax, ay;
+    int rc = build_axes(r, src_w, src_h, bx, by, bw, bh, out_w, out_h, flip, padx, &ax, &ay);
     if (rc)
         return rc;
-    axis ax, ay;
-    double *kd = (double *)(void *)(r->coef.p + dbl_off);
-    axis_build(&ax, r->coef.p, src_w, bx, bw, out_w, flip, padx, kd);
-    axis_build(&ay, r->coef.p + hx, src_h, by, bh, out_h, 0, 2, kd);
     if (hlevel == 2 && !ax.padded)
         hlevel = 1;
-
-    /* Only the source rows some output row reads go through the horizontal
-     * pass. */
-    uint32_t y0 = (uint32_t)ay.start[0], y1 = 0;
-    for (uint32_t o = 0; o < out_h; o++) {
-        if ((uint32_t)ay.start[o] < y0)
-            y0 = (uint32_t)ay.start[o];
-        uint32_t e = (uint32_t)(ay.start[o] + ay.count[o]);
-        if (e > y1)
-            y1 = e;
-    }
+    uint32_t y0, y1;
+    rows_read(&ay, out_h, &y0, &y1);
     size_t nbytes = (size_t)out_w * 3, tstride = (nbytes + 1 + 31) & ~(size_t)31;
     if ((rc = feeder__buf_reserve(&r->tmp, tstride * (y1 - y0))) ||
         (rc = feeder__buf_reserve(&r->row, tstride)))
         return rc;
-
     uint8_t *tmp = r->tmp.p, *row = r->row.p;
-    switch (hlevel) {
-#ifdef FEEDER_RESIZE_AVX2
-    case 2:
-        hpass_avx2(&ax, src, src_stride, y0, y1, tmp, tstride, out_w);
-        break;
-#endif
-#ifdef FEEDER_RESIZE_SSE2
-    case 1:
-        hpass_sse2(&ax, src, src_stride, y0, y1, tmp, tstride, out_w);
-        break;
-#endif
-    default:
-        hpass_portable(&ax, src, src_stride, src_channels, y0, y1, tmp, tstride, out_w);
-        break;
-    }
+    hpass(hlevel, &ax, src, src_stride, src_channels, y0, y1, tmp, tstride, out_w);
     for (uint32_t o = 0; o < out_h; o++) {
-        switch (level) {
-#ifdef FEEDER_RESIZE_AVX2
-        case 2:
-            vpass_avx2(&ay, o, tmp, tstride, y0, row, tstride);
-            break;
-#endif
-#ifdef FEEDER_RESIZE_SSE2
-        case 1:
-            vpass_sse2(&ay, o, tmp, tstride, y0, row, tstride);
-            break;
-#endif
-        default:
-            vpass_portable(&ay, o, tmp, tstride, y0, row, nbytes);
-            break;
-        }
+        vpass(level, &ay, o, tmp, tstride, y0, row, nbytes);
         store_row(row, dst, o, out_w, out_h, layout);
     }
     return 0;

@@ -202,6 +202,79 @@ static int check_below(const value *a, int fa, const value *b, int fb, char *err
     return FEEDER_EINVAL;
 }
 
+/* One field from the caller, the explicit variable or the launcher's.
+ * 0 (found or not: val->set says), or an error. `l`: the launcher, looked
+ * for only when a value is wanted from it, so a job that names everything
+ * explicitly never trips over a stale launcher variable. */
+static int read_field(int f, int32_t preset, value *val, const launcher **l, int *looked,
+                      char *err, size_t errlen)
+{
+    /* Sizes count processes, so 0 is as wrong as a negative rank. */
+    int32_t min = (f == F_WORLD || f == F_LSIZE) ? 1 : 0;
+    if (preset >= 0) {
+        if (preset < min) {
+            feeder__fmt(err, errlen,
+                        PFX "%s %d set by the caller: must be at least %d (a negative "
+                            "value, as in FEEDER_DIST_INIT, leaves it to the environment)",
+                        field_names[f], (int)preset, (int)min);
+            return FEEDER_EINVAL;
+        }
+        val->v = preset;
+        val->set = 1;
+        feeder__fmt(val->origin, sizeof(val->origin), "set by the caller");
+        return 0;
+    }
+    int rc = from_var(explicit_vars[f], min, val, err, errlen);
+    if (rc)
+        return rc < 0 ? rc : 0;
+    if (!*looked) {
+        *l = find_launcher();
+        *looked = 1;
+    }
+    if (!*l)
+        return 0;
+    rc = (*l)->vars[f] ? from_var((*l)->vars[f], min, val, err, errlen)
+                       : slurm_local_size(val, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (rc == 0 && (f == F_RANK || f == F_WORLD)) {
+        /* One without the other cannot place this process. */
+        feeder__fmt(err, errlen, PFX "%s is set but %s is not", (*l)->vars[f ^ 1], (*l)->vars[f]);
+        return FEEDER_EINVAL;
+    }
+    return 0;
+}
+
+static void set_default(value *val, int32_t v, const char *origin)
+{
+    if (val->set)
+        return;
+    val->v = v;
+    feeder__fmt(val->origin, sizeof(val->origin), "%s", origin);
+}
+
+/* Defaults: a process on its own is rank 0 of 1, and a launcher that does
+ * not say how ranks are spread over machines is taken to have put them all
+ * on this one. Then the fields must fit together. */
+static int complete_fields(value *val, char *err, size_t errlen)
+{
+    set_default(&val[F_RANK], 0, "default");
+    set_default(&val[F_WORLD], 1, "default");
+    set_default(&val[F_LRANK], val[F_RANK].v, "the rank, by default");
+    set_default(&val[F_LSIZE], val[F_WORLD].v, "the world size, by default");
+    int rc;
+    if ((rc = check_below(&val[F_RANK], F_RANK, &val[F_WORLD], F_WORLD, err, errlen)) ||
+        (rc = check_below(&val[F_LRANK], F_LRANK, &val[F_LSIZE], F_LSIZE, err, errlen)))
+        return rc;
+    if (val[F_LSIZE].v > val[F_WORLD].v) {
+        feeder__fmt(err, errlen, PFX "local size %d (%s) is above the world size %d (%s)",
+                    (int)val[F_LSIZE].v, val[F_LSIZE].origin, (int)val[F_WORLD].v,
+                    val[F_WORLD].origin);
+        return FEEDER_EINVAL;
+    }
+    return 0;
+}
+
 int feeder_dist_from_env(feeder_dist *d, char *err, size_t errlen)
 {
     feeder__fmt(err, errlen, "%s", "");
@@ -214,84 +287,15 @@ int feeder_dist_from_env(feeder_dist *d, char *err, size_t errlen)
     memset(val, 0, sizeof(val));
     const launcher *l = NULL;
     int looked = 0, rc;
-    for (int f = 0; f < F_COUNT; f++) {
-        /* Sizes count processes, so 0 is as wrong as a negative rank. */
-        int32_t min = (f == F_WORLD || f == F_LSIZE) ? 1 : 0;
-        if (preset[f] >= 0) {
-            if (preset[f] < min) {
-                feeder__fmt(err, errlen,
-                            PFX "%s %d set by the caller: must be at least %d (a negative "
-                                "value, as in FEEDER_DIST_INIT, leaves it to the environment)",
-                            field_names[f], (int)preset[f], (int)min);
-                return FEEDER_EINVAL;
-            }
-            val[f].v = preset[f];
-            val[f].set = 1;
-            feeder__fmt(val[f].origin, sizeof(val[f].origin), "set by the caller");
-            continue;
-        }
-        if ((rc = from_var(explicit_vars[f], min, &val[f], err, errlen)) != 0) {
-            if (rc < 0)
-                return rc;
-            continue;
-        }
-        /* The launcher is looked for only when a value is wanted from it, so a
-         * job that names everything explicitly never trips over a stale
-         * launcher variable. */
-        if (!looked) {
-            l = find_launcher();
-            looked = 1;
-        }
-        if (!l)
-            continue;
-        if (l->vars[f])
-            rc = from_var(l->vars[f], min, &val[f], err, errlen);
-        else
-            rc = slurm_local_size(&val[f], err, errlen);
-        if (rc < 0)
+    for (int f = 0; f < F_COUNT; f++)
+        if ((rc = read_field(f, preset[f], &val[f], &l, &looked, err, errlen)))
             return rc;
-        if (rc == 0 && (f == F_RANK || f == F_WORLD)) {
-            /* One without the other cannot place this process. */
-            feeder__fmt(err, errlen, PFX "%s is set but %s is not", l->vars[f ^ 1], l->vars[f]);
-            return FEEDER_EINVAL;
-        }
-    }
-
-    /* Defaults: a process on its own is rank 0 of 1, and a launcher that
-     * does not say how ranks are spread over machines is taken to have put
-     * them all on this one. */
-    if (!val[F_RANK].set) {
-        val[F_RANK].v = 0;
-        feeder__fmt(val[F_RANK].origin, sizeof(val[F_RANK].origin), "default");
-    }
-    if (!val[F_WORLD].set) {
-        val[F_WORLD].v = 1;
-        feeder__fmt(val[F_WORLD].origin, sizeof(val[F_WORLD].origin), "default");
-    }
-    if (!val[F_LRANK].set) {
-        val[F_LRANK].v = val[F_RANK].v;
-        feeder__fmt(val[F_LRANK].origin, sizeof(val[F_LRANK].origin), "the rank, by default");
-    }
-    if (!val[F_LSIZE].set) {
-        val[F_LSIZE].v = val[F_WORLD].v;
-        feeder__fmt(val[F_LSIZE].origin, sizeof(val[F_LSIZE].origin),
-                    "the world size, by default");
-    }
-
-    if ((rc = check_below(&val[F_RANK], F_RANK, &val[F_WORLD], F_WORLD, err, errlen)) ||
-        (rc = check_below(&val[F_LRANK], F_LRANK, &val[F_LSIZE], F_LSIZE, err, errlen)))
+    if ((rc = complete_fields(val, err, errlen)))
         return rc;
-    if (val[F_LSIZE].v > val[F_WORLD].v) {
-        feeder__fmt(err, errlen, PFX "local size %d (%s) is above the world size %d (%s)",
-                    (int)val[F_LSIZE].v, val[F_LSIZE].origin, (int)val[F_WORLD].v,
-                    val[F_WORLD].origin);
-        return FEEDER_EINVAL;
-    }
-
     const char *source = "default";
     if (preset[F_RANK] >= 0 || getenv(explicit_vars[F_RANK]))
         source = "explicit";
-    else if (val[F_RANK].set)
+    else if (val[F_RANK].set && l)
         source = l->source;
     d->rank = val[F_RANK].v;
     d->world_size = val[F_WORLD].v;
