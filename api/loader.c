@@ -85,7 +85,6 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     c->pin_alloc = g->pin_alloc;
     c->copy_stream = g->copy_stream;
     c->decoder = job->t.decoder;
-    c->sequential = feeder__loader_sequential(ld);
     c->cpu_share = feeder__loader_first_cpu_share(ld);
     c->warmup = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_WARMUP);
     c->host = (feeder__host_ops){ld,           host_next,       host_release,      host_errmsg,

@@ -151,28 +151,81 @@ static void rebalance(feeder__gpu *g)
     feeder__cuda_set_cpu_share(g, pm);
 }
 
-/* A RAW packed file's batch: every record straight from the registered file
- * mapping to its place in the device batch, one copy per run of records that
- * follow each other in the file (one for the whole batch in sequential
- * order); only the labels come from the slot. */
-cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch *hb)
+/* The runs of a RAW packed batch: records that follow each other both in
+ * the file and in the batch, one run for a whole batch in file order. Into
+ * g->run_*; their count. */
+static uint32_t list_runs(feeder__gpu *g, entry *en, const feeder_batch *hb)
 {
     const struct feeder__pack *pk = g->pack;
     size_t sb = g->l->sample_bytes;
-    cudaError_t e;
-    if ((e = batch_begin(en, g->stream)) != cudaSuccess)
-        return e;
+    uint32_t nr = 0;
     for (uint32_t i = 0; i < hb->count;) {
         uint32_t j = i + 1;
         while (j < hb->count && pk->off[hb->indices[j]] == pk->off[hb->indices[j - 1]] + sb)
             j++;
-        if ((e = cudaMemcpyAsync(en->stage + (size_t)i * sb, pk->map + pk->off[hb->indices[i]],
-                                 (size_t)(j - i) * sb, cudaMemcpyHostToDevice, g->stream)) !=
-            cudaSuccess)
-            return e;
+        g->run_dst[nr] = en->stage + (size_t)i * sb;
+        g->run_src[nr] = pk->map + pk->off[hb->indices[i]];
+        g->run_len[nr] = (size_t)(j - i) * sb;
+        nr++;
         i = j;
     }
-    en->in_bytes = (size_t)hb->count * sb;
+    return nr;
+}
+
+/* The shuffled batch through the gather kernel: the record offsets go to the
+ * device first (from the entry's pinned array, rewritten only after the
+ * entry's last batch passed h2d_ev), then the SMs read the records from the
+ * mapped file. */
+static cudaError_t gather_records(feeder__gpu *g, entry *en, const feeder_batch *hb)
+{
+    const struct feeder__pack *pk = g->pack;
+    for (uint32_t i = 0; i < hb->count; i++)
+        en->gather_host[i] = pk->off[hb->indices[i]];
+    cudaError_t e = cudaMemcpyAsync(en->gather_dev, en->gather_host, hb->count * sizeof(uint64_t),
+                                    cudaMemcpyHostToDevice, g->stream);
+    if (e != cudaSuccess)
+        return e;
+    return (cudaError_t)feeder__gather_launch(g->pack_dev, en->gather_dev, en->stage,
+                                              g->l->sample_bytes, hb->count, g->pack_aligned16,
+                                              g->stream);
+}
+
+/* The runs by the copy engine: one call for them all (cudaMemcpyBatchAsync),
+ * or one cudaMemcpyAsync each. */
+static cudaError_t copy_runs(feeder__gpu *g, uint32_t nr)
+{
+    cudaError_t e = cudaSuccess;
+    if (g->gather_mode == FEEDER__GATHER_BATCH && nr > 1) {
+        struct cudaMemcpyAttributes at;
+        memset(&at, 0, sizeof(at));
+        at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        size_t at_idx = 0;
+        return cudaMemcpyBatchAsync(g->run_dst, (const void *const *)g->run_src, g->run_len, nr,
+                                    &at, &at_idx, 1, g->stream);
+    }
+    for (uint32_t r = 0; r < nr && e == cudaSuccess; r++)
+        e = cudaMemcpyAsync(g->run_dst[r], g->run_src[r], g->run_len[r], cudaMemcpyHostToDevice,
+                            g->stream);
+    return e;
+}
+
+/* A RAW packed file's batch: every record straight from the registered file
+ * mapping to its place in the device batch; only the labels come from the
+ * slot. A batch in file order is one copy; a shuffled one goes by
+ * g->gather_mode (docs/ARCHITECTURE.md has what each reaches). */
+cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch *hb)
+{
+    cudaError_t e;
+    if ((e = batch_begin(en, g->stream)) != cudaSuccess)
+        return e;
+    uint32_t nr = list_runs(g, en, hb);
+    if (g->gather_mode == FEEDER__GATHER_KERNEL && nr > 1)
+        e = gather_records(g, en, hb);
+    else
+        e = copy_runs(g, nr);
+    if (e != cudaSuccess)
+        return e;
+    en->in_bytes = (size_t)hb->count * g->l->sample_bytes;
     return batch_end(g, en, hb->labels, 0, (int64_t)hb->epoch, (int64_t)hb->number);
 }
 

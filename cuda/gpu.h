@@ -73,7 +73,6 @@ typedef struct feeder__gpu_config {
     feeder_allocator dev_alloc, pin_alloc; /* alloc NULL: the CUDA default */
     void *copy_stream;                     /* cudaStream_t, or NULL: make one */
     int decoder;      /* feeder_decoder in use (the plan's): NVJPEG and HYBRID decode here */
-    int sequential;   /* the order is 0, 1, 2, ... (no sampler given, no shuffle) */
     uint32_t cpu_share; /* HYBRID: the workers' first share (1/1000) */
     int warmup;         /* the workers decode everything while nvJPEG starts */
 

@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 #include "common/common.h"
 #include "cuda/gpu.h"
+#include "cuda/gather.h"
 #include "cuda/normalize.h"
 #include "decode/gpu_decode.h"
 #include "feeder_cuda.h"
@@ -27,6 +28,8 @@
 #define CHUNK_ALIGN 4096
 
 enum { E_FREE = 0, E_PENDING, E_LENT };
+/* How a shuffled RAW packed batch reaches the device (FEEDER_PACKED_GATHER). */
+enum { FEEDER__GATHER_KERNEL = 0, FEEDER__GATHER_BATCH, FEEDER__GATHER_COPIES };
 /* PIN_COPY progress of an entry, under g->lock. */
 enum { PIN_IDLE = 0, PIN_QUEUED, PIN_ENQUEUED };
 
@@ -41,6 +44,7 @@ typedef struct entry {
     int64_t *dev_labels;
     uint8_t *pinned;  /* PIN_COPY: data then labels */
     int64_t *labels;  /* host copies lent with the batch */
+    uint64_t *gather_host, *gather_dev; /* RAW packed, gather kernel: record offsets */
     uint64_t *indices;
     cudaEvent_t start_ev, h2d_ev, copy_ev, release_ev;
     cudaEvent_t dec_ev; /* GPU decoders: the copies are done, the decode starts */
@@ -118,6 +122,12 @@ struct feeder__gpu {
     /* RAW packed files: records copied from the file's registered mapping */
     const struct feeder__pack *pack;
     int pack_registered;
+    const uint8_t *pack_dev;  /* the device's view of the mapping (gather kernel) */
+    int pack_aligned16;       /* every record offset a multiple of 16 */
+    int gather_mode;          /* FEEDER__GATHER_* */
+    void **run_dst;           /* one batch's runs of records (list_runs) */
+    const uint8_t **run_src;
+    size_t *run_len;
 
     /* PIN_COPY threads */
     pthread_t *thr;

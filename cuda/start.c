@@ -106,20 +106,52 @@ static int start_trace_ref(feeder__gpu *g, char *why, size_t whylen)
     return 0;
 }
 
-/* A RAW packed file read through the mapping in sequential order, records
- * unchecked: the copy engine reads each batch's records, one stretch of the
- * file, from the file's pages (registered read-only), so no worker copies
- * them into a slot first. A shuffled order needs one copy per record, which
- * is slower than the workers' parallel copies into the slots
- * (docs/ARCHITECTURE.md has the figures). */
+/* How shuffled batches of a registered pack reach the device: the gather
+ * kernel unless FEEDER_PACKED_GATHER names another way ("batch":
+ * cudaMemcpyBatchAsync, "copies": one cudaMemcpyAsync per record), kept so
+ * the benchmarks can set them side by side (docs/ARCHITECTURE.md). */
+static int gather_mode(void)
+{
+    const char *v = getenv("FEEDER_PACKED_GATHER");
+    if (v && !strcmp(v, "batch"))
+        return FEEDER__GATHER_BATCH;
+    if (v && !strcmp(v, "copies"))
+        return FEEDER__GATHER_COPIES;
+    return FEEDER__GATHER_KERNEL;
+}
+
+static int pack_aligned16(const struct feeder__pack *pk)
+{
+    if ((uintptr_t)pk->map % 16 || pk->v.h.record_bytes % 16)
+        return 0;
+    for (uint64_t i = 0; i < pk->v.h.count; i++)
+        if (pk->off[i] % 16)
+            return 0;
+    return 1;
+}
+
+/* A RAW packed file read through the mapping, records unchecked: the
+ * batches' records go from the file's pages (registered read-only and
+ * mapped) to the device, in any order, so no worker copies them into a slot
+ * first. */
 static void register_pack(feeder__gpu *g)
 {
     const struct feeder__pack *pk = g->cfg.pack;
     if (!pk || pk->v.h.kind != FEEDER_RECORD_RAW || !g->cfg.packed_mmap_no_crc ||
-        !g->cfg.sequential || pk->v.h.record_bytes != g->l->sample_bytes)
+        pk->v.h.record_bytes != g->l->sample_bytes)
         return;
+    size_t nb = g->l->batch;
+    g->run_dst = malloc(nb * sizeof(*g->run_dst));
+    g->run_src = malloc(nb * sizeof(*g->run_src));
+    g->run_len = malloc(nb * sizeof(*g->run_len));
+    if (!g->run_dst || !g->run_src || !g->run_len)
+        return; /* the slot path needs none of them */
+    void *dev = NULL;
     cudaError_t e = cudaHostRegister(pk->map, pk->map_len,
-                                     cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+                                     cudaHostRegisterPortable | cudaHostRegisterReadOnly |
+                                         cudaHostRegisterMapped);
+    if (e == cudaSuccess && (e = cudaHostGetDevicePointer(&dev, pk->map, 0)) != cudaSuccess)
+        cudaHostUnregister(pk->map);
     if (e != cudaSuccess) {
         cudaGetLastError();
         feeder__fmt(g->pack_note, sizeof(g->pack_note),
@@ -128,6 +160,9 @@ static void register_pack(feeder__gpu *g)
         return;
     }
     g->pack = pk;
+    g->pack_dev = dev;
+    g->pack_aligned16 = pack_aligned16(pk);
+    g->gather_mode = gather_mode();
     g->pack_registered = 1;
     g->pinned_bytes += pk->map_len;
     if (g->pin_mode == FEEDER_PIN_COPY)
@@ -180,6 +215,11 @@ static int alloc_entry(feeder__gpu *g, int i, char *why, size_t whylen)
                     g->in_bytes + labels, i);
         return feeder__cuda_setup_fail(g, why, whylen, what, e);
     }
+    size_t offs = (size_t)g->l->batch * sizeof(uint64_t);
+    if (g->pack_registered && g->gather_mode == FEEDER__GATHER_KERNEL &&
+        (!(en->gather_host = feeder__cuda_pin_alloc(g, offs, &e)) ||
+         !(en->gather_dev = feeder__cuda_dev_alloc(g, offs, &e))))
+        return feeder__cuda_setup_fail(g, why, whylen, "allocating the gather offsets", e);
     en->labels = malloc(labels);
     en->indices = malloc((size_t)g->l->batch * sizeof(uint64_t));
     if (!en->labels || !en->indices) {
@@ -249,7 +289,14 @@ static void describe_layer(feeder__gpu *g)
                 pins[g->pin_mode], thr, g->depth, g->out_bytes, dtypes[cfg->dtype],
                 nchw ? "NCHW" : "NHWC", g->pin_note, g->decodes ? ", decoder nvJPEG" : "",
                 g->decodes ? " (made while the workers decode the first batches)" : "",
-                g->pack_registered ? ", records straight from the registered packed file"
+                g->pack_registered ? (g->gather_mode == FEEDER__GATHER_KERNEL
+                                          ? ", records straight from the registered packed file "
+                                            "(shuffled: gather kernel)"
+                                          : g->gather_mode == FEEDER__GATHER_BATCH
+                                          ? ", records straight from the registered packed file "
+                                            "(shuffled: cudaMemcpyBatchAsync)"
+                                          : ", records straight from the registered packed file "
+                                            "(shuffled: a copy per record)")
                                    : g->pack_note);
 }
 
@@ -320,6 +367,8 @@ void feeder__gpu_destroy(feeder__gpu *g)
         feeder__cuda_dev_free(g, en->stage);
         feeder__cuda_dev_free(g, en->dev_labels);
         feeder__cuda_pin_free(g, en->pinned);
+        feeder__cuda_pin_free(g, en->gather_host);
+        feeder__cuda_dev_free(g, en->gather_dev);
         free(en->labels);
         free(en->indices);
         if (en->start_ev)
@@ -350,6 +399,9 @@ void feeder__gpu_destroy(feeder__gpu *g)
         cudaStreamDestroy(g->stream);
     if (entered)
         feeder__cuda_leave(&dg);
+    free(g->run_dst);
+    free(g->run_src);
+    free(g->run_len);
     free(g->e);
     free(g->fifo);
     free(g->jobs);

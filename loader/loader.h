@@ -109,8 +109,6 @@ const feeder__job *feeder__loader_job(const feeder_loader *ld);
 /* The value of an option as the loader holds it (set or default). */
 int64_t feeder__loader_iopt(const feeder_loader *ld, int opt);
 double feeder__loader_dopt(const feeder_loader *ld, int opt);
-/* The order is 0, 1, 2, ... (no sampler given, no shuffle). */
-int feeder__loader_sequential(const feeder_loader *ld);
 /* HYBRID's first share of each batch (1/1000) for the workers. */
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld);
 

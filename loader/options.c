@@ -317,11 +317,6 @@ double feeder__loader_dopt(const feeder_loader *ld, int opt)
     return ld->dval[feeder__opt_index(opt)];
 }
 
-int feeder__loader_sequential(const feeder_loader *ld)
-{
-    return ld->sampler == ld->own_sampler && !iopt(ld, FEEDER_OPT_SHUFFLE);
-}
-
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld)
 {
     return ld->job.t.decoder == FEEDER_DECODER_HYBRID ? 100 : 0;
