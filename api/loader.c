@@ -97,7 +97,7 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     c->seed = job->seed;
     if (job->ds->kind == FEEDER__DS_PACKED) {
         c->pack = job->ds->pack;
-        c->packed_mmap_no_crc = job->packed_read == FEEDER_PACKED_READ_MMAP && !job->verify_crc;
+        c->packed_mmap = job->packed_read == FEEDER_PACKED_READ_MMAP;
     }
     c->trace = feeder__loader_trace(ld);
 }

@@ -87,7 +87,7 @@ typedef struct feeder__gpu_config {
     /* A RAW packed file the layer may copy from directly (its mapping), with
      * the read mode and CRC option that allow it; NULL for other datasets. */
     const struct feeder__pack *pack;
-    int packed_mmap_no_crc;          /* read by MMAP and VERIFY_CRC off */
+    int packed_mmap;                 /* read by MMAP (the workers check CRCs there) */
     feeder__trace *trace;            /* or NULL */
 } feeder__gpu_config;
 

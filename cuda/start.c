@@ -130,14 +130,14 @@ static int pack_aligned16(const struct feeder__pack *pk)
     return 1;
 }
 
-/* A RAW packed file read through the mapping, records unchecked: the
- * batches' records go from the file's pages (registered read-only and
- * mapped) to the device, in any order, so no worker copies them into a slot
- * first. */
+/* A RAW packed file read through the mapping: the batches' records go from
+ * the file's pages (registered read-only and mapped) to the device, in any
+ * order, so no worker copies them into a slot first (with VERIFY_CRC the
+ * workers only check them where they lie). */
 static void register_pack(feeder__gpu *g)
 {
     const struct feeder__pack *pk = g->cfg.pack;
-    if (!pk || pk->v.h.kind != FEEDER_RECORD_RAW || !g->cfg.packed_mmap_no_crc ||
+    if (!pk || pk->v.h.kind != FEEDER_RECORD_RAW || !g->cfg.packed_mmap ||
         pk->v.h.record_bytes != g->l->sample_bytes)
         return;
     size_t nb = g->l->batch;

@@ -698,8 +698,8 @@ START_TEST(test_packed_raw_on_device)
     uint8_t *host = malloc(5 * 40 * 56 * 3);
     /* v 0: shuffled, straight from the registered file by each way of
      * gathering (FEEDER_PACKED_GATHER); v 1: in order, one copy per batch
-     * straight from the file; v 2: in order with CRC checks: through the
-     * slots. */
+     * straight from the file; v 2: shuffled with CRC checks (by the
+     * workers), straight from the file too. */
     static const char *const modes[] = {"kernel", "batch", "copies"};
     for (int pv = 0; pv < 27; pv++) {
         int p = pv % 3, v = (pv / 3) % 3, m = pv / 9;
@@ -708,7 +708,7 @@ START_TEST(test_packed_raw_on_device)
         ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, v == 0), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, v != 1), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_VERIFY_CRC, v == 2), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, pins[p]), 0);
@@ -716,7 +716,7 @@ START_TEST(test_packed_raw_on_device)
         const char *how;
         ck_assert_int_eq(feeder_loader_gpu_status(ld, &how), 1);
         ck_assert_msg((strstr(how, "records straight from the registered packed file") != NULL) ==
-                          (v <= 1),
+                          1,
                       "v %d: %s", v, how);
         feeder_batch *b;
         int rc;
@@ -739,7 +739,7 @@ START_TEST(test_packed_raw_on_device)
         }
         ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
         ck_assert_uint_eq(seen, 13);
-        if (v <= 1) {
+        {
             feeder_stats st;
             ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
             ck_assert_uint_eq(st.h2d_bytes, 13 * (40 * 56 * 3 + sizeof(int64_t)));
@@ -776,6 +776,53 @@ END_TEST
 
 /* A state saved while the GPU layer holds prefetched batches leaves them
  * undelivered: a new loader (host batches here) gives exactly the rest. */
+/* VERIFY_CRC on the direct path: the workers check each record where it
+ * lies, and a bad one fails its batch, naming the record, before the batch
+ * is lent; the other batches arrive. */
+START_TEST(test_packed_raw_direct_crc)
+{
+    char path[512], err[512];
+    snprintf(path, sizeof(path), "%s/raw-crc.pack", tmpdir);
+    write_raw_pack(path, 13, FEEDER_LAYOUT_NHWC);
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(bu_read_file(path, &buf, &len), 0);
+    buf[len - 1] ^= 0x40; /* the last byte of the last record, 12 */
+    ck_assert_int_eq(bu_write_file(path, buf, len), 0);
+    free(buf);
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_open_packed(path, &ds, err, sizeof(err)), 0);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_VERIFY_CRC, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+    ck_assert_msg(feeder_loader_start(ld) == 0, "%s", feeder_loader_errmsg(ld));
+    const char *how;
+    ck_assert_int_eq(feeder_loader_gpu_status(ld, &how), 1);
+    ck_assert_msg(strstr(how, "records straight from the registered packed file"), "%s", how);
+    feeder_batch *b;
+    int rc, good = 0, bad = 0;
+    while ((rc = feeder_next(ld, &b)) != FEEDER_DONE) {
+        if (rc == 0) {
+            good += (int)b->count;
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+            continue;
+        }
+        ck_assert_int_eq(rc, FEEDER_ECHECKSUM);
+        ck_assert_msg(strstr(feeder_loader_errmsg(ld), "record 12 of") &&
+                          strstr(feeder_loader_errmsg(ld), "crc32c mismatch"),
+                      "%s", feeder_loader_errmsg(ld));
+        bad++;
+    }
+    ck_assert_int_eq(good, 10); /* batches 0 and 1; batch 2 (records 10-12) failed */
+    ck_assert_int_eq(bad, 1);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(test_resume_after_device_batches)
 {
     cfg h = base();
@@ -1324,6 +1371,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_set_epoch_drops_prefetched);
     tcase_add_test(tc, test_status_describes_path);
     tcase_add_test(tc, test_packed_raw_on_device);
+    tcase_add_test(tc, test_packed_raw_direct_crc);
     tcase_add_test(tc, test_resume_after_device_batches);
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);

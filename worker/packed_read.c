@@ -569,6 +569,38 @@ static int load_records_gpu(feeder__worker_ctx *w, const feeder__task_msg *t, ui
     return 0;
 }
 
+/* The direct path with VERIFY_CRC: the GPU layer copies the records from
+ * the mapping once the batch is done here, so the workers check each
+ * record's checksum where it lies (the read also warms the pages for the
+ * copy). Statuses in w->pk->st; with `stop`, the first bad record fails the
+ * task. */
+static int verify_direct(feeder__worker_ctx *w, const uint64_t *idx, uint32_t n, int stop,
+                         char *msg, size_t msglen)
+{
+    const struct feeder__pack *pk = w->job->ds->pack;
+    int first = 0;
+    if (reserve(w->pk, n)) {
+        feeder__fmt(msg, msglen, "out of memory for %u record statuses", n);
+        return -ENOMEM;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t i = idx[k];
+        uint32_t c = feeder__crc32c(0, pk->map + pk->off[i], pk->size[i]);
+        w->pk->st[k] = 0;
+        if (c == pk->crc[i])
+            continue;
+        w->pk->st[k] = FEEDER_ECHECKSUM;
+        if (!first)
+            feeder__fmt(msg, msglen,
+                        "record %llu of %s: crc32c mismatch (stored 0x%08x, computed 0x%08x)",
+                        ULL(i), pk->path, pk->crc[i], c);
+        first = 1;
+        if (stop)
+            return FEEDER_ECHECKSUM;
+    }
+    return 0;
+}
+
 int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
                         feeder__result_msg *res, uint32_t *bad_first)
 {
@@ -578,13 +610,17 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
     int64_t *lab = feeder__slot_labels(l, slot) + t->first;
     for (uint32_t k = 0; k < t->count; k++)
         lab[k] = job->ds->labels[idx[k]];
-    if (job->packed_direct)
+    if (job->packed_direct && !job->verify_crc)
         return 0; /* the GPU layer copies the records from the file itself */
     int skip = job->policy == FEEDER_ON_ERROR_SKIP;
-    int rc = w->gpu_dec
-                 ? load_records_gpu(w, t, slot, !skip, res, res->errmsg, sizeof(res->errmsg))
-                 : load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first),
-                                !skip, res, res->errmsg, sizeof(res->errmsg));
+    int rc;
+    if (job->packed_direct)
+        rc = verify_direct(w, idx, t->count, !skip, res->errmsg, sizeof(res->errmsg));
+    else if (w->gpu_dec)
+        rc = load_records_gpu(w, t, slot, !skip, res, res->errmsg, sizeof(res->errmsg));
+    else
+        rc = load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first),
+                          !skip, res, res->errmsg, sizeof(res->errmsg));
     if (rc || !skip)
         return rc;
     for (uint32_t k = 0; k < t->count; k++) {
