@@ -151,6 +151,23 @@ static void rebalance(feeder__gpu *g)
     feeder__cuda_set_cpu_share(g, pm);
 }
 
+/* NVJPEG: the same feedback moves the large images (over the engine's pixel
+ * budget) between the workers, which decode them DCT-scaled but at the cost
+ * of their whole entropy decoding, and the engine, which decodes every pixel.
+ * Workers that keep the GPU side waiting send more of them to the engine;
+ * workers that are ahead keep them. Few workers on many GPU-able images
+ * (4 workers on an H100) end with most large images on the engine, many
+ * workers with most on the CPU. The step is larger than HYBRID's: large
+ * images are a few percent of a set, so a batch shows less of each step. */
+static void rebalance_large(feeder__gpu *g)
+{
+    uint32_t step = 250 / g->nslots ? 250 / g->nslots : 1;
+    uint32_t pm = g->large_share;
+    pm = g->waited ? (pm + step < 1000 ? pm + step : 1000) : (pm > step ? pm - step : 0);
+    if (pm != g->large_share)
+        feeder__cuda_set_large_share(g, pm);
+}
+
 /* The runs of a RAW packed batch: records that follow each other both in
  * the file and in the batch, one run for a whole batch in file order. Into
  * g->run_*; their count. */
@@ -354,6 +371,8 @@ int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int
         goto cuda_fail;
     if (g->cfg.decoder == FEEDER_DECODER_HYBRID && n > nref)
         rebalance(g);
+    else if (g->cfg.decoder == FEEDER_DECODER_NVJPEG && g->dec)
+        rebalance_large(g);
     return 0;
 cuda_fail:
     feeder__fmt(msg, msglen, "copying batch %llu of epoch %llu to device %d: %s",

@@ -431,9 +431,9 @@ int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
         return feeder__cuda_fail(g, FEEDER_ECUDA, "cudaSetDevice(%d): %s", g->cfg.device,
                                  feeder__cuda_errtext(ce));
     int rc = fill_fifo(g, &d);
-    if (rc)
+    if (rc && rc != FEEDER_EBUSY) /* every buffer borrowed: the user's to fix, not sticky */
         rc = mark_broken(g, rc, g->errmsg);
-    else
+    else if (!rc)
         rc = lend_head(g, &d, out);
     feeder__cuda_leave(&dg);
     flush_counters(g, &d, t0);

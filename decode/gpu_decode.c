@@ -151,6 +151,11 @@ int feeder__gpu_decoder_create(feeder__gpu_decoder **out, char *why, size_t whyl
         }
         snprintf(d->name, sizeof(d->name), "nvJPEG GPU hybrid");
     }
+    /* nvJPEG grows its buffers to the largest image seen, and each growth
+     * is a cudaMalloc or cudaHostAlloc (a device-wide wait) in the decode
+     * call: padding makes the few growths of a run's first batches the last. */
+    nvjpegSetDeviceMemoryPadding(64u << 20, d->h);
+    nvjpegSetPinnedMemoryPadding(16u << 20, d->h);
     if ((s = nvjpegJpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS ||
         (s = nvjpegJpegStreamCreate(d->h, &d->js)) != NVJPEG_STATUS_SUCCESS) {
         feeder__gpu_decoder_destroy(d);
@@ -221,7 +226,10 @@ static cudaError_t grow_dev(feeder__gpu_decoder *d, size_t bytes, uint32_t njobs
         cudaFree(d->buf);
         d->buf = NULL;
         d->buf_cap = 0;
-        size_t want = bytes + bytes / 4; /* room for the next batch's larger images */
+        /* Twice the batch: growing waits for the stream and frees, so it
+         * should happen a few times in a run, not every time a batch of
+         * larger images comes. */
+        size_t want = bytes * 2;
         if ((e = cudaMalloc((void **)&d->buf, want)) != cudaSuccess)
             return e;
         d->buf_cap = want;

@@ -647,7 +647,8 @@ END_TEST
 
 /* A RAW pack of n 40x56x3 records in `layout`: byte k of record i is
  * (i * 7 + k) & 255, label i % 4. */
-static void write_raw_pack(const char *path, uint64_t n, int layout)
+/* The offset of the first record. */
+static uint64_t write_raw_pack(const char *path, uint64_t n, int layout)
 {
     feeder__pack_header h;
     memset(&h, 0, sizeof(h));
@@ -680,6 +681,7 @@ static void write_raw_pack(const char *path, uint64_t n, int layout)
     feeder__pack_header_encode(&h, buf);
     ck_assert_int_eq(bu_write_file(path, buf, len), 0);
     free(buf);
+    return h.records_off;
 }
 
 /* RAW records reach the device as they are (uint8, every pin mode), and an
@@ -783,11 +785,11 @@ START_TEST(test_packed_raw_direct_crc)
 {
     char path[512], err[512];
     snprintf(path, sizeof(path), "%s/raw-crc.pack", tmpdir);
-    write_raw_pack(path, 13, FEEDER_LAYOUT_NHWC);
+    uint64_t rec0 = write_raw_pack(path, 13, FEEDER_LAYOUT_NHWC);
     uint8_t *buf;
     size_t len;
     ck_assert_int_eq(bu_read_file(path, &buf, &len), 0);
-    buf[len - 1] ^= 0x40; /* the last byte of the last record, 12 */
+    buf[rec0 + 13 * 40 * 56 * 3 - 1] ^= 0x40; /* the last byte of the last record, 12 */
     ck_assert_int_eq(bu_write_file(path, buf, len), 0);
     free(buf);
     feeder_dataset *ds;
