@@ -294,10 +294,8 @@ static cudaError_t gather_samples(feeder__gpu *g, entry *en, feeder_batch *hb, u
         }
         if (pixels && run == UINT32_MAX)
             run = i;
-        if (i < hb->count && enc[i]) {
+        if (i < hb->count && enc[i])
             g->imgs[n++] = (feeder__gpu_image){data + place[i], (size_t)enc[i], hb->indices[i], i};
-            en->jpeg_bytes += enc[i];
-        }
     }
     *nimg = n;
     return cudaSuccess;
@@ -315,9 +313,14 @@ static int decode_images(feeder__gpu *g, entry *en, feeder_batch *hb, uint32_t n
     *nref = 0;
     if (decoder_ready(g, n > 0)) {
         FEEDER_NVTX_PUSH("nvJPEG batch");
+        uint64_t t0 = feeder__now_ns();
         rc = feeder__gpu_decode(g->dec, g->cfg.transform, g->cfg.seed, hb->epoch, g->imgs, n,
                                 en->stage, g->l->sample_bytes, g->stream, g->refused, nref, derr,
                                 sizeof(derr));
+        /* Whether nvJPEG's call returns at once or holds the loader's
+         * thread for the decode shows here. */
+        feeder__trace_span_e(g->tr, g->tr_submit, "nvJPEG submit", t0, feeder__now_ns(),
+                             (int64_t)hb->epoch, (int64_t)hb->number, -1);
         FEEDER_NVTX_POP();
     } else {
         for (; *nref < n; (*nref)++) /* nvJPEG could not start: the CPU decodes them */

@@ -57,7 +57,6 @@ typedef struct entry {
                                    rewritten before they are read at reuse) */
     uint32_t count;
     size_t in_bytes;   /* pixel bytes copied to the device */
-    size_t jpeg_bytes; /* JPEG bytes nvJPEG reads from the slot */
     /* PIN_COPY job, under g->lock */
     int pin;
     int slot_done;          /* the pin threads are done with the host slot */
@@ -145,6 +144,7 @@ struct feeder__gpu {
     feeder__trace *tr;
     int tr_copy; /* the copy stream's track */
     int tr_dec;  /* the GPU decoder's track (same stream, its own row) */
+    int tr_submit; /* the loader thread's time in nvJPEG's calls (host) */
     cudaEvent_t tr_ref;
     uint64_t tr_ref_ns;
 };

@@ -181,7 +181,6 @@ static item *take_host_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
     g->held++;
     en->count = hb->count;
     en->in_bytes = (size_t)hb->count * g->l->sample_bytes;
-    en->jpeg_bytes = 0;
     memcpy(en->labels, hb->labels, hb->count * sizeof(int64_t));
     memcpy(en->indices, hb->indices, hb->count * sizeof(uint64_t));
     feeder_batch *b = &en->pub;
@@ -408,8 +407,10 @@ static int lend_head(feeder__gpu *g, feeder_stats *d, feeder_batch **out)
         return rc;
     en->state = E_LENT;
     d->gpu_batches = 1;
-    /* What crossed PCIe: pixels, labels and the bitstreams nvJPEG read. */
-    d->h2d_bytes = en->in_bytes + en->jpeg_bytes + en->count * sizeof(int64_t);
+    /* What the copies moved in h2d_ns: pixels and labels. The bitstreams
+     * nvJPEG reads from the slot cross PCIe during the decode instead, and
+     * are counted in bytes_read. */
+    d->h2d_bytes = en->in_bytes + en->count * sizeof(int64_t);
     *out = &en->pub;
     /* Batch k is out; start k+1 now, not at the next call. A failure here
      * is reported by a later call: batch k is valid either way. */

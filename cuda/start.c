@@ -95,8 +95,10 @@ static int start_trace_ref(feeder__gpu *g, char *why, size_t whylen)
     if (!(g->tr = g->cfg.trace))
         return 0;
     g->tr_copy = feeder__trace_track(g->tr, "copy stream (GPU)");
-    if (g->decodes)
+    if (g->decodes) {
         g->tr_dec = feeder__trace_track(g->tr, "gpu decode (GPU)");
+        g->tr_submit = feeder__trace_track(g->tr, "nvJPEG calls (loader thread)");
+    }
     cudaError_t e;
     if ((e = cudaEventCreate(&g->tr_ref)) != cudaSuccess ||
         (e = cudaEventRecord(g->tr_ref, g->stream)) != cudaSuccess ||
