@@ -246,9 +246,19 @@ cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch 
     return batch_end(g, en, hb->labels, 0, (int64_t)hb->epoch, (int64_t)hb->number);
 }
 
+/* After a decoded batch, in the loader's thread (the shares go to the host
+ * loader): HYBRID moves the workers' share, NVJPEG the large images'. */
+void feeder__cuda_rebalance(feeder__gpu *g, const entry *en)
+{
+    if (g->cfg.decoder == FEEDER_DECODER_HYBRID && en->gpu_part)
+        rebalance(g);
+    else if (g->cfg.decoder == FEEDER_DECODER_NVJPEG && g->dec)
+        rebalance_large(g);
+}
+
 /* Take the decoder made on its thread once it is ready (wait: block until
  * it is); 1 when the layer decodes on the GPU from now on. */
-static int decoder_ready(feeder__gpu *g, int wait)
+int feeder__cuda_decoder_ready(feeder__gpu *g, int wait)
 {
     if (g->dec)
         return 1;
@@ -311,7 +321,7 @@ static int decode_images(feeder__gpu *g, entry *en, feeder_batch *hb, uint32_t n
     char derr[300] = "";
     int rc = 0;
     *nref = 0;
-    if (decoder_ready(g, n > 0)) {
+    if (g->dec) { /* taken by the loader's thread before the batch was handed over */
         FEEDER_NVTX_PUSH("nvJPEG batch");
         uint64_t t0 = feeder__now_ns();
         rc = feeder__gpu_decode(g->dec, g->cfg.transform, g->cfg.seed, hb->epoch, g->imgs, n,
@@ -356,6 +366,7 @@ int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int
     uint32_t n = 0, nref = 0;
     *sample_err = 0;
     en->in_bytes = 0;
+    en->gpu_part = 0;
     if ((e = batch_begin(en, g->stream)) != cudaSuccess ||
         (e = gather_samples(g, en, hb, &n)) != cudaSuccess ||
         (e = cudaMemcpyAsync(en->dev_labels, hb->labels, hb->count * sizeof(int64_t),
@@ -367,15 +378,14 @@ int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int
         goto cuda_fail;
     if (rc)
         return rc;
+    pthread_mutex_lock(&g->lock); /* flush_counters reads them in the loader's thread */
     g->gpu_decoded += n - nref;
     g->gpu_fallback += nref;
+    pthread_mutex_unlock(&g->lock);
+    en->gpu_part = n > nref;
     if ((e = batch_end(g, en, NULL, n > nref, (int64_t)hb->epoch, (int64_t)hb->number)) !=
         cudaSuccess)
         goto cuda_fail;
-    if (g->cfg.decoder == FEEDER_DECODER_HYBRID && n > nref)
-        rebalance(g);
-    else if (g->cfg.decoder == FEEDER_DECODER_NVJPEG && g->dec)
-        rebalance_large(g);
     return 0;
 cuda_fail:
     feeder__fmt(msg, msglen, "copying batch %llu of epoch %llu to device %d: %s",

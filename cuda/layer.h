@@ -64,7 +64,9 @@ typedef struct entry {
     const uint8_t *src;     /* slot data */
     const int64_t *src_labels;
     int err;                /* a CUDA error of the pin thread that enqueued */
-    char errmsg[256];
+    char errmsg[1024];
+    int sample_err;         /* decode thread: err is a sample's (the batch fails, not the layer) */
+    int gpu_part;           /* decode thread: nvJPEG decoded some of the batch */
 } entry;
 
 typedef struct item {
@@ -118,6 +120,7 @@ struct feeder__gpu {
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int waited;           /* the last host batch was waited for (> 0.2 ms) */
+    int decode_thread;    /* the GPU decoders' batches go through the decode thread */
 
     /* RAW packed files: records copied from the file's registered mapping */
     const struct feeder__pack *pack;
@@ -173,6 +176,9 @@ cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch 
 int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int *sample_err,
                           char *msg, size_t msglen);
 void *feeder__cuda_pin_thread(void *arg);
+void *feeder__cuda_decode_thread(void *arg);
+int feeder__cuda_decoder_ready(feeder__gpu *g, int wait);
+void feeder__cuda_rebalance(feeder__gpu *g, const entry *en);
 int feeder__cuda_setup_fail(feeder__gpu *g, char *why, size_t whylen, const char *what, cudaError_t e);
 void feeder__cuda_pin_quiesce(feeder__gpu *g);
 

@@ -77,7 +77,7 @@ void *feeder__cuda_pin_thread(void *arg)
 /* Wait until the pin threads are done with every queued entry. */
 void feeder__cuda_pin_quiesce(feeder__gpu *g)
 {
-    if (g->pin_mode != FEEDER_PIN_COPY)
+    if (g->pin_mode != FEEDER_PIN_COPY && !g->decode_thread)
         return;
     pthread_mutex_lock(&g->lock);
     for (int i = 0; i < g->depth; i++)

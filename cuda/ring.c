@@ -65,6 +65,15 @@ int feeder__gpu_owns(const feeder_batch *b)
     return b && b->internal_ && *(const uint32_t *)b->internal_ == ENTRY_MAGIC;
 }
 
+/* Is the entry still the decode thread's (queued, not handed back)? */
+static int thread_holds(feeder__gpu *g, const entry *en)
+{
+    pthread_mutex_lock(&g->lock);
+    int queued = en->pin == PIN_QUEUED;
+    pthread_mutex_unlock(&g->lock);
+    return queued;
+}
+
 /* Give back the host slot of every entry that is done with it. `block`:
  * wait for the oldest such copy when no slot could be freed otherwise. */
 static int reap(feeder__gpu *g, feeder_stats *d, int block)
@@ -75,6 +84,8 @@ static int reap(feeder__gpu *g, feeder_stats *d, int block)
         for (int i = 0; i < g->depth; i++) {
             entry *en = &g->e[i];
             int done = 0;
+            if (g->decode_thread && thread_holds(g, en))
+                continue;
             if (g->pin_mode == FEEDER_PIN_COPY) {
                 /* The pin threads own an entry's events until it is enqueued. */
                 pthread_mutex_lock(&g->lock);
@@ -247,28 +258,30 @@ static void queue_pin_job(feeder__gpu *g, entry *en, feeder_batch *hb, int id)
     pthread_mutex_unlock(&g->lock);
 }
 
-/* GPU decoders: a sample error fails the batch where it stands in the FIFO,
- * as a worker's would, and its slot goes back now. */
-static int start_decode(feeder__gpu *g, entry *en, feeder_batch *hb, item *it)
+/* Does any sample of the slot wait for nvJPEG (bytes, not pixels)? */
+static int has_bitstreams(const feeder__gpu *g, const feeder_batch *hb)
 {
-    char msg[1024];
-    int sample_err = 0;
-    int rc = feeder__cuda_enqueue_decode(g, en, hb, &sample_err, msg, sizeof(msg));
-    if (rc && !sample_err)
-        return feeder__cuda_fail(g, rc, "%s", msg);
-    if (rc) {
-        it->entry = -1;
-        it->rc = rc;
-        it->batch = (int64_t)hb->number;
-        it->epoch = hb->epoch;
-        feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
-        g->paused = 1;
-        en->state = E_FREE;
-        en->hb = NULL;
-        g->held--;
-        feeder__cuda_host_release(g, hb);
-    }
+    const feeder__slot_layout *l = g->l;
+    const uint64_t *enc = feeder__slot_encoded(l, hb->data - l->data_off);
+    for (uint32_t i = 0; i < hb->count; i++)
+        if (enc[i])
+            return 1;
     return 0;
+}
+
+/* GPU decoders with the decode thread: take nvJPEG once it is made (here,
+ * in the loader's thread: the shares it sets go to the host loader), then
+ * hand the batch over. */
+static void queue_decode_job(feeder__gpu *g, entry *en, feeder_batch *hb, int id)
+{
+    if (!g->dec)
+        feeder__cuda_decoder_ready(g, has_bitstreams(g, hb));
+    pthread_mutex_lock(&g->lock);
+    en->err = 0;
+    en->pin = PIN_QUEUED;
+    g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = id;
+    pthread_cond_signal(&g->cv_work);
+    pthread_mutex_unlock(&g->lock);
 }
 
 /* Start moving host batch `hb` into entry `en`, by the layer's one path:
@@ -288,8 +301,10 @@ static int start_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
         queue_pin_job(g, en, hb, it->entry);
         return 0;
     }
-    if (g->decodes && !g->pack_registered)
-        return start_decode(g, en, hb, it);
+    if (g->decode_thread) {
+        queue_decode_job(g, en, hb, it->entry);
+        return 0;
+    }
     cudaError_t e = g->pack_registered ? feeder__cuda_enqueue_direct(g, en, hb)
                                        : feeder__cuda_enqueue(g, en, hb->data, hb->labels);
     if (e != cudaSuccess)
@@ -374,19 +389,44 @@ static int wait_pin_enqueued(feeder__gpu *g, entry *en)
     return err ? mark_broken(g, feeder__cuda_fail(g, err, "%s", msg), msg) : 0;
 }
 
+/* The decode thread's hand-back of the batch to lend. A sample's error fails
+ * the batch where it stands in the FIFO, as a worker's would, and its slot
+ * goes back now (the thread waited for the stream); a CUDA error breaks the
+ * layer. */
+static int wait_decoded(feeder__gpu *g, entry *en)
+{
+    pthread_mutex_lock(&g->lock);
+    while (en->pin == PIN_QUEUED)
+        pthread_cond_wait(&g->cv_done, &g->lock);
+    en->pin = PIN_IDLE;
+    int err = en->err, sample = en->sample_err;
+    pthread_mutex_unlock(&g->lock);
+    if (!err) {
+        feeder__cuda_rebalance(g, en);
+        return 0;
+    }
+    if (!sample)
+        return mark_broken(g, feeder__cuda_fail(g, err, "%s", en->errmsg), en->errmsg);
+    en->state = E_FREE;
+    feeder__cuda_host_release(g, en->hb);
+    en->hb = NULL;
+    g->held--;
+    return feeder__cuda_fail(g, err, "%s", en->errmsg);
+}
+
 /* Move the counters gathered since the last call into the layer's stats. */
 static void flush_counters(feeder__gpu *g, feeder_stats *d, uint64_t t0)
 {
     pthread_mutex_lock(&g->lock);
     d->pin_ns = g->pin_ns;
-    g->pin_ns = 0;
+    d->gpu_decoded = g->gpu_decoded;
+    d->gpu_fallback = g->gpu_fallback;
+    g->pin_ns = g->gpu_decoded = g->gpu_fallback = 0;
     pthread_mutex_unlock(&g->lock);
     d->h2d_ns += g->h2d_ns;
     g->h2d_ns = 0;
     d->gpu_decode_ns = g->dec_ns;
-    d->gpu_decoded = g->gpu_decoded;
-    d->gpu_fallback = g->gpu_fallback;
-    g->dec_ns = g->gpu_decoded = g->gpu_fallback = 0;
+    g->dec_ns = 0;
     d->wait_ns = feeder__now_ns() - t0;
     feeder__cuda_stats_add(g, d);
 }
@@ -402,7 +442,9 @@ static int lend_head(feeder__gpu *g, feeder_stats *d, feeder_batch **out)
         return feeder__cuda_fail(g, it->rc, "%s", it->msg);
     }
     entry *en = &g->e[it->entry];
-    int rc = g->pin_mode == FEEDER_PIN_COPY ? wait_pin_enqueued(g, en) : 0;
+    int rc = g->pin_mode == FEEDER_PIN_COPY ? wait_pin_enqueued(g, en)
+             : g->decode_thread             ? wait_decoded(g, en)
+                                            : 0;
     if (rc)
         return rc;
     en->state = E_LENT;

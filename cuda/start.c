@@ -256,19 +256,24 @@ static int alloc_ring(feeder__gpu *g, char *why, size_t whylen)
 
 static int start_pin_threads(feeder__gpu *g, char *why, size_t whylen)
 {
-    if (g->pin_mode != FEEDER_PIN_COPY)
+    g->decode_thread = g->decodes && !g->pack_registered && g->pin_mode != FEEDER_PIN_COPY;
+    if (g->pin_mode != FEEDER_PIN_COPY && !g->decode_thread)
         return 0;
-    g->nthr = g->cfg.pin_threads;
+    g->nthr = g->decode_thread ? 1 : g->cfg.pin_threads;
     g->thr = calloc((size_t)g->nthr, sizeof(*g->thr));
     if (!g->thr) {
         feeder__fmt(why, whylen, "out of memory");
         return -ENOMEM;
     }
     for (int i = 0; i < g->nthr; i++) {
-        int err = pthread_create(&g->thr[i], NULL, feeder__cuda_pin_thread, g);
+        int err = pthread_create(&g->thr[i], NULL,
+                                 g->decode_thread ? feeder__cuda_decode_thread
+                                                  : feeder__cuda_pin_thread,
+                                 g);
         if (err) {
             g->nthr = i;
-            feeder__fmt(why, whylen, "starting pin thread %d: %s", i, strerror(err));
+            feeder__fmt(why, whylen, "starting %s thread %d: %s",
+                        g->decode_thread ? "decode" : "pin", i, strerror(err));
             return -err;
         }
     }
