@@ -135,8 +135,8 @@ static cudaError_t copy_pixels(feeder__gpu *g, entry *en, const uint8_t *src, ui
 
 /* HYBRID: move the workers' share of each batch towards the point where
  * neither side waits for the other. A host batch that was already finished
- * when the GPU side asked for it means the workers are ahead: give them more;
- * one the GPU side had to wait for means they are behind: give them less.
+ * when a free entry asked for it means the workers are ahead: give them more;
+ * none finished (or one waited for) means they are behind: give them less.
  * The split follows what the pipeline does rather than a cost model, whose
  * per-image decode times leave out reading, scheduling and the cores the
  * loader's thread and the driver take (docs/ARCHITECTURE.md). A step shows only in batches
@@ -147,7 +147,7 @@ static void rebalance(feeder__gpu *g)
 {
     uint32_t step = 60 / g->nslots ? 60 / g->nslots : 1;
     uint32_t pm = g->cpu_share;
-    pm = g->waited ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
+    pm = g->starved ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
     feeder__cuda_set_cpu_share(g, pm);
 }
 
@@ -163,7 +163,7 @@ static void rebalance_large(feeder__gpu *g)
 {
     uint32_t step = 250 / g->nslots ? 250 / g->nslots : 1;
     uint32_t pm = g->large_share;
-    pm = g->waited ? (pm + step < 1000 ? pm + step : 1000) : (pm > step ? pm - step : 0);
+    pm = g->starved ? (pm + step < 1000 ? pm + step : 1000) : (pm > step ? pm - step : 0);
     if (pm != g->large_share)
         feeder__cuda_set_large_share(g, pm);
 }

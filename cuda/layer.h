@@ -119,7 +119,7 @@ struct feeder__gpu {
     uint8_t *fb;          /* one decoded sample of the CPU fallback */
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
-    int waited;           /* the last host batch was waited for (> 0.2 ms) */
+    int starved;          /* the last pull found no finished host batch, or waited for one */
     int decode_thread;    /* the GPU decoders' batches go through the decode thread */
 
     /* RAW packed files: records copied from the file's registered mapping */

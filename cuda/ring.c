@@ -331,8 +331,9 @@ static int prefetch(feeder__gpu *g, int wait)
         feeder_batch *hb = NULL;
         uint64_t t0 = feeder__now_ns();
         rc = g->cfg.host.next(g->cfg.host.ctx, &hb, !wait);
-        /* HYBRID: did the GPU side have to wait for the workers? */
-        g->waited = feeder__now_ns() - t0 > 200000;
+        /* The shares' signal: a free entry found no finished host batch (or
+         * had to wait for one), so the workers are behind the GPU side. */
+        g->starved = rc == FEEDER__AGAIN || feeder__now_ns() - t0 > 200000;
         if (rc == FEEDER__AGAIN)
             return 0;
         if (rc) {
