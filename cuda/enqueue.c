@@ -151,23 +151,6 @@ static void rebalance(feeder__gpu *g)
     feeder__cuda_set_cpu_share(g, pm);
 }
 
-/* NVJPEG: the same feedback moves the large images (over the engine's pixel
- * budget) between the workers, which decode them DCT-scaled but at the cost
- * of their whole entropy decoding, and the engine, which decodes every pixel.
- * Workers that keep the GPU side waiting send more of them to the engine;
- * workers that are ahead keep them. Few workers on many GPU-able images
- * (4 workers on an H100) end with most large images on the engine, many
- * workers with most on the CPU. The step is larger than HYBRID's: large
- * images are a few percent of a set, so a batch shows less of each step. */
-static void rebalance_large(feeder__gpu *g)
-{
-    uint32_t step = 250 / g->nslots ? 250 / g->nslots : 1;
-    uint32_t pm = g->large_share;
-    pm = g->starved ? (pm + step < 1000 ? pm + step : 1000) : (pm > step ? pm - step : 0);
-    if (pm != g->large_share)
-        feeder__cuda_set_large_share(g, pm);
-}
-
 /* The runs of a RAW packed batch: records that follow each other both in
  * the file and in the batch, one run for a whole batch in file order. Into
  * g->run_*; their count. */
@@ -246,14 +229,12 @@ cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch 
     return batch_end(g, en, hb->labels, 0, (int64_t)hb->epoch, (int64_t)hb->number);
 }
 
-/* After a decoded batch, in the loader's thread (the shares go to the host
- * loader): HYBRID moves the workers' share, NVJPEG the large images'. */
+/* After a decoded batch, in the loader's thread (the share goes to the host
+ * loader): HYBRID moves the workers' share. */
 void feeder__cuda_rebalance(feeder__gpu *g, const entry *en)
 {
     if (g->cfg.decoder == FEEDER_DECODER_HYBRID && en->gpu_part)
         rebalance(g);
-    else if (g->cfg.decoder == FEEDER_DECODER_NVJPEG && g->dec)
-        rebalance_large(g);
 }
 
 /* Take the decoder made on its thread once it is ready (wait: block until

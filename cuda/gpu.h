@@ -56,9 +56,6 @@ typedef struct feeder__host_ops {
     /* HYBRID: the share of each batch (1/1000) the workers decode, from the
      * next dispatched batch on. */
     void (*set_cpu_share)(void *ctx, uint32_t permille);
-    /* NVJPEG: the share (1/1000) of images over the engine's pixel budget
-     * the workers send to the GPU anyway, from the next dispatched batch on. */
-    void (*set_large_share)(void *ctx, uint32_t permille);
     /* Decode one sample the way the workers do it (errors name index and
      * path), into dst: the GPU decoder's CPU fallback. */
     int (*decode_cpu)(void *ctx, const uint8_t *jpeg, size_t len, uint64_t epoch,

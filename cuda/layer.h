@@ -82,7 +82,6 @@ struct feeder__gpu {
     char errmsg[1024];       /* the last failed call's message (feeder__gpu_errmsg) */
     feeder_stats st;         /* the layer's counters and levels (feeder__gpu_stats) */
     uint32_t cpu_share;      /* HYBRID: the workers' share the layer last set (1/1000) */
-    uint32_t large_share;    /* NVJPEG: the share of large images sent to the GPU (1/1000) */
     cudaStream_t stream;
     int own_stream;
     const feeder__slot_layout *l;
@@ -160,7 +159,6 @@ int feeder__cuda_fail(feeder__gpu *g, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int feeder__cuda_host_release(feeder__gpu *g, feeder_batch *hb);
 void feeder__cuda_set_cpu_share(feeder__gpu *g, uint32_t permille);
-void feeder__cuda_set_large_share(feeder__gpu *g, uint32_t permille);
 void feeder__cuda_stats_add(feeder__gpu *g, const feeder_stats *d);
 const char *feeder__cuda_errtext(cudaError_t e);
 cudaError_t feeder__cuda_enter(const feeder__gpu *g, devguard *d);

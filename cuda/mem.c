@@ -26,12 +26,6 @@ void feeder__cuda_set_cpu_share(feeder__gpu *g, uint32_t permille)
     g->cfg.host.set_cpu_share(g->cfg.host.ctx, g->cpu_share);
 }
 
-void feeder__cuda_set_large_share(feeder__gpu *g, uint32_t permille)
-{
-    g->large_share = permille > 1000 ? 1000 : permille;
-    g->cfg.host.set_large_share(g->cfg.host.ctx, g->large_share);
-}
-
 /* Add one batch's (or drop's) counters to the layer's. */
 void feeder__cuda_stats_add(feeder__gpu *g, const feeder_stats *d)
 {

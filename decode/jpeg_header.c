@@ -113,9 +113,14 @@ static int engine_sampling(const feeder__jpeg_info *in)
     return (in->h[0] == 1 || in->h[0] == 2) && (in->v[0] == 1 || in->v[0] == 2);
 }
 
-/* The route by the coding alone, size aside. */
-static int route_by_coding(const feeder__jpeg_info *in)
+int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels)
 {
+    if (!in || !in->width || !in->height)
+        return FEEDER__ROUTE_CORRUPT;
+    uint64_t px = (uint64_t)in->width * in->height;
+    if ((max_pixels && px > max_pixels) || px > ENGINE_MAX_PIXELS ||
+        in->width > ENGINE_MAX_SIDE || in->height > ENGINE_MAX_SIDE)
+        return FEEDER__ROUTE_SIZE;
     if (in->sof == 0xC2 || in->sof == 0xC6 || in->sof == 0xCA || in->sof == 0xCE)
         return FEEDER__ROUTE_PROGRESSIVE;
     if (in->sof != 0xC0 && in->sof != 0xC1)
@@ -127,29 +132,6 @@ static int route_by_coding(const feeder__jpeg_info *in)
     if (!engine_sampling(in))
         return FEEDER__ROUTE_SUBSAMPLING;
     return FEEDER__ROUTE_GPU;
-}
-
-/* Within the user's pixel limit and the engine's sides? */
-static int engine_fits(const feeder__jpeg_info *in, uint64_t max_pixels)
-{
-    uint64_t px = (uint64_t)in->width * in->height;
-    return !(max_pixels && px > max_pixels) && in->width <= ENGINE_MAX_SIDE &&
-           in->height <= ENGINE_MAX_SIDE;
-}
-
-int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels)
-{
-    if (!in || !in->width || !in->height)
-        return FEEDER__ROUTE_CORRUPT;
-    if (!engine_fits(in, max_pixels) || (uint64_t)in->width * in->height > ENGINE_MAX_PIXELS)
-        return FEEDER__ROUTE_SIZE;
-    return route_by_coding(in);
-}
-
-int feeder__jpeg_engine_could(const feeder__jpeg_info *in, uint64_t max_pixels)
-{
-    return in && in->width && in->height && engine_fits(in, max_pixels) &&
-           route_by_coding(in) == FEEDER__ROUTE_GPU;
 }
 
 const char *feeder__jpeg_route_name(int route)

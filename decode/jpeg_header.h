@@ -51,10 +51,6 @@ int feeder__jpeg_probe(const uint8_t *buf, size_t len, feeder__jpeg_info *out);
  * limit (0: none). */
 int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels);
 
-/* Is `in`, routed FEEDER__ROUTE_SIZE, only over the engine's pixel budget
- * (2 MP: the engine could still take it, at the cost of every pixel)? */
-int feeder__jpeg_engine_could(const feeder__jpeg_info *in, uint64_t max_pixels);
-
 /* "gpu", "progressive", "cmyk", "subsampling", "size", "corrupt", "other". */
 const char *feeder__jpeg_route_name(int route);
 

@@ -776,10 +776,7 @@ typedef struct feeder_stats {
     uint64_t cpu_routed[6];
     uint64_t cpu_shared;       /* C: images of GPU-decoded batches the workers decoded as their
                                   share: HYBRID's, and every image while nvJPEG is starting */
-    uint64_t large_gpu_permille; /* L: NVJPEG: share of the images over the engine's pixel
-                                    budget (2 MP) sent to the GPU anyway, in 1/1000; it rises
-                                    while the workers are the bottleneck */
-    uint64_t reserved_[1];
+    uint64_t reserved_[2];
 } feeder_stats;
 
 /* Memory the loader asks for, when the user wants to own it (e.g. a caching

@@ -172,7 +172,7 @@ static void dispatch(feeder_loader *ld)
             feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
             *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, ld->epoch, b,
                                     (uint32_t)(((uint64_t)(hi - lo) * ld->cpu_permille + 500) /
-                                               1000), ld->large_permille};
+                                               1000), 0};
         }
     }
     /* Least-loaded worker first keeps every worker's queue short and even. */
@@ -294,8 +294,7 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
            ld->order + first, count * sizeof(uint64_t));
     feeder__task_msg t = {FEEDER__MSG_TASK, s, 0, count, ld->epoch, b,
-                          (uint32_t)(((uint64_t)count * ld->cpu_permille + 500) / 1000),
-                          ld->large_permille};
+                          (uint32_t)(((uint64_t)count * ld->cpu_permille + 500) / 1000), 0};
     static _Thread_local feeder__result_msg r;
     feeder__run_task(&ld->inline_ctx, &t, &r);
     feeder__pool_complete_part(ld, &r);

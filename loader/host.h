@@ -115,7 +115,6 @@ struct feeder_loader {
     int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
     char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
     uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
-    uint32_t large_permille;  /* NVJPEG: share of large images sent to the GPU anyway */
     feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
     int start_failed; /* a start that failed after allocating: its error, for good */
     char *trace_path;     /* feeder_loader_set_trace, copied */

@@ -287,14 +287,6 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
     pthread_mutex_unlock(&ld->stats_lock);
 }
 
-void feeder__loader_set_large_share(feeder_loader *ld, uint32_t permille)
-{
-    ld->large_permille = permille > 1000 ? 1000 : permille;
-    pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.large_gpu_permille = ld->large_permille;
-    pthread_mutex_unlock(&ld->stats_lock);
-}
-
 const feeder__job *feeder__loader_job(const feeder_loader *ld) { return &ld->job; }
 
 int feeder__loader_decode_cpu(feeder_loader *ld, const uint8_t *jpeg, size_t len, uint64_t epoch,

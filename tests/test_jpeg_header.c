@@ -163,23 +163,12 @@ START_TEST(size_limits)
     ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_GPU);
     ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024), FEEDER__ROUTE_GPU);
     ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024 - 1), FEEDER__ROUTE_SIZE);
-    ck_assert_int_eq(feeder__jpeg_engine_could(&in, 0), 1);
     in.height = 1025; /* past 2 MP: the CPU's DCT scaling decodes it for less */
     ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_SIZE);
-    /* ... but the engine could take it, when the workers are the bottleneck */
-    ck_assert_int_eq(feeder__jpeg_engine_could(&in, 0), 1);
-    ck_assert_int_eq(feeder__jpeg_engine_could(&in, 2048 * 1024), 0); /* the user's limit */
-    in.sof = 0xC2;
-    ck_assert_int_eq(feeder__jpeg_engine_could(&in, 0), 0); /* progressive: never */
-    in.sof = 0xC0;
-    in.components = 4;
-    ck_assert_int_eq(feeder__jpeg_engine_could(&in, 0), 0); /* CMYK: never */
-    in.components = 3;
     in.height = 1024;
     in.width = 16385;
     in.height = 10;
     ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_SIZE);
-    ck_assert_int_eq(feeder__jpeg_engine_could(&in, 0), 0); /* past the engine's side */
     in.precision = 12;
     in.width = 100;
     ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_OTHER);

@@ -32,25 +32,12 @@ int feeder__worker_part_reserve(feeder__worker_ctx *w, uint32_t n)
     return 0;
 }
 
-/* Route one sample by its header. A large image the engine could take
- * goes to it for the loader's share of them (large_gpu, 1/1000), spread
- * evenly over the task's large images by an accumulator, so the share holds
- * in every task however few large images it has. */
-static int gpu_route(feeder__worker_ctx *w, const feeder__task_msg *t, const uint8_t *data,
-                     size_t len)
+static int gpu_route(const feeder__worker_ctx *w, const uint8_t *data, size_t len)
 {
     feeder__jpeg_info info;
     if (feeder__jpeg_probe(data, len, &info))
         return FEEDER__ROUTE_CORRUPT;
-    int route = feeder__jpeg_route(&info, w->job->t.max_pixels);
-    if (route != FEEDER__ROUTE_SIZE || !t->large_gpu ||
-        !feeder__jpeg_engine_could(&info, w->job->t.max_pixels))
-        return route;
-    w->large_acc += t->large_gpu;
-    if (w->large_acc < 1000)
-        return route;
-    w->large_acc -= 1000;
-    return FEEDER__ROUTE_GPU;
+    return feeder__jpeg_route(&info, w->job->t.max_pixels);
 }
 
 void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg *t,
@@ -60,8 +47,7 @@ void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg 
     const uint8_t **bytes = w->part.bytes;
     size_t *len = w->part.len;
     for (uint32_t k = 0; k < t->count; k++) {
-        int route = k < t->cpu_count || !bytes[k] || !len[k] ? -1
-                                                             : gpu_route(w, t, bytes[k], len[k]);
+        int route = k < t->cpu_count || !bytes[k] || !len[k] ? -1 : gpu_route(w, bytes[k], len[k]);
         w->part.gpu[k] = route == FEEDER__ROUTE_GPU;
         if (route > FEEDER__ROUTE_GPU)
             res->routed[route - 1]++;

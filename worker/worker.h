@@ -60,8 +60,7 @@ typedef struct feeder__task_msg {
     uint64_t epoch;
     uint64_t batch;
     uint32_t cpu_count;
-    uint32_t large_gpu; /* NVJPEG: the share (1/1000) of images over the engine's pixel
-                           budget that go to it anyway (the rest the worker decodes) */
+    uint32_t pad_;
 } feeder__task_msg;
 
 /* Worker -> main. */
@@ -103,7 +102,6 @@ typedef struct feeder__worker_ctx {
         uint64_t *off;
         uint32_t cap;
     } part;
-    uint32_t large_acc;      /* gpu_route's accumulator of the large images' GPU share */
 } feeder__worker_ctx;
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);
