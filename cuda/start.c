@@ -2,6 +2,8 @@
  * Start as a sequence of named steps (stream, decoder, trace reference,
  * registrations, the ring, the pin threads), and destroy.
  */
+#include <unistd.h>
+
 #include "cuda/layer.h"
 
 static feeder__gpu *layer_new(const feeder__gpu_config *cfg)
@@ -142,6 +144,18 @@ static void register_pack(feeder__gpu *g)
     if (!pk || pk->v.h.kind != FEEDER_RECORD_RAW || !g->cfg.packed_mmap ||
         pk->v.h.record_bytes != g->l->sample_bytes)
         return;
+    /* Registering pins every page of the file in memory for the loader's
+     * life (the page cache can no longer drop them). A file larger than a
+     * quarter of this machine's memory stays on the slot path, which reads
+     * it as any file is read. */
+    uint64_t mem = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    if (pk->map_len > mem / 4) {
+        feeder__fmt(g->pack_note, sizeof(g->pack_note),
+                    ", records through the slots (the packed file, %zu bytes, is over a quarter "
+                    "of this machine's %llu bytes of memory: too much to pin)",
+                    pk->map_len, (unsigned long long)mem);
+        return;
+    }
     size_t nb = g->l->batch;
     g->run_dst = malloc(nb * sizeof(*g->run_dst));
     g->run_src = malloc(nb * sizeof(*g->run_src));
