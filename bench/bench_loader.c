@@ -13,9 +13,10 @@
  * reports GB/s of delivered samples (count x height x width x 3 per second)
  * beside images/s, the figure that matters for packed tensors.
  *
- * With no --data it first makes the default dataset (2,000 JPEGs in 10 class
- * folders cut from bench/photos) under $FEEDER_DATA or
- * ~/.cache/feeder/default-2000, and reuses it on later runs.
+ * With no --data it first makes the default dataset (2,000 images in 10 class
+ * folders cut from bench/photos: the web-like mix of bench/mixset.h, or
+ * --set imagenet|uniform) under $FEEDER_DATA or ~/.cache/feeder/SET-2000,
+ * and reuses it on later runs.
  *
  * Each configuration (one worker count) gets its own loader and runs
  * --epochs epochs. Every epoch is timed from the moment the consumer asks for
@@ -49,6 +50,7 @@
 #include "gpu_step.h"
 #include "benchutil.h"
 #include "decoders.h"
+#include "mixset.h"
 #include "feeder.h"
 
 #ifndef FEEDER_BENCH_PHOTOS
@@ -85,6 +87,7 @@ typedef struct opts {
     int in_order;
     int persistent;
     unsigned make_images; /* size of the default dataset */
+    int set;              /* which default set: set_names */
     int64_t timeout_ms;
     int json;
     int checksum;
@@ -107,6 +110,7 @@ typedef struct opts {
     const char *trace; /* --trace FILE: of the last configuration */
 } opts;
 
+static const char *const set_names[] = {"web", "imagenet", "uniform", NULL};
 static const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
 /* turbo roi nvjpeg hybrid raw all (bench/decoders.c) */
 static const char *const *const decoder_names = bd_decoder_names;
@@ -126,10 +130,14 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: " PROG " [options]\n"
             "  --data DIR|LIST      image folder (one sub-folder per class) or list file of\n"
-            "                       'path label' lines; default: make 2,000 JPEGs under\n"
-            "                       $FEEDER_DATA or ~/.cache/feeder/default-2000\n"
+            "                       'path label' lines; default: make 2,000 images of --set\n"
+            "                       under $FEEDER_DATA or ~/.cache/feeder/web-2000\n"
             "  --images N           size of the dataset made when --data is not given (2000;\n"
-            "                       made in default-N)\n"
+            "                       made in SET-N)\n"
+            "  --set web|imagenet|uniform  the set made when --data is not given: a web-like\n"
+            "                       JPEG mix (web, the default), ImageNet-like files, or\n"
+            "                       uniform baseline 4:2:0 JPEGs (in default-N); bench/make_set\n"
+            "                       makes them too\n"
             "  --batch N            samples per batch (256)\n"
             "  --epochs N           epochs per configuration; each is reported, and the median (3)\n"
             "  --workers N          worker processes, 0 = the calling thread (4)\n"
@@ -225,7 +233,7 @@ enum {
     OPT_DECODER, OPT_IO, OPT_SEED, OPT_SIZE, OPT_RESIZE, OPT_LAYOUT, OPT_SWEEP, OPT_JSON,
     OPT_CHECKSUM, OPT_NO_APPEND, OPT_APPEND_TO, OPT_LABEL, OPT_SHUFFLE, OPT_IN_ORDER,
     OPT_PERSISTENT, OPT_TIMEOUT, OPT_IMAGES, OPT_DEVICE, OPT_PIN, OPT_GPU_PREFETCH, OPT_DTYPE,
-    OPT_COMPUTE_MS, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE, OPT_TRACE, OPT_SPLIT
+    OPT_COMPUTE_MS, OPT_PACKED_READ, OPT_VERIFY_CRC, OPT_DROP_CACHE, OPT_TRACE, OPT_SPLIT, OPT_SET
 };
 
 static void parse_args(opts *o, int argc, char **argv)
@@ -264,6 +272,7 @@ static void parse_args(opts *o, int argc, char **argv)
         {"drop-cache", no_argument, 0, OPT_DROP_CACHE},
         {"split", required_argument, 0, OPT_SPLIT},
         {"trace", required_argument, 0, OPT_TRACE},
+        {"set", required_argument, 0, OPT_SET},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -410,7 +419,13 @@ static void parse_args(opts *o, int argc, char **argv)
         case OPT_TRACE:
             o->trace = optarg;
             break;
+        case OPT_SET:
+            o->set = parse_enum("--set", optarg, set_names);
+            break;
         case 'h':
+            /* One write, so a reader that stops early (grep -q) cannot
+             * cut it with SIGPIPE. */
+            setvbuf(stdout, NULL, _IOFBF, 1 << 16);
             usage(stdout);
             exit(0);
         case ':':
@@ -1318,10 +1333,10 @@ int main(int argc, char **argv)
     if (o.data) {
         snprintf(cx.data, sizeof(cx.data), "%s", o.data);
     } else {
-        bu_default_dataset_dir(cx.data, sizeof(cx.data), o.make_images);
+        bm_default_dir(cx.data, sizeof(cx.data), set_names[o.set], o.make_images);
         char err[1024];
-        if (bu_ensure_default_dataset(cx.data, o.make_images, FEEDER_BENCH_PHOTOS, err,
-                                      sizeof(err)))
+        if (bm_ensure_set(cx.data, set_names[o.set], o.make_images, FEEDER_BENCH_PHOTOS, err,
+                          sizeof(err)))
             die("%s", err);
     }
     /* The GPU decoders need a device: the first one, when there is one. */

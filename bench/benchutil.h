@@ -15,6 +15,10 @@ int bu_photos_load(const char *dir, bu_photos **out, char *err, size_t errlen);
 void bu_photos_free(bu_photos *p);
 unsigned bu_photos_count(const bu_photos *p);
 
+/* A w x h RGB picture (malloc'd, NULL when out of memory) cut from photo
+ * `photo` (mod count) at a crop position and scale chosen by `seed`. */
+uint8_t *bu_cut_rgb(const bu_photos *p, unsigned photo, uint32_t w, uint32_t h, uint64_t seed);
+
 /* Encode a w x h JPEG cut from photo `photo` (mod count) at a crop position
  * and scale chosen by `seed`, with `quality` (1..100) and TurboJPEG
  * subsampling `subsamp` (TJSAMP_*; -1 picks 4:2:0) into a malloc'd buffer. */

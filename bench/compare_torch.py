@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's DataLoader on the same files as bench_loader, timed the same way.
 
-    python3 bench/compare_torch.py --data ~/.cache/feeder/default-2000 \
+    python3 bench/compare_torch.py --data ~/.cache/feeder/web-2000 \
         --workers 0,1,2,4,8,15 --pipeline both --epochs 3 --json
 
 The dataset is ImageFolder-style (one sub-folder per class, labels from the
@@ -214,7 +214,7 @@ def default_data():
     env = os.environ.get("FEEDER_DATA")
     if env:
         return env
-    return os.path.join(os.path.expanduser("~"), ".cache", "feeder", "default-2000")
+    return os.path.join(os.path.expanduser("~"), ".cache", "feeder", "web-2000")
 
 
 def table(res):
@@ -534,7 +534,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None,
                     help="image folder or list file (default: $FEEDER_DATA or "
-                         "~/.cache/feeder/default-2000, made by bench_loader)")
+                         "~/.cache/feeder/web-2000, made by bench_loader)")
     ap.add_argument("--batch", type=positive, default=256)
     ap.add_argument("--workers", type=parse_workers, default=[4],
                     help="comma-separated worker counts, e.g. 0,1,2,4,8,15 (4)")
