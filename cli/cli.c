@@ -215,6 +215,9 @@ int cli_parse(const cli_spec *s, int argc, char **argv)
             continue;
         }
         if (is_help(a)) {
+            /* One write, so a reader that stops early (grep -q) cannot cut
+             * it with SIGPIPE. */
+            setvbuf(stdout, NULL, _IOFBF, 1 << 16);
             cli_help(s, stdout);
             exit(0);
         }
