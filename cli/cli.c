@@ -217,7 +217,8 @@ int cli_parse(const cli_spec *s, int argc, char **argv)
         if (is_help(a)) {
             /* One write, so a reader that stops early (grep -q) cannot cut
              * it with SIGPIPE. */
-            setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+            static char buf[1 << 16];
+            setvbuf(stdout, buf, _IOFBF, sizeof(buf));
             cli_help(s, stdout);
             exit(0);
         }
