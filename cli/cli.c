@@ -9,6 +9,18 @@
  * help two spaces after it. */
 #define CLI_HELP_COL 23
 
+/* The spec being parsed: its quiet flag and exit hook apply to the usage
+ * errors found meanwhile. */
+static const cli_spec *active;
+
+static void leave(int status) __attribute__((noreturn));
+static void leave(int status)
+{
+    if (active && active->before_exit)
+        active->before_exit(status);
+    exit(status);
+}
+
 void cli_die(const char *prog, const char *fmt, ...)
 {
     va_list ap;
@@ -22,13 +34,15 @@ void cli_die(const char *prog, const char *fmt, ...)
 
 void cli_die_usage(const char *prog, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(%s --help lists the options)\n", prog);
-    exit(2);
+    if (!(active && active->quiet)) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "%s: ", prog);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "\n(%s --help lists the options)\n", prog);
+    }
+    leave(2);
 }
 
 uint64_t cli_parse_uint(const char *prog, const char *opt, const char *s, uint64_t min,
@@ -204,6 +218,7 @@ int cli_parse(const cli_spec *s, int argc, char **argv)
     if (!pos)
         cli_die(s->prog, "out of memory");
     int npos = 0, nopt = 1, i = 1;
+    active = s;
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
@@ -219,8 +234,10 @@ int cli_parse(const cli_spec *s, int argc, char **argv)
              * it with SIGPIPE. */
             static char buf[1 << 16];
             setvbuf(stdout, buf, _IOFBF, sizeof(buf));
-            cli_help(s, stdout);
-            exit(0);
+            if (!s->quiet)
+                cli_help(s, stdout);
+            fflush(stdout);
+            leave(0);
         }
         int first = i;
         one_option(s, argc, argv, &i);
@@ -237,6 +254,7 @@ int cli_parse(const cli_spec *s, int argc, char **argv)
     if ((unsigned)npos < s->min_args)
         cli_die_usage(s->prog, "expected %u argument%s, got %d", s->min_args,
                       s->min_args == 1 ? "" : "s", npos);
+    active = NULL;
     return nopt;
 }
 

@@ -91,6 +91,8 @@ typedef struct cli_spec {
     const char *epilog;   /* printed after the options (exit statuses, notes); may be NULL */
     cli_opt *opts;        /* the table; `given` pointers are written */
     unsigned min_args, max_args; /* positional arguments accepted */
+    int quiet;            /* print nothing while parsing (MPI ranks other than 0) */
+    void (*before_exit)(int status); /* called before parsing exits (MPI_Finalize) */
 } cli_spec;
 
 /* Parse argv against the table. Options and positional arguments may mix
