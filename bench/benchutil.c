@@ -732,56 +732,6 @@ int bu_ensure_default_dataset(const char *dir, unsigned images, const char *phot
     return rc;
 }
 
-void bu_die(const char *prog, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
-}
-
-void bu_die_usage(const char *prog, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(%s --help lists the options)\n", prog);
-    exit(2);
-}
-
-uint64_t bu_parse_uint(const char *prog, const char *opt, const char *s, uint64_t min,
-                       uint64_t max)
-{
-    char *end;
-    errno = 0;
-    if (!*s || *s == '-' || *s == '+')
-        goto bad;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        goto bad;
-    return v;
-bad:
-    bu_die_usage(prog, "%s '%s': expected an integer in [%llu, %llu]", opt, s,
-                 (unsigned long long)min, (unsigned long long)max);
-}
-
-int bu_parse_enum(const char *prog, const char *opt, const char *s, const char *const *names)
-{
-    for (int i = 0; names[i]; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    char list[256] = "";
-    size_t n = 0;
-    for (int i = 0; names[i] && n < sizeof(list); i++)
-        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? "|" : "", names[i]);
-    bu_die_usage(prog, "%s '%s': expected one of %s", opt, s, list);
-}
-
 int64_t bu_proc_cpu_ns(int pid)
 {
     char path[64], buf[1024];

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "packer.h"
 
 const char *const bd_decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", "raw", "all", NULL};
@@ -87,7 +88,7 @@ int bd_ensure_raw_pack(const char *prog, const char *data, const char *pack, uin
     struct timespec dmt;
     char bad[4200];
     if (dataset_mtime(data, &dmt, bad, sizeof(bad)) != 0)
-        bu_die(prog, "--decoder raw: %s", bad);
+        cli_die(prog, "--decoder raw: %s", bad);
     struct stat st;
     const char *what = "packing";
     if (stat(pack, &st) == 0) {

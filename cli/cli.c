@@ -221,8 +221,8 @@ int cli_parse(const cli_spec *s, int argc, char **argv)
     active = s;
     for (; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--") == 0) {
-            i++;
+        if (strcmp(a, "--") == 0) { /* stays with the options: argv[first..argc) */
+            argv[nopt++] = argv[i++];
             break;
         }
         if (a[0] != '-' || a[1] == 0) {

@@ -98,9 +98,9 @@ typedef struct cli_spec {
 /* Parse argv against the table. Options and positional arguments may mix
  * ("--opt=value" and "--opt value"; unambiguous prefixes of long names work,
  * "--" ends the options); argv is reordered so the positional ones come last,
- * and the index of the first is returned. --help / -h print the help on
- * stdout and exit 0; anything wrong exits 2 with a message naming the option
- * and its bounds or choices. A value that starts with "--" is refused (a
+ * and the index of the first is returned (they are argv[first..argc)).
+ * --help / -h print the help on stdout and exit 0; anything wrong exits 2
+ * with a message naming the option and its bounds or choices. A value that starts with "--" is refused (a
  * forgotten value would otherwise swallow the next option). */
 int cli_parse(const cli_spec *spec, int argc, char **argv);
 
