@@ -100,8 +100,10 @@ typedef struct cli_spec {
  * "--" ends the options); argv is reordered so the positional ones come last,
  * and the index of the first is returned (they are argv[first..argc)).
  * --help / -h print the help on stdout and exit 0; anything wrong exits 2
- * with a message naming the option and its bounds or choices. A value that starts with "--" is refused (a
- * forgotten value would otherwise swallow the next option). */
+ * with a message naming the option and its bounds or choices. A value that
+ * starts with "--" is refused (a forgotten value would otherwise swallow the
+ * next option). With spec->quiet nothing is printed; spec->before_exit runs
+ * before any of these exits. */
 int cli_parse(const cli_spec *spec, int argc, char **argv);
 
 /* The help text generated from the table. */
