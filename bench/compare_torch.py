@@ -205,6 +205,8 @@ def table(res):
     rows = [[r["pipeline"], str(r["workers"]),
              " / ".join(f"{e['images_per_s']:.0f}" for e in r["epochs"]),
              f"{r['median_images_per_s']:.0f}", f"{r['median_first_batch_ms']:.1f}"]
+            if r.get("status", "ok") == "ok" else
+            [r["pipeline"], str(r["workers"]), cell(r), "-", "-"]
             for r in res["runs"]]
     return md_table(head, rows, [False, True, True, True, True])
 
@@ -551,7 +553,10 @@ def main():
                runs=[])
     for p in pipelines:
         for w in args.workers:
-            res["runs"].append(run(args, samples, use_tvio, p, w, cuda))
+            r = guarded("torch", lambda: run(args, samples, use_tvio, p, w, cuda))
+            if r.get("status") == "failed":
+                r.update(pipeline=p, workers=w)
+            res["runs"].append(r)
     if args.json:
         json.dump(res, sys.stdout, indent=2)
         print()
