@@ -11,7 +11,6 @@
  * already holding the same set is reused.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,46 +26,55 @@
 
 static const char *const set_names[] = {"web", "imagenet", "uniform", NULL};
 
-/* The overrides: each given flag replaces the preset's value. */
+/* The options land in A; each share or range given replaces the preset's
+ * value (given[] says which, by the table's order). */
 typedef struct args {
     int set;
     uint64_t seed;
     unsigned jobs;
     bm_mix ov;
-    int given[32];
 } args;
 
-static void parse(args *a, int argc, char **argv, const char **dir, uint64_t *n)
+static args A = {.seed = 1};
+static int given[32];
+
+static cli_opt table[] = {
+    CLI_ENUM("set", A.set, set_names, "the mix (web); uniform is baseline 4:2:0 only"),
+    CLI_UINT("seed", "N", A.seed, 0, UINT64_MAX, "seed of every choice (1)"),
+    CLI_UINT("jobs", "N", A.jobs, 0, 8, "processes, 0 = one per core (0)"),
+    CLI_UINT("short-min", "PX", A.ov.short_min, 16, 20000, "short side, ordinary images"),
+    CLI_UINT("short-max", "PX", A.ov.short_max, 16, 20000, "(web 200-800, imagenet 400-620)"),
+    CLI_DOUBLE("large", "SHARE", A.ov.large, 0, 1, "share of the large tail (web 0.03)"),
+    CLI_UINT("large-min", "PX", A.ov.large_min, 16, 20000, "short side of the large tail"),
+    CLI_UINT("large-max", "PX", A.ov.large_max, 16, 20000, "(2000-3000)"),
+    CLI_INT("q-min", "Q", A.ov.q_min, 1, 100, "JPEG quality range (web 70-95,"),
+    CLI_INT("q-max", "Q", A.ov.q_max, 1, 100, "imagenet 90-98)"),
+    CLI_DOUBLE("s422", "SHARE", A.ov.share[BM_422], 0, 1, "baseline 4:2:2 share (0.10)"),
+    CLI_DOUBLE("s444", "SHARE", A.ov.share[BM_444], 0, 1, "baseline 4:4:4 (web 0.30, imagenet 0.70)"),
+    CLI_DOUBLE("progressive", "SHARE", A.ov.share[BM_PROGRESSIVE], 0, 1, "(web 0.03)"),
+    CLI_DOUBLE("gray", "SHARE", A.ov.share[BM_GRAY], 0, 1, "grayscale (web 0.02)"),
+    CLI_DOUBLE("cmyk", "SHARE", A.ov.share[BM_CMYK], 0, 1, "Adobe CMYK (web 0.005)"),
+    CLI_DOUBLE("ycck", "SHARE", A.ov.share[BM_YCCK], 0, 1, "Adobe YCCK (web 0.005)"),
+    CLI_DOUBLE("png", "SHARE", A.ov.share[BM_PNG], 0, 1, "PNGs named .JPEG (web 0)"),
+    CLI_DOUBLE("restart", "SHARE", A.ov.restart, 0, 1, "JPEGs with a restart interval (web 0.05)"),
+    CLI_DOUBLE("exif", "SHARE", A.ov.exif, 0, 1, "with an Exif orientation (web 0.04)"),
+    CLI_DOUBLE("icc", "SHARE", A.ov.icc, 0, 1, "with an ICC profile (web 0.04)"),
+    CLI_END,
+};
+
+static int was_given(const char *name)
 {
-    bm_mix *m = &a->ov;
-    int *g = a->given;
-    cli_opt opts[] = {
-        CLI_ENUM("set", a->set, set_names, "the mix (web); uniform is baseline 4:2:0 only"),
-        CLI_UINT("seed", "N", a->seed, 0, UINT64_MAX, "seed of every choice (1)"),
-        CLI_UINT("jobs", "N", a->jobs, 0, 8, "processes, 0 = one per core (0)"),
-        CLI_UINT("short-min", "PX", m->short_min, 16, 20000, "short side, ordinary images"),
-        CLI_UINT("short-max", "PX", m->short_max, 16, 20000, "(web 200-800, imagenet 400-620)"),
-        CLI_DOUBLE("large", "SHARE", m->large, 0, 1, "share of the large tail (web 0.03)"),
-        CLI_UINT("large-min", "PX", m->large_min, 16, 20000, "short side of the large tail"),
-        CLI_UINT("large-max", "PX", m->large_max, 16, 20000, "(2000-3000)"),
-        CLI_INT("q-min", "Q", m->q_min, 1, 100, "JPEG quality range (web 70-95,"),
-        CLI_INT("q-max", "Q", m->q_max, 1, 100, "imagenet 90-98)"),
-        CLI_DOUBLE("s422", "SHARE", m->share[BM_422], 0, 1, "baseline 4:2:2 share (0.10)"),
-        CLI_DOUBLE("s444", "SHARE", m->share[BM_444], 0, 1, "baseline 4:4:4 (web 0.30, imagenet 0.70)"),
-        CLI_DOUBLE("progressive", "SHARE", m->share[BM_PROGRESSIVE], 0, 1, "(web 0.03)"),
-        CLI_DOUBLE("gray", "SHARE", m->share[BM_GRAY], 0, 1, "grayscale (web 0.02)"),
-        CLI_DOUBLE("cmyk", "SHARE", m->share[BM_CMYK], 0, 1, "Adobe CMYK (web 0.005)"),
-        CLI_DOUBLE("ycck", "SHARE", m->share[BM_YCCK], 0, 1, "Adobe YCCK (web 0.005)"),
-        CLI_DOUBLE("png", "SHARE", m->share[BM_PNG], 0, 1, "PNGs named .JPEG (web 0)"),
-        CLI_DOUBLE("restart", "SHARE", m->restart, 0, 1, "JPEGs with a restart interval (web 0.05)"),
-        CLI_DOUBLE("exif", "SHARE", m->exif, 0, 1, "with an Exif orientation (web 0.04)"),
-        CLI_DOUBLE("icc", "SHARE", m->icc, 0, 1, "with an ICC profile (web 0.04)"),
-        CLI_END,
-    };
-    for (int i = 3; opts[i].name; i++)
-        opts[i].given = &g[i];
-    a->seed = 1;
-    cli_spec spec = {.prog = PROG, .opts = opts, .min_args = 2, .max_args = 2,
+    for (int i = 0; table[i].name; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return given[i];
+    return 0;
+}
+
+static void parse(int argc, char **argv, const char **dir, uint64_t *n)
+{
+    for (int i = 0; table[i].name; i++)
+        table[i].given = &given[i];
+    cli_spec spec = {.prog = PROG, .opts = table, .min_args = 2, .max_args = 2,
                      .usage = "usage: " PROG " [options] DIR N\n"
                               "Makes N images in DIR/class_00..09 (4:2:0 takes the share the "
                               "other kinds leave).\n"};
@@ -76,26 +84,20 @@ static void parse(args *a, int argc, char **argv, const char **dir, uint64_t *n)
 }
 
 /* The preset with the given overrides on top. */
-static void resolve(const args *a, bm_mix *m)
+static void resolve(bm_mix *m)
 {
-    bm_preset(set_names[a->set], m);
-    const bm_mix *o = &a->ov;
-    const int *g = a->given;
-    if (g[3]) m->short_min = o->short_min;
-    if (g[4]) m->short_max = o->short_max;
-    if (g[5]) m->large = o->large;
-    if (g[6]) m->large_min = o->large_min;
-    if (g[7]) m->large_max = o->large_max;
-    if (g[8]) m->q_min = o->q_min;
-    if (g[9]) m->q_max = o->q_max;
-    static const bm_kind kinds[] = {BM_422, BM_444, BM_PROGRESSIVE, BM_GRAY, BM_CMYK, BM_YCCK,
-                                    BM_PNG};
-    for (int i = 0; i < 7; i++)
-        if (g[10 + i])
-            m->share[kinds[i]] = o->share[kinds[i]];
-    if (g[17]) m->restart = o->restart;
-    if (g[18]) m->exif = o->exif;
-    if (g[19]) m->icc = o->icc;
+    bm_preset(set_names[A.set], m);
+    const bm_mix *o = &A.ov;
+#define TAKE(name, field)                                                                     \
+    if (was_given(name))                                                                      \
+        m->field = o->field;
+    TAKE("short-min", short_min) TAKE("short-max", short_max) TAKE("large", large)
+    TAKE("large-min", large_min) TAKE("large-max", large_max) TAKE("q-min", q_min)
+    TAKE("q-max", q_max) TAKE("s422", share[BM_422]) TAKE("s444", share[BM_444])
+    TAKE("progressive", share[BM_PROGRESSIVE]) TAKE("gray", share[BM_GRAY])
+    TAKE("cmyk", share[BM_CMYK]) TAKE("ycck", share[BM_YCCK]) TAKE("png", share[BM_PNG])
+    TAKE("restart", restart) TAKE("exif", exif) TAKE("icc", icc)
+#undef TAKE
     double sum = 0;
     for (int k = 1; k < BM_KINDS; k++)
         sum += m->share[k];
@@ -107,10 +109,9 @@ static void resolve(const args *a, bm_mix *m)
 
 int main(int argc, char **argv)
 {
-    args a = {0};
     const char *dir;
     uint64_t n;
-    parse(&a, argc, argv, &dir, &n);
+    parse(argc, argv, &dir, &n);
     const char *photos_dir = getenv("FEEDER_BENCH_PHOTOS");
     char err[512];
     bu_photos *photos;
@@ -118,19 +119,19 @@ int main(int argc, char **argv)
                        err, sizeof(err)))
         cli_die(PROG, "loading the photos: %s (set FEEDER_BENCH_PHOTOS)", err);
     int rc;
-    if (strcmp(set_names[a.set], "uniform") == 0) {
+    if (strcmp(set_names[A.set], "uniform") == 0) {
         if (n % 10)
             cli_die_usage(PROG, "--set uniform makes ten equal classes: N must be a multiple of 10");
         uint64_t t0 = bu_now_ns();
-        rc = bu_make_dataset(photos, dir, 10, (unsigned)(n / 10), a.seed, 1);
+        rc = bu_make_dataset(photos, dir, 10, (unsigned)(n / 10), A.seed, 1);
         if (rc == 0)
             printf("uniform set of %llu baseline 4:2:0 JPEGs in %s (%.1f s)\n",
                    (unsigned long long)n, dir, (double)(bu_now_ns() - t0) / 1e9);
     } else {
         bm_mix m;
-        resolve(&a, &m);
+        resolve(&m);
         bm_report r;
-        rc = bm_make_set(photos, &m, dir, n, a.seed, a.jobs, 1, &r);
+        rc = bm_make_set(photos, &m, dir, n, A.seed, A.jobs, 1, &r);
         if (rc == 0)
             bm_report_print(stdout, &m, dir, &r);
     }
