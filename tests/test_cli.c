@@ -138,6 +138,7 @@ START_TEST(test_help)
     char m[4096];
     int fd[2];
     ck_assert_int_eq(pipe(fd), 0);
+    fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd[1], 1);
@@ -146,8 +147,11 @@ START_TEST(test_help)
         _exit(9);
     }
     close(fd[1]);
-    ssize_t n = read(fd[0], m, sizeof(m) - 1);
-    m[n > 0 ? n : 0] = 0;
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < sizeof(m) && (n = read(fd[0], m + got, sizeof(m) - 1 - got)) > 0)
+        got += (size_t)n;
+    m[got] = 0;
     close(fd[0]);
     int st;
     waitpid(pid, &st, 0);
