@@ -91,15 +91,17 @@ static int workers_given, shape[4], no_append;
 
 static cli_opt table[] = {
     CLI_STRING("data", "DIR|LIST", A.data,
-               "image folder (one sub-folder per class), list file of 'path label'\n"
-               "lines or packed file; default: make 2,000 images of --set under\n"
-               "$FEEDER_DATA or ~/.cache/feeder/web-2000"),
+               "image folder (one sub-folder per class), list file of\n"
+               "'path label' lines or packed file; default: make 2,000\n"
+               "images of --set under $FEEDER_DATA or\n"
+               "~/.cache/feeder/web-2000"),
     CLI_UINT("images", "N", A.make_images, 10, 10000000,
              "size of the dataset made when --data is not given (2000;\nmade in SET-N)"),
     CLI_ENUM("set", A.set, set_names,
-             "the set made when --data is not given: a web-like\n"
-             "JPEG mix (web, the default), ImageNet-like files, or uniform baseline\n"
-             "4:2:0 JPEGs (in default-N); bench/make_set makes them too"),
+             "the set made when --data is not\n"
+             "given: a web-like JPEG mix (web, the default),\n"
+             "ImageNet-like files, or uniform baseline 4:2:0 JPEGs\n"
+             "(in default-N); bench/make_set makes them too"),
     CLI_UINT("batch", "N", A.batch, 1, 1u << 20, "samples per batch (256)"),
     CLI_UINT("epochs", "N", A.epochs, 1, MAX_EPOCHS,
              "epochs per configuration; each is reported, and the median (3)"),

@@ -283,7 +283,7 @@ void cli_help(const cli_spec *s, FILE *f)
         int n = option_head(o, head, sizeof(head));
         fputs(head, f);
         const char *h = o->help ? o->help : "";
-        if (n < CLI_HELP_COL - 1)
+        if (n < CLI_HELP_COL)
             fprintf(f, "%*s", CLI_HELP_COL - n, "");
         else
             fputs("  ", f);
