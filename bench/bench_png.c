@@ -16,6 +16,7 @@
 #include <spng.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "decode/decode.h"
 #include "decode/format.h"
 
@@ -63,7 +64,12 @@ static size_t read_file(const char *path, uint8_t **out)
 
 int main(int argc, char **argv)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 300;
+    cli_opt opts[] = {CLI_END};
+    cli_spec spec = {.prog = "bench_png", .opts = opts, .max_args = 1,
+                     .usage = "usage: bench_png [N]\nfeeder's PNG decode against libspng's on N "
+                              "500x375 PNGs (300).\n"};
+    int first = cli_parse(&spec, argc, argv);
+    int n = first < argc ? atoi(argv[first]) : 300;
     static const char *photos[] = {"astronaut.jpg", "chelsea.jpg", "coffee.jpg",
                                    "hubble_deep_field.jpg", "retina.jpg", "rocket.jpg"};
     feeder__decoder *d;

@@ -22,6 +22,7 @@
 #include <turbojpeg.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "decode/decode.h"
 /* libyuv is measured when the build found it (FEEDER_HAVE_YUV); the
  * library itself does not use it (see decode/resize.c for why). */
@@ -288,95 +289,109 @@ static void bench_decode(const bu_photos *ph, double secs)
         free(jpeg[k]);
 }
 
+/* The case's photos decoded (and cropped) into in[], and the reference
+ * resize of each into ref[]. */
+static void prepare_case(const bu_photos *ph, tjhandle tj, const rcase *c, img *in,
+                         uint8_t **ref)
+{
+    for (unsigned p = 0; p < NPHOTO; p++) {
+        uint8_t *jpeg;
+        size_t len;
+        if (bu_make_jpeg(ph, p, c->src_w, c->src_h, 90, TJSAMP_444, 7 + p, &jpeg, &len))
+            cli_die("bench_resize", "bu_make_jpeg failed");
+        decode_to(tj, jpeg, len, c->src_w, c->src_h, &in[p]);
+        free(jpeg);
+        if (c->cw)
+            crop_img(&in[p], c->cx, c->cy, c->cw, c->ch);
+        ref[p] = malloc((size_t)c->ow * c->oh * 3);
+        feeder__resize_reference(in[p].rgb, in[p].w, in[p].h, (size_t)in[p].w * 3, 3, 0, 0,
+                                 in[p].w, in[p].h, ref[p], c->ow, c->oh);
+    }
+}
+
+/* One candidate on one case: its error against the reference over every
+ * photo, then its speed (cycling through the photos; the best of three runs
+ * of secs / 3, as the machine may be shared). */
+static void measure(scratch *s, const rcase *c, size_t k, img *in, uint8_t **ref,
+                    uint8_t *out, double secs)
+{
+    double se = 0, sum = 0;
+    int maxe = 0;
+    size_t n = 0;
+    for (unsigned p = 0; p < NPHOTO; p++) {
+        memset(out, 0, (size_t)c->ow * c->oh * 3);
+        if (candidates[k].fn(s, &in[p], out, c->ow, c->oh))
+            cli_die("bench_resize", "%s failed", candidates[k].name);
+        for (size_t i = 0; i < (size_t)c->ow * c->oh * 3; i++, n++) {
+            int d = abs((int)out[i] - (int)ref[p][i]);
+            se += (double)d * d;
+            sum += d;
+            if (d > maxe)
+                maxe = d;
+        }
+    }
+    double mse = se / n;
+    double psnr = mse > 0 ? 10 * log10(255.0 * 255.0 / mse) : INFINITY;
+    double best = 0;
+    for (int round = 0; round < 3; round++) {
+        uint64_t t0 = bu_now_ns(), t;
+        unsigned iters = 0;
+        do {
+            for (unsigned p = 0; p < NPHOTO; p++)
+                candidates[k].fn(s, &in[p], out, c->ow, c->oh);
+            iters += NPHOTO;
+            t = bu_now_ns();
+        } while (t - t0 < (uint64_t)(secs / 3 * 1e9));
+        double rate = iters / ((t - t0) / 1e9);
+        if (rate > best)
+            best = rate;
+    }
+    printf("  %-36s %10.0f %9.2f %8d %8.3f\n", candidates[k].name, best, psnr, maxe, sum / n);
+}
+
+static void run_case(const bu_photos *ph, tjhandle tj, scratch *s, const rcase *c, double secs)
+{
+    img in[NPHOTO];
+    uint8_t *ref[NPHOTO];
+    prepare_case(ph, tj, c, in, ref);
+    printf("%s\n", c->name);
+    printf("  %-36s %10s %9s %8s %8s\n", "candidate", "images/s", "PSNR dB", "max err",
+           "mean err");
+    uint8_t *out = malloc((size_t)c->ow * c->oh * 3);
+    for (size_t k = 0; k < NCAND; k++)
+        measure(s, c, k, in, ref, out, secs);
+    printf("\n");
+    free(out);
+    for (unsigned p = 0; p < NPHOTO; p++) {
+        free(in[p].rgb);
+        free(in[p].rgbx);
+        free(ref[p]);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    double secs = argc > 1 ? atof(argv[1]) : 0.3;
+    cli_opt opts[] = {CLI_END};
+    cli_spec spec = {.prog = "bench_resize", .opts = opts, .max_args = 1,
+                     .usage = "usage: bench_resize [SECONDS]\n"
+                              "Resize candidates against a reference, then JPEG decoders; "
+                              "SECONDS per speed figure (0.3).\n"};
+    int first = cli_parse(&spec, argc, argv);
+    double secs = first < argc ? atof(argv[first]) : 0.3;
     if (secs <= 0)
         secs = 0.3;
     char err[512];
     bu_photos *ph;
-    if (bu_photos_load(FEEDER_BENCH_PHOTOS, &ph, err, sizeof(err))) {
-        fprintf(stderr, "bench_resize: %s\n", err);
-        return 1;
-    }
+    if (bu_photos_load(FEEDER_BENCH_PHOTOS, &ph, err, sizeof(err)))
+        cli_die("bench_resize", "%s", err);
     tjhandle tj = tjInitDecompress();
     scratch s = {0};
     s.tmp4 = malloc(1024 * 1024 * 4);
-
     printf("bench_resize: one core, %d real photos per case, quality vs a double-precision\n"
            "antialiased triangle filter (Pillow BILINEAR / torchvision antialias=True)\n\n",
            NPHOTO);
-    for (size_t ci = 0; ci < NCASE; ci++) {
-        const rcase *c = &cases[ci];
-        img in[NPHOTO];
-        uint8_t *ref[NPHOTO];
-        for (unsigned p = 0; p < NPHOTO; p++) {
-            uint8_t *jpeg;
-            size_t len;
-            if (bu_make_jpeg(ph, p, c->src_w, c->src_h, 90, TJSAMP_444, 7 + p, &jpeg, &len)) {
-                fprintf(stderr, "bench_resize: bu_make_jpeg failed\n");
-                return 1;
-            }
-            decode_to(tj, jpeg, len, c->src_w, c->src_h, &in[p]);
-            free(jpeg);
-            if (c->cw)
-                crop_img(&in[p], c->cx, c->cy, c->cw, c->ch);
-            ref[p] = malloc((size_t)c->ow * c->oh * 3);
-            feeder__resize_reference(in[p].rgb, in[p].w, in[p].h, (size_t)in[p].w * 3, 3, 0, 0,
-                                     in[p].w, in[p].h, ref[p], c->ow, c->oh);
-        }
-        printf("%s\n", c->name);
-        printf("  %-36s %10s %9s %8s %8s\n", "candidate", "images/s", "PSNR dB", "max err",
-               "mean err");
-        uint8_t *out = malloc((size_t)c->ow * c->oh * 3);
-        for (size_t k = 0; k < NCAND; k++) {
-            /* Quality over all photos. */
-            double se = 0, sum = 0;
-            int maxe = 0;
-            size_t n = 0;
-            for (unsigned p = 0; p < NPHOTO; p++) {
-                memset(out, 0, (size_t)c->ow * c->oh * 3);
-                if (candidates[k].fn(&s, &in[p], out, c->ow, c->oh)) {
-                    fprintf(stderr, "%s failed\n", candidates[k].name);
-                    return 1;
-                }
-                for (size_t i = 0; i < (size_t)c->ow * c->oh * 3; i++, n++) {
-                    int d = abs((int)out[i] - (int)ref[p][i]);
-                    se += (double)d * d;
-                    sum += d;
-                    if (d > maxe)
-                        maxe = d;
-                }
-            }
-            double mse = se / n;
-            double psnr = mse > 0 ? 10 * log10(255.0 * 255.0 / mse) : INFINITY;
-            /* Speed: cycle through the photos; the best of three runs of
-             * secs / 3 (the machine may be shared). */
-            double best = 0;
-            for (int round = 0; round < 3; round++) {
-                uint64_t t0 = bu_now_ns(), t;
-                unsigned iters = 0;
-                do {
-                    for (unsigned p = 0; p < NPHOTO; p++)
-                        candidates[k].fn(&s, &in[p], out, c->ow, c->oh);
-                    iters += NPHOTO;
-                    t = bu_now_ns();
-                } while (t - t0 < (uint64_t)(secs / 3 * 1e9));
-                double rate = iters / ((t - t0) / 1e9);
-                if (rate > best)
-                    best = rate;
-            }
-            printf("  %-36s %10.0f %9.2f %8d %8.3f\n", candidates[k].name, best, psnr, maxe,
-                   sum / n);
-        }
-        printf("\n");
-        free(out);
-        for (unsigned p = 0; p < NPHOTO; p++) {
-            free(in[p].rgb);
-            free(in[p].rgbx);
-            free(ref[p]);
-        }
-    }
+    for (size_t ci = 0; ci < NCASE; ci++)
+        run_case(ph, tj, &s, &cases[ci], secs);
     bench_decode(ph, secs);
     feeder__resizer_free(&s.rs);
     free(s.tmp4);

@@ -35,7 +35,6 @@
  * 77 no CUDA device (skipped).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,7 @@
 #include <cuda_runtime_api.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "feeder.h"
 
 #ifndef FEEDER_SOURCE_DIR
@@ -63,9 +63,8 @@
 #define AUTO_REPS_MIN 10u
 #define AUTO_REPS_MAX 1000u
 
-#define die(...) bu_die(PROG, __VA_ARGS__)
-
-#define die_usage(...) bu_die_usage(PROG, __VA_ARGS__)
+#define die(...) cli_die(PROG, __VA_ARGS__)
+#define die_usage(...) cli_die_usage(PROG, __VA_ARGS__)
 
 /* Every CUDA call goes through this: a failure names the call, where it was
  * made and the runtime's own text, then exits 1. */
@@ -93,26 +92,6 @@ typedef struct opts {
     const char *append_to;
     const char *label;
 } opts;
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: " PROG " [options]\n"
-            "  --device N        CUDA device (0)\n"
-            "  --sizes LIST      copy sizes, bytes or with K, M, G (KiB, MiB, GiB), e.g.\n"
-            "                    64K,1M,256M (64K,256K,1M,4M,16M,64M,256M)\n"
-            "  --reps N          copies per timing (default: enough to move ~256 MiB,\n"
-            "                    between %u and %u)\n"
-            "  --repeats N       timings per figure; the median is reported (5)\n"
-            "  --json            JSON on stdout instead of the table\n"
-            "  --append-to FILE  append the record (table, command, date, machine) to FILE\n"
-            "  --no-append       the default (kept so older command lines run)\n"
-            "  --label TEXT      machine name for the record (default: hostname + cores)\n"
-            "  -h, --help        this text\n"
-            "Exit status: 0 done, 1 a CUDA call or a copy check failed, 2 bad arguments,\n"
-            "77 no CUDA device (skipped).\n",
-            AUTO_REPS_MIN, AUTO_REPS_MAX);
-}
 
 /* An unsigned number with an optional K/M/G (binary) suffix, in [min, max]. */
 static uint64_t parse_num(const char *opt, const char *s, int suffix, uint64_t min, uint64_t max)
@@ -143,8 +122,10 @@ bad:
               (unsigned long long)min, (unsigned long long)max);
 }
 
-static void parse_sizes(opts *o, const char *s)
+static void parse_sizes(const char *prog, const char *s, void *dest)
 {
+    opts *o = dest;
+    (void)prog;
     char buf[1024];
     if (strlen(s) >= sizeof(buf))
         die_usage("--sizes: list too long");
@@ -159,76 +140,37 @@ static void parse_sizes(opts *o, const char *s)
         die_usage("--sizes '%s': expected a comma-separated list such as 64K,1M,256M", s);
 }
 
-enum { OPT_DEVICE = 256, OPT_SIZES, OPT_REPS, OPT_REPEATS, OPT_JSON, OPT_NO_APPEND,
-       OPT_APPEND_TO, OPT_LABEL };
-
 static void parse_args(opts *o, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"device", required_argument, 0, OPT_DEVICE},
-        {"sizes", required_argument, 0, OPT_SIZES},
-        {"reps", required_argument, 0, OPT_REPS},
-        {"repeats", required_argument, 0, OPT_REPEATS},
-        {"json", no_argument, 0, OPT_JSON},
-        {"no-append", no_argument, 0, OPT_NO_APPEND},
-        {"append-to", required_argument, 0, OPT_APPEND_TO},
-        {"label", required_argument, 0, OPT_LABEL},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    memset(o, 0, sizeof(*o));
     static const size_t defaults[] = {64 * KIB, 256 * KIB, 1 * MIB, 4 * MIB,
                                       16 * MIB, 64 * MIB, 256 * MIB};
+    memset(o, 0, sizeof(*o));
     o->nsizes = sizeof(defaults) / sizeof(defaults[0]);
     memcpy(o->sizes, defaults, sizeof(defaults));
     o->repeats = 5;
-    o->append = 0; /* the checkout changes only when asked (--append-to) */
-
-    opterr = 0; /* our own messages name the option */
-    int c, li = -1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, &li)) != -1) {
-        /* getopt_long takes "--sizes --json" as a size list: refuse a value
-         * that is itself an option. */
-        if (optarg && strncmp(optarg, "--", 2) == 0 && c != '?' && c != ':' && li >= 0)
-            die_usage("--%s needs a value, got the option '%s'", longopts[li].name, optarg);
-        li = -1;
-        switch (c) {
-        case OPT_DEVICE:
-            o->device = (int)parse_num("--device", optarg, 0, 0, 1023);
-            break;
-        case OPT_SIZES:
-            parse_sizes(o, optarg);
-            break;
-        case OPT_REPS:
-            o->reps = (unsigned)parse_num("--reps", optarg, 0, 1, 1000000);
-            break;
-        case OPT_REPEATS:
-            o->repeats = (unsigned)parse_num("--repeats", optarg, 0, 1, MAX_REPEATS);
-            break;
-        case OPT_JSON:
-            o->json = 1;
-            break;
-        case OPT_NO_APPEND: /* the default now; kept so older command lines run */
-            o->append = 0;
-            break;
-        case OPT_APPEND_TO:
-            o->append_to = optarg;
-            o->append = 1;
-            break;
-        case OPT_LABEL:
-            o->label = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        case ':':
-            die_usage("%s needs a value", argv[optind - 1]);
-        default:
-            die_usage("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        die_usage("unexpected argument '%s' (options start with --)", argv[optind]);
+    int no_append = 0;
+    cli_opt t[] = {
+        CLI_UINT("device", "N", o->device, 0, 1023, "CUDA device (0)"),
+        CLI_FUNC("sizes", "LIST", parse_sizes, o,
+                 "copy sizes, bytes or with K, M, G (KiB, MiB, GiB), e.g.\n"
+                 "64K,1M,256M (64K,256K,1M,4M,16M,64M,256M)"),
+        CLI_UINT("reps", "N", o->reps, 1, 1000000,
+                 "copies per timing (default: enough to move ~256 MiB,\nbetween 10 and 1000)"),
+        CLI_UINT("repeats", "N", o->repeats, 1, MAX_REPEATS,
+                 "timings per figure; the median is reported (5)"),
+        CLI_FLAG("json", o->json, "JSON on stdout instead of the table"),
+        CLI_STRING("append-to", "FILE", o->append_to,
+                   "append the record (table, command, date, machine) to FILE"),
+        CLI_FLAG("no-append", no_append, "the default (kept so older command lines run)"),
+        CLI_STRING("label", "TEXT", o->label,
+                   "machine name for the record (default: hostname + cores)"),
+        CLI_END,
+    };
+    cli_spec spec = {.prog = PROG, .opts = t,
+                     .epilog = "Exit status: 0 done, 1 a CUDA call or a copy check failed, 2 "
+                               "bad arguments,\n77 no CUDA device (skipped).\n"};
+    cli_parse(&spec, argc, argv);
+    o->append = o->append_to != NULL; /* the checkout changes only when asked */
 }
 
 static unsigned reps_for(const opts *o, size_t bytes)
@@ -656,11 +598,110 @@ static void make_json(const opts *o, const context *cx, const row *rows, unsigne
 
 /* ------------------------------------------------------------------------ */
 
+/* The device's name, capability, memory, PCI address, copy engines and versions. */
+static void device_info(context *cx, int device)
+{
+    cx->device = device;
+    CK(cudaSetDevice(device));
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, device));
+    snprintf(cx->gpu_name, sizeof(cx->gpu_name), "%s", prop.name);
+    cx->cc_major = prop.major;
+    cx->cc_minor = prop.minor;
+    cx->gpu_mem = prop.totalGlobalMem;
+    snprintf(cx->pci, sizeof(cx->pci), "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID,
+             prop.pciDeviceID);
+    cx->copy_engines = prop.asyncEngineCount;
+    CK(cudaDriverGetVersion(&cx->driver));
+    CK(cudaRuntimeGetVersion(&cx->runtime));
+}
+
+/* Two streams, their events and a device buffer each, as large as the largest size. */
+static void gpu_open(gpu *g, const opts *o)
+{
+    size_t maxb = 0;
+    for (unsigned i = 0; i < o->nsizes; i++)
+        maxb = o->sizes[i] > maxb ? o->sizes[i] : maxb;
+    memset(g, 0, sizeof(*g));
+    for (int i = 0; i < 2; i++) {
+        CK(cudaStreamCreateWithFlags(&g->s[i], cudaStreamNonBlocking));
+        CK(cudaEventCreate(&g->end[i]));
+        void *d;
+        CK(cudaMalloc(&d, maxb));
+        g->dev[i] = d;
+        CK(cudaMemset(g->dev[i], i ? 0x3c : 0xc3, maxb));
+    }
+    CK(cudaEventCreate(&g->start));
+}
+
+static void gpu_close(gpu *g)
+{
+    for (int i = 0; i < 2; i++) {
+        CK(cudaStreamDestroy(g->s[i]));
+        CK(cudaEventDestroy(g->end[i]));
+        CK(cudaFree(g->dev[i]));
+    }
+    CK(cudaEventDestroy(g->start));
+}
+
+/* Every (kind, size), with a progress line each. */
+static row *measure_all(gpu *g, const opts *o, unsigned *nrows)
+{
+    *nrows = MEM_KINDS * o->nsizes;
+    row *rows = calloc(*nrows, sizeof(row));
+    if (!rows)
+        die("out of memory");
+    unsigned k = 0;
+    for (int kind = 0; kind < MEM_KINDS; kind++)
+        for (unsigned i = 0; i < o->nsizes; i++, k++) {
+            row *r = &rows[k];
+            measure(g, o, (mem_kind)kind, o->sizes[i], r);
+            char sz[32];
+            fmt_size(sz, sizeof(sz), r->bytes);
+            if (r->skipped[0])
+                fprintf(stderr, "%-10s %8s  skipped: %s\n", mem_names[kind], sz, r->skipped);
+            else
+                fprintf(stderr, "%-10s %8s  H2D %6.1f  D2H %6.1f  both %6.1f + %6.1f = %6.1f "
+                        "GB/s  (%u copies, setup %.2f ms)\n", mem_names[kind], sz, r->m_h2d,
+                        r->m_d2h, r->m_bh2d, r->m_bd2h, r->m_bsum, r->reps, r->setup_ms);
+        }
+    return rows;
+}
+
+/* The table (or JSON) on stdout, and the record with --append-to. */
+static void report(const opts *o, context *cx, const row *rows, unsigned nrows)
+{
+    bu_machine_init(&cx->m, o->label);
+    bu_sbuf header = {0}, tbl = {0}, footer = {0};
+    make_header(o, cx, &header);
+    make_table(rows, nrows, &tbl);
+    make_footer(rows, nrows, &footer);
+    if (o->json) {
+        bu_sbuf js = {0};
+        make_json(o, cx, rows, nrows, &js);
+        fputs(js.p, stdout);
+        free(js.p);
+    } else {
+        printf("\n%s\n%s\n%s", header.p, tbl.p, footer.p);
+    }
+    fflush(stdout);
+    if (o->append) {
+        char title[320];
+        snprintf(title, sizeof(title), PROG ", %s", cx->gpu_name);
+        bu_sbuf body = {0};
+        bu_sb_printf(&body, "%s\n%s\n%s", header.p, tbl.p, footer.p);
+        bu_append_record(o->append_to, FEEDER_SOURCE_DIR, PROG, &cx->m, title, cx->cmd.p, body.p);
+        free(body.p);
+    }
+    free(header.p);
+    free(tbl.p);
+    free(footer.p);
+}
+
 int main(int argc, char **argv)
 {
     opts o;
     parse_args(&o, argc, argv);
-
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0) {
@@ -671,90 +712,16 @@ int main(int argc, char **argv)
     if (o.device >= ndev)
         die_usage("--device %d: this machine has %d CUDA device%s (0..%d)", o.device, ndev,
                   ndev == 1 ? "" : "s", ndev - 1);
-
     context cx;
     memset(&cx, 0, sizeof(cx));
     bu_command_line(&cx.cmd, PROG, argc, argv);
-    cx.device = o.device;
-    CK(cudaSetDevice(o.device));
-    struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, o.device));
-    snprintf(cx.gpu_name, sizeof(cx.gpu_name), "%s", prop.name);
-    cx.cc_major = prop.major;
-    cx.cc_minor = prop.minor;
-    cx.gpu_mem = prop.totalGlobalMem;
-    snprintf(cx.pci, sizeof(cx.pci), "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID,
-             prop.pciDeviceID);
-    cx.copy_engines = prop.asyncEngineCount;
-    CK(cudaDriverGetVersion(&cx.driver));
-    CK(cudaRuntimeGetVersion(&cx.runtime));
-
-    size_t maxb = 0;
-    for (unsigned i = 0; i < o.nsizes; i++)
-        maxb = o.sizes[i] > maxb ? o.sizes[i] : maxb;
+    device_info(&cx, o.device);
     gpu g;
-    memset(&g, 0, sizeof(g));
-    for (int i = 0; i < 2; i++) {
-        CK(cudaStreamCreateWithFlags(&g.s[i], cudaStreamNonBlocking));
-        CK(cudaEventCreate(&g.end[i]));
-        void *d;
-        CK(cudaMalloc(&d, maxb));
-        g.dev[i] = d;
-        CK(cudaMemset(g.dev[i], i ? 0x3c : 0xc3, maxb));
-    }
-    CK(cudaEventCreate(&g.start));
-
-    unsigned nrows = MEM_KINDS * o.nsizes;
-    row *rows = calloc(nrows, sizeof(row));
-    if (!rows)
-        die("out of memory");
-    unsigned k = 0;
-    for (int kind = 0; kind < MEM_KINDS; kind++)
-        for (unsigned i = 0; i < o.nsizes; i++, k++) {
-            row *r = &rows[k];
-            measure(&g, &o, (mem_kind)kind, o.sizes[i], r);
-            char sz[32];
-            fmt_size(sz, sizeof(sz), r->bytes);
-            if (r->skipped[0])
-                fprintf(stderr, "%-10s %8s  skipped: %s\n", mem_names[kind], sz, r->skipped);
-            else
-                fprintf(stderr, "%-10s %8s  H2D %6.1f  D2H %6.1f  both %6.1f + %6.1f = %6.1f "
-                        "GB/s  (%u copies, setup %.2f ms)\n", mem_names[kind], sz, r->m_h2d,
-                        r->m_d2h, r->m_bh2d, r->m_bd2h, r->m_bsum, r->reps, r->setup_ms);
-        }
-
-    for (int i = 0; i < 2; i++) {
-        CK(cudaStreamDestroy(g.s[i]));
-        CK(cudaEventDestroy(g.end[i]));
-        CK(cudaFree(g.dev[i]));
-    }
-    CK(cudaEventDestroy(g.start));
-
-    bu_machine_init(&cx.m, o.label);
-    bu_sbuf header = {0}, tbl = {0}, footer = {0};
-    make_header(&o, &cx, &header);
-    make_table(rows, nrows, &tbl);
-    make_footer(rows, nrows, &footer);
-    if (o.json) {
-        bu_sbuf js = {0};
-        make_json(&o, &cx, rows, nrows, &js);
-        fputs(js.p, stdout);
-        free(js.p);
-    } else {
-        printf("\n%s\n%s\n%s", header.p, tbl.p, footer.p);
-    }
-    fflush(stdout);
-    if (o.append) {
-        char title[320];
-        snprintf(title, sizeof(title), PROG ", %s", cx.gpu_name);
-        bu_sbuf body = {0};
-        bu_sb_printf(&body, "%s\n%s\n%s", header.p, tbl.p, footer.p);
-        bu_append_record(o.append_to, FEEDER_SOURCE_DIR, PROG, &cx.m, title, cx.cmd.p, body.p);
-        free(body.p);
-    }
-    free(header.p);
-    free(tbl.p);
-    free(footer.p);
+    gpu_open(&g, &o);
+    unsigned nrows;
+    row *rows = measure_all(&g, &o, &nrows);
+    gpu_close(&g);
+    report(&o, &cx, rows, nrows);
     free(cx.cmd.p);
     free(rows);
     return 0;

@@ -15,6 +15,10 @@ int bu_photos_load(const char *dir, bu_photos **out, char *err, size_t errlen);
 void bu_photos_free(bu_photos *p);
 unsigned bu_photos_count(const bu_photos *p);
 
+/* A w x h RGB picture (malloc'd, NULL when out of memory) cut from photo
+ * `photo` (mod count) at a crop position and scale chosen by `seed`. */
+uint8_t *bu_cut_rgb(const bu_photos *p, unsigned photo, uint32_t w, uint32_t h, uint64_t seed);
+
 /* Encode a w x h JPEG cut from photo `photo` (mod count) at a crop position
  * and scale chosen by `seed`, with `quality` (1..100) and TurboJPEG
  * subsampling `subsamp` (TJSAMP_*; -1 picks 4:2:0) into a malloc'd buffer. */
@@ -118,17 +122,7 @@ int bu_ensure_default_dataset(const char *dir, unsigned images, const char *phot
                               char *err, size_t errlen);
 
 
-/* Command-line helpers shared by the tools. bu_die_usage prints "PROG: message"
- * and a pointer to --help on stderr and exits 2 (bad arguments). */
-void bu_die_usage(const char *prog, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3), noreturn));
-/* Print "PROG: message" on stderr and exit 1 (the run failed). */
-void bu_die(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-/* A decimal integer in [min, max], or bu_die_usage naming the option and the bounds. */
-uint64_t bu_parse_uint(const char *prog, const char *opt, const char *s, uint64_t min,
-                       uint64_t max);
-/* The index of `s` in the NULL-terminated `names`, or bu_die_usage listing them. */
-int bu_parse_enum(const char *prog, const char *opt, const char *s, const char *const *names);
+/* Command-line parsing and the die/usage helpers live in cli/cli.h. */
 
 /* CPU time (user + system) of process `pid` from /proc/PID/stat, in ns, at
  * clock-tick resolution (10 ms on Linux); -1 when it cannot be read (gone). */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's DataLoader on the same files as bench_loader, timed the same way.
 
-    python3 bench/compare_torch.py --data ~/.cache/feeder/default-2000 \
+    python3 bench/compare_torch.py --data ~/.cache/feeder/web-2000 \
         --workers 0,1,2,4,8,15 --pipeline both --epochs 3 --json
 
 The dataset is ImageFolder-style (one sub-folder per class, labels from the
@@ -52,6 +52,11 @@ import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torchbench import (  # noqa: E402
+    SRC, append_record, cell, cpu_model, epoch_record, feeder_python_run, figure, guarded,
+    import_feeder, md_table, parse_workers, positive, run_result, steady, summarize)
 
 try:
     import torch
@@ -183,38 +188,15 @@ def run(args, samples, use_tvio, pipeline, workers, cuda):
         if images != len(ds):
             print(f"compare_torch.py: warning: epoch {e} delivered {images} images, "
                   f"the dataset has {len(ds)}", file=sys.stderr)
-    return dict(pipeline=pipeline, workers=workers,
-                median_images_per_s=steady(args, [x["images_per_s"] for x in epochs]),
-                median_first_batch_ms=round(statistics.median(
-                    x["first_batch_ms"] for x in epochs), 2),
-                epochs=epochs)
-
-
-def parse_workers(s):
-    try:
-        ws = [int(x) for x in s.split(",") if x.strip() != ""]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{s}': expected a list such as 0,1,2,4")
-    if not ws or any(w < 0 for w in ws):
-        raise argparse.ArgumentTypeError(f"'{s}': expected a list such as 0,1,2,4")
-    return ws
-
-
-def positive(s):
-    try:
-        v = int(s)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"'{s}': expected a positive integer")
-    return v
+    return run_result(pipeline, workers, epochs,
+                      steady(args, [x["images_per_s"] for x in epochs]))
 
 
 def default_data():
     env = os.environ.get("FEEDER_DATA")
     if env:
         return env
-    return os.path.join(os.path.expanduser("~"), ".cache", "feeder", "default-2000")
+    return os.path.join(os.path.expanduser("~"), ".cache", "feeder", "web-2000")
 
 
 def table(res):
@@ -223,23 +205,15 @@ def table(res):
     rows = [[r["pipeline"], str(r["workers"]),
              " / ".join(f"{e['images_per_s']:.0f}" for e in r["epochs"]),
              f"{r['median_images_per_s']:.0f}", f"{r['median_first_batch_ms']:.1f}"]
+            if r.get("status", "ok") == "ok" else
+            [r["pipeline"], str(r["workers"]), cell(r), "-", "-"]
             for r in res["runs"]]
-    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    right = [False, True, True, True, True]
-    out = ["| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |",
-           "| " + " | ".join(("-" * (w[i] - 1) + ":") if right[i] else "-" * w[i]
-                             for i in range(len(head))) + " |"]
-    for r in rows:
-        out.append("| " + " | ".join(c.rjust(w[i]) if right[i] else c.ljust(w[i])
-                                     for i, c in enumerate(r)) + " |")
-    return "\n".join(out)
+    return md_table(head, rows, [False, True, True, True, True])
 
 # ---------------------------------------------------------------------------
 # --sweep: torch, torchvision's GPU decode and feeder at each worker count
 # ---------------------------------------------------------------------------
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(HERE)
 
 
 class BytesDataset(Dataset):
@@ -316,11 +290,8 @@ def run_gpu_decode(args, samples, pipeline, workers):
                            first_batch_ms=round((first or 0.0) * 1e3, 3)))
         print(f"torch GPU decode {pipeline:5s} workers {workers:2d}  epoch {e + 1}/{args.epochs}"
               f"  {rate:8.0f} images/s", file=sys.stderr)
-    return dict(pipeline=pipeline, workers=workers,
-                median_images_per_s=steady(args, [x["images_per_s"] for x in epochs]),
-                median_first_batch_ms=round(statistics.median(
-                    x["first_batch_ms"] for x in epochs), 2),
-                epochs=epochs)
+    return run_result(pipeline, workers, epochs,
+                      steady(args, [x["images_per_s"] for x in epochs]))
 
 
 def find_bench_loader(path):
@@ -334,15 +305,6 @@ def find_bench_loader(path):
             return c
     raise SystemExit("compare_torch.py: no bench_loader in build/bench (build the "
                      "bench_loader target, or pass --bench-loader PATH)")
-
-
-def steady(args, rates):
-    """A run's figure from its epochs' images/s: the median, of the epochs
-    after the first with --skip-first (the first pays start-up: the workers'
-    fork, CUDA and nvJPEG set-up, the page cache)."""
-    if getattr(args, "skip_first", False) and len(rates) > 1:
-        rates = rates[1:]
-    return round(statistics.median(rates), 1)
 
 
 def run_feeder(args, bench, data, pipeline, workers, decoder, device):
@@ -370,13 +332,6 @@ def run_feeder(args, bench, data, pipeline, workers, decoder, device):
                 cpu_cores_busy=r.get("cpu_cores_busy"))
 
 
-def summarize(runs):
-    rates = [r["median_images_per_s"] for r in runs]
-    return dict(runs_images_per_s=rates, median_images_per_s=round(statistics.median(rates), 1),
-                median_first_batch_ms=round(statistics.median(
-                    r["median_first_batch_ms"] for r in runs), 2))
-
-
 def feeder_point(args, bench, data, pipeline, workers, decoder, device):
     runs = []
     for _ in range(args.runs):
@@ -394,30 +349,17 @@ def feeder_point(args, bench, data, pipeline, workers, decoder, device):
 def sweep_table(res):
     decs = res["config"]["feeder_decoders"]
     head = (["workers", "pipeline", "torch img/s", "torch GPU-decode img/s"]
-            + [f"feeder {d} img/s" for d in decs] + [f"{d} / torch" for d in decs])
+            + [f"feeder {d} img/s" for d in decs] + ["feeder (Python) img/s"]
+            + [f"{d} / torch" for d in decs])
     rows = []
     for r in res["rows"]:
-        t = r["torch"]["median_images_per_s"] if r["torch"] else None
-        g = r["torch_gpu_decode"]["median_images_per_s"] if r["torch_gpu_decode"] else None
-        row = [str(r["workers"]), r["pipeline"], "-" if t is None else f"{t:.0f}",
-               "-" if g is None else f"{g:.0f}"]
-        for d in decs:
-            f = r["feeder"][d]
-            row.append(f"{f['median_images_per_s']:.0f}" if f["status"] == "ok"
-                       else f"n/a: {f['reason']}")
+        row = [str(r["workers"]), r["pipeline"], cell(r["torch"]), cell(r["torch_gpu_decode"])]
+        row += [cell(r["feeder"][d]) for d in decs] + [cell(r.get("feeder_python"))]
         for d in decs:
             x = r["ratio"].get(d)
             row.append("-" if x is None else f"{x:.2f}")
         rows.append(row)
-    right = [True, False] + [True] * (len(head) - 2)
-    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    out = ["| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |",
-           "| " + " | ".join(("-" * (w[i] - 1) + ":") if right[i] else "-" * w[i]
-                             for i in range(len(head))) + " |"]
-    for r in rows:
-        out.append("| " + " | ".join(c.rjust(w[i]) if right[i] else c.ljust(w[i])
-                                     for i, c in enumerate(r)) + " |")
-    return "\n".join(out) + "\n"
+    return md_table(head, rows, [True, False] + [True] * (len(head) - 2)) + "\n"
 
 
 def sweep_description(res):
@@ -445,27 +387,24 @@ def sweep_description(res):
     return d
 
 
-def append_record(md, label, title, cmd, body):
-    os.makedirs(os.path.dirname(os.path.abspath(md)), exist_ok=True)
-    fresh = not os.path.exists(md) or os.path.getsize(md) == 0
-    with open(md, "a", encoding="utf-8") as fh:
-        if fresh:
-            fh.write("# Benchmarks\n\nRecords appended by the benchmarks in `bench/`, oldest "
-                     "first. Each gives the exact command, the date and the machine.\n")
-        date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        fh.write(f"\n## {date}, {label}: {title}\n\n```\n{cmd}\n```\n\n{body}")
-    print(f"appended to {md}", file=sys.stderr)
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
+def measure_row(args, row, samples, use_tvio, cuda, bench, data, device, have_torch, fdr):
+    """Every column of one (pipeline, workers) point; a column that fails is
+    reported as failed with its reason, and the others still run."""
+    p, w = row["pipeline"], row["workers"]
+    if have_torch:
+        row["torch"] = guarded("torch", lambda: summarize(
+            [run(args, samples, use_tvio, p, w, cuda) for _ in range(args.runs)]))
+        if cuda:
+            row["torch_gpu_decode"] = guarded("torch GPU decode", lambda: summarize(
+                [run_gpu_decode(args, samples, p, w) for _ in range(args.runs)]))
+    for d in args.feeder_decoders:
+        f = guarded(d, lambda: feeder_point(args, bench, data, p, w, d, device))
+        row["feeder"][d] = f
+        t = figure(row["torch"])
+        row["ratio"][d] = round(f["median_images_per_s"] / t, 3) if figure(f) and t else None
+    if fdr is not None:
+        row["feeder_python"] = guarded("feeder (Python)", lambda: summarize(
+            [feeder_python_run(args, fdr, data, p, w, device) for _ in range(args.runs)]))
 
 
 def sweep(args, data, samples, have_torch, cuda, use_tvio):
@@ -489,22 +428,17 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
                            feeder_decoders=args.feeder_decoders, feeder_device=device, skip_first=args.skip_first,
                            bench_loader=bench),
                rows=[])
+    fdr, why = import_feeder(bench)
+    if fdr is None:
+        print(f"feeder (Python): unavailable: {why}", file=sys.stderr)
+    res["feeder_python"] = dict(available=fdr is not None, reason=why)
     for p in pipelines:
         for w in args.sweep:
             row = dict(pipeline=p, workers=w, torch=None, torch_gpu_decode=None, feeder={},
+                       feeder_python=None if fdr else dict(status="unavailable", reason=why),
                        ratio={})
-            if have_torch:
-                row["torch"] = summarize([run(args, samples, use_tvio, p, w, cuda)
-                                          for _ in range(args.runs)])
-                if cuda:
-                    row["torch_gpu_decode"] = summarize([run_gpu_decode(args, samples, p, w)
-                                                         for _ in range(args.runs)])
-            for d in args.feeder_decoders:
-                f = feeder_point(args, bench, data, p, w, d, device)
-                row["feeder"][d] = f
-                t = row["torch"]["median_images_per_s"] if row["torch"] else None
-                row["ratio"][d] = (round(f["median_images_per_s"] / t, 3)
-                                   if f["status"] == "ok" and t else None)
+            measure_row(args, row, samples, use_tvio, cuda, bench, data, device, have_torch,
+                        fdr)
             res["rows"].append(row)
     tbl = sweep_table(res)
     desc = sweep_description(res)
@@ -534,7 +468,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None,
                     help="image folder or list file (default: $FEEDER_DATA or "
-                         "~/.cache/feeder/default-2000, made by bench_loader)")
+                         "~/.cache/feeder/web-2000, made by bench_loader)")
     ap.add_argument("--batch", type=positive, default=256)
     ap.add_argument("--workers", type=parse_workers, default=[4],
                     help="comma-separated worker counts, e.g. 0,1,2,4,8,15 (4)")
@@ -619,7 +553,10 @@ def main():
                runs=[])
     for p in pipelines:
         for w in args.workers:
-            res["runs"].append(run(args, samples, use_tvio, p, w, cuda))
+            r = guarded("torch", lambda: run(args, samples, use_tvio, p, w, cuda))
+            if r.get("status") == "failed":
+                r.update(pipeline=p, workers=w)
+            res["runs"].append(r)
     if args.json:
         json.dump(res, sys.stdout, indent=2)
         print()

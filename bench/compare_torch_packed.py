@@ -37,6 +37,7 @@ small file, a sample otherwise), and that the batch gather used for PyTorch
 returns exactly the records' bytes and labels, sequential and shuffled.
 """
 
+
 import argparse
 import json
 import os
@@ -46,6 +47,9 @@ import statistics
 import struct
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torchbench  # noqa: E402
 
 try:
     import numpy as np
@@ -291,23 +295,7 @@ def table(res):
 
 
 def parse_workers(s):
-    try:
-        ws = [int(x) for x in s.split(",") if x.strip() != ""]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{s}': expected a list such as 1,2,4,8")
-    if not ws or any(w < 0 for w in ws):
-        raise argparse.ArgumentTypeError(f"'{s}': expected a list such as 1,2,4,8")
-    return ws
-
-
-def positive(s):
-    try:
-        v = int(s)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"'{s}': expected a positive integer")
-    return v
+    return torchbench.parse_workers(s, "1,2,4,8")
 
 
 def main():
@@ -316,11 +304,11 @@ def main():
     ap.add_argument("--check", metavar="FILE",
                     help="check FILE and the batch gather with numpy alone, then exit")
     ap.add_argument("--expect-records", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--batch", type=positive, default=256)
+    ap.add_argument("--batch", type=torchbench.positive, default=256)
     ap.add_argument("--workers", type=parse_workers, default=[1, 2, 4, 8],
                     help="comma-separated worker counts (1,2,4,8)")
-    ap.add_argument("--prefetch", type=positive, default=2)
-    ap.add_argument("--epochs", type=positive, default=3)
+    ap.add_argument("--prefetch", type=torchbench.positive, default=2)
+    ap.add_argument("--epochs", type=torchbench.positive, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shuffle", type=int, choices=[0, 1], default=0,
                     help="random batches (a fancy-indexed gather per batch); default 0")

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "packer.h"
 
 const char *const bd_decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", "raw", "all", NULL};
@@ -87,7 +88,7 @@ int bd_ensure_raw_pack(const char *prog, const char *data, const char *pack, uin
     struct timespec dmt;
     char bad[4200];
     if (dataset_mtime(data, &dmt, bad, sizeof(bad)) != 0)
-        bu_die(prog, "--decoder raw: %s", bad);
+        cli_die(prog, "--decoder raw: %s", bad);
     struct stat st;
     const char *what = "packing";
     if (stat(pack, &st) == 0) {
@@ -230,29 +231,26 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
 
 void bd_notes(const bd_row *rows, unsigned n, const char *raw_pack, bu_sbuf *b)
 {
-    bu_sb_printf(b,
-                 "Columns: images/s = the median epoch's images / wall seconds, each epoch timed "
-                 "from the first request (epoch 0 includes the start and its fork) to the end; "
-                 "MB/s = bytes read per second in the median epoch (JPEG files for the JPEG "
-                 "backends, packed records for raw); CPU cores busy = CPU seconds (user + "
-                 "system) of the loader process, all its threads, and its workers "
-                 "(/proc/PID/stat; reaped workers through RUSAGE_CHILDREN) during the epoch / "
-                 "wall seconds, median epoch; GPU busy %% = GPU-timed ns of the host-to-device "
-                 "copies plus GPU decode over wall ns (\"-\": host batches); stall = "
-                 "feeder_next's wait (feeder_stats.wait_ns) per epoch; per-image µs are summed "
-                 "over workers and divided by delivered images (read, CPU decode, crop/resize/"
-                 "flip, and GPU decode + resize timed on the GPU); GPU fallback = images of "
-                 "GPU-decoded batches that were decoded on the CPU instead, over all timed "
-                 "epochs; CPU share = HYBRID's share of each batch the workers decode. \"n/a\": "
-                 "the GPU decoder did not run here (the loader would have used ROI instead), so "
-                 "nothing is reported under its name.");
+    static const char *const legend[] = {
+        "images/s = the median epoch's images / wall seconds, from the first request (epoch 0 "
+        "includes the start and its fork) to the end of the epoch",
+        "MB/s = bytes read per second, median epoch (JPEG files; packed records for raw)",
+        "CPU cores busy = CPU seconds of the loader process and its workers / wall seconds",
+        "GPU busy % = GPU-timed copies plus GPU decode / wall time (\"-\": host batches)",
+        "stall ms/epoch = feeder_next's wait (feeder_stats.wait_ns) per epoch",
+        "read, decode, transform µs/img = worker time per delivered image, summed over workers",
+        "GPU decode µs/img = GPU decode + resize, timed on the GPU, per delivered image",
+        "GPU fallback = images of GPU-decoded batches decoded on the CPU instead",
+        "CPU share % = HYBRID's share of each batch the workers decode",
+        "n/a = the GPU decoder did not run here (ROI would have), so nothing is reported",
+    };
+    bu_sb_printf(b, "Columns: %s\n", legend[0]);
+    for (size_t i = 1; i < sizeof(legend) / sizeof(legend[0]); i++)
+        bu_sb_printf(b, "- %s\n", legend[i]);
     if (raw_pack)
-        bu_sb_printf(b, " raw reads %s: the same images decoded once by feeder-pack's "
-                     "packer (EVAL pipeline) into uint8 tensors, through the normal loader "
-                     "(FEEDER_PACKED_READ_MMAP); with --pipeline train it still holds eval "
-                     "crops (no random augmentation).",
+        bu_sb_printf(b, "- raw = %s: the images decoded once by feeder-pack's packer (EVAL "
+                     "crops, also under --pipeline train), read through the mapping\n",
                      raw_pack);
-    bu_sb_printf(b, "\n");
     (void)rows;
     (void)n;
 }

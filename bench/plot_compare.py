@@ -31,6 +31,7 @@ def series(doc, pipeline):
         add("torchvision GPU decode", r["workers"], r.get("torch_gpu_decode"))
         for dec, point in r.get("feeder", {}).items():
             add(f"feeder ({dec})", r["workers"], point)
+        add("feeder (Python)", r["workers"], r.get("feeder_python"))
     return out
 
 

@@ -9,7 +9,7 @@
 #   compare_torch.json/.md/.log  compare_torch.py --sweep 1,2,4,8,15 (eval and train, 3 runs
 #                                of 2 epochs each, the second counted, 2,000 JPEGs): torch, torchvision GPU
 #                                decode, feeder roi/nvjpeg/hybrid (--device 0 with CUDA)
-#   decoders.json/.log           bench_loader --decoder all --device 0 on default-10000
+#   decoders.json/.log           bench_loader --decoder all --device 0 on web-10000
 #                                (10,000 JPEGs), 15 workers, 3 epochs
 #   compare_torch.png            bench/plot_compare.py's chart (when matplotlib is there;
 #                                else the command to run where it is)
@@ -77,7 +77,7 @@ if (( issue5 )); then
     echo "run_figures.sh --issue5: results in $out" >&2
     # The datasets (made once from bench/photos, then reused).
     for n in "$SWEEP_IMAGES" "$ALL_IMAGES"; do
-        FEEDER_DATA=$cache/default-$n "$bench" --images "$n" --workers 1 --epochs 1 \
+        FEEDER_DATA=$cache/web-$n "$bench" --images "$n" --workers 1 --epochs 1 \
             --batch 64 --no-append > /dev/null
     done
     if [[ -z ${ALL_ONLY:-} ]]; then
@@ -87,7 +87,7 @@ if (( issue5 )); then
             echo "run_figures.sh: $PYTHON cannot import torch/torchvision: feeder side only" >&2
             torch_args=(--no-torch --feeder-device "$DEVICE"); }
         "$PYTHON" "$here/compare_torch.py" --sweep "$SWEEP" --runs "$RUNS" --epochs 2 --skip-first \
-            --data "$cache/default-$SWEEP_IMAGES" --feeder-decoders "$DECODERS" \
+            --data "$cache/web-$SWEEP_IMAGES" --feeder-decoders "$DECODERS" \
             --bench-loader "$bench" --json-out "$out/compare_torch.json" --append-to "$md5" \
             "${torch_args[@]}" > "$out/compare_torch.md" 2> "$out/compare_torch.log" ||
             { tail -5 "$out/compare_torch.log" >&2; exit 1; }
@@ -95,7 +95,7 @@ if (( issue5 )); then
     fi
     if [[ -z ${SWEEP_ONLY:-} ]]; then
         echo "== bench_loader --decoder all ($(( SECONDS - t_start )) s so far)" >&2
-        FEEDER_DATA=$cache/default-$ALL_IMAGES "$bench" --images "$ALL_IMAGES" --decoder all \
+        FEEDER_DATA=$cache/web-$ALL_IMAGES "$bench" --images "$ALL_IMAGES" --decoder all \
             --device "$DEVICE" --workers "$WORKERS" --epochs 3 --json --append-to "$md5" \
             > "$out/decoders.json" 2> "$out/decoders.log" || { tail -5 "$out/decoders.log" >&2; exit 1; }
     fi
@@ -128,7 +128,7 @@ EPOCHS=${EPOCHS:-3}
 BATCH=${BATCH:-256}
 PREFETCH=${PREFETCH:-2}
 PIPELINES=${PIPELINES:-eval train}
-export FEEDER_DATA=${FEEDER_DATA:-$HOME/.cache/feeder/default-2000}
+export FEEDER_DATA=${FEEDER_DATA:-$HOME/.cache/feeder/web-2000}
 md=${BENCHMARKS_MD:-$src/docs/BENCHMARKS.md}
 [[ ${NO_APPEND:-0} == 1 ]] && md=""
 read -r -a extra <<< "${FEEDER_ARGS:-}"

@@ -14,7 +14,7 @@
 #   EPOCHS    epochs per configuration, median reported (5)
 #   BATCH     batch size (256)          PREFETCH  prefetch factor (2)
 #   IMAGES    size of the JPEG dataset the pack is made from (2000; made by
-#             bench_loader in ~/.cache/feeder/default-IMAGES unless FEEDER_DATA is set)
+#             bench_loader in ~/.cache/feeder/web-IMAGES unless FEEDER_DATA is set)
 #   PACK      the RAW pack (default: DATASET-224.pack beside the dataset; made if missing)
 #   READS     feeder read paths (default "mmap uring direct")
 #   COLD      1 (default): also cold runs: the file's pages are evicted before every
@@ -53,7 +53,7 @@ IMAGES=${IMAGES:-2000}
 READS=${READS:-mmap uring direct}
 COLD=${COLD:-1}
 PYTHON=${PYTHON:-python3}
-export FEEDER_DATA=${FEEDER_DATA:-$HOME/.cache/feeder/default-$IMAGES}
+export FEEDER_DATA=${FEEDER_DATA:-$HOME/.cache/feeder/web-$IMAGES}
 PACK=${PACK:-${FEEDER_DATA%/}-224.pack}
 md=${BENCHMARKS_MD:-$src/docs/BENCHMARKS.md}
 [[ ${NO_APPEND:-0} == 1 ]] && md=""

@@ -58,7 +58,6 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <mpi.h>
 #include <sched.h>
@@ -71,6 +70,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "feeder.h"
 #include "mpi_train.h"
 
@@ -101,132 +101,82 @@ void mt_die(const char *fmt, ...)
     exit(1);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: mpirun -np N " PROG " [options]\n"
-            "  --data DIR       image folder, one sub-folder per class (default: make --images\n"
-            "                   JPEGs under /tmp/feeder-mpi-<images>, a class per photo)\n"
-            "  --images N       size of the dataset made when --data is not given (420)\n"
-            "  --cache DIR      where to make it instead (reused when it is already there)\n"
-            "  --epochs N       epochs (3)\n"
-            "  --batch N        samples per batch per rank (32)\n"
-            "  --workers N      feeder workers per rank (default: the CPUs this rank may use,\n"
-            "                   shared with the ranks of its machine when it is not bound)\n"
-            "  --size N         loader output side, a multiple of 16 (224: RandomResizedCrop\n"
-            "                   + flip, then pooled to 16 x 16 for the model)\n"
-            "  --lr X           SGD learning rate (0.05)\n"
-            "  --seed N         seed of the order, the crops and the initial weights (1)\n"
-            "  --shuffle 0|1    shuffle every epoch (1)\n"
-            "  --drop-last 0|1  drop the uneven tail, in the sampler and in the batches (1)\n"
-            "  --device auto|N|-1  the GPU path on this rank's GPU (auto: the one its local\n"
-            "                   rank picks, or the CPU path when it has none), on device N,\n"
-            "                   or the CPU path (-1) (auto)\n"
-            "  --allreduce auto|nccl|mpi-cuda|mpi-host  how the GPU path averages gradients\n"
-            "                   (auto: NCCL if built with it, else MPI on device pointers\n"
-            "                   if CUDA-aware, else staged through pinned host memory)\n"
-            "  --bench          report the median of the epochs after the first; no\n"
-            "                   learning check\n"
-            "  --json           rank 0 also prints the report as one JSON line\n"
-            "  --no-check       GPU path: skip comparing the first step with the CPU\n"
-            "Exit status: 0 done, 1 error or the ranks' weights differ, 2 bad arguments,\n"
-            "3 the GPU path's loss did not fall (not with --bench).\n");
-}
+static const char *const allreduce_names[] = {"auto", "nccl", "mpi-cuda", "mpi-host", NULL};
 
-static long parse_num(const char *opt, const char *s, long lo, long hi)
+/* --device auto|N|-1. */
+static void parse_device(const char *prog, const char *s, void *dest)
 {
+    if (strcmp(s, "auto") == 0) {
+        *(int *)dest = -2;
+        return;
+    }
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        if (mt_rank == 0)
-            fprintf(stderr, PROG ": %s '%s': expected an integer in [%ld, %ld]\n", opt, s, lo,
-                    hi);
-        MPI_Finalize();
-        exit(2);
-    }
-    return v;
+    if (errno || *end || end == s || v < -1 || v > 1023)
+        cli_die_usage(prog, "--device '%s': expected auto, -1 or a device in [0, 1023]", s);
+    *(int *)dest = (int)v;
+}
+
+/* A usage error or --help ends the MPI job cleanly on every rank. */
+static void finalize(int status)
+{
+    (void)status;
+    MPI_Finalize();
 }
 
 static opts parse_args(int argc, char **argv)
 {
     opts o = {.images = 420, .epochs = 3, .batch = 32, .workers = -1, .size = 224, .lr = 0.05,
               .seed = 1, .shuffle = 1, .drop_last = 1, .device = -2, .check = 1};
-    static const struct option longs[] = {
-        {"data", required_argument, 0, 'd'},    {"images", required_argument, 0, 'i'},
-        {"epochs", required_argument, 0, 'e'},  {"batch", required_argument, 0, 'b'},
-        {"workers", required_argument, 0, 'w'}, {"size", required_argument, 0, 's'},
-        {"lr", required_argument, 0, 'l'},      {"seed", required_argument, 0, 'S'},
-        {"shuffle", required_argument, 0, 'x'}, {"drop-last", required_argument, 0, 'D'},
-        {"cache", required_argument, 0, 'c'},   {"help", no_argument, 0, 'h'},
-        {"device", required_argument, 0, 'g'},  {"allreduce", required_argument, 0, 'a'},
-        {"bench", no_argument, 0, 'B'},         {"json", no_argument, 0, 'j'},
-        {"no-check", no_argument, 0, 'n'},
-        {0, 0, 0, 0},
+    int ar = MT_AR_AUTO;
+    cli_opt t[] = {
+        CLI_STRING("data", "DIR", o.data,
+                   "image folder, one sub-folder per class (default: make --images\n"
+                   "JPEGs under /tmp/feeder-mpi-<images>, a class per photo)"),
+        CLI_UINT("images", "N", o.images, 10, 10000000,
+                 "size of the dataset made when --data is not given (420)"),
+        CLI_STRING("cache", "DIR", o.cache,
+                   "where to make it instead (reused when it is already there)"),
+        CLI_UINT("epochs", "N", o.epochs, 1, 100000, "epochs (3)"),
+        CLI_UINT("batch", "N", o.batch, 1, 1 << 16, "samples per batch per rank (32)"),
+        CLI_UINT("workers", "N", o.workers, 0, 1024,
+                 "feeder workers per rank (default: the CPUs this rank may use,\n"
+                 "shared with the ranks of its machine when it is not bound)"),
+        CLI_UINT("size", "N", o.size, GRID, 4096,
+                 "loader output side, a multiple of 16 (224: RandomResizedCrop\n"
+                 "+ flip, then pooled to 16 x 16 for the model)"),
+        CLI_DOUBLE("lr", "X", o.lr, 1e-12, 1e6, "SGD learning rate (0.05)"),
+        CLI_UINT("seed", "N", o.seed, 0, 1ull << 62,
+                 "seed of the order, the crops and the initial weights (1)"),
+        CLI_UINT("shuffle", "0|1", o.shuffle, 0, 1, "shuffle every epoch (1)"),
+        CLI_UINT("drop-last", "0|1", o.drop_last, 0, 1,
+                 "drop the uneven tail, in the sampler and in the batches (1)"),
+        CLI_FUNC("device", "auto|N|-1", parse_device, &o.device,
+                 "the GPU path on this rank's GPU (auto: the one its local\n"
+                 "rank picks, or the CPU path when it has none), on device N,\n"
+                 "or the CPU path (-1) (auto)"),
+        CLI_ENUM("allreduce", ar, allreduce_names,
+                 "how the GPU path averages gradients\n"
+                 "(auto: NCCL if built with it, else MPI on device pointers\n"
+                 "if CUDA-aware, else staged through pinned host memory)"),
+        CLI_FLAG("bench", o.bench,
+                 "report the median of the epochs after the first; no\nlearning check"),
+        CLI_FLAG("json", o.json, "rank 0 also prints the report as one JSON line"),
+        CLI_FLAGV("no-check", o.check, 0,
+                  "GPU path: skip comparing the first step with the CPU"),
+        CLI_END,
     };
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-        switch (c) {
-        case 'd': o.data = optarg; break;
-        case 'c': o.cache = optarg; break;
-        case 'i': o.images = (unsigned)parse_num("--images", optarg, 10, 10000000); break;
-        case 'e': o.epochs = (unsigned)parse_num("--epochs", optarg, 1, 100000); break;
-        case 'b': o.batch = (uint32_t)parse_num("--batch", optarg, 1, 1 << 16); break;
-        case 'w': o.workers = (int)parse_num("--workers", optarg, 0, 1024); break;
-        case 's': o.size = (uint32_t)parse_num("--size", optarg, GRID, 4096); break;
-        case 'S': o.seed = (uint64_t)parse_num("--seed", optarg, 0, 1L << 62); break;
-        case 'x': o.shuffle = (int)parse_num("--shuffle", optarg, 0, 1); break;
-        case 'D': o.drop_last = (int)parse_num("--drop-last", optarg, 0, 1); break;
-        case 'g':
-            o.device = strcmp(optarg, "auto") == 0 ? -2
-                                                   : (int)parse_num("--device", optarg, -1, 1023);
-            break;
-        case 'a': {
-            static const char *const names[] = {"auto", "nccl", "mpi-cuda", "mpi-host"};
-            int k = -1;
-            for (int i = 0; i < 4; i++)
-                if (strcmp(optarg, names[i]) == 0)
-                    k = i;
-            if (k < 0) {
-                if (mt_rank == 0)
-                    fprintf(stderr, PROG ": --allreduce '%s': expected auto, nccl, mpi-cuda or "
-                            "mpi-host\n", optarg);
-                MPI_Finalize();
-                exit(2);
-            }
-            o.allreduce = (mt_allreduce)k;
-            break;
-        }
-        case 'B': o.bench = 1; break;
-        case 'j': o.json = 1; break;
-        case 'n': o.check = 0; break;
-        case 'l': {
-            char *end;
-            o.lr = strtod(optarg, &end);
-            if (*end || !(o.lr > 0) || !isfinite(o.lr)) {
-                if (mt_rank == 0)
-                    fprintf(stderr, PROG ": --lr '%s': expected a positive number\n", optarg);
-                MPI_Finalize();
-                exit(2);
-            }
-            break;
-        }
-        case 'h':
-            if (mt_rank == 0)
-                usage(stdout);
-            MPI_Finalize();
-            exit(0);
-        default:
-            if (mt_rank == 0)
-                usage(stderr);
-            MPI_Finalize();
-            exit(2);
-        }
-    }
-    if (optind != argc || o.size % GRID) {
+    cli_spec spec = {.prog = PROG, .opts = t, .quiet = mt_rank != 0, .before_exit = finalize,
+                     .usage = "usage: mpirun -np N " PROG " [options]\n",
+                     .epilog = "Exit status: 0 done, 1 error or the ranks' weights differ, 2 "
+                               "bad arguments,\n3 the GPU path's loss did not fall (not with "
+                               "--bench).\n"};
+    cli_parse(&spec, argc, argv);
+    o.allreduce = (mt_allreduce)ar;
+    if (o.size % GRID) {
         if (mt_rank == 0)
-            fprintf(stderr, PROG ": %s\n",
-                    optind != argc ? "unexpected argument" : "--size must be a multiple of 16");
+            fprintf(stderr, PROG ": --size must be a multiple of 16\n");
         MPI_Finalize();
         exit(2);
     }
@@ -516,54 +466,44 @@ void mt_gpu_train(const mt_opts *o, const feeder_dist *d, feeder_loader *ld, int
  * as one line of JSON. In --bench mode the figures are medians over the
  * epochs after the first (all of them when there is only one); otherwise
  * totals over all epochs. */
-static void report(const opts *o, const feeder_dist *d, int workers, int device,
-                   const mt_epoch *ep, const mt_result *res, uint64_t n)
-{
-    const int world = d->world_size;
-    const unsigned E = o->epochs;
-    const int ints[2] = {device, workers};
-    mt_epoch *all = mt_rank == 0 ? malloc((size_t)world * E * sizeof(*all)) : NULL;
-    int *allint = mt_rank == 0 ? malloc((size_t)world * 2 * sizeof(int)) : NULL;
-    if (mt_rank == 0 && (!all || !allint))
-        mt_die("out of memory");
-    MPI_Gather(ep, (int)(E * MT_FIELDS), MPI_DOUBLE, all, (int)(E * MT_FIELDS), MPI_DOUBLE, 0,
-               MPI_COMM_WORLD);
-    MPI_Gather(ints, 2, MPI_INT, allint, 2, MPI_INT, 0, MPI_COMM_WORLD);
-    if (mt_rank != 0)
-        return;
+/* What rank 0 gathers for the report: every rank's epochs, device and workers. */
+typedef struct gathered {
+    int world;
+    unsigned E, e0, ne;  /* epochs, the first measured, how many are */
+    mt_epoch *all;       /* [world][E] */
+    int *allint;         /* [world][2]: device, workers */
+    double *per;         /* [world][MT_FIELDS]: images/s, seconds per epoch in each part */
+    double total;        /* the job's images/s */
+    char what[96];       /* which epochs the figures are of */
+} gathered;
 
-    const unsigned e0 = o->bench && E >= 2 ? 1 : 0, ne = E - e0;
-    double *v = malloc(ne * sizeof(*v)), *per = malloc((size_t)world * MT_FIELDS * sizeof(*per));
-    if (!v || !per)
-        mt_die("out of memory");
-    /* per[r][f]: rank r's images/s (MT_IMAGES) and its seconds per epoch in
-     * each part (the rest). */
-    for (int r = 0; r < world; r++) {
-        const mt_epoch *er = all + (size_t)r * E;
-        for (int f = 0; f < MT_FIELDS; f++) {
-            double sum = 0;
-            for (unsigned k = 0; k < ne; k++) {
-                const double *x = er[e0 + k].v;
-                v[k] = f == MT_IMAGES ? (x[MT_WALL] > 0 ? x[MT_IMAGES] / x[MT_WALL] : 0) : x[f];
-                sum += f == MT_IMAGES ? x[MT_IMAGES] : x[f];
-            }
-            if (o->bench)
-                per[r * MT_FIELDS + f] = bu_median(v, ne);
-            else if (f == MT_IMAGES) {
-                double wall = 0;
-                for (unsigned k = 0; k < ne; k++)
-                    wall += er[e0 + k].v[MT_WALL];
-                per[r * MT_FIELDS + f] = wall > 0 ? sum / wall : 0;
-            } else
-                per[r * MT_FIELDS + f] = sum / ne;
-        }
+/* Rank r's figure f over the measured epochs: the median with --bench, else
+ * images over wall time (MT_IMAGES) or the mean seconds. */
+static double rank_figure(const opts *o, const gathered *g, int r, int f, double *v)
+{
+    const mt_epoch *er = g->all + (size_t)r * g->E;
+    double sum = 0, wall = 0;
+    for (unsigned k = 0; k < g->ne; k++) {
+        const double *x = er[g->e0 + k].v;
+        v[k] = f == MT_IMAGES ? (x[MT_WALL] > 0 ? x[MT_IMAGES] / x[MT_WALL] : 0) : x[f];
+        sum += f == MT_IMAGES ? x[MT_IMAGES] : x[f];
+        wall += x[MT_WALL];
     }
-    /* The job: every epoch's images over its slowest rank's time. */
+    if (o->bench)
+        return bu_median(v, g->ne);
+    if (f == MT_IMAGES)
+        return wall > 0 ? sum / wall : 0;
+    return sum / g->ne;
+}
+
+/* The job: every epoch's images over its slowest rank's time. */
+static double job_rate(const opts *o, const gathered *g, double *v)
+{
     double images_all = 0, wall_all = 0;
-    for (unsigned k = 0; k < ne; k++) {
+    for (unsigned k = 0; k < g->ne; k++) {
         double img = 0, slowest = 0;
-        for (int r = 0; r < world; r++) {
-            const double *x = all[(size_t)r * E + e0 + k].v;
+        for (int r = 0; r < g->world; r++) {
+            const double *x = g->all[(size_t)r * g->E + g->e0 + k].v;
             img += x[MT_IMAGES];
             slowest = x[MT_WALL] > slowest ? x[MT_WALL] : slowest;
         }
@@ -571,90 +511,183 @@ static void report(const opts *o, const feeder_dist *d, int workers, int device,
         images_all += img;
         wall_all += slowest;
     }
-    const double total = o->bench ? bu_median(v, ne) : wall_all > 0 ? images_all / wall_all : 0;
-    char what[96];
-    if (o->bench && ne < E)
-        snprintf(what, sizeof(what), "median of epochs %u..%u", e0, E - 1);
-    else if (o->bench)
-        snprintf(what, sizeof(what), "the only epoch");
-    else
-        snprintf(what, sizeof(what), "all %u epochs", E);
+    return o->bench ? bu_median(v, g->ne) : wall_all > 0 ? images_all / wall_all : 0;
+}
 
+static void figures(const opts *o, gathered *g)
+{
+    g->e0 = o->bench && g->E >= 2 ? 1 : 0;
+    g->ne = g->E - g->e0;
+    double *v = malloc(g->ne * sizeof(*v));
+    g->per = malloc((size_t)g->world * MT_FIELDS * sizeof(*g->per));
+    if (!v || !g->per)
+        mt_die("out of memory");
+    for (int r = 0; r < g->world; r++)
+        for (int f = 0; f < MT_FIELDS; f++)
+            g->per[r * MT_FIELDS + f] = rank_figure(o, g, r, f, v);
+    g->total = job_rate(o, g, v);
+    free(v);
+    if (o->bench && g->ne < g->E)
+        snprintf(g->what, sizeof(g->what), "median of epochs %u..%u", g->e0, g->E - 1);
+    else if (o->bench)
+        snprintf(g->what, sizeof(g->what), "the only epoch");
+    else
+        snprintf(g->what, sizeof(g->what), "all %u epochs", g->E);
+}
+
+static void print_table(const gathered *g, int device, const mt_result *res)
+{
     printf(PROG ": report, %s path, %d rank%s, %s; seconds per epoch:\n",
-           device >= 0 ? "GPU" : "CPU", world, world == 1 ? "" : "s", what);
+           device >= 0 ? "GPU" : "CPU", g->world, g->world == 1 ? "" : "s", g->what);
     printf("| rank | device | workers | images/s | epoch s | load wait s | compute s | "
            "allreduce s |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    for (int r = 0; r < world; r++) {
-        const double *x = per + r * MT_FIELDS;
+    for (int r = 0; r < g->world; r++) {
+        const double *x = g->per + r * MT_FIELDS;
         char dev[32];
-        if (allint[2 * r] >= 0)
-            snprintf(dev, sizeof(dev), "GPU %d", allint[2 * r]);
+        if (g->allint[2 * r] >= 0)
+            snprintf(dev, sizeof(dev), "GPU %d", g->allint[2 * r]);
         else
             snprintf(dev, sizeof(dev), "CPU");
         printf("| %d | %s | %d | %.1f | %.3f | %.3f (%.0f%%) | %.3f (%.0f%%) | %.3f (%.0f%%) |\n",
-               r, dev, allint[2 * r + 1], x[MT_IMAGES], x[MT_WALL], x[MT_WAIT],
+               r, dev, g->allint[2 * r + 1], x[MT_IMAGES], x[MT_WALL], x[MT_WAIT],
                x[MT_WALL] > 0 ? 100 * x[MT_WAIT] / x[MT_WALL] : 0, x[MT_COMPUTE],
                x[MT_WALL] > 0 ? 100 * x[MT_COMPUTE] / x[MT_WALL] : 0, x[MT_ALLREDUCE],
                x[MT_WALL] > 0 ? 100 * x[MT_ALLREDUCE] / x[MT_WALL] : 0);
     }
-    printf(PROG ": total %.1f images/s over %d rank%s; gradient averaging: %s\n", total, world,
-           world == 1 ? "" : "s", res->allreduce);
-    if (o->json) {
-        bu_sbuf j = {0};
-        bu_sb_printf(&j, "{\"program\": \"mpi_train\", \"path\": \"%s\", \"allreduce\": ",
-                     device >= 0 ? "gpu" : "cpu");
-        bu_sb_json_str(&j, res->allreduce);
-        bu_sb_printf(&j, ", \"world\": %d, \"bench\": %s, \"epochs\": %u, \"measured\": ", world,
-                     o->bench ? "true" : "false", E);
-        bu_sb_json_str(&j, what);
-        bu_sb_printf(&j, ", \"n\": %llu, \"batch\": %u, \"size\": %u, \"ranks\": [",
-                     (unsigned long long)n, o->batch, o->size);
-        for (int r = 0; r < world; r++) {
-            const double *x = per + r * MT_FIELDS;
-            bu_sb_printf(&j, "%s{\"rank\": %d, \"device\": %d, \"workers\": %d, "
-                         "\"images_per_s\": %.1f, \"epoch_s\": %.4f, \"wait_s\": %.4f, "
-                         "\"compute_s\": %.4f, \"allreduce_s\": %.4f}", r ? ", " : "", r,
-                         allint[2 * r], allint[2 * r + 1], x[MT_IMAGES], x[MT_WALL], x[MT_WAIT],
-                         x[MT_COMPUTE], x[MT_ALLREDUCE]);
-        }
-        bu_sb_printf(&j, "], \"total_images_per_s\": %.1f, \"weights_identical\": %s, "
-                     "\"status\": %d}\n", total, res->weights_differ ? "false" : "true",
-                     res->status);
-        /* One write, so mpirun forwards the line whole. */
-        fwrite(j.p, 1, j.len, stdout);
-        free(j.p);
+    printf(PROG ": total %.1f images/s over %d rank%s; gradient averaging: %s\n", g->total,
+           g->world, g->world == 1 ? "" : "s", res->allreduce);
+}
+
+static void print_json(const opts *o, const gathered *g, int device, const mt_result *res,
+                       uint64_t n)
+{
+    bu_sbuf j = {0};
+    bu_sb_printf(&j, "{\"program\": \"mpi_train\", \"path\": \"%s\", \"allreduce\": ",
+                 device >= 0 ? "gpu" : "cpu");
+    bu_sb_json_str(&j, res->allreduce);
+    bu_sb_printf(&j, ", \"world\": %d, \"bench\": %s, \"epochs\": %u, \"measured\": ",
+                 g->world, o->bench ? "true" : "false", g->E);
+    bu_sb_json_str(&j, g->what);
+    bu_sb_printf(&j, ", \"n\": %llu, \"batch\": %u, \"size\": %u, \"ranks\": [",
+                 (unsigned long long)n, o->batch, o->size);
+    for (int r = 0; r < g->world; r++) {
+        const double *x = g->per + r * MT_FIELDS;
+        bu_sb_printf(&j, "%s{\"rank\": %d, \"device\": %d, \"workers\": %d, "
+                     "\"images_per_s\": %.1f, \"epoch_s\": %.4f, \"wait_s\": %.4f, "
+                     "\"compute_s\": %.4f, \"allreduce_s\": %.4f}", r ? ", " : "", r,
+                     g->allint[2 * r], g->allint[2 * r + 1], x[MT_IMAGES], x[MT_WALL],
+                     x[MT_WAIT], x[MT_COMPUTE], x[MT_ALLREDUCE]);
     }
+    bu_sb_printf(&j, "], \"total_images_per_s\": %.1f, \"weights_identical\": %s, "
+                 "\"status\": %d}\n", g->total, res->weights_differ ? "false" : "true",
+                 res->status);
+    /* One write, so mpirun forwards the line whole. */
+    fwrite(j.p, 1, j.len, stdout);
+    free(j.p);
+}
+
+/* Rank 0 gathers every rank's epochs and prints the table (and the JSON line). */
+static void report(const opts *o, const feeder_dist *d, int workers, int device,
+                   const mt_epoch *ep, const mt_result *res, uint64_t n)
+{
+    gathered g = {.world = d->world_size, .E = o->epochs};
+    const int ints[2] = {device, workers};
+    if (mt_rank == 0) {
+        g.all = malloc((size_t)g.world * g.E * sizeof(*g.all));
+        g.allint = malloc((size_t)g.world * 2 * sizeof(int));
+        if (!g.all || !g.allint)
+            mt_die("out of memory");
+    }
+    MPI_Gather(ep, (int)(g.E * MT_FIELDS), MPI_DOUBLE, g.all, (int)(g.E * MT_FIELDS),
+               MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(ints, 2, MPI_INT, g.allint, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    if (mt_rank != 0)
+        return;
+    figures(o, &g);
+    print_table(&g, device, res);
+    if (o->json)
+        print_json(o, &g, device, res, n);
     fflush(stdout);
-    free(v);
-    free(per);
-    free(all);
-    free(allint);
+    free(g.per);
+    free(g.all);
+    free(g.allint);
+}
+
+/* feeder reads its place from the launcher's environment; it must agree
+ * with what MPI says, or the shards would overlap or leave gaps. */
+static void check_place(feeder_dist *d, int world)
+{
+    char err[512];
+    int rc = feeder_dist_from_env(d, err, sizeof(err));
+    if (rc)
+        mt_die("%s", err);
+    if (d->rank != mt_rank || d->world_size != world)
+        mt_die("feeder_dist_from_env found rank %d of %d (from %s), MPI says %d of %d", d->rank,
+               d->world_size, d->source, mt_rank, world);
+}
+
+/* The rank's loader over its shard, started; *device becomes -1 when feeder
+ * cannot deliver device batches and auto falls back to the CPU path. */
+static feeder_loader *start_loader(const opts *o, feeder_dataset *ds, feeder_sampler *s,
+                                   int workers, int *device, const char **why)
+{
+    feeder_loader *ld;
+    int rc;
+    if ((rc = feeder_loader_create(ds, s, &ld)))
+        mt_die("feeder_loader_create: %s", feeder_strerror(rc));
+    struct {
+        feeder_option opt;
+        int64_t v;
+    } set[] = {
+        {FEEDER_OPT_BATCH_SIZE, o->batch},         {FEEDER_OPT_DROP_LAST, o->drop_last},
+        {FEEDER_OPT_NUM_WORKERS, workers},         {FEEDER_OPT_SEED, (int64_t)o->seed},
+        {FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_TRAIN}, {FEEDER_OPT_HEIGHT, o->size},
+        {FEEDER_OPT_WIDTH, o->size},               {FEEDER_OPT_PERSISTENT_WORKERS, 1},
+        {FEEDER_OPT_TIMEOUT_MS, 300000},
+    };
+    for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
+        if ((rc = feeder_loader_set(ld, set[i].opt, set[i].v)))
+            mt_die("option %s = %lld: %s", feeder_option_name(set[i].opt), (long long)set[i].v,
+                   feeder_loader_errmsg(ld));
+    if (*device >= 0)
+        mt_gpu_configure(ld, *device);
+    if ((rc = feeder_loader_start(ld)))
+        mt_die("feeder_loader_start: %s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
+    if (*device >= 0 && !feeder_loader_gpu_status(ld, why)) {
+        /* feeder could not deliver device batches (it says why); its host
+         * batches suit the CPU path, which auto falls back to. */
+        if (o->device >= 0)
+            mt_die("--device %d: feeder delivers host batches here: %s", o->device,
+                   *why && **why ? *why : "no reason given");
+        *device = -1;
+    }
+    return ld;
+}
+
+/* The paths run different collectives: every rank must take the same. */
+static void agree_on_path(int gpu, const char *why)
+{
+    int all_gpu, any_gpu;
+    MPI_Allreduce(&gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&gpu, &any_gpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (all_gpu != any_gpu)
+        mt_die("some ranks have a GPU and some do not (this one: %s%s%s); pass --device -1 to "
+               "run all on the CPU", gpu ? "GPU" : "none", gpu ? "" : ", ", gpu ? "" : why);
 }
 
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    int world;
+    int world, rc;
     MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     opts o = parse_args(argc, argv);
-
-    /* feeder reads its place from the launcher's environment; it must agree
-     * with what MPI says, or the shards would overlap or leave gaps. */
-    char err[512];
     feeder_dist d = FEEDER_DIST_INIT;
-    int rc = feeder_dist_from_env(&d, err, sizeof(err));
-    if (rc)
-        mt_die("%s", err);
-    if (d.rank != mt_rank || d.world_size != world)
-        mt_die("feeder_dist_from_env found rank %d of %d (from %s), MPI says %d of %d", d.rank,
-            d.world_size, d.source, mt_rank, world);
-
+    check_place(&d, world);
     char dir[4096];
     feeder_dataset *ds = open_data(&o, &d, dir, sizeof(dir));
     uint64_t n = feeder_dataset_size(ds);
     int classes = (int)feeder_dataset_num_classes(ds);
-
     /* This rank's shard: drop_last in the sampler cuts the dataset to a
      * multiple of the world size, and in the batch sampler drops the short
      * batch, so every rank takes the same number of equal steps. */
@@ -665,55 +698,19 @@ int main(int argc, char **argv)
     int workers = o.workers >= 0 ? o.workers : default_workers(&d);
     const char *why = NULL;
     int device = mt_gpu_pick(&o, &d, &why);
-    feeder_loader *ld;
-    if ((rc = feeder_loader_create(ds, s, &ld)))
-        mt_die("feeder_loader_create: %s", feeder_strerror(rc));
-    struct {
-        feeder_option opt;
-        int64_t v;
-    } set[] = {
-        {FEEDER_OPT_BATCH_SIZE, o.batch},         {FEEDER_OPT_DROP_LAST, o.drop_last},
-        {FEEDER_OPT_NUM_WORKERS, workers},        {FEEDER_OPT_SEED, (int64_t)o.seed},
-        {FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_TRAIN}, {FEEDER_OPT_HEIGHT, o.size},
-        {FEEDER_OPT_WIDTH, o.size},               {FEEDER_OPT_PERSISTENT_WORKERS, 1},
-        {FEEDER_OPT_TIMEOUT_MS, 300000},
-    };
-    for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
-        if ((rc = feeder_loader_set(ld, set[i].opt, set[i].v)))
-            mt_die("option %s = %lld: %s", feeder_option_name(set[i].opt), (long long)set[i].v,
-                feeder_loader_errmsg(ld));
-    if (device >= 0)
-        mt_gpu_configure(ld, device);
-    if ((rc = feeder_loader_start(ld)))
-        mt_die("feeder_loader_start: %s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
-    if (device >= 0 && !feeder_loader_gpu_status(ld, &why)) {
-        /* feeder could not deliver device batches (it says why); its host
-         * batches suit the CPU path, which auto falls back to. */
-        if (o.device >= 0)
-            mt_die("--device %d: feeder delivers host batches here: %s", o.device,
-                why && *why ? why : "no reason given");
-        device = -1;
-    }
-    /* The paths run different collectives: every rank must take the same. */
-    int gpu = device >= 0, all_gpu, any_gpu;
-    MPI_Allreduce(&gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&gpu, &any_gpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (all_gpu != any_gpu)
-        mt_die("some ranks have a GPU and some do not (this one: %s%s%s); pass --device -1 to "
-            "run all on the CPU", gpu ? "GPU" : "none", gpu ? "" : ", ", gpu ? "" : why);
-
+    feeder_loader *ld = start_loader(&o, ds, s, workers, &device, &why);
+    int gpu = device >= 0;
+    agree_on_path(gpu, why);
     uint64_t per = feeder_sampler_len(s, 0);
     printf("rank %d of %d (local %d of %d, from %s): %llu of %llu samples, %llu batches of %u, "
-           "num_workers %d, ",
-           d.rank, d.world_size, d.local_rank, d.local_size, d.source, (unsigned long long)per,
-           (unsigned long long)n,
+           "num_workers %d, ", d.rank, d.world_size, d.local_rank, d.local_size, d.source,
+           (unsigned long long)per, (unsigned long long)n,
            (unsigned long long)feeder_batch_count(per, o.batch, o.drop_last), o.batch, workers);
     if (gpu)
         printf("GPU %d\n", device);
     else
         printf("CPU (%s)\n", why ? why : "");
     fflush(stdout);
-
     mt_epoch *ep = calloc(o.epochs, sizeof(*ep));
     mt_result res;
     memset(&res, 0, sizeof(res));
@@ -723,7 +720,6 @@ int main(int argc, char **argv)
         mt_gpu_train(&o, &d, ld, device, classes, ep, &res);
     else
         cpu_train(&o, ld, classes, ep, &res);
-
     printf(PROG ": summary rank=%d world=%d n=%llu epochs=%u batches=%llu samples=%llu "
            "index_sum=0x%016llx weights=0x%016llx\n",
            mt_rank, world, (unsigned long long)n, o.epochs, (unsigned long long)res.batches,
@@ -734,7 +730,6 @@ int main(int argc, char **argv)
     if (mt_rank == 0)
         printf(PROG ": final weights %s on all %d ranks\n",
                res.weights_differ ? "DIFFER" : "identical", world);
-
     free(ep);
     feeder_loader_destroy(ld);
     feeder_sampler_destroy(s);

@@ -265,141 +265,183 @@ static void averager_free(averager *a)
 
 /* ------------------------------------------------------------------------ */
 
-void mt_gpu_train(const mt_opts *o, const feeder_dist *d, feeder_loader *ld, int device,
-                  int classes, mt_epoch *ep, mt_result *res)
-{
-    const int S = (int)o->size, pool = S / MT_GRID, F = 3 * MT_GRID * MT_GRID, K = classes;
-    const size_t nw = (size_t)K * F;
+/* What the GPU path's steps share. */
+typedef struct gpu_train {
+    const mt_opts *o;
+    feeder_loader *ld;
+    int device, S, pool, F, K;
+    size_t nw;              /* weights: K x F */
+    float lr;
     cudaStream_t stream;
-    CK(cudaSetDevice(device));
-    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     tm_model m;
-    CK(tm_model_init(&m, F, K, o->batch, o->seed, stream));
     averager ar;
-    averager_init(&ar, o->allreduce, d, device, m.grad, nw + K);
-    snprintf(res->allreduce, sizeof(res->allreduce), "%s", ar.name);
-    if (mt_rank == 0) {
-        printf(MT_PROG ": gradient averaging: %s, %zu floats per step\n", ar.name, nw + K);
-        fflush(stdout);
-    }
     tk_totals *host_totals; /* pinned: the per-epoch read-back is a true async copy */
-    CK(cudaMallocHost((void **)&host_totals, sizeof(*host_totals)));
-    /* The gradient is the mean over each rank's batch; the ranks' batches
-     * are the same size at every step (the distributed sampler gives every
-     * rank the same samples count), so the mean over the job is the sum over
-     * the ranks divided by the world size. */
-    const float lr = (float)(o->lr / d->world_size);
-    double first_loss = NAN, last_loss = NAN;
+} gpu_train;
 
-    for (unsigned e = 0; e < o->epochs; e++) {
-        double t0 = mt_now_s(), wait = 0, compute = 0, allr = 0;
-        uint64_t mine = 0, steps = 0;
-        feeder_batch *b;
-        int rc;
-        for (;;) {
-            double tw = mt_now_s();
-            rc = feeder_next(ld, &b);
-            double tc = mt_now_s();
-            wait += tc - tw;
-            if (rc != 0)
-                break;
-            if (!b->device_data || b->dtype != FEEDER_DTYPE_FLOAT32 || b->device != device ||
-                b->channels != 3 || b->height != o->size || b->width != o->size ||
-                b->layout != FEEDER_LAYOUT_NCHW || b->count == 0 || b->count > o->batch ||
-                b->device_bytes != (size_t)b->count * 3 * S * S * sizeof(float))
-                mt_die("batch %llu is not what was asked for: device_data %p, dtype %d, device "
-                       "%d, %u x %u x %u x %u, layout %d, %zu bytes",
-                       (unsigned long long)b->number, b->device_data, b->dtype, b->device,
-                       b->count, b->height, b->width, b->channels, b->layout, b->device_bytes);
-            for (uint32_t i = 0; i < b->count; i++)
-                res->index_sum += mt_mix64(b->indices[i]);
-            const int n = (int)b->count;
-            const int check = o->check && mt_rank == 0 && e == 0 && steps == 0;
-            tm_check chk;
-            /* The stream waits for the batch's copy; the host does not. */
-            CK(feeder_batch_wait(b, stream));
-            CK(tm_forward(&m, (const float *)b->device_data, b->device_labels, n, S, S, 1, pool,
-                          stream));
-            if (check)
-                CK(tm_check_begin(&chk, &m, b, stream));
-            /* Nothing after this reads the batch: feeder refills its buffer
-             * once the stream has passed this point. */
-            FK(ld, feeder_batch_release(b, stream));
-            CK(tm_backward(&m, n, stream));
-            if (check) {
-                char report[512];
-                CK(tm_check_end(&chk, &m, stream));
-                int bad = tm_check_compare(&chk, &m, S, S, 1, pool, report, sizeof(report));
-                printf("%s\n", report);
-                fflush(stdout);
-                if (bad)
-                    mt_die("%s", bad == -1 ? "the GPU's first step differs from the CPU's"
-                                           : report);
-                CK(tm_check_free(&chk));
-            }
-            CK(cudaStreamSynchronize(stream));
-            double ta = mt_now_s();
-            averager_run(&ar, stream);
-            double tb = mt_now_s();
-            CK(tk_sgd(m.W, m.vW, m.gW, nw, lr, 0, stream));
-            CK(tk_sgd(m.b, m.vb, m.gb, (size_t)K, lr, 0, stream));
-            compute += (ta - tc) + (mt_now_s() - tb);
-            allr += tb - ta;
-            mine += (uint64_t)n;
-            steps++;
-        }
-        if (rc != FEEDER_DONE)
-            mt_die("epoch %u: %s: %s", e, feeder_strerror(rc), feeder_loader_errmsg(ld));
-        /* The epoch's totals, read only after the stream has finished. */
-        CK(cudaMemcpyAsync(host_totals, m.totals, sizeof(*host_totals), cudaMemcpyDeviceToHost,
-                           stream));
-        CK(cudaStreamSynchronize(stream));
-        double dt = mt_now_s() - t0;
-        const tk_totals t = *host_totals;
-        CK(cudaMemsetAsync(m.totals, 0, sizeof(tk_totals), stream));
-        if (t.bad_labels)
-            mt_die("epoch %u: %llu labels outside [0, %d)", e, (unsigned long long)t.bad_labels,
-                   K);
-        if (t.samples != mine)
-            mt_die("epoch %u: the GPU counted %llu samples, feeder delivered %llu", e,
-                   (unsigned long long)t.samples, (unsigned long long)mine);
-        ep[e] = (mt_epoch){{dt, wait, compute, allr, (double)mine}};
-        res->batches += steps;
-        res->samples += mine;
-        /* The job's loss and hits, on every rank, so all agree on the exit
-         * status. */
-        double job[3] = {t.loss_sum, (double)t.correct, (double)t.samples};
-        MPI_Allreduce(MPI_IN_PLACE, job, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        mt_epoch_line(e, job[0], (uint64_t)job[2], (uint64_t)job[1], dt, mine);
-        const double loss = job[2] > 0 ? job[0] / job[2] : NAN;
-        if (!isfinite(loss))
-            mt_die("epoch %u: the loss is %g; try a smaller --lr", e, loss);
-        if (e == 0)
-            first_loss = loss;
-        last_loss = loss;
+static void check_batch(const gpu_train *g, const feeder_batch *b)
+{
+    const mt_opts *o = g->o;
+    if (!b->device_data || b->dtype != FEEDER_DTYPE_FLOAT32 || b->device != g->device ||
+        b->channels != 3 || b->height != o->size || b->width != o->size ||
+        b->layout != FEEDER_LAYOUT_NCHW || b->count == 0 || b->count > o->batch ||
+        b->device_bytes != (size_t)b->count * 3 * g->S * g->S * sizeof(float))
+        mt_die("batch %llu is not what was asked for: device_data %p, dtype %d, device "
+               "%d, %u x %u x %u x %u, layout %d, %zu bytes",
+               (unsigned long long)b->number, b->device_data, b->dtype, b->device,
+               b->count, b->height, b->width, b->channels, b->layout, b->device_bytes);
+}
+
+/* The first step's comparison with the CPU, after its backward pass. */
+static void check_first_step(gpu_train *g, tm_check *chk)
+{
+    char report[512];
+    CK(tm_check_end(chk, &g->m, g->stream));
+    int bad = tm_check_compare(chk, &g->m, g->S, g->S, 1, g->pool, report, sizeof(report));
+    printf("%s\n", report);
+    fflush(stdout);
+    if (bad)
+        mt_die("%s", bad == -1 ? "the GPU's first step differs from the CPU's" : report);
+    CK(tm_check_free(chk));
+}
+
+/* One step on batch b; adds its compute and averaging seconds to t[0], t[1]
+ * (tc: when feeder_next returned). */
+static void step(gpu_train *g, feeder_batch *b, int check, double tc, double *t)
+{
+    const int n = (int)b->count;
+    tm_check chk;
+    /* The stream waits for the batch's copy; the host does not. */
+    CK(feeder_batch_wait(b, g->stream));
+    CK(tm_forward(&g->m, (const float *)b->device_data, b->device_labels, n, g->S, g->S, 1,
+                  g->pool, g->stream));
+    if (check)
+        CK(tm_check_begin(&chk, &g->m, b, g->stream));
+    /* Nothing after this reads the batch: feeder refills its buffer once the
+     * stream has passed this point. */
+    FK(g->ld, feeder_batch_release(b, g->stream));
+    CK(tm_backward(&g->m, n, g->stream));
+    if (check)
+        check_first_step(g, &chk);
+    CK(cudaStreamSynchronize(g->stream));
+    double ta = mt_now_s();
+    averager_run(&g->ar, g->stream);
+    double tb = mt_now_s();
+    CK(tk_sgd(g->m.W, g->m.vW, g->m.gW, g->nw, g->lr, 0, g->stream));
+    CK(tk_sgd(g->m.b, g->m.vb, g->m.gb, (size_t)g->K, g->lr, 0, g->stream));
+    t[0] += (ta - tc) + (mt_now_s() - tb);
+    t[1] += tb - ta;
+}
+
+/* The epoch's totals, read only after the stream has finished; checked
+ * against what feeder delivered. */
+static tk_totals epoch_totals(gpu_train *g, unsigned e, uint64_t mine)
+{
+    CK(cudaMemcpyAsync(g->host_totals, g->m.totals, sizeof(*g->host_totals),
+                       cudaMemcpyDeviceToHost, g->stream));
+    CK(cudaStreamSynchronize(g->stream));
+    const tk_totals t = *g->host_totals;
+    CK(cudaMemsetAsync(g->m.totals, 0, sizeof(tk_totals), g->stream));
+    if (t.bad_labels)
+        mt_die("epoch %u: %llu labels outside [0, %d)", e, (unsigned long long)t.bad_labels,
+               g->K);
+    if (t.samples != mine)
+        mt_die("epoch %u: the GPU counted %llu samples, feeder delivered %llu", e,
+               (unsigned long long)t.samples, (unsigned long long)mine);
+    return t;
+}
+
+/* Epoch e; the job's mean loss. */
+static double epoch(gpu_train *g, unsigned e, mt_epoch *ep, mt_result *res)
+{
+    double t0 = mt_now_s(), wait = 0, t[2] = {0, 0};
+    uint64_t mine = 0, steps = 0;
+    feeder_batch *b;
+    int rc;
+    for (;;) {
+        double tw = mt_now_s();
+        rc = feeder_next(g->ld, &b);
+        double tc = mt_now_s();
+        wait += tc - tw;
+        if (rc != 0)
+            break;
+        check_batch(g, b);
+        for (uint32_t i = 0; i < b->count; i++)
+            res->index_sum += mt_mix64(b->indices[i]);
+        mine += b->count;
+        step(g, b, g->o->check && mt_rank == 0 && e == 0 && steps == 0, tc, t);
+        steps++;
     }
+    if (rc != FEEDER_DONE)
+        mt_die("epoch %u: %s: %s", e, feeder_strerror(rc), feeder_loader_errmsg(g->ld));
+    const tk_totals tt = epoch_totals(g, e, mine);
+    double dt = mt_now_s() - t0;
+    ep[e] = (mt_epoch){{dt, wait, t[0], t[1], (double)mine}};
+    res->batches += steps;
+    res->samples += mine;
+    /* The job's loss and hits, on every rank, so all agree on the exit status. */
+    double job[3] = {tt.loss_sum, (double)tt.correct, (double)tt.samples};
+    MPI_Allreduce(MPI_IN_PLACE, job, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    mt_epoch_line(e, job[0], (uint64_t)job[2], (uint64_t)job[1], dt, mine);
+    const double loss = job[2] > 0 ? job[0] / job[2] : NAN;
+    if (!isfinite(loss))
+        mt_die("epoch %u: the loss is %g; try a smaller --lr", e, loss);
+    return loss;
+}
 
-    /* Identical weights: a hash of this rank's, compared over the job. */
+/* Identical weights: a hash of this rank's, compared over the job. */
+static void compare_weights(gpu_train *g, mt_result *res)
+{
+    const size_t nw = g->nw, K = (size_t)g->K;
     float *hw = malloc((nw + K) * sizeof(float));
     if (!hw)
         mt_die("out of memory");
-    CK(cudaMemcpyAsync(hw, m.W, nw * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    CK(cudaMemcpyAsync(hw + nw, m.b, K * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    CK(cudaStreamSynchronize(stream));
+    CK(cudaMemcpyAsync(hw, g->m.W, nw * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
+    CK(cudaMemcpyAsync(hw + nw, g->m.b, K * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
+    CK(cudaStreamSynchronize(g->stream));
     uint64_t h = bu_hash64(0, hw, (nw + K) * sizeof(float)), hmax, hmin;
     free(hw);
     MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
     res->weights_hash = h;
     res->weights_differ = hmax != hmin;
+}
+
+void mt_gpu_train(const mt_opts *o, const feeder_dist *d, feeder_loader *ld, int device,
+                  int classes, mt_epoch *ep, mt_result *res)
+{
+    gpu_train g = {.o = o, .ld = ld, .device = device, .S = (int)o->size,
+                   .pool = (int)o->size / MT_GRID, .F = 3 * MT_GRID * MT_GRID, .K = classes};
+    g.nw = (size_t)g.K * g.F;
+    /* The gradient is the mean over each rank's batch; the ranks' batches
+     * are the same size at every step (the distributed sampler gives every
+     * rank the same samples count), so the mean over the job is the sum over
+     * the ranks divided by the world size. */
+    g.lr = (float)(o->lr / d->world_size);
+    CK(cudaSetDevice(device));
+    CK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+    CK(tm_model_init(&g.m, g.F, g.K, o->batch, o->seed, g.stream));
+    averager_init(&g.ar, o->allreduce, d, device, g.m.grad, g.nw + g.K);
+    snprintf(res->allreduce, sizeof(res->allreduce), "%s", g.ar.name);
+    if (mt_rank == 0) {
+        printf(MT_PROG ": gradient averaging: %s, %zu floats per step\n", g.ar.name,
+               g.nw + g.K);
+        fflush(stdout);
+    }
+    CK(cudaMallocHost((void **)&g.host_totals, sizeof(*g.host_totals)));
+    double first_loss = NAN, last_loss = NAN;
+    for (unsigned e = 0; e < o->epochs; e++) {
+        last_loss = epoch(&g, e, ep, res);
+        if (e == 0)
+            first_loss = last_loss;
+    }
+    compare_weights(&g, res);
     if (!o->bench && o->epochs >= 2 && mt_rank == 0)
         printf(MT_PROG ": loss %.4f -> %.4f over %u epochs%s\n", first_loss, last_loss,
                o->epochs, last_loss < first_loss ? "" : ": it did not fall (exit 3)");
     if (!o->bench && o->epochs >= 2 && !(last_loss < first_loss))
         res->status = 3;
-
-    averager_free(&ar);
-    CK(cudaFreeHost(host_totals));
-    CK(tm_model_free(&m));
-    CK(cudaStreamDestroy(stream));
+    averager_free(&g.ar);
+    CK(cudaFreeHost(g.host_totals));
+    CK(tm_model_free(&g.m));
+    CK(cudaStreamDestroy(g.stream));
 }

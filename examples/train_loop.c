@@ -43,10 +43,7 @@
  * loss did not fall from the first epoch to the last; 77 no CUDA device, or
  * feeder delivers host batches here (it says why).
  */
-#include <errno.h>
-#include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +53,7 @@
 #include <feeder_cuda.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "train_model.h"
 
 #ifndef FEEDER_BENCH_PHOTOS
@@ -66,9 +64,8 @@
 #define DEFAULT_IMAGES 2000
 #define SIDE 224
 
-#define die(...) bu_die(PROG, __VA_ARGS__)
-
-#define die_usage(...) bu_die_usage(PROG, __VA_ARGS__)
+#define die(...) cli_die(PROG, __VA_ARGS__)
+#define die_usage(...) cli_die_usage(PROG, __VA_ARGS__)
 
 /* Every CUDA call and kernel launch goes through this. */
 #define CK(call) ck((call), #call, __FILE__, __LINE__)
@@ -108,64 +105,11 @@ typedef struct opts {
     int check;
 } opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: " PROG " [options]\n"
-            "  --data DIR        image folder, one sub-folder per class (default: make or\n"
-            "                    reuse 2,000 JPEGs in $FEEDER_DATA or\n"
-            "                    ~/.cache/feeder/default-2000)\n"
-            "  --epochs N        epochs (5)\n"
-            "  --batch N         samples per batch (64)\n"
-            "  --workers N       feeder worker processes (4)\n"
-            "  --lr X            learning rate (5e-4)\n"
-            "  --momentum X      SGD momentum, 0 = plain SGD (0.9)\n"
-            "  --device N        CUDA device (0)\n"
-            "  --pool N          average-pool N x N squares of the 224x224 image (4: 56x56x3\n"
-            "                    features); N divides 224\n"
-            "  --layout nchw|nhwc  layout feeder delivers (nchw); the model is the same\n"
-            "  --seed N          seed of the order and of the initial weights (0)\n"
-            "  --no-check        skip comparing the first step with a CPU computation\n"
-            "  -h, --help        this text\n"
-            "Exit status: 0 done and the loss fell, 1 error, 2 bad arguments, 3 the loss did\n"
-            "not fall, 77 no CUDA device or feeder delivers host batches here.\n");
-}
-
-#define parse_uint(opt, s, min, max) bu_parse_uint(PROG, opt, s, min, max)
-
-/* A finite number in [min, max) (max_incl: [min, max]). */
-static double parse_real(const char *opt, const char *s, double min, double max, int max_incl)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < min || v > max ||
-        (!max_incl && v == max))
-        die_usage("%s '%s': expected a number in [%g, %g%s", opt, s, min, max,
-                  max_incl ? "]" : ")");
-    return v;
-}
-
-enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_WORKERS, OPT_LR, OPT_MOMENTUM, OPT_DEVICE,
-       OPT_POOL, OPT_LAYOUT, OPT_SEED, OPT_NO_CHECK };
+static const char *const layout_names[] = {"nchw", "nhwc", NULL};
+static const int layout_values[] = {FEEDER_LAYOUT_NCHW, FEEDER_LAYOUT_NHWC};
 
 static void parse_args(opts *o, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"data", required_argument, 0, OPT_DATA},
-        {"epochs", required_argument, 0, OPT_EPOCHS},
-        {"batch", required_argument, 0, OPT_BATCH},
-        {"workers", required_argument, 0, OPT_WORKERS},
-        {"lr", required_argument, 0, OPT_LR},
-        {"momentum", required_argument, 0, OPT_MOMENTUM},
-        {"device", required_argument, 0, OPT_DEVICE},
-        {"pool", required_argument, 0, OPT_POOL},
-        {"layout", required_argument, 0, OPT_LAYOUT},
-        {"seed", required_argument, 0, OPT_SEED},
-        {"no-check", no_argument, 0, OPT_NO_CHECK},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
     memset(o, 0, sizeof(*o));
     o->epochs = 5;
     o->batch = 64;
@@ -175,67 +119,38 @@ static void parse_args(opts *o, int argc, char **argv)
     o->pool = 4;
     o->layout = FEEDER_LAYOUT_NCHW;
     o->check = 1;
-
-    opterr = 0;
-    int c, li = -1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, &li)) != -1) {
-        if (optarg && strncmp(optarg, "--", 2) == 0 && c != '?' && c != ':' && li >= 0)
-            die_usage("--%s needs a value, got the option '%s'", longopts[li].name, optarg);
-        li = -1;
-        switch (c) {
-        case OPT_DATA:
-            o->data = optarg;
-            break;
-        case OPT_EPOCHS:
-            o->epochs = (unsigned)parse_uint("--epochs", optarg, 1, 100000);
-            break;
-        case OPT_BATCH:
-            o->batch = (uint32_t)parse_uint("--batch", optarg, 1, 65536);
-            break;
-        case OPT_WORKERS:
-            o->workers = (int)parse_uint("--workers", optarg, 0, 1024);
-            break;
-        case OPT_LR:
-            o->lr = parse_real("--lr", optarg, 0, 100, 1);
-            if (o->lr == 0)
-                die_usage("--lr 0: nothing would be learnt");
-            break;
-        case OPT_MOMENTUM:
-            o->momentum = parse_real("--momentum", optarg, 0, 1, 0);
-            break;
-        case OPT_DEVICE:
-            o->device = (int)parse_uint("--device", optarg, 0, 1023);
-            break;
-        case OPT_POOL:
-            o->pool = (int)parse_uint("--pool", optarg, 1, SIDE);
-            if (SIDE % o->pool)
-                die_usage("--pool %d does not divide the image side %d", o->pool, SIDE);
-            break;
-        case OPT_LAYOUT:
-            if (strcmp(optarg, "nchw") == 0)
-                o->layout = FEEDER_LAYOUT_NCHW;
-            else if (strcmp(optarg, "nhwc") == 0)
-                o->layout = FEEDER_LAYOUT_NHWC;
-            else
-                die_usage("--layout '%s': expected nchw or nhwc", optarg);
-            break;
-        case OPT_SEED:
-            o->seed = parse_uint("--seed", optarg, 0, UINT64_MAX);
-            break;
-        case OPT_NO_CHECK:
-            o->check = 0;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        case ':':
-            die_usage("%s needs a value", argv[optind - 1]);
-        default:
-            die_usage("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        die_usage("unexpected argument '%s' (options start with --)", argv[optind]);
+    cli_opt t[] = {
+        CLI_STRING("data", "DIR", o->data,
+                   "image folder, one sub-folder per class (default: make or\n"
+                   "reuse 2,000 JPEGs in $FEEDER_DATA or\n~/.cache/feeder/default-2000)"),
+        CLI_UINT("epochs", "N", o->epochs, 1, 100000, "epochs (5)"),
+        CLI_UINT("batch", "N", o->batch, 1, 65536, "samples per batch (64)"),
+        CLI_UINT("workers", "N", o->workers, 0, 1024, "feeder worker processes (4)"),
+        CLI_DOUBLE("lr", "X", o->lr, 0, 100, "learning rate (5e-4)"),
+        CLI_DOUBLE("momentum", "X", o->momentum, 0, 1, "SGD momentum, 0 = plain SGD (0.9)"),
+        CLI_UINT("device", "N", o->device, 0, 1023, "CUDA device (0)"),
+        CLI_UINT("pool", "N", o->pool, 1, SIDE,
+                 "average-pool N x N squares of the 224x224 image (4: 56x56x3\n"
+                 "features); N divides 224"),
+        CLI_ENUMV("layout", o->layout, layout_names, layout_values,
+                  "layout feeder delivers (nchw); the model is the same"),
+        CLI_UINT("seed", "N", o->seed, 0, UINT64_MAX,
+                 "seed of the order and of the initial weights (0)"),
+        CLI_FLAGV("no-check", o->check, 0,
+                  "skip comparing the first step with a CPU computation"),
+        CLI_END,
+    };
+    cli_spec spec = {.prog = PROG, .opts = t,
+                     .epilog = "Exit status: 0 done and the loss fell, 1 error, 2 bad arguments, "
+                               "3 the loss did\nnot fall, 77 no CUDA device or feeder delivers "
+                               "host batches here.\n"};
+    cli_parse(&spec, argc, argv);
+    if (o->lr == 0)
+        die_usage("--lr 0: nothing would be learnt");
+    if (o->momentum >= 1)
+        die_usage("--momentum '%g': expected a number in [0, 1)", o->momentum);
+    if (SIDE % o->pool)
+        die_usage("--pool %d does not divide the image side %d", o->pool, SIDE);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -258,11 +173,20 @@ static feeder_dataset *open_data(const opts *o, char *dir, size_t dirlen)
     return ds;
 }
 
-int main(int argc, char **argv)
-{
-    opts o;
-    parse_args(&o, argc, argv);
+/* What the training steps share. */
+typedef struct train {
+    const opts *o;
+    feeder_loader *ld;
+    cudaStream_t stream;
+    tm_model m;
+    tk_totals *host_totals; /* pinned, so the read-back is a true async copy */
+    tm_check chk;
+    int F, K;
+} train;
 
+/* The device, or exit 77 (skipped) when there is none. */
+static int open_device(const opts *o, struct cudaDeviceProp *prop, cudaStream_t *stream)
+{
     int ndev = 0;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess || ndev == 0) {
@@ -271,163 +195,199 @@ int main(int argc, char **argv)
                 ce != cudaSuccess ? cudaGetErrorString(ce) : "cudaGetDeviceCount found none");
         return 77;
     }
-    if (o.device >= ndev)
-        die_usage("--device %d: this machine has %d CUDA device%s (0..%d)", o.device, ndev,
+    if (o->device >= ndev)
+        die_usage("--device %d: this machine has %d CUDA device%s (0..%d)", o->device, ndev,
                   ndev == 1 ? "" : "s", ndev - 1);
-    CK(cudaSetDevice(o.device));
-    struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, o.device));
-    cudaStream_t stream;
-    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CK(cudaSetDevice(o->device));
+    CK(cudaGetDeviceProperties(prop, o->device));
+    CK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
+    return 0;
+}
 
+/* A started loader of float32 device batches. */
+static feeder_loader *start_loader(const opts *o, feeder_dataset *ds)
+{
+    feeder_loader *ld;
+    FK(NULL, feeder_loader_create(ds, NULL, &ld));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, o->batch));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, o->workers));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, o->workers > 0));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_SEED, (int64_t)o->seed));
+    /* Fixed crops: see the head of this file. */
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_EVAL));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_HEIGHT, SIDE));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_WIDTH, SIDE));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_LAYOUT, o->layout));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 120000));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_DEVICE, o->device));
+    FK(ld, feeder_loader_set(ld, FEEDER_OPT_DTYPE, FEEDER_DTYPE_FLOAT32));
+    FK(ld, feeder_loader_start(ld));
+    return ld;
+}
+
+static void check_batch(const opts *o, const feeder_batch *b)
+{
+    if (!b->device_data || b->dtype != FEEDER_DTYPE_FLOAT32 || b->device != o->device ||
+        b->channels != 3 || b->height != SIDE || b->width != SIDE || b->layout != o->layout ||
+        b->count == 0 || b->count > o->batch ||
+        b->device_bytes != (size_t)b->count * 3 * SIDE * SIDE * sizeof(float))
+        die("batch %llu is not what was asked for: device_data %p, dtype %d, device "
+            "%d, %u x %u x %u x %u, layout %d, %zu bytes", (unsigned long long)b->number,
+            b->device_data, b->dtype, b->device, b->count, b->height, b->width, b->channels,
+            b->layout, b->device_bytes);
+}
+
+/* The first step's comparison with the CPU, after its backward pass. */
+static void check_first_step(train *t)
+{
+    const opts *o = t->o;
+    char report[512];
+    CK(tm_check_end(&t->chk, &t->m, t->stream));
+    int bad = tm_check_compare(&t->chk, &t->m, SIDE, SIDE, o->layout == FEEDER_LAYOUT_NCHW,
+                               o->pool, report, sizeof(report));
+    printf("%s\n", report);
+    if (bad == -2)
+        die("%s", report);
+    if (bad)
+        die("the GPU's first step differs from the CPU's (see above)");
+    CK(tm_check_free(&t->chk));
+}
+
+/* One step on batch b: forward, release, backward, update. */
+static void step(train *t, feeder_batch *b, int first)
+{
+    const opts *o = t->o;
+    check_batch(o, b);
+    const int n = (int)b->count;
+    /* The stream waits for the batch's copy; the host does not. */
+    CK(feeder_batch_wait(b, t->stream));
+    CK(tm_forward(&t->m, (const float *)b->device_data, b->device_labels, n, SIDE, SIDE,
+                  o->layout == FEEDER_LAYOUT_NCHW, o->pool, t->stream));
+    if (first)
+        CK(tm_check_begin(&t->chk, &t->m, b, t->stream));
+    /* Nothing after this reads the batch: hand its buffers back now, so
+     * feeder can copy the next batch into them while the rest of the step
+     * runs. feeder reuses them only after `stream` passes this point. */
+    FK(t->ld, feeder_batch_release(b, t->stream));
+    CK(tm_backward(&t->m, n, t->stream));
+    if (first)
+        check_first_step(t);
+    CK(tk_sgd(t->m.W, t->m.vW, t->m.gW, (size_t)t->K * t->F, (float)o->lr, (float)o->momentum,
+              t->stream));
+    CK(tk_sgd(t->m.b, t->m.vb, t->m.gb, (size_t)t->K, (float)o->lr, (float)o->momentum,
+              t->stream));
+}
+
+/* Epoch e; its mean loss. */
+static double epoch(train *t, unsigned e)
+{
+    const opts *o = t->o;
+    feeder_stats s0, s1;
+    FK(t->ld, feeder_loader_stats(t->ld, &s0));
+    const uint64_t t0 = bu_now_ns();
+    uint64_t images = 0, steps = 0;
+    feeder_batch *b;
+    int rc;
+    while ((rc = feeder_next(t->ld, &b)) == 0) {
+        images += b->count;
+        step(t, b, e == 0 && steps == 0 && o->check);
+        steps++;
+    }
+    if (rc != FEEDER_DONE)
+        FK(t->ld, rc);
+    /* The epoch's totals: copied into pinned memory and read only after the
+     * stream has finished, never before. */
+    CK(cudaMemcpyAsync(t->host_totals, t->m.totals, sizeof(*t->host_totals),
+                       cudaMemcpyDeviceToHost, t->stream));
+    CK(cudaStreamSynchronize(t->stream));
+    const uint64_t ns = bu_now_ns() - t0;
+    const tk_totals tt = *t->host_totals;
+    CK(cudaMemsetAsync(t->m.totals, 0, sizeof(tk_totals), t->stream));
+    FK(t->ld, feeder_loader_stats(t->ld, &s1));
+    if (tt.bad_labels)
+        die("epoch %u: %llu labels outside [0, %d)", e + 1, (unsigned long long)tt.bad_labels,
+            t->K);
+    if (tt.samples != images)
+        die("epoch %u: the GPU counted %llu samples, feeder delivered %llu", e + 1,
+            (unsigned long long)tt.samples, (unsigned long long)images);
+    const double loss = tt.samples ? tt.loss_sum / tt.samples : NAN;
+    printf("epoch %u/%u  loss %.4f  accuracy %5.1f%%  %llu images in %llu steps  %.2f s  "
+           "%.0f images/s  loader wait %.1f ms\n", e + 1, o->epochs, loss,
+           tt.samples ? 100.0 * tt.correct / tt.samples : 0.0, (unsigned long long)images,
+           (unsigned long long)steps, ns / 1e9, ns ? images * 1e9 / ns : 0.0,
+           (s1.wait_ns - s0.wait_ns) / 1e6);
+    fflush(stdout);
+    if (!isfinite(loss))
+        die("epoch %u: the loss is %g; try a smaller --lr", e + 1, loss);
+    return loss;
+}
+
+/* The loader's totals and whether the loss fell: the exit status. */
+static int finish(const train *t, double first_loss, double last_loss)
+{
+    feeder_stats st;
+    FK(t->ld, feeder_loader_stats(t->ld, &st));
+    printf(PROG ": feeder delivered %llu batches on the GPU, %.1f MB host to device in %.1f ms "
+           "of copies; %.1f MB pinned or registered, %.1f MB of device buffers\n",
+           (unsigned long long)st.gpu_batches, st.h2d_bytes / 1e6, st.h2d_ns / 1e6,
+           st.pinned_bytes / 1e6, st.device_bytes / 1e6);
+    if (t->o->epochs < 2)
+        return 0;
+    printf(PROG ": loss %.4f -> %.4f over %u epochs\n", first_loss, last_loss, t->o->epochs);
+    if (last_loss < first_loss)
+        return 0;
+    fprintf(stderr, PROG ": the loss did not fall (exit 3)\n");
+    return 3;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    parse_args(&o, argc, argv);
+    struct cudaDeviceProp prop;
+    train t = {.o = &o};
+    if (open_device(&o, &prop, &t.stream))
+        return 77;
     char dir[4096];
     feeder_dataset *ds = open_data(&o, dir, sizeof(dir));
     const uint64_t nclasses = feeder_dataset_num_classes(ds);
     if (nclasses < 2 || nclasses > 1024)
         die("%s: %llu classes; this example handles 2 to 1024", dir,
             (unsigned long long)nclasses);
-
-    feeder_loader *ld;
-    FK(NULL, feeder_loader_create(ds, NULL, &ld));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, o.batch));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, o.workers));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, o.workers > 0));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_SEED, (int64_t)o.seed));
-    /* Fixed crops: see the head of this file. */
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_EVAL));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_HEIGHT, SIDE));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_WIDTH, SIDE));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_LAYOUT, o.layout));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 120000));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_DEVICE, o.device));
-    FK(ld, feeder_loader_set(ld, FEEDER_OPT_DTYPE, FEEDER_DTYPE_FLOAT32));
-    FK(ld, feeder_loader_start(ld));
-
+    t.ld = start_loader(&o, ds);
     const char *why = NULL;
-    if (!feeder_loader_gpu_status(ld, &why)) {
+    if (!feeder_loader_gpu_status(t.ld, &why)) {
         fprintf(stderr, PROG ": feeder delivers host batches here (%s); this example needs "
                 "device batches (exit 77: skipped)\n", why && *why ? why : "no reason given");
-        feeder_loader_destroy(ld);
+        feeder_loader_destroy(t.ld);
         feeder_dataset_destroy(ds);
         return 77;
     }
     const int pooled = SIDE / o.pool;
-    const int F = 3 * pooled * pooled, K = (int)nclasses;
+    t.F = 3 * pooled * pooled;
+    t.K = (int)nclasses;
     printf(PROG ": %s: %llu images, %d classes; GPU %d %s; feeder: %s\n", dir,
-           (unsigned long long)feeder_dataset_size(ds), K, o.device, prop.name,
+           (unsigned long long)feeder_dataset_size(ds), t.K, o.device, prop.name,
            why && *why ? why : "device batches");
     printf(PROG ": batch %u, %d workers, %s float32 %dx%dx3 pooled %dx%d to %d features, "
            "lr %g, momentum %g, seed %llu\n", o.batch, o.workers,
-           o.layout == FEEDER_LAYOUT_NCHW ? "NCHW" : "NHWC", SIDE, SIDE, o.pool, o.pool, F,
+           o.layout == FEEDER_LAYOUT_NCHW ? "NCHW" : "NHWC", SIDE, SIDE, o.pool, o.pool, t.F,
            o.lr, o.momentum, (unsigned long long)o.seed);
     fflush(stdout);
-
-    tm_model m;
-    CK(tm_model_init(&m, F, K, o.batch, o.seed, stream));
-    tk_totals *host_totals; /* pinned, so the read-back is a true async copy */
-    CK(cudaMallocHost((void **)&host_totals, sizeof(*host_totals)));
-    tm_check chk;
-    memset(&chk, 0, sizeof(chk));
-
+    CK(tm_model_init(&t.m, t.F, t.K, o.batch, o.seed, t.stream));
+    CK(cudaMallocHost((void **)&t.host_totals, sizeof(*t.host_totals)));
     double first_loss = NAN, last_loss = NAN;
     for (unsigned e = 0; e < o.epochs; e++) {
-        feeder_stats s0, s1;
-        FK(ld, feeder_loader_stats(ld, &s0));
-        const uint64_t t0 = bu_now_ns();
-        uint64_t images = 0, steps = 0;
-        feeder_batch *b;
-        int rc;
-        while ((rc = feeder_next(ld, &b)) == 0) {
-            if (!b->device_data || b->dtype != FEEDER_DTYPE_FLOAT32 || b->device != o.device ||
-                b->channels != 3 || b->height != SIDE || b->width != SIDE ||
-                b->layout != o.layout || b->count == 0 || b->count > o.batch ||
-                b->device_bytes != (size_t)b->count * 3 * SIDE * SIDE * sizeof(float))
-                die("batch %llu is not what was asked for: device_data %p, dtype %d, device "
-                    "%d, %u x %u x %u x %u, layout %d, %zu bytes", (unsigned long long)b->number,
-                    b->device_data, b->dtype, b->device, b->count, b->height, b->width,
-                    b->channels, b->layout, b->device_bytes);
-            const int n = (int)b->count;
-            const int first = e == 0 && steps == 0 && o.check;
-            /* The stream waits for the batch's copy; the host does not. */
-            CK(feeder_batch_wait(b, stream));
-            CK(tm_forward(&m, (const float *)b->device_data, b->device_labels, n, SIDE, SIDE,
-                          o.layout == FEEDER_LAYOUT_NCHW, o.pool, stream));
-            if (first)
-                CK(tm_check_begin(&chk, &m, b, stream));
-            /* Nothing after this reads the batch: hand its buffers back now,
-             * so feeder can copy the next batch into them while the rest of
-             * the step runs. feeder reuses them only after `stream` passes
-             * this point. */
-            FK(ld, feeder_batch_release(b, stream));
-            CK(tm_backward(&m, n, stream));
-            if (first) {
-                char report[512];
-                CK(tm_check_end(&chk, &m, stream));
-                int bad = tm_check_compare(&chk, &m, SIDE, SIDE, o.layout == FEEDER_LAYOUT_NCHW,
-                                           o.pool, report, sizeof(report));
-                printf("%s\n", report);
-                if (bad == -2)
-                    die("%s", report);
-                if (bad)
-                    die("the GPU's first step differs from the CPU's (see above)");
-                CK(tm_check_free(&chk));
-            }
-            CK(tk_sgd(m.W, m.vW, m.gW, (size_t)K * F, (float)o.lr, (float)o.momentum, stream));
-            CK(tk_sgd(m.b, m.vb, m.gb, (size_t)K, (float)o.lr, (float)o.momentum, stream));
-            images += (uint64_t)n;
-            steps++;
-        }
-        if (rc != FEEDER_DONE)
-            FK(ld, rc);
-        /* The epoch's totals: copied into pinned memory and read only after
-         * the stream has finished, never before. */
-        CK(cudaMemcpyAsync(host_totals, m.totals, sizeof(*host_totals), cudaMemcpyDeviceToHost,
-                           stream));
-        CK(cudaStreamSynchronize(stream));
-        const uint64_t ns = bu_now_ns() - t0;
-        const tk_totals t = *host_totals;
-        CK(cudaMemsetAsync(m.totals, 0, sizeof(tk_totals), stream));
-        FK(ld, feeder_loader_stats(ld, &s1));
-        if (t.bad_labels)
-            die("epoch %u: %llu labels outside [0, %d)", e + 1,
-                (unsigned long long)t.bad_labels, K);
-        if (t.samples != images)
-            die("epoch %u: the GPU counted %llu samples, feeder delivered %llu", e + 1,
-                (unsigned long long)t.samples, (unsigned long long)images);
-        const double loss = t.samples ? t.loss_sum / t.samples : NAN;
+        last_loss = epoch(&t, e);
         if (e == 0)
-            first_loss = loss;
-        last_loss = loss;
-        printf("epoch %u/%u  loss %.4f  accuracy %5.1f%%  %llu images in %llu steps  %.2f s  "
-               "%.0f images/s  loader wait %.1f ms\n", e + 1, o.epochs, loss,
-               t.samples ? 100.0 * t.correct / t.samples : 0.0, (unsigned long long)images,
-               (unsigned long long)steps, ns / 1e9, ns ? images * 1e9 / ns : 0.0,
-               (s1.wait_ns - s0.wait_ns) / 1e6);
-        fflush(stdout);
-        if (!isfinite(loss))
-            die("epoch %u: the loss is %g; try a smaller --lr", e + 1, loss);
+            first_loss = last_loss;
     }
-
-    feeder_stats st;
-    FK(ld, feeder_loader_stats(ld, &st));
-    printf(PROG ": feeder delivered %llu batches on the GPU, %.1f MB host to device in %.1f ms "
-           "of copies; %.1f MB pinned or registered, %.1f MB of device buffers\n",
-           (unsigned long long)st.gpu_batches, st.h2d_bytes / 1e6, st.h2d_ns / 1e6,
-           st.pinned_bytes / 1e6, st.device_bytes / 1e6);
-    int status = 0;
-    if (o.epochs >= 2) {
-        printf(PROG ": loss %.4f -> %.4f over %u epochs\n", first_loss, last_loss, o.epochs);
-        if (!(last_loss < first_loss)) {
-            fprintf(stderr, PROG ": the loss did not fall (exit 3)\n");
-            status = 3;
-        }
-    }
-
-    feeder_loader_destroy(ld);
+    int status = finish(&t, first_loss, last_loss);
+    feeder_loader_destroy(t.ld);
     feeder_dataset_destroy(ds);
-    CK(tm_model_free(&m));
-    CK(cudaFreeHost(host_totals));
-    CK(cudaStreamDestroy(stream));
+    CK(tm_model_free(&t.m));
+    CK(cudaFreeHost(t.host_totals));
+    CK(cudaStreamDestroy(t.stream));
     return status;
 }

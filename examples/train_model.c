@@ -148,10 +148,81 @@ static double rel_err(const float *a, const double *b, size_t n)
     return e / mag;
 }
 
+/* Sample i's pooled, standardised features into fi[F]. */
+static void cpu_features(const float *img, int h, int w, int nchw, int pool, int F, double *fi)
+{
+    const int ph = h / pool, pw = w / pool;
+    double s = 0, ss = 0;
+    for (int f = 0; f < F; f++) {
+        int ci = f / (ph * pw), r = f % (ph * pw), py = r / pw, px = r % pw;
+        double acc = 0;
+        for (int dy = 0; dy < pool; dy++)
+            for (int dx = 0; dx < pool; dx++) {
+                int y = py * pool + dy, xx = px * pool + dx;
+                acc += nchw ? img[((size_t)ci * h + y) * w + xx]
+                            : img[((size_t)y * w + xx) * 3 + ci];
+            }
+        fi[f] = acc / (pool * pool);
+        s += fi[f];
+        ss += fi[f] * fi[f];
+    }
+    double mean = s / F, var = ss / F - mean * mean;
+    double inv = 1 / sqrt((var > 0 ? var : 0) + 1e-5);
+    for (int f = 0; f < F; f++)
+        fi[f] = (fi[f] - mean) * inv;
+}
+
+/* Logits z[K] of features fi under the initial weights, and the loss's
+ * gradient with respect to them (di[K], divided by n); returns the sample's loss. */
+static double cpu_logits(const tm_model *m, const double *fi, int y, uint32_t n, double *z,
+                         double *di)
+{
+    const int F = m->F, K = m->K;
+    double mx = -INFINITY;
+    for (int k = 0; k < K; k++) {
+        double a = 0; /* b is 0 before the first update */
+        for (int f = 0; f < F; f++)
+            a += (double)m->W0[(size_t)k * F + f] * fi[f];
+        z[k] = a;
+        mx = a > mx ? a : mx;
+    }
+    double se = 0;
+    for (int k = 0; k < K; k++)
+        se += exp(z[k] - mx);
+    double lse = mx + log(se);
+    for (int k = 0; k < K; k++)
+        di[k] = (exp(z[k] - lse) - (k == y)) / n;
+    return lse - z[y];
+}
+
+/* The CPU's relative errors against the GPU's step, in the report. */
+static int compare(const tm_check *c, const tm_model *m, const double *feat,
+                   const double *logits, double loss, const double *gW, const double *gb,
+                   char *report, size_t len)
+{
+    const int F = m->F, K = m->K;
+    const uint32_t n = c->n;
+    double e_feat = rel_err(c->feat, feat, (size_t)n * F);
+    double e_logits = rel_err(c->logits, logits, (size_t)n * K);
+    double e_loss = fabs(*c->loss - loss) / loss;
+    double e_gW = rel_err(c->gW, gW, (size_t)K * F);
+    double e_gb = rel_err(c->gb, gb, (size_t)K);
+    /* float against double over sums of ~10^4 terms: 1e-3 is generous for
+     * rounding and far too tight for an indexing or layout bug. */
+    const double tol = 1e-3;
+    int ok = e_feat < tol && e_logits < tol && e_loss < tol && e_gW < tol && e_gb < tol;
+    snprintf(report, len,
+             "check: first step (%u samples) against the CPU: features %.1e, logits %.1e, "
+             "loss %.1e (%.6f), weight gradient %.1e, bias gradient %.1e (relative errors, "
+             "tolerance %.0e): %s", n, e_feat, e_logits, e_loss, loss, e_gW, e_gb, tol,
+             ok ? "ok" : "MISMATCH");
+    return ok ? 0 : -1;
+}
+
 int tm_check_compare(const tm_check *c, const tm_model *m, int h, int w, int nchw, int pool,
                      char *report, size_t len)
 {
-    const int F = m->F, K = m->K, ph = h / pool, pw = w / pool;
+    const int F = m->F, K = m->K;
     const uint32_t n = c->n;
     double *feat = malloc((size_t)n * F * sizeof(double));
     double *logits = malloc((size_t)n * K * sizeof(double));
@@ -170,41 +241,10 @@ int tm_check_compare(const tm_check *c, const tm_model *m, int h, int w, int nch
                      "[0, %d)", i, (long long)c->labels[i], K);
             goto out;
         }
-        const float *img = c->x + (size_t)i * 3 * h * w;
-        double *fi = feat + (size_t)i * F, s = 0, ss = 0;
-        for (int f = 0; f < F; f++) {
-            int ci = f / (ph * pw), r = f % (ph * pw), py = r / pw, px = r % pw;
-            double acc = 0;
-            for (int dy = 0; dy < pool; dy++)
-                for (int dx = 0; dx < pool; dx++) {
-                    int y = py * pool + dy, xx = px * pool + dx;
-                    acc += nchw ? img[((size_t)ci * h + y) * w + xx]
-                                : img[((size_t)y * w + xx) * 3 + ci];
-                }
-            fi[f] = acc / (pool * pool);
-            s += fi[f];
-            ss += fi[f] * fi[f];
-        }
-        double mean = s / F, var = ss / F - mean * mean;
-        double inv = 1 / sqrt((var > 0 ? var : 0) + 1e-5);
-        for (int f = 0; f < F; f++)
-            fi[f] = (fi[f] - mean) * inv;
-        double *z = logits + (size_t)i * K, mx = -INFINITY;
-        for (int k = 0; k < K; k++) {
-            double a = 0; /* b is 0 before the first update */
-            for (int f = 0; f < F; f++)
-                a += (double)m->W0[(size_t)k * F + f] * fi[f];
-            z[k] = a;
-            mx = a > mx ? a : mx;
-        }
-        double se = 0;
-        for (int k = 0; k < K; k++)
-            se += exp(z[k] - mx);
-        double lse = mx + log(se);
-        int y = (int)c->labels[i];
-        loss += lse - z[y];
-        for (int k = 0; k < K; k++)
-            d[(size_t)i * K + k] = (exp(z[k] - lse) - (k == y)) / n;
+        double *fi = feat + (size_t)i * F;
+        cpu_features(c->x + (size_t)i * 3 * h * w, h, w, nchw, pool, F, fi);
+        loss += cpu_logits(m, fi, (int)c->labels[i], n, logits + (size_t)i * K,
+                           d + (size_t)i * K);
     }
     loss /= n;
     for (int k = 0; k < K; k++)
@@ -214,21 +254,7 @@ int tm_check_compare(const tm_check *c, const tm_model *m, int h, int w, int nch
             for (int f = 0; f < F; f++)
                 gW[(size_t)k * F + f] += dk * feat[(size_t)i * F + f];
         }
-    double e_feat = rel_err(c->feat, feat, (size_t)n * F);
-    double e_logits = rel_err(c->logits, logits, (size_t)n * K);
-    double e_loss = fabs(*c->loss - loss) / loss;
-    double e_gW = rel_err(c->gW, gW, (size_t)K * F);
-    double e_gb = rel_err(c->gb, gb, (size_t)K);
-    /* float against double over sums of ~10^4 terms: 1e-3 is generous for
-     * rounding and far too tight for an indexing or layout bug. */
-    const double tol = 1e-3;
-    int ok = e_feat < tol && e_logits < tol && e_loss < tol && e_gW < tol && e_gb < tol;
-    snprintf(report, len,
-             "check: first step (%u samples) against the CPU: features %.1e, logits %.1e, "
-             "loss %.1e (%.6f), weight gradient %.1e, bias gradient %.1e (relative errors, "
-             "tolerance %.0e): %s", n, e_feat, e_logits, e_loss, loss, e_gW, e_gb, tol,
-             ok ? "ok" : "MISMATCH");
-    rc = ok ? 0 : -1;
+    rc = compare(c, m, feat, logits, loss, gW, gb, report, len);
 out:
     free(feat);
     free(logits);

@@ -51,8 +51,30 @@ for r in doc["rows"]:
     cells = [x.strip() for x in line[0].strip("|").split("|")]
     assert cells[2:5] == ["-", "-", f"{roi['median_images_per_s']:.0f}"], cells
     assert cells[5].startswith("n/a: no GPU path: device = -1"), cells
-    assert cells[6:] == ["-", "-"], cells
+    py = r["feeder_python"]  # a figure, or unavailable with the reason
+    assert (py["status"] == "ok" and cells[6] == f"{py['median_images_per_s']:.0f}") or \
+        (py["status"] == "unavailable" and cells[6].startswith("unavailable: ")), (py, cells)
+    assert cells[7:] == ["-", "-"], cells
 assert ": feeder vs PyTorch, worker sweep" in md and "testbox" in md, md[:300]
 assert "| workers | pipeline | torch img/s | torch GPU-decode img/s | feeder roi img/s |" in md, md
 print("compare_torch.py --sweep --no-torch: 4 points, 3 runs each, n/a rows, table appended")
+PY
+
+# A column that fails (here on purpose, as torchvision's GPU decode does on a
+# file it refuses) is reported as failed with its reason; the others still run.
+FEEDER_COMPARE_FAIL=roi "$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --runs 1 \
+    --epochs 1 --batch 8 --size 32 --pipeline eval --data "$d/data" --bench-loader "$bench" \
+    --feeder-decoders roi,turbo --feeder-device -1 --json-out "$d/fail.json" \
+    > "$d/out" 2> "$d/err" || { cat "$d/err" >&2; echo "FAIL: a failed column killed the run"; exit 1; }
+"$py" - "$d/fail.json" "$d/out" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read()
+(r,) = doc["rows"]
+roi, turbo = r["feeder"]["roi"], r["feeder"]["turbo"]
+assert roi == {"status": "failed",
+               "reason": "RuntimeError: failure injected by FEEDER_COMPARE_FAIL=roi"}, roi
+assert turbo["status"] == "ok" and turbo["median_images_per_s"] > 0, turbo
+assert "failed: RuntimeError: failure injected by FEEDER_COMPARE_FAIL=roi" in out, out
+print("compare_torch.py: a failing column is reported as failed, the rest runs")
 PY

@@ -544,32 +544,20 @@ static void verify(const opts *o, const shard *v, uint32_t ns, int jpeg)
     }
 }
 
-void fpk_pack(const char *prog, const fpk_opts *op)
+/* The header every shard starts from, and each record's size (JPEG: its
+ * file's, which decides the shards up front; RAW: one tensor). Returns the
+ * RAW record size (0 for JPEG). */
+static uint64_t plan_records(const fpk_opts *o, feeder_dataset *ds, uint64_t n,
+                             uint64_t num_classes, feeder__pack_header *proto, uint64_t *sizes)
 {
-    g_prog = prog;
-    const fpk_opts o = *op;
-    install_handlers();
-    uint64_t t0 = now_ns();
-
-    feeder_dataset *ds = open_source(o.data, o.allow_escape);
-    uint64_t n = feeder_dataset_size(ds);
-    uint64_t classes_bytes, num_classes;
-    char *classes = class_block(ds, &classes_bytes, &num_classes);
-
-    feeder__pack_header proto;
-    memset(&proto, 0, sizeof(proto));
-    proto.version = FEEDER__PACK_VERSION;
-    proto.header_bytes = FEEDER__PACK_HEADER_BYTES;
-    proto.dtype = FEEDER__PACK_DTYPE_UINT8;
-    proto.label_type = FEEDER__PACK_LABEL_INT64;
-    proto.num_classes = num_classes;
-    uint64_t *sizes = malloc(n * sizeof(*sizes));
-    if (!sizes)
-        die("out of memory");
-    uint64_t rb = 0;
-    if (o.jpeg) {
-        proto.kind = FEEDER_RECORD_JPEG;
-        /* Sizes first: they decide the shards (and their names) up front. */
+    memset(proto, 0, sizeof(*proto));
+    proto->version = FEEDER__PACK_VERSION;
+    proto->header_bytes = FEEDER__PACK_HEADER_BYTES;
+    proto->dtype = FEEDER__PACK_DTYPE_UINT8;
+    proto->label_type = FEEDER__PACK_LABEL_INT64;
+    proto->num_classes = num_classes;
+    if (o->jpeg) {
+        proto->kind = FEEDER_RECORD_JPEG;
         for (uint64_t i = 0; i < n; i++) {
             struct stat st;
             const char *p = feeder_dataset_path(ds, i);
@@ -581,36 +569,28 @@ void fpk_pack(const char *prog, const fpk_opts *op)
                 die("%s: empty file", p);
             sizes[i] = (uint64_t)st.st_size;
         }
-    } else {
-        proto.kind = FEEDER_RECORD_RAW;
-        proto.layout = (uint32_t)o.layout;
-        proto.height = o.height;
-        proto.width = o.width;
-        proto.channels = 3;
-        rb = (uint64_t)o.height * o.width * 3;
-        proto.record_bytes = rb;
-        for (uint64_t i = 0; i < n; i++)
-            sizes[i] = rb;
+        return 0;
     }
-    uint32_t ns;
-    shard *v = plan_shards(sizes, n, o.shard_size, classes_bytes, &ns);
-    name_shards(&o, v, ns);
-    open_shards(v, ns, &proto, classes_bytes, n);
+    uint64_t rb = (uint64_t)o->height * o->width * 3;
+    proto->kind = FEEDER_RECORD_RAW;
+    proto->layout = (uint32_t)o->layout;
+    proto->height = o->height;
+    proto->width = o->width;
+    proto->channels = 3;
+    proto->record_bytes = rb;
+    for (uint64_t i = 0; i < n; i++)
+        sizes[i] = rb;
+    return rb;
+}
 
-    progress pg = {.on = o.progress, .what = o.jpeg ? "packing JPEG" : "packing RAW",
-                   .total = n, .t0 = now_ns()};
-    uint64_t bytes = o.jpeg ? write_jpeg(ds, sizes, v, ns, &pg) : write_raw(&o, ds, v, ns, rb, &pg);
-    progress_draw(&pg, n, bytes, 1);
-    for (uint32_t s = 0; s < ns; s++)
-        finish_shard(&v[s], classes, classes_bytes);
-
-    /* Every file is whole and on disk: now they get their names. A signal
-     * from here on waits until all are renamed. */
+/* Every file is whole and on disk: now they get their names (all or none),
+ * and the directory entry is synced. A signal waits until all are renamed. */
+static void publish(const fpk_opts *o, shard *v, uint32_t ns)
+{
     block_signals(1);
     for (uint32_t s = 0; s < ns; s++) {
         if (rename(v[s].tmp, v[s].name) != 0) {
             int e = errno;
-            /* All shards or none: take back the ones already named. */
             for (uint32_t k = 0; k < s; k++)
                 unlink(v[k].name);
             die("rename %s to %s: %s", v[s].tmp, v[s].name, strerror(e));
@@ -619,7 +599,7 @@ void fpk_pack(const char *prog, const fpk_opts *op)
     tmp_count = 0;
     block_signals(0);
     char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", o.out);
+    snprintf(dir, sizeof(dir), "%s", o->out);
     char *slash = strrchr(dir, '/');
     if (slash)
         *(slash == dir ? slash + 1 : slash) = 0;
@@ -628,24 +608,28 @@ void fpk_pack(const char *prog, const fpk_opts *op)
         (void)fsync(dfd); /* the renames themselves */
         close(dfd);
     }
-    if (o.verify)
-        verify(&o, v, ns, o.jpeg);
+}
 
-    if (!o.quiet) {
-        uint64_t total = 0;
-        for (uint32_t s = 0; s < ns; s++)
-            total += v[s].file_bytes;
-        double secs = (now_ns() - t0) / 1e9;
-        char what[96];
-        if (o.jpeg)
-            snprintf(what, sizeof(what), "JPEG");
-        else
-            snprintf(what, sizeof(what), "RAW %ux%ux3 %s", o.height, o.width,
-                     o.layout ? "nchw" : "nhwc");
-        fprintf(stderr, "%s: %s: %llu records (%s) in %u file%s, %.1f MB, %.1f s (%.0f images/s)%s\n",
-                g_prog, ns == 1 ? v[0].name : o.out, (unsigned long long)n, what, ns, ns == 1 ? "" : "s",
-                total / 1e6, secs, secs > 0 ? n / secs : 0.0, o.verify ? "; verified" : "");
-    }
+static void summary(const fpk_opts *o, const shard *v, uint32_t ns, uint64_t n, uint64_t t0)
+{
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < ns; s++)
+        total += v[s].file_bytes;
+    double secs = (now_ns() - t0) / 1e9;
+    char what[96];
+    if (o->jpeg)
+        snprintf(what, sizeof(what), "JPEG");
+    else
+        snprintf(what, sizeof(what), "RAW %ux%ux3 %s", o->height, o->width,
+                 o->layout ? "nchw" : "nhwc");
+    fprintf(stderr, "%s: %s: %llu records (%s) in %u file%s, %.1f MB, %.1f s (%.0f images/s)%s\n",
+            g_prog, ns == 1 ? v[0].name : o->out, (unsigned long long)n, what, ns,
+            ns == 1 ? "" : "s", total / 1e6, secs, secs > 0 ? n / secs : 0.0,
+            o->verify ? "; verified" : "");
+}
+
+static void free_shards(shard *v, uint32_t ns)
+{
     for (uint32_t s = 0; s < ns; s++) {
         free(v[s].name);
         free(v[s].tmp);
@@ -655,6 +639,39 @@ void fpk_pack(const char *prog, const fpk_opts *op)
     free(v);
     free(tmp_names);
     tmp_names = NULL;
+}
+
+void fpk_pack(const char *prog, const fpk_opts *op)
+{
+    g_prog = prog;
+    const fpk_opts o = *op;
+    install_handlers();
+    uint64_t t0 = now_ns();
+    feeder_dataset *ds = open_source(o.data, o.allow_escape);
+    uint64_t n = feeder_dataset_size(ds);
+    uint64_t classes_bytes, num_classes;
+    char *classes = class_block(ds, &classes_bytes, &num_classes);
+    uint64_t *sizes = malloc((n ? n : 1) * sizeof(*sizes));
+    if (!sizes)
+        die("out of memory");
+    feeder__pack_header proto;
+    uint64_t rb = plan_records(&o, ds, n, num_classes, &proto, sizes);
+    uint32_t ns;
+    shard *v = plan_shards(sizes, n, o.shard_size, classes_bytes, &ns);
+    name_shards(&o, v, ns);
+    open_shards(v, ns, &proto, classes_bytes, n);
+    progress pg = {.on = o.progress, .what = o.jpeg ? "packing JPEG" : "packing RAW",
+                   .total = n, .t0 = now_ns()};
+    uint64_t bytes = o.jpeg ? write_jpeg(ds, sizes, v, ns, &pg) : write_raw(&o, ds, v, ns, rb, &pg);
+    progress_draw(&pg, n, bytes, 1);
+    for (uint32_t s = 0; s < ns; s++)
+        finish_shard(&v[s], classes, classes_bytes);
+    publish(&o, v, ns);
+    if (o.verify)
+        verify(&o, v, ns, o.jpeg);
+    if (!o.quiet)
+        summary(&o, v, ns, n, t0);
+    free_shards(v, ns);
     free(sizes);
     free(classes);
     feeder_dataset_destroy(ds);

@@ -8,7 +8,7 @@ GPU; DataLoader's batches are pinned and copied).
     PYTHONPATH=build/python /usr/bin/python3 examples/python/train.py --steps 300
     PYTHONPATH=build/python python3 examples/python/train.py --device cuda:0 --workers 8 --batch 128
 
---data defaults to bench_loader's dataset (~/.cache/feeder/default-2000; run
+--data defaults to bench_loader's dataset (~/.cache/feeder/web-2000; run
 build/bench/bench_loader once to make it). The model is torchvision's
 resnet18 at --size 64 by default, small enough for a CPU run in minutes.
 """
@@ -95,7 +95,7 @@ def train(name, batches, args, device, classes):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", default=os.environ.get(
-        "FEEDER_DATA", os.path.expanduser("~/.cache/feeder/default-2000")))
+        "FEEDER_DATA", os.path.expanduser("~/.cache/feeder/web-2000")))
     p.add_argument("--device", default="cpu")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=10, help="steps not timed")
