@@ -73,8 +73,8 @@ if want packed; then
   b="$build/bench/bench_loader"
   md="$out/BENCHMARKS.md"
   images=${PACK_IMAGES:-10000}
-  ds=${FEEDER_DATA:-$HOME/.cache/feeder/default-$images}
-  pack=${PACK:-/tmp/default-$images-224.pack}
+  ds=${FEEDER_DATA:-$HOME/.cache/feeder/web-$images}
+  pack=${PACK:-/tmp/web-$images-224.pack}
   "$b" --images "$images" --workers 0 --epochs 1 --no-append > /dev/null 2>>"$out/bench.log"
   if [[ ! -f $pack ]]; then
     echo "== feeder-pack raw 224 of $ds"
