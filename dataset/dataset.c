@@ -4,6 +4,7 @@
  * a worker hands them to the kernel without building strings per sample.
  */
 #include <ctype.h>
+#include <stddef.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -333,11 +334,113 @@ static int path_escapes(const char *p)
     return 0;
 }
 
-int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
-                       unsigned flags, feeder_dataset **out, char *err, size_t errlen)
+/* A list file parsed as it streams in: whole lines are handled as they
+ * complete, a partial one waits in `line`, so memory is the entries kept plus
+ * one line, whatever the file's size. */
+typedef struct list_parser {
+    const char *name, *root;
+    unsigned flags;
+    strlist l;
+    uint64_t lineno;
+    int64_t maxlab;
+    size_t linelen; /* bytes of the current, unfinished line */
+    char line[FEEDER__LIST_LINE_MAX + 1];
+} list_parser;
+
+static int line_error(const list_parser *p, char *err, size_t errlen, const char *what)
+{
+    feeder__fmt(err, errlen, "%s:%llu: %s", p->name, (unsigned long long)p->lineno, what);
+    return FEEDER_EDATASET;
+}
+
+/* One complete line, p->line[0 .. p->linelen), without its '\n'. */
+static int list_line(list_parser *p, char *err, size_t errlen)
+{
+    p->line[p->linelen] = 0;
+    char *s = p->line;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s == 0 || *s == '\r' || *s == '#')
+        return 0;
+    char *end;
+    int64_t label;
+    if (parse_list_line(s, &end, &label) != 0) {
+        feeder__fmt(err, errlen,
+                    "%s:%llu: expected 'relative/path label' with a non-negative integer "
+                    "label, got '%.200s'",
+                    p->name, (unsigned long long)p->lineno, s);
+        return FEEDER_EDATASET;
+    }
+    if (!(p->flags & FEEDER_LIST_ALLOW_ESCAPE) && path_escapes(s)) {
+        feeder__fmt(err, errlen,
+                    "%s:%llu: path '%.200s' escapes the root %s (%s); "
+                    "FEEDER_LIST_ALLOW_ESCAPE allows it",
+                    p->name, (unsigned long long)p->lineno, s, p->root,
+                    s[0] == '/' ? "absolute path" : "'..' climbs above the root");
+        return FEEDER_EPATH;
+    }
+    if (label > p->maxlab)
+        p->maxlab = label;
+    return s[0] == '/' ? strlist_add(&p->l, s, NULL, label)
+                       : strlist_add(&p->l, p->root, s, label);
+}
+
+/* The next `len` bytes of the file. A line is refused as soon as it passes
+ * the limit, before the rest of it is read. */
+static int list_feed(list_parser *p, const char *buf, size_t len, char *err, size_t errlen)
+{
+    while (len) {
+        if (p->linelen == 0)
+            p->lineno++;
+        const char *nl = memchr(buf, '\n', len);
+        size_t n = nl ? (size_t)(nl - buf) : len;
+        if (n > FEEDER__LIST_LINE_MAX - p->linelen) {
+            char what[96];
+            snprintf(what, sizeof(what), "line is longer than the limit of %d bytes",
+                     FEEDER__LIST_LINE_MAX);
+            return line_error(p, err, errlen, what);
+        }
+        if (memchr(buf, 0, n))
+            return line_error(p, err, errlen, "line holds a NUL byte");
+        memcpy(p->line + p->linelen, buf, n);
+        p->linelen += n;
+        buf += n + (nl ? 1 : 0);
+        len -= n + (nl ? 1 : 0);
+        if (nl) {
+            int rc = list_line(p, err, errlen);
+            p->linelen = 0;
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The last line (without a '\n'), then the dataset, or free everything. */
+static int list_finish(list_parser *p, int rc, feeder_dataset **out, char *err, size_t errlen)
+{
+    if (rc == 0 && p->linelen)
+        rc = list_line(p, err, errlen);
+    if (rc == 0 && p->l.n == 0) {
+        feeder__fmt(err, errlen, "%s: no samples", p->name);
+        rc = FEEDER_EDATASET;
+    }
+    feeder_dataset *ds = NULL;
+    if (rc == 0)
+        rc = dataset_alloc(FEEDER__DS_LIST, &ds);
+    if (rc) {
+        strlist_free(&p->l);
+        return rc;
+    }
+    ds->num_classes = (uint64_t)p->maxlab + 1;
+    return dataset_finish(ds, &p->l, 0, out);
+}
+
+static int list_begin(list_parser *p, const char *name, const char *root, unsigned flags,
+                      feeder_dataset **out, char *err, size_t errlen)
 {
     feeder__fmt(err, errlen, "%s", "");
-    if ((!buf && len) || !name || !root || !out) {
+    if (!name || !root || !out) {
         feeder__fmt(err, errlen, "feeder__list_parse: buf, name, root and out must not be NULL");
         return FEEDER_EINVAL;
     }
@@ -345,79 +448,32 @@ int feeder__list_parse(const char *buf, size_t len, const char *name, const char
         feeder__fmt(err, errlen, "%s: unknown flags 0x%x", name, flags & ~FEEDER_LIST_ALLOW_ESCAPE);
         return FEEDER_EINVAL;
     }
-    feeder_dataset *ds = NULL;
-    int rc = dataset_alloc(FEEDER__DS_LIST, &ds);
-    if (rc)
-        return rc;
-    strlist l = {0};
-    /* One line at a time in a fixed buffer: a line longer than any path the
-     * kernel opens (PATH_MAX) plus a label is refused, never grown into. */
-    char line[FEEDER__LIST_LINE_MAX + 2];
-    uint64_t lineno = 0;
-    int64_t maxlab = -1;
-    size_t pos = 0;
-    while (rc == 0 && pos < len) {
-        lineno++;
-        const char *nl = memchr(buf + pos, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - (buf + pos)) : len - pos;
-        const char *src = buf + pos;
-        pos += n + (nl ? 1 : 0);
-        if (n > FEEDER__LIST_LINE_MAX) {
-            feeder__fmt(err, errlen, "%s:%llu: line is %zu bytes, longer than the limit of %d",
-                        name, (unsigned long long)lineno, n, FEEDER__LIST_LINE_MAX);
-            rc = FEEDER_EDATASET;
-            break;
-        }
-        if (memchr(src, 0, n)) {
-            feeder__fmt(err, errlen, "%s:%llu: line holds a NUL byte", name,
-                        (unsigned long long)lineno);
-            rc = FEEDER_EDATASET;
-            break;
-        }
-        memcpy(line, src, n);
-        line[n] = 0;
-        char *s = line;
-        while (*s == ' ' || *s == '\t')
-            s++;
-        if (*s == 0 || *s == '\r' || *s == '#')
-            continue;
-        char *end;
-        int64_t label;
-        if (parse_list_line(s, &end, &label) != 0) {
-            feeder__fmt(err, errlen,
-                        "%s:%llu: expected 'relative/path label' with a non-negative integer "
-                        "label, got '%.200s'",
-                        name, (unsigned long long)lineno, s);
-            rc = FEEDER_EDATASET;
-            break;
-        }
-        if (!(flags & FEEDER_LIST_ALLOW_ESCAPE) && path_escapes(s)) {
-            feeder__fmt(err, errlen,
-                        "%s:%llu: path '%.200s' escapes the root %s (%s); "
-                        "FEEDER_LIST_ALLOW_ESCAPE allows it",
-                        name, (unsigned long long)lineno, s, root,
-                        s[0] == '/' ? "absolute path" : "'..' climbs above the root");
-            rc = FEEDER_EPATH;
-            break;
-        }
-        rc = s[0] == '/' ? strlist_add(&l, s, NULL, label) : strlist_add(&l, root, s, label);
-        if (label > maxlab)
-            maxlab = label;
-    }
-    if (rc == 0 && l.n == 0) {
-        feeder__fmt(err, errlen, "%s: no samples", name);
-        rc = FEEDER_EDATASET;
-    }
-    if (rc == 0)
-        ds->num_classes = (uint64_t)maxlab + 1;
-    return dataset_finish(ds, &l, rc, out);
+    memset(p, 0, offsetof(list_parser, line));
+    p->name = name;
+    p->root = root;
+    p->flags = flags;
+    p->maxlab = -1;
+    return 0;
 }
 
-/* The whole file in memory (list files are small next to their datasets). */
-static int read_all(const char *path, char **out, size_t *len, const char **what)
+int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
+                       unsigned flags, feeder_dataset **out, char *err, size_t errlen)
 {
-    /* O_NONBLOCK: a FIFO opens at once and is refused by its type, as is a
-     * device (/dev/zero would be read forever). */
+    list_parser p;
+    if (!buf && len) {
+        feeder__fmt(err, errlen, "feeder__list_parse: buf, name, root and out must not be NULL");
+        return FEEDER_EINVAL;
+    }
+    int rc = list_begin(&p, name, root, flags, out, err, errlen);
+    if (rc)
+        return rc;
+    return list_finish(&p, list_feed(&p, buf, len, err, errlen), out, err, errlen);
+}
+
+/* Open a list file and refuse it by type (fstat) before reading a byte:
+ * O_NONBLOCK lets a FIFO open at once, and a device (/dev/zero) is never read. */
+static int list_open(const char *path, const char **what)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -errno;
@@ -432,43 +488,31 @@ static int read_all(const char *path, char **out, size_t *len, const char **what
         close(fd);
         return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
     }
-    char *buf = NULL;
-    size_t used = 0, cap = 0;
+    return fd;
+}
+
+/* Read `fd` in chunks into the parser; a read error names the file. */
+static int list_stream(list_parser *p, int fd, char *err, size_t errlen)
+{
+    enum { CHUNK = 1 << 16 };
+    char *chunk = malloc(CHUNK);
+    if (!chunk)
+        return -ENOMEM;
     int rc = 0;
     for (;;) {
-        if (used == cap) {
-            if (cap > SIZE_MAX / 2 - 1) {
-                rc = -EFBIG;
-                break;
-            }
-            size_t ncap = cap ? cap * 2 : 1 << 16;
-            char *p = realloc(buf, ncap);
-            if (!p) {
-                rc = -ENOMEM;
-                break;
-            }
-            buf = p;
-            cap = ncap;
-        }
-        ssize_t k = read(fd, buf + used, cap - used);
+        ssize_t k = read(fd, chunk, CHUNK);
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0) {
             rc = -errno;
+            feeder__fmt(err, errlen, "%s: cannot read list file: %s", p->name, strerror(errno));
             break;
         }
-        if (k == 0)
+        if (k == 0 || (rc = list_feed(p, chunk, (size_t)k, err, errlen)) != 0)
             break;
-        used += (size_t)k;
     }
-    close(fd);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *len = used;
-    return 0;
+    free(chunk);
+    return rc;
 }
 
 int feeder_dataset_open_list2(const char *list_path, const char *root, unsigned flags,
@@ -479,25 +523,31 @@ int feeder_dataset_open_list2(const char *list_path, const char *root, unsigned 
         feeder__fmt(err, errlen, "feeder_dataset_open_list: list_path and out must not be NULL");
         return FEEDER_EINVAL;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    const char *what = NULL;
-    int rc = read_all(list_path, &buf, &len, &what);
-    if (rc) {
-        feeder__fmt(err, errlen, "%s: cannot read list file: %s", list_path,
-                    what ? what : strerror(-rc));
-        return rc;
-    }
     char *dir = NULL;
     if (!root) {
         const char *slash = strrchr(list_path, '/');
         dir = slash ? strndup(list_path, slash == list_path ? 1 : (size_t)(slash - list_path))
                     : strdup(".");
+        if (!dir)
+            return -ENOMEM;
         root = dir;
     }
-    rc = root ? feeder__list_parse(buf, len, list_path, root, flags, out, err, errlen) : -ENOMEM;
+    list_parser *p = malloc(sizeof(*p));
+    int rc = p ? list_begin(p, list_path, root, flags, out, err, errlen) : -ENOMEM;
+    if (rc == 0) {
+        const char *what = NULL;
+        int fd = list_open(list_path, &what);
+        if (fd < 0) {
+            feeder__fmt(err, errlen, "%s: cannot read list file: %s", list_path,
+                        what ? what : strerror(-fd));
+            rc = list_finish(p, fd, out, err, errlen);
+        } else {
+            rc = list_finish(p, list_stream(p, fd, err, errlen), out, err, errlen);
+            close(fd);
+        }
+    }
+    free(p);
     free(dir);
-    free(buf);
     return rc;
 }
 

