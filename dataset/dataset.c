@@ -205,6 +205,36 @@ static int dataset_alloc(int kind, feeder_dataset **out)
     return 0;
 }
 
+/* The last two components of a path (its folder's name and its own), or
+ * less when it has fewer. */
+static const char *path_tail(const char *p)
+{
+    const char *end = p + strlen(p), *c = end;
+    int slashes = 0;
+    while (c > p && !(c[-1] == '/' && ++slashes == 2))
+        c--;
+    return c;
+}
+
+/* FNV-1a, 64 bits: identity, not security (a state blob is trusted). */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t names_fingerprint(const strlist *l)
+{
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, &l->n, sizeof(l->n));
+    for (uint64_t i = 0; i < l->n; i++) {
+        const char *t = path_tail(l->arena + l->off[i]);
+        h = fnv1a(h, t, strlen(t) + 1);
+        h = fnv1a(h, &l->label[i], sizeof(l->label[i]));
+    }
+    return h ? h : 1;
+}
+
 /* Hand the list to the dataset on success, or free both on failure. */
 static int dataset_finish(feeder_dataset *ds, strlist *l, int rc, feeder_dataset **out)
 {
@@ -218,6 +248,7 @@ static int dataset_finish(feeder_dataset *ds, strlist *l, int rc, feeder_dataset
     ds->path_off = l->off;
     ds->labels = l->label;
     ds->skips = l->skips;
+    ds->fingerprint = names_fingerprint(l);
     *out = ds;
     return 0;
 }

@@ -44,6 +44,11 @@ struct feeder_dataset {
     struct feeder__pack *pack; /* FEEDER__DS_PACKED */
     atomic_uint refs;          /* the caller's and each loader's (feeder__dataset_hold) */
     feeder__skips skips;       /* FEEDER__DS_FOLDER */
+    /* What a resume state checks the dataset by: a hash of each sample's
+     * file name, its folder's name and its label, in order (folders, lists;
+     * not the root, so a dataset moved elsewhere still matches), or of a
+     * packed file's header CRC and size. 0: unknown (user datasets). */
+    uint64_t fingerprint;
 };
 
 /* A loader's reference: the dataset outlives feeder_dataset_destroy while a

@@ -19,6 +19,7 @@
 
 #include "benchutil.h"
 #include "testutil.h"
+#include "common/common.h"
 #include "dataset/dataset.h"
 #include "feeder.h"
 
@@ -43,6 +44,39 @@ static void teardown(void)
 static void path_in(char *buf, size_t len, const char *rel)
 {
     snprintf(buf, len, "%s/%s", tmpdir, rel);
+}
+
+static void make_folder(const char *rel, int classes, int per)
+{
+    tu_make_folder(photos, tmpdir, rel, classes, per, "c", 160, 140, 120, 160);
+}
+
+static feeder_loader *small_loader(feeder_dataset *ds, int workers, int batch)
+{
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, batch), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 32), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 32), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 40), 0);
+    return ld;
+}
+
+static uint8_t *save_state(feeder_loader *ld, size_t *len)
+{
+    ck_assert_int_eq(feeder_loader_state_save(ld, NULL, 0, len), 0);
+    uint8_t *blob = malloc(*len);
+    ck_assert_int_eq(feeder_loader_state_save(ld, blob, *len, len), 0);
+    return blob;
+}
+
+static void reseal(uint8_t *b, size_t len)
+{
+    memset(b + 12, 0, 4);
+    uint32_t c = feeder__crc32c(0, b, len);
+    for (int i = 0; i < 4; i++)
+        b[12 + i] = (uint8_t)(c >> (8 * i));
 }
 
 static long max_rss_kib(void)
@@ -97,6 +131,64 @@ START_TEST(test_list_file_streams_bounded)
 }
 END_TEST
 
+/* A file renamed between save and resume (same count): the state names the
+ * dataset by a fingerprint and refuses it; a moved root still resumes; a
+ * version 1 blob (no fingerprint) still loads. */
+START_TEST(test_resume_checks_dataset_fingerprint)
+{
+    make_folder("d", 2, 4);
+    char root[512], from[600], to[600], moved[512];
+    path_in(root, sizeof(root), "d");
+    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    feeder_loader *ld = small_loader(ds, 0, 2);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    feeder_batch_release(b, NULL);
+    size_t len;
+    uint8_t *blob = save_state(ld, &len);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    /* The same files under another root: accepted. */
+    path_in(moved, sizeof(moved), "moved");
+    ck_assert_int_eq(rename(root, moved), 0);
+    ds = tu_open_folder(tmpdir, "moved");
+    ld = small_loader(ds, 0, 2);
+    ck_assert_int_eq(feeder_loader_state_load(ld, blob, len), 0);
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    ck_assert_uint_eq(b->number, 1);
+    feeder_batch_release(b, NULL);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    /* One file renamed, in the same place of the sorted order. */
+    snprintf(from, sizeof(from), "%s/c0/001.jpg", moved);
+    snprintf(to, sizeof(to), "%s/c0/001b.jpg", moved);
+    ck_assert_int_eq(rename(from, to), 0);
+    ds = tu_open_folder(tmpdir, "moved");
+    ld = small_loader(ds, 0, 2);
+    ck_assert_int_eq(feeder_loader_state_load(ld, blob, len), FEEDER_EMISMATCH);
+    const char *want = "state blob does not match the loader: the dataset's files differ";
+    ck_assert_msg(strncmp(feeder_loader_errmsg(ld), want, strlen(want)) == 0, "%s",
+                  feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    /* The same blob as version 1: no fingerprint, not compared. */
+    uint8_t *v1 = malloc(len - 8);
+    memcpy(v1, blob, 176);
+    memcpy(v1 + 176, blob + 184, len - 184);
+    v1[4] = 1;
+    v1[8] = (uint8_t)(len - 8);
+    reseal(v1, len - 8);
+    ld = small_loader(ds, 0, 2);
+    ck_assert_int_eq(feeder_loader_state_load(ld, v1, len - 8), 0);
+    ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+    ck_assert_uint_eq(b->number, 1);
+    feeder_batch_release(b, NULL);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    free(v1);
+    free(blob);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -104,6 +196,7 @@ static Suite *faults_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_list_file_streams_bounded);
+    tcase_add_test(tc, test_resume_checks_dataset_fingerprint);
     suite_add_tcase(s, tc);
     return s;
 }
