@@ -584,7 +584,13 @@ FEEDER_API int feeder_loader_seed(const feeder_loader *ld, uint64_t *seed);
 
 /* Called in each worker process right after fork, before any task, with the
  * worker's id (0..num_workers-1); a non-zero return fails the start with
- * FEEDER_ECALLBACK. Not called with num_workers 0. `user` borrowed. */
+ * FEEDER_ECALLBACK. Not called with num_workers 0. `user` borrowed.
+ * Descriptors: a worker of a folder, list or packed dataset closes every
+ * descriptor above 2 it inherited except its own (so it keeps no other
+ * loader's memory or files alive); a callback that needs a file opens it
+ * itself. A user dataset's workers keep the process's descriptors (its
+ * callbacks may use them) less the loaders' own. No worker inherits any
+ * loader's slot mapping (MADV_DONTFORK). */
 typedef int (*feeder_worker_init_fn)(void *user, int worker_id);
 FEEDER_API int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn,
                                              void *user);

@@ -137,6 +137,9 @@ int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out
 
 /* ---- pool.c ---- */
 
+/* Add a loader's descriptor to the list every new worker closes (a user
+ * dataset's worker closes only these); feeder__pool_close_fd takes it off. */
+void feeder__pool_register_fd(int fd);
 void feeder__pool_close_fd(int *fd);
 int feeder__pool_spawn(feeder_loader *ld);
 void feeder__pool_stop(feeder_loader *ld, int hard);

@@ -25,14 +25,14 @@
 #include "loader/host.h"
 
 /* Every parent-side descriptor of every loader in this process (channels,
- * pidfds). A new worker closes them all: a worker holding a copy of another
+ * pidfds, slot memfds). A new worker closes them all: a worker holding a copy of another
  * worker's channel would keep that channel open after its owner closed it,
  * and the other worker would never see the end of its channel. */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static int *reg_fds;
 static size_t reg_len, reg_cap;
 
-static void reg_add(int fd)
+void feeder__pool_register_fd(int fd)
 {
     if (fd < 0)
         return;
@@ -161,8 +161,8 @@ static int spawn_one(feeder_loader *ld, int i)
     /* A pidfd tells us of a death even when the channel is quiet; without
      * one (kernel < 5.3) the channel's EOF still does. */
     w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    reg_add(w->chan);
-    reg_add(w->pidfd);
+    feeder__pool_register_fd(w->chan);
+    feeder__pool_register_fd(w->pidfd);
     return 0;
 }
 

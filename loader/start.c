@@ -280,6 +280,7 @@ static int map_slots(feeder_loader *ld)
     job->memfd = memfd_create("feeder-slots", MFD_CLOEXEC);
     if (job->memfd < 0)
         return feeder__loader_fail(ld, -errno, "memfd_create: %s", strerror(errno));
+    feeder__pool_register_fd(job->memfd);
     job->shm_bytes = ld->shm_bytes;
     if (ftruncate(job->memfd, (off_t)ld->shm_bytes) < 0) {
         rc = -errno;
@@ -295,6 +296,10 @@ static int map_slots(feeder_loader *ld)
         return feeder__loader_fail(ld, rc, "mmap of %zu bytes of batch slots: %s", ld->shm_bytes,
                     strerror(-rc));
     }
+    /* No worker inherits this mapping (its own map the memfd after fork):
+     * a worker of another loader would otherwise keep these slots' memory
+     * alive after this loader is destroyed. */
+    (void)madvise(ld->mem, ld->shm_bytes, MADV_DONTFORK);
     ld->slots = calloc(ld->nslots, sizeof(*ld->slots));
     ld->workers = calloc(ld->nworkers ? (size_t)ld->nworkers : 1, sizeof(*ld->workers));
     ld->q.cap = (size_t)ld->nslots * ld->parts;

@@ -5,6 +5,7 @@
  * each test; tests that need their own process tree fork again.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -189,6 +190,119 @@ START_TEST(test_resume_checks_dataset_fingerprint)
 }
 END_TEST
 
+/* Lines of /proc/PID/maps naming `what`. */
+static int count_maps(int pid, const char *what)
+{
+    char p[64], line[512];
+    snprintf(p, sizeof(p), "/proc/%d/maps", pid);
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, what) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* Descriptors above 2 of PID linked to `what`, or all of them (what NULL). */
+static int count_fds(int pid, const char *what)
+{
+    char p[64], link[512], target[512];
+    snprintf(p, sizeof(p), "/proc/%d/fd", pid);
+    DIR *d = opendir(p);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || (what && atoi(e->d_name) <= 2))
+            continue; /* stdin, stdout, stderr: whatever the test runner gave */
+        snprintf(link, sizeof(link), "%s/%s", p, e->d_name);
+        ssize_t k = readlink(link, target, sizeof(target) - 1);
+        target[k > 0 ? k : 0] = 0;
+        n += !what || strstr(target, what) != NULL;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Two loaders: the second's workers hold neither loader's parent mapping nor
+ * the process's other descriptors; destroying the first leaves nothing of it
+ * in them. */
+START_TEST(test_workers_inherit_nothing)
+{
+    make_folder("d", 2, 4);
+    int extra[30];
+    for (int i = 0; i < 30; i++)
+        extra[i] = open("/dev/null", O_RDONLY);
+    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    feeder_loader *a = small_loader(ds, 1, 2), *b = small_loader(ds, 2, 2);
+    feeder_batch *bt;
+    ck_assert_int_eq(feeder_next(a, &bt), 0);
+    feeder_batch_release(bt, NULL);
+    ck_assert_int_eq(feeder_next(b, &bt), 0);
+    feeder_batch_release(bt, NULL);
+    int pid = feeder_loader_worker_pid(b, 1);
+    ck_assert_int_gt(pid, 0);
+    /* Its own mapping only (before: both loaders' parent mappings too). */
+    ck_assert_int_eq(count_maps(pid, "feeder-slots"), 1);
+    feeder_loader_destroy(a);
+    ck_assert_int_eq(count_maps(pid, "feeder-slots"), 1);
+    int fds = count_fds(pid, NULL);
+    /* stdin/out/err, its channel, a pidfd of the loader's process, a ring. */
+    ck_assert_msg(fds <= 8, "worker holds %d descriptors", fds);
+    ck_assert_int_eq(count_fds(pid, "/dev/null"), 0);
+    ck_assert_int_eq(count_fds(pid, "feeder-slots"), 0);
+    ck_assert_int_eq(feeder_next(b, &bt), 0);
+    feeder_batch_release(bt, NULL);
+    feeder_loader_destroy(b);
+    feeder_dataset_destroy(ds);
+    for (int i = 0; i < 30; i++)
+        close(extra[i]);
+}
+END_TEST
+
+static uint64_t u_len(void *u)
+{
+    (void)u;
+    return 8;
+}
+
+static int u_get(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t bytes,
+                 int64_t *label, char *err, size_t errlen)
+{
+    (void)u;
+    (void)err;
+    (void)errlen;
+    memset(dst, (int)(ctx->index & 0xff), bytes);
+    *label = (int64_t)ctx->index;
+    return 0;
+}
+
+/* A user dataset's workers keep the process's descriptors (its callbacks may
+ * use them) but no loader's memfd, channel or mapping. */
+START_TEST(test_user_workers_keep_user_fds)
+{
+    int extra = open("/dev/null", O_RDONLY);
+    feeder_dataset_callbacks cb = {.len = u_len, .get = u_get};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, NULL, &ds), 0);
+    feeder_loader *a = small_loader(ds, 1, 2), *b = small_loader(ds, 1, 2);
+    feeder_batch *bt;
+    ck_assert_int_eq(feeder_next(a, &bt), 0);
+    feeder_batch_release(bt, NULL);
+    ck_assert_int_eq(feeder_next(b, &bt), 0);
+    feeder_batch_release(bt, NULL);
+    int pid = feeder_loader_worker_pid(b, 0);
+    ck_assert_int_eq(count_maps(pid, "feeder-slots"), 1);
+    ck_assert_int_eq(count_fds(pid, "feeder-slots"), 0);
+    ck_assert_int_eq(count_fds(pid, "/dev/null"), count_fds(getpid(), "/dev/null"));
+    feeder_loader_destroy(a);
+    feeder_loader_destroy(b);
+    feeder_dataset_destroy(ds);
+    close(extra);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -197,6 +311,8 @@ static Suite *faults_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_list_file_streams_bounded);
     tcase_add_test(tc, test_resume_checks_dataset_fingerprint);
+    tcase_add_test(tc, test_workers_inherit_nothing);
+    tcase_add_test(tc, test_user_workers_keep_user_fds);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -475,9 +475,7 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
 {
     /* The parent's descriptors first: the pidfd made next must not share a
      * number with one of them. */
-    for (int i = 0; i < nclose; i++)
-        if (close_fds[i] >= 0)
-            close(close_fds[i]);
+    feeder__worker_close_inherited(job, chan, close_fds, nclose);
     int parent_fd;
     if (feeder__worker_watch_parent(parent, &parent_fd))
         _exit(FEEDER__EXIT_ORPHAN);

@@ -118,6 +118,13 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
                                    int by_main_thread, const int *close_fds, int nclose,
                                    feeder_worker_init_fn init, void *init_user);
 
+/* Right after fork: close every descriptor the worker does not use (all but
+ * `chan`, the slot memfd and the packed file's), or for a user dataset, whose
+ * callbacks may use the process's descriptors, only `close_fds` (the
+ * loaders' channels, pidfds and memfds). worker/inherit.c. */
+void feeder__worker_close_inherited(const feeder__job *job, int chan, const int *close_fds,
+                                    int nclose);
+
 /* Watch the loader's process from a new worker: *pidfd, a pidfd of `parent`
  * (the loader's pid, read before fork) that becomes readable when that
  * process exits, whichever of its threads forked us (-1 on kernels without
