@@ -596,9 +596,10 @@ FEEDER_API int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_in
                                              void *user);
 
 /* Validate the options, allocate the batch slots (one memfd, sized once) and
- * start the workers. Optional: feeder_next() starts a loader that was not.
- * Returns -errno when memory, memfd or fork fail, FEEDER_ECALLBACK when a
- * worker_init callback fails; the message says which. FEEDER_ELIMIT, before
+ * start the workers (their pids exist once this returns; a worker's own
+ * start-up, which runs worker_init, reports to the first feeder_next).
+ * Optional: feeder_next() starts a loader that was not.
+ * Returns -errno when memory, memfd or fork fail; the message says which. FEEDER_ELIMIT, before
  * anything is allocated, when the slots need more memory than the machine
  * (MemAvailable, the cgroup's limit) can give, or when RLIMIT_NOFILE is too
  * low for the workers' descriptors; the message names the limit, its value
@@ -659,6 +660,11 @@ typedef struct feeder_batch {
  *    no sample is lost and the batch is the same bytes) until the epoch has
  *    seen more than MAX_RESTARTS deaths; the message then lists every death
  *    of the epoch (worker id, pid, signal or exit status, batch);
+ *  - a worker that cannot start (mapping the slots fails, its reader or
+ *    decoder cannot be made: -errno; worker_init returns non-zero:
+ *    FEEDER_ECALLBACK): the message is the worker's reason (worker id, pid);
+ *    such workers are not started again, neither by MAX_RESTARTS nor at the
+ *    next epoch: every later call returns the same error;
  *  - FEEDER_EBUSY: every slot is borrowed.
  * Thread-safety: a loader is used by one thread at a time. */
 FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
@@ -688,8 +694,9 @@ FEEDER_API const char *feeder_loader_io_backend(const feeder_loader *ld, const c
  * Thread-safety: as feeder_next. */
 FEEDER_API int feeder_loader_decoder(const feeder_loader *ld, const char **reason);
 
-/* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0).
- * For monitoring and tests. */
+/* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0,
+ * between epochs without persistent workers, workers that could not start).
+ * Workers exist once feeder_loader_start returns. For monitoring and tests. */
 FEEDER_API int feeder_loader_worker_pid(const feeder_loader *ld, int id);
 
 /* ------------------------------------------------------------------------ */

@@ -72,6 +72,10 @@ struct feeder_loader {
     int nworkers;
     worker *workers;
     int running; /* worker processes are up */
+    /* A worker reported it could not start (mapping the slots, its setup,
+     * worker_init): that error, for good; workers are not forked again. */
+    int workers_failed;
+    char workers_why[FEEDER__ERRMSG_LEN + 64];
     feeder__worker_ctx inline_ctx;
     int inline_ready;
 

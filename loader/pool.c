@@ -168,6 +168,10 @@ static int spawn_one(feeder_loader *ld, int i)
 
 int feeder__pool_spawn(feeder_loader *ld)
 {
+    /* A worker that cannot start would fail the same way on every call:
+     * forking again would only churn processes. */
+    if (ld->workers_failed)
+        return feeder__loader_fail(ld, ld->workers_failed, "%s", ld->workers_why);
     for (int i = 0; i < ld->nworkers; i++)
         ld->workers[i] = (worker){.pid = -1, .pidfd = -1, .chan = -1};
     int rc = 0;
@@ -322,11 +326,11 @@ static int drain_channel(feeder_loader *ld, int i)
             return worker_died(ld, i, "malformed message", 0);
         if (r.kind == FEEDER__MSG_READY) {
             if (r.status) {
-                char msg[FEEDER__ERRMSG_LEN];
-                feeder__fmt(msg, sizeof(msg), "%s", r.errmsg);
+                ld->workers_failed = r.status;
+                feeder__fmt(ld->workers_why, sizeof(ld->workers_why),
+                            "%s; workers that cannot start are not started again", r.errmsg);
                 worker_died(ld, i, NULL, 0);
-                return feeder__loader_fail(ld, r.status == FEEDER_ECALLBACK ? FEEDER_ECALLBACK : r.status, "%s",
-                            msg);
+                return feeder__loader_fail(ld, r.status, "%s", ld->workers_why);
             }
             w->ready = 1;
             continue;

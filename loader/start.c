@@ -339,21 +339,21 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
 
 void feeder__host_start_failed(feeder_loader *ld, int rc) { ld->start_failed = rc; }
 
-void feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
-                         int packed_direct)
+int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
+                        int packed_direct)
 {
     feeder__job *job = &ld->job;
     feeder__transform *t = &job->t;
     /* A GPU decoder with no GPU layer, or one that could not start nvJPEG:
-     * the workers decode on the CPU (they fork later, at the first epoch,
-     * with this job). With one, the GPU layer has set HYBRID's first share
+     * the workers decode on the CPU (they fork below, with this job). With one, the GPU layer has set HYBRID's first share
      * and moves it from what both sides do. */
     if (feeder__decoder_on_gpu(t->decoder) && !gpu_decodes) {
         feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s", decode_why);
         t->decoder = job->cpu_decoder;
         feeder__loader_set_cpu_share(ld, 0);
     }
-    /* Before the workers fork (at the first epoch): they inherit it. */
+    /* Before the workers fork: they inherit it. */
     job->packed_direct = packed_direct;
     ld->started = 1;
+    return ld->nworkers ? feeder__pool_spawn(ld) : 0;
 }

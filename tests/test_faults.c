@@ -303,6 +303,108 @@ START_TEST(test_user_workers_keep_user_fds)
 }
 END_TEST
 
+static int init_fd = -1;
+static int init_fails(void *user, int id)
+{
+    (void)user;
+    char c = (char)('0' + id);
+    if (write(init_fd, &c, 1) != 1)
+        return 1;
+    return id == 1 ? 42 : 0;
+}
+
+/* A worker that cannot start (worker_init fails) is an error, once: later
+ * calls return it without forking workers again. */
+START_TEST(test_worker_start_failure_not_retried)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    init_fd = p[1];
+    feeder_dataset_callbacks cb = {.len = u_len, .get = u_get};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, NULL, &ds), 0);
+    feeder_loader *ld = small_loader(ds, 2, 2);
+    ck_assert_int_eq(feeder_loader_set_worker_init(ld, init_fails, NULL), 0);
+    feeder_batch *b;
+    for (int k = 0; k < 20; k++) {
+        int rc = feeder_next(ld, &b);
+        ck_assert_int_eq(rc, FEEDER_ECALLBACK);
+        const char *m = feeder_loader_errmsg(ld);
+        ck_assert_msg(strstr(m, "worker_init failed in worker 1 (pid ") &&
+                          strstr(m, "returned 42; workers that cannot start are not started again"),
+                      "%s", m);
+    }
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    close(p[1]);
+    char got[256];
+    ssize_t n = read(p[0], got, sizeof(got));
+    close(p[0]);
+    /* One start of each worker (before: two more on every call). */
+    ck_assert_int_le(n, 2);
+}
+END_TEST
+
+static long vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "VmSize:", 7) == 0)
+            kib = atol(line + 7);
+    if (f)
+        fclose(f);
+    return kib * 1024;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
+#else
+#define UNDER_SANITIZER 0
+#endif
+
+/* Workers that cannot map the slots (RLIMIT_AS): the worker's reason comes
+ * back, and 200 more calls fork nothing (before: 4 processes a call). */
+START_TEST(test_workers_cannot_map_slots)
+{
+    if (UNDER_SANITIZER)
+        return; /* the sanitizers' shadow memory needs an unlimited address space */
+    make_folder("d", 2, 4);
+    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    feeder_loader *ld = small_loader(ds, 4, 8);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 224), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 224), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 256), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_MAX_RESTARTS, 5), 0);
+    struct rlimit rl = {(rlim_t)vm_size() + (64 << 20), RLIM_INFINITY};
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+    int rc = feeder_loader_start(ld);
+    ck_assert_msg(rc == 0, "%d %s", rc, feeder_loader_errmsg(ld));
+    ck_assert_int_gt(feeder_loader_worker_pid(ld, 0), 0); /* workers exist once start returns */
+    rl.rlim_cur = (rlim_t)vm_size() + (4 << 20);
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+    /* Epoch 0's workers started before the limit; epoch 1's cannot. */
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    feeder_batch_release(b, NULL);
+    ck_assert_int_eq(feeder_next(ld, &b), FEEDER_DONE);
+    rc = feeder_next(ld, &b);
+    ck_assert_msg(rc == -ENOMEM, "rc %d: %s", rc, feeder_loader_errmsg(ld));
+    const char *want = "could not start: mmap of the ";
+    ck_assert_msg(strstr(feeder_loader_errmsg(ld), want), "%s", feeder_loader_errmsg(ld));
+    uint64_t t0 = bu_now_ns();
+    for (int k = 0; k < 200; k++)
+        ck_assert_int_eq(feeder_next(ld, &b), -ENOMEM);
+    ck_assert_int_eq(feeder_loader_worker_pid(ld, 0), -1);
+    ck_assert_msg(bu_now_ns() - t0 < 500000000ull, "200 calls took %llu ns",
+                  (unsigned long long)(bu_now_ns() - t0));
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -313,6 +415,8 @@ static Suite *faults_suite(void)
     tcase_add_test(tc, test_resume_checks_dataset_fingerprint);
     tcase_add_test(tc, test_workers_inherit_nothing);
     tcase_add_test(tc, test_user_workers_keep_user_fds);
+    tcase_add_test(tc, test_worker_start_failure_not_retried);
+    tcase_add_test(tc, test_workers_cannot_map_slots);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -493,8 +493,9 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
     uint8_t *mem = mmap(NULL, job->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
     if (mem == MAP_FAILED) {
         res.status = -errno;
-        feeder__fmt(res.errmsg, sizeof(res.errmsg), "worker %d: mmap of the batch slots: %s",
-                    id, strerror(errno));
+        feeder__fmt(res.errmsg, sizeof(res.errmsg),
+                    "worker %d (pid %d) could not start: mmap of the %zu bytes of batch slots: %s",
+                    id, (int)getpid(), job->shm_bytes, strerror(errno));
         send_msg(chan, &res, sizeof(res));
         _exit(1);
     }
@@ -503,8 +504,9 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
     int rc = feeder__worker_ctx_init(&w, job, id, mem);
     if (rc) {
         res.status = rc;
-        feeder__fmt(res.errmsg, sizeof(res.errmsg), "worker %d: setup failed: %s", id,
-                    feeder_strerror(rc));
+        feeder__fmt(res.errmsg, sizeof(res.errmsg),
+                    "worker %d (pid %d) could not start: setting up its reader and decoder: %s",
+                    id, (int)getpid(), rc < 0 ? strerror(-rc) : feeder_strerror(rc));
         send_msg(chan, &res, sizeof(res));
         _exit(1);
     }
