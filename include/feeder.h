@@ -652,7 +652,11 @@ typedef struct feeder_batch {
  *  - a sample error (FEEDER_EDECODE, FEEDER_ETOOBIG, -ENOENT, ...) fails only
  *    its batch: the message names the sample index, the path and the
  *    decoder's text, and the next call goes on with the next batch;
- *  - FEEDER_ETIMEDOUT: no batch within TIMEOUT_MS; nothing is lost, call again;
+ *  - FEEDER_ETIMEDOUT: no batch within TIMEOUT_MS; the message names the
+ *    batch waited for and the worker holding it (id, pid); nothing is lost,
+ *    call again. With MAX_RESTARTS > 0 such a stalled worker is instead
+ *    killed and started again like a dead one (it counts as a death of the
+ *    epoch) and its batch redone, and the call waits TIMEOUT_MS again;
  *  - FEEDER_EWORKER: a worker died; the message names it, its pid and its
  *    signal or exit status; the epoch is over and the next call restarts the
  *    workers and begins the next epoch. With MAX_RESTARTS > 0 a death is

@@ -347,11 +347,11 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
         }
         uint64_t now = feeder__now_ns();
         if (now >= deadline) {
-            rc = feeder__loader_fail(ld, FEEDER_ETIMEDOUT,
-                      "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu)",
-                      (long long)timeout, (unsigned long long)ld->next_in_order,
-                      (unsigned long long)ld->epoch);
-            break;
+            /* 0: the stalled worker was replaced; its batch gets a new wait. */
+            if ((rc = feeder__pool_timed_out(ld, timeout)) != 0)
+                break;
+            deadline = feeder__now_ns() + (uint64_t)timeout * 1000000ull;
+            continue;
         }
         uint64_t left_ms = deadline == UINT64_MAX ? (uint64_t)poll_ms : (deadline - now + 999999) / 1000000;
         if ((rc = feeder__pool_wait(ld, (int)(left_ms < (uint64_t)poll_ms ? left_ms : (uint64_t)poll_ms))))

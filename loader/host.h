@@ -151,6 +151,10 @@ int feeder__pool_send_task(feeder_loader *ld, worker *w, const feeder__task_msg 
 /* Wait up to ms for the workers' results and deaths; 0 or the error that
  * ends the epoch (a death past max_restarts). */
 int feeder__pool_wait(feeder_loader *ld, int ms);
+/* No batch within timeout_ms: name the worker holding the batch waited for
+ * (FEEDER_ETIMEDOUT), or with max_restarts kill and restart it as after a
+ * death (0: wait again; FEEDER_EWORKER past the limit). */
+int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms);
 /* Account a part's result and mark its slot ready when it was the last. */
 void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r);
 

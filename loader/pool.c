@@ -301,6 +301,60 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
     return FEEDER_EWORKER;
 }
 
+/* The worker holding a part of `batch` (in_order: the batch waited for), or
+ * else the busy worker with the oldest batch; -1 when none is busy. */
+static int stalled_worker(const feeder_loader *ld, uint64_t batch, int in_order)
+{
+    int best = -1;
+    uint64_t best_batch = UINT64_MAX;
+    for (int i = 0; i < ld->nworkers; i++) {
+        const worker *w = &ld->workers[i];
+        if (w->pid <= 0 || !w->outstanding)
+            continue;
+        for (unsigned k = 0; k < w->outstanding; k++)
+            if (in_order && w->inflight[k].batch == batch && w->inflight[k].epoch == ld->epoch)
+                return i;
+        if (w->inflight[0].batch < best_batch) {
+            best = i;
+            best_batch = w->inflight[0].batch;
+        }
+    }
+    return best;
+}
+
+int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
+{
+    int in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
+    uint64_t want = ld->next_in_order;
+    int i = stalled_worker(ld, want, in_order);
+    char head[256];
+    if (in_order)
+        feeder__fmt(head, sizeof(head), "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu",
+                    (long long)timeout_ms, (unsigned long long)want, (unsigned long long)ld->epoch);
+    else
+        feeder__fmt(head, sizeof(head), "no batch within timeout_ms = %lld (epoch %llu",
+                    (long long)timeout_ms, (unsigned long long)ld->epoch);
+    if (i < 0)
+        return feeder__loader_fail(ld, FEEDER_ETIMEDOUT, "%s; no worker is loading it)", head);
+    worker *w = &ld->workers[i];
+    uint64_t held = w->inflight[0].batch;
+    for (unsigned k = 0; in_order && k < w->outstanding; k++)
+        if (w->inflight[k].batch == want)
+            held = want;
+    if (iopt(ld, FEEDER_OPT_MAX_RESTARTS) == 0 || !ld->in_epoch)
+        return feeder__loader_fail(ld, FEEDER_ETIMEDOUT,
+                                   "%s; worker %d (pid %d) has not finished batch %llu); call "
+                                   "again, or set max_restarts to have a stalled worker replaced",
+                                   head, i, (int)w->pid, (unsigned long long)held);
+    /* Replaced as a dead one is: killed (SIGKILL stops a stopped process
+     * too), started again, its parts re-run. */
+    char why[128];
+    feeder__fmt(why, sizeof(why), "stalled: no answer within timeout_ms = %lld, so the loader killed it",
+                (long long)timeout_ms);
+    kill(w->pid, SIGKILL);
+    return worker_died(ld, i, why, 1);
+}
+
 /* Read every message waiting on worker i's channel. 0, or an error (death,
  * failed worker start). */
 static int drain_channel(feeder_loader *ld, int i)

@@ -405,6 +405,70 @@ START_TEST(test_workers_cannot_map_slots)
 }
 END_TEST
 
+/* A SIGSTOPped worker: the timeout names it (id, pid) and the batch; with
+ * max_restarts it is killed, started again and its batch redone, and the
+ * epoch arrives whole. */
+static void stalled_worker_case(int restarts)
+{
+    feeder_dataset_callbacks cb = {.len = u_len, .get = u_get};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, NULL, &ds), 0);
+    feeder_loader *ld = small_loader(ds, 2, 2);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 300), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_MAX_RESTARTS, restarts), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    int pids[2] = {feeder_loader_worker_pid(ld, 0), feeder_loader_worker_pid(ld, 1)};
+    ck_assert_int_eq(kill(pids[0], SIGSTOP), 0);
+    ck_assert_int_eq(kill(pids[1], SIGSTOP), 0);
+    feeder_batch *b;
+    if (restarts == 0) {
+        for (int k = 0; k < 3; k++) {
+            ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ETIMEDOUT);
+            const char *m = feeder_loader_errmsg(ld);
+            char want[256];
+            int named = 0;
+            for (int i = 0; i < 2; i++) {
+                snprintf(want, sizeof(want), "worker %d (pid %d) has not finished batch 0)", i,
+                         pids[i]);
+                named |= strstr(m, want) != NULL;
+            }
+            ck_assert_msg(named && strstr(m, "waiting for batch 0 of epoch 0"), "%s", m);
+        }
+        kill(pids[0], SIGCONT);
+        kill(pids[1], SIGCONT);
+    }
+    uint64_t seen = 0;
+    int rc, batches = 0;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        ck_assert_uint_eq(b->number, (uint64_t)batches);
+        for (uint32_t i = 0; i < b->count; i++)
+            seen |= 1ull << b->indices[i];
+        batches++;
+        feeder_batch_release(b, NULL);
+    }
+    ck_assert_msg(rc == FEEDER_DONE, "%d %s", rc, feeder_loader_errmsg(ld));
+    ck_assert_int_eq(batches, 4);
+    ck_assert_uint_eq(seen, 0xff);
+    feeder_stats st;
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    if (restarts)
+        ck_assert_uint_eq(st.worker_restarts, 2);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+
+START_TEST(test_stalled_worker_named)
+{
+    stalled_worker_case(0);
+}
+END_TEST
+
+START_TEST(test_stalled_worker_replaced)
+{
+    stalled_worker_case(4);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -417,6 +481,8 @@ static Suite *faults_suite(void)
     tcase_add_test(tc, test_user_workers_keep_user_fds);
     tcase_add_test(tc, test_worker_start_failure_not_retried);
     tcase_add_test(tc, test_workers_cannot_map_slots);
+    tcase_add_test(tc, test_stalled_worker_named);
+    tcase_add_test(tc, test_stalled_worker_replaced);
     suite_add_tcase(s, tc);
     return s;
 }
