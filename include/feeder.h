@@ -539,9 +539,15 @@ typedef enum feeder_dtype {
     FEEDER_DTYPE_BFLOAT16 = 2,
     FEEDER_DTYPE_FLOAT32 = 3
 } feeder_dtype;
-/* How a packed dataset's records reach the batch slot. */
+/* How a packed dataset's records reach the batch slot. A file cut or
+ * rewritten in place while a loader reads it fails the batches that meet the
+ * change (-EIO, naming the record and the file), never the process: with
+ * num_workers 0 MMAP reads with pread (the calling thread never touches the
+ * mapping), and a worker catches the fault of a read from the mapping
+ * (SIGBUS, a handler in the worker process only). */
 typedef enum feeder_packed_read {
-    FEEDER_PACKED_READ_MMAP = 0,  /* copy from a shared read-only mapping of the file */
+    FEEDER_PACKED_READ_MMAP = 0,  /* copy from a shared read-only mapping of the file (workers;
+                                     pread with num_workers 0) */
     FEEDER_PACKED_READ_URING = 1, /* read through the page cache with the worker's reader
                                      (io_uring, or pread as FEEDER_OPT_IO decides) */
     FEEDER_PACKED_READ_DIRECT = 2 /* the same with O_DIRECT: no page cache; aligned

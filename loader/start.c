@@ -145,6 +145,14 @@ static int resolve_io(feeder_loader *ld)
         ld->io_backend = "none";
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "user dataset: no files to read");
         job->io_mode = FEEDER_IO_PREAD;
+    } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP &&
+               iopt(ld, FEEDER_OPT_NUM_WORKERS) == 0) {
+        /* The calling thread never reads a mapping that a file cut in place
+         * would turn into SIGBUS in the user's process (worker/packed_read.c). */
+        ld->io_backend = "pread";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason),
+                     "num_workers 0: the calling thread reads with pread, never the mapping");
+        job->io_mode = FEEDER_IO_PREAD;
     } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP) {
         ld->io_backend = "mmap";
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", "");

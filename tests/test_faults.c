@@ -7,6 +7,8 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include "testutil.h"
 #include "common/common.h"
 #include "dataset/dataset.h"
+#include "dataset/pack.h"
 #include "feeder.h"
 
 static char tmpdir[256];
@@ -469,6 +472,126 @@ START_TEST(test_stalled_worker_replaced)
 }
 END_TEST
 
+/* A RAW pack of n records of h x w x 3 bytes at `path`; returns the file's
+ * size, *records_off where the records start. */
+static size_t write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
+                             uint64_t *records_off)
+{
+    feeder__pack_header h;
+    memset(&h, 0, sizeof(h));
+    h.version = FEEDER__PACK_VERSION;
+    h.header_bytes = 4096;
+    h.kind = FEEDER_RECORD_RAW;
+    h.dtype = FEEDER__PACK_DTYPE_UINT8;
+    h.layout = FEEDER_LAYOUT_NHWC;
+    h.height = hgt;
+    h.width = wid;
+    h.channels = 3;
+    h.label_type = FEEDER__PACK_LABEL_INT64;
+    h.count = n;
+    h.record_bytes = (uint64_t)hgt * wid * 3;
+    h.shard_count = 1;
+    h.total_records = n;
+    size_t len = (size_t)feeder__pack_layout(&h, 0, n * h.record_bytes);
+    ck_assert_uint_gt(len, 0);
+    uint8_t *buf = calloc(1, len);
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *rec = buf + h.records_off + i * h.record_bytes;
+        memset(rec, (int)(i & 0xff), h.record_bytes);
+        feeder__pack_entry_encode(buf + h.index_off + i * 24, h.records_off + i * h.record_bytes,
+                                  h.record_bytes, feeder__crc32c(0, rec, h.record_bytes));
+        int64_t lab = (int64_t)(i % 4);
+        memcpy(buf + h.labels_off + i * 8, &lab, 8);
+    }
+    feeder__pack_header_encode(&h, buf);
+    ck_assert_int_eq(bu_write_file(path, buf, len), 0);
+    free(buf);
+    *records_off = h.records_off;
+    return len;
+}
+
+typedef struct toggler {
+    const char *path;
+    off_t small, full;
+    atomic_int stop;
+} toggler;
+
+/* Cut the file to its header and grow it back, over and over, as a job
+ * rewriting it in place would. */
+static void *toggle(void *arg)
+{
+    toggler *t = arg;
+    int fd = open(t->path, O_WRONLY);
+    while (!atomic_load(&t->stop)) {
+        if (ftruncate(fd, t->small) != 0 || ftruncate(fd, t->full) != 0)
+            break;
+    }
+    close(fd);
+    return NULL;
+}
+
+/* A pack cut under a running loader: with 0 workers the calling thread
+ * must not fault (it reads with pread); workers turn a fault into their
+ * batch's error naming the file. Never a death (before: exit 135, or
+ * "killed by signal 7"). */
+static void pack_cut_while_loading(int workers)
+{
+    char path[512];
+    path_in(path, sizeof(path), "cut.pack");
+    uint64_t roff;
+    size_t len = write_raw_pack(path, 256, 128, 128, &roff);
+    char err[512];
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_open_packed(path, &ds, err, sizeof(err)), 0);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 32), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers), 0);
+    toggler t = {.path = path, .small = (off_t)roff + 4096, .full = (off_t)len};
+    atomic_init(&t.stop, 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, toggle, &t), 0);
+    uint64_t end = bu_now_ns() + 1500000000ull;
+    int ok = 0, failed = 0, faults = 0;
+    while (bu_now_ns() < end) {
+        feeder_batch *b;
+        int rc = feeder_next(ld, &b);
+        if (rc == 0) {
+            ok++;
+            feeder_batch_release(b, NULL);
+            continue;
+        }
+        if (rc == FEEDER_DONE)
+            continue;
+        const char *m = feeder_loader_errmsg(ld);
+        ck_assert_msg(rc == -EIO && strstr(m, path), "rc %d: %s", rc, m);
+        failed++;
+        faults += strstr(m, "changed under the loader") != NULL;
+    }
+    atomic_store(&t.stop, 1);
+    pthread_join(th, NULL);
+    ck_assert_int_gt(ok + failed, 10);
+    feeder_stats st;
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    ck_assert_uint_eq(st.worker_restarts, 0);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    fprintf(stderr, "pack cut, %d workers: %d batches, %d failed (%d faults caught)\n", workers,
+            ok, failed, faults);
+}
+
+START_TEST(test_pack_cut_no_workers)
+{
+    pack_cut_while_loading(0);
+}
+END_TEST
+
+START_TEST(test_pack_cut_workers)
+{
+    pack_cut_while_loading(2);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -483,6 +606,8 @@ static Suite *faults_suite(void)
     tcase_add_test(tc, test_workers_cannot_map_slots);
     tcase_add_test(tc, test_stalled_worker_named);
     tcase_add_test(tc, test_stalled_worker_replaced);
+    tcase_add_test(tc, test_pack_cut_no_workers);
+    tcase_add_test(tc, test_pack_cut_workers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,6 +16,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,13 +124,71 @@ struct feeder__pack_worker {
     uint32_t cap;      /* entries of runs, st and crc; items and spans hold 3 per run */
 };
 
+/* Records come from the file's mapping only in a worker process. A file
+ * cut or rewritten in place under the loader makes a read of its mapping
+ * fault (SIGBUS): a worker, our own process, turns that fault into its
+ * task's error (bus_guard below); the calling thread (num_workers 0) runs in
+ * the user's process, where the library installs no signal handler, so it
+ * reads with pread instead, which reports a short read. */
+static int uses_mapping(const feeder__worker_ctx *w)
+{
+    return w->job->packed_read == FEEDER_PACKED_READ_MMAP && w->id >= 0;
+}
+
+/* The worker's SIGBUS guard: while bus_env is set, a fault jumps back to the
+ * task that set it. One task at a time runs in a worker (its only thread
+ * reading the mapping), so one static slot is enough. */
+static sigjmp_buf *volatile bus_env;
+static volatile uint64_t bus_record;
+
+static void on_sigbus(int sig)
+{
+    if (bus_env)
+        siglongjmp(*bus_env, 1);
+    signal(sig, SIG_DFL); /* not ours: die of it as before */
+    raise(sig);
+}
+
+static int install_bus_guard(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGBUS, &sa, NULL) == 0 ? 0 : -errno;
+}
+
+/* After a fault: the task's error, and a fresh decoder (a decode cut short
+ * by the jump leaves its state undefined). */
+static int mapping_fault(feeder__worker_ctx *w, char *msg, size_t msglen)
+{
+    const struct feeder__pack *pk = w->job->ds->pack;
+    struct stat st;
+    long long now = fstat(pk->fd, &st) == 0 ? (long long)st.st_size : -1;
+    feeder__fmt(msg, msglen,
+                "record %llu of %s: the file changed under the loader: reading its mapping "
+                "faulted (SIGBUS); it is now %lld bytes, %llu when opened (truncated or "
+                "rewritten in place?)",
+                ULL(bus_record), pk->path, now, ULL(pk->map_len));
+    if (w->dec) {
+        feeder__decoder_destroy(w->dec);
+        w->dec = NULL;
+        (void)feeder__decoder_create(&w->dec);
+    }
+    return -EIO;
+}
+
 int feeder__packed_ctx_init(feeder__worker_ctx *w)
 {
     const feeder__job *job = w->job;
     if (!(w->pk = calloc(1, sizeof(*w->pk))))
         return -ENOMEM;
     int rc = 0;
-    if (job->packed_read != FEEDER_PACKED_READ_MMAP) {
+    if (uses_mapping(w))
+        rc = install_bus_guard();
+    else if (job->packed_read == FEEDER_PACKED_READ_MMAP)
+        rc = feeder__reader_create(FEEDER_IO_PREAD, 0, &w->rd, NULL, 0);
+    else {
         rc = feeder__reader_create(job->io_mode, job->queue_depth, &w->rd, w->why,
                                    sizeof(w->why));
         /* As for files: a process that cannot set up its own ring reads
@@ -308,8 +368,8 @@ static int read_runs(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *ds
  * record by record with VERIFY_CRC), JPEG runs used where they lie. Records
  * past the file's end now (it shrank) are left for record_status to fail:
  * reading a mapping past its file's end raises SIGBUS. */
-static void copy_from_mapping(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *dst0,
-                              size_t stride, uint64_t *file_now)
+static void copy_from_mapping(feeder__worker_ctx *w, const uint64_t *idx, uint32_t nruns,
+                              int raw, uint8_t *dst0, size_t stride, uint64_t *file_now)
 {
     const feeder__job *job = w->job;
     const struct feeder__pack *pk = job->ds->pack;
@@ -333,6 +393,7 @@ static void copy_from_mapping(feeder__worker_ctx *w, uint32_t nruns, int raw, ui
         if (!raw)
             continue;
         uint8_t *d = dst0 + (size_t)run->k0 * stride;
+        bus_record = idx[run->k0];
         if (!job->verify_crc && !run->past_end) {
             memcpy(d, run->base, run->len);
             continue;
@@ -342,6 +403,7 @@ static void copy_from_mapping(feeder__worker_ctx *w, uint32_t nruns, int raw, ui
         for (uint32_t k = 0; k < run->n; k++) {
             if (run->off + (uint64_t)(k + 1) * stride > *file_now)
                 break;
+            bus_record = idx[run->k0 + k];
             memcpy(d + (size_t)k * stride, run->base + (size_t)k * stride, stride);
             if (job->verify_crc)
                 p->crc[run->k0 + k] = feeder__crc32c(0, d + (size_t)k * stride, stride);
@@ -409,8 +471,8 @@ static int gather_and_read(feeder__worker_ctx *w, uint64_t epoch, const uint64_t
     for (uint32_t r = 0; r < nruns; r++)
         bytes += p->runs[r].len;
     ld->file_now = pk->map_len;
-    if (job->packed_read == FEEDER_PACKED_READ_MMAP)
-        copy_from_mapping(w, nruns, raw, dst0, stride, &ld->file_now);
+    if (uses_mapping(w))
+        copy_from_mapping(w, idx, nruns, raw, dst0, stride, &ld->file_now);
     else if ((rc = read_runs(w, nruns, raw, dst0, stride, msg, msglen)))
         return rc;
     else
@@ -451,7 +513,7 @@ static int record_status(feeder__worker_ctx *w, const pk_run *run, uint32_t k, u
     }
     if (!job->verify_crc)
         return 0;
-    uint32_t c = raw && job->packed_read == FEEDER_PACKED_READ_MMAP
+    uint32_t c = raw && uses_mapping(w)
                      ? w->pk->crc[k]
                      : feeder__crc32c(0, *src, pk->size[i]);
     if (c == pk->crc[i])
@@ -504,6 +566,7 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
         for (uint32_t k = run->k0; k < run->k0 + run->n; k++) {
             uint8_t *dst = dst0 + (size_t)k * stride;
             const uint8_t *src;
+            bus_record = idx[k];
             int src_rc = record_status(w, run, k, idx[k], dst, ld.file_now, &src, msg, msglen);
             if (!src_rc && !raw) {
                 res->read_ns += feeder__now_ns() - ld.t0;
@@ -543,6 +606,7 @@ static int load_records_gpu(feeder__worker_ctx *w, const feeder__task_msg *t, ui
         const pk_run *run = &p->runs[r];
         for (uint32_t k = run->k0; k < run->k0 + run->n; k++) {
             const uint8_t *src;
+            bus_record = idx[k];
             p->st[k] = record_status(w, run, k, idx[k], NULL, ld.file_now, &src, msg, msglen);
             if (p->st[k] && stop) {
                 res->read_ns += feeder__now_ns() - ld.t0;
@@ -581,10 +645,19 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
     if (job->packed_direct)
         return 0; /* the GPU layer copies the records from the file itself */
     int skip = job->policy == FEEDER_ON_ERROR_SKIP;
+    sigjmp_buf env;
+    if (uses_mapping(w)) {
+        if (sigsetjmp(env, 1)) {
+            bus_env = NULL;
+            return mapping_fault(w, res->errmsg, sizeof(res->errmsg));
+        }
+        bus_env = &env;
+    }
     int rc = w->gpu_dec
                  ? load_records_gpu(w, t, slot, !skip, res, res->errmsg, sizeof(res->errmsg))
                  : load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first),
                                 !skip, res, res->errmsg, sizeof(res->errmsg));
+    bus_env = NULL;
     if (rc || !skip)
         return rc;
     for (uint32_t k = 0; k < t->count; k++) {
@@ -602,5 +675,15 @@ int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, ui
                             size_t msglen)
 {
     *label = w->job->ds->labels[index];
-    return load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
+    sigjmp_buf env;
+    if (uses_mapping(w)) {
+        if (sigsetjmp(env, 1)) {
+            bus_env = NULL;
+            return mapping_fault(w, msg, msglen);
+        }
+        bus_env = &env;
+    }
+    int rc = load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
+    bus_env = NULL;
+    return rc;
 }
