@@ -289,15 +289,24 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     ss->count = count;
     ss->skipped = 0;
     ss->status = 0;
-    ss->parts_left = 1;
+    /* In groups of FEEDER__INLINE_FILES samples: the reader opens a
+     * group's files at once, so a batch of 2048 does not need 2048
+     * descriptors. A failed group ends the batch (its error is the batch's). */
+    uint32_t groups = (count + FEEDER__INLINE_FILES - 1) / FEEDER__INLINE_FILES;
+    ss->parts_left = groups;
     ss->state = SLOT_FILLING;
     memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
            ld->order + first, count * sizeof(uint64_t));
-    feeder__task_msg t = {FEEDER__MSG_TASK, s, 0, count, ld->epoch, b,
-                          (uint32_t)(((uint64_t)count * ld->cpu_permille + 500) / 1000), 0};
     static _Thread_local feeder__result_msg r;
-    feeder__run_task(&ld->inline_ctx, &t, &r);
-    feeder__pool_complete_part(ld, &r);
+    for (uint32_t lo = 0; lo < count && ss->state == SLOT_FILLING; lo += FEEDER__INLINE_FILES) {
+        uint32_t n = count - lo < FEEDER__INLINE_FILES ? count - lo : FEEDER__INLINE_FILES;
+        feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b,
+                              (uint32_t)(((uint64_t)n * ld->cpu_permille + 500) / 1000), 0};
+        feeder__run_task(&ld->inline_ctx, &t, &r);
+        feeder__pool_complete_part(ld, &r);
+        if (r.status)
+            ss->state = SLOT_READY;
+    }
     return deliver(ld, ss, out);
 }
 

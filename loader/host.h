@@ -50,6 +50,8 @@ typedef struct task_queue {
 
 /* FEEDER_OPT_SPLIT 0: samples per task the loader aims at. */
 #define FEEDER__TASK_SAMPLES 16
+/* num_workers 0: samples whose files the calling thread opens at once. */
+#define FEEDER__INLINE_FILES 64u
 
 struct feeder_loader {
     feeder_dataset *ds;

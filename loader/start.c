@@ -249,6 +249,8 @@ static int check_limits(feeder_loader *ld)
         return rc;
     uint32_t batch = job->layout.batch;
     uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
+    if (ld->nworkers == 0 && files > FEEDER__INLINE_FILES)
+        files = FEEDER__INLINE_FILES; /* the calling thread reads in groups (flow.c) */
     if ((rc = feeder__check_nofile(ld->nworkers, files, ld->errmsg, sizeof(ld->errmsg))))
         return rc;
     if (ld->resume && (rc = feeder__resume_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))

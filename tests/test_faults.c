@@ -592,6 +592,54 @@ START_TEST(test_pack_cut_workers)
 }
 END_TEST
 
+static uint64_t open_fd_count(void)
+{
+    return (uint64_t)count_fds(getpid(), NULL) + 3;
+}
+
+/* num_workers 0, batch 140: the calling thread opens its files in groups of
+ * 64, so a descriptor limit of what is open + 3 + 64 is enough (before: 140
+ * at once, FEEDER_ELIMIT at start), and the batch is whole. */
+START_TEST(test_inline_reads_in_groups)
+{
+    make_folder("d", 2, 70);
+    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    pid_t pid = fork();
+    if (pid == 0) {
+        feeder_loader *ld;
+        if (feeder_loader_create(ds, NULL, &ld) ||
+            feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 140) ||
+            feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 0) ||
+            feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 32) || feeder_loader_set(ld, FEEDER_OPT_WIDTH, 32) ||
+            feeder_loader_set(ld, FEEDER_OPT_RESIZE, 40))
+            _exit(10);
+        struct rlimit rl;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        rl.rlim_cur = open_fd_count() + 3 + 64;
+        if (setrlimit(RLIMIT_NOFILE, &rl))
+            _exit(11);
+        feeder_batch *b;
+        int rc = feeder_next(ld, &b);
+        if (rc) {
+            fprintf(stderr, "%d %s\n", rc, feeder_loader_errmsg(ld));
+            _exit(12);
+        }
+        uint64_t seen[3] = {0, 0, 0};
+        for (uint32_t i = 0; i < b->count; i++)
+            seen[b->indices[i] / 64] |= 1ull << (b->indices[i] % 64);
+        if (b->count != 140 || seen[0] != ~0ull || seen[1] != ~0ull || seen[2] != 0xfff)
+            _exit(13);
+        feeder_batch_release(b, NULL);
+        feeder_loader_destroy(ld);
+        _exit(0);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %x", st);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -608,6 +656,7 @@ static Suite *faults_suite(void)
     tcase_add_test(tc, test_stalled_worker_replaced);
     tcase_add_test(tc, test_pack_cut_no_workers);
     tcase_add_test(tc, test_pack_cut_workers);
+    tcase_add_test(tc, test_inline_reads_in_groups);
     suite_add_tcase(s, tc);
     return s;
 }
