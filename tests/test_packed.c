@@ -432,9 +432,9 @@ START_TEST(test_reject_magic_version_truncation)
     m.buf[3] ^= 0x20;
 
     /* Another version is refused before its crc is looked at. */
-    m.buf[8] = 2;
+    m.buf[8] = 3;
     expect_reject(m.buf, m.len, FEEDER_EFORMAT,
-                  "unsupported format version 2 (this library reads version 1)");
+                  "unsupported format version 3 (this library reads versions 1 to 2)");
     m.buf[8] = 1;
 
     /* One flipped bit anywhere in the header page. */
@@ -731,7 +731,7 @@ START_TEST(test_crc_mismatch_fail_and_skip)
             ld = make_loader(ds, &c);
             ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ECHECKSUM);
             snprintf(want, sizeof(want), "batch 0 of epoch 0: record 1 of %s: crc32c mismatch "
-                     "(stored 0x%08x, computed 0x%08x)", p, stored, computed);
+                     "over its bytes (stored 0x%08x, computed 0x%08x)", p, stored, computed);
             ck_assert_str_eq(feeder_loader_errmsg(ld), want);
             ck_assert_int_eq(feeder_next(ld, &b), 0); /* the next batch is fine */
             ck_assert_uint_eq(b->number, 1);

@@ -413,8 +413,9 @@ static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t 
             pwrite_all(sh, src, (size_t)n * rb, sh->h.records_off + local * rb);
             for (uint32_t k = 0; k < n; k++) {
                 uint64_t off = sh->h.records_off + (local + k) * rb;
+                uint32_t seed = feeder__pack_crc_seed(FEEDER__PACK_VERSION, b->labels[j + k]);
                 feeder__pack_entry_encode(sh->index + (local + k) * FEEDER__PACK_ENTRY_BYTES, off,
-                                          rb, feeder__crc32c(0, src + (size_t)k * rb, rb));
+                                          rb, feeder__crc32c(seed, src + (size_t)k * rb, rb));
                 sh->labels[local + k] = b->labels[j + k];
             }
             j += n;
@@ -491,7 +492,9 @@ static uint64_t write_jpeg(feeder_dataset *ds, const uint64_t *sizes, shard *v, 
         uint64_t local = i - sh->first;
         pwrite_all(sh, buf, sizes[i], pos);
         feeder__pack_entry_encode(sh->index + local * FEEDER__PACK_ENTRY_BYTES, pos, sizes[i],
-                                  feeder__crc32c(0, buf, sizes[i]));
+                                  feeder__crc32c(feeder__pack_crc_seed(FEEDER__PACK_VERSION,
+                                                                       feeder_dataset_label(ds, i)),
+                                                 buf, sizes[i]));
         sh->labels[local] = feeder_dataset_label(ds, i);
         pos += sizes[i];
         bytes += sizes[i];

@@ -124,6 +124,12 @@ struct feeder__pack_worker {
     uint32_t cap;      /* entries of runs, st and crc; items and spans hold 3 per run */
 };
 
+/* Where record i's checksum starts: its label's CRC from format version 2. */
+static uint32_t crc_seed(const feeder__job *job, uint64_t i)
+{
+    return feeder__pack_crc_seed(job->ds->pack->v.h.version, job->ds->labels[i]);
+}
+
 /* Records come from the file's mapping only in a worker process. A file
  * cut or rewritten in place under the loader makes a read of its mapping
  * fault (SIGBUS): a worker, our own process, turns that fault into its
@@ -406,7 +412,8 @@ static void copy_from_mapping(feeder__worker_ctx *w, const uint64_t *idx, uint32
             bus_record = idx[run->k0 + k];
             memcpy(d + (size_t)k * stride, run->base + (size_t)k * stride, stride);
             if (job->verify_crc)
-                p->crc[run->k0 + k] = feeder__crc32c(0, d + (size_t)k * stride, stride);
+                p->crc[run->k0 + k] = feeder__crc32c(crc_seed(job, idx[run->k0 + k]),
+                                                     d + (size_t)k * stride, stride);
         }
     }
 }
@@ -515,11 +522,12 @@ static int record_status(feeder__worker_ctx *w, const pk_run *run, uint32_t k, u
         return 0;
     uint32_t c = raw && uses_mapping(w)
                      ? w->pk->crc[k]
-                     : feeder__crc32c(0, *src, pk->size[i]);
+                     : feeder__crc32c(crc_seed(job, i), *src, pk->size[i]);
     if (c == pk->crc[i])
         return 0;
-    feeder__fmt(msg, msglen, "record %llu of %s: crc32c mismatch (stored 0x%08x, computed 0x%08x)",
-                ULL(i), pk->path, pk->crc[i], c);
+    feeder__fmt(msg, msglen,
+                "record %llu of %s: crc32c mismatch over its %s (stored 0x%08x, computed 0x%08x)",
+                ULL(i), pk->path, pk->v.h.version >= 2 ? "label and bytes" : "bytes", pk->crc[i], c);
     return FEEDER_ECHECKSUM;
 }
 
