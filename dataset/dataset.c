@@ -158,17 +158,35 @@ static void free_names(char **v, size_t n)
     free(v);
 }
 
-/* Walk `dir` in sorted order (as torchvision sorts os.walk's entries), adding
- * every image; stat() follows symlinks as os.walk(followlinks=True) does. */
-static int walk_class(const char *dir, int64_t label, strlist *out, int depth)
+/* The folders from the class folder down to the one being walked, by
+ * device and inode: a sub-folder already among them is a symlink loop. */
+#define WALK_DEPTH 64
+typedef struct walk_chain { /* [0] the class folder, [1] the root, then the path below */
+    dev_t dev[WALK_DEPTH + 1];
+    ino_t ino[WALK_DEPTH + 1];
+} walk_chain;
+
+static int in_chain(const walk_chain *c, int depth, const struct stat *st)
 {
-    if (depth > 64)
-        return -ELOOP;
+    for (int d = 0; d <= depth; d++)
+        if (c->dev[d] == st->st_dev && c->ino[d] == st->st_ino)
+            return 1;
+    return 0;
+}
+
+/* Walk `dir` in sorted order (as torchvision sorts os.walk's entries), adding
+ * every image; stat() follows symlinks as os.walk(followlinks=True) does. A
+ * failure names the entry it happened at in err. */
+static int walk_class(const char *dir, int64_t label, strlist *out, walk_chain *chain, int depth,
+                      char *err, size_t errlen)
+{
     char **names;
     size_t n;
     int rc = list_dir(dir, &names, &n);
-    if (rc)
+    if (rc) {
+        feeder__fmt(err, errlen, "%s: cannot list folder: %s", dir, strerror(-rc));
         return rc;
+    }
     char *path = NULL;
     for (size_t i = 0; i < n && rc == 0; i++) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
@@ -182,12 +200,22 @@ static int walk_class(const char *dir, int64_t label, strlist *out, int depth)
         struct stat st;
         if (stat(path, &st) != 0)
             continue; /* a dangling link is not a sample */
-        if (S_ISDIR(st.st_mode))
-            rc = walk_class(path, label, out, depth + 1);
-        else if (S_ISREG(st.st_mode) && is_image_name(names[i]))
+        if (S_ISDIR(st.st_mode) && in_chain(chain, depth, &st)) {
+            feeder__fmt(err, errlen, "%s: a symbolic link loop: it leads back to a folder it is in",
+                        path);
+            rc = -ELOOP;
+        } else if (S_ISDIR(st.st_mode) && depth == WALK_DEPTH) {
+            feeder__fmt(err, errlen, "%s: folders nest more than %d deep", path, WALK_DEPTH);
+            rc = -ELOOP;
+        } else if (S_ISDIR(st.st_mode)) {
+            chain->dev[depth + 1] = st.st_dev;
+            chain->ino[depth + 1] = st.st_ino;
+            rc = walk_class(path, label, out, chain, depth + 1, err, errlen);
+        } else if (S_ISREG(st.st_mode) && is_image_name(names[i])) {
             rc = strlist_add(out, dir, names[i], label);
-        else if (S_ISREG(st.st_mode))
+        } else if (S_ISREG(st.st_mode)) {
             skip_note(&out->skips, names[i]);
+        }
     }
     free(path);
     free_names(names, n);
@@ -272,6 +300,9 @@ int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err
         free_names(names, n);
         return rc;
     }
+    struct stat root_st;
+    if (stat(root, &root_st) != 0)
+        memset(&root_st, 0, sizeof(root_st));
     ds->classes = calloc(n ? n : 1, sizeof(char *));
     strlist l = {0};
     size_t rootlen = strlen(root);
@@ -288,9 +319,14 @@ int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err
             continue; /* files beside the class folders are not classes */
         ds->classes[ds->num_classes] = names[i];
         names[i] = NULL;
-        rc = walk_class(cdir, (int64_t)ds->num_classes, &l, 0);
+        walk_chain chain;
+        chain.dev[0] = st.st_dev;
+        chain.ino[0] = st.st_ino;
+        chain.dev[1] = root_st.st_dev; /* a link back to the root loops too */
+        chain.ino[1] = root_st.st_ino;
+        rc = walk_class(cdir, (int64_t)ds->num_classes, &l, &chain, 1, err, errlen);
         ds->num_classes++;
-        if (rc)
+        if (rc && err && errlen && !err[0])
             feeder__fmt(err, errlen, "%s: %s", cdir, strerror(-rc));
     }
     free(cdir);

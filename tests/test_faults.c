@@ -696,6 +696,133 @@ START_TEST(test_pack_label_in_crc)
 }
 END_TEST
 
+/* A symlink loop in a class folder: the error names the link, not the class
+ * folder (before: "DIR/c0: Too many levels of symbolic links", found 64
+ * levels down). */
+START_TEST(test_symlink_loop_named)
+{
+    make_folder("d", 2, 1);
+    char link[512], want[700], err[1024];
+    path_in(link, sizeof(link), "d/c0/loop");
+    ck_assert_int_eq(symlink("..", link), 0);
+    feeder_dataset *ds = NULL;
+    char root[512];
+    path_in(root, sizeof(root), "d");
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), -ELOOP);
+    snprintf(want, sizeof(want), "%s: a symbolic link loop: it leads back to a folder it is in",
+             link);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(unlink(link), 0);
+    ck_assert_int_eq(symlink(".", link), 0);
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), -ELOOP);
+    ck_assert_str_eq(err, want);
+}
+END_TEST
+
+static int failing_get(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t bytes,
+                       int64_t *label, char *err, size_t errlen)
+{
+    (void)u;
+    (void)ctx;
+    (void)dst;
+    (void)bytes;
+    (void)label;
+    snprintf(err, errlen, "bad");
+    return -EIO;
+}
+
+static uint64_t len3(void *u)
+{
+    (void)u;
+    return 3;
+}
+
+/* Every sample of a 3-sample dataset bad, SKIP: the message counts the 2
+ * others, not "the 16 after it". */
+START_TEST(test_skip_message_small_dataset)
+{
+    feeder_dataset_callbacks cb = {.len = len3, .get = failing_get};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, NULL, &ds), 0);
+    feeder_loader *ld = small_loader(ds, 0, 3);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, FEEDER_ON_ERROR_SKIP), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 0), 0);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), -EIO);
+    ck_assert_str_eq(feeder_loader_errmsg(ld),
+                     "batch 0 of epoch 0: sample 0: dataset callback returned -5: bad; skip "
+                     "policy: none of the dataset's 2 other samples is good");
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+#ifdef FEEDER_PACK_TOOL
+/* Run feeder-pack with args; its exit status, its stderr in out. */
+static int run_pack(const char *const *args, char *out, size_t outlen)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 2);
+        close(p[0]);
+        close(p[1]);
+        execv(FEEDER_PACK_TOOL, (char *const *)args);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t used = 0;
+    ssize_t k;
+    while (used + 1 < outlen && (k = read(p[0], out + used, outlen - 1 - used)) > 0)
+        used += (size_t)k;
+    out[used] = 0;
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* feeder-pack names its own --allow-escape, and refuses a truncated JPEG
+ * without --verify (its EOI is missing). */
+START_TEST(test_pack_tool_checks)
+{
+    char lst[512], out[512], msg[2048], want[1024];
+    path_in(lst, sizeof(lst), "esc.txt");
+    path_in(out, sizeof(out), "o.pack");
+    ck_assert_int_eq(bu_write_file(lst, "../x.jpg 1\n", 11), 0);
+    const char *a1[] = {"feeder-pack", "--data", lst, "--out", out, "--mode", "jpeg", "--quiet",
+                        NULL};
+    ck_assert_int_eq(run_pack(a1, msg, sizeof(msg)), 1);
+    snprintf(want, sizeof(want),
+             "feeder-pack: %s:1: path '../x.jpg' escapes the root %s ('..' climbs above the "
+             "root); --allow-escape allows it\n",
+             lst, tmpdir);
+    ck_assert_str_eq(msg, want);
+    make_folder("d", 1, 2);
+    char good[600], cut[600], dir[512];
+    path_in(dir, sizeof(dir), "d");
+    snprintf(good, sizeof(good), "%s/c0/000.jpg", dir);
+    snprintf(cut, sizeof(cut), "%s/c0/002.jpg", dir);
+    uint8_t *bytes;
+    size_t len;
+    ck_assert_int_eq(bu_read_file(good, &bytes, &len), 0);
+    ck_assert_int_eq(bu_write_file(cut, bytes, len * 3 / 4), 0);
+    free(bytes);
+    const char *a2[] = {"feeder-pack", "--data", dir, "--out", out, "--mode", "jpeg", "--quiet",
+                        NULL};
+    ck_assert_int_eq(run_pack(a2, msg, sizeof(msg)), 1);
+    snprintf(want, sizeof(want),
+             "feeder-pack: %s: truncated JPEG: no end-of-image marker (FF D9) after its last "
+             "scan (--verify decodes every record)\n",
+             cut);
+    ck_assert_str_eq(msg, want);
+    ck_assert_int_eq(unlink(cut), 0);
+    ck_assert_int_eq(run_pack(a2, msg, sizeof(msg)), 0);
+}
+END_TEST
+#endif
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -714,6 +841,11 @@ static Suite *faults_suite(void)
     tcase_add_test(tc, test_pack_cut_workers);
     tcase_add_test(tc, test_inline_reads_in_groups);
     tcase_add_test(tc, test_pack_label_in_crc);
+    tcase_add_test(tc, test_symlink_loop_named);
+    tcase_add_test(tc, test_skip_message_small_dataset);
+#ifdef FEEDER_PACK_TOOL
+    tcase_add_test(tc, test_pack_tool_checks);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }

@@ -176,7 +176,10 @@ static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint
     feeder__slot_encoded(l, slot)[pos] = 0; /* a replacement is decoded here */
     char msg[FEEDER__ERRMSG_LEN];
     int rc = FEEDER_EDATASET;
-    for (uint64_t k = 1; k <= FEEDER__SKIP_LIMIT && k < n + 1; k++) {
+    /* The sample itself is never its own replacement: a dataset of n has
+     * n - 1 others to try. */
+    uint64_t tries = n - 1 < FEEDER__SKIP_LIMIT ? n - 1 : FEEDER__SKIP_LIMIT;
+    for (uint64_t k = 1; k <= tries; k++) {
         uint64_t j = (orig + k) % n;
         rc = load_one(w, t, j, dst, &lab[pos], res, msg, sizeof(msg));
         if (rc == 0) {
@@ -185,9 +188,17 @@ static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint
             return 0;
         }
     }
-    feeder__fmt(res->errmsg, sizeof(res->errmsg),
-                "%s; skip policy: no good sample among the %d after it", first_msg,
-                FEEDER__SKIP_LIMIT);
+    if (tries == 0)
+        feeder__fmt(res->errmsg, sizeof(res->errmsg),
+                    "%s; skip policy: the dataset has no other sample to replace it", first_msg);
+    else if (tries < FEEDER__SKIP_LIMIT)
+        feeder__fmt(res->errmsg, sizeof(res->errmsg),
+                    "%s; skip policy: none of the dataset's %llu other samples is good",
+                    first_msg, (unsigned long long)tries);
+    else
+        feeder__fmt(res->errmsg, sizeof(res->errmsg),
+                    "%s; skip policy: no good sample among the %d after it", first_msg,
+                    FEEDER__SKIP_LIMIT);
     return rc;
 }
 
