@@ -56,6 +56,11 @@ struct feeder_dataset {
 void feeder__dataset_hold(feeder_dataset *ds);
 void feeder__dataset_drop(feeder_dataset *ds);
 
+/* For each sample, the next sample of its label in dataset order (cyclic):
+ * *out, n entries, the caller's to free; NULL when the dataset holds no
+ * labels (user datasets). 0 or -ENOMEM. dataset/classes.c. */
+int feeder__dataset_class_next(const feeder_dataset *ds, uint64_t **out);
+
 /* Longest list-file line accepted (PATH_MAX plus room for a label). */
 #define FEEDER__LIST_LINE_MAX 4200
 

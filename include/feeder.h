@@ -556,9 +556,26 @@ typedef enum feeder_packed_read {
 
 typedef enum feeder_error_policy {
     FEEDER_ON_ERROR_FAIL = 0, /* a bad sample fails its batch with a message */
-    FEEDER_ON_ERROR_SKIP = 1  /* a bad sample is counted and replaced by the next good
-                                 sample after it in dataset order (deterministic) */
+    FEEDER_ON_ERROR_SKIP = 1, /* a bad sample is counted and replaced by a good sample of
+                                 its class (the rule below; deterministic) */
+    FEEDER_ON_ERROR_DROP = 2  /* a bad sample is counted and left out: its batch is shorter
+                                 (feeder_batch.count; a batch of bad samples only has
+                                 count 0); stats.dropped counts them. No sample is ever
+                                 repeated */
 } feeder_error_policy;
+/* SKIP's replacement rule. A bad sample's candidates are the samples of its
+ * label (folder, list and packed datasets; all samples for a user dataset,
+ * whose labels are known only once loaded) that follow it in dataset order,
+ * cyclically. They are loaded one after another, and the replacement is the
+ * first candidate at which the good ones catch up with the bad ones counted
+ * from the bad sample on (as a closing bracket matches an opening one): an
+ * isolated bad sample takes the next good one, and a run of k bad samples
+ * takes the k good ones after the run, one each. So a sample replaces at most
+ * one bad sample of an epoch: it arrives at most twice (itself and one
+ * replacement), never crosses into another class, and the choice depends
+ * only on the data, never on timing or num_workers. When 16 candidates do not
+ * settle it (a run of more than 8 bad samples), or the class has no other
+ * sample, the batch fails with a message saying so. */
 
 /* Bounds of an option; FEEDER_EINVAL for an unknown option. Thread-safe. */
 FEEDER_API int feeder_option_bounds(feeder_option opt, double *min, double *max);
@@ -633,7 +650,8 @@ typedef struct feeder_batch {
     uint32_t count;          /* samples in this batch (the last may be short) */
     uint32_t height, width, channels;
     int layout;              /* feeder_layout */
-    uint32_t skipped;        /* samples replaced under FEEDER_ON_ERROR_SKIP */
+    uint32_t skipped;        /* samples replaced (FEEDER_ON_ERROR_SKIP) or left out
+                                (FEEDER_ON_ERROR_DROP) in this batch */
     size_t sample_bytes;     /* height*width*channels */
     uint64_t epoch;          /* epoch this batch belongs to */
     uint64_t number;         /* batch number within the epoch, from 0 */
@@ -806,7 +824,8 @@ typedef struct feeder_stats {
     uint64_t cpu_routed[6];
     uint64_t cpu_shared;       /* C: images of GPU-decoded batches the workers decoded as their
                                   share: HYBRID's, and every image while nvJPEG is starting */
-    uint64_t reserved_[2];
+    uint64_t dropped;          /* C: samples left out under FEEDER_ON_ERROR_DROP */
+    uint64_t reserved_[1];
 } feeder_stats;
 
 /* Memory the loader asks for, when the user wants to own it (e.g. a caching

@@ -160,6 +160,7 @@ static void dispatch(feeder_loader *ld)
         ss->batch = b;
         ss->count = count;
         ss->skipped = 0;
+        ss->dropped = 0;
         ss->status = 0;
         ss->errmsg[0] = 0;
         memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
@@ -199,6 +200,37 @@ static void dispatch(feeder_loader *ld)
     }
 }
 
+/* FEEDER_ON_ERROR_DROP: close the gaps the marked samples (label -1) leave,
+ * keeping the order. With the CPU decoders a sample's pixels sit at its
+ * position and move with it; with a GPU decoder they stay where `place` says
+ * and only the per-sample entries move. */
+static void leave_out_dropped(feeder_loader *ld, slot_state *ss, uint8_t *base)
+{
+    const feeder__slot_layout *l = &ld->job.layout;
+    int64_t *lab = feeder__slot_labels(l, base);
+    uint64_t *idx = feeder__slot_indices(l, base);
+    uint64_t *enc = feeder__slot_encoded(l, base), *place = feeder__slot_place(l, base);
+    int gpu = feeder__decoder_on_gpu(ld->job.t.decoder);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < ss->count; i++) {
+        if (lab[i] == -1)
+            continue;
+        if (kept != i) {
+            lab[kept] = lab[i];
+            idx[kept] = idx[i];
+            if (gpu) {
+                enc[kept] = enc[i];
+                place[kept] = place[i];
+            } else {
+                memmove(feeder__slot_sample(l, base, kept), feeder__slot_sample(l, base, i),
+                        l->sample_bytes);
+            }
+        }
+        kept++;
+    }
+    ss->count = kept;
+}
+
 static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
     uint32_t s = (uint32_t)(ss - ld->slots);
@@ -216,6 +248,8 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     }
     const feeder__slot_layout *l = &ld->job.layout;
     uint8_t *base = feeder__slot_base(l, ld->mem, s);
+    if (ss->dropped)
+        leave_out_dropped(ld, ss, base);
     feeder_batch *b = &ss->pub;
     memset(b, 0, sizeof(*b));
     b->data = feeder__slot_sample(l, base, 0);
@@ -288,6 +322,7 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     ss->batch = b;
     ss->count = count;
     ss->skipped = 0;
+    ss->dropped = 0;
     ss->status = 0;
     /* In groups of FEEDER__INLINE_FILES samples: the reader opens a
      * group's files at once, so a batch of 2048 does not need 2048
@@ -458,6 +493,7 @@ void feeder__host_free(feeder_loader *ld)
     if (ld->mem)
         munmap(ld->mem, ld->shm_bytes);
     feeder__pool_close_fd(&ld->job.memfd);
+    free(ld->job.class_next);
     if (ld->job.pack_fd >= 0)
         close(ld->job.pack_fd);
     feeder_sampler_destroy(ld->own_sampler);

@@ -25,6 +25,7 @@ typedef struct slot_state {
     uint32_t count;
     uint32_t parts_left;
     uint32_t skipped;
+    uint32_t dropped; /* FEEDER_ON_ERROR_DROP: samples marked (label -1) to leave out */
     int32_t status;
     char errmsg[FEEDER__ERRMSG_LEN];
     feeder_batch pub;

@@ -203,6 +203,7 @@ static void account(feeder_loader *ld, const feeder__result_msg *r)
     ld->stats.decode_ns += r->decode_ns;
     ld->stats.transform_ns += r->transform_ns;
     ld->stats.skipped += r->skipped;
+    ld->stats.dropped += r->dropped;
     for (int k = 0; k < FEEDER_ROUTES; k++)
         ld->stats.cpu_routed[k] += r->routed[k];
     ld->stats.cpu_shared += r->shared;
@@ -213,7 +214,8 @@ void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r)
 {
     slot_state *ss = &ld->slots[r->slot];
     account(ld, r);
-    ss->skipped += r->skipped;
+    ss->skipped += r->skipped + r->dropped;
+    ss->dropped += r->dropped;
     if (r->status && !ss->status) {
         ss->status = r->status;
         feeder__fmt(ss->errmsg, sizeof(ss->errmsg), "%s", r->errmsg);

@@ -237,6 +237,19 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
     return rc;
 }
 
+/* The skip policy walks each bad sample's class (feeder__dataset_class_next):
+ * built once here, inherited by the workers. */
+static int skip_order(feeder_loader *ld)
+{
+    if (ld->job.policy != FEEDER_ON_ERROR_SKIP || ld->job.class_next)
+        return 0;
+    int rc = feeder__dataset_class_next(ld->ds, &ld->job.class_next);
+    if (rc)
+        return feeder__loader_fail(ld, rc, "out of memory for the skip policy's order of %llu "
+                                   "samples", (unsigned long long)ld->ds->n);
+    return 0;
+}
+
 /* Limits the configuration would run into later, checked before anything
  * is allocated (limits.c says why these numbers); a resume blob is checked
  * again against the options as they are now. */
@@ -342,7 +355,7 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
     }
     resolve_job(ld);
     if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld)) || (rc = layout_slots(ld, gpu_ok)) ||
-        (rc = check_limits(ld)) || (rc = start_trace(ld)))
+        (rc = check_limits(ld)) || (rc = start_trace(ld)) || (rc = skip_order(ld)))
         return rc;
     return map_slots(ld);
 }

@@ -751,7 +751,7 @@ START_TEST(test_skip_message_small_dataset)
     ck_assert_int_eq(feeder_next(ld, &b), -EIO);
     ck_assert_str_eq(feeder_loader_errmsg(ld),
                      "batch 0 of epoch 0: sample 0: dataset callback returned -5: bad; skip "
-                     "policy: none of the dataset's 2 other samples is good");
+                     "policy: no good sample is left for it among the dataset's 2 others");
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
 }
@@ -823,6 +823,97 @@ START_TEST(test_pack_tool_checks)
 END_TEST
 #endif
 
+/* c0/001-003 (indices 1-3, a run) and c1/007 (15, the last of its class)
+ * corrupt, batch 16 unshuffled. */
+static feeder_loader *policy_loader(feeder_dataset **ds, int workers, int policy)
+{
+    make_folder("p", 2, 8);
+    const char *bad[] = {"p/c0/001.jpg", "p/c0/002.jpg", "p/c0/003.jpg", "p/c1/007.jpg"};
+    for (int i = 0; i < 4; i++) {
+        char f[512];
+        path_in(f, sizeof(f), bad[i]);
+        ck_assert_int_eq(bu_write_file(f, "not a jpeg", 10), 0);
+    }
+    *ds = tu_open_folder(tmpdir, "p");
+    feeder_loader *ld = small_loader(*ds, workers, 16);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, policy), 0);
+    return ld;
+}
+
+/* SKIP: each bad sample of the run gets its own replacement from its class
+ * (as brackets match: 1 -> 6, 2 -> 5, 3 -> 4), and 15 wraps to 8 within its
+ * class (before: 1, 2 and 3 all became 4, so 4 arrived 4 times, and 15
+ * became 0, of the other class). The same for any num_workers. */
+START_TEST(test_skip_replacements_distinct_in_class)
+{
+    const uint64_t want[16] = {0, 6, 5, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 8};
+    for (int workers = 0; workers <= 2; workers += 2) {
+        feeder_dataset *ds;
+        feeder_loader *ld = policy_loader(&ds, workers, FEEDER_ON_ERROR_SKIP);
+        feeder_batch *b;
+        ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+        ck_assert_uint_eq(b->count, 16);
+        ck_assert_uint_eq(b->skipped, 4);
+        for (uint32_t i = 0; i < 16; i++) {
+            ck_assert_msg(b->indices[i] == want[i], "workers %d position %u: %llu", workers, i,
+                          (unsigned long long)b->indices[i]);
+            ck_assert_int_eq(b->labels[i], i < 8 ? 0 : 1);
+        }
+        feeder_batch_release(b, NULL);
+        feeder_loader_destroy(ld);
+        feeder_dataset_destroy(ds);
+    }
+}
+END_TEST
+
+/* DROP: the four bad samples are left out, nothing is repeated. */
+START_TEST(test_drop_policy_shortens_batch)
+{
+    const uint64_t want[12] = {0, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+    for (int workers = 0; workers <= 2; workers += 2) {
+        feeder_dataset *ds;
+        feeder_loader *ld = policy_loader(&ds, workers, FEEDER_ON_ERROR_DROP);
+        feeder_batch *b;
+        ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+        ck_assert_uint_eq(b->count, 12);
+        ck_assert_uint_eq(b->skipped, 4);
+        /* The kept samples' pixels moved with them: compare with a clean
+         * load of the same index. */
+        uint8_t *copy = malloc(b->sample_bytes * 12);
+        memcpy(copy, b->data, b->sample_bytes * 12);
+        for (uint32_t i = 0; i < 12; i++) {
+            ck_assert_uint_eq(b->indices[i], want[i]);
+            ck_assert_int_eq(b->labels[i], want[i] < 8 ? 0 : 1);
+        }
+        feeder_batch_release(b, NULL);
+        ck_assert_int_eq(feeder_next(ld, &b), FEEDER_DONE);
+        feeder_stats st;
+        ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+        ck_assert_uint_eq(st.dropped, 4);
+        ck_assert_uint_eq(st.samples, 12);
+        feeder_loader_destroy(ld);
+        /* FAIL on the good samples alone gives the same pixels. */
+        feeder_loader *ref = small_loader(ds, 0, 1);
+        ck_assert_int_eq(feeder_loader_set(ref, FEEDER_OPT_SHUFFLE, 0), 0);
+        uint32_t k = 0;
+        int rc;
+        while ((rc = feeder_next(ref, &b)) != FEEDER_DONE) {
+            if (rc == 0 && k < 12 && b->indices[0] == want[k]) {
+                ck_assert_int_eq(memcmp(b->data, copy + k * b->sample_bytes, b->sample_bytes), 0);
+                k++;
+            }
+            if (rc == 0)
+                feeder_batch_release(b, NULL);
+        }
+        ck_assert_uint_eq(k, 12);
+        feeder_loader_destroy(ref);
+        free(copy);
+        feeder_dataset_destroy(ds);
+    }
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -843,6 +934,8 @@ static Suite *faults_suite(void)
     tcase_add_test(tc, test_pack_label_in_crc);
     tcase_add_test(tc, test_symlink_loop_named);
     tcase_add_test(tc, test_skip_message_small_dataset);
+    tcase_add_test(tc, test_skip_replacements_distinct_in_class);
+    tcase_add_test(tc, test_drop_policy_shortens_batch);
 #ifdef FEEDER_PACK_TOOL
     tcase_add_test(tc, test_pack_tool_checks);
 #endif

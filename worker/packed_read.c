@@ -652,7 +652,7 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
         lab[k] = job->ds->labels[idx[k]];
     if (job->packed_direct)
         return 0; /* the GPU layer copies the records from the file itself */
-    int skip = job->policy == FEEDER_ON_ERROR_SKIP;
+    int skip = job->policy != FEEDER_ON_ERROR_FAIL; /* SKIP or DROP: mark, go on */
     sigjmp_buf env;
     if (uses_mapping(w)) {
         if (sigsetjmp(env, 1)) {
