@@ -523,18 +523,32 @@ static int list_begin(list_parser *p, const char *name, const char *root, unsign
     return 0;
 }
 
-int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
-                       unsigned flags, feeder_dataset **out, char *err, size_t errlen)
+int feeder__list_parse_chunked(const char *buf, size_t len, size_t chunk, const char *name,
+                               const char *root, unsigned flags, feeder_dataset **out, char *err,
+                               size_t errlen)
 {
-    list_parser p;
     if (!buf && len) {
         feeder__fmt(err, errlen, "feeder__list_parse: buf, name, root and out must not be NULL");
         return FEEDER_EINVAL;
     }
-    int rc = list_begin(&p, name, root, flags, out, err, errlen);
-    if (rc)
-        return rc;
-    return list_finish(&p, list_feed(&p, buf, len, err, errlen), out, err, errlen);
+    list_parser *p = malloc(sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    int rc = list_begin(p, name, root, flags, out, err, errlen);
+    if (rc == 0) {
+        size_t step = chunk ? chunk : len;
+        for (size_t at = 0; rc == 0 && at < len; at += step)
+            rc = list_feed(p, buf + at, len - at < step ? len - at : step, err, errlen);
+        rc = list_finish(p, rc, out, err, errlen);
+    }
+    free(p);
+    return rc;
+}
+
+int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
+                       unsigned flags, feeder_dataset **out, char *err, size_t errlen)
+{
+    return feeder__list_parse_chunked(buf, len, 0, name, root, flags, out, err, errlen);
 }
 
 /* Open a list file and refuse it by type (fstat) before reading a byte:

@@ -69,5 +69,11 @@ int feeder__dataset_class_next(const feeder_dataset *ds, uint64_t **out);
  * file's name for messages; `root` is what relative paths are relative to. */
 int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
                        unsigned flags, feeder_dataset **out, char *err, size_t errlen);
+/* The same, the buffer handed to the streaming parser `chunk` bytes at a
+ * time (0: at once), as a file is read: the fuzz target checks that where a
+ * chunk ends never changes the result. */
+int feeder__list_parse_chunked(const char *buf, size_t len, size_t chunk, const char *name,
+                               const char *root, unsigned flags, feeder_dataset **out, char *err,
+                               size_t errlen);
 
 #endif
