@@ -136,8 +136,8 @@ int feeder_loader_start(feeder_loader *ld)
         snprintf(why, sizeof(why), "%s", feeder__gpu_decode_why(g->gpu));
     else
         snprintf(why, sizeof(why), "no GPU path: %s", g->reason);
-    feeder__host_commit(ld, feeder__gpu_decodes(g->gpu), why, feeder__gpu_packed_direct(g->gpu));
-    return 0;
+    return feeder__host_commit(ld, feeder__gpu_decodes(g->gpu), why,
+                               feeder__gpu_packed_direct(g->gpu));
 }
 
 /* ---- iteration ---- */

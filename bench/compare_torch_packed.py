@@ -97,7 +97,7 @@ def read_pack(path):
     if len(page) < 4096:
         raise PackError(f"{path}: truncated header ({len(page)} of 4096 bytes)")
     h = dict(zip(FIELDS, HEADER.unpack_from(page, 0)))
-    if h["version"] != 1:
+    if h["version"] not in (1, 2):  # 2: record CRCs also cover the label
         raise PackError(f"{path}: unsupported format version {h['version']}")
     stored = struct.unpack_from("<I", page, 4092)[0]
     computed = crc32c(page[:4092])
@@ -168,7 +168,9 @@ def check(path, expect_records):
     else:
         sample = sorted({0, n - 1, *range(0, n, max(1, n // 8))})
     for i in sample:
-        c = crc32c(records[i].tobytes())
+        # Version 2: the crc starts from the crc of the label's 8 bytes.
+        seed = crc32c(int(labels[i]).to_bytes(8, "little", signed=True)) if h["version"] >= 2 else 0
+        c = crc32c(records[i].tobytes(), seed)
         if c != int(index["crc"][i]):
             raise PackError(f"record {i} of {path}: crc32c mismatch (stored "
                             f"0x{int(index['crc'][i]):08x}, computed 0x{c:08x})")

@@ -4,6 +4,7 @@
  * a worker hands them to the kernel without building strings per sample.
  */
 #include <ctype.h>
+#include <stddef.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -157,17 +158,35 @@ static void free_names(char **v, size_t n)
     free(v);
 }
 
-/* Walk `dir` in sorted order (as torchvision sorts os.walk's entries), adding
- * every image; stat() follows symlinks as os.walk(followlinks=True) does. */
-static int walk_class(const char *dir, int64_t label, strlist *out, int depth)
+/* The folders from the class folder down to the one being walked, by
+ * device and inode: a sub-folder already among them is a symlink loop. */
+#define WALK_DEPTH 64
+typedef struct walk_chain { /* [0] the class folder, [1] the root, then the path below */
+    dev_t dev[WALK_DEPTH + 1];
+    ino_t ino[WALK_DEPTH + 1];
+} walk_chain;
+
+static int in_chain(const walk_chain *c, int depth, const struct stat *st)
 {
-    if (depth > 64)
-        return -ELOOP;
+    for (int d = 0; d <= depth; d++)
+        if (c->dev[d] == st->st_dev && c->ino[d] == st->st_ino)
+            return 1;
+    return 0;
+}
+
+/* Walk `dir` in sorted order (as torchvision sorts os.walk's entries), adding
+ * every image; stat() follows symlinks as os.walk(followlinks=True) does. A
+ * failure names the entry it happened at in err. */
+static int walk_class(const char *dir, int64_t label, strlist *out, walk_chain *chain, int depth,
+                      char *err, size_t errlen)
+{
     char **names;
     size_t n;
     int rc = list_dir(dir, &names, &n);
-    if (rc)
+    if (rc) {
+        feeder__fmt(err, errlen, "%s: cannot list folder: %s", dir, strerror(-rc));
         return rc;
+    }
     char *path = NULL;
     for (size_t i = 0; i < n && rc == 0; i++) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
@@ -181,12 +200,22 @@ static int walk_class(const char *dir, int64_t label, strlist *out, int depth)
         struct stat st;
         if (stat(path, &st) != 0)
             continue; /* a dangling link is not a sample */
-        if (S_ISDIR(st.st_mode))
-            rc = walk_class(path, label, out, depth + 1);
-        else if (S_ISREG(st.st_mode) && is_image_name(names[i]))
+        if (S_ISDIR(st.st_mode) && in_chain(chain, depth, &st)) {
+            feeder__fmt(err, errlen, "%s: a symbolic link loop: it leads back to a folder it is in",
+                        path);
+            rc = -ELOOP;
+        } else if (S_ISDIR(st.st_mode) && depth == WALK_DEPTH) {
+            feeder__fmt(err, errlen, "%s: folders nest more than %d deep", path, WALK_DEPTH);
+            rc = -ELOOP;
+        } else if (S_ISDIR(st.st_mode)) {
+            chain->dev[depth + 1] = st.st_dev;
+            chain->ino[depth + 1] = st.st_ino;
+            rc = walk_class(path, label, out, chain, depth + 1, err, errlen);
+        } else if (S_ISREG(st.st_mode) && is_image_name(names[i])) {
             rc = strlist_add(out, dir, names[i], label);
-        else if (S_ISREG(st.st_mode))
+        } else if (S_ISREG(st.st_mode)) {
             skip_note(&out->skips, names[i]);
+        }
     }
     free(path);
     free_names(names, n);
@@ -204,6 +233,36 @@ static int dataset_alloc(int kind, feeder_dataset **out)
     return 0;
 }
 
+/* The last two components of a path (its folder's name and its own), or
+ * less when it has fewer. */
+static const char *path_tail(const char *p)
+{
+    const char *end = p + strlen(p), *c = end;
+    int slashes = 0;
+    while (c > p && !(c[-1] == '/' && ++slashes == 2))
+        c--;
+    return c;
+}
+
+/* FNV-1a, 64 bits: identity, not security (a state blob is trusted). */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t names_fingerprint(const strlist *l)
+{
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, &l->n, sizeof(l->n));
+    for (uint64_t i = 0; i < l->n; i++) {
+        const char *t = path_tail(l->arena + l->off[i]);
+        h = fnv1a(h, t, strlen(t) + 1);
+        h = fnv1a(h, &l->label[i], sizeof(l->label[i]));
+    }
+    return h ? h : 1;
+}
+
 /* Hand the list to the dataset on success, or free both on failure. */
 static int dataset_finish(feeder_dataset *ds, strlist *l, int rc, feeder_dataset **out)
 {
@@ -217,6 +276,7 @@ static int dataset_finish(feeder_dataset *ds, strlist *l, int rc, feeder_dataset
     ds->path_off = l->off;
     ds->labels = l->label;
     ds->skips = l->skips;
+    ds->fingerprint = names_fingerprint(l);
     *out = ds;
     return 0;
 }
@@ -240,6 +300,9 @@ int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err
         free_names(names, n);
         return rc;
     }
+    struct stat root_st;
+    if (stat(root, &root_st) != 0)
+        memset(&root_st, 0, sizeof(root_st));
     ds->classes = calloc(n ? n : 1, sizeof(char *));
     strlist l = {0};
     size_t rootlen = strlen(root);
@@ -256,9 +319,14 @@ int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err
             continue; /* files beside the class folders are not classes */
         ds->classes[ds->num_classes] = names[i];
         names[i] = NULL;
-        rc = walk_class(cdir, (int64_t)ds->num_classes, &l, 0);
+        walk_chain chain;
+        chain.dev[0] = st.st_dev;
+        chain.ino[0] = st.st_ino;
+        chain.dev[1] = root_st.st_dev; /* a link back to the root loops too */
+        chain.ino[1] = root_st.st_ino;
+        rc = walk_class(cdir, (int64_t)ds->num_classes, &l, &chain, 1, err, errlen);
         ds->num_classes++;
-        if (rc)
+        if (rc && err && errlen && !err[0])
             feeder__fmt(err, errlen, "%s: %s", cdir, strerror(-rc));
     }
     free(cdir);
@@ -333,11 +401,113 @@ static int path_escapes(const char *p)
     return 0;
 }
 
-int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
-                       unsigned flags, feeder_dataset **out, char *err, size_t errlen)
+/* A list file parsed as it streams in: whole lines are handled as they
+ * complete, a partial one waits in `line`, so memory is the entries kept plus
+ * one line, whatever the file's size. */
+typedef struct list_parser {
+    const char *name, *root;
+    unsigned flags;
+    strlist l;
+    uint64_t lineno;
+    int64_t maxlab;
+    size_t linelen; /* bytes of the current, unfinished line */
+    char line[FEEDER__LIST_LINE_MAX + 1];
+} list_parser;
+
+static int line_error(const list_parser *p, char *err, size_t errlen, const char *what)
+{
+    feeder__fmt(err, errlen, "%s:%llu: %s", p->name, (unsigned long long)p->lineno, what);
+    return FEEDER_EDATASET;
+}
+
+/* One complete line, p->line[0 .. p->linelen), without its '\n'. */
+static int list_line(list_parser *p, char *err, size_t errlen)
+{
+    p->line[p->linelen] = 0;
+    char *s = p->line;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s == 0 || *s == '\r' || *s == '#')
+        return 0;
+    char *end;
+    int64_t label;
+    if (parse_list_line(s, &end, &label) != 0) {
+        feeder__fmt(err, errlen,
+                    "%s:%llu: expected 'relative/path label' with a non-negative integer "
+                    "label, got '%.200s'",
+                    p->name, (unsigned long long)p->lineno, s);
+        return FEEDER_EDATASET;
+    }
+    if (!(p->flags & FEEDER_LIST_ALLOW_ESCAPE) && path_escapes(s)) {
+        feeder__fmt(err, errlen,
+                    "%s:%llu: path '%.200s' escapes the root %s (%s); "
+                    "FEEDER_LIST_ALLOW_ESCAPE allows it",
+                    p->name, (unsigned long long)p->lineno, s, p->root,
+                    s[0] == '/' ? "absolute path" : "'..' climbs above the root");
+        return FEEDER_EPATH;
+    }
+    if (label > p->maxlab)
+        p->maxlab = label;
+    return s[0] == '/' ? strlist_add(&p->l, s, NULL, label)
+                       : strlist_add(&p->l, p->root, s, label);
+}
+
+/* The next `len` bytes of the file. A line is refused as soon as it passes
+ * the limit, before the rest of it is read. */
+static int list_feed(list_parser *p, const char *buf, size_t len, char *err, size_t errlen)
+{
+    while (len) {
+        if (p->linelen == 0)
+            p->lineno++;
+        const char *nl = memchr(buf, '\n', len);
+        size_t n = nl ? (size_t)(nl - buf) : len;
+        if (n > FEEDER__LIST_LINE_MAX - p->linelen) {
+            char what[96];
+            snprintf(what, sizeof(what), "line is longer than the limit of %d bytes",
+                     FEEDER__LIST_LINE_MAX);
+            return line_error(p, err, errlen, what);
+        }
+        if (memchr(buf, 0, n))
+            return line_error(p, err, errlen, "line holds a NUL byte");
+        memcpy(p->line + p->linelen, buf, n);
+        p->linelen += n;
+        buf += n + (nl ? 1 : 0);
+        len -= n + (nl ? 1 : 0);
+        if (nl) {
+            int rc = list_line(p, err, errlen);
+            p->linelen = 0;
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The last line (without a '\n'), then the dataset, or free everything. */
+static int list_finish(list_parser *p, int rc, feeder_dataset **out, char *err, size_t errlen)
+{
+    if (rc == 0 && p->linelen)
+        rc = list_line(p, err, errlen);
+    if (rc == 0 && p->l.n == 0) {
+        feeder__fmt(err, errlen, "%s: no samples", p->name);
+        rc = FEEDER_EDATASET;
+    }
+    feeder_dataset *ds = NULL;
+    if (rc == 0)
+        rc = dataset_alloc(FEEDER__DS_LIST, &ds);
+    if (rc) {
+        strlist_free(&p->l);
+        return rc;
+    }
+    ds->num_classes = (uint64_t)p->maxlab + 1;
+    return dataset_finish(ds, &p->l, 0, out);
+}
+
+static int list_begin(list_parser *p, const char *name, const char *root, unsigned flags,
+                      feeder_dataset **out, char *err, size_t errlen)
 {
     feeder__fmt(err, errlen, "%s", "");
-    if ((!buf && len) || !name || !root || !out) {
+    if (!name || !root || !out) {
         feeder__fmt(err, errlen, "feeder__list_parse: buf, name, root and out must not be NULL");
         return FEEDER_EINVAL;
     }
@@ -345,79 +515,46 @@ int feeder__list_parse(const char *buf, size_t len, const char *name, const char
         feeder__fmt(err, errlen, "%s: unknown flags 0x%x", name, flags & ~FEEDER_LIST_ALLOW_ESCAPE);
         return FEEDER_EINVAL;
     }
-    feeder_dataset *ds = NULL;
-    int rc = dataset_alloc(FEEDER__DS_LIST, &ds);
-    if (rc)
-        return rc;
-    strlist l = {0};
-    /* One line at a time in a fixed buffer: a line longer than any path the
-     * kernel opens (PATH_MAX) plus a label is refused, never grown into. */
-    char line[FEEDER__LIST_LINE_MAX + 2];
-    uint64_t lineno = 0;
-    int64_t maxlab = -1;
-    size_t pos = 0;
-    while (rc == 0 && pos < len) {
-        lineno++;
-        const char *nl = memchr(buf + pos, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - (buf + pos)) : len - pos;
-        const char *src = buf + pos;
-        pos += n + (nl ? 1 : 0);
-        if (n > FEEDER__LIST_LINE_MAX) {
-            feeder__fmt(err, errlen, "%s:%llu: line is %zu bytes, longer than the limit of %d",
-                        name, (unsigned long long)lineno, n, FEEDER__LIST_LINE_MAX);
-            rc = FEEDER_EDATASET;
-            break;
-        }
-        if (memchr(src, 0, n)) {
-            feeder__fmt(err, errlen, "%s:%llu: line holds a NUL byte", name,
-                        (unsigned long long)lineno);
-            rc = FEEDER_EDATASET;
-            break;
-        }
-        memcpy(line, src, n);
-        line[n] = 0;
-        char *s = line;
-        while (*s == ' ' || *s == '\t')
-            s++;
-        if (*s == 0 || *s == '\r' || *s == '#')
-            continue;
-        char *end;
-        int64_t label;
-        if (parse_list_line(s, &end, &label) != 0) {
-            feeder__fmt(err, errlen,
-                        "%s:%llu: expected 'relative/path label' with a non-negative integer "
-                        "label, got '%.200s'",
-                        name, (unsigned long long)lineno, s);
-            rc = FEEDER_EDATASET;
-            break;
-        }
-        if (!(flags & FEEDER_LIST_ALLOW_ESCAPE) && path_escapes(s)) {
-            feeder__fmt(err, errlen,
-                        "%s:%llu: path '%.200s' escapes the root %s (%s); "
-                        "FEEDER_LIST_ALLOW_ESCAPE allows it",
-                        name, (unsigned long long)lineno, s, root,
-                        s[0] == '/' ? "absolute path" : "'..' climbs above the root");
-            rc = FEEDER_EPATH;
-            break;
-        }
-        rc = s[0] == '/' ? strlist_add(&l, s, NULL, label) : strlist_add(&l, root, s, label);
-        if (label > maxlab)
-            maxlab = label;
-    }
-    if (rc == 0 && l.n == 0) {
-        feeder__fmt(err, errlen, "%s: no samples", name);
-        rc = FEEDER_EDATASET;
-    }
-    if (rc == 0)
-        ds->num_classes = (uint64_t)maxlab + 1;
-    return dataset_finish(ds, &l, rc, out);
+    memset(p, 0, offsetof(list_parser, line));
+    p->name = name;
+    p->root = root;
+    p->flags = flags;
+    p->maxlab = -1;
+    return 0;
 }
 
-/* The whole file in memory (list files are small next to their datasets). */
-static int read_all(const char *path, char **out, size_t *len, const char **what)
+int feeder__list_parse_chunked(const char *buf, size_t len, size_t chunk, const char *name,
+                               const char *root, unsigned flags, feeder_dataset **out, char *err,
+                               size_t errlen)
 {
-    /* O_NONBLOCK: a FIFO opens at once and is refused by its type, as is a
-     * device (/dev/zero would be read forever). */
+    if (!buf && len) {
+        feeder__fmt(err, errlen, "feeder__list_parse: buf, name, root and out must not be NULL");
+        return FEEDER_EINVAL;
+    }
+    list_parser *p = malloc(sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    int rc = list_begin(p, name, root, flags, out, err, errlen);
+    if (rc == 0) {
+        size_t step = chunk ? chunk : len;
+        for (size_t at = 0; rc == 0 && at < len; at += step)
+            rc = list_feed(p, buf + at, len - at < step ? len - at : step, err, errlen);
+        rc = list_finish(p, rc, out, err, errlen);
+    }
+    free(p);
+    return rc;
+}
+
+int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
+                       unsigned flags, feeder_dataset **out, char *err, size_t errlen)
+{
+    return feeder__list_parse_chunked(buf, len, 0, name, root, flags, out, err, errlen);
+}
+
+/* Open a list file and refuse it by type (fstat) before reading a byte:
+ * O_NONBLOCK lets a FIFO open at once, and a device (/dev/zero) is never read. */
+static int list_open(const char *path, const char **what)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -errno;
@@ -432,43 +569,31 @@ static int read_all(const char *path, char **out, size_t *len, const char **what
         close(fd);
         return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
     }
-    char *buf = NULL;
-    size_t used = 0, cap = 0;
+    return fd;
+}
+
+/* Read `fd` in chunks into the parser; a read error names the file. */
+static int list_stream(list_parser *p, int fd, char *err, size_t errlen)
+{
+    enum { CHUNK = 1 << 16 };
+    char *chunk = malloc(CHUNK);
+    if (!chunk)
+        return -ENOMEM;
     int rc = 0;
     for (;;) {
-        if (used == cap) {
-            if (cap > SIZE_MAX / 2 - 1) {
-                rc = -EFBIG;
-                break;
-            }
-            size_t ncap = cap ? cap * 2 : 1 << 16;
-            char *p = realloc(buf, ncap);
-            if (!p) {
-                rc = -ENOMEM;
-                break;
-            }
-            buf = p;
-            cap = ncap;
-        }
-        ssize_t k = read(fd, buf + used, cap - used);
+        ssize_t k = read(fd, chunk, CHUNK);
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0) {
             rc = -errno;
+            feeder__fmt(err, errlen, "%s: cannot read list file: %s", p->name, strerror(errno));
             break;
         }
-        if (k == 0)
+        if (k == 0 || (rc = list_feed(p, chunk, (size_t)k, err, errlen)) != 0)
             break;
-        used += (size_t)k;
     }
-    close(fd);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *len = used;
-    return 0;
+    free(chunk);
+    return rc;
 }
 
 int feeder_dataset_open_list2(const char *list_path, const char *root, unsigned flags,
@@ -479,25 +604,31 @@ int feeder_dataset_open_list2(const char *list_path, const char *root, unsigned 
         feeder__fmt(err, errlen, "feeder_dataset_open_list: list_path and out must not be NULL");
         return FEEDER_EINVAL;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    const char *what = NULL;
-    int rc = read_all(list_path, &buf, &len, &what);
-    if (rc) {
-        feeder__fmt(err, errlen, "%s: cannot read list file: %s", list_path,
-                    what ? what : strerror(-rc));
-        return rc;
-    }
     char *dir = NULL;
     if (!root) {
         const char *slash = strrchr(list_path, '/');
         dir = slash ? strndup(list_path, slash == list_path ? 1 : (size_t)(slash - list_path))
                     : strdup(".");
+        if (!dir)
+            return -ENOMEM;
         root = dir;
     }
-    rc = root ? feeder__list_parse(buf, len, list_path, root, flags, out, err, errlen) : -ENOMEM;
+    list_parser *p = malloc(sizeof(*p));
+    int rc = p ? list_begin(p, list_path, root, flags, out, err, errlen) : -ENOMEM;
+    if (rc == 0) {
+        const char *what = NULL;
+        int fd = list_open(list_path, &what);
+        if (fd < 0) {
+            feeder__fmt(err, errlen, "%s: cannot read list file: %s", list_path,
+                        what ? what : strerror(-fd));
+            rc = list_finish(p, fd, out, err, errlen);
+        } else {
+            rc = list_finish(p, list_stream(p, fd, err, errlen), out, err, errlen);
+            close(fd);
+        }
+    }
+    free(p);
     free(dir);
-    free(buf);
     return rc;
 }
 

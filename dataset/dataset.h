@@ -44,12 +44,22 @@ struct feeder_dataset {
     struct feeder__pack *pack; /* FEEDER__DS_PACKED */
     atomic_uint refs;          /* the caller's and each loader's (feeder__dataset_hold) */
     feeder__skips skips;       /* FEEDER__DS_FOLDER */
+    /* What a resume state checks the dataset by: a hash of each sample's
+     * file name, its folder's name and its label, in order (folders, lists;
+     * not the root, so a dataset moved elsewhere still matches), or of a
+     * packed file's header CRC and size. 0: unknown (user datasets). */
+    uint64_t fingerprint;
 };
 
 /* A loader's reference: the dataset outlives feeder_dataset_destroy while a
  * loader holds it; the last drop frees it. Thread-safe. */
 void feeder__dataset_hold(feeder_dataset *ds);
 void feeder__dataset_drop(feeder_dataset *ds);
+
+/* For each sample, the next sample of its label in dataset order (cyclic):
+ * *out, n entries, the caller's to free; NULL when the dataset holds no
+ * labels (user datasets). 0 or -ENOMEM. dataset/classes.c. */
+int feeder__dataset_class_next(const feeder_dataset *ds, uint64_t **out);
 
 /* Longest list-file line accepted (PATH_MAX plus room for a label). */
 #define FEEDER__LIST_LINE_MAX 4200
@@ -59,5 +69,11 @@ void feeder__dataset_drop(feeder_dataset *ds);
  * file's name for messages; `root` is what relative paths are relative to. */
 int feeder__list_parse(const char *buf, size_t len, const char *name, const char *root,
                        unsigned flags, feeder_dataset **out, char *err, size_t errlen);
+/* The same, the buffer handed to the streaming parser `chunk` bytes at a
+ * time (0: at once), as a file is read: the fuzz target checks that where a
+ * chunk ends never changes the result. */
+int feeder__list_parse_chunked(const char *buf, size_t len, size_t chunk, const char *name,
+                               const char *root, unsigned flags, feeder_dataset **out, char *err,
+                               size_t errlen);
 
 #endif

@@ -16,7 +16,10 @@
 /* ---- the format (pack_format.c) ---- */
 
 #define FEEDER__PACK_MAGIC "FEEDPACK"
-#define FEEDER__PACK_VERSION 1
+/* Written: 2, whose record CRCs cover the record's label and bytes; read:
+ * 1 (CRCs over the bytes alone: labels unchecked) and 2. */
+#define FEEDER__PACK_VERSION 2
+#define FEEDER__PACK_VERSION_MIN 1
 #define FEEDER__PACK_HEADER_BYTES 4096u
 #define FEEDER__PACK_ALIGN 4096u /* sections and the record area start on this */
 #define FEEDER__PACK_ENTRY_BYTES 24u
@@ -71,6 +74,10 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
 void feeder__pack_entry(const feeder__pack_view *v, uint64_t i, uint64_t *off, uint64_t *size,
                         uint32_t *crc);
 int64_t feeder__pack_label(const feeder__pack_view *v, uint64_t i);
+/* Where a record's crc32c starts (chain the record's bytes onto it): from
+ * version 2 the CRC of its label's 8 little-endian bytes, so a changed label
+ * fails VERIFY_CRC; 0 in version 1. */
+uint32_t feeder__pack_crc_seed(uint32_t version, int64_t label);
 
 /* Writing (the pack tool, tests): encode the header into a 4096-byte page
  * (crc32c included) and one index entry into 24 bytes. */

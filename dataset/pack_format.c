@@ -174,9 +174,10 @@ static int parse_magic(const uint8_t *buf, size_t len, const char *name, char *e
                    FEEDER__PACK_HEADER_BYTES);
     /* The version first: a later version may lay out the rest differently. */
     uint32_t version = rd32(buf + H_VERSION);
-    if (version != FEEDER__PACK_VERSION)
-        return bad(err, errlen, "%s: unsupported format version %u (this library reads version %u)",
-                   name, version, FEEDER__PACK_VERSION);
+    if (version < FEEDER__PACK_VERSION_MIN || version > FEEDER__PACK_VERSION)
+        return bad(err, errlen,
+                   "%s: unsupported format version %u (this library reads versions %u to %u)",
+                   name, version, FEEDER__PACK_VERSION_MIN, FEEDER__PACK_VERSION);
     if (len < FEEDER__PACK_HEADER_BYTES)
         return bad(err, errlen, "%s: truncated header (%llu of %u bytes)", name, ULL(len),
                    FEEDER__PACK_HEADER_BYTES);
@@ -186,6 +187,16 @@ static int parse_magic(const uint8_t *buf, size_t len, const char *name, char *e
         return bad(err, errlen, "%s: header crc32c mismatch (stored 0x%08x, computed 0x%08x)",
                    name, stored, computed);
     return 0;
+}
+
+uint32_t feeder__pack_crc_seed(uint32_t version, int64_t label)
+{
+    if (version < 2)
+        return 0;
+    uint8_t le[8];
+    for (int k = 0; k < 8; k++)
+        le[k] = (uint8_t)((uint64_t)label >> (8 * k));
+    return feeder__crc32c(0, le, sizeof(le));
 }
 
 static void read_header(const uint8_t *buf, feeder__pack_header *h)

@@ -43,6 +43,20 @@ void feeder__pack_free(struct feeder__pack *pk)
 /* A packed dataset that failed to open, freed here rather than through
  * feeder_dataset_destroy (dataset.c), which calls this file: the room's
  * files call one way. */
+/* A resume state's check of the file: its size, every record's size, CRC
+ * and label (the index, not the bytes), as two CRC32Cs of different seeds. */
+static uint64_t pack_fingerprint(const struct feeder__pack *pk, const int64_t *labels, uint64_t n)
+{
+    uint32_t a = feeder__crc32c(0, &pk->map_len, sizeof(pk->map_len)), b = ~a;
+    a = feeder__crc32c(a, pk->size, n * sizeof(*pk->size));
+    a = feeder__crc32c(a, pk->crc, n * sizeof(*pk->crc));
+    a = feeder__crc32c(a, labels, n * sizeof(*labels));
+    b = feeder__crc32c(b, labels, n * sizeof(*labels));
+    b = feeder__crc32c(b, pk->crc, n * sizeof(*pk->crc));
+    uint64_t h = (uint64_t)a << 32 | b;
+    return h ? h : 1;
+}
+
 static void packed_discard(feeder_dataset *ds)
 {
     for (uint64_t i = 0; ds->classes && i < ds->num_classes; i++)
@@ -136,6 +150,7 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
     }
     ds->n = n;
     ds->num_classes = pk->v.num_classes;
+    ds->fingerprint = pack_fingerprint(pk, ds->labels, n);
     if (pk->v.classes) {
         ds->classes = calloc((size_t)h->num_classes, sizeof(char *));
         if (!ds->classes) {

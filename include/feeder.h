@@ -539,9 +539,15 @@ typedef enum feeder_dtype {
     FEEDER_DTYPE_BFLOAT16 = 2,
     FEEDER_DTYPE_FLOAT32 = 3
 } feeder_dtype;
-/* How a packed dataset's records reach the batch slot. */
+/* How a packed dataset's records reach the batch slot. A file cut or
+ * rewritten in place while a loader reads it fails the batches that meet the
+ * change (-EIO, naming the record and the file), never the process: with
+ * num_workers 0 MMAP reads with pread (the calling thread never touches the
+ * mapping), and a worker catches the fault of a read from the mapping
+ * (SIGBUS, a handler in the worker process only). */
 typedef enum feeder_packed_read {
-    FEEDER_PACKED_READ_MMAP = 0,  /* copy from a shared read-only mapping of the file */
+    FEEDER_PACKED_READ_MMAP = 0,  /* copy from a shared read-only mapping of the file (workers;
+                                     pread with num_workers 0) */
     FEEDER_PACKED_READ_URING = 1, /* read through the page cache with the worker's reader
                                      (io_uring, or pread as FEEDER_OPT_IO decides) */
     FEEDER_PACKED_READ_DIRECT = 2 /* the same with O_DIRECT: no page cache; aligned
@@ -550,9 +556,26 @@ typedef enum feeder_packed_read {
 
 typedef enum feeder_error_policy {
     FEEDER_ON_ERROR_FAIL = 0, /* a bad sample fails its batch with a message */
-    FEEDER_ON_ERROR_SKIP = 1  /* a bad sample is counted and replaced by the next good
-                                 sample after it in dataset order (deterministic) */
+    FEEDER_ON_ERROR_SKIP = 1, /* a bad sample is counted and replaced by a good sample of
+                                 its class (the rule below; deterministic) */
+    FEEDER_ON_ERROR_DROP = 2  /* a bad sample is counted and left out: its batch is shorter
+                                 (feeder_batch.count; a batch of bad samples only has
+                                 count 0); stats.dropped counts them. No sample is ever
+                                 repeated */
 } feeder_error_policy;
+/* SKIP's replacement rule. A bad sample's candidates are the samples of its
+ * label (folder, list and packed datasets; all samples for a user dataset,
+ * whose labels are known only once loaded) that follow it in dataset order,
+ * cyclically. They are loaded one after another, and the replacement is the
+ * first candidate at which the good ones catch up with the bad ones counted
+ * from the bad sample on (as a closing bracket matches an opening one): an
+ * isolated bad sample takes the next good one, and a run of k bad samples
+ * takes the k good ones after the run, one each. So a sample replaces at most
+ * one bad sample of an epoch: it arrives at most twice (itself and one
+ * replacement), never crosses into another class, and the choice depends
+ * only on the data, never on timing or num_workers. When 16 candidates do not
+ * settle it (a run of more than 8 bad samples), or the class has no other
+ * sample, the batch fails with a message saying so. */
 
 /* Bounds of an option; FEEDER_EINVAL for an unknown option. Thread-safe. */
 FEEDER_API int feeder_option_bounds(feeder_option opt, double *min, double *max);
@@ -584,15 +607,22 @@ FEEDER_API int feeder_loader_seed(const feeder_loader *ld, uint64_t *seed);
 
 /* Called in each worker process right after fork, before any task, with the
  * worker's id (0..num_workers-1); a non-zero return fails the start with
- * FEEDER_ECALLBACK. Not called with num_workers 0. `user` borrowed. */
+ * FEEDER_ECALLBACK. Not called with num_workers 0. `user` borrowed.
+ * Descriptors: a worker of a folder, list or packed dataset closes every
+ * descriptor above 2 it inherited except its own (so it keeps no other
+ * loader's memory or files alive); a callback that needs a file opens it
+ * itself. A user dataset's workers keep the process's descriptors (its
+ * callbacks may use them) less the loaders' own. No worker inherits any
+ * loader's slot mapping (MADV_DONTFORK). */
 typedef int (*feeder_worker_init_fn)(void *user, int worker_id);
 FEEDER_API int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn,
                                              void *user);
 
 /* Validate the options, allocate the batch slots (one memfd, sized once) and
- * start the workers. Optional: feeder_next() starts a loader that was not.
- * Returns -errno when memory, memfd or fork fail, FEEDER_ECALLBACK when a
- * worker_init callback fails; the message says which. FEEDER_ELIMIT, before
+ * start the workers (their pids exist once this returns; a worker's own
+ * start-up, which runs worker_init, reports to the first feeder_next).
+ * Optional: feeder_next() starts a loader that was not.
+ * Returns -errno when memory, memfd or fork fail; the message says which. FEEDER_ELIMIT, before
  * anything is allocated, when the slots need more memory than the machine
  * (MemAvailable, the cgroup's limit) can give, or when RLIMIT_NOFILE is too
  * low for the workers' descriptors; the message names the limit, its value
@@ -620,7 +650,8 @@ typedef struct feeder_batch {
     uint32_t count;          /* samples in this batch (the last may be short) */
     uint32_t height, width, channels;
     int layout;              /* feeder_layout */
-    uint32_t skipped;        /* samples replaced under FEEDER_ON_ERROR_SKIP */
+    uint32_t skipped;        /* samples replaced (FEEDER_ON_ERROR_SKIP) or left out
+                                (FEEDER_ON_ERROR_DROP) in this batch */
     size_t sample_bytes;     /* height*width*channels */
     uint64_t epoch;          /* epoch this batch belongs to */
     uint64_t number;         /* batch number within the epoch, from 0 */
@@ -645,7 +676,11 @@ typedef struct feeder_batch {
  *  - a sample error (FEEDER_EDECODE, FEEDER_ETOOBIG, -ENOENT, ...) fails only
  *    its batch: the message names the sample index, the path and the
  *    decoder's text, and the next call goes on with the next batch;
- *  - FEEDER_ETIMEDOUT: no batch within TIMEOUT_MS; nothing is lost, call again;
+ *  - FEEDER_ETIMEDOUT: no batch within TIMEOUT_MS; the message names the
+ *    batch waited for and the worker holding it (id, pid); nothing is lost,
+ *    call again. With MAX_RESTARTS > 0 such a stalled worker is instead
+ *    killed and started again like a dead one (it counts as a death of the
+ *    epoch) and its batch redone, and the call waits TIMEOUT_MS again;
  *  - FEEDER_EWORKER: a worker died; the message names it, its pid and its
  *    signal or exit status; the epoch is over and the next call restarts the
  *    workers and begins the next epoch. With MAX_RESTARTS > 0 a death is
@@ -653,6 +688,11 @@ typedef struct feeder_batch {
  *    no sample is lost and the batch is the same bytes) until the epoch has
  *    seen more than MAX_RESTARTS deaths; the message then lists every death
  *    of the epoch (worker id, pid, signal or exit status, batch);
+ *  - a worker that cannot start (mapping the slots fails, its reader or
+ *    decoder cannot be made: -errno; worker_init returns non-zero:
+ *    FEEDER_ECALLBACK): the message is the worker's reason (worker id, pid);
+ *    such workers are not started again, neither by MAX_RESTARTS nor at the
+ *    next epoch: every later call returns the same error;
  *  - FEEDER_EBUSY: every slot is borrowed.
  * Thread-safety: a loader is used by one thread at a time. */
 FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
@@ -682,8 +722,9 @@ FEEDER_API const char *feeder_loader_io_backend(const feeder_loader *ld, const c
  * Thread-safety: as feeder_next. */
 FEEDER_API int feeder_loader_decoder(const feeder_loader *ld, const char **reason);
 
-/* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0).
- * For monitoring and tests. */
+/* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0,
+ * between epochs without persistent workers, workers that could not start).
+ * Workers exist once feeder_loader_start returns. For monitoring and tests. */
 FEEDER_API int feeder_loader_worker_pid(const feeder_loader *ld, int id);
 
 /* ------------------------------------------------------------------------ */
@@ -727,6 +768,13 @@ FEEDER_API size_t feeder_loader_state_size(const feeder_loader *ld);
  * Errors: FEEDER_ESTATEBLOB (bad magic, version, length or CRC),
  * FEEDER_EMISMATCH with "state blob does not match the loader: FIELD is X in
  * the blob, Y in the loader" in feeder_loader_errmsg, or the sampler's error.
+ * The blob also holds the dataset's fingerprint (each sample's file name, its
+ * folder's name and its label, in order; for a packed file its size and
+ * index): a file renamed, added, removed or relabelled since the save is
+ * refused with "the dataset's files differ", even when the count is the same.
+ * The root is not part of it (a dataset moved elsewhere resumes), nor are the
+ * files' bytes. Blobs of version 1 (before the fingerprint) still load,
+ * unchecked on that point; user datasets have no fingerprint.
  * Thread-safety: as feeder_next. */
 FEEDER_API int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len);
 
@@ -776,7 +824,8 @@ typedef struct feeder_stats {
     uint64_t cpu_routed[6];
     uint64_t cpu_shared;       /* C: images of GPU-decoded batches the workers decoded as their
                                   share: HYBRID's, and every image while nvJPEG is starting */
-    uint64_t reserved_[2];
+    uint64_t dropped;          /* C: samples left out under FEEDER_ON_ERROR_DROP */
+    uint64_t reserved_[1];
 } feeder_stats;
 
 /* Memory the loader asks for, when the user wants to own it (e.g. a caching

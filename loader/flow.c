@@ -160,6 +160,7 @@ static void dispatch(feeder_loader *ld)
         ss->batch = b;
         ss->count = count;
         ss->skipped = 0;
+        ss->dropped = 0;
         ss->status = 0;
         ss->errmsg[0] = 0;
         memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
@@ -199,6 +200,37 @@ static void dispatch(feeder_loader *ld)
     }
 }
 
+/* FEEDER_ON_ERROR_DROP: close the gaps the marked samples (label -1) leave,
+ * keeping the order. With the CPU decoders a sample's pixels sit at its
+ * position and move with it; with a GPU decoder they stay where `place` says
+ * and only the per-sample entries move. */
+static void leave_out_dropped(feeder_loader *ld, slot_state *ss, uint8_t *base)
+{
+    const feeder__slot_layout *l = &ld->job.layout;
+    int64_t *lab = feeder__slot_labels(l, base);
+    uint64_t *idx = feeder__slot_indices(l, base);
+    uint64_t *enc = feeder__slot_encoded(l, base), *place = feeder__slot_place(l, base);
+    int gpu = feeder__decoder_on_gpu(ld->job.t.decoder);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < ss->count; i++) {
+        if (lab[i] == -1)
+            continue;
+        if (kept != i) {
+            lab[kept] = lab[i];
+            idx[kept] = idx[i];
+            if (gpu) {
+                enc[kept] = enc[i];
+                place[kept] = place[i];
+            } else {
+                memmove(feeder__slot_sample(l, base, kept), feeder__slot_sample(l, base, i),
+                        l->sample_bytes);
+            }
+        }
+        kept++;
+    }
+    ss->count = kept;
+}
+
 static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
     uint32_t s = (uint32_t)(ss - ld->slots);
@@ -216,6 +248,8 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     }
     const feeder__slot_layout *l = &ld->job.layout;
     uint8_t *base = feeder__slot_base(l, ld->mem, s);
+    if (ss->dropped)
+        leave_out_dropped(ld, ss, base);
     feeder_batch *b = &ss->pub;
     memset(b, 0, sizeof(*b));
     b->data = feeder__slot_sample(l, base, 0);
@@ -288,16 +322,26 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     ss->batch = b;
     ss->count = count;
     ss->skipped = 0;
+    ss->dropped = 0;
     ss->status = 0;
-    ss->parts_left = 1;
+    /* In groups of FEEDER__INLINE_FILES samples: the reader opens a
+     * group's files at once, so a batch of 2048 does not need 2048
+     * descriptors. A failed group ends the batch (its error is the batch's). */
+    uint32_t groups = (count + FEEDER__INLINE_FILES - 1) / FEEDER__INLINE_FILES;
+    ss->parts_left = groups;
     ss->state = SLOT_FILLING;
     memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
            ld->order + first, count * sizeof(uint64_t));
-    feeder__task_msg t = {FEEDER__MSG_TASK, s, 0, count, ld->epoch, b,
-                          (uint32_t)(((uint64_t)count * ld->cpu_permille + 500) / 1000), 0};
     static _Thread_local feeder__result_msg r;
-    feeder__run_task(&ld->inline_ctx, &t, &r);
-    feeder__pool_complete_part(ld, &r);
+    for (uint32_t lo = 0; lo < count && ss->state == SLOT_FILLING; lo += FEEDER__INLINE_FILES) {
+        uint32_t n = count - lo < FEEDER__INLINE_FILES ? count - lo : FEEDER__INLINE_FILES;
+        feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b,
+                              (uint32_t)(((uint64_t)n * ld->cpu_permille + 500) / 1000), 0};
+        feeder__run_task(&ld->inline_ctx, &t, &r);
+        feeder__pool_complete_part(ld, &r);
+        if (r.status)
+            ss->state = SLOT_READY;
+    }
     return deliver(ld, ss, out);
 }
 
@@ -347,11 +391,11 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
         }
         uint64_t now = feeder__now_ns();
         if (now >= deadline) {
-            rc = feeder__loader_fail(ld, FEEDER_ETIMEDOUT,
-                      "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu)",
-                      (long long)timeout, (unsigned long long)ld->next_in_order,
-                      (unsigned long long)ld->epoch);
-            break;
+            /* 0: the stalled worker was replaced; its batch gets a new wait. */
+            if ((rc = feeder__pool_timed_out(ld, timeout)) != 0)
+                break;
+            deadline = feeder__now_ns() + (uint64_t)timeout * 1000000ull;
+            continue;
         }
         uint64_t left_ms = deadline == UINT64_MAX ? (uint64_t)poll_ms : (deadline - now + 999999) / 1000000;
         if ((rc = feeder__pool_wait(ld, (int)(left_ms < (uint64_t)poll_ms ? left_ms : (uint64_t)poll_ms))))
@@ -449,6 +493,7 @@ void feeder__host_free(feeder_loader *ld)
     if (ld->mem)
         munmap(ld->mem, ld->shm_bytes);
     feeder__pool_close_fd(&ld->job.memfd);
+    free(ld->job.class_next);
     if (ld->job.pack_fd >= 0)
         close(ld->job.pack_fd);
     feeder_sampler_destroy(ld->own_sampler);

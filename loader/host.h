@@ -25,6 +25,7 @@ typedef struct slot_state {
     uint32_t count;
     uint32_t parts_left;
     uint32_t skipped;
+    uint32_t dropped; /* FEEDER_ON_ERROR_DROP: samples marked (label -1) to leave out */
     int32_t status;
     char errmsg[FEEDER__ERRMSG_LEN];
     feeder_batch pub;
@@ -50,6 +51,8 @@ typedef struct task_queue {
 
 /* FEEDER_OPT_SPLIT 0: samples per task the loader aims at. */
 #define FEEDER__TASK_SAMPLES 16
+/* num_workers 0: samples whose files the calling thread opens at once. */
+#define FEEDER__INLINE_FILES 64u
 
 struct feeder_loader {
     feeder_dataset *ds;
@@ -72,6 +75,10 @@ struct feeder_loader {
     int nworkers;
     worker *workers;
     int running; /* worker processes are up */
+    /* A worker reported it could not start (mapping the slots, its setup,
+     * worker_init): that error, for good; workers are not forked again. */
+    int workers_failed;
+    char workers_why[FEEDER__ERRMSG_LEN + 64];
     feeder__worker_ctx inline_ctx;
     int inline_ready;
 
@@ -137,6 +144,9 @@ int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out
 
 /* ---- pool.c ---- */
 
+/* Add a loader's descriptor to the list every new worker closes (a user
+ * dataset's worker closes only these); feeder__pool_close_fd takes it off. */
+void feeder__pool_register_fd(int fd);
 void feeder__pool_close_fd(int *fd);
 int feeder__pool_spawn(feeder_loader *ld);
 void feeder__pool_stop(feeder_loader *ld, int hard);
@@ -144,6 +154,10 @@ int feeder__pool_send_task(feeder_loader *ld, worker *w, const feeder__task_msg 
 /* Wait up to ms for the workers' results and deaths; 0 or the error that
  * ends the epoch (a death past max_restarts). */
 int feeder__pool_wait(feeder_loader *ld, int ms);
+/* No batch within timeout_ms: name the worker holding the batch waited for
+ * (FEEDER_ETIMEDOUT), or with max_restarts kill and restart it as after a
+ * death (0: wait again; FEEDER_EWORKER past the limit). */
+int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms);
 /* Account a part's result and mark its slot ready when it was the last. */
 void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r);
 

@@ -55,9 +55,11 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok);
 /* Start's second half, once the GPU layer is decided: `gpu_decodes` says
  * whether a GPU decoder runs (else the workers decode on the CPU, and
  * `decode_why` says why), `packed_direct` whether RAW records go from the file
- * to the device without the workers. Nothing can fail here. */
-void feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
-                         int packed_direct);
+ * to the device without the workers. Then the workers start, so their pids
+ * exist once feeder_loader_start returns: 0, or the fork's error (the first
+ * epoch tries again). */
+int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
+                        int packed_direct);
 /* A start that failed after allocating (the GPU layer's): every later start
  * returns rc. */
 void feeder__host_start_failed(feeder_loader *ld, int rc);

@@ -48,7 +48,7 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_LAYOUT, "layout", 0, 0, 1, FEEDER_LAYOUT_NHWC},
     {FEEDER_OPT_DECODER, "decoder", 0, 0, 3, FEEDER_DECODER_ROI},
     {FEEDER_OPT_IO, "io", 0, 0, 2, FEEDER_IO_AUTO},
-    {FEEDER_OPT_ERROR_POLICY, "error_policy", 0, 0, 1, FEEDER_ON_ERROR_FAIL},
+    {FEEDER_OPT_ERROR_POLICY, "error_policy", 0, 0, 2, FEEDER_ON_ERROR_FAIL},
     {FEEDER_OPT_MAX_PIXELS, "max_pixels", 0, 0, 1e15, 178956970},
     {FEEDER_OPT_POLL_MS, "poll_ms", 0, 1, 60000, 100},
     {FEEDER_OPT_SPLIT, "split", 0, 0, 1 << 20, 0},

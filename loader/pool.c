@@ -25,14 +25,14 @@
 #include "loader/host.h"
 
 /* Every parent-side descriptor of every loader in this process (channels,
- * pidfds). A new worker closes them all: a worker holding a copy of another
+ * pidfds, slot memfds). A new worker closes them all: a worker holding a copy of another
  * worker's channel would keep that channel open after its owner closed it,
  * and the other worker would never see the end of its channel. */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static int *reg_fds;
 static size_t reg_len, reg_cap;
 
-static void reg_add(int fd)
+void feeder__pool_register_fd(int fd)
 {
     if (fd < 0)
         return;
@@ -161,13 +161,17 @@ static int spawn_one(feeder_loader *ld, int i)
     /* A pidfd tells us of a death even when the channel is quiet; without
      * one (kernel < 5.3) the channel's EOF still does. */
     w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    reg_add(w->chan);
-    reg_add(w->pidfd);
+    feeder__pool_register_fd(w->chan);
+    feeder__pool_register_fd(w->pidfd);
     return 0;
 }
 
 int feeder__pool_spawn(feeder_loader *ld)
 {
+    /* A worker that cannot start would fail the same way on every call:
+     * forking again would only churn processes. */
+    if (ld->workers_failed)
+        return feeder__loader_fail(ld, ld->workers_failed, "%s", ld->workers_why);
     for (int i = 0; i < ld->nworkers; i++)
         ld->workers[i] = (worker){.pid = -1, .pidfd = -1, .chan = -1};
     int rc = 0;
@@ -199,6 +203,7 @@ static void account(feeder_loader *ld, const feeder__result_msg *r)
     ld->stats.decode_ns += r->decode_ns;
     ld->stats.transform_ns += r->transform_ns;
     ld->stats.skipped += r->skipped;
+    ld->stats.dropped += r->dropped;
     for (int k = 0; k < FEEDER_ROUTES; k++)
         ld->stats.cpu_routed[k] += r->routed[k];
     ld->stats.cpu_shared += r->shared;
@@ -209,7 +214,8 @@ void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r)
 {
     slot_state *ss = &ld->slots[r->slot];
     account(ld, r);
-    ss->skipped += r->skipped;
+    ss->skipped += r->skipped + r->dropped;
+    ss->dropped += r->dropped;
     if (r->status && !ss->status) {
         ss->status = r->status;
         feeder__fmt(ss->errmsg, sizeof(ss->errmsg), "%s", r->errmsg);
@@ -297,6 +303,60 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
     return FEEDER_EWORKER;
 }
 
+/* The worker holding a part of `batch` (in_order: the batch waited for), or
+ * else the busy worker with the oldest batch; -1 when none is busy. */
+static int stalled_worker(const feeder_loader *ld, uint64_t batch, int in_order)
+{
+    int best = -1;
+    uint64_t best_batch = UINT64_MAX;
+    for (int i = 0; i < ld->nworkers; i++) {
+        const worker *w = &ld->workers[i];
+        if (w->pid <= 0 || !w->outstanding)
+            continue;
+        for (unsigned k = 0; k < w->outstanding; k++)
+            if (in_order && w->inflight[k].batch == batch && w->inflight[k].epoch == ld->epoch)
+                return i;
+        if (w->inflight[0].batch < best_batch) {
+            best = i;
+            best_batch = w->inflight[0].batch;
+        }
+    }
+    return best;
+}
+
+int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
+{
+    int in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
+    uint64_t want = ld->next_in_order;
+    int i = stalled_worker(ld, want, in_order);
+    char head[256];
+    if (in_order)
+        feeder__fmt(head, sizeof(head), "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu",
+                    (long long)timeout_ms, (unsigned long long)want, (unsigned long long)ld->epoch);
+    else
+        feeder__fmt(head, sizeof(head), "no batch within timeout_ms = %lld (epoch %llu",
+                    (long long)timeout_ms, (unsigned long long)ld->epoch);
+    if (i < 0)
+        return feeder__loader_fail(ld, FEEDER_ETIMEDOUT, "%s; no worker is loading it)", head);
+    worker *w = &ld->workers[i];
+    uint64_t held = w->inflight[0].batch;
+    for (unsigned k = 0; in_order && k < w->outstanding; k++)
+        if (w->inflight[k].batch == want)
+            held = want;
+    if (iopt(ld, FEEDER_OPT_MAX_RESTARTS) == 0 || !ld->in_epoch)
+        return feeder__loader_fail(ld, FEEDER_ETIMEDOUT,
+                                   "%s; worker %d (pid %d) has not finished batch %llu); call "
+                                   "again, or set max_restarts to have a stalled worker replaced",
+                                   head, i, (int)w->pid, (unsigned long long)held);
+    /* Replaced as a dead one is: killed (SIGKILL stops a stopped process
+     * too), started again, its parts re-run. */
+    char why[128];
+    feeder__fmt(why, sizeof(why), "stalled: no answer within timeout_ms = %lld, so the loader killed it",
+                (long long)timeout_ms);
+    kill(w->pid, SIGKILL);
+    return worker_died(ld, i, why, 1);
+}
+
 /* Read every message waiting on worker i's channel. 0, or an error (death,
  * failed worker start). */
 static int drain_channel(feeder_loader *ld, int i)
@@ -322,11 +382,11 @@ static int drain_channel(feeder_loader *ld, int i)
             return worker_died(ld, i, "malformed message", 0);
         if (r.kind == FEEDER__MSG_READY) {
             if (r.status) {
-                char msg[FEEDER__ERRMSG_LEN];
-                feeder__fmt(msg, sizeof(msg), "%s", r.errmsg);
+                ld->workers_failed = r.status;
+                feeder__fmt(ld->workers_why, sizeof(ld->workers_why),
+                            "%s; workers that cannot start are not started again", r.errmsg);
                 worker_died(ld, i, NULL, 0);
-                return feeder__loader_fail(ld, r.status == FEEDER_ECALLBACK ? FEEDER_ECALLBACK : r.status, "%s",
-                            msg);
+                return feeder__loader_fail(ld, r.status, "%s", ld->workers_why);
             }
             w->ready = 1;
             continue;

@@ -86,6 +86,7 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     memset(st, 0, sizeof(*st));
     st->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
     st->dataset_size = ld->ds->n;
+    st->fingerprint = ld->ds->fingerprint;
     st->batch_size = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
     st->drop_last = (uint32_t)iopt(ld, FEEDER_OPT_DROP_LAST);
     st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);

@@ -145,6 +145,14 @@ static int resolve_io(feeder_loader *ld)
         ld->io_backend = "none";
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "user dataset: no files to read");
         job->io_mode = FEEDER_IO_PREAD;
+    } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP &&
+               iopt(ld, FEEDER_OPT_NUM_WORKERS) == 0) {
+        /* The calling thread never reads a mapping that a file cut in place
+         * would turn into SIGBUS in the user's process (worker/packed_read.c). */
+        ld->io_backend = "pread";
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason),
+                     "num_workers 0: the calling thread reads with pread, never the mapping");
+        job->io_mode = FEEDER_IO_PREAD;
     } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP) {
         ld->io_backend = "mmap";
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", "");
@@ -229,6 +237,19 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
     return rc;
 }
 
+/* The skip policy walks each bad sample's class (feeder__dataset_class_next):
+ * built once here, inherited by the workers. */
+static int skip_order(feeder_loader *ld)
+{
+    if (ld->job.policy != FEEDER_ON_ERROR_SKIP || ld->job.class_next)
+        return 0;
+    int rc = feeder__dataset_class_next(ld->ds, &ld->job.class_next);
+    if (rc)
+        return feeder__loader_fail(ld, rc, "out of memory for the skip policy's order of %llu "
+                                   "samples", (unsigned long long)ld->ds->n);
+    return 0;
+}
+
 /* Limits the configuration would run into later, checked before anything
  * is allocated (limits.c says why these numbers); a resume blob is checked
  * again against the options as they are now. */
@@ -241,6 +262,8 @@ static int check_limits(feeder_loader *ld)
         return rc;
     uint32_t batch = job->layout.batch;
     uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
+    if (ld->nworkers == 0 && files > FEEDER__INLINE_FILES)
+        files = FEEDER__INLINE_FILES; /* the calling thread reads in groups (flow.c) */
     if ((rc = feeder__check_nofile(ld->nworkers, files, ld->errmsg, sizeof(ld->errmsg))))
         return rc;
     if (ld->resume && (rc = feeder__resume_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
@@ -280,6 +303,7 @@ static int map_slots(feeder_loader *ld)
     job->memfd = memfd_create("feeder-slots", MFD_CLOEXEC);
     if (job->memfd < 0)
         return feeder__loader_fail(ld, -errno, "memfd_create: %s", strerror(errno));
+    feeder__pool_register_fd(job->memfd);
     job->shm_bytes = ld->shm_bytes;
     if (ftruncate(job->memfd, (off_t)ld->shm_bytes) < 0) {
         rc = -errno;
@@ -295,6 +319,10 @@ static int map_slots(feeder_loader *ld)
         return feeder__loader_fail(ld, rc, "mmap of %zu bytes of batch slots: %s", ld->shm_bytes,
                     strerror(-rc));
     }
+    /* No worker inherits this mapping (its own map the memfd after fork):
+     * a worker of another loader would otherwise keep these slots' memory
+     * alive after this loader is destroyed. */
+    (void)madvise(ld->mem, ld->shm_bytes, MADV_DONTFORK);
     ld->slots = calloc(ld->nslots, sizeof(*ld->slots));
     ld->workers = calloc(ld->nworkers ? (size_t)ld->nworkers : 1, sizeof(*ld->workers));
     ld->q.cap = (size_t)ld->nslots * ld->parts;
@@ -327,28 +355,28 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
     }
     resolve_job(ld);
     if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld)) || (rc = layout_slots(ld, gpu_ok)) ||
-        (rc = check_limits(ld)) || (rc = start_trace(ld)))
+        (rc = check_limits(ld)) || (rc = start_trace(ld)) || (rc = skip_order(ld)))
         return rc;
     return map_slots(ld);
 }
 
 void feeder__host_start_failed(feeder_loader *ld, int rc) { ld->start_failed = rc; }
 
-void feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
-                         int packed_direct)
+int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
+                        int packed_direct)
 {
     feeder__job *job = &ld->job;
     feeder__transform *t = &job->t;
     /* A GPU decoder with no GPU layer, or one that could not start nvJPEG:
-     * the workers decode on the CPU (they fork later, at the first epoch,
-     * with this job). With one, the GPU layer has set HYBRID's first share
+     * the workers decode on the CPU (they fork below, with this job). With one, the GPU layer has set HYBRID's first share
      * and moves it from what both sides do. */
     if (feeder__decoder_on_gpu(t->decoder) && !gpu_decodes) {
         feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s", decode_why);
         t->decoder = job->cpu_decoder;
         feeder__loader_set_cpu_share(ld, 0);
     }
-    /* Before the workers fork (at the first epoch): they inherit it. */
+    /* Before the workers fork: they inherit it. */
     job->packed_direct = packed_direct;
     ld->started = 1;
+    return ld->nworkers ? feeder__pool_spawn(ld) : 0;
 }

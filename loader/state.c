@@ -4,7 +4,7 @@
  *
  *   off size  field
  *     0   4   magic "FDRS"
- *     4   4   version (1)
+ *     4   4   version (2; 1 is still read)
  *     8   4   length of the whole blob
  *    12   4   CRC32C of the whole blob, this field taken as 0
  *    16   8   seed                 72   4   batch_size
@@ -16,7 +16,11 @@
  *    64   8   order_hash                    error_policy, 0 (8 x 4 bytes)
  *   120   8   max_pixels          128  40   scale_min, scale_max, ratio_min,
  *   168   8   map_bytes                     ratio_max, flip_prob (IEEE 754)
- *   176   map_bytes  bit b (LSB first) = batch b delivered
+ *   176   8   dataset fingerprint (version 2; 0: unknown)
+ *   184   map_bytes  bit b (LSB first) = batch b delivered
+ *
+ * Version 1 had no fingerprint and its map at 176; such a blob still loads,
+ * with the fingerprint unknown (not compared).
  *
  * A bitmap, not a count: with in_order 0 batches are delivered as they
  * complete, so the delivered ones need not be a prefix (a slow batch 0 can
@@ -38,8 +42,9 @@
 #include "loader/state.h"
 
 #define STATE_MAGIC 0x53524446u /* "FDRS" little-endian */
-#define STATE_VERSION 1u
-#define STATE_HEADER 176u
+#define STATE_VERSION 2u
+#define STATE_HEADER 184u
+#define STATE_HEADER_V1 176u
 
 static int state_fail(char *msg, size_t msglen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -160,6 +165,7 @@ void feeder__state_encode(const feeder__state *st, uint8_t *b, size_t len)
     put64(b + 160, dbits(st->flip_prob));
     uint64_t mb = map_bytes(st->nbatches);
     put64(b + 168, mb);
+    put64(b + 176, st->fingerprint);
     if (st->map)
         memcpy(b + STATE_HEADER, st->map, (size_t)mb);
     put32(b + 12, feeder__crc32c(0, b, len));
@@ -169,18 +175,24 @@ int feeder__state_decode(const uint8_t *b, size_t len, feeder__state *st, char *
                          size_t msglen)
 {
     const char *pre = "state blob";
-    if (len < STATE_HEADER)
+    if (len < STATE_HEADER_V1)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: %zu bytes, shorter than its %u-byte header", pre, len,
-                                   STATE_HEADER);
+                                   STATE_HEADER_V1);
     if (get32(b) != STATE_MAGIC)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: bad magic 0x%08x (not a feeder state blob)", pre,
                                    get32(b));
-    if (get32(b + 4) != STATE_VERSION)
+    uint32_t version = get32(b + 4);
+    if (version != 1 && version != STATE_VERSION)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: version %u, this library reads version %u", pre,
-                                   get32(b + 4), STATE_VERSION);
+                                   "%s: version %u, this library reads versions 1 to %u", pre,
+                                   version, STATE_VERSION);
+    const uint32_t header = version == 1 ? STATE_HEADER_V1 : STATE_HEADER;
+    if (len < header)
+        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
+                                   "%s: %zu bytes, shorter than its %u-byte header", pre, len,
+                                   header);
     if (get32(b + 8) != len)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: its length field says %u bytes, %zu were given", pre,
@@ -222,14 +234,15 @@ int feeder__state_decode(const uint8_t *b, size_t len, feeder__state *st, char *
     st->ratio_min = bitsd(get64(b + 144));
     st->ratio_max = bitsd(get64(b + 152));
     st->flip_prob = bitsd(get64(b + 160));
+    st->fingerprint = version == 1 ? 0 : get64(b + 176);
     uint64_t mb = get64(b + 168);
     /* A CRC that matches says the bytes are what was written; these say what
      * was written is self-consistent (a hand-made or buggy blob). */
-    if (mb != map_bytes(st->nbatches) || mb != len - STATE_HEADER)
+    if (mb != map_bytes(st->nbatches) || mb != len - header)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: map of %llu bytes for %llu batches in a %zu-byte blob", pre,
                                    (unsigned long long)mb, (unsigned long long)st->nbatches, len);
-    const uint8_t *map = b + STATE_HEADER;
+    const uint8_t *map = b + header;
     if (st->nbatches % 8 && (map[mb - 1] >> (st->nbatches % 8)))
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                                    "%s: the map marks batches past the epoch's %llu", pre,
@@ -272,6 +285,12 @@ int feeder__state_compare(const feeder__state *b, const feeder__state *m, char *
     if (dbits(b->f) != dbits(m->f))                                                           \
         return differ_d(msg, msglen, name, b->f, m->f);
     U(dataset_size, "dataset size");
+    if (b->fingerprint && m->fingerprint && b->fingerprint != m->fingerprint)
+        return state_fail(msg, msglen, FEEDER_EMISMATCH,
+                          "state blob does not match the loader: the dataset's files differ "
+                          "(fingerprint %016llx in the blob, %016llx in the loader): a file was "
+                          "renamed, added, removed or relabelled, or another packed file",
+                          (unsigned long long)b->fingerprint, (unsigned long long)m->fingerprint);
     U(batch_size, "batch_size");
     U(drop_last, "drop_last");
     U(seed, "seed");

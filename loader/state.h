@@ -15,6 +15,9 @@
 typedef struct feeder__state {
     uint64_t seed, epoch, delivered, dataset_size, sampler_len, nbatches, order_hash;
     uint64_t max_pixels;
+    /* The dataset's identity (feeder_dataset.fingerprint); 0 when unknown (a
+     * user dataset, or a version 1 blob): then it is not compared. */
+    uint64_t fingerprint;
     uint32_t batch_size, drop_last, shuffle, user_sampler;
     uint32_t pipeline, decoder, layout, height, width, resize, policy;
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;

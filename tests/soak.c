@@ -16,8 +16,8 @@
  *     flight, and a new one (random num_workers 0..W) resumes from the state.
  * Every delivered batch is checked: a batch with no skipped sample must hash
  * to the reference batch; in one with skips, every sample must be its
- * reference sample, or, where the original was corrupted at the time, one of
- * the 16 after it in dataset order. Every position of every epoch must be
+ * reference sample, or, where the original was corrupted at the time,
+ * another sample of its class (the skip policy's rule, include/feeder.h). Every position of every epoch must be
  * delivered exactly once, across kills and recreations. RSS, open
  * descriptors and /dev/shm entries are printed at start and end and must not
  * grow (RSS by at most 16 MiB; under ASan set quarantine_size_mb=0, or its
@@ -355,9 +355,9 @@ int main(int argc, char **argv)
             seen[pos]++;
             if (got != want) {
                 /* A skip: the original must have been corrupted, and the
-                 * replacement is one of the next good ones after it. */
-                uint64_t dist = (got + r.n - want) % r.n;
-                if (!f.bad_since[want] || dist == 0 || dist > 16)
+                 * replacement is another sample of its class. */
+                if (!f.bad_since[want] || got >= r.n ||
+                    feeder_dataset_label(ds, got) != feeder_dataset_label(ds, want))
                     die("epoch %d batch %llu position %u: index %llu, expected %llu",
                         e, (unsigned long long)b->number, i, (unsigned long long)got,
                         (unsigned long long)want);

@@ -234,7 +234,7 @@ START_TEST(test_resume_in_order_any_workers)
         }
         size_t len;
         uint8_t *blob = save(ld, &len);
-        ck_assert_uint_eq(len, 176 + 1); /* 7 batches: a 1-byte map */
+        ck_assert_uint_eq(len, 184 + 1); /* 7 batches: a 1-byte map */
         feeder_loader_destroy(ld);
         for (int w = 0; w <= 3; w += w == 0 ? 1 : 2) {
             cfg rc = c;
@@ -488,15 +488,15 @@ START_TEST(test_resume_blob_damage)
     feeder_batch_release(b, NULL);
     size_t len;
     uint8_t *blob = save(ld, &len);
-    ck_assert_uint_eq(len, 177); /* 8 batches: one map byte */
-    ck_assert_int_eq(blob[176], 1);
+    ck_assert_uint_eq(len, 185); /* 8 batches: one map byte */
+    ck_assert_int_eq(blob[184], 1);
     /* Size queries. */
     size_t l2 = 0;
     uint8_t small[100];
     ck_assert_int_eq(feeder_loader_state_save(ld, small, sizeof(small), &l2), -ENOSPC);
-    ck_assert_uint_eq(l2, 177);
+    ck_assert_uint_eq(l2, 185);
     ck_assert_str_eq(feeder_loader_errmsg(ld),
-                     "feeder_loader_state_save: the blob needs 177 bytes, the buffer holds 100");
+                     "feeder_loader_state_save: the blob needs 185 bytes, the buffer holds 100");
     ck_assert_int_eq(feeder_loader_state_save(ld, blob, len, NULL), FEEDER_EINVAL);
     feeder_loader_destroy(ld);
 
@@ -508,14 +508,15 @@ START_TEST(test_resume_blob_damage)
         size_t len;
         const char *want;
     } cases[] = {
-        {20, 0x55, 0, 177, "state blob: CRC32C mismatch (stored 0x"},
-        {0, 'X', 1, 177, "state blob: bad magic 0x53524458 (not a feeder state blob)"},
-        {4, 2, 1, 177, "state blob: version 2, this library reads version 1"},
+        {20, 0x55, 0, 185, "state blob: CRC32C mismatch (stored 0x"},
+        {0, 'X', 1, 185, "state blob: bad magic 0x53524458 (not a feeder state blob)"},
+        {4, 3, 1, 185, "state blob: version 3, this library reads versions 1 to 2"},
         {0, 'F', 0, 100, "state blob: 100 bytes, shorter than its 176-byte header"},
-        {0, 'F', 0, 176, "state blob: its length field says 177 bytes, 176 were given"},
-        {176, 3, 1, 177, "state blob: 1 batches delivered, but the map marks 2"},
-        {176, 0x81, 1, 177, "state blob: 1 batches delivered, but the map marks 2"},
-        {56, 9, 1, 177, "state blob: map of 1 bytes for 9 batches in a 177-byte blob"},
+        {0, 'F', 0, 180, "state blob: 180 bytes, shorter than its 184-byte header"},
+        {0, 'F', 0, 184, "state blob: its length field says 185 bytes, 184 were given"},
+        {184, 3, 1, 185, "state blob: 1 batches delivered, but the map marks 2"},
+        {184, 0x81, 1, 185, "state blob: 1 batches delivered, but the map marks 2"},
+        {56, 9, 1, 185, "state blob: map of 1 bytes for 9 batches in a 185-byte blob"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         memcpy(x, blob, len);
@@ -532,7 +533,7 @@ START_TEST(test_resume_blob_damage)
      * epoch to 7 (and the length field's story stays consistent). */
     memcpy(x, blob, len);
     x[56] = 7;
-    x[176] = 0x81;
+    x[184] = 0x81;
     x[32] = 2;
     reseal(x, len);
     feeder_loader *l = make_loader(ds, &c);
@@ -610,7 +611,12 @@ START_TEST(test_restart_sigkill_loses_nothing)
     uint64_t want = epoch_hash(ld, 0, &kills, 0);
     feeder_loader_destroy(ld);
     ld = make_loader(ds, &c);
-    ck_assert_uint_eq(epoch_hash(ld, 3, &kills, 8), want);
+    /* A kill every 2 batches ends 14 batches before the epoch's end, more
+     * than its 6 slots: the loader still needs the killed worker and sees the
+     * death. (Every 3 left 6, which could all be ready before the last death
+     * was seen; that worker was then reaped at the epoch's end, not
+     * restarted.) */
+    ck_assert_uint_eq(epoch_hash(ld, 2, &kills, 8), want);
     ck_assert_int_eq(kills, 8);
     feeder_stats st;
     feeder_loader_stats(ld, &st);
@@ -618,7 +624,7 @@ START_TEST(test_restart_sigkill_loses_nothing)
     ck_assert_uint_eq(st.samples, 120);
     /* The limit is per epoch: the next epoch survives as many again. */
     kills = 0;
-    epoch_hash(ld, 3, &kills, 8);
+    epoch_hash(ld, 2, &kills, 8);
     feeder_loader_stats(ld, &st);
     ck_assert_uint_eq(st.worker_restarts, 16);
     feeder_loader_destroy(ld);
@@ -1248,8 +1254,8 @@ START_TEST(test_list_paths_escaping_root)
     memcpy(longline + FEEDER__LIST_LINE_MAX - 1, " 1\n", 4);
     write_text("l/list.txt", longline); /* one over */
     ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), FEEDER_EDATASET);
-    snprintf(want, sizeof(want), "%s:1: line is %d bytes, longer than the limit of %d", lst,
-             FEEDER__LIST_LINE_MAX + 1, FEEDER__LIST_LINE_MAX);
+    snprintf(want, sizeof(want), "%s:1: line is longer than the limit of %d bytes", lst,
+             FEEDER__LIST_LINE_MAX);
     ck_assert_str_eq(err, want);
     free(longline);
     char nul[] = "a.jpg 1\nb\0.jpg 2\n";

@@ -432,9 +432,9 @@ START_TEST(test_reject_magic_version_truncation)
     m.buf[3] ^= 0x20;
 
     /* Another version is refused before its crc is looked at. */
-    m.buf[8] = 2;
+    m.buf[8] = 3;
     expect_reject(m.buf, m.len, FEEDER_EFORMAT,
-                  "unsupported format version 2 (this library reads version 1)");
+                  "unsupported format version 3 (this library reads versions 1 to 2)");
     m.buf[8] = 1;
 
     /* One flipped bit anywhere in the header page. */
@@ -610,8 +610,8 @@ START_TEST(test_raw_records_labels_and_info)
                 bytes = st.bytes_read;
                 ck_assert_uint_eq(bytes, 11 * 18);
                 const char *be = feeder_loader_io_backend(ld, NULL);
-                if (read == FEEDER_PACKED_READ_MMAP)
-                    ck_assert_str_eq(be, "mmap");
+                if (read == FEEDER_PACKED_READ_MMAP) /* the calling thread: pread */
+                    ck_assert_str_eq(be, workers ? "mmap" : "pread");
                 else if (read == FEEDER_PACKED_READ_URING)
                     ck_assert_msg(!strcmp(be, "io_uring") || !strcmp(be, "pread"), "%s", be);
                 else
@@ -731,7 +731,7 @@ START_TEST(test_crc_mismatch_fail_and_skip)
             ld = make_loader(ds, &c);
             ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ECHECKSUM);
             snprintf(want, sizeof(want), "batch 0 of epoch 0: record 1 of %s: crc32c mismatch "
-                     "(stored 0x%08x, computed 0x%08x)", p, stored, computed);
+                     "over its bytes (stored 0x%08x, computed 0x%08x)", p, stored, computed);
             ck_assert_str_eq(feeder_loader_errmsg(ld), want);
             ck_assert_int_eq(feeder_next(ld, &b), 0); /* the next batch is fine */
             ck_assert_uint_eq(b->number, 1);
@@ -744,12 +744,13 @@ START_TEST(test_crc_mismatch_fail_and_skip)
             ld = make_loader(ds, &c);
             ck_assert_int_eq(feeder_next(ld, &b), 0);
             ck_assert_uint_eq(b->skipped, 1);
+            /* Replaced within its class (labels are i % 3): by 4, not by 2. */
             ck_assert_uint_eq(b->indices[0], 0);
-            ck_assert_uint_eq(b->indices[1], 2);
+            ck_assert_uint_eq(b->indices[1], 4);
             ck_assert_uint_eq(b->indices[2], 2);
-            ck_assert_int_eq(b->labels[1], 2);
+            ck_assert_int_eq(b->labels[1], 1);
             for (int j = 0; j < 18; j++)
-                ck_assert_uint_eq(b->data[18 + j], (uint8_t)(2 * 18 + j));
+                ck_assert_uint_eq(b->data[18 + j], (uint8_t)(4 * 18 + j));
             feeder_batch_release(b, NULL);
             feeder_stats st;
             feeder_loader_stats(ld, &st);
@@ -801,8 +802,9 @@ START_TEST(test_file_shrunk_after_open)
                     ck_assert_str_eq(feeder_loader_errmsg(ld), want);
                 } else {
                     ck_assert_msg(rc == 0, "%s", feeder_loader_errmsg(ld));
-                    /* 38 and 39 are past the end: replaced by 0 (after 39, wrapping). */
-                    const uint64_t idx[8] = {32, 33, 34, 35, 36, 37, 0, 0};
+                    /* 38 and 39 are past the end: replaced within their classes
+                     * (labels i % 3), wrapping: 38 by 2, 39 by 0. */
+                    const uint64_t idx[8] = {32, 33, 34, 35, 36, 37, 2, 0};
                     for (int k = 0; k < 8; k++) {
                         ck_assert_uint_eq(b->indices[k], idx[k]);
                         for (int j = 0; j < 18; j++)
@@ -888,13 +890,24 @@ START_TEST(test_jpeg_record_decode_error)
             ck_assert_int_eq(feeder_next(ld, &b), FEEDER_EDECODE);
             ck_assert_str_eq(feeder_loader_errmsg(ld), want);
             feeder_loader_destroy(ld);
+            /* Every label here is its own class: no replacement stays in it. */
             c.policy = FEEDER_ON_ERROR_SKIP;
             ld = make_loader(ds, &c);
+            ck_assert_int_eq(feeder_next(ld, &b), FEEDER_EDATASET);
+            char want2[1200];
+            snprintf(want2, sizeof(want2), "batch 0 of epoch 0: record 1 of %s failed; skip "
+                     "policy: its class's (label 11) samples hold no other to replace it", p);
+            ck_assert_str_eq(feeder_loader_errmsg(ld), want2);
+            feeder_loader_destroy(ld);
+            /* DROP leaves it out: a batch of 2. */
+            c.policy = FEEDER_ON_ERROR_DROP;
+            ld = make_loader(ds, &c);
             ck_assert_int_eq(feeder_next(ld, &b), 0);
+            ck_assert_uint_eq(b->count, 2);
+            ck_assert_uint_eq(b->indices[0], 0);
             ck_assert_uint_eq(b->indices[1], 2);
             ck_assert_int_eq(b->labels[1], 12);
-            ck_assert_int_eq(memcmp(b->data + b->sample_bytes, b->data + 2 * b->sample_bytes,
-                                    b->sample_bytes), 0);
+            ck_assert_uint_eq(b->skipped, 1);
             feeder_batch_release(b, NULL);
             feeder_loader_destroy(ld);
         }

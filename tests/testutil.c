@@ -1,8 +1,12 @@
 /* See testutil.h. */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "testutil.h"
+#include "common/common.h"
+#include "dataset/pack.h"
 
 void tu_make_folder(const bu_photos *photos, const char *dir, const char *rel, int classes,
                     int per, const char *prefix, uint32_t w0, uint32_t wspan, uint32_t h0,
@@ -33,3 +37,53 @@ feeder_dataset *tu_open_folder(const char *dir, const char *rel)
     ck_assert_msg(rc == 0, "open_folder: %s", err);
     return ds;
 }
+
+feeder_loader *tu_small_loader(feeder_dataset *ds, int workers, int batch)
+{
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, batch), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 32), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 32), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 40), 0);
+    return ld;
+}
+
+size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
+                         uint32_t version, feeder__pack_header *out)
+{
+    feeder__pack_header h;
+    memset(&h, 0, sizeof(h));
+    h.version = version;
+    h.header_bytes = 4096;
+    h.kind = FEEDER_RECORD_RAW;
+    h.dtype = FEEDER__PACK_DTYPE_UINT8;
+    h.layout = FEEDER_LAYOUT_NHWC;
+    h.height = hgt;
+    h.width = wid;
+    h.channels = 3;
+    h.label_type = FEEDER__PACK_LABEL_INT64;
+    h.count = n;
+    h.record_bytes = (uint64_t)hgt * wid * 3;
+    h.shard_count = 1;
+    h.total_records = n;
+    size_t len = (size_t)feeder__pack_layout(&h, 0, n * h.record_bytes);
+    ck_assert_uint_gt(len, 0);
+    uint8_t *buf = calloc(1, len);
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *rec = buf + h.records_off + i * h.record_bytes;
+        memset(rec, (int)(i & 0xff), h.record_bytes);
+        int64_t lab = (int64_t)(i % 4);
+        uint32_t seed = feeder__pack_crc_seed(version, lab);
+        feeder__pack_entry_encode(buf + h.index_off + i * 24, h.records_off + i * h.record_bytes,
+                                  h.record_bytes, feeder__crc32c(seed, rec, h.record_bytes));
+        memcpy(buf + h.labels_off + i * 8, &lab, 8);
+    }
+    feeder__pack_header_encode(&h, buf);
+    ck_assert_int_eq(bu_write_file(path, buf, len), 0);
+    free(buf);
+    *out = h;
+    return len;
+}
+

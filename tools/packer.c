@@ -336,6 +336,11 @@ static feeder_dataset *open_source(const char *path, int allow_escape)
                                        &ds, err, sizeof(err));
     else
         die_usage("--data '%s': neither a folder nor a list file", path);
+    /* The library's message names its flag; this tool's user has an option. */
+    const char *flag = "FEEDER_LIST_ALLOW_ESCAPE allows it";
+    char *at = rc == FEEDER_EPATH ? strstr(err, flag) : NULL;
+    if (at)
+        die("%.*s--allow-escape allows it%s", (int)(at - err), err, at + strlen(flag));
     if (rc)
         die("%s", err[0] ? err : feeder_strerror(rc));
     return ds;
@@ -413,8 +418,9 @@ static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t 
             pwrite_all(sh, src, (size_t)n * rb, sh->h.records_off + local * rb);
             for (uint32_t k = 0; k < n; k++) {
                 uint64_t off = sh->h.records_off + (local + k) * rb;
+                uint32_t seed = feeder__pack_crc_seed(FEEDER__PACK_VERSION, b->labels[j + k]);
                 feeder__pack_entry_encode(sh->index + (local + k) * FEEDER__PACK_ENTRY_BYTES, off,
-                                          rb, feeder__crc32c(0, src + (size_t)k * rb, rb));
+                                          rb, feeder__crc32c(seed, src + (size_t)k * rb, rb));
                 sh->labels[local + k] = b->labels[j + k];
             }
             j += n;
@@ -454,8 +460,54 @@ static int read_whole(const char *path, uint8_t *buf, size_t len)
     return k == 0 ? 0 : -EIO;
 }
 
+/* Does a JPEG reach its end-of-image marker? The marker segments are walked
+ * by their lengths and each scan's entropy-coded data up to the next marker
+ * (0xFF followed by 0x00 is a stuffed byte, by 0xD0-0xD7 a restart); bytes
+ * after the EOI are allowed (camera trailers). A file cut anywhere has no
+ * EOI: caught without decoding, where tjDecompressHeader3 reads only the
+ * header. */
+static int jpeg_reaches_eoi(const uint8_t *b, size_t n)
+{
+    if (n < 4 || b[0] != 0xFF || b[1] != 0xD8)
+        return 0;
+    size_t i = 2;
+    int in_scan = 0;
+    while (i + 1 < n) {
+        if (b[i] != 0xFF) {
+            if (!in_scan)
+                return 0;
+            const uint8_t *ff = memchr(b + i, 0xFF, n - i);
+            if (!ff)
+                return 0;
+            i = (size_t)(ff - b);
+            continue;
+        }
+        uint8_t m = b[i + 1];
+        if (m == 0xFF) { /* fill byte before a marker */
+            i++;
+            continue;
+        }
+        if (m == 0xD9)
+            return 1;
+        if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {
+            if (m == 0x00 && !in_scan)
+                return 0;
+            i += 2; /* stuffed byte, TEM or restart: no length */
+            continue;
+        }
+        if (i + 3 >= n)
+            return 0;
+        size_t len = (size_t)b[i + 2] << 8 | b[i + 3];
+        if (len < 2)
+            return 0;
+        i += 2 + len;
+        in_scan = m == 0xDA;
+    }
+    return 0;
+}
+
 /* JPEG: each file's bytes as they are, checked to be a JPEG TurboJPEG can
- * parse, written in dataset order. */
+ * parse and to reach its end-of-image marker, written in dataset order. */
 static uint64_t write_jpeg(feeder_dataset *ds, const uint64_t *sizes, shard *v, uint32_t ns,
                            progress *pg)
 {
@@ -483,6 +535,10 @@ static uint64_t write_jpeg(feeder_dataset *ds, const uint64_t *sizes, shard *v, 
         if (tjDecompressHeader3(tj, buf, (unsigned long)sizes[i], &w, &h, &ss, &cs) != 0 ||
             w <= 0 || h <= 0)
             die("%s: not a JPEG TurboJPEG can read: %s", path, tjGetErrorStr2(tj));
+        if (!jpeg_reaches_eoi(buf, sizes[i]))
+            die("%s: truncated JPEG: no end-of-image marker (FF D9) after its last scan "
+                "(--verify decodes every record)",
+                path);
         uint32_t ns_before = s;
         s = shard_of(v, ns, i, s);
         shard *sh = &v[s];
@@ -491,7 +547,9 @@ static uint64_t write_jpeg(feeder_dataset *ds, const uint64_t *sizes, shard *v, 
         uint64_t local = i - sh->first;
         pwrite_all(sh, buf, sizes[i], pos);
         feeder__pack_entry_encode(sh->index + local * FEEDER__PACK_ENTRY_BYTES, pos, sizes[i],
-                                  feeder__crc32c(0, buf, sizes[i]));
+                                  feeder__crc32c(feeder__pack_crc_seed(FEEDER__PACK_VERSION,
+                                                                       feeder_dataset_label(ds, i)),
+                                                 buf, sizes[i]));
         sh->labels[local] = feeder_dataset_label(ds, i);
         pos += sizes[i];
         bytes += sizes[i];

@@ -16,6 +16,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,13 +124,77 @@ struct feeder__pack_worker {
     uint32_t cap;      /* entries of runs, st and crc; items and spans hold 3 per run */
 };
 
+/* Where record i's checksum starts: its label's CRC from format version 2. */
+static uint32_t crc_seed(const feeder__job *job, uint64_t i)
+{
+    return feeder__pack_crc_seed(job->ds->pack->v.h.version, job->ds->labels[i]);
+}
+
+/* Records come from the file's mapping only in a worker process. A file
+ * cut or rewritten in place under the loader makes a read of its mapping
+ * fault (SIGBUS): a worker, our own process, turns that fault into its
+ * task's error (bus_guard below); the calling thread (num_workers 0) runs in
+ * the user's process, where the library installs no signal handler, so it
+ * reads with pread instead, which reports a short read. */
+static int uses_mapping(const feeder__worker_ctx *w)
+{
+    return w->job->packed_read == FEEDER_PACKED_READ_MMAP && w->id >= 0;
+}
+
+/* The worker's SIGBUS guard: while bus_env is set, a fault jumps back to the
+ * task that set it. One task at a time runs in a worker (its only thread
+ * reading the mapping), so one static slot is enough. */
+static sigjmp_buf *volatile bus_env;
+static volatile uint64_t bus_record;
+
+static void on_sigbus(int sig)
+{
+    if (bus_env)
+        siglongjmp(*bus_env, 1);
+    signal(sig, SIG_DFL); /* not ours: die of it as before */
+    raise(sig);
+}
+
+static int install_bus_guard(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGBUS, &sa, NULL) == 0 ? 0 : -errno;
+}
+
+/* After a fault: the task's error, and a fresh decoder (a decode cut short
+ * by the jump leaves its state undefined). */
+static int mapping_fault(feeder__worker_ctx *w, char *msg, size_t msglen)
+{
+    const struct feeder__pack *pk = w->job->ds->pack;
+    struct stat st;
+    long long now = fstat(pk->fd, &st) == 0 ? (long long)st.st_size : -1;
+    feeder__fmt(msg, msglen,
+                "record %llu of %s: the file changed under the loader: reading its mapping "
+                "faulted (SIGBUS); it is now %lld bytes, %llu when opened (truncated or "
+                "rewritten in place?)",
+                ULL(bus_record), pk->path, now, ULL(pk->map_len));
+    if (w->dec) {
+        feeder__decoder_destroy(w->dec);
+        w->dec = NULL;
+        (void)feeder__decoder_create(&w->dec);
+    }
+    return -EIO;
+}
+
 int feeder__packed_ctx_init(feeder__worker_ctx *w)
 {
     const feeder__job *job = w->job;
     if (!(w->pk = calloc(1, sizeof(*w->pk))))
         return -ENOMEM;
     int rc = 0;
-    if (job->packed_read != FEEDER_PACKED_READ_MMAP) {
+    if (uses_mapping(w))
+        rc = install_bus_guard();
+    else if (job->packed_read == FEEDER_PACKED_READ_MMAP)
+        rc = feeder__reader_create(FEEDER_IO_PREAD, 0, &w->rd, NULL, 0);
+    else {
         rc = feeder__reader_create(job->io_mode, job->queue_depth, &w->rd, w->why,
                                    sizeof(w->why));
         /* As for files: a process that cannot set up its own ring reads
@@ -308,8 +374,8 @@ static int read_runs(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *ds
  * record by record with VERIFY_CRC), JPEG runs used where they lie. Records
  * past the file's end now (it shrank) are left for record_status to fail:
  * reading a mapping past its file's end raises SIGBUS. */
-static void copy_from_mapping(feeder__worker_ctx *w, uint32_t nruns, int raw, uint8_t *dst0,
-                              size_t stride, uint64_t *file_now)
+static void copy_from_mapping(feeder__worker_ctx *w, const uint64_t *idx, uint32_t nruns,
+                              int raw, uint8_t *dst0, size_t stride, uint64_t *file_now)
 {
     const feeder__job *job = w->job;
     const struct feeder__pack *pk = job->ds->pack;
@@ -333,6 +399,7 @@ static void copy_from_mapping(feeder__worker_ctx *w, uint32_t nruns, int raw, ui
         if (!raw)
             continue;
         uint8_t *d = dst0 + (size_t)run->k0 * stride;
+        bus_record = idx[run->k0];
         if (!job->verify_crc && !run->past_end) {
             memcpy(d, run->base, run->len);
             continue;
@@ -342,9 +409,11 @@ static void copy_from_mapping(feeder__worker_ctx *w, uint32_t nruns, int raw, ui
         for (uint32_t k = 0; k < run->n; k++) {
             if (run->off + (uint64_t)(k + 1) * stride > *file_now)
                 break;
+            bus_record = idx[run->k0 + k];
             memcpy(d + (size_t)k * stride, run->base + (size_t)k * stride, stride);
             if (job->verify_crc)
-                p->crc[run->k0 + k] = feeder__crc32c(0, d + (size_t)k * stride, stride);
+                p->crc[run->k0 + k] = feeder__crc32c(crc_seed(job, idx[run->k0 + k]),
+                                                     d + (size_t)k * stride, stride);
         }
     }
 }
@@ -409,8 +478,8 @@ static int gather_and_read(feeder__worker_ctx *w, uint64_t epoch, const uint64_t
     for (uint32_t r = 0; r < nruns; r++)
         bytes += p->runs[r].len;
     ld->file_now = pk->map_len;
-    if (job->packed_read == FEEDER_PACKED_READ_MMAP)
-        copy_from_mapping(w, nruns, raw, dst0, stride, &ld->file_now);
+    if (uses_mapping(w))
+        copy_from_mapping(w, idx, nruns, raw, dst0, stride, &ld->file_now);
     else if ((rc = read_runs(w, nruns, raw, dst0, stride, msg, msglen)))
         return rc;
     else
@@ -451,13 +520,14 @@ static int record_status(feeder__worker_ctx *w, const pk_run *run, uint32_t k, u
     }
     if (!job->verify_crc)
         return 0;
-    uint32_t c = raw && job->packed_read == FEEDER_PACKED_READ_MMAP
+    uint32_t c = raw && uses_mapping(w)
                      ? w->pk->crc[k]
-                     : feeder__crc32c(0, *src, pk->size[i]);
+                     : feeder__crc32c(crc_seed(job, i), *src, pk->size[i]);
     if (c == pk->crc[i])
         return 0;
-    feeder__fmt(msg, msglen, "record %llu of %s: crc32c mismatch (stored 0x%08x, computed 0x%08x)",
-                ULL(i), pk->path, pk->crc[i], c);
+    feeder__fmt(msg, msglen,
+                "record %llu of %s: crc32c mismatch over its %s (stored 0x%08x, computed 0x%08x)",
+                ULL(i), pk->path, pk->v.h.version >= 2 ? "label and bytes" : "bytes", pk->crc[i], c);
     return FEEDER_ECHECKSUM;
 }
 
@@ -504,6 +574,7 @@ static int load_records(feeder__worker_ctx *w, uint64_t epoch, const uint64_t *i
         for (uint32_t k = run->k0; k < run->k0 + run->n; k++) {
             uint8_t *dst = dst0 + (size_t)k * stride;
             const uint8_t *src;
+            bus_record = idx[k];
             int src_rc = record_status(w, run, k, idx[k], dst, ld.file_now, &src, msg, msglen);
             if (!src_rc && !raw) {
                 res->read_ns += feeder__now_ns() - ld.t0;
@@ -543,6 +614,7 @@ static int load_records_gpu(feeder__worker_ctx *w, const feeder__task_msg *t, ui
         const pk_run *run = &p->runs[r];
         for (uint32_t k = run->k0; k < run->k0 + run->n; k++) {
             const uint8_t *src;
+            bus_record = idx[k];
             p->st[k] = record_status(w, run, k, idx[k], NULL, ld.file_now, &src, msg, msglen);
             if (p->st[k] && stop) {
                 res->read_ns += feeder__now_ns() - ld.t0;
@@ -569,11 +641,33 @@ static int load_records_gpu(feeder__worker_ctx *w, const feeder__task_msg *t, ui
     return 0;
 }
 
+/* One record's bytes for verify_direct: the mapping in a worker (under
+ * the SIGBUS guard), a pread into the bounce buffer in the calling thread
+ * (num_workers 0), which must never touch a mapping that can vanish. NULL
+ * with `msg` set on a short read. */
+static const uint8_t *record_bytes(feeder__worker_ctx *w, uint64_t i, char *msg, size_t msglen)
+{
+    const struct feeder__pack *pk = w->job->ds->pack;
+    if (uses_mapping(w))
+        return pk->map + pk->off[i];
+    if (bounce_reserve(w->pk, pk->size[i], 64)) {
+        feeder__fmt(msg, msglen, "out of memory for record %llu of %s", ULL(i), pk->path);
+        return NULL;
+    }
+    ssize_t got = pread(pk->fd, w->pk->bounce, pk->size[i], (off_t)pk->off[i]);
+    if (got != (ssize_t)pk->size[i]) {
+        feeder__fmt(msg, msglen, "record %llu of %s: short read (the file changed under the "
+                    "loader?)", ULL(i), pk->path);
+        return NULL;
+    }
+    return w->pk->bounce;
+}
+
 /* The direct path with VERIFY_CRC: the GPU layer copies the records from
  * the mapping once the batch is done here, so the workers check each
- * record's checksum where it lies (the read also warms the pages for the
- * copy). Statuses in w->pk->st; with `stop`, the first bad record fails the
- * task. */
+ * record's checksum (label included, version 2) where it lies; the read
+ * also warms the pages for the copy. Statuses in w->pk->st; with `stop`,
+ * the first bad record fails the task. */
 static int verify_direct(feeder__worker_ctx *w, const uint64_t *idx, uint32_t n, int stop,
                          char *msg, size_t msglen)
 {
@@ -585,18 +679,22 @@ static int verify_direct(feeder__worker_ctx *w, const uint64_t *idx, uint32_t n,
     }
     for (uint32_t k = 0; k < n; k++) {
         uint64_t i = idx[k];
-        uint32_t c = feeder__crc32c(0, pk->map + pk->off[i], pk->size[i]);
+        char why[256] = "";
+        const uint8_t *src = record_bytes(w, i, why, sizeof(why));
+        uint32_t c = src ? feeder__crc32c(crc_seed(w->job, i), src, pk->size[i]) : 0;
         w->pk->st[k] = 0;
-        if (c == pk->crc[i])
+        if (src && c == pk->crc[i])
             continue;
-        w->pk->st[k] = FEEDER_ECHECKSUM;
-        if (!first)
+        w->pk->st[k] = src ? FEEDER_ECHECKSUM : -EIO;
+        if (!first && src)
             feeder__fmt(msg, msglen,
                         "record %llu of %s: crc32c mismatch (stored 0x%08x, computed 0x%08x)",
                         ULL(i), pk->path, pk->crc[i], c);
+        else if (!first)
+            feeder__fmt(msg, msglen, "%s", why);
         first = 1;
         if (stop)
-            return FEEDER_ECHECKSUM;
+            return w->pk->st[k];
     }
     return 0;
 }
@@ -612,7 +710,15 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
         lab[k] = job->ds->labels[idx[k]];
     if (job->packed_direct && !job->verify_crc)
         return 0; /* the GPU layer copies the records from the file itself */
-    int skip = job->policy == FEEDER_ON_ERROR_SKIP;
+    sigjmp_buf env;
+    if (uses_mapping(w)) {
+        if (sigsetjmp(env, 1)) {
+            bus_env = NULL;
+            return mapping_fault(w, res->errmsg, sizeof(res->errmsg));
+        }
+        bus_env = &env;
+    }
+    int skip = job->policy != FEEDER_ON_ERROR_FAIL; /* SKIP or DROP: mark, go on */
     int rc;
     if (job->packed_direct)
         rc = verify_direct(w, idx, t->count, !skip, res->errmsg, sizeof(res->errmsg));
@@ -621,6 +727,7 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
     else
         rc = load_records(w, t->epoch, idx, t->count, feeder__slot_sample(l, slot, t->first),
                           !skip, res, res->errmsg, sizeof(res->errmsg));
+    bus_env = NULL;
     if (rc || !skip)
         return rc;
     for (uint32_t k = 0; k < t->count; k++) {
@@ -638,5 +745,15 @@ int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, ui
                             size_t msglen)
 {
     *label = w->job->ds->labels[index];
-    return load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
+    sigjmp_buf env;
+    if (uses_mapping(w)) {
+        if (sigsetjmp(env, 1)) {
+            bus_env = NULL;
+            return mapping_fault(w, msg, msglen);
+        }
+        bus_env = &env;
+    }
+    int rc = load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
+    bus_env = NULL;
+    return rc;
 }

@@ -161,33 +161,69 @@ static int load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t i
     return load_file_sample(w, t, &f, index, dst, res, msg, msglen);
 }
 
-/* Under the skip policy a bad sample is replaced by the next good one in
- * dataset order (index+1, index+2, ... wrapping), a choice that depends only
- * on the data, so every run and every worker count replaces it the same way. */
+/* The candidate after j: the next sample of its label (folder, list and
+ * packed datasets), or the next sample (user datasets). */
+static uint64_t next_candidate(const feeder__job *job, uint64_t j)
+{
+    return job->class_next ? job->class_next[j] : (j + 1) % job->ds->n;
+}
+
+static void no_replacement(const feeder__worker_ctx *w, uint64_t orig, uint64_t tried,
+                           int went_round, const char *first_msg, feeder__result_msg *res)
+{
+    char whose[64] = "the dataset's";
+    if (w->job->class_next)
+        feeder__fmt(whose, sizeof(whose), "its class's (label %lld)",
+                    (long long)w->job->ds->labels[orig]);
+    if (tried == 0)
+        feeder__fmt(res->errmsg, sizeof(res->errmsg),
+                    "%s; skip policy: %s samples hold no other to replace it", first_msg, whose);
+    else if (went_round)
+        feeder__fmt(res->errmsg, sizeof(res->errmsg),
+                    "%s; skip policy: no good sample is left for it among %s %llu others",
+                    first_msg, whose, (unsigned long long)tried);
+    else
+        feeder__fmt(res->errmsg, sizeof(res->errmsg),
+                    "%s; skip policy: the %d samples after it in %s order did not settle a "
+                    "replacement (more than %d bad in a row)",
+                    first_msg, FEEDER__SKIP_LIMIT, whose, FEEDER__SKIP_LIMIT / 2);
+}
+
+/* Under the skip policy a bad sample is replaced by matching, as brackets
+ * match: candidates (next_candidate, from it on) are loaded in turn, each bad
+ * one opens, each good one closes, and the good one that closes the bad
+ * sample's own opening replaces it (include/feeder.h). Every bad sample of a
+ * run thus gets its own good one, and the choice depends only on the data, so
+ * every run and every worker count replaces it the same way. */
 static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint32_t pos,
                           uint8_t *slot, feeder__result_msg *res, const char *first_msg)
 {
     const feeder__slot_layout *l = &w->job->layout;
-    uint64_t n = w->job->ds->n;
     uint64_t *idx = feeder__slot_indices(l, slot);
     int64_t *lab = feeder__slot_labels(l, slot);
     uint8_t *dst = feeder__worker_sample_dst(w, slot, pos);
-    uint64_t orig = idx[pos];
+    uint64_t orig = idx[pos], j = orig, tried = 0;
     feeder__slot_encoded(l, slot)[pos] = 0; /* a replacement is decoded here */
     char msg[FEEDER__ERRMSG_LEN];
-    int rc = FEEDER_EDATASET;
-    for (uint64_t k = 1; k <= FEEDER__SKIP_LIMIT && k < n + 1; k++) {
-        uint64_t j = (orig + k) % n;
-        rc = load_one(w, t, j, dst, &lab[pos], res, msg, sizeof(msg));
-        if (rc == 0) {
+    int rc = FEEDER_EDATASET, open = 1, went_round = 0;
+    while (tried < FEEDER__SKIP_LIMIT) {
+        j = next_candidate(w->job, j);
+        if (j == orig) {
+            went_round = 1;
+            break;
+        }
+        tried++;
+        int r = load_one(w, t, j, dst, &lab[pos], res, msg, sizeof(msg));
+        if (r) {
+            rc = r;
+            open++;
+        } else if (--open == 0) {
             idx[pos] = j;
             res->skipped++;
             return 0;
         }
     }
-    feeder__fmt(res->errmsg, sizeof(res->errmsg),
-                "%s; skip policy: no good sample among the %d after it", first_msg,
-                FEEDER__SKIP_LIMIT);
+    no_replacement(w, orig, tried, went_round, first_msg, res);
     return rc;
 }
 
@@ -249,7 +285,11 @@ static int run_user_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8
         int rc = load_user_sample(w, t, idx[i], feeder__slot_sample(l, slot, i), &lab[i], msg,
                                   sizeof(msg));
         res->decode_ns += feeder__now_ns() - t0;
-        if (rc && w->job->policy == FEEDER_ON_ERROR_SKIP)
+        if (rc && w->job->policy == FEEDER_ON_ERROR_DROP) {
+            lab[i] = -1;
+            res->dropped++;
+            rc = 0;
+        } else if (rc && w->job->policy == FEEDER_ON_ERROR_SKIP)
             rc = replace_sample(w, t, i, slot, res, msg);
         else if (rc)
             feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
@@ -319,7 +359,7 @@ static int place_task_files(feeder__worker_ctx *w, const feeder__task_msg *t, ui
         int rc = load_file_sample(w, t, f, idx[i], dst, res, msg, sizeof(msg));
         if (!rc)
             continue;
-        if (w->job->policy != FEEDER_ON_ERROR_SKIP) {
+        if (w->job->policy == FEEDER_ON_ERROR_FAIL) {
             feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
             return rc;
         }
@@ -330,7 +370,8 @@ static int place_task_files(feeder__worker_ctx *w, const feeder__task_msg *t, ui
     return 0;
 }
 
-/* The skip policy's second pass: every marked sample replaced. */
+/* The skip policy's second pass: every marked sample replaced. The drop
+ * policy's: every marked one counted; the loader leaves them out. */
 static int replace_marked(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
                           uint32_t bad_first, feeder__result_msg *res)
 {
@@ -341,8 +382,15 @@ static int replace_marked(feeder__worker_ctx *w, const feeder__task_msg *t, uint
     for (uint32_t i = bad_first; i != UINT32_MAX && i < t->first + t->count; i++) {
         if (lab[i] != -1)
             continue;
+        if (w->job->policy == FEEDER_ON_ERROR_DROP) {
+            res->dropped++;
+            continue;
+        }
         const char *path = feeder_dataset_path(w->job->ds, idx[i]);
-        if (path)
+        if (w->job->ds->kind == FEEDER__DS_PACKED)
+            feeder__fmt(msg, sizeof(msg), "record %llu of %s failed", (unsigned long long)idx[i],
+                        w->job->ds->pack->path);
+        else if (path)
             feeder__fmt(msg, sizeof(msg), "sample %llu (%s) failed", (unsigned long long)idx[i],
                         path);
         else
@@ -475,9 +523,7 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
 {
     /* The parent's descriptors first: the pidfd made next must not share a
      * number with one of them. */
-    for (int i = 0; i < nclose; i++)
-        if (close_fds[i] >= 0)
-            close(close_fds[i]);
+    feeder__worker_close_inherited(job, chan, close_fds, nclose);
     int parent_fd;
     if (feeder__worker_watch_parent(parent, &parent_fd))
         _exit(FEEDER__EXIT_ORPHAN);
@@ -495,8 +541,9 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
     uint8_t *mem = mmap(NULL, job->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
     if (mem == MAP_FAILED) {
         res.status = -errno;
-        feeder__fmt(res.errmsg, sizeof(res.errmsg), "worker %d: mmap of the batch slots: %s",
-                    id, strerror(errno));
+        feeder__fmt(res.errmsg, sizeof(res.errmsg),
+                    "worker %d (pid %d) could not start: mmap of the %zu bytes of batch slots: %s",
+                    id, (int)getpid(), job->shm_bytes, strerror(errno));
         send_msg(chan, &res, sizeof(res));
         _exit(1);
     }
@@ -505,8 +552,9 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
     int rc = feeder__worker_ctx_init(&w, job, id, mem);
     if (rc) {
         res.status = rc;
-        feeder__fmt(res.errmsg, sizeof(res.errmsg), "worker %d: setup failed: %s", id,
-                    feeder_strerror(rc));
+        feeder__fmt(res.errmsg, sizeof(res.errmsg),
+                    "worker %d (pid %d) could not start: setting up its reader and decoder: %s",
+                    id, (int)getpid(), rc < 0 ? strerror(-rc) : feeder_strerror(rc));
         send_msg(chan, &res, sizeof(res));
         _exit(1);
     }

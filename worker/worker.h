@@ -40,12 +40,16 @@ typedef struct feeder__job {
                           device (cuda/); the workers write only the labels */
     unsigned dio_mem_align, dio_off_align;
     struct feeder__trace *trace; /* feeder_loader_set_trace, or NULL; workers inherit its areas */
+    /* FEEDER_ON_ERROR_SKIP: the next sample of each sample's label
+     * (feeder__dataset_class_next), or NULL: the next sample. Owned by the
+     * loader. */
+    uint64_t *class_next;
 } feeder__job;
 
 enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
 #define FEEDER__ERRMSG_LEN 768
-/* A bad sample is replaced by the next good one in dataset order; after this
- * many bad ones in a row the sample's batch fails instead. */
+/* Candidates a bad sample's replacement may try (include/feeder.h gives the
+ * rule); when they do not settle it the sample's batch fails instead. */
 #define FEEDER__SKIP_LIMIT 16
 
 /* Main -> worker: fill samples [first, first+count) of `slot`; the dataset
@@ -71,6 +75,8 @@ typedef struct feeder__result_msg {
     uint32_t count;
     int32_t status;    /* 0 or the first error */
     uint32_t skipped;
+    uint32_t dropped;  /* FEEDER_ON_ERROR_DROP: samples marked (label -1) to leave out */
+    uint32_t pad_;
     uint64_t batch;
     uint64_t bytes_read;
     uint64_t read_ns;
@@ -117,6 +123,13 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
 _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid_t parent,
                                    int by_main_thread, const int *close_fds, int nclose,
                                    feeder_worker_init_fn init, void *init_user);
+
+/* Right after fork: close every descriptor the worker does not use (all but
+ * `chan`, the slot memfd and the packed file's), or for a user dataset, whose
+ * callbacks may use the process's descriptors, only `close_fds` (the
+ * loaders' channels, pidfds and memfds). worker/inherit.c. */
+void feeder__worker_close_inherited(const feeder__job *job, int chan, const int *close_fds,
+                                    int nclose);
 
 /* Watch the loader's process from a new worker: *pidfd, a pidfd of `parent`
  * (the loader's pid, read before fork) that becomes readable when that

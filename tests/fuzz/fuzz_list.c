@@ -1,6 +1,8 @@
 /*
- * The list-file parser on a buffer. Byte 0 holds the flags; the rest is the
- * file. Every accepted dataset is checked against the contract: every path
+ * The list-file parser on a buffer. Byte 0 holds the flags (low 2 bits) and
+ * a chunk size (the rest); the rest of the input is the file, parsed whole
+ * and again fed to the streaming parser in chunks of that size, which must
+ * give the same result (same error, or the same samples). Every accepted dataset is checked against the contract: every path
  * starts with the root (unless escapes are allowed), no '..' climbs out of
  * it, labels are non-negative and num_classes is the largest label + 1.
  */
@@ -22,6 +24,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *root = "/fuzz/root";
     int rc = feeder__list_parse((const char *)data + 1, size - 1, "fuzz.lst", root, flags, &ds,
                                 err, sizeof(err));
+    feeder_dataset *ds2 = NULL;
+    char err2[512];
+    size_t chunk = (size_t)(data[0] >> 2) + 1;
+    int rc2 = feeder__list_parse_chunked((const char *)data + 1, size - 1, chunk, "fuzz.lst",
+                                         root, flags, &ds2, err2, sizeof(err2));
+    if (rc2 != rc || (rc && strcmp(err, err2) != 0))
+        abort();
+    if (ds2) {
+        if (feeder_dataset_size(ds2) != feeder_dataset_size(ds))
+            abort();
+        for (uint64_t i = 0; i < feeder_dataset_size(ds2); i++)
+            if (strcmp(feeder_dataset_path(ds, i), feeder_dataset_path(ds2, i)) != 0 ||
+                feeder_dataset_label(ds, i) != feeder_dataset_label(ds2, i))
+                abort();
+        feeder_dataset_destroy(ds2);
+    }
     if (rc != 0) {
         if (ds || err[0] == 0)
             abort();

@@ -1,0 +1,476 @@
+/*
+ * Bad input, second round (issue 21): a list file streamed with bounded
+ * memory, a resume state from other files, a changed label in a packed file,
+ * symlink loops, the skip and drop policies' exact replacements, and
+ * feeder-pack's own checks. Check forks each test.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "benchutil.h"
+#include "testutil.h"
+#include "common/common.h"
+#include "dataset/dataset.h"
+#include "dataset/pack.h"
+#include "feeder.h"
+
+static char tmpdir[256];
+static bu_photos *photos;
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-badinput-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    char err[256];
+    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
+}
+
+static void teardown(void)
+{
+    bu_photos_free(photos);
+    photos = NULL;
+    bu_rm_rf(tmpdir);
+}
+
+static void path_in(char *buf, size_t len, const char *rel)
+{
+    snprintf(buf, len, "%s/%s", tmpdir, rel);
+}
+
+static void make_folder(const char *rel, int classes, int per)
+{
+    tu_make_folder(photos, tmpdir, rel, classes, per, "c", 160, 140, 120, 160);
+}
+
+
+static uint8_t *save_state(feeder_loader *ld, size_t *len)
+{
+    ck_assert_int_eq(feeder_loader_state_save(ld, NULL, 0, len), 0);
+    uint8_t *blob = malloc(*len);
+    ck_assert_int_eq(feeder_loader_state_save(ld, blob, *len, len), 0);
+    return blob;
+}
+
+static void reseal(uint8_t *b, size_t len)
+{
+    memset(b + 12, 0, 4);
+    uint32_t c = feeder__crc32c(0, b, len);
+    for (int i = 0; i < 4; i++)
+        b[12 + i] = (uint8_t)(c >> (8 * i));
+}
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* A sparse 2 GiB list file of zeros, or of one endless line: refused at its
+ * first line, without reading (or holding) the rest. */
+START_TEST(test_list_file_streams_bounded)
+{
+    char lst[512], want[700], err[1024];
+    path_in(lst, sizeof(lst), "big.txt");
+    const off_t size = (off_t)2 << 30;
+    int fd = open(lst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, size), 0);
+    close(fd);
+    long before = max_rss_kib();
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), FEEDER_EDATASET);
+    snprintf(want, sizeof(want), "%s:1: line is longer than the limit of %d bytes", lst,
+             FEEDER__LIST_LINE_MAX);
+    ck_assert_str_eq(err, want);
+    /* 5000 bytes of path and no newline, then the hole. */
+    fd = open(lst, O_WRONLY);
+    char *a = malloc(5000);
+    memset(a, 'a', 5000);
+    ck_assert_int_eq(pwrite(fd, "x.jpg 1\n", 8, 0), 8);
+    ck_assert_int_eq(pwrite(fd, a, 5000, 8), 5000);
+    free(a);
+    close(fd);
+    ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), FEEDER_EDATASET);
+    snprintf(want, sizeof(want), "%s:2: line is longer than the limit of %d bytes", lst,
+             FEEDER__LIST_LINE_MAX);
+    ck_assert_str_eq(err, want);
+    ck_assert_msg(max_rss_kib() - before < 32 * 1024, "RSS grew by %ld KiB",
+                  max_rss_kib() - before);
+    /* Lines split across read chunks parse as whole lines. */
+    FILE *f = fopen(lst, "w");
+    for (int i = 0; i < 20000; i++)
+        fprintf(f, "d/%05d_some_longer_name.jpg %d\n", i, i % 7);
+    fclose(f);
+    ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), 0);
+    ck_assert_uint_eq(feeder_dataset_size(ds), 20000);
+    ck_assert_uint_eq(feeder_dataset_num_classes(ds), 7);
+    snprintf(want, sizeof(want), "%s/d/%05d_some_longer_name.jpg", tmpdir, 12345);
+    ck_assert_str_eq(feeder_dataset_path(ds, 12345), want);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* A file renamed between save and resume (same count): the state names the
+ * dataset by a fingerprint and refuses it; a moved root still resumes; a
+ * version 1 blob (no fingerprint) still loads. */
+START_TEST(test_resume_checks_dataset_fingerprint)
+{
+    make_folder("d", 2, 4);
+    char root[512], from[600], to[600], moved[512];
+    path_in(root, sizeof(root), "d");
+    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    feeder_loader *ld = tu_small_loader(ds, 0, 2);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    feeder_batch_release(b, NULL);
+    size_t len;
+    uint8_t *blob = save_state(ld, &len);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    /* The same files under another root: accepted. */
+    path_in(moved, sizeof(moved), "moved");
+    ck_assert_int_eq(rename(root, moved), 0);
+    ds = tu_open_folder(tmpdir, "moved");
+    ld = tu_small_loader(ds, 0, 2);
+    ck_assert_int_eq(feeder_loader_state_load(ld, blob, len), 0);
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    ck_assert_uint_eq(b->number, 1);
+    feeder_batch_release(b, NULL);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    /* One file renamed, in the same place of the sorted order. */
+    snprintf(from, sizeof(from), "%s/c0/001.jpg", moved);
+    snprintf(to, sizeof(to), "%s/c0/001b.jpg", moved);
+    ck_assert_int_eq(rename(from, to), 0);
+    ds = tu_open_folder(tmpdir, "moved");
+    ld = tu_small_loader(ds, 0, 2);
+    ck_assert_int_eq(feeder_loader_state_load(ld, blob, len), FEEDER_EMISMATCH);
+    const char *want = "state blob does not match the loader: the dataset's files differ";
+    ck_assert_msg(strncmp(feeder_loader_errmsg(ld), want, strlen(want)) == 0, "%s",
+                  feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    /* The same blob as version 1: no fingerprint, not compared. */
+    uint8_t *v1 = malloc(len - 8);
+    memcpy(v1, blob, 176);
+    memcpy(v1 + 176, blob + 184, len - 184);
+    v1[4] = 1;
+    v1[8] = (uint8_t)(len - 8);
+    reseal(v1, len - 8);
+    ld = tu_small_loader(ds, 0, 2);
+    ck_assert_int_eq(feeder_loader_state_load(ld, v1, len - 8), 0);
+    ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+    ck_assert_uint_eq(b->number, 1);
+    feeder_batch_release(b, NULL);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    free(v1);
+    free(blob);
+}
+END_TEST
+
+/* A label changed in a packed file: from format version 2 the record's CRC
+ * covers it, so VERIFY_CRC names the record (every read path); a version 1
+ * file's labels are not covered (documented). */
+START_TEST(test_pack_label_in_crc)
+{
+    char path[512], want[1024], err[512];
+    path_in(path, sizeof(path), "lab.pack");
+    for (uint32_t version = 1; version <= 2; version++) {
+        feeder__pack_header h;
+        tu_write_raw_pack(path, 8, 4, 4, version, &h);
+        int fd = open(path, O_WRONLY);
+        int64_t lab = 3; /* record 5's label is 1 */
+        ck_assert_int_eq(pwrite(fd, &lab, 8, (off_t)(h.labels_off + 5 * 8)), 8);
+        close(fd);
+        feeder_dataset *ds;
+        ck_assert_int_eq(feeder_dataset_open_packed(path, &ds, err, sizeof(err)), 0);
+        for (int workers = 0; workers <= 2; workers += 2)
+            for (int read = 0; read <= 1; read++) {
+                feeder_loader *ld;
+                ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+                ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 8), 0);
+                ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers), 0);
+                ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PACKED_READ, read), 0);
+                ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_VERIFY_CRC, 1), 0);
+                feeder_batch *b;
+                int rc = feeder_next(ld, &b);
+                if (version == 1) {
+                    ck_assert_msg(rc == 0, "%s", feeder_loader_errmsg(ld));
+                    ck_assert_int_eq(b->labels[5], 3);
+                    feeder_batch_release(b, NULL);
+                } else {
+                    ck_assert_int_eq(rc, FEEDER_ECHECKSUM);
+                    snprintf(want, sizeof(want),
+                             "batch 0 of epoch 0: record 5 of %s: crc32c mismatch over its label "
+                             "and bytes",
+                             path);
+                    ck_assert_msg(strncmp(feeder_loader_errmsg(ld), want, strlen(want)) == 0,
+                                  "%s", feeder_loader_errmsg(ld));
+                }
+                feeder_loader_destroy(ld);
+            }
+        feeder_dataset_destroy(ds);
+    }
+}
+END_TEST
+
+/* A symlink loop in a class folder: the error names the link, not the class
+ * folder (before: "DIR/c0: Too many levels of symbolic links", found 64
+ * levels down). */
+START_TEST(test_symlink_loop_named)
+{
+    make_folder("d", 2, 1);
+    char link[512], want[700], err[1024];
+    path_in(link, sizeof(link), "d/c0/loop");
+    ck_assert_int_eq(symlink("..", link), 0);
+    feeder_dataset *ds = NULL;
+    char root[512];
+    path_in(root, sizeof(root), "d");
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), -ELOOP);
+    snprintf(want, sizeof(want), "%s: a symbolic link loop: it leads back to a folder it is in",
+             link);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(unlink(link), 0);
+    ck_assert_int_eq(symlink(".", link), 0);
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), -ELOOP);
+    ck_assert_str_eq(err, want);
+}
+END_TEST
+
+static int failing_get(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t bytes,
+                       int64_t *label, char *err, size_t errlen)
+{
+    (void)u;
+    (void)ctx;
+    (void)dst;
+    (void)bytes;
+    (void)label;
+    snprintf(err, errlen, "bad");
+    return -EIO;
+}
+
+static uint64_t len3(void *u)
+{
+    (void)u;
+    return 3;
+}
+
+/* Every sample of a 3-sample dataset bad, SKIP: the message counts the 2
+ * others, not "the 16 after it". */
+START_TEST(test_skip_message_small_dataset)
+{
+    feeder_dataset_callbacks cb = {.len = len3, .get = failing_get};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, NULL, &ds), 0);
+    feeder_loader *ld = tu_small_loader(ds, 0, 3);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, FEEDER_ON_ERROR_SKIP), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 0), 0);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), -EIO);
+    ck_assert_str_eq(feeder_loader_errmsg(ld),
+                     "batch 0 of epoch 0: sample 0: dataset callback returned -5: bad; skip "
+                     "policy: no good sample is left for it among the dataset's 2 others");
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+#ifdef FEEDER_PACK_TOOL
+/* Run feeder-pack with args; its exit status, its stderr in out. */
+static int run_pack(const char *const *args, char *out, size_t outlen)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 2);
+        close(p[0]);
+        close(p[1]);
+        execv(FEEDER_PACK_TOOL, (char *const *)args);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t used = 0;
+    ssize_t k;
+    while (used + 1 < outlen && (k = read(p[0], out + used, outlen - 1 - used)) > 0)
+        used += (size_t)k;
+    out[used] = 0;
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* feeder-pack names its own --allow-escape, and refuses a truncated JPEG
+ * without --verify (its EOI is missing). */
+START_TEST(test_pack_tool_checks)
+{
+    char lst[512], out[512], msg[2048], want[1024];
+    path_in(lst, sizeof(lst), "esc.txt");
+    path_in(out, sizeof(out), "o.pack");
+    ck_assert_int_eq(bu_write_file(lst, "../x.jpg 1\n", 11), 0);
+    const char *a1[] = {"feeder-pack", "--data", lst, "--out", out, "--mode", "jpeg", "--quiet",
+                        NULL};
+    ck_assert_int_eq(run_pack(a1, msg, sizeof(msg)), 1);
+    snprintf(want, sizeof(want),
+             "feeder-pack: %s:1: path '../x.jpg' escapes the root %s ('..' climbs above the "
+             "root); --allow-escape allows it\n",
+             lst, tmpdir);
+    ck_assert_str_eq(msg, want);
+    make_folder("d", 1, 2);
+    char good[600], cut[600], dir[512];
+    path_in(dir, sizeof(dir), "d");
+    snprintf(good, sizeof(good), "%s/c0/000.jpg", dir);
+    snprintf(cut, sizeof(cut), "%s/c0/002.jpg", dir);
+    uint8_t *bytes;
+    size_t len;
+    ck_assert_int_eq(bu_read_file(good, &bytes, &len), 0);
+    ck_assert_int_eq(bu_write_file(cut, bytes, len * 3 / 4), 0);
+    free(bytes);
+    const char *a2[] = {"feeder-pack", "--data", dir, "--out", out, "--mode", "jpeg", "--quiet",
+                        NULL};
+    ck_assert_int_eq(run_pack(a2, msg, sizeof(msg)), 1);
+    snprintf(want, sizeof(want),
+             "feeder-pack: %s: truncated JPEG: no end-of-image marker (FF D9) after its last "
+             "scan (--verify decodes every record)\n",
+             cut);
+    ck_assert_str_eq(msg, want);
+    ck_assert_int_eq(unlink(cut), 0);
+    ck_assert_int_eq(run_pack(a2, msg, sizeof(msg)), 0);
+}
+END_TEST
+#endif
+
+/* c0/001-003 (indices 1-3, a run) and c1/007 (15, the last of its class)
+ * corrupt, batch 16 unshuffled. */
+static feeder_loader *policy_loader(feeder_dataset **ds, int workers, int policy)
+{
+    make_folder("p", 2, 8);
+    const char *bad[] = {"p/c0/001.jpg", "p/c0/002.jpg", "p/c0/003.jpg", "p/c1/007.jpg"};
+    for (int i = 0; i < 4; i++) {
+        char f[512];
+        path_in(f, sizeof(f), bad[i]);
+        ck_assert_int_eq(bu_write_file(f, "not a jpeg", 10), 0);
+    }
+    *ds = tu_open_folder(tmpdir, "p");
+    feeder_loader *ld = tu_small_loader(*ds, workers, 16);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, policy), 0);
+    return ld;
+}
+
+/* SKIP: each bad sample of the run gets its own replacement from its class
+ * (as brackets match: 1 -> 6, 2 -> 5, 3 -> 4), and 15 wraps to 8 within its
+ * class (before: 1, 2 and 3 all became 4, so 4 arrived 4 times, and 15
+ * became 0, of the other class). The same for any num_workers. */
+START_TEST(test_skip_replacements_distinct_in_class)
+{
+    const uint64_t want[16] = {0, 6, 5, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 8};
+    for (int workers = 0; workers <= 2; workers += 2) {
+        feeder_dataset *ds;
+        feeder_loader *ld = policy_loader(&ds, workers, FEEDER_ON_ERROR_SKIP);
+        feeder_batch *b;
+        ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+        ck_assert_uint_eq(b->count, 16);
+        ck_assert_uint_eq(b->skipped, 4);
+        for (uint32_t i = 0; i < 16; i++) {
+            ck_assert_msg(b->indices[i] == want[i], "workers %d position %u: %llu", workers, i,
+                          (unsigned long long)b->indices[i]);
+            ck_assert_int_eq(b->labels[i], i < 8 ? 0 : 1);
+        }
+        feeder_batch_release(b, NULL);
+        feeder_loader_destroy(ld);
+        feeder_dataset_destroy(ds);
+    }
+}
+END_TEST
+
+/* DROP: the four bad samples are left out, nothing is repeated. */
+START_TEST(test_drop_policy_shortens_batch)
+{
+    const uint64_t want[12] = {0, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+    for (int workers = 0; workers <= 2; workers += 2) {
+        feeder_dataset *ds;
+        feeder_loader *ld = policy_loader(&ds, workers, FEEDER_ON_ERROR_DROP);
+        feeder_batch *b;
+        ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+        ck_assert_uint_eq(b->count, 12);
+        ck_assert_uint_eq(b->skipped, 4);
+        /* The kept samples' pixels moved with them: compare with a clean
+         * load of the same index. */
+        uint8_t *copy = malloc(b->sample_bytes * 12);
+        memcpy(copy, b->data, b->sample_bytes * 12);
+        for (uint32_t i = 0; i < 12; i++) {
+            ck_assert_uint_eq(b->indices[i], want[i]);
+            ck_assert_int_eq(b->labels[i], want[i] < 8 ? 0 : 1);
+        }
+        feeder_batch_release(b, NULL);
+        ck_assert_int_eq(feeder_next(ld, &b), FEEDER_DONE);
+        feeder_stats st;
+        ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+        ck_assert_uint_eq(st.dropped, 4);
+        ck_assert_uint_eq(st.samples, 12);
+        feeder_loader_destroy(ld);
+        /* FAIL on the good samples alone gives the same pixels. */
+        feeder_loader *ref = tu_small_loader(ds, 0, 1);
+        ck_assert_int_eq(feeder_loader_set(ref, FEEDER_OPT_SHUFFLE, 0), 0);
+        uint32_t k = 0;
+        int rc;
+        while ((rc = feeder_next(ref, &b)) != FEEDER_DONE) {
+            if (rc == 0 && k < 12 && b->indices[0] == want[k]) {
+                ck_assert_int_eq(memcmp(b->data, copy + k * b->sample_bytes, b->sample_bytes), 0);
+                k++;
+            }
+            if (rc == 0)
+                feeder_batch_release(b, NULL);
+        }
+        ck_assert_uint_eq(k, 12);
+        feeder_loader_destroy(ref);
+        free(copy);
+        feeder_dataset_destroy(ds);
+    }
+}
+END_TEST
+
+static Suite *badinput_suite(void)
+{
+    Suite *s = suite_create("badinput");
+    TCase *tc = tcase_create("badinput");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_list_file_streams_bounded);
+    tcase_add_test(tc, test_resume_checks_dataset_fingerprint);
+    tcase_add_test(tc, test_pack_label_in_crc);
+    tcase_add_test(tc, test_symlink_loop_named);
+    tcase_add_test(tc, test_skip_message_small_dataset);
+    tcase_add_test(tc, test_skip_replacements_distinct_in_class);
+    tcase_add_test(tc, test_drop_policy_shortens_batch);
+#ifdef FEEDER_PACK_TOOL
+    tcase_add_test(tc, test_pack_tool_checks);
+#endif
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(badinput_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
