@@ -676,8 +676,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     static const char *const decoders[] = {"roi", "turbo", "nvjpeg", "hybrid", NULL};
     static const int decoder_v[] = {FEEDER_DECODER_ROI, FEEDER_DECODER_TURBO,
                                     FEEDER_DECODER_NVJPEG, FEEDER_DECODER_HYBRID};
-    static const char *const policies[] = {"fail", "skip", NULL};
-    static const int policy_v[] = {FEEDER_ON_ERROR_FAIL, FEEDER_ON_ERROR_SKIP};
+    static const char *const policies[] = {"fail", "skip", "drop", NULL};
+    static const int policy_v[] = {FEEDER_ON_ERROR_FAIL, FEEDER_ON_ERROR_SKIP, FEEDER_ON_ERROR_DROP};
     static const char *const ios[] = {"auto", "uring", "pread", NULL};
     static const int io_v[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 
@@ -1631,12 +1631,12 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 #define F(name) #name, (unsigned long long)s.name
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K}",
+        "s:K,s:K}",
         F(batches), F(samples), F(skipped), F(failed_batches), F(bytes_read), F(read_ns),
         F(decode_ns), F(transform_ns), F(wait_ns), F(first_batch_ns), F(shm_bytes), F(slots),
         F(worker_restarts), F(pin_ns), F(h2d_ns), F(h2d_bytes), F(gpu_batches), F(pinned_bytes),
         F(device_bytes), F(gpu_decoded), F(gpu_fallback), F(gpu_decode_ns),
-        F(hybrid_cpu_permille));
+        F(hybrid_cpu_permille), F(dropped));
 #undef F
 }
 

@@ -84,6 +84,10 @@ def test_corrupt_jpeg_names_the_file(tmp_path, folder):
     ld = feeder.Loader(feeder.ImageFolder(str(root)), batch_size=10, on_error="skip")
     assert sum(x.shape[0] for x, _ in ld) == 60
     assert ld.stats()["skipped"] == 1
+    # on_error="drop" leaves it out: one batch is a sample short.
+    ld = feeder.Loader(feeder.ImageFolder(str(root)), batch_size=10, on_error="drop")
+    assert sorted(x.shape[0] for x, _ in ld) == [9, 10, 10, 10, 10, 10]
+    assert ld.stats()["dropped"] == 1
 
 
 def test_state_errors(dataset):
