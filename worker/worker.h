@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "augment/augment.h"
 #include "collate/slot.h"
 #include "common/common.h"
 #include "dataset/dataset.h"
@@ -40,6 +41,7 @@ typedef struct feeder__job {
                           device (cuda/); the workers write only the labels */
     unsigned dio_mem_align, dio_off_align;
     struct feeder__trace *trace; /* feeder_loader_set_trace, or NULL; workers inherit its areas */
+    feeder__augment_plan aug;    /* feeder_loader_set_augment's copy (augment/) */
 } feeder__job;
 
 enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
@@ -104,6 +106,7 @@ typedef struct feeder__worker_ctx {
         uint32_t cap;
     } part;
     uint32_t large_acc;      /* gpu_route's accumulator of the large images' GPU share */
+    void *aug_scratch;       /* job->aug's per-sample scratch, or NULL without steps */
 } feeder__worker_ctx;
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);
