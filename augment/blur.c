@@ -14,7 +14,6 @@
 
 #include "augment/augment.h"
 
-#define PX(im, i, c) ((im).p[(size_t)(i) * (im).ps + (size_t)(c) * (im).cs])
 
 size_t feeder__augment_scratch_bytes(uint32_t w, uint32_t h)
 {
@@ -32,6 +31,30 @@ static inline uint8_t trunc_u8(float v)
     return (uint8_t)v;
 }
 
+/* One channel (pixel stride ps) of adjust_sharpness; `rows` holds three
+ * source rows, rolling. */
+static inline __attribute__((always_inline)) void
+sharpen_channel(uint8_t *p, size_t ps, uint32_t w, uint32_t h, const float *a, const float *b,
+                uint8_t *rows)
+{
+    for (uint32_t k = 0; k < 2; k++)
+        for (uint32_t x = 0; x < w; x++)
+            rows[k * w + x] = p[((size_t)k * w + x) * ps];
+    for (uint32_t y = 1; y + 1 < h; y++) {
+        uint8_t *up = rows + ((y - 1) % 3) * w, *mid = rows + (y % 3) * w,
+                *dn = rows + ((y + 1) % 3) * w;
+        for (uint32_t x = 0; x < w; x++)
+            dn[x] = p[((size_t)(y + 1) * w + x) * ps];
+        uint8_t *out = p + (size_t)y * w * ps;
+        for (uint32_t x = 1; x + 1 < w; x++) {
+            unsigned s = up[x - 1] + up[x] + up[x + 1] + mid[x - 1] + 5u * mid[x] + mid[x + 1] +
+                         dn[x - 1] + dn[x] + dn[x + 1];
+            unsigned deg = (2 * s + 13) / 26; /* round(s / 13) */
+            out[x * ps] = trunc_u8(a[mid[x]] + b[deg]);
+        }
+    }
+}
+
 void feeder__aug_sharpness(feeder__aimg im, double factor, void *scratch)
 {
     uint32_t w = im.w, h = im.h;
@@ -43,23 +66,12 @@ void feeder__aug_sharpness(feeder__aimg im, double factor, void *scratch)
         a[v] = r * (float)v;
         b[v] = q * (float)v;
     }
-    uint8_t *rows = scratch; /* three source rows of one channel, rolling */
     for (int c = 0; c < 3; c++) {
-        for (uint32_t k = 0; k < 2; k++)
-            for (uint32_t x = 0; x < w; x++)
-                rows[k * w + x] = PX(im, (size_t)k * w + x, c);
-        for (uint32_t y = 1; y + 1 < h; y++) {
-            uint8_t *up = rows + ((y - 1) % 3) * w, *mid = rows + (y % 3) * w,
-                    *dn = rows + ((y + 1) % 3) * w;
-            for (uint32_t x = 0; x < w; x++)
-                dn[x] = PX(im, (size_t)(y + 1) * w + x, c);
-            for (uint32_t x = 1; x + 1 < w; x++) {
-                unsigned s = up[x - 1] + up[x] + up[x + 1] + mid[x - 1] + 5u * mid[x] +
-                             mid[x + 1] + dn[x - 1] + dn[x] + dn[x + 1];
-                unsigned deg = (2 * s + 13) / 26; /* round(s / 13) */
-                PX(im, (size_t)y * w + x, c) = trunc_u8(a[mid[x]] + b[deg]);
-            }
-        }
+        uint8_t *p = im.p + (size_t)c * im.cs;
+        if (im.ps == 3)
+            sharpen_channel(p, 3, w, h, a, b, scratch);
+        else
+            sharpen_channel(p, 1, w, h, a, b, scratch);
     }
 }
 
@@ -86,21 +98,50 @@ static inline uint32_t reflect(int64_t i, uint32_t n)
     return (uint32_t)i;
 }
 
-/* Rows: plane[y * w + x] = sum_k k[j] * src(x + j - r, y), reflected. */
+/* Rows: plane[y * w + x] = sum_j k[j] * src(x + j - r, y), reflected; the
+ * sum in j order, as one accumulation per x (a loop the compiler vectorises
+ * over x). */
+static inline __attribute__((always_inline)) void
+blur_rows_ps(const uint8_t *p, size_t ps, uint32_t w, uint32_t h, const float *k,
+             uint32_t ksize, float *plane, float *row)
+{
+    uint32_t r = ksize / 2;
+    for (uint32_t y = 0; y < h; y++) {
+        const uint8_t *src = p + (size_t)y * w * ps;
+        for (uint32_t x = 0; x < r; x++) {
+            row[x] = src[(size_t)reflect((int64_t)x - r, w) * ps];
+            row[w + r + x] = src[(size_t)reflect((int64_t)w + x, w) * ps];
+        }
+        for (uint32_t x = 0; x < w; x++)
+            row[r + x] = src[(size_t)x * ps];
+        float *out = plane + (size_t)y * w;
+        for (uint32_t x = 0; x < w; x++)
+            out[x] = 0.0f;
+        for (uint32_t j = 0; j < ksize; j++) {
+            float kj = k[j];
+            const float *in = row + j;
+            for (uint32_t x = 0; x < w; x++)
+                out[x] += kj * in[x];
+        }
+    }
+}
+
 static void blur_rows(feeder__aimg im, int c, const float *k, uint32_t ksize, float *plane,
                       float *row)
 {
-    uint32_t w = im.w, r = ksize / 2;
-    for (uint32_t y = 0; y < im.h; y++) {
-        for (uint32_t x = 0; x < w + 2 * r; x++)
-            row[x] = PX(im, (size_t)y * w + reflect((int64_t)x - r, w), c);
-        float *out = plane + (size_t)y * w;
-        for (uint32_t x = 0; x < w; x++) {
-            float s = 0.0f;
-            for (uint32_t j = 0; j < ksize; j++)
-                s += k[j] * row[x + j];
-            out[x] = s;
-        }
+    const uint8_t *p = im.p + (size_t)c * im.cs;
+    if (im.ps == 3)
+        blur_rows_ps(p, 3, im.w, im.h, k, ksize, plane, row);
+    else
+        blur_rows_ps(p, 1, im.w, im.h, k, ksize, plane, row);
+}
+
+static inline __attribute__((always_inline)) void store_row(uint8_t *dst, size_t ps,
+                                                          const float *acc, uint32_t w)
+{
+    for (uint32_t x = 0; x < w; x++) {
+        float v = nearbyintf(acc[x]);
+        dst[x * ps] = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
     }
 }
 
@@ -116,10 +157,11 @@ static void blur_cols(feeder__aimg im, int c, const float *k, uint32_t ksize, co
             for (uint32_t x = 0; x < w; x++)
                 acc[x] += kj * src[x];
         }
-        for (uint32_t x = 0; x < w; x++) {
-            float v = nearbyintf(acc[x]);
-            PX(im, (size_t)y * w + x, c) = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
-        }
+        uint8_t *dst = im.p + (size_t)c * im.cs + (size_t)y * w * im.ps;
+        if (im.ps == 3)
+            store_row(dst, 3, acc, w);
+        else
+            store_row(dst, 1, acc, w);
     }
 }
 

@@ -11,7 +11,13 @@
 
 #include "augment/augment.h"
 
-#define PX(im, i, c) ((im).p[(size_t)(i) * (im).ps + (size_t)(c) * (im).cs])
+/* The per-pixel loops are written once as inline functions of the pixel
+ * stride and called with NHWC's and NCHW's constants, so each layout gets
+ * its own specialised loop. */
+#define INLINE static inline __attribute__((always_inline))
+#define BY_LAYOUT(im, fn, ...)                                                                  \
+    ((im).ps == 3 ? fn((im).p, (im).p + 1, (im).p + 2, 3, __VA_ARGS__)                         \
+                  : fn((im).p, (im).p + (im).cs, (im).p + 2 * (im).cs, 1, __VA_ARGS__))
 
 static inline uint8_t trunc_u8(float v)
 {
@@ -22,17 +28,21 @@ static inline uint8_t trunc_u8(float v)
     return (uint8_t)v;
 }
 
-/* Every channel through one 256-entry table. */
+/* Every channel through one 256-entry table (the 3n bytes are contiguous
+ * in either layout). */
 static void apply_lut(feeder__aimg im, const uint8_t lut[256])
 {
-    size_t n = (size_t)im.w * im.h;
-    if (im.ps == 1) {
-        for (size_t i = 0; i < 3 * n; i++)
-            im.p[i] = lut[im.p[i]];
-        return;
-    }
+    size_t n = 3 * (size_t)im.w * im.h;
     uint8_t *p = im.p;
-    for (size_t i = 0; i < 3 * n; i++)
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint8_t a = lut[p[i]], b = lut[p[i + 1]], c = lut[p[i + 2]], d = lut[p[i + 3]];
+        p[i] = a;
+        p[i + 1] = b;
+        p[i + 2] = c;
+        p[i + 3] = d;
+    }
+    for (; i < n; i++)
         p[i] = lut[p[i]];
 }
 
@@ -48,23 +58,36 @@ static void blend_const(feeder__aimg im, double ratio, float other)
 
 void feeder__aug_brightness(feeder__aimg im, double factor) { blend_const(im, factor, 0.0f); }
 
-/* rgb_to_grayscale's luma tables: (0.2989 r + 0.587 g) + 0.114 b in float32. */
-typedef struct luma_tab {
-    float r[256], g[256], b[256];
-} luma_tab;
+/* rgb_to_grayscale's luma: (0.2989 r + 0.587 g) + 0.114 b in float32,
+ * truncated (each product rounded to float first, as torch's separate
+ * tensor ops do; C11 does not contract them into fused multiply-adds). The
+ * loops stay branch-free so the compiler vectorises them. */
+typedef int luma_tab; /* unused: the luma is computed inline */
 
-static void luma_init(luma_tab *t)
+static inline float clamp255(float v)
 {
-    for (int v = 0; v < 256; v++) {
-        t->r[v] = 0.2989f * (float)v;
-        t->g[v] = 0.587f * (float)v;
-        t->b[v] = 0.114f * (float)v;
-    }
+    v = v > 0.0f ? v : 0.0f;
+    return v < 255.0f ? v : 255.0f;
 }
 
 static inline uint8_t luma(const luma_tab *t, uint8_t r, uint8_t g, uint8_t b)
 {
-    return trunc_u8(t->r[r] + t->g[g] + t->b[b]);
+    (void)t;
+    float l = 0.2989f * (float)r;
+    l += 0.587f * (float)g;
+    l += 0.114f * (float)b;
+    return (uint8_t)(int)clamp255(l);
+}
+
+static inline void luma_init(luma_tab *t) { *t = 0; }
+
+INLINE uint64_t luma_sum(const uint8_t *r, const uint8_t *g, const uint8_t *b, size_t ps,
+                         size_t n, const luma_tab *t)
+{
+    uint32_t sum = 0; /* n <= 2^24 per call: the caller splits larger images */
+    for (size_t i = 0; i < n; i++)
+        sum += luma(t, r[i * ps], g[i * ps], b[i * ps]);
+    return sum;
 }
 
 void feeder__aug_contrast(feeder__aimg im, double factor)
@@ -73,29 +96,75 @@ void feeder__aug_contrast(feeder__aimg im, double factor)
     luma_init(&t);
     size_t n = (size_t)im.w * im.h;
     uint64_t sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += luma(&t, PX(im, i, 0), PX(im, i, 1), PX(im, i, 2));
+    for (size_t i = 0; i < n; i += (size_t)1 << 24) {
+        size_t m = n - i < ((size_t)1 << 24) ? n - i : ((size_t)1 << 24);
+        feeder__aimg part = im;
+        part.p += i * im.ps;
+        sum += BY_LAYOUT(part, luma_sum, m, &t);
+    }
     float mean = n ? (float)((double)sum / (double)n) : 0.0f;
     blend_const(im, factor, mean);
+}
+
+/* In chunks: the chunk's luma first, then each channel against it, so
+ * both loops vectorise. restrict holds: the pointers never reach the same
+ * byte. */
+enum { SAT_CHUNK = 1024 };
+
+INLINE void luma_chunk(const uint8_t *restrict p0, const uint8_t *restrict p1,
+                       const uint8_t *restrict p2, size_t ps, size_t n, const luma_tab *t,
+                       float b, float *restrict g)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] = b * (float)luma(t, p0[i * ps], p1[i * ps], p2[i * ps]);
+}
+
+INLINE void blend_chunk(uint8_t *restrict p, size_t ps, size_t n, float a,
+                        const float *restrict g)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i * ps] = (uint8_t)(int)clamp255(a * (float)p[i * ps] + g[i]);
+}
+
+INLINE void saturate(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n,
+                     const luma_tab *t, float a, float b)
+{
+    float g[3 * SAT_CHUNK];
+    if (ps == 3) { /* NHWC: each pixel's luma three times, then the bytes in a row */
+        for (size_t i = 0; i < n; i += SAT_CHUNK) {
+            size_t m = n - i < SAT_CHUNK ? n - i : SAT_CHUNK, o = i * 3;
+            luma_chunk(p0 + o, p1 + o, p2 + o, 3, m, t, b, g + 2 * SAT_CHUNK);
+            for (size_t k = 0; k < m; k++)
+                g[3 * k] = g[3 * k + 1] = g[3 * k + 2] = g[2 * SAT_CHUNK + k];
+            blend_chunk(p0 + o, 1, 3 * m, a, g);
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i += SAT_CHUNK) {
+        size_t m = n - i < SAT_CHUNK ? n - i : SAT_CHUNK, o = i * ps;
+        luma_chunk(p0 + o, p1 + o, p2 + o, ps, m, t, b, g);
+        blend_chunk(p0 + o, ps, m, a, g);
+        blend_chunk(p1 + o, ps, m, a, g);
+        blend_chunk(p2 + o, ps, m, a, g);
+    }
 }
 
 void feeder__aug_saturation(feeder__aimg im, double factor)
 {
     luma_tab t;
     luma_init(&t);
-    float a[256], b[256];
-    float r = (float)factor, q = (float)(1.0 - factor);
-    for (int v = 0; v < 256; v++) {
-        a[v] = r * (float)v;
-        b[v] = q * (float)v;
-    }
-    size_t n = (size_t)im.w * im.h;
+    BY_LAYOUT(im, saturate, (size_t)im.w * im.h, &t, (float)factor, (float)(1.0 - factor));
+}
+
+INLINE void gray(uint8_t *restrict p0, uint8_t *restrict p1, uint8_t *restrict p2, size_t ps,
+                 size_t n, const luma_tab *t)
+{
     for (size_t i = 0; i < n; i++) {
-        uint8_t *p0 = &PX(im, i, 0), *p1 = &PX(im, i, 1), *p2 = &PX(im, i, 2);
-        float g = b[luma(&t, *p0, *p1, *p2)];
-        *p0 = trunc_u8(a[*p0] + g);
-        *p1 = trunc_u8(a[*p1] + g);
-        *p2 = trunc_u8(a[*p2] + g);
+        size_t o = i * ps;
+        uint8_t l = luma(t, p0[o], p1[o], p2[o]);
+        p0[o] = l;
+        p1[o] = l;
+        p2[o] = l;
     }
 }
 
@@ -103,12 +172,7 @@ void feeder__aug_grayscale(feeder__aimg im)
 {
     luma_tab t;
     luma_init(&t);
-    size_t n = (size_t)im.w * im.h;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t *p0 = &PX(im, i, 0), *p1 = &PX(im, i, 1), *p2 = &PX(im, i, 2);
-        uint8_t l = luma(&t, *p0, *p1, *p2);
-        *p0 = *p1 = *p2 = l;
-    }
+    BY_LAYOUT(im, gray, (size_t)im.w * im.h, &t);
 }
 
 /* _rgb2hsv, the hue shift and _hsv2rgb of one pixel in [0, 1] floats. */
@@ -145,58 +209,79 @@ static void hue_pixel(float *rgb, float shift)
     rgb[2] = vals[sel[ii][2]];
 }
 
+INLINE void hue_loop(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n, float shift,
+                     const float *inv)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t o = i * ps;
+        float rgb[3] = {inv[p0[o]], inv[p1[o]], inv[p2[o]]};
+        hue_pixel(rgb, shift);
+        p0[o] = trunc_u8(rgb[0] * 255.0f);
+        p1[o] = trunc_u8(rgb[1] * 255.0f);
+        p2[o] = trunc_u8(rgb[2] * 255.0f);
+    }
+}
+
 void feeder__aug_hue(feeder__aimg im, double hue)
 {
-    float shift = (float)hue, inv[256];
+    float inv[256];
     for (int v = 0; v < 256; v++)
         inv[v] = (float)v / 255.0f;
-    size_t n = (size_t)im.w * im.h;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t *p0 = &PX(im, i, 0), *p1 = &PX(im, i, 1), *p2 = &PX(im, i, 2);
-        float rgb[3] = {inv[*p0], inv[*p1], inv[*p2]};
-        hue_pixel(rgb, shift);
-        *p0 = trunc_u8(rgb[0] * 255.0f);
-        *p1 = trunc_u8(rgb[1] * 255.0f);
-        *p2 = trunc_u8(rgb[2] * 255.0f);
-    }
+    BY_LAYOUT(im, hue_loop, (size_t)im.w * im.h, (float)hue, inv);
 }
 
 void feeder__aug_posterize(feeder__aimg im, int bits)
 {
-    uint8_t mask = (uint8_t)(0xFF << (8 - bits)), lut[256];
-    for (int v = 0; v < 256; v++)
-        lut[v] = (uint8_t)(v & mask);
-    apply_lut(im, lut);
+    uint8_t mask = (uint8_t)(0xFF << (8 - bits));
+    size_t n = 3 * (size_t)im.w * im.h;
+    for (size_t i = 0; i < n; i++)
+        im.p[i] &= mask;
 }
 
 void feeder__aug_solarize(feeder__aimg im, double threshold)
 {
-    uint8_t lut[256];
-    for (int v = 0; v < 256; v++)
-        lut[v] = (double)v >= threshold ? (uint8_t)(255 - v) : (uint8_t)v;
-    apply_lut(im, lut);
+    /* v >= threshold for an integer v is v >= ceil(threshold) */
+    double c = ceil(threshold);
+    if (c > 255.0)
+        return;
+    uint8_t t = (uint8_t)(c < 0.0 ? 0 : c);
+    size_t n = 3 * (size_t)im.w * im.h;
+    for (size_t i = 0; i < n; i++)
+        im.p[i] = im.p[i] >= t ? (uint8_t)(255 - im.p[i]) : im.p[i];
 }
 
-static void channel_lut(feeder__aimg im, int c, const uint8_t lut[256])
+/* Each channel through its own table. */
+INLINE void luts3(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n,
+                  uint8_t lut[3][256])
 {
-    size_t n = (size_t)im.w * im.h;
-    for (size_t i = 0; i < n; i++)
-        PX(im, i, c) = lut[PX(im, i, c)];
+    for (size_t i = 0; i < n; i++) {
+        size_t o = i * ps;
+        p0[o] = lut[0][p0[o]];
+        p1[o] = lut[1][p1[o]];
+        p2[o] = lut[2][p2[o]];
+    }
 }
 
-static void channel_hist(feeder__aimg im, int c, uint32_t hist[256])
+INLINE void hists3(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n,
+                   uint32_t hist[3][256])
 {
-    memset(hist, 0, 256 * sizeof(uint32_t));
-    size_t n = (size_t)im.w * im.h;
-    for (size_t i = 0; i < n; i++)
-        hist[PX(im, i, c)]++;
+    memset(hist, 0, 3 * 256 * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) {
+        size_t o = i * ps;
+        hist[0][p0[o]]++;
+        hist[1][p1[o]]++;
+        hist[2][p2[o]]++;
+    }
 }
 
 void feeder__aug_autocontrast(feeder__aimg im)
 {
+    uint32_t hists[3][256];
+    uint8_t luts[3][256];
+    size_t n = (size_t)im.w * im.h;
+    BY_LAYOUT(im, hists3, n, hists);
     for (int c = 0; c < 3; c++) {
-        uint32_t hist[256];
-        channel_hist(im, c, hist);
+        const uint32_t *hist = hists[c];
         int lo = 0, hi = 255;
         while (lo < 255 && !hist[lo])
             lo++;
@@ -207,19 +292,24 @@ void feeder__aug_autocontrast(feeder__aimg im)
             mn = 0.0f;
             scale = 1.0f;
         }
-        uint8_t lut[256];
         for (int v = 0; v < 256; v++)
-            lut[v] = trunc_u8(((float)v - mn) * scale);
-        channel_lut(im, c, lut);
+            luts[c][v] = trunc_u8(((float)v - mn) * scale);
     }
+    BY_LAYOUT(im, luts3, n, luts);
 }
 
 /* _scale_channel: PIL's equalize. */
 void feeder__aug_equalize(feeder__aimg im)
 {
+    uint32_t hists[3][256];
+    uint8_t luts[3][256];
+    size_t n = (size_t)im.w * im.h;
+    BY_LAYOUT(im, hists3, n, hists);
     for (int c = 0; c < 3; c++) {
-        uint32_t hist[256];
-        channel_hist(im, c, hist);
+        const uint32_t *hist = hists[c];
+        uint8_t *lut = luts[c];
+        for (int v = 0; v < 256; v++)
+            lut[v] = (uint8_t)v;
         int last = 255;
         while (last > 0 && !hist[last])
             last--;
@@ -228,8 +318,7 @@ void feeder__aug_equalize(feeder__aimg im)
             total += hist[v];
         uint64_t step = total / 255;
         if (step == 0)
-            continue;
-        uint8_t lut[256];
+            continue; /* identity */
         uint64_t cum = 0;
         lut[0] = 0;
         for (int v = 0; v < 255; v++) {
@@ -237,6 +326,6 @@ void feeder__aug_equalize(feeder__aimg im)
             uint64_t e = (cum + step / 2) / step;
             lut[v + 1] = (uint8_t)(e > 255 ? 255 : e);
         }
-        channel_lut(im, c, lut);
     }
+    BY_LAYOUT(im, luts3, n, luts);
 }

@@ -13,32 +13,52 @@
 
 #include "augment/augment.h"
 
-#define PX(im, i, c) ((im).p[(size_t)(i) * (im).ps + (size_t)(c) * (im).cs])
+
+#define INLINE static inline __attribute__((always_inline))
+
+static void swap_bytes(uint8_t *a, uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t t = a[i];
+        a[i] = b[i];
+        b[i] = t;
+    }
+}
+
+/* Rows are contiguous in both layouts: NHWC has one plane of rows of 3w
+ * bytes, NCHW three planes of rows of w bytes. */
+static void vflip(feeder__aimg im)
+{
+    int planes = im.ps == 3 ? 1 : 3;
+    size_t row = im.ps == 3 ? 3 * (size_t)im.w : im.w;
+    for (int c = 0; c < planes; c++) {
+        uint8_t *p = im.p + (size_t)c * im.cs;
+        for (uint32_t y = 0; y < im.h / 2; y++)
+            swap_bytes(p + y * row, p + (im.h - 1 - (size_t)y) * row, row);
+    }
+}
+
+INLINE void hflip_rows(uint8_t *p, size_t ps, uint32_t w, size_t rows)
+{
+    for (size_t y = 0; y < rows; y++, p += (size_t)w * ps)
+        for (uint32_t x = 0; x < w / 2; x++) {
+            uint8_t *a = p + (size_t)x * ps, *b = p + (size_t)(w - 1 - x) * ps;
+            for (size_t c = 0; c < ps; c++) {
+                uint8_t t = a[c];
+                a[c] = b[c];
+                b[c] = t;
+            }
+        }
+}
 
 void feeder__aug_flip(feeder__aimg im, int vertical)
 {
-    uint32_t w = im.w, h = im.h;
-    for (int c = 0; c < 3; c++) {
-        if (vertical) {
-            for (uint32_t y = 0; y < h / 2; y++)
-                for (uint32_t x = 0; x < w; x++) {
-                    uint8_t *a = &PX(im, (size_t)y * w + x, c);
-                    uint8_t *b = &PX(im, (size_t)(h - 1 - y) * w + x, c);
-                    uint8_t t = *a;
-                    *a = *b;
-                    *b = t;
-                }
-            continue;
-        }
-        for (uint32_t y = 0; y < h; y++)
-            for (uint32_t x = 0; x < w / 2; x++) {
-                uint8_t *a = &PX(im, (size_t)y * w + x, c);
-                uint8_t *b = &PX(im, (size_t)y * w + (w - 1 - x), c);
-                uint8_t t = *a;
-                *a = *b;
-                *b = t;
-            }
-    }
+    if (vertical)
+        vflip(im);
+    else if (im.ps == 3)
+        hflip_rows(im.p, 3, im.w, im.h);
+    else
+        hflip_rows(im.p, 1, im.w, 3 * (size_t)im.h); /* the three planes' rows */
 }
 
 /* _get_inverse_affine_matrix(center, angle, translate, scale, shear). */
@@ -86,19 +106,26 @@ static inline uint8_t round_u8(float v)
     return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
 }
 
-/* One output pixel from `src` (a copy of the image, same view layout). */
-static void sample_nearest(feeder__aimg src, feeder__aimg dst, size_t o, float ix, float iy,
-                           int fill)
+/* One output pixel from `src` (a copy of the image, same layout: pixel
+ * stride ps, channel stride cs). */
+INLINE void sample_nearest(const uint8_t *src, uint8_t *dst, size_t ps, size_t cs, uint32_t w,
+                           uint32_t h, size_t o, float ix, float iy, int fill)
 {
     float rx = nearbyintf(ix), ry = nearbyintf(iy);
-    int in = rx >= 0.0f && ry >= 0.0f && rx < (float)src.w && ry < (float)src.h;
-    size_t i = in ? (size_t)ry * src.w + (size_t)rx : 0;
-    for (int c = 0; c < 3; c++)
-        PX(dst, o, c) = in ? PX(src, i, c) : (uint8_t)(fill < 0 ? 0 : fill);
+    int in = rx >= 0.0f && ry >= 0.0f && rx < (float)w && ry < (float)h;
+    if (!in) {
+        uint8_t f = (uint8_t)(fill < 0 ? 0 : fill);
+        dst[o * ps] = dst[o * ps + cs] = dst[o * ps + 2 * cs] = f;
+        return;
+    }
+    size_t i = ((size_t)ry * w + (size_t)rx) * ps;
+    dst[o * ps] = src[i];
+    dst[o * ps + cs] = src[i + cs];
+    dst[o * ps + 2 * cs] = src[i + 2 * cs];
 }
 
-static void sample_bilinear(feeder__aimg src, feeder__aimg dst, size_t o, float ix, float iy,
-                            int fill)
+INLINE void sample_bilinear(const uint8_t *src, uint8_t *dst, size_t ps, size_t cs, uint32_t w,
+                            uint32_t h, size_t o, float ix, float iy, int fill)
 {
     float x0f = floorf(ix), y0f = floorf(iy);
     int64_t x0 = (int64_t)x0f, y0 = (int64_t)y0f;
@@ -108,29 +135,26 @@ static void sample_bilinear(feeder__aimg src, feeder__aimg dst, size_t o, float 
     for (int dy = 0; dy < 2; dy++)
         for (int dx = 0; dx < 2; dx++) {
             int64_t x = x0 + dx, y = y0 + dy;
-            if (x < 0 || y < 0 || x >= (int64_t)src.w || y >= (int64_t)src.h)
+            if (x < 0 || y < 0 || x >= (int64_t)w || y >= (int64_t)h)
                 continue;
             float wgt = wx[dx] * wy[dy];
-            size_t i = (size_t)y * src.w + (size_t)x;
-            for (int c = 0; c < 3; c++)
-                acc[c] += wgt * PX(src, i, c);
+            const uint8_t *s = src + ((size_t)y * w + (size_t)x) * ps;
+            acc[0] += wgt * s[0];
+            acc[1] += wgt * s[cs];
+            acc[2] += wgt * s[2 * cs];
             mask += wgt;
         }
     for (int c = 0; c < 3; c++) {
         float v = acc[c];
         if (fill >= 0)
             v = v * mask + (1.0f - mask) * (float)fill;
-        PX(dst, o, c) = round_u8(v);
+        dst[o * ps + (size_t)c * cs] = round_u8(v);
     }
 }
 
-static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
+INLINE void warp_loop(const uint8_t *src, uint8_t *dst, size_t ps, size_t cs, uint32_t w,
+                      uint32_t h, const warp *wp)
 {
-    uint32_t w = im.w, h = im.h;
-    size_t n = (size_t)w * h;
-    memcpy(scratch, im.p, 3 * n);
-    feeder__aimg src = im;
-    src.p = scratch;
     float fw = (float)w, fh = (float)h;
     for (uint32_t y = 0; y < h; y++) {
         float yc = -fh * 0.5f + 0.5f + (float)y;
@@ -141,14 +165,22 @@ static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
             float ix = ((gx + 1.0f) * fw - 1.0f) / 2.0f;
             float iy = ((gy + 1.0f) * fh - 1.0f) / 2.0f;
             size_t o = (size_t)y * w + x;
-            if (wp->interp == FEEDER_INTERP_NEAREST) {
-                /* mask < 0.5 is "the nearest source pixel lies outside" */
-                sample_nearest(src, im, o, ix, iy, wp->fill);
-            } else {
-                sample_bilinear(src, im, o, ix, iy, wp->fill);
-            }
+            /* nearest: mask < 0.5 is "the nearest source pixel lies outside" */
+            if (wp->interp == FEEDER_INTERP_NEAREST)
+                sample_nearest(src, dst, ps, cs, w, h, o, ix, iy, wp->fill);
+            else
+                sample_bilinear(src, dst, ps, cs, w, h, o, ix, iy, wp->fill);
         }
     }
+}
+
+static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
+{
+    memcpy(scratch, im.p, 3 * (size_t)im.w * im.h);
+    if (im.ps == 3)
+        warp_loop(scratch, im.p, 3, 1, im.w, im.h, wp);
+    else
+        warp_loop(scratch, im.p, 1, im.cs, im.w, im.h, wp);
 }
 
 void feeder__aug_affine(feeder__aimg im, double angle, double tx, double ty, double scale,

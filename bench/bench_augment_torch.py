@@ -5,7 +5,9 @@ Same image (gradients plus noise, 224 x 224 x 3 uint8, as a CHW tensor),
 same parameters, torch.set_num_threads(1). torchvision.transforms.v2 is used
 when this torchvision has it (0.16 and later), else transforms.functional /
 the v1 transform classes on tensors (Debian 12 ships torchvision 0.14, which
-has no v2). Each figure is the median of 5 rounds of at least S / 5 seconds.
+has no v2). Times are the thread's CPU time (time.thread_time; bench_augment
+uses CLOCK_THREAD_CPUTIME_ID), so other work on a shared machine does not
+count. Each figure is the median of 5 rounds of at least S / 5 seconds.
 
     /usr/bin/python3 bench/bench_augment_torch.py [--seconds S] [--json FILE]
         [--compare bench_augment.json]
@@ -106,11 +108,11 @@ def ops():
 def time_op(fn, arg, seconds, per):
     rounds = []
     for _ in range(5):
-        n, t0 = 0, time.perf_counter()
+        n, t0 = 0, time.thread_time()
         while True:
             fn(arg)
             n += 1
-            el = time.perf_counter() - t0
+            el = time.thread_time() - t0
             if el >= seconds / 5:
                 break
         rounds.append(el * 1e6 / n / per)
