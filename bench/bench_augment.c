@@ -7,8 +7,8 @@
  *   bench_augment [--seconds S] [--json FILE]
  *
  * Ours work in place, so every timed call first copies the pristine image
- * back; that copy is timed alone too (the "restore" row) and subtracted
- * from every other row, so a row is the op's own time (torchvision's
+ * back; that copy is timed alone too (the "restore" rows: one image, and
+ * the mixes' batch of 32) and subtracted from the other rows, so a row is the op's own time (torchvision's
  * figures include allocating their output, part of their op). The random pipelines (color jitter, TrivialAugment,
  * RandAugment, erasing) are timed over successive sample indices, so the
  * figure is their mean over the draws. Mixup and cutmix are timed on a
@@ -71,11 +71,14 @@ typedef struct bench_op {
     const char *name;   /* as bench_augment_torch.py names it */
     const char *params;
     op_fn fn;
-    int pipeline;       /* 1: c->aug is built by make_pipeline; 2: mixup, 3: cutmix */
+    int pipeline;       /* 1: c->aug is built by make_pipeline; 2: mixup, 3: cutmix;
+                           4: the batch restore alone */
 } bench_op;
 
 static const bench_op ops[] = {
     {"restore", "the copy before each call, subtracted from the rows below", b_none, 0},
+    {"restore_batch", "the mixes' copy of 32 images, per image, subtracted from theirs", b_none,
+     4},
     {"hflip", "", b_hflip, 0},
     {"vflip", "", b_vflip, 0},
     {"rotate_nearest", "30 deg", b_rot_n, 0},
@@ -206,7 +209,9 @@ int main(int argc, char **argv)
                 c.mixplan.cutmix_alpha = 1.0, c.mixplan.cutmix_p = 1.0;
             c.index = 0;
             us[k][l] = time_op(&c, &ops[k], seconds);
-            if (k) /* restore's own time, per image (the mixes restore 32) */
+            if (ops[k].pipeline >= 2 && ops[k].pipeline <= 3)
+                us[k][l] -= us[1][l]; /* the batch's restore, per image */
+            else if (k >= 2)
                 us[k][l] -= us[0][l];
         }
     }
