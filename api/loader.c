@@ -97,7 +97,10 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     c->seed = job->seed;
     if (job->ds->kind == FEEDER__DS_PACKED) {
         c->pack = job->ds->pack;
-        c->packed_mmap = job->packed_read == FEEDER_PACKED_READ_MMAP;
+        /* An augment pipeline needs the records' pixels in the slots. */
+        c->packed_mmap = job->packed_read == FEEDER_PACKED_READ_MMAP &&
+                         !feeder__augment_has_sample_steps(&job->aug) &&
+                         !feeder__augment_has_mix(&job->aug);
     }
     c->trace = feeder__loader_trace(ld);
 }

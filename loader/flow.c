@@ -231,6 +231,22 @@ static void leave_out_dropped(feeder_loader *ld, slot_state *ss, uint8_t *base)
     ss->count = kept;
 }
 
+/* The augment pipeline's batch-level mix (augment/mix.c), here because
+ * this is where every batch passes once, complete, on its way to the user,
+ * host or device, whatever worker filled which part. Its draws come from
+ * (seed, epoch, batch number) alone. 1 mixed, 0 not, or -ENOMEM. */
+static int mix_batch(feeder_loader *ld, slot_state *ss, uint8_t *base)
+{
+    const feeder__slot_layout *l = &ld->job.layout;
+    if (!ss->mix && !(ss->mix = calloc(l->batch, sizeof(*ss->mix))))
+        return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
+    if (!ld->mix_scratch && !(ld->mix_scratch = malloc(l->sample_bytes)))
+        return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
+    return feeder__augment_mix(&ld->job.aug, feeder__slot_sample(l, base, 0), ss->count,
+                               l->width, l->height, l->layout, ld->job.seed, ss->epoch,
+                               ss->batch, ss->mix, ld->mix_scratch);
+}
+
 static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
     uint32_t s = (uint32_t)(ss - ld->slots);
@@ -250,8 +266,15 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     uint8_t *base = feeder__slot_base(l, ld->mem, s);
     if (ss->dropped)
         leave_out_dropped(ld, ss, base);
+    int mixed = 0;
+    if (feeder__augment_has_mix(&ld->job.aug) && (mixed = mix_batch(ld, ss, base)) < 0) {
+        ss->state = SLOT_FREE;
+        dispatch(ld);
+        return mixed;
+    }
     feeder_batch *b = &ss->pub;
     memset(b, 0, sizeof(*b));
+    b->mix = mixed ? ss->mix : NULL;
     b->data = feeder__slot_sample(l, base, 0);
     b->labels = feeder__slot_labels(l, base);
     b->indices = feeder__slot_indices(l, base);
@@ -498,6 +521,9 @@ void feeder__host_free(feeder_loader *ld)
         close(ld->job.pack_fd);
     feeder_sampler_destroy(ld->own_sampler);
     feeder__dataset_drop(ld->ds); /* the dataset goes if the user destroyed it already */
+    for (uint32_t s = 0; ld->slots && s < ld->nslots; s++)
+        free(ld->slots[s].mix);
+    free(ld->mix_scratch);
     free(ld->slots);
     free(ld->workers);
     free(ld->q.v);

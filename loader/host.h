@@ -30,6 +30,7 @@ typedef struct slot_state {
     char errmsg[FEEDER__ERRMSG_LEN];
     feeder_batch pub;
     feeder_loader *ld;
+    feeder_mix *mix; /* batch entries when job.aug mixes batches, made at first use */
 } slot_state;
 
 typedef struct worker {
@@ -123,6 +124,7 @@ struct feeder_loader {
     char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
     uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
     feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
+    uint8_t *mix_scratch;          /* one sample for job.aug's batch mixes, made at first use */
     int start_failed; /* a start that failed after allocating: its error, for good */
     char *trace_path;     /* feeder_loader_set_trace, copied */
     feeder__trace *trace; /* made at start when trace_path is set */

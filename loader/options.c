@@ -214,6 +214,19 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
     return 0;
 }
 
+int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment *aug)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
+    if (ld->started)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_augment: the loader started");
+    memset(&ld->job.aug, 0, sizeof(ld->job.aug));
+    if (aug)
+        ld->job.aug = aug->plan;
+    return 0;
+}
+
 const char *feeder_loader_errmsg(const feeder_loader *ld) { return ld ? ld->errmsg : ""; }
 
 int feeder_loader_set_trace(feeder_loader *ld, const char *path)

@@ -192,6 +192,14 @@ static int resolve_decoder(feeder_loader *ld)
         t->decoder = FEEDER_DECODER_ROI;
     }
 
+    /* The augment pipeline works on pixels in the slot; the GPU decoders
+     * leave JPEG bytes there. */
+    if (feeder__decoder_on_gpu(t->decoder) && feeder__augment_has_sample_steps(&job->aug)) {
+        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
+                    "the augment pipeline (feeder_loader_set_augment) works on decoded pixels "
+                    "in the slot: the CPU decodes");
+        t->decoder = FEEDER_DECODER_ROI;
+    }
     job->cpu_decoder = feeder__decoder_on_gpu(t->decoder) ? FEEDER_DECODER_ROI : t->decoder;
     return rc;
 }

@@ -36,6 +36,10 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
     w->cpu_t = job->t;
     w->cpu_t.decoder = job->cpu_decoder;
     w->gpu_dec = feeder__decoder_on_gpu(job->t.decoder);
+    if (feeder__augment_has_sample_steps(&job->aug) &&
+        !(w->aug_scratch = malloc(feeder__augment_scratch_bytes(job->layout.width,
+                                                                job->layout.height))))
+        return -ENOMEM;
     if (job->ds->kind == FEEDER__DS_PACKED)
         return feeder__packed_ctx_init(w);
     if (job->ds->kind != FEEDER__DS_USER) {
@@ -58,6 +62,7 @@ void feeder__worker_ctx_free(feeder__worker_ctx *w)
     feeder__packed_ctx_free(w);
     feeder__reader_destroy(w->rd);
     feeder__decoder_destroy(w->dec);
+    free(w->aug_scratch);
     free(w->files);
     free(w->part.bytes);
     free(w->part.len);
@@ -402,6 +407,25 @@ static int replace_marked(feeder__worker_ctx *w, const feeder__task_msg *t, uint
     return 0;
 }
 
+/* The user's augmentation (augment/) on every sample of the task, in its
+ * place, once the task's samples (and any skip replacements) are in: each
+ * sample's draws come from its dataset index, so where and when it runs
+ * does not change the bytes. */
+static void augment_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                         feeder__result_msg *res)
+{
+    const feeder__job *job = w->job;
+    if (!w->aug_scratch)
+        return;
+    const feeder__slot_layout *l = &job->layout;
+    const uint64_t *idx = feeder__slot_indices(l, slot);
+    uint64_t t0 = feeder__now_ns();
+    for (uint32_t i = t->first; i < t->first + t->count; i++)
+        feeder__augment_apply(&job->aug, feeder__slot_sample(l, slot, i), l->width, l->height,
+                              l->layout, job->seed, t->epoch, idx[i], w->aug_scratch);
+    res->transform_ns += feeder__now_ns() - t0;
+}
+
 void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__result_msg *res)
 {
     const feeder__slot_layout *l = &w->job->layout;
@@ -415,18 +439,21 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
     res->batch = t->batch;
     uint8_t *slot = feeder__slot_base(l, w->mem, t->slot);
     populate(feeder__slot_sample(l, slot, t->first), (size_t)t->count * l->sample_bytes);
+    int rc;
     if (kind == FEEDER__DS_USER) {
-        res->status = run_user_task(w, t, slot, res);
-        return;
-    }
-    uint32_t bad_first = UINT32_MAX;
-    int rc = kind == FEEDER__DS_PACKED
+        rc = run_user_task(w, t, slot, res);
+    } else {
+        uint32_t bad_first = UINT32_MAX;
+        rc = kind == FEEDER__DS_PACKED
                  ? feeder__packed_fill(w, t, slot, res, &bad_first) /* one mapped file */
                  : read_task_files(w, t, slot, res);
-    if (!rc && kind != FEEDER__DS_PACKED)
-        rc = place_task_files(w, t, slot, res, &bad_first);
+        if (!rc && kind != FEEDER__DS_PACKED)
+            rc = place_task_files(w, t, slot, res, &bad_first);
+        if (!rc)
+            rc = replace_marked(w, t, slot, bad_first, res);
+    }
     if (!rc)
-        rc = replace_marked(w, t, slot, bad_first, res);
+        augment_task(w, t, slot, res);
     res->status = rc;
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "augment/augment.h"
 #include "collate/slot.h"
 #include "common/common.h"
 #include "dataset/dataset.h"
@@ -44,6 +45,7 @@ typedef struct feeder__job {
      * (feeder__dataset_class_next), or NULL: the next sample. Owned by the
      * loader. */
     uint64_t *class_next;
+    feeder__augment_plan aug;    /* feeder_loader_set_augment's copy (augment/) */
 } feeder__job;
 
 enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
@@ -108,6 +110,7 @@ typedef struct feeder__worker_ctx {
         uint64_t *off;
         uint32_t cap;
     } part;
+    void *aug_scratch;       /* job->aug's per-sample scratch, or NULL without steps */
 } feeder__worker_ctx;
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);

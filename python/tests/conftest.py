@@ -56,7 +56,8 @@ class Batch(ctypes.Structure):
         ("dtype", ctypes.c_int32),
         ("device", ctypes.c_int32),
         ("device_bytes", ctypes.c_size_t),
-        ("reserved_", ctypes.c_uint64 * 3),
+        ("mix", ctypes.c_void_p),
+        ("reserved_", ctypes.c_uint64 * 2),
         ("internal_", ctypes.c_void_p),
     ]
 

@@ -1,0 +1,152 @@
+/*
+ * augment/: the user's augmentation pipeline (feeder_augment), applied to a
+ * uint8 RGB sample after the geometric step, and the batch-level mixes.
+ * Rank 1, beside decode/: it includes only common/ and itself. What rooms
+ * above use: the plan (pointer-free, so a forked worker inherits it with the
+ * job), feeder__augment_apply for one sample and feeder__augment_mix for a
+ * complete batch. The op families (color.c, geometry.c, blur.c, erase.c,
+ * autoaugment.c, mix.c) are reached through this header too, for the tests
+ * and bench_augment.
+ *
+ * Random draws: step s of the plan draws feeder_random(seed, epoch, index,
+ * FEEDER__AUG_COUNTER(s, k)) for its k-th number, so no step's draws depend
+ * on another's and none meets the crop's counters (0..40). The mixes draw
+ * with index = batch number and FEEDER__AUG_MIX_COUNTER(k).
+ */
+#ifndef FEEDER_AUGMENT_H
+#define FEEDER_AUGMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+#define FEEDER__AUG_COUNTER(s, k) ((((uint64_t)(s) + 1) << 32) | (uint64_t)(k))
+#define FEEDER__AUG_MIX_COUNTER(k) ((UINT64_C(0xFFFF) << 32) | (uint64_t)(k))
+
+enum feeder__aug_op {
+    FEEDER__AUG_FLIP = 1,
+    FEEDER__AUG_ROTATE,
+    FEEDER__AUG_AFFINE,
+    FEEDER__AUG_JITTER,
+    FEEDER__AUG_GRAY,
+    FEEDER__AUG_BLUR,
+    FEEDER__AUG_ERASE,
+    FEEDER__AUG_TRIVIAL,
+    FEEDER__AUG_RANDAUG
+};
+
+/* One step; `a` holds its parameters in the order of its feeder_augment_
+ * call (feeder.h). */
+typedef struct feeder__aug_step {
+    int op;
+    int interp;
+    int fill;     /* FEEDER_FILL_NONE or 0..255 */
+    int ivalue;   /* flip: vertical; erase: value; blur: kernel; auto: bins, ops, magnitude */
+    uint32_t u[3];
+    double a[10];
+} feeder__aug_step;
+
+typedef struct feeder__augment_plan {
+    uint32_t nsteps;
+    feeder__aug_step step[FEEDER_AUGMENT_MAX_STEPS];
+    double mixup_alpha, mixup_p; /* alpha 0: no mixup */
+    double cutmix_alpha, cutmix_p;
+} feeder__augment_plan;
+
+struct feeder_augment {
+    feeder__augment_plan plan;
+    char errmsg[256];
+};
+
+/* An image view: pixel (x, y) channel c at p[(y * w + x) * ps + c * cs]
+ * (NHWC: ps 3, cs 1; NCHW: ps 1, cs w * h). */
+typedef struct feeder__aimg {
+    uint8_t *p;
+    uint32_t w, h;
+    uint32_t ps;
+    size_t cs;
+} feeder__aimg;
+
+static inline feeder__aimg feeder__aimg_make(uint8_t *p, uint32_t w, uint32_t h, int layout)
+{
+    feeder__aimg im = {p, w, h, 3, 1};
+    if (layout == FEEDER_LAYOUT_NCHW) {
+        im.ps = 1;
+        im.cs = (size_t)w * h;
+    }
+    return im;
+}
+
+/* 1 when the plan has per-sample steps; batch-level ones. */
+static inline int feeder__augment_has_sample_steps(const feeder__augment_plan *p)
+{
+    return p && p->nsteps > 0;
+}
+static inline int feeder__augment_has_mix(const feeder__augment_plan *p)
+{
+    return p && (p->mixup_alpha > 0 || p->cutmix_alpha > 0);
+}
+
+/* Scratch an apply of a w x h image needs (bytes). */
+size_t feeder__augment_scratch_bytes(uint32_t w, uint32_t h);
+
+/* Run the plan's per-sample steps on one sample in place. `scratch` holds
+ * feeder__augment_scratch_bytes(w, h). Never fails. */
+void feeder__augment_apply(const feeder__augment_plan *plan, uint8_t *sample, uint32_t w,
+                           uint32_t h, int layout, uint64_t seed, uint64_t epoch, uint64_t index,
+                           void *scratch);
+
+/* Mix a complete batch of `count` samples (mixup or cutmix, as the plan and
+ * the batch's draws say) in place; `mix` gets count entries. Returns 1 when
+ * the batch was mixed, 0 when it was left as it is (mix untouched).
+ * `scratch` holds one sample. */
+int feeder__augment_mix(const feeder__augment_plan *plan, uint8_t *data, uint32_t count,
+                        uint32_t w, uint32_t h, int layout, uint64_t seed, uint64_t epoch,
+                        uint64_t batch, feeder_mix *mix, uint8_t *scratch);
+
+/* ---- the ops (torchvision's functional definitions on uint8) ---- */
+
+/* color.c */
+void feeder__aug_brightness(feeder__aimg im, double factor);
+void feeder__aug_contrast(feeder__aimg im, double factor);
+void feeder__aug_saturation(feeder__aimg im, double factor);
+void feeder__aug_hue(feeder__aimg im, double hue);
+void feeder__aug_grayscale(feeder__aimg im);
+void feeder__aug_posterize(feeder__aimg im, int bits);
+void feeder__aug_solarize(feeder__aimg im, double threshold);
+void feeder__aug_autocontrast(feeder__aimg im);
+void feeder__aug_equalize(feeder__aimg im);
+
+/* blur.c; `scratch` holds feeder__augment_scratch_bytes */
+void feeder__aug_sharpness(feeder__aimg im, double factor, void *scratch);
+void feeder__aug_gaussian_blur(feeder__aimg im, uint32_t ksize, double sigma, void *scratch);
+
+/* geometry.c */
+void feeder__aug_flip(feeder__aimg im, int vertical);
+/* torchvision's affine(angle, translate, scale, shear, center): `center`
+ * NULL is the image centre, else a point in pixels. */
+void feeder__aug_affine(feeder__aimg im, double angle, double tx, double ty, double scale,
+                        double shear_x, double shear_y, const double *center, int interp,
+                        int fill, void *scratch);
+/* torchvision's rotate(angle) about the centre, expand False. */
+void feeder__aug_rotate(feeder__aimg im, double angle, int interp, int fill, void *scratch);
+
+/* erase.c: RandomErasing with step s's draws; returns 1 when it erased. */
+int feeder__aug_erase(feeder__aimg im, const feeder__aug_step *st, uint64_t seed,
+                      uint64_t epoch, uint64_t index, uint32_t s);
+
+/* autoaugment.c: TrivialAugmentWide / RandAugment with step s's draws. */
+void feeder__aug_auto(feeder__aimg im, const feeder__aug_step *st, uint64_t seed,
+                      uint64_t epoch, uint64_t index, uint32_t s, void *scratch);
+/* One op of the shared op set by number (0 Identity .. 13 Equalize, the
+ * order of torchvision's _augmentation_space) with its signed magnitude. */
+void feeder__aug_auto_op(feeder__aimg im, int op, double magnitude, int interp, int fill,
+                         void *scratch);
+
+/* mix.c: a Beta(alpha, alpha) draw from the batch's stream, from counter
+ * k0 on. */
+double feeder__aug_beta(double alpha, uint64_t seed, uint64_t epoch, uint64_t batch,
+                        uint64_t k0);
+
+#endif

@@ -1,0 +1,470 @@
+/*
+ * augment/: each op against torchvision 0.14's output on the same uint8
+ * image (tests/fixtures/augment/, made by make.py there: keep its case
+ * table and this one in step), within one level per pixel; determinism of
+ * the draws; parameter bounds; the pipeline through a loader with 0, 1 and
+ * 3 workers; mixup and cutmix soft labels.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment/augment.h"
+#include "testutil.h"
+
+enum { FW = 40, FH = 30, FBYTES = FW * FH * 3 };
+
+static void load_fixture(const char *name, uint8_t *out)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s.rgb", FEEDER_AUGMENT_FIXTURES, name);
+    uint8_t *data;
+    size_t len;
+    ck_assert_msg(bu_read_file(p, &data, &len) == 0, "read %s", p);
+    ck_assert_uint_eq(len, FBYTES);
+    memcpy(out, data, FBYTES);
+    free(data);
+}
+
+/* HWC to CHW (NCHW's sample), and back. */
+static void to_chw(const uint8_t *hwc, uint8_t *chw)
+{
+    for (int i = 0; i < FW * FH; i++)
+        for (int c = 0; c < 3; c++)
+            chw[c * FW * FH + i] = hwc[i * 3 + c];
+}
+static void to_hwc(const uint8_t *chw, uint8_t *hwc)
+{
+    for (int i = 0; i < FW * FH; i++)
+        for (int c = 0; c < 3; c++)
+            hwc[i * 3 + c] = chw[c * FW * FH + i];
+}
+
+typedef void (*op_fn)(feeder__aimg im, void *scratch);
+
+#define OP(name, call)                                                                         \
+    static void name(feeder__aimg im, void *scratch)                                           \
+    {                                                                                          \
+        (void)scratch;                                                                         \
+        call;                                                                                  \
+    }
+OP(op_bright06, feeder__aug_brightness(im, 0.6))
+OP(op_bright17, feeder__aug_brightness(im, 1.7))
+OP(op_contr05, feeder__aug_contrast(im, 0.5))
+OP(op_contr18, feeder__aug_contrast(im, 1.8))
+OP(op_sat03, feeder__aug_saturation(im, 0.3))
+OP(op_sat19, feeder__aug_saturation(im, 1.9))
+OP(op_hue_m03, feeder__aug_hue(im, -0.3))
+OP(op_hue02, feeder__aug_hue(im, 0.2))
+OP(op_gray, feeder__aug_grayscale(im))
+OP(op_post3, feeder__aug_posterize(im, 3))
+OP(op_sol100, feeder__aug_solarize(im, 100.0))
+OP(op_autoc, feeder__aug_autocontrast(im))
+OP(op_equal, feeder__aug_equalize(im))
+OP(op_sharp03, feeder__aug_sharpness(im, 0.3, scratch))
+OP(op_sharp18, feeder__aug_sharpness(im, 1.8, scratch))
+OP(op_blur5, feeder__aug_gaussian_blur(im, 5, 1.3, scratch))
+OP(op_blur7, feeder__aug_gaussian_blur(im, 7, 2.0, scratch))
+OP(op_hflip, feeder__aug_flip(im, 0))
+OP(op_vflip, feeder__aug_flip(im, 1))
+OP(op_rot30n, feeder__aug_rotate(im, 30.0, FEEDER_INTERP_NEAREST, FEEDER_FILL_NONE, scratch))
+OP(op_rotm17b, feeder__aug_rotate(im, -17.0, FEEDER_INTERP_BILINEAR, 128, scratch))
+OP(op_rot30b, feeder__aug_rotate(im, 30.0, FEEDER_INTERP_BILINEAR, FEEDER_FILL_NONE, scratch))
+OP(op_affb, feeder__aug_affine(im, 10, 3, -2, 1.1, 5, -8, NULL, FEEDER_INTERP_BILINEAR,
+                               FEEDER_FILL_NONE, scratch))
+OP(op_affn, feeder__aug_affine(im, 10, 3, -2, 1.1, 5, -8, NULL, FEEDER_INTERP_NEAREST, 50,
+                               scratch))
+OP(op_shearx, feeder__aug_auto_op(im, 1, 0.3, FEEDER_INTERP_NEAREST, FEEDER_FILL_NONE, scratch))
+OP(op_sheary, feeder__aug_auto_op(im, 2, -0.5, FEEDER_INTERP_BILINEAR, FEEDER_FILL_NONE, scratch))
+
+/* name, op, input fixture, share of pixels allowed past +-1 (nearest
+ * sampling at a rounding edge picks the neighbouring pixel) */
+static const struct {
+    const char *name;
+    op_fn fn;
+    const char *input;
+    double allow;
+} cases[] = {
+    {"brightness_0.6", op_bright06, "input", 0},
+    {"brightness_1.7", op_bright17, "input", 0},
+    {"contrast_0.5", op_contr05, "input", 0},
+    {"contrast_1.8", op_contr18, "input", 0},
+    {"saturation_0.3", op_sat03, "input", 0},
+    {"saturation_1.9", op_sat19, "input", 0},
+    {"hue_-0.3", op_hue_m03, "input", 0},
+    {"hue_0.2", op_hue02, "input", 0},
+    {"grayscale", op_gray, "input", 0},
+    {"posterize_3", op_post3, "input", 0},
+    {"solarize_100", op_sol100, "input", 0},
+    {"autocontrast", op_autoc, "low", 0},
+    {"equalize", op_equal, "input", 0},
+    {"sharpness_0.3", op_sharp03, "input", 0},
+    {"sharpness_1.8", op_sharp18, "input", 0},
+    {"blur_5_1.3", op_blur5, "input", 0},
+    {"blur_7_2.0", op_blur7, "input", 0},
+    {"hflip", op_hflip, "input", 0},
+    {"vflip", op_vflip, "input", 0},
+    {"rotate_30_nearest", op_rot30n, "input", 0.005},
+    {"rotate_-17_bilinear_fill128", op_rotm17b, "input", 0},
+    {"rotate_30_bilinear", op_rot30b, "input", 0},
+    {"affine_bilinear", op_affb, "input", 0},
+    {"affine_nearest_fill50", op_affn, "input", 0.005},
+    {"shearx_0.3_nearest", op_shearx, "input", 0.005},
+    {"sheary_-0.5_bilinear", op_sheary, "input", 0},
+};
+enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
+
+static void check_case(int k, int layout)
+{
+    static uint8_t in[FBYTES], want[FBYTES], got[FBYTES], img[FBYTES];
+    load_fixture(cases[k].input, in);
+    load_fixture(cases[k].name, want);
+    void *scratch = malloc(feeder__augment_scratch_bytes(FW, FH));
+    if (layout == FEEDER_LAYOUT_NCHW)
+        to_chw(in, img);
+    else
+        memcpy(img, in, FBYTES);
+    cases[k].fn(feeder__aimg_make(img, FW, FH, layout), scratch);
+    if (layout == FEEDER_LAYOUT_NCHW)
+        to_hwc(img, got);
+    else
+        memcpy(got, img, FBYTES);
+    free(scratch);
+    int worst = 0, over = 0, first = -1;
+    for (int i = 0; i < FBYTES; i++) {
+        int d = abs((int)got[i] - (int)want[i]);
+        if (d > 1) {
+            over++;
+            if (first < 0)
+                first = i;
+        }
+        worst = d > worst ? d : worst;
+    }
+    int limit = (int)(cases[k].allow * FBYTES);
+    ck_assert_msg(over <= limit,
+                  "%s (%s): %d values differ by more than 1 (allowed %d), worst %d; first at "
+                  "byte %d: %d, torchvision %d",
+                  cases[k].name, layout ? "NCHW" : "NHWC", over, limit, worst, first,
+                  first >= 0 ? got[first] : 0, first >= 0 ? want[first] : 0);
+}
+
+START_TEST(ops_match_torchvision_nhwc) { check_case(_i, FEEDER_LAYOUT_NHWC); }
+END_TEST
+
+START_TEST(ops_match_torchvision_nchw) { check_case(_i, FEEDER_LAYOUT_NCHW); }
+END_TEST
+
+/* ---- determinism ---- */
+
+static feeder_augment *full_pipeline(void)
+{
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_flip(a, 0, 0.5), 0);
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0.4, 0.4, 0.1), 0);
+    ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);
+    ck_assert_int_eq(feeder_augment_rotate(a, 20, FEEDER_INTERP_BILINEAR, 0), 0);
+    ck_assert_int_eq(feeder_augment_blur(a, 5, 0.1, 2.0), 0);
+    ck_assert_int_eq(feeder_augment_trivial(a, 31, FEEDER_INTERP_NEAREST, FEEDER_FILL_NONE), 0);
+    ck_assert_int_eq(feeder_augment_randaugment(a, 2, 9, 31, FEEDER_INTERP_NEAREST, 0), 0);
+    ck_assert_int_eq(feeder_augment_erase(a, 0.5, 0.02, 0.33, 0.3, 3.3, -1), 0);
+    return a;
+}
+
+START_TEST(same_draws_same_bytes)
+{
+    feeder_augment *a = full_pipeline();
+    static uint8_t in[FBYTES], x[FBYTES], y[FBYTES];
+    load_fixture("input", in);
+    int differ = 0;
+    for (uint64_t idx = 0; idx < 40; idx++) {
+        memcpy(x, in, FBYTES);
+        memcpy(y, in, FBYTES);
+        ck_assert_int_eq(feeder_augment_apply(a, x, FW, FH, FEEDER_LAYOUT_NHWC, 7, 3, idx), 0);
+        ck_assert_int_eq(feeder_augment_apply(a, y, FW, FH, FEEDER_LAYOUT_NHWC, 7, 3, idx), 0);
+        ck_assert(memcmp(x, y, FBYTES) == 0);
+        memcpy(y, in, FBYTES);
+        ck_assert_int_eq(feeder_augment_apply(a, y, FW, FH, FEEDER_LAYOUT_NHWC, 7, 3, idx + 1000),
+                         0);
+        differ += memcmp(x, y, FBYTES) != 0;
+    }
+    ck_assert_int_ge(differ, 38); /* another index, other parameters */
+    /* NCHW gives the same pixels in the other order. */
+    memcpy(x, in, FBYTES);
+    to_chw(in, y);
+    feeder_augment_apply(a, x, FW, FH, FEEDER_LAYOUT_NHWC, 1, 0, 5);
+    feeder_augment_apply(a, y, FW, FH, FEEDER_LAYOUT_NCHW, 1, 0, 5);
+    static uint8_t back[FBYTES];
+    to_hwc(y, back);
+    ck_assert(memcmp(x, back, FBYTES) == 0);
+    feeder_augment_destroy(a);
+}
+END_TEST
+
+START_TEST(trivial_augment_draws_every_op)
+{
+    /* Over many indices TrivialAugment picks all 14 ops: the image changes
+     * for most of them, and the op/bin draws are spread. */
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_trivial(a, 31, FEEDER_INTERP_NEAREST, FEEDER_FILL_NONE), 0);
+    static uint8_t in[FBYTES], x[FBYTES];
+    load_fixture("input", in);
+    int seen[14] = {0}, changed = 0;
+    for (uint64_t idx = 0; idx < 400; idx++) {
+        seen[feeder_random(3, 0, idx, FEEDER__AUG_COUNTER(0, 0)) % 14]++;
+        memcpy(x, in, FBYTES);
+        feeder_augment_apply(a, x, FW, FH, FEEDER_LAYOUT_NHWC, 3, 0, idx);
+        changed += memcmp(x, in, FBYTES) != 0;
+    }
+    for (int k = 0; k < 14; k++)
+        ck_assert_int_gt(seen[k], 5);
+    ck_assert_int_gt(changed, 300);
+    feeder_augment_destroy(a);
+}
+END_TEST
+
+/* ---- bounds ---- */
+
+START_TEST(bad_parameters_give_erange_with_bounds)
+{
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_flip(a, 0, 1.5), FEEDER_ERANGE);
+    ck_assert_str_eq(feeder_augment_errmsg(a), "feeder_augment_flip: p is 1.5, outside [0, 1]");
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.2, 0.2, 0.2, 0.7), FEEDER_ERANGE);
+    ck_assert_ptr_nonnull(strstr(feeder_augment_errmsg(a), "hue is 0.7, outside [0, 0.5]"));
+    ck_assert_int_eq(feeder_augment_blur(a, 4, 1, 2), FEEDER_ERANGE);
+    ck_assert_ptr_nonnull(strstr(feeder_augment_errmsg(a), "not odd"));
+    ck_assert_int_eq(feeder_augment_blur(a, 5, 2, 1), FEEDER_ERANGE);
+    ck_assert_ptr_nonnull(strstr(feeder_augment_errmsg(a), "sigma_max is 1, outside [2, 100]"));
+    ck_assert_int_eq(feeder_augment_randaugment(a, 2, 31, 31, 0, -1), FEEDER_ERANGE);
+    ck_assert_ptr_nonnull(strstr(feeder_augment_errmsg(a), "magnitude is 31, outside [0, 30]"));
+    ck_assert_int_eq(feeder_augment_rotate(a, 10, 2, -1), FEEDER_ERANGE);
+    ck_assert_int_eq(feeder_augment_rotate(a, 10, 0, 256), FEEDER_ERANGE);
+    ck_assert_int_eq(feeder_augment_erase(a, 0.5, 0.5, 0.1, 0.3, 3.3, 0), FEEDER_ERANGE);
+    ck_assert_int_eq(feeder_augment_mixup(a, 0, 1), FEEDER_ERANGE);
+    ck_assert_int_eq(feeder_augment_cutmix(a, 1, NAN), FEEDER_ERANGE);
+    feeder_affine af = {10, {0.1, 0.1}, {1.2, 0.9}, {0, 0, 0, 0}, 0, -1};
+    ck_assert_int_eq(feeder_augment_affine(a, &af), FEEDER_ERANGE);
+    ck_assert_ptr_nonnull(strstr(feeder_augment_errmsg(a), "scale[1] is 0.9, outside [1.2, 10]"));
+    /* nothing was added; then a full plan refuses the 17th step */
+    ck_assert_int_eq(a->plan.nsteps, 0);
+    for (int i = 0; i < FEEDER_AUGMENT_MAX_STEPS; i++)
+        ck_assert_int_eq(feeder_augment_grayscale(a, 0.1), 0);
+    ck_assert_int_eq(feeder_augment_grayscale(a, 0.1), FEEDER_ERANGE);
+    ck_assert_ptr_nonnull(strstr(feeder_augment_errmsg(a), "has 16 steps"));
+    feeder_augment_destroy(a);
+}
+END_TEST
+
+/* ---- mixes ---- */
+
+static void check_soft_labels(const feeder_batch *b, uint32_t nc)
+{
+    float *soft = malloc((size_t)b->count * nc * sizeof(float));
+    ck_assert_int_eq(feeder_batch_soft_labels(b, nc, soft), 0);
+    for (uint32_t i = 0; i < b->count; i++) {
+        double s = 0;
+        for (uint32_t c = 0; c < nc; c++) {
+            ck_assert(soft[i * nc + c] >= 0.0f);
+            s += soft[i * nc + c];
+        }
+        ck_assert_msg(fabs(s - 1.0) < 1e-5, "row %u sums to %g", i, s);
+    }
+    free(soft);
+}
+
+START_TEST(mix_lambdas_and_soft_labels)
+{
+    enum { N = 8 };
+    static uint8_t data[N * FBYTES], orig[N * FBYTES], scratch[FBYTES];
+    load_fixture("input", orig);
+    for (int i = 1; i < N; i++)
+        for (int j = 0; j < FBYTES; j++)
+            orig[i * FBYTES + j] = (uint8_t)(orig[j] + 31 * i);
+    int64_t labels[N] = {0, 1, 2, 3, 4, 0, 1, 2};
+    for (int cut = 0; cut < 2; cut++) {
+        feeder__augment_plan p;
+        memset(&p, 0, sizeof(p));
+        if (cut) {
+            p.cutmix_alpha = 1.0;
+            p.cutmix_p = 1.0;
+        } else {
+            p.mixup_alpha = 0.2;
+            p.mixup_p = 1.0;
+        }
+        int mixed = 0;
+        for (uint64_t batch = 0; batch < 20; batch++) {
+            feeder_mix mix[N], again[N];
+            memcpy(data, orig, sizeof(data));
+            int m = feeder__augment_mix(&p, data, N, FW, FH, FEEDER_LAYOUT_NHWC, 9, 1, batch,
+                                        mix, scratch);
+            ck_assert_int_eq(m, 1);
+            mixed++;
+            for (int i = 0; i < N; i++) {
+                ck_assert_uint_eq(mix[i].partner, (uint32_t)((i + N - 1) % N));
+                ck_assert(mix[i].lambda >= 0.0f && mix[i].lambda <= 1.0f);
+            }
+            /* same (seed, epoch, batch): same mix */
+            static uint8_t data2[N * FBYTES];
+            memcpy(data2, orig, sizeof(data2));
+            feeder__augment_mix(&p, data2, N, FW, FH, FEEDER_LAYOUT_NHWC, 9, 1, batch, again,
+                                scratch);
+            ck_assert(memcmp(data, data2, sizeof(data)) == 0);
+            ck_assert(mix[0].lambda == again[0].lambda);
+            feeder_batch b;
+            memset(&b, 0, sizeof(b));
+            b.count = N;
+            b.labels = labels;
+            b.mix = mix;
+            check_soft_labels(&b, 5);
+            if (cut) { /* cutmix: lambda is the share of the image left */
+                int kept = 0;
+                for (int j = 0; j < FBYTES; j += 3)
+                    kept += data[FBYTES + j] == orig[FBYTES + j];
+                ck_assert(fabs(kept / (double)(FW * FH) - mix[1].lambda) < 0.02);
+            }
+        }
+        ck_assert_int_eq(mixed, 20);
+    }
+    feeder_batch b;
+    memset(&b, 0, sizeof(b));
+    b.count = N;
+    b.labels = labels;
+    check_soft_labels(&b, 5); /* unmixed: one-hot */
+    float soft[N * 4];
+    ck_assert_int_eq(feeder_batch_soft_labels(&b, 4, soft), FEEDER_ERANGE);
+}
+END_TEST
+
+START_TEST(beta_draws_have_the_right_mean)
+{
+    double s = 0, s2 = 0;
+    for (uint64_t b = 0; b < 4000; b++) {
+        double x = feeder__aug_beta(0.4, 1, 0, b, 16);
+        ck_assert(x >= 0 && x <= 1);
+        s += x;
+        s2 += x * x;
+    }
+    double mean = s / 4000, var = s2 / 4000 - mean * mean;
+    ck_assert(fabs(mean - 0.5) < 0.03);
+    /* Beta(a, a): variance 1 / (4 (2a + 1)) = 0.1389 at a = 0.4 */
+    ck_assert(fabs(var - 1.0 / (4 * 1.8)) < 0.02);
+}
+END_TEST
+
+/* ---- through a loader ---- */
+
+static char tmpdir[256];
+static bu_photos *photos;
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-test-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    char err[256];
+    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
+}
+
+static void teardown(void)
+{
+    bu_photos_free(photos);
+    photos = NULL;
+    bu_rm_rf(tmpdir);
+}
+
+static uint64_t run_loader(feeder_dataset *ds, const feeder_augment *aug, int workers, int layout,
+                           int check_mix)
+{
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, 11), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 6), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 64), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 80), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_TRAIN), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_LAYOUT, layout), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers), 0);
+    ck_assert_int_eq(feeder_loader_set_augment(ld, aug), 0);
+    uint64_t h = BU_HASH_INIT;
+    int mixed = 0;
+    for (int e = 0; e < 2; e++) {
+        feeder_batch *b;
+        int rc;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            h = bu_hash(h, b->data, (size_t)b->count * b->sample_bytes);
+            h = bu_hash(h, b->labels, b->count * sizeof(int64_t));
+            if (b->mix) {
+                h = bu_hash(h, b->mix, b->count * sizeof(*b->mix));
+                mixed++;
+            }
+            if (check_mix)
+                check_soft_labels(b, (uint32_t)feeder_dataset_num_classes(ds));
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "feeder_next: %s: %s", feeder_strerror(rc),
+                      feeder_loader_errmsg(ld));
+    }
+    ck_assert_int_eq(feeder_loader_set_augment(ld, aug), FEEDER_ESTATE);
+    feeder_loader_destroy(ld);
+    if (check_mix)
+        ck_assert_int_gt(mixed, 0);
+    return h;
+}
+
+START_TEST(loader_output_same_for_any_worker_count)
+{
+    tu_make_folder(photos, tmpdir, "ds", 3, 7, "c", 100, 80, 90, 60);
+    feeder_dataset *ds = tu_open_folder(tmpdir, "ds");
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_trivial(a, 31, FEEDER_INTERP_NEAREST, FEEDER_FILL_NONE), 0);
+    ck_assert_int_eq(feeder_augment_erase(a, 0.7, 0.02, 0.33, 0.3, 3.3, 0), 0);
+    int layout = _i;
+    uint64_t plain = run_loader(ds, NULL, 0, layout, 0);
+    uint64_t h0 = run_loader(ds, a, 0, layout, 0);
+    uint64_t h1 = run_loader(ds, a, 1, layout, 0);
+    uint64_t h3 = run_loader(ds, a, 3, layout, 0);
+    ck_assert_uint_ne(plain, h0);
+    ck_assert_uint_eq(h0, h1);
+    ck_assert_uint_eq(h0, h3);
+    /* with the batch mixes, still the same */
+    ck_assert_int_eq(feeder_augment_mixup(a, 0.2, 0.8), 0);
+    ck_assert_int_eq(feeder_augment_cutmix(a, 1.0, 0.8), 0);
+    uint64_t m0 = run_loader(ds, a, 0, layout, 1);
+    uint64_t m3 = run_loader(ds, a, 3, layout, 1);
+    ck_assert_uint_ne(m0, h0);
+    ck_assert_uint_eq(m0, m3);
+    feeder_augment_destroy(a);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("augment");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, ops_match_torchvision_nhwc, 0, NCASES);
+    tcase_add_loop_test(tc, ops_match_torchvision_nchw, 0, NCASES);
+    tcase_add_test(tc, same_draws_same_bytes);
+    tcase_add_test(tc, trivial_augment_draws_every_op);
+    tcase_add_test(tc, bad_parameters_give_erange_with_bounds);
+    tcase_add_test(tc, mix_lambdas_and_soft_labels);
+    tcase_add_test(tc, beta_draws_have_the_right_mean);
+    suite_add_tcase(s, tc);
+    TCase *tl = tcase_create("loader");
+    tcase_set_timeout(tl, 120);
+    tcase_add_checked_fixture(tl, setup, teardown);
+    tcase_add_loop_test(tl, loader_output_same_for_any_worker_count, 0, 2);
+    suite_add_tcase(s, tl);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
