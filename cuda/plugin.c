@@ -71,8 +71,17 @@ static int try_open(const char *path)
     int exists = strchr(path, '/') ? access(path, F_OK) == 0 : 0;
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
+        /* A plugin that is there but cannot load names what it lacks
+         * ("libcudart.so.13: cannot open ..."), not itself: say which. */
         const char *e = dlerror();
-        note_failure(e ? e : path, exists);
+        char msg[sizeof(load_why)];
+        if (!e)
+            e = "dlopen failed";
+        if (exists && !strstr(e, path))
+            snprintf(msg, sizeof(msg), "%s: %s", path, e);
+        else
+            snprintf(msg, sizeof(msg), "%s", e);
+        note_failure(msg, exists);
         return 0;
     }
     /* POSIX guarantees a function's address survives the trip through void *. */
