@@ -95,7 +95,10 @@ struct feeder__trace {
     uint64_t hold_dropped;
 };
 
-/* "held by user" spans are named after their batch when written. */
+/* "held by user" spans are named after their batch when written. Told apart
+ * by their text, not their address: the GPU plugin has its own copy of this
+ * file (docs/ARCHITECTURE.md, "The GPU plugin") and records through the same
+ * trace object, with its own HELD. */
 static const char HELD[] = "held by user";
 
 static const char *const KIND_NAME[] = {"", "read", "decode", "transform", "callback"};
@@ -407,7 +410,7 @@ static void span(FILE *f, int pid, int tid, const char *name, uint64_t t0, uint6
                  int64_t epoch, int64_t batch, int64_t index)
 {
     fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":", pid, tid);
-    if (name == HELD) {
+    if (!strcmp(name, HELD)) {
         char held[64];
         feeder__fmt(held, sizeof(held), "batch %" PRId64 " held by user", batch);
         json_str(f, held);

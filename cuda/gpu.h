@@ -3,8 +3,12 @@
  * host loader's finished batches (shared-memory slots), moves them to the
  * device on a copy stream (registered slots, or a pin-thread copy into
  * pinned buffers, or pageable), optionally decodes JPEGs (nvJPEG) and
- * normalises there, and lends device batches. Built with CUDA as the files
- * of this room, without it as nogpu.c.
+ * normalises there, and lends device batches. The room is two things:
+ * libfeeder holds only plugin.c, which implements this header by forwarding
+ * to the GPU plugin, libfeeder_cuda.so.0 (plugin.h), loaded at the first
+ * probe; the plugin is the rest of the room, built when a CUDA toolkit is
+ * found. No plugin (no toolkit at build time, none installed, no CUDA
+ * runtime) reads as a machine without a device.
  *
  * The narrow interface: only the public entry points (api/) call this
  * header, and this room includes nothing of loader/ or worker/. Everything
@@ -92,7 +96,8 @@ typedef struct feeder__gpu_config {
 } feeder__gpu_config;
 
 /* Can device batches be delivered on `device` here? 0, or FEEDER_EUNSUPPORTED
- * with the reason in `why` (built without CUDA, no device, bad ordinal). Run
+ * with the reason in `why` (no GPU plugin, no device), or FEEDER_ERANGE (a bad
+ * ordinal). The first call loads the GPU plugin (plugin.c). Run
  * before the slots are laid out: the float dtypes need NHWC slots. */
 int feeder__gpu_probe(int device, char *why, size_t whylen);
 

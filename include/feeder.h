@@ -849,7 +849,8 @@ FEEDER_API int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allo
                                             const feeder_allocator *pinned);
 
 /* Whether batches are delivered on the device: 1 yes, 0 host batches. In
- * *reason (may be NULL), why not ("device = -1", "built without CUDA", "no
+ * *reason (may be NULL), why not ("device = -1", "... feeder's GPU plugin did
+ * not load (libfeeder_cuda.so.0: cannot open shared object file ...)", "no
  * CUDA device: ...") or, when 1, how ("pin register", or why the pin mode
  * fell back). Valid after start; a GPU that cannot be used is not an error:
  * the loader then delivers host batches and says why here. Borrowed. */

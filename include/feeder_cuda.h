@@ -19,7 +19,9 @@
  *
  * Building: this header includes cuda_runtime_api.h, so a program that uses
  * it compiles with the CUDA toolkit's include path and links cudart; the core
- * header feeder.h needs neither.
+ * header feeder.h needs neither. libfeeder itself links no CUDA library: its
+ * GPU layer is a plugin, libfeeder_cuda.so.0, loaded from beside libfeeder
+ * (or $FEEDER_CUDA_PLUGIN) when a loader first asks for a device.
  */
 #ifndef FEEDER_CUDA_H
 #define FEEDER_CUDA_H

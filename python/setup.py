@@ -8,8 +8,9 @@ Where libfeeder is found, first match wins:
 The module is linked with an rpath to that library, so it loads without
 LD_LIBRARY_PATH.
 
-CUDA: when libfeeder links libcudart and cuda_runtime_api.h is found
-(CUDA_HOME, CUDA_PATH, /usr/local/cuda, nvcc on PATH), the module includes
+CUDA: when libfeeder's GPU plugin (libfeeder_cuda.so.0) lies next to it and
+cuda_runtime_api.h is found (CUDA_HOME, CUDA_PATH, /usr/local/cuda, nvcc on
+PATH), the module includes
 feeder_cuda.h and links cudart, so __dlpack__(stream=...) makes the consumer's
 stream wait on the batch's event. FEEDER_PY_CUDA=0 or 1 forces the choice.
 
@@ -63,14 +64,9 @@ def find_feeder():
              "(an install), or install feeder.pc where pkg-config looks")
 
 
-def feeder_uses_cudart(libdir):
-    """Whether libfeeder was built with CUDA (its ELF names libcudart)."""
-    for name in ("libfeeder.so", "libfeeder.so.0"):
-        path = os.path.join(libdir, name)
-        if os.path.exists(path):
-            with open(os.path.realpath(path), "rb") as f:
-                return b"libcudart.so" in f.read()
-    return False
+def feeder_has_gpu_plugin(libdir):
+    """Whether libfeeder was built with CUDA: its GPU plugin lies next to it."""
+    return os.path.exists(os.path.join(libdir, "libfeeder_cuda.so.0"))
 
 
 def find_cuda():
@@ -99,7 +95,7 @@ rpaths = [libdir]
 macros = []
 force = os.environ.get("FEEDER_PY_CUDA")
 cuda = None
-if force != "0" and (force == "1" or feeder_uses_cudart(libdir)):
+if force != "0" and (force == "1" or feeder_has_gpu_plugin(libdir)):
     cuda = find_cuda()
     if cuda is None and force == "1":
         sys.exit("FEEDER_PY_CUDA=1 but no cuda_runtime_api.h found (set CUDA_HOME)")

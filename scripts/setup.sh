@@ -10,13 +10,27 @@
 # setuptools, pytest, numpy, torch and torchvision (Pillow comes with it)
 # build and test the Python module (python/, tests/python_check.sh) and run
 # examples/python/train.py.
+#   scripts/setup.sh           what builds, tests and CI need
+#   scripts/setup.sh --bench   also what the PyTorch comparison needs:
+#                              bench/compare_torch.py (torch, torchvision,
+#                              PIL; numpy for compare_torch_packed.py) and
+#                              bench/plot_compare.py (matplotlib)
 set -euo pipefail
+bench=0
+case "${1:-}" in
+  "") ;;
+  --bench) bench=1 ;;
+  *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+esac
 PKGS=(build-essential cmake pkg-config
       libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libspng-dev libwebp-dev libyuv-dev libstb-dev
       check libsubunit-dev
       libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind
       python3-dev python3-setuptools python3-pytest python3-numpy python3-torch
       python3-torchvision python3-pil)
+if ((bench)); then
+  PKGS+=(python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib)
+fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
