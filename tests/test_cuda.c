@@ -672,10 +672,12 @@ static uint64_t write_raw_pack(const char *path, uint64_t n, int layout)
         uint8_t *rec = buf + h.records_off + i * h.record_bytes;
         for (uint64_t k = 0; k < h.record_bytes; k++)
             rec[k] = (uint8_t)(i * 7 + k);
+        int64_t lab = (int64_t)(i % 4);
+        /* Version 2: the record's crc32c covers its label too. */
         feeder__pack_entry_encode(buf + h.index_off + i * FEEDER__PACK_ENTRY_BYTES,
                                   h.records_off + i * h.record_bytes, h.record_bytes,
-                                  feeder__crc32c(0, rec, h.record_bytes));
-        int64_t lab = (int64_t)(i % 4);
+                                  feeder__crc32c(feeder__pack_crc_seed(h.version, lab), rec,
+                                                 h.record_bytes));
         memcpy(buf + h.labels_off + i * 8, &lab, 8);
     }
     feeder__pack_header_encode(&h, buf);
