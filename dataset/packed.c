@@ -67,6 +67,92 @@ static void packed_discard(feeder_dataset *ds)
     free(ds);
 }
 
+/* Open the file and map it whole: a regular file that fits the address
+ * space (a FIFO must not block the open: O_NONBLOCK). */
+static int map_file(struct feeder__pack *pk, const char *path, char *err, size_t errlen)
+{
+    pk->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (pk->fd < 0) {
+        int e = errno;
+        feeder__fmt(err, errlen, "%s: cannot open packed file: %s", path, strerror(e));
+        return -e;
+    }
+    struct stat st;
+    if (fstat(pk->fd, &st) < 0) {
+        int e = errno;
+        feeder__fmt(err, errlen, "%s: fstat: %s", path, strerror(e));
+        return -e;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        feeder__fmt(err, errlen, "%s: is a folder, not a packed file", path);
+        return -EISDIR;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        feeder__fmt(err, errlen, "%s: not a regular file", path);
+        return FEEDER_EFORMAT;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        feeder__fmt(err, errlen, "%s: %llu bytes do not fit this address space", path,
+                    ULL(st.st_size));
+        return FEEDER_EOVERFLOW;
+    }
+    if (st.st_size == 0)
+        return 0;
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, pk->fd, 0);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        feeder__fmt(err, errlen, "%s: mmap of %llu bytes: %s", path, ULL(st.st_size),
+                    strerror(e));
+        return -e;
+    }
+    pk->map = m;
+    pk->map_len = (size_t)st.st_size;
+    return 0;
+}
+
+/* The parsed index as arrays: offsets, sizes, CRCs and labels. */
+static int load_index(feeder_dataset *ds, const char *path, char *err, size_t errlen)
+{
+    struct feeder__pack *pk = ds->pack;
+    uint64_t n = pk->v.h.count; /* n * 24 <= file size: these cannot overflow */
+    pk->off = malloc(n * sizeof(*pk->off));
+    pk->size = malloc(n * sizeof(*pk->size));
+    pk->crc = malloc(n * sizeof(*pk->crc));
+    ds->labels = malloc(n * sizeof(*ds->labels));
+    if (!pk->off || !pk->size || !pk->crc || !ds->labels) {
+        feeder__fmt(err, errlen, "%s: out of memory for the index of %llu records", path,
+                    ULL(n));
+        return -ENOMEM;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        feeder__pack_entry(&pk->v, i, &pk->off[i], &pk->size[i], &pk->crc[i]);
+        ds->labels[i] = feeder__pack_label(&pk->v, i);
+    }
+    ds->n = n;
+    ds->num_classes = pk->v.num_classes;
+    ds->fingerprint = pack_fingerprint(pk, ds->labels, n);
+    return 0;
+}
+
+/* The class names, when the file has them (a partial list is freed by
+ * packed_discard: calloc'd). */
+static int load_classes(feeder_dataset *ds)
+{
+    const struct feeder__pack *pk = ds->pack;
+    if (!pk->v.classes)
+        return 0;
+    uint64_t nc = pk->v.h.num_classes;
+    if (!(ds->classes = calloc((size_t)nc, sizeof(char *))))
+        return -ENOMEM;
+    const char *c = (const char *)pk->v.classes;
+    for (uint64_t k = 0; k < nc; k++) {
+        if (!(ds->classes[k] = strdup(c)))
+            return -ENOMEM;
+        c += strlen(c) + 1;
+    }
+    return 0;
+}
+
 int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err, size_t errlen)
 {
     feeder__fmt(err, errlen, "%s", "");
@@ -85,93 +171,22 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
     ds->kind = FEEDER__DS_PACKED;
     atomic_init(&ds->refs, 1);
     ds->pack = pk;
-    int rc = 0;
-    pk->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
-    if (pk->fd < 0) {
-        rc = -errno;
-        feeder__fmt(err, errlen, "%s: cannot open packed file: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat st;
-    if (fstat(pk->fd, &st) < 0) {
-        rc = -errno;
-        feeder__fmt(err, errlen, "%s: fstat: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        rc = -EISDIR;
-        feeder__fmt(err, errlen, "%s: is a folder, not a packed file", path);
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = FEEDER_EFORMAT;
-        feeder__fmt(err, errlen, "%s: not a regular file", path);
-        goto fail;
-    }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
-        rc = FEEDER_EOVERFLOW;
-        feeder__fmt(err, errlen, "%s: %llu bytes do not fit this address space", path,
-                    ULL(st.st_size));
-        goto fail;
-    }
-    pk->map_len = (size_t)st.st_size;
+    pk->fd = -1;
     static const uint8_t empty[1];
-    const uint8_t *buf = empty;
-    if (pk->map_len) {
-        void *m = mmap(NULL, pk->map_len, PROT_READ, MAP_SHARED, pk->fd, 0);
-        if (m == MAP_FAILED) {
-            rc = -errno;
-            feeder__fmt(err, errlen, "%s: mmap of %llu bytes: %s", path, ULL(pk->map_len),
-                        strerror(errno));
-            pk->map_len = 0;
-            goto fail;
-        }
-        pk->map = m;
-        buf = m;
-    }
-    if ((rc = feeder__pack_parse(buf, pk->map_len, path, &pk->v, err, errlen)))
-        goto fail;
-
-    const feeder__pack_header *h = &pk->v.h;
-    uint64_t n = h->count; /* n * 24 <= file size: these cannot overflow */
-    pk->off = malloc(n * sizeof(*pk->off));
-    pk->size = malloc(n * sizeof(*pk->size));
-    pk->crc = malloc(n * sizeof(*pk->crc));
-    ds->labels = malloc(n * sizeof(*ds->labels));
-    if (!pk->off || !pk->size || !pk->crc || !ds->labels) {
-        rc = -ENOMEM;
-        feeder__fmt(err, errlen, "%s: out of memory for the index of %llu records", path,
-                    ULL(n));
-        goto fail;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        feeder__pack_entry(&pk->v, i, &pk->off[i], &pk->size[i], &pk->crc[i]);
-        ds->labels[i] = feeder__pack_label(&pk->v, i);
-    }
-    ds->n = n;
-    ds->num_classes = pk->v.num_classes;
-    ds->fingerprint = pack_fingerprint(pk, ds->labels, n);
-    if (pk->v.classes) {
-        ds->classes = calloc((size_t)h->num_classes, sizeof(char *));
-        if (!ds->classes) {
-            rc = -ENOMEM;
-            goto fail;
-        }
-        const char *c = (const char *)pk->v.classes;
-        for (uint64_t k = 0; k < h->num_classes; k++) {
-            if (!(ds->classes[k] = strdup(c))) {
-                rc = -ENOMEM;
-                goto fail;
-            }
-            c += strlen(c) + 1;
-        }
+    int rc = map_file(pk, path, err, errlen);
+    if (!rc)
+        rc = feeder__pack_parse(pk->map ? pk->map : empty, pk->map_len, path, &pk->v, err,
+                                errlen);
+    if (!rc)
+        rc = load_index(ds, path, err, errlen);
+    if (!rc)
+        rc = load_classes(ds);
+    if (rc) {
+        packed_discard(ds);
+        return rc;
     }
     *out = ds;
     return 0;
-fail:
-    /* Whatever part of the class list was made is freed (calloc'd). */
-    packed_discard(ds);
-    return rc;
 }
 
 int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packed_info *out)

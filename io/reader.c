@@ -322,24 +322,10 @@ static int read_uring_chunk(feeder__reader *r, feeder__file *files, unsigned lo,
     return submit_and_reap(r, files, queued, on_open_statx);
 }
 
-static int read_uring(feeder__reader *r, feeder__file *files, unsigned n)
+/* After phase 1: refuse what is not a regular file or is too large, and
+ * give every other file its place in the arena. */
+static int size_files(feeder__reader *r, feeder__file *files, unsigned n)
 {
-    int rc = scratch_reserve(r, n);
-    if (rc)
-        return rc;
-    for (unsigned i = 0; i < n; i++) {
-        files[i].err = 0;
-        files[i].len = 0;
-        files[i].op = NULL;
-        r->done[i] = 0;
-        r->fds[i] = -1;
-    }
-    /* Phase 1: open + statx, as many files per round trip as the ring holds. */
-    unsigned per = r->depth / 2 ? r->depth / 2 : 1;
-    for (unsigned lo = 0; lo < n && rc == 0; lo += per)
-        rc = read_uring_chunk(r, files, lo, lo + per < n ? lo + per : n);
-    if (rc)
-        goto close_all;
     size_t total = 0;
     for (unsigned i = 0; i < n; i++) {
         if (files[i].err)
@@ -357,41 +343,49 @@ static int read_uring(feeder__reader *r, feeder__file *files, unsigned n)
         files[i].len = (size_t)r->stx[i].stx_size;
         total += files[i].len;
     }
-    if ((rc = arena_reserve(r, total)))
-        goto close_all;
+    int rc = arena_reserve(r, total);
+    if (rc)
+        return rc;
     size_t off = 0;
     for (unsigned i = 0; i < n; i++) {
         files[i].data = r->arena + off;
         if (!files[i].err)
             off += files[i].len;
     }
-    /* Phase 2: reads. A short read (the kernel may split a large one) is
-     * continued in further rounds until every file is whole. */
+    return 0;
+}
+
+/* Phase 2: reads. A short read (the kernel may split a large one) is
+ * continued in further rounds until every file is whole. */
+static int read_files(feeder__reader *r, feeder__file *files, unsigned n)
+{
     for (;;) {
         unsigned queued = 0;
-        for (unsigned i = 0; i < n; i++) {
+        for (unsigned i = 0; i < n && queued < r->depth; i++) {
             if (files[i].err || r->done[i] >= files[i].len)
                 continue;
-            if (queued == r->depth) {
-                break;
-            }
+            size_t left = files[i].len - r->done[i];
             struct io_uring_sqe *sqe = get_sqe(r);
             io_uring_prep_read(sqe, r->fds[i], files[i].data + r->done[i],
-                               (unsigned)(files[i].len - r->done[i] > (1u << 30)
-                                              ? (1u << 30)
-                                              : files[i].len - r->done[i]),
+                               (unsigned)(left > (1u << 30) ? (1u << 30) : left),
                                (uint64_t)r->done[i]);
             sqe->user_data = UD(i, OP_READ);
             queued++;
         }
         if (!queued)
-            break;
-        if ((rc = submit_and_reap(r, files, queued, on_read)))
-            goto close_all;
+            return 0;
+        int rc = submit_and_reap(r, files, queued, on_read);
+        if (rc)
+            return rc;
     }
-close_all:;
-    /* Phase 3: close every descriptor in one round trip. */
+}
+
+/* Phase 3: close every descriptor, a ring's worth per round trip. The first
+ * error of the round trips, or 0. */
+static int close_files(feeder__reader *r, feeder__file *files, unsigned n)
+{
     unsigned queued = 0;
+    int rc = 0;
     for (unsigned i = 0; i < n; i++) {
         if (r->fds[i] < 0)
             continue;
@@ -399,20 +393,41 @@ close_all:;
         io_uring_prep_close(sqe, r->fds[i]);
         sqe->user_data = UD(i, OP_CLOSE);
         r->fds[i] = -1;
-        queued++;
-        if (queued == r->depth) {
+        if (++queued == r->depth) {
             int crc = submit_and_reap(r, files, queued, on_close);
-            if (crc && !rc)
-                rc = crc;
+            rc = rc ? rc : crc;
             queued = 0;
         }
     }
     if (queued) {
         int crc = submit_and_reap(r, files, queued, on_close);
-        if (crc && !rc)
-            rc = crc;
+        rc = rc ? rc : crc;
     }
     return rc;
+}
+
+static int read_uring(feeder__reader *r, feeder__file *files, unsigned n)
+{
+    int rc = scratch_reserve(r, n);
+    if (rc)
+        return rc;
+    for (unsigned i = 0; i < n; i++) {
+        files[i].err = 0;
+        files[i].len = 0;
+        files[i].op = NULL;
+        r->done[i] = 0;
+        r->fds[i] = -1;
+    }
+    /* Phase 1: open + statx, as many files per round trip as the ring holds. */
+    unsigned per = r->depth / 2 ? r->depth / 2 : 1;
+    for (unsigned lo = 0; lo < n && rc == 0; lo += per)
+        rc = read_uring_chunk(r, files, lo, lo + per < n ? lo + per : n);
+    if (!rc)
+        rc = size_files(r, files, n);
+    if (!rc)
+        rc = read_files(r, files, n);
+    int crc = close_files(r, files, n);
+    return rc ? rc : crc;
 }
 
 int feeder__reader_read(feeder__reader *r, feeder__file *files, unsigned n)
