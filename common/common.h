@@ -4,7 +4,7 @@
  * text (errors.c), the Philox generator behind every random choice
  * (random.c, public as feeder_random), CRC32C (crc32c.c), the clock and
  * message formatting (util.c), the timeline trace (trace.c, trace.h) and the
- * NVTX macros (nvtx.h).
+ * NVTX macros (nvtx.h), brace ranges for shard sets (brace.c, brace.h).
  */
 #ifndef FEEDER_COMMON_H
 #define FEEDER_COMMON_H
