@@ -2,7 +2,8 @@
  * soak: run loaders for a while under faults and check that nothing is lost.
  *
  *   soak [--seconds S | --minutes M] [--workers W] [--images N] [--data DIR]
- *        [--kill-every K] [--corrupt-every C] [--recreate-every R] [--seed X]
+ *        [--kill-every K] [--corrupt-every C] [--recreate-every R] [--stall-every S]
+ *        [--seed X]
  *
  * A folder of JPEGs is made (or DIR's JPEGs copied) in a temporary folder.
  * The reference is computed first on the clean copy: for each of 4 epochs,
@@ -13,7 +14,12 @@
  *   - a random file is replaced by bytes that are not a JPEG, and the last
  *     one restored (atomically, by rename);
  *   - the loader's state is saved, the loader destroyed with batches in
- *     flight, and a new one (random num_workers 0..W) resumes from the state.
+ *     flight, and a new one (random num_workers 0..W) resumes from the state;
+ *     every other new loader is made and started by a short-lived thread that
+ *     ends at once (its workers must outlive it: PR_SET_PDEATHSIG is bound to
+ *     the forking thread), and its workers are checked alive afterwards;
+ *   - a random worker is stopped (SIGSTOP): the loader, with TIMEOUT_MS 1000
+ *     and MAX_RESTARTS, must kill it, start another and redo its parts.
  * Every delivered batch is checked: a batch with no skipped sample must hash
  * to the reference batch; in one with skips, every sample must be its
  * reference sample, or, where the original was corrupted at the time,
@@ -22,11 +28,13 @@
  * descriptors and /dev/shm entries are printed at start and end and must not
  * grow (RSS by at most 16 MiB; under ASan set quarantine_size_mb=0, or its
  * quarantine alone grows RSS by design).
+ * After the last loader no child process may be left (leaked or zombie).
  * Exit 0 when every check held.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -116,6 +124,9 @@ static reading measure(void)
     return (reading){rss_kib(), count_dir("/proc/self/fd") - 1, count_dir("/dev/shm"), shm_refs()};
 }
 
+/* TIMEOUT_MS of every loader: short when workers are stopped on purpose. */
+static int64_t timeout_ms = 60000;
+
 static feeder_loader *make_loader(feeder_dataset *ds, int workers, uint64_t seed)
 {
     feeder_loader *ld;
@@ -130,7 +141,7 @@ static feeder_loader *make_loader(feeder_dataset *ds, int workers, uint64_t seed
     feeder_loader_set(ld, FEEDER_OPT_MAX_RESTARTS, 1000);
     feeder_loader_set(ld, FEEDER_OPT_HEIGHT, H);
     feeder_loader_set(ld, FEEDER_OPT_WIDTH, W);
-    feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 60000);
+    feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, timeout_ms);
     return ld;
 }
 
@@ -211,14 +222,103 @@ static void restore(files *f)
 
 typedef struct {
     uint64_t batches, samples, skipped, kills, corruptions, recreations, epochs, restarts;
-    uint64_t errors;
+    uint64_t errors, stalls, threaded;
 } counts;
+
+/* Is `pid` running (neither gone nor a zombie)? */
+static int alive(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+}
+
+/* Child processes of this process, zombies included (every thread's list). */
+static long children(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    long n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
+        FILE *f = fopen(path, "r");
+        int pid;
+        while (f && fscanf(f, "%d", &pid) == 1)
+            n++;
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A new loader resumed from a saved state, made and started by `make_in`. */
+typedef struct {
+    feeder_dataset *ds;
+    int workers;
+    uint64_t seed;
+    const uint8_t *blob;
+    size_t len;
+    feeder_loader *ld;
+} resumed;
+
+static void *make_resumed(void *arg)
+{
+    resumed *m = arg;
+    m->ld = make_loader(m->ds, m->workers, m->seed);
+    if (feeder_loader_state_load(m->ld, m->blob, m->len))
+        die("state load: %s", feeder_loader_errmsg(m->ld));
+    int rc = feeder_loader_start(m->ld);
+    if (rc)
+        die("start: %s: %s", feeder_strerror(rc), feeder_loader_errmsg(m->ld));
+    return NULL;
+}
+
+/* The resumed loader, made here or (threaded) by a thread that ends right
+ * after starting it; then its workers must all still run. */
+static feeder_loader *resume_loader(resumed *m, int threaded)
+{
+    if (!threaded) {
+        make_resumed(m);
+        return m->ld;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, make_resumed, m) || pthread_join(t, NULL))
+        die("pthread_create/join failed");
+    usleep(20000);
+    for (int i = 0; i < m->workers; i++) {
+        int pid = feeder_loader_worker_pid(m->ld, i);
+        if (pid > 0 && !alive(pid))
+            die("worker %d (pid %d) of a loader started by a thread died with the thread", i,
+                pid);
+    }
+    return m->ld;
+}
+
+/* Stop a random worker; the loader must notice (TIMEOUT_MS) and replace it. */
+static void stall_one(feeder_loader *ld, int workers, unsigned *rnd, counts *c)
+{
+    int pid = feeder_loader_worker_pid(ld, (int)(rand_r(rnd) % (unsigned)workers));
+    if (pid > 0 && kill(pid, SIGSTOP) == 0)
+        c->stalls++;
+}
 
 static void usage(void)
 {
     fprintf(stderr, "usage: soak [--seconds S | --minutes M] [--workers W] [--images N] "
                     "[--data DIR] [--kill-every K] [--corrupt-every C] [--recreate-every R] "
-                    "[--seed X]\n");
+                    "[--stall-every S (0: never)] [--seed X]\n");
     exit(2);
 }
 
@@ -226,12 +326,14 @@ int main(int argc, char **argv)
 {
     double seconds = 30;
     int workers = 3, images = 240, kill_every = 5, corrupt_every = 7, recreate_every = 23;
+    int stall_every = 97;
     uint64_t seed = 1;
     const char *data = NULL;
     static const struct option opts[] = {
         {"seconds", 1, 0, 's'}, {"minutes", 1, 0, 'm'}, {"workers", 1, 0, 'w'},
         {"images", 1, 0, 'n'}, {"data", 1, 0, 'd'}, {"kill-every", 1, 0, 'k'},
         {"corrupt-every", 1, 0, 'c'}, {"recreate-every", 1, 0, 'r'}, {"seed", 1, 0, 'x'},
+        {"stall-every", 1, 0, 't'},
         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -244,13 +346,16 @@ int main(int argc, char **argv)
         case 'k': kill_every = atoi(optarg); break;
         case 'c': corrupt_every = atoi(optarg); break;
         case 'r': recreate_every = atoi(optarg); break;
+        case 't': stall_every = atoi(optarg); break;
         case 'x': seed = strtoull(optarg, NULL, 10); break;
         default: usage();
         }
     }
     if (seconds <= 0 || workers < 1 || images < BATCH || kill_every < 1 || corrupt_every < 1 ||
-        recreate_every < 1)
+        recreate_every < 1 || stall_every < 0)
         usage();
+    if (stall_every)
+        timeout_ms = 1000;
 
     char dir[] = "/tmp/feeder-soak-XXXXXX";
     if (!mkdtemp(dir))
@@ -300,8 +405,8 @@ int main(int argc, char **argv)
            (unsigned long long)r.n, root, (unsigned long long)r.nbatches, EPOCHS,
            (double)(bu_now_ns() - t_ref) / 1e9);
     printf("soak: %.0f s, up to %d workers, kill every %d batches, corrupt every %d, "
-           "recreate every %d\n",
-           seconds, workers, kill_every, corrupt_every, recreate_every);
+           "recreate every %d, stop a worker every %d\n",
+           seconds, workers, kill_every, corrupt_every, recreate_every, stall_every);
     fflush(stdout);
 
     unsigned rnd = (unsigned)seed * 2654435761u + 1;
@@ -382,6 +487,8 @@ int main(int argc, char **argv)
             if (pid > 0 && kill(pid, SIGKILL) == 0)
                 c.kills++;
         }
+        if (cur_workers && stall_every && c.batches % (uint64_t)stall_every == 0)
+            stall_one(ld, cur_workers, &rnd, &c);
         if (c.batches % (uint64_t)corrupt_every == 0) {
             restore(&f);
             corrupt(&f, rand_r(&rnd) % f.n);
@@ -401,11 +508,12 @@ int main(int argc, char **argv)
             c.restarts += st.worker_restarts;
             feeder_loader_destroy(ld); /* with parts in flight */
             cur_workers = (int)(rand_r(&rnd) % (unsigned)(workers + 1));
-            ld = make_loader(ds, cur_workers, seed);
-            if (feeder_loader_state_load(ld, blob, len))
-                die("state load: %s", feeder_loader_errmsg(ld));
+            resumed m = {ds, cur_workers, seed, blob, len, NULL};
+            int threaded = c.recreations % 2 == 1;
+            ld = resume_loader(&m, threaded);
             free(blob);
             c.recreations++;
+            c.threaded += (uint64_t)threaded;
         }
         if (epoch_base >= 1) {
             reading now = measure();
@@ -429,21 +537,25 @@ int main(int argc, char **argv)
            "replaced under the skip policy\n",
            secs, (unsigned long long)c.epochs, (unsigned long long)c.batches,
            (unsigned long long)c.samples, (unsigned long long)c.skipped);
-    printf("soak: %llu workers killed (%llu restarts seen), %llu files corrupted and restored, "
-           "%llu loaders destroyed mid-epoch and resumed\n",
-           (unsigned long long)c.kills, (unsigned long long)c.restarts,
-           (unsigned long long)c.corruptions, (unsigned long long)c.recreations);
+    printf("soak: %llu workers killed, %llu stopped (%llu restarts seen), %llu files corrupted "
+           "and restored, %llu loaders destroyed mid-epoch and resumed (%llu of them made by a "
+           "short-lived thread)\n",
+           (unsigned long long)c.kills, (unsigned long long)c.stalls,
+           (unsigned long long)c.restarts, (unsigned long long)c.corruptions,
+           (unsigned long long)c.recreations, (unsigned long long)c.threaded);
     printf("soak: RSS after epoch 1 / peak / end: %ld / %ld / %ld KiB\n", start.rss, peak.rss,
            end.rss);
     feeder_loader_destroy(ld);
     reading after = measure();
+    long left = children();
+    printf("soak: child processes left after the last loader: %ld\n", left);
     /* Descriptors and /dev/shm: before the first loader against after the
      * last (a live loader holds 2 per worker and its memfd). */
     printf("soak: open fds before the first loader / peak / after the last: %ld / %ld / %ld; "
            "/dev/shm entries (whole machine) %ld / %ld / %ld; /dev/shm files mapped or open "
            "here: %ld\n",
            base.fds, peak.fds, after.fds, base.shm, peak.shm, after.shm, peak.refs);
-    int ok = c.epochs >= 1 && after.fds == base.fds && peak.refs == 0 && after.refs == 0 &&
+    int ok = c.epochs >= 1 && left == 0 && after.fds == base.fds && peak.refs == 0 && after.refs == 0 &&
              peak.fds <= base.fds + 2 * workers + 1 && end.rss <= start.rss + 16 * 1024;
     feeder_dataset_destroy(ds);
     for (uint64_t i = 0; i < f.n; i++) {
@@ -461,7 +573,7 @@ int main(int argc, char **argv)
     }
     bu_rm_rf(dir);
     if (!ok) {
-        printf("soak: FAILED: a reading grew (or no epoch finished)\n");
+        printf("soak: FAILED: a reading grew, a child process was left, or no epoch finished\n");
         return 1;
     }
     printf("soak: ok\n");
