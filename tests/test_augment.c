@@ -358,24 +358,6 @@ END_TEST
 
 /* ---- through a loader ---- */
 
-static char tmpdir[256];
-static bu_photos *photos;
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-test-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    char err[256];
-    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
-}
-
-static void teardown(void)
-{
-    bu_photos_free(photos);
-    photos = NULL;
-    bu_rm_rf(tmpdir);
-}
-
 static uint64_t run_loader(feeder_dataset *ds, const feeder_augment *aug, int workers, int layout,
                            int check_mix)
 {
@@ -418,8 +400,8 @@ static uint64_t run_loader(feeder_dataset *ds, const feeder_augment *aug, int wo
 
 START_TEST(loader_output_same_for_any_worker_count)
 {
-    tu_make_folder(photos, tmpdir, "ds", 3, 7, "c", 100, 80, 90, 60);
-    feeder_dataset *ds = tu_open_folder(tmpdir, "ds");
+    tu_make_folder(tu_photos, tu_dir, "ds", 3, 7, "c", 100, 80, 90, 60);
+    feeder_dataset *ds = tu_open_folder(tu_dir, "ds");
     feeder_augment *a;
     ck_assert_int_eq(feeder_augment_create(&a), 0);
     ck_assert_int_eq(feeder_augment_trivial(a, 31, FEEDER_INTERP_NEAREST, FEEDER_FILL_NONE), 0);
@@ -459,7 +441,7 @@ int main(void)
     suite_add_tcase(s, tc);
     TCase *tl = tcase_create("loader");
     tcase_set_timeout(tl, 120);
-    tcase_add_checked_fixture(tl, setup, teardown);
+    tcase_add_checked_fixture(tl, tu_setup, tu_teardown);
     tcase_add_loop_test(tl, loader_output_same_for_any_worker_count, 0, 2);
     suite_add_tcase(s, tl);
     SRunner *sr = srunner_create(s);

@@ -27,35 +27,6 @@
 #include "dataset/pack.h"
 #include "feeder.h"
 
-static char tmpdir[256];
-static bu_photos *photos;
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-badinput-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    char err[256];
-    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
-}
-
-static void teardown(void)
-{
-    bu_photos_free(photos);
-    photos = NULL;
-    bu_rm_rf(tmpdir);
-}
-
-static void path_in(char *buf, size_t len, const char *rel)
-{
-    snprintf(buf, len, "%s/%s", tmpdir, rel);
-}
-
-static void make_folder(const char *rel, int classes, int per)
-{
-    tu_make_folder(photos, tmpdir, rel, classes, per, "c", 160, 140, 120, 160);
-}
-
-
 static uint8_t *save_state(feeder_loader *ld, size_t *len)
 {
     ck_assert_int_eq(feeder_loader_state_save(ld, NULL, 0, len), 0);
@@ -84,7 +55,7 @@ static long max_rss_kib(void)
 START_TEST(test_list_file_streams_bounded)
 {
     char lst[512], want[700], err[1024];
-    path_in(lst, sizeof(lst), "big.txt");
+    tu_path(lst, sizeof(lst), "big.txt");
     const off_t size = (off_t)2 << 30;
     int fd = open(lst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ck_assert_int_ge(fd, 0);
@@ -118,7 +89,7 @@ START_TEST(test_list_file_streams_bounded)
     ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), 0);
     ck_assert_uint_eq(feeder_dataset_size(ds), 20000);
     ck_assert_uint_eq(feeder_dataset_num_classes(ds), 7);
-    snprintf(want, sizeof(want), "%s/d/%05d_some_longer_name.jpg", tmpdir, 12345);
+    snprintf(want, sizeof(want), "%s/d/%05d_some_longer_name.jpg", tu_dir, 12345);
     ck_assert_str_eq(feeder_dataset_path(ds, 12345), want);
     feeder_dataset_destroy(ds);
 }
@@ -129,10 +100,10 @@ END_TEST
  * version 1 blob (no fingerprint) still loads. */
 START_TEST(test_resume_checks_dataset_fingerprint)
 {
-    make_folder("d", 2, 4);
+    tu_folder("d", 2, 4);
     char root[512], from[600], to[600], moved[512];
-    path_in(root, sizeof(root), "d");
-    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    tu_path(root, sizeof(root), "d");
+    feeder_dataset *ds = tu_open_folder(tu_dir, "d");
     feeder_loader *ld = tu_small_loader(ds, 0, 2);
     feeder_batch *b;
     ck_assert_int_eq(feeder_next(ld, &b), 0);
@@ -142,9 +113,9 @@ START_TEST(test_resume_checks_dataset_fingerprint)
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
     /* The same files under another root: accepted. */
-    path_in(moved, sizeof(moved), "moved");
+    tu_path(moved, sizeof(moved), "moved");
     ck_assert_int_eq(rename(root, moved), 0);
-    ds = tu_open_folder(tmpdir, "moved");
+    ds = tu_open_folder(tu_dir, "moved");
     ld = tu_small_loader(ds, 0, 2);
     ck_assert_int_eq(feeder_loader_state_load(ld, blob, len), 0);
     ck_assert_int_eq(feeder_next(ld, &b), 0);
@@ -156,7 +127,7 @@ START_TEST(test_resume_checks_dataset_fingerprint)
     snprintf(from, sizeof(from), "%s/c0/001.jpg", moved);
     snprintf(to, sizeof(to), "%s/c0/001b.jpg", moved);
     ck_assert_int_eq(rename(from, to), 0);
-    ds = tu_open_folder(tmpdir, "moved");
+    ds = tu_open_folder(tu_dir, "moved");
     ld = tu_small_loader(ds, 0, 2);
     ck_assert_int_eq(feeder_loader_state_load(ld, blob, len), FEEDER_EMISMATCH);
     const char *want = "state blob does not match the loader: the dataset's files differ";
@@ -188,7 +159,7 @@ END_TEST
 START_TEST(test_pack_label_in_crc)
 {
     char path[512], want[1024], err[512];
-    path_in(path, sizeof(path), "lab.pack");
+    tu_path(path, sizeof(path), "lab.pack");
     for (uint32_t version = 1; version <= 2; version++) {
         feeder__pack_header h;
         tu_write_raw_pack(path, 8, 4, 4, version, &h);
@@ -233,13 +204,13 @@ END_TEST
  * levels down). */
 START_TEST(test_symlink_loop_named)
 {
-    make_folder("d", 2, 1);
+    tu_folder("d", 2, 1);
     char link[512], want[700], err[1024];
-    path_in(link, sizeof(link), "d/c0/loop");
+    tu_path(link, sizeof(link), "d/c0/loop");
     ck_assert_int_eq(symlink("..", link), 0);
     feeder_dataset *ds = NULL;
     char root[512];
-    path_in(root, sizeof(root), "d");
+    tu_path(root, sizeof(root), "d");
     ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), -ELOOP);
     snprintf(want, sizeof(want), "%s: a symbolic link loop: it leads back to a folder it is in",
              link);
@@ -320,8 +291,8 @@ static int run_pack(const char *const *args, char *out, size_t outlen)
 START_TEST(test_pack_tool_checks)
 {
     char lst[512], out[512], msg[2048], want[1024];
-    path_in(lst, sizeof(lst), "esc.txt");
-    path_in(out, sizeof(out), "o.pack");
+    tu_path(lst, sizeof(lst), "esc.txt");
+    tu_path(out, sizeof(out), "o.pack");
     ck_assert_int_eq(bu_write_file(lst, "../x.jpg 1\n", 11), 0);
     const char *a1[] = {"feeder-pack", "--data", lst, "--out", out, "--mode", "jpeg", "--quiet",
                         NULL};
@@ -329,11 +300,11 @@ START_TEST(test_pack_tool_checks)
     snprintf(want, sizeof(want),
              "feeder-pack: %s:1: path '../x.jpg' escapes the root %s ('..' climbs above the "
              "root); --allow-escape allows it\n",
-             lst, tmpdir);
+             lst, tu_dir);
     ck_assert_str_eq(msg, want);
-    make_folder("d", 1, 2);
+    tu_folder("d", 1, 2);
     char good[600], cut[600], dir[512];
-    path_in(dir, sizeof(dir), "d");
+    tu_path(dir, sizeof(dir), "d");
     snprintf(good, sizeof(good), "%s/c0/000.jpg", dir);
     snprintf(cut, sizeof(cut), "%s/c0/002.jpg", dir);
     uint8_t *bytes;
@@ -359,14 +330,14 @@ END_TEST
  * corrupt, batch 16 unshuffled. */
 static feeder_loader *policy_loader(feeder_dataset **ds, int workers, int policy)
 {
-    make_folder("p", 2, 8);
+    tu_folder("p", 2, 8);
     const char *bad[] = {"p/c0/001.jpg", "p/c0/002.jpg", "p/c0/003.jpg", "p/c1/007.jpg"};
     for (int i = 0; i < 4; i++) {
         char f[512];
-        path_in(f, sizeof(f), bad[i]);
+        tu_path(f, sizeof(f), bad[i]);
         ck_assert_int_eq(bu_write_file(f, "not a jpeg", 10), 0);
     }
-    *ds = tu_open_folder(tmpdir, "p");
+    *ds = tu_open_folder(tu_dir, "p");
     feeder_loader *ld = tu_small_loader(*ds, workers, 16);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 0), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, policy), 0);
@@ -450,7 +421,7 @@ static Suite *badinput_suite(void)
 {
     Suite *s = suite_create("badinput");
     TCase *tc = tcase_create("badinput");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_list_file_streams_bounded);
     tcase_add_test(tc, test_resume_checks_dataset_fingerprint);

@@ -27,36 +27,6 @@
 #include "dataset/pack.h"
 #include "feeder.h"
 
-static char tmpdir[256];
-static bu_photos *photos;
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-faults-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    char err[256];
-    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
-}
-
-static void teardown(void)
-{
-    bu_photos_free(photos);
-    photos = NULL;
-    bu_rm_rf(tmpdir);
-}
-
-static void path_in(char *buf, size_t len, const char *rel)
-{
-    snprintf(buf, len, "%s/%s", tmpdir, rel);
-}
-
-static void make_folder(const char *rel, int classes, int per)
-{
-    tu_make_folder(photos, tmpdir, rel, classes, per, "c", 160, 140, 120, 160);
-}
-
-
-
 /* Lines of /proc/PID/maps naming `what`. */
 static int count_maps(int pid, const char *what)
 {
@@ -97,11 +67,11 @@ static int count_fds(int pid, const char *what)
  * in them. */
 START_TEST(test_workers_inherit_nothing)
 {
-    make_folder("d", 2, 4);
+    tu_folder("d", 2, 4);
     int extra[30];
     for (int i = 0; i < 30; i++)
         extra[i] = open("/dev/null", O_RDONLY);
-    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    feeder_dataset *ds = tu_open_folder(tu_dir, "d");
     feeder_loader *a = tu_small_loader(ds, 1, 2), *b = tu_small_loader(ds, 2, 2);
     feeder_batch *bt;
     ck_assert_int_eq(feeder_next(a, &bt), 0);
@@ -238,8 +208,8 @@ START_TEST(test_workers_cannot_map_slots)
 {
     if (UNDER_SANITIZER)
         return; /* the sanitizers' shadow memory needs an unlimited address space */
-    make_folder("d", 2, 4);
-    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    tu_folder("d", 2, 4);
+    feeder_dataset *ds = tu_open_folder(tu_dir, "d");
     feeder_loader *ld = tu_small_loader(ds, 4, 8);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 224), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 224), 0);
@@ -372,7 +342,7 @@ static void *toggle(void *arg)
 static void pack_cut_while_loading(int workers)
 {
     char path[512];
-    path_in(path, sizeof(path), "cut.pack");
+    tu_path(path, sizeof(path), "cut.pack");
     uint64_t roff;
     size_t len = write_raw_pack(path, 256, 128, 128, &roff);
     char err[512];
@@ -437,8 +407,8 @@ static uint64_t open_fd_count(void)
  * at once, FEEDER_ELIMIT at start), and the batch is whole. */
 START_TEST(test_inline_reads_in_groups)
 {
-    make_folder("d", 2, 70);
-    feeder_dataset *ds = tu_open_folder(tmpdir, "d");
+    tu_folder("d", 2, 70);
+    feeder_dataset *ds = tu_open_folder(tu_dir, "d");
     pid_t pid = fork();
     if (pid == 0) {
         feeder_loader *ld;
@@ -479,7 +449,7 @@ static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("faults");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_workers_inherit_nothing);
     tcase_add_test(tc, test_user_workers_keep_user_fds);

@@ -29,42 +29,14 @@
 
 /* ---- helpers ---- */
 
-static char tmpdir[256];
-static bu_photos *photos;
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-harden-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    char err[256];
-    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
-}
-
-static void teardown(void)
-{
-    bu_photos_free(photos);
-    photos = NULL;
-    bu_rm_rf(tmpdir);
-}
-
-static void path_in(char *buf, size_t len, const char *rel)
-{
-    snprintf(buf, len, "%s/%s", tmpdir, rel);
-}
-
 static void write_text(const char *rel, const char *text)
 {
     char p[512];
-    path_in(p, sizeof(p), rel);
+    tu_path(p, sizeof(p), rel);
     ck_assert_int_eq(bu_write_file(p, text, strlen(text)), 0);
 }
 
-static void make_folder(const char *rel, int classes, int per)
-{
-    tu_make_folder(photos, tmpdir, rel, classes, per, "c", 160, 140, 120, 160);
-}
-
-static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tmpdir, rel); }
+static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tu_dir, rel); }
 
 typedef struct cfg {
     int workers, prefetch, shuffle, in_order, pipeline, batch, policy, split, restarts;
@@ -214,7 +186,7 @@ static feeder_dataset *make_user(user_ds *d)
  * reference. Train pipeline (random crops and flips), shuffled. */
 START_TEST(test_resume_in_order_any_workers)
 {
-    make_folder("imgs", 3, 9); /* 27 images, batch 4: 7 batches, the last of 3 */
+    tu_folder("imgs", 3, 9); /* 27 images, batch 4: 7 batches, the last of 3 */
     feeder_dataset *ds = open_folder("imgs");
     cfg c = train_cfg();
     ref r;
@@ -637,9 +609,9 @@ END_TEST
  * the replacements the dead worker may have put in the slot. */
 START_TEST(test_restart_jpeg_skip_policy)
 {
-    make_folder("imgs", 2, 12);
+    tu_folder("imgs", 2, 12);
     char p[512];
-    path_in(p, sizeof(p), "imgs/c0/005.jpg");
+    tu_path(p, sizeof(p), "imgs/c0/005.jpg");
     ck_assert_int_eq(bu_write_file(p, "not a jpeg", 10), 0);
     feeder_dataset *ds = open_folder("imgs");
     cfg c = train_cfg();
@@ -885,7 +857,7 @@ static uint64_t count_fds(void)
  * and the count; with the limit back up the same loader starts. */
 START_TEST(test_nofile_limit)
 {
-    make_folder("imgs", 1, 4);
+    tu_folder("imgs", 1, 4);
     feeder_dataset *ds = open_folder("imgs");
     pid_t pid = fork();
     if (pid == 0) {
@@ -1054,7 +1026,7 @@ START_TEST(test_pixel_limit_edges)
 {
     uint8_t *j;
     size_t len;
-    ck_assert_int_eq(bu_make_jpeg(photos, 1, 123, 77, 90, -1, 5, &j, &len), 0);
+    ck_assert_int_eq(bu_make_jpeg(tu_photos, 1, 123, 77, 90, -1, 5, &j, &len), 0);
     feeder__decoder *d;
     ck_assert_int_eq(feeder__decoder_create(&d), 0);
     uint8_t dst[32 * 32 * 3];
@@ -1152,9 +1124,9 @@ END_TEST
  * alone, before anything is read, on both read paths; the others load. */
 START_TEST(test_file_over_size_limit)
 {
-    make_folder("imgs", 1, 3);
+    tu_folder("imgs", 1, 3);
     char p[512];
-    path_in(p, sizeof(p), "imgs/c0/001.jpg");
+    tu_path(p, sizeof(p), "imgs/c0/001.jpg");
     int fd = open(p, O_WRONLY | O_TRUNC);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(ftruncate(fd, (off_t)FEEDER__MAX_FILE_BYTES + 1), 0);
@@ -1197,9 +1169,9 @@ END_TEST
 START_TEST(test_list_paths_escaping_root)
 {
     char lst[512], root[512], err[700], want[2400];
-    path_in(root, sizeof(root), "l");
+    tu_path(root, sizeof(root), "l");
     ck_assert_int_eq(bu_mkdirs(root), 0);
-    path_in(lst, sizeof(lst), "l/list.txt");
+    tu_path(lst, sizeof(lst), "l/list.txt");
     feeder_dataset *ds;
     struct {
         const char *line2;
@@ -1260,7 +1232,7 @@ START_TEST(test_list_paths_escaping_root)
     free(longline);
     char nul[] = "a.jpg 1\nb\0.jpg 2\n";
     char p[512];
-    path_in(p, sizeof(p), "l/list.txt");
+    tu_path(p, sizeof(p), "l/list.txt");
     ck_assert_int_eq(bu_write_file(p, nul, sizeof(nul) - 1), 0);
     ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), FEEDER_EDATASET);
     snprintf(want, sizeof(want), "%s:2: line holds a NUL byte", lst);
@@ -1302,7 +1274,7 @@ static Suite *harden_suite(void)
 {
     Suite *s = suite_create("harden");
     TCase *tc = tcase_create("harden");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_resume_in_order_any_workers);
     tcase_add_test(tc, test_resume_out_of_order_delivers_the_rest);

@@ -24,35 +24,7 @@
 
 /* ---- helpers ---- */
 
-static char tmpdir[256];
-static bu_photos *photos;
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-test-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    char err[256];
-    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
-}
-
-static void teardown(void)
-{
-    bu_photos_free(photos);
-    photos = NULL;
-    bu_rm_rf(tmpdir);
-}
-
-static void path_in(char *buf, size_t len, const char *rel)
-{
-    snprintf(buf, len, "%s/%s", tmpdir, rel);
-}
-
-static void make_folder(const char *rel, int classes, int per)
-{
-    tu_make_folder(photos, tmpdir, rel, classes, per, "c", 160, 140, 120, 160);
-}
-
-static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tmpdir, rel); }
+static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tu_dir, rel); }
 
 typedef struct run_cfg {
     int workers, prefetch, shuffle, in_order, pipeline, decoder, io, layout, batch, policy;
@@ -223,7 +195,7 @@ END_TEST
 
 START_TEST(test_jpeg_same_hash_any_workers_and_io)
 {
-    make_folder("imgs", 3, 6);
+    tu_folder("imgs", 3, 6);
     feeder_dataset *ds = open_folder("imgs");
     int pipelines[] = {FEEDER_PIPELINE_EVAL, FEEDER_PIPELINE_TRAIN};
     for (int p = 0; p < 2; p++) {
@@ -553,7 +525,7 @@ static int count_mappings(void)
 
 START_TEST(test_destroy_mid_epoch_leaves_nothing)
 {
-    make_folder("imgs", 2, 10);
+    tu_folder("imgs", 2, 10);
     feeder_dataset *ds = open_folder("imgs");
     int shm0 = count_dir("/dev/shm");
     run_cfg c = defaults();
@@ -616,7 +588,7 @@ END_TEST
 static void write_bytes(const char *rel, const void *data, size_t len)
 {
     char p[512];
-    path_in(p, sizeof(p), rel);
+    tu_path(p, sizeof(p), rel);
     ck_assert_int_eq(bu_write_file(p, data, len), 0);
 }
 
@@ -625,19 +597,19 @@ static void write_bytes(const char *rel, const void *data, size_t len)
 static void expect_bad(const void *bad, size_t len, int want_rc, const char *want_text,
                        int64_t max_pixels)
 {
-    make_folder("bad", 2, 4);
+    tu_folder("bad", 2, 4);
     char rel[64] = "bad/c0/002.jpg";
     if (bad)
         write_bytes(rel, bad, len);
     else {
         char p[512];
-        path_in(p, sizeof(p), rel);
+        tu_path(p, sizeof(p), rel);
         unlink(p);
         /* The dataset was opened before the file vanished: keep it listed by
          * re-creating the folder's list through a list file instead. */
     }
     char lst[512];
-    path_in(lst, sizeof(lst), "bad.txt");
+    tu_path(lst, sizeof(lst), "bad.txt");
     FILE *f = fopen(lst, "w");
     for (int c = 0; c < 2; c++)
         for (int i = 0; i < 4; i++)
@@ -718,7 +690,7 @@ START_TEST(test_bad_truncated)
 {
     uint8_t *j;
     size_t len;
-    ck_assert_int_eq(bu_make_jpeg(photos, 0, 200, 150, 90, -1, 1, &j, &len), 0);
+    ck_assert_int_eq(bu_make_jpeg(tu_photos, 0, 200, 150, 90, -1, 1, &j, &len), 0);
     /* Keep the header and part of the scan: a truncated download. */
     expect_bad(j, len / 2, FEEDER_EDECODE, "", 0);
     free(j);
@@ -730,7 +702,7 @@ START_TEST(test_bad_over_pixel_limit)
     /* Every image in the folder is under 300x280; this one is 400x300. */
     uint8_t *j;
     size_t len;
-    ck_assert_int_eq(bu_make_jpeg(photos, 0, 400, 300, 90, -1, 1, &j, &len), 0);
+    ck_assert_int_eq(bu_make_jpeg(tu_photos, 0, 400, 300, 90, -1, 1, &j, &len), 0);
     expect_bad(j, len, FEEDER_ETOOBIG, "", 300 * 280);
     free(j);
 }
@@ -767,11 +739,11 @@ START_TEST(test_folder_labels_and_order)
     const char *files[] = {"f/b/2.jpg", "f/b/1.JPEG", "f/a/x.jpg", "f/a/sub/y.jpg",
                            "f/a/notes.txt", "f/C/z.jpg", "f/readme.jpg"};
     char dir[512];
-    path_in(dir, sizeof(dir), "f/a/sub");
+    tu_path(dir, sizeof(dir), "f/a/sub");
     bu_mkdirs(dir);
-    path_in(dir, sizeof(dir), "f/b");
+    tu_path(dir, sizeof(dir), "f/b");
     bu_mkdirs(dir);
-    path_in(dir, sizeof(dir), "f/C");
+    tu_path(dir, sizeof(dir), "f/C");
     bu_mkdirs(dir);
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
         write_bytes(files[i], "x", 1);
@@ -785,7 +757,7 @@ START_TEST(test_folder_labels_and_order)
     int64_t labels[] = {0, 1, 1, 2, 2};
     for (int i = 0; i < 5; i++) {
         char p[512];
-        path_in(p, sizeof(p), want[i]);
+        tu_path(p, sizeof(p), want[i]);
         ck_assert_str_eq(feeder_dataset_path(ds, (uint64_t)i), p);
         ck_assert_int_eq(feeder_dataset_label(ds, (uint64_t)i), labels[i]);
     }
@@ -799,17 +771,17 @@ START_TEST(test_folder_errors)
 {
     char root[512], err[512];
     feeder_dataset *ds = (feeder_dataset *)0x1;
-    path_in(root, sizeof(root), "missing");
+    tu_path(root, sizeof(root), "missing");
     ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, root));
     ck_assert_ptr_eq(ds, (feeder_dataset *)0x1); /* untouched on failure */
-    path_in(root, sizeof(root), "empty");
+    tu_path(root, sizeof(root), "empty");
     bu_mkdirs(root);
     ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), FEEDER_EDATASET);
     ck_assert_ptr_nonnull(strstr(err, "no class folders"));
-    path_in(root, sizeof(root), "empty/cls");
+    tu_path(root, sizeof(root), "empty/cls");
     bu_mkdirs(root);
-    path_in(root, sizeof(root), "empty");
+    tu_path(root, sizeof(root), "empty");
     ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), FEEDER_EDATASET);
     ck_assert_ptr_nonnull(strstr(err, "no .jpg, .jpeg, .jfif, .png or .webp files"));
     ck_assert_int_eq(feeder_dataset_open_folder(NULL, &ds, err, sizeof(err)), FEEDER_EINVAL);
@@ -819,17 +791,17 @@ END_TEST
 START_TEST(test_list_file_paths_with_spaces_and_utf8)
 {
     char dir[512];
-    path_in(dir, sizeof(dir), "l/été photos");
+    tu_path(dir, sizeof(dir), "l/été tu_photos");
     bu_mkdirs(dir);
     char p[600];
     snprintf(p, sizeof(p), "%s/chat noir.jpg", dir);
-    ck_assert_int_eq(bu_write_jpeg(photos, p, 1, 120, 100, 90, -1, 3), 0);
+    ck_assert_int_eq(bu_write_jpeg(tu_photos, p, 1, 120, 100, 90, -1, 3), 0);
     snprintf(p, sizeof(p), "%s/日本.jpg", dir);
-    ck_assert_int_eq(bu_write_jpeg(photos, p, 2, 100, 120, 90, -1, 4), 0);
-    const char *list = "# comment\n\n été photos/chat noir.jpg   3\nété photos/日本.jpg\t11\r\n";
+    ck_assert_int_eq(bu_write_jpeg(tu_photos, p, 2, 100, 120, 90, -1, 4), 0);
+    const char *list = "# comment\n\n été tu_photos/chat noir.jpg   3\nété tu_photos/日本.jpg\t11\r\n";
     write_bytes("l/list.txt", list, strlen(list));
     char lst[512], err[512];
-    path_in(lst, sizeof(lst), "l/list.txt");
+    tu_path(lst, sizeof(lst), "l/list.txt");
     feeder_dataset *ds;
     ck_assert_msg(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
     ck_assert_uint_eq(feeder_dataset_size(ds), 2);
@@ -862,7 +834,7 @@ START_TEST(test_list_file_errors)
                          "a.jpg 1\n   7\n"};
     for (int i = 0; i < 4; i++) {
         write_bytes("bad.txt", bad[i], strlen(bad[i]));
-        path_in(lst, sizeof(lst), "bad.txt");
+        tu_path(lst, sizeof(lst), "bad.txt");
         ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)),
                          FEEDER_EDATASET);
         char want[600];
@@ -870,9 +842,9 @@ START_TEST(test_list_file_errors)
         ck_assert_msg(strstr(err, want), "case %d: %s", i, err);
     }
     write_bytes("empty.txt", "# nothing\n", 10);
-    path_in(lst, sizeof(lst), "empty.txt");
+    tu_path(lst, sizeof(lst), "empty.txt");
     ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), FEEDER_EDATASET);
-    path_in(lst, sizeof(lst), "nope.txt");
+    tu_path(lst, sizeof(lst), "nope.txt");
     ck_assert_int_eq(feeder_dataset_open_list(lst, NULL, &ds, err, sizeof(err)), -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "nope.txt"));
 }
@@ -943,7 +915,7 @@ END_TEST
 
 START_TEST(test_io_backend_reported)
 {
-    make_folder("imgs", 1, 3);
+    tu_folder("imgs", 1, 3);
     feeder_dataset *ds = open_folder("imgs");
     run_cfg c = defaults();
     c.io = FEEDER_IO_PREAD;
@@ -966,7 +938,7 @@ END_TEST
 
 START_TEST(test_stats_counts)
 {
-    make_folder("imgs", 2, 5);
+    tu_folder("imgs", 2, 5);
     feeder_dataset *ds = open_folder("imgs");
     run_cfg c = defaults();
     c.epochs = 1;
@@ -1001,7 +973,7 @@ END_TEST
 START_TEST(test_gpu_fallback_host_batches)
 {
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    make_folder("fb", 2, 4);
+    tu_folder("fb", 2, 4);
     feeder_dataset *ds = open_folder("fb");
     run_cfg c = defaults();
     uint64_t want = run_hash(ds, &c, NULL);
@@ -1062,7 +1034,7 @@ START_TEST(test_gpu_plugin_missing)
 {
     const char *path = "/nonexistent/libfeeder_cuda.so.0";
     setenv("FEEDER_CUDA_PLUGIN", path, 1);
-    make_folder("pm", 2, 3);
+    tu_folder("pm", 2, 3);
     feeder_dataset *ds = open_folder("pm");
     run_cfg c = defaults();
     feeder_loader *ld = make_loader(ds, &c);
@@ -1093,7 +1065,7 @@ static Suite *loader_suite(void)
 {
     Suite *s = suite_create("loader");
     TCase *tc = tcase_create("loader");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_user_exact_order);
     tcase_add_test(tc, test_user_same_hash_any_workers);

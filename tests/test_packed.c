@@ -3,7 +3,7 @@
  * read paths (mmap, io_uring, O_DIRECT) against each other, round trips
  * through feeder-pack (RAW and JPEG packs give the folder's very batches),
  * shards, checksums and the skip policy, and a pack interrupted by signals.
- * Datasets are small folders cut from bench/photos in a temporary folder.
+ * Datasets are small folders cut from bench/tu_photos in a temporary folder.
  */
 #include <check.h>
 #include <dirent.h>
@@ -30,45 +30,24 @@
 
 /* ---- helpers ---- */
 
-static char tmpdir[256];
-static bu_photos *photos;
-
+/* /var/tmp is on disk on most systems, where O_DIRECT works; /tmp may be
+ * tmpfs. Either way the O_DIRECT tests say what they ran on. */
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/feeder-packed-XXXXXX");
-    /* /var/tmp is on disk on most systems, where O_DIRECT works; /tmp may be
-     * tmpfs. Either way the O_DIRECT tests say what they ran on. */
-    if (!mkdtemp(tmpdir)) {
-        snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-packed-XXXXXX");
-        ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    }
-    char err[256];
-    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
-}
-
-static void teardown(void)
-{
-    bu_photos_free(photos);
-    photos = NULL;
-    bu_rm_rf(tmpdir);
-}
-
-static void path_in(char *buf, size_t len, const char *rel)
-{
-    snprintf(buf, len, "%s/%s", tmpdir, rel);
+    tu_setup_in("/var/tmp");
 }
 
 static void make_folder(const char *rel, int classes, int per)
 {
-    tu_make_folder(photos, tmpdir, rel, classes, per, "k", 96, 120, 80, 140);
+    tu_make_folder(tu_photos, tu_dir, rel, classes, per, "k", 96, 120, 80, 140);
 }
 
-static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tmpdir, rel); }
+static feeder_dataset *open_folder(const char *rel) { return tu_open_folder(tu_dir, rel); }
 
 static feeder_dataset *open_pack(const char *rel)
 {
     char p[512], err[1024];
-    path_in(p, sizeof(p), rel);
+    tu_path(p, sizeof(p), rel);
     feeder_dataset *ds = NULL;
     int rc = feeder_dataset_open_packed(p, &ds, err, sizeof(err));
     ck_assert_msg(rc == 0, "open_packed: %s", err);
@@ -78,7 +57,7 @@ static feeder_dataset *open_pack(const char *rel)
 static int file_exists(const char *rel)
 {
     char p[512];
-    path_in(p, sizeof(p), rel);
+    tu_path(p, sizeof(p), rel);
     struct stat st;
     return stat(p, &st) == 0;
 }
@@ -88,7 +67,7 @@ static int file_exists(const char *rel)
 static int run_tool(const char *const *args, char *errout, size_t errlen)
 {
     char log[512];
-    path_in(log, sizeof(log), "tool.log");
+    tu_path(log, sizeof(log), "tool.log");
     const char *argv[32] = {FEEDER_PACK_TOOL};
     int n = 1;
     for (; args[n - 1]; n++)
@@ -215,7 +194,7 @@ static void assert_same(const capture *a, const capture *b, const char *what)
 static int direct_works(const char *rel)
 {
     char p[512];
-    path_in(p, sizeof(p), rel);
+    tu_path(p, sizeof(p), rel);
     int fd = open(p, O_RDONLY | O_DIRECT);
     if (fd < 0)
         return 0;
@@ -299,7 +278,7 @@ static mem_pack build_raw(uint64_t n)
 static void write_rel(const char *rel, const void *data, size_t len)
 {
     char p[512];
-    path_in(p, sizeof(p), rel);
+    tu_path(p, sizeof(p), rel);
     ck_assert_int_eq(bu_write_file(p, data, len), 0);
 }
 
@@ -309,7 +288,7 @@ static void expect_reject(const uint8_t *buf, size_t len, int want_rc, const cha
 {
     write_rel("x.pack", buf, len);
     char p[512], err[1024], full[1400];
-    path_in(p, sizeof(p), "x.pack");
+    tu_path(p, sizeof(p), "x.pack");
     feeder_dataset *ds = (feeder_dataset *)0x1;
     int rc = feeder_dataset_open_packed(p, &ds, err, sizeof(err));
     snprintf(full, sizeof(full), "%s: %s", p, want);
@@ -517,12 +496,12 @@ START_TEST(test_reject_not_a_file)
 {
     char p[512], err[1024], want[1200];
     feeder_dataset *ds;
-    path_in(p, sizeof(p), "missing.pack");
+    tu_path(p, sizeof(p), "missing.pack");
     ck_assert_int_eq(feeder_dataset_open_packed(p, &ds, err, sizeof(err)), -ENOENT);
     snprintf(want, sizeof(want), "%s: cannot open packed file: No such file or directory", p);
     ck_assert_str_eq(err, want);
-    ck_assert_int_eq(feeder_dataset_open_packed(tmpdir, &ds, err, sizeof(err)), -EISDIR);
-    snprintf(want, sizeof(want), "%s: is a folder, not a packed file", tmpdir);
+    ck_assert_int_eq(feeder_dataset_open_packed(tu_dir, &ds, err, sizeof(err)), -EISDIR);
+    snprintf(want, sizeof(want), "%s: is a folder, not a packed file", tu_dir);
     ck_assert_str_eq(err, want);
     ck_assert_int_eq(feeder_dataset_open_packed("/dev/null", &ds, err, sizeof(err)),
                      FEEDER_EFORMAT);
@@ -622,7 +601,7 @@ START_TEST(test_raw_records_labels_and_info)
             }
     if (!direct)
         fprintf(stderr, "test_raw_records_labels_and_info: %s has no O_DIRECT; skipped that "
-                        "read path\n", tmpdir);
+                        "read path\n", tu_dir);
     feeder_dataset_destroy(ds);
     free(m.buf);
 }
@@ -634,7 +613,7 @@ START_TEST(test_shape_adopted_or_mismatch)
     write_rel("r.pack", m.buf, m.len);
     feeder_dataset *ds = open_pack("r.pack");
     char p[512], want[1024];
-    path_in(p, sizeof(p), "r.pack");
+    tu_path(p, sizeof(p), "r.pack");
     feeder_loader *ld;
     feeder_batch *b;
 
@@ -707,7 +686,7 @@ START_TEST(test_crc_mismatch_fail_and_skip)
     write_rel("c.pack", m.buf, m.len);
     feeder_dataset *ds = open_pack("c.pack");
     char p[512], want[1024];
-    path_in(p, sizeof(p), "c.pack");
+    tu_path(p, sizeof(p), "c.pack");
     int direct = direct_works("c.pack");
     for (int read = 0; read <= 2; read++)
         for (int workers = 0; workers <= 2; workers += 2) {
@@ -772,7 +751,7 @@ START_TEST(test_file_shrunk_after_open)
     write_rel("s.pack", m.buf, m.len);
     feeder_dataset *ds = open_pack("s.pack");
     char p[512], want[1024];
-    path_in(p, sizeof(p), "s.pack");
+    tu_path(p, sizeof(p), "s.pack");
     ck_assert_int_eq(truncate(p, 16384 + 38 * 18), 0); /* records 0..37 stay whole */
     snprintf(want, sizeof(want), "batch 4 of epoch 0: record 38 of %s: the file is now 17068 "
              "bytes, shorter than when it was opened (20480 bytes)", p);
@@ -826,10 +805,10 @@ START_TEST(test_jpeg_record_decode_error)
 {
     uint8_t *j[3];
     size_t jl[3];
-    ck_assert_int_eq(bu_make_jpeg(photos, 0, 120, 90, 85, -1, 1, &j[0], &jl[0]), 0);
+    ck_assert_int_eq(bu_make_jpeg(tu_photos, 0, 120, 90, 85, -1, 1, &j[0], &jl[0]), 0);
     j[1] = (uint8_t *)strdup("this is not a jpeg");
     jl[1] = strlen((char *)j[1]);
-    ck_assert_int_eq(bu_make_jpeg(photos, 1, 100, 130, 85, -1, 2, &j[2], &jl[2]), 0);
+    ck_assert_int_eq(bu_make_jpeg(tu_photos, 1, 100, 130, 85, -1, 2, &j[2], &jl[2]), 0);
     feeder__pack_header h;
     memset(&h, 0, sizeof(h));
     h.version = 1;
@@ -872,7 +851,7 @@ START_TEST(test_jpeg_record_decode_error)
     ck_assert_int_eq(drc, FEEDER_EDECODE);
     feeder__decoder_destroy(dec);
     char p[512], want[1024];
-    path_in(p, sizeof(p), "j.pack");
+    tu_path(p, sizeof(p), "j.pack");
     snprintf(want, sizeof(want), "batch 0 of epoch 0: record 1 of %s: %.400s", p, derr);
     int direct = direct_works("j.pack");
     for (int read = 0; read <= 2; read++)
@@ -933,8 +912,8 @@ static void raw_round_trip(int layout, const char *size)
     tool_required();
     make_folder("img", 3, 7);
     char data[512], out[512];
-    path_in(data, sizeof(data), "img");
-    path_in(out, sizeof(out), "img.pack");
+    tu_path(data, sizeof(data), "img");
+    tu_path(out, sizeof(out), "img.pack");
     const char *args[] = {"--data", data, "--out", out, "--size", size, "--resize", "72",
                           "--layout", layout ? "nchw" : "nhwc", "--workers", "2", "--batch", "4",
                           "--verify", "--quiet", NULL};
@@ -987,8 +966,8 @@ START_TEST(test_round_trip_jpeg)
     tool_required();
     make_folder("img", 2, 9);
     char data[512], out[512];
-    path_in(data, sizeof(data), "img");
-    path_in(out, sizeof(out), "img.pack");
+    tu_path(data, sizeof(data), "img");
+    tu_path(out, sizeof(out), "img.pack");
     const char *args[] = {"--data", data, "--out", out, "--mode", "jpeg", "--verify", "--quiet",
                           NULL};
     pack_ok(args);
@@ -1041,9 +1020,9 @@ START_TEST(test_shards)
     tool_required();
     make_folder("img", 2, 8);
     char data[512], out[512], sout[512];
-    path_in(data, sizeof(data), "img");
-    path_in(out, sizeof(out), "all.pack");
-    path_in(sout, sizeof(sout), "part.pack");
+    tu_path(data, sizeof(data), "img");
+    tu_path(out, sizeof(out), "all.pack");
+    tu_path(sout, sizeof(sout), "part.pack");
     const char *a1[] = {"--data", data, "--out", out, "--size", "32", "--resize", "40",
                         "--workers", "1", "--quiet", NULL};
     pack_ok(a1);
@@ -1112,7 +1091,7 @@ END_TEST
 
 static int count_with(const char *prefix)
 {
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(tu_dir);
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)))
@@ -1126,11 +1105,11 @@ START_TEST(test_pack_error_leaves_nothing)
     tool_required();
     make_folder("img", 2, 6);
     char bad[512];
-    path_in(bad, sizeof(bad), "img/k1/003.jpg");
+    tu_path(bad, sizeof(bad), "img/k1/003.jpg");
     ck_assert_int_eq(bu_write_file(bad, "\xff\xd8 broken", 9), 0);
     char data[512], out[512], msg[4096];
-    path_in(data, sizeof(data), "img");
-    path_in(out, sizeof(out), "o.pack");
+    tu_path(data, sizeof(data), "img");
+    tu_path(out, sizeof(out), "o.pack");
     for (int jpeg = 0; jpeg <= 1; jpeg++) {
         const char *args[] = {"--data", data, "--out", out, "--mode", jpeg ? "jpeg" : "raw",
                               "--workers", "2", "--batch", "4", "--quiet", NULL};
@@ -1158,8 +1137,8 @@ START_TEST(test_pack_error_leaves_nothing)
     /* A list naming an absolute path is refused, as the library refuses it,
      * unless --allow-escape; then it packs. */
     char list[512], good[512];
-    path_in(list, sizeof(list), "abs.txt");
-    path_in(good, sizeof(good), "img/k0/000.jpg");
+    tu_path(list, sizeof(list), "abs.txt");
+    tu_path(good, sizeof(good), "img/k0/000.jpg");
     FILE *f = fopen(list, "w");
     fprintf(f, "%s 0\nimg/k0/001.jpg 1\n", good);
     fclose(f);
@@ -1188,12 +1167,12 @@ static void interrupted(int sig)
     tool_required();
     make_folder("img", 1, 12);
     char big[512], list[512], out[512], tmp[600];
-    path_in(big, sizeof(big), "img/k0/big.jpg");
+    tu_path(big, sizeof(big), "img/k0/big.jpg");
     int bfd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ck_assert_int_ge(bfd, 0);
     ck_assert_int_eq(ftruncate(bfd, (off_t)1000 << 20), 0);
     close(bfd);
-    path_in(list, sizeof(list), "list.txt");
+    tu_path(list, sizeof(list), "list.txt");
     FILE *f = fopen(list, "w");
     for (int i = 0; i < 12; i++) {
         if (i == 8)
@@ -1202,9 +1181,9 @@ static void interrupted(int sig)
             fprintf(f, "img/k0/%03d.jpg %d\n", i, i % 2);
     }
     fclose(f);
-    path_in(out, sizeof(out), "o.pack");
+    tu_path(out, sizeof(out), "o.pack");
     char log[512];
-    path_in(log, sizeof(log), "tool.log");
+    tu_path(log, sizeof(log), "tool.log");
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -1253,7 +1232,7 @@ static Suite *packed_suite(void)
 {
     Suite *s = suite_create("packed");
     TCase *tc = tcase_create("packed");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, tu_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_crc32c);
     tcase_add_test(tc, test_reject_header_fields);

@@ -375,28 +375,10 @@ static size_t count_on(const trace *t, int tid)
 
 /* ---- fixtures ---- */
 
-static char tmpdir[256];
-static bu_photos *photos;
-
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-trace-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    char err[256];
-    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
+    tu_setup();
     feeder__trace_set_cap(0);
-}
-
-static void teardown(void)
-{
-    bu_photos_free(photos);
-    photos = NULL;
-    bu_rm_rf(tmpdir);
-}
-
-static void path_in(char *buf, size_t len, const char *rel)
-{
-    snprintf(buf, len, "%s/%s", tmpdir, rel);
 }
 
 /* 12 images, 3 batches of 4. */
@@ -406,8 +388,8 @@ static void path_in(char *buf, size_t len, const char *rel)
 
 static feeder_dataset *folder(void)
 {
-    tu_make_folder(photos, tmpdir, "imgs", 2, NIMG / 2, "c", 160, 140, 120, 160);
-    return tu_open_folder(tmpdir, "imgs");
+    tu_folder("imgs", 2, NIMG / 2);
+    return tu_open_folder(tu_dir, "imgs");
 }
 
 static feeder_loader *loader(feeder_dataset *ds, int workers, const char *trace_path)
@@ -477,7 +459,7 @@ START_TEST(test_trace_run)
 {
     feeder_dataset *ds = folder();
     char path[512];
-    path_in(path, sizeof(path), "run.json");
+    tu_path(path, sizeof(path), "run.json");
     feeder_loader *ld = loader(ds, 2, path);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
     uint64_t t_start = feeder__now_ns();
@@ -585,7 +567,7 @@ START_TEST(test_trace_pids_and_inline)
 {
     feeder_dataset *ds = folder();
     char path[512];
-    path_in(path, sizeof(path), "pids.json");
+    tu_path(path, sizeof(path), "pids.json");
     feeder_loader *ld = loader(ds, 1, path);
     int seen[2][NIMG] = {{0}};
     int pids[2];
@@ -643,7 +625,7 @@ START_TEST(test_trace_callbacks)
     feeder_dataset *ds;
     ck_assert_int_eq(feeder_dataset_create(&cb, &n, &ds), 0);
     char path[512];
-    path_in(path, sizeof(path), "cb.json");
+    tu_path(path, sizeof(path), "cb.json");
     feeder_loader *ld;
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 3), 0);
@@ -684,7 +666,7 @@ START_TEST(test_trace_flush_superset)
 {
     feeder_dataset *ds = folder();
     char path[512];
-    path_in(path, sizeof(path), "flush.json");
+    tu_path(path, sizeof(path), "flush.json");
     feeder_loader *ld = loader(ds, 2, path);
     feeder_batch *b;
     ck_assert_int_eq(feeder_next(ld, &b), 0);
@@ -720,7 +702,7 @@ START_TEST(test_trace_states_and_errors)
 {
     feeder_dataset *ds = folder();
     char path[512], tmp[700];
-    path_in(path, sizeof(path), "s.json");
+    tu_path(path, sizeof(path), "s.json");
     ck_assert_int_eq(feeder_loader_set_trace(NULL, path), FEEDER_EINVAL);
     ck_assert_int_eq(feeder_loader_trace_flush(NULL), FEEDER_EINVAL);
 
@@ -742,7 +724,7 @@ START_TEST(test_trace_states_and_errors)
 
     /* A path that cannot be written fails the start, naming the file. */
     char bad[600];
-    path_in(bad, sizeof(bad), "no-such-dir/t.json");
+    tu_path(bad, sizeof(bad), "no-such-dir/t.json");
     ld = loader(ds, 1, bad);
     ck_assert_int_eq(feeder_loader_start(ld), -ENOENT);
     char want[1400];
@@ -753,7 +735,7 @@ START_TEST(test_trace_states_and_errors)
 
     /* ... and a flush when the directory went away meanwhile. */
     char dir[512];
-    path_in(dir, sizeof(dir), "gone");
+    tu_path(dir, sizeof(dir), "gone");
     ck_assert_int_eq(mkdir(dir, 0755), 0);
     snprintf(bad, sizeof(bad), "%s/t.json", dir);
     ld = loader(ds, 1, bad);
@@ -772,7 +754,7 @@ START_TEST(test_trace_states_and_errors)
     feeder_loader_destroy(ld);
 
     /* A rename that fails: the path is a directory. */
-    path_in(bad, sizeof(bad), "isdir");
+    tu_path(bad, sizeof(bad), "isdir");
     ck_assert_int_eq(mkdir(bad, 0755), 0);
     char inside[700];
     snprintf(inside, sizeof(inside), "%s/x", bad);
@@ -796,7 +778,7 @@ START_TEST(test_trace_cap)
     feeder__trace_set_cap(5);
     feeder_dataset *ds = folder();
     char path[512];
-    path_in(path, sizeof(path), "cap.json");
+    tu_path(path, sizeof(path), "cap.json");
     feeder_loader *ld = loader(ds, 1, path);
     int seen[2][NIMG] = {{0}};
     int calls = 0;
@@ -832,7 +814,7 @@ START_TEST(test_trace_killed_worker)
 {
     feeder_dataset *ds = folder();
     char path[512];
-    path_in(path, sizeof(path), "kill.json");
+    tu_path(path, sizeof(path), "kill.json");
     feeder_loader *ld = loader(ds, 2, path);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_MAX_RESTARTS, 1), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
@@ -883,7 +865,7 @@ START_TEST(test_trace_internal)
     ck_assert_int_eq(feeder__trace_write(NULL, NULL, 0), 0);
     feeder__trace_destroy(NULL);
     char path[512], err[512];
-    path_in(path, sizeof(path), "int.json");
+    tu_path(path, sizeof(path), "int.json");
     feeder__trace *tr = feeder__trace_create(path, 1, err, sizeof(err));
     ck_assert_ptr_nonnull(tr);
     int a = feeder__trace_track(tr, "quote \" back \\ tab \t");
@@ -925,7 +907,7 @@ static Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
     TCase *tc = tcase_create("trace");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, tu_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_parser_is_strict);
     tcase_add_test(tc, test_trace_run);

@@ -1,5 +1,6 @@
 /* See testutil.h. */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,44 @@
 #include "testutil.h"
 #include "common/common.h"
 #include "dataset/pack.h"
+
+char tu_dir[256];
+bu_photos *tu_photos;
+
+void tu_setup_in(const char *parent)
+{
+    snprintf(tu_dir, sizeof(tu_dir), "%s/feeder-%s-XXXXXX", parent,
+             program_invocation_short_name);
+    if (!mkdtemp(tu_dir)) {
+        snprintf(tu_dir, sizeof(tu_dir), "/tmp/feeder-%s-XXXXXX", program_invocation_short_name);
+        ck_assert_ptr_nonnull(mkdtemp(tu_dir));
+    }
+    char err[256];
+    ck_assert_msg(bu_photos_load(FEEDER_TEST_PHOTOS, &tu_photos, err, sizeof(err)) == 0,
+                  "photos: %s", err);
+}
+
+void tu_setup(void)
+{
+    tu_setup_in("/tmp");
+}
+
+void tu_teardown(void)
+{
+    bu_photos_free(tu_photos);
+    tu_photos = NULL;
+    bu_rm_rf(tu_dir);
+}
+
+void tu_path(char *buf, size_t len, const char *rel)
+{
+    snprintf(buf, len, "%s/%s", tu_dir, rel);
+}
+
+void tu_folder(const char *rel, int classes, int per)
+{
+    tu_make_folder(tu_photos, tu_dir, rel, classes, per, "c", 160, 140, 120, 160);
+}
 
 void tu_make_folder(const bu_photos *photos, const char *dir, const char *rel, int classes,
                     int per, const char *prefix, uint32_t w0, uint32_t wspan, uint32_t h0,

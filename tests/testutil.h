@@ -11,6 +11,22 @@
 #include "benchutil.h"
 #include "feeder.h"
 
+/* The fixture most suites share, for tcase_add_checked_fixture(tc, tu_setup,
+ * tu_teardown): tu_dir, a fresh folder /tmp/feeder-<program>-XXXXXX, and
+ * tu_photos, the bundled photos. */
+extern char tu_dir[256];
+extern bu_photos *tu_photos;
+void tu_setup(void);
+/* tu_setup with the folder under `parent` (e.g. /var/tmp, on disk, where
+ * O_DIRECT works), or under /tmp when `parent` has no room for it. */
+void tu_setup_in(const char *parent);
+void tu_teardown(void);
+/* tu_dir/rel, into buf of len bytes. */
+void tu_path(char *buf, size_t len, const char *rel);
+/* The suites' usual folder: tu_make_folder(tu_photos, tu_dir, rel, classes,
+ * per, "c", 160, 140, 120, 160). */
+void tu_folder(const char *rel, int classes, int per);
+
 /* An image folder under dir/rel: `classes` sub-folders named prefix0,
  * prefix1, ..., each with `per` JPEGs (000.jpg ...) of quality 85, sized
  * w0 + (c*37 + i*53) % wspan by h0 + (c*29 + i*71) % hspan, each cut from
