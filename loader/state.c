@@ -171,44 +171,47 @@ void feeder__state_encode(const feeder__state *st, uint8_t *b, size_t len)
     put32(b + 12, feeder__crc32c(0, b, len));
 }
 
-int feeder__state_decode(const uint8_t *b, size_t len, feeder__state *st, char *msg,
-                         size_t msglen)
+/* The blob's frame: magic, version, length and CRC. Sets *header to the
+ * version's header size. 0 or FEEDER_ESTATEBLOB with the reason. */
+static int check_frame(const uint8_t *b, size_t len, uint32_t *header, char *msg,
+                       size_t msglen)
 {
     const char *pre = "state blob";
     if (len < STATE_HEADER_V1)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: %zu bytes, shorter than its %u-byte header", pre, len,
-                                   STATE_HEADER_V1);
+                          "%s: %zu bytes, shorter than its %u-byte header", pre, len,
+                          STATE_HEADER_V1);
     if (get32(b) != STATE_MAGIC)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: bad magic 0x%08x (not a feeder state blob)", pre,
-                                   get32(b));
+                          "%s: bad magic 0x%08x (not a feeder state blob)", pre, get32(b));
     uint32_t version = get32(b + 4);
     if (version != 1 && version != STATE_VERSION)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: version %u, this library reads versions 1 to %u", pre,
-                                   version, STATE_VERSION);
-    const uint32_t header = version == 1 ? STATE_HEADER_V1 : STATE_HEADER;
-    if (len < header)
+                          "%s: version %u, this library reads versions 1 to %u", pre, version,
+                          STATE_VERSION);
+    *header = version == 1 ? STATE_HEADER_V1 : STATE_HEADER;
+    if (len < *header)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: %zu bytes, shorter than its %u-byte header", pre, len,
-                                   header);
+                          "%s: %zu bytes, shorter than its %u-byte header", pre, len, *header);
     if (get32(b + 8) != len)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: its length field says %u bytes, %zu were given", pre,
-                                   get32(b + 8), len);
-    uint8_t *copy = malloc(len);
-    if (!copy)
-        return state_fail(msg, msglen, -ENOMEM, "%s: out of memory", pre);
-    memcpy(copy, b, len);
-    memset(copy + 12, 0, 4);
-    uint32_t crc = feeder__crc32c(0, copy, len);
-    free(copy);
+                          "%s: its length field says %u bytes, %zu were given", pre,
+                          get32(b + 8), len);
+    /* The CRC covers the blob with its own field read as zeros. */
+    static const uint8_t zeros[4];
+    uint32_t crc = feeder__crc32c(feeder__crc32c(feeder__crc32c(0, b, 12), zeros, 4), b + 16,
+                                  len - 16);
     if (crc != get32(b + 12))
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: CRC32C mismatch (stored 0x%08x, computed 0x%08x): the "
-                                   "blob was damaged",
-                                   pre, get32(b + 12), crc);
+                          "%s: CRC32C mismatch (stored 0x%08x, computed 0x%08x): the blob was "
+                          "damaged",
+                          pre, get32(b + 12), crc);
+    return 0;
+}
+
+/* The header's fields, at their offsets (feeder__state_encode). */
+static void read_fields(const uint8_t *b, feeder__state *st)
+{
     memset(st, 0, sizeof(*st));
     st->seed = get64(b + 16);
     st->epoch = get64(b + 24);
@@ -234,26 +237,44 @@ int feeder__state_decode(const uint8_t *b, size_t len, feeder__state *st, char *
     st->ratio_min = bitsd(get64(b + 144));
     st->ratio_max = bitsd(get64(b + 152));
     st->flip_prob = bitsd(get64(b + 160));
-    st->fingerprint = version == 1 ? 0 : get64(b + 176);
+    st->fingerprint = get32(b + 4) == 1 ? 0 : get64(b + 176);
+}
+
+/* The delivered-batch map after the header: a CRC that matches says the
+ * bytes are what was written; this says what was written is self-consistent
+ * (a hand-made or buggy blob). */
+static int check_map(const uint8_t *b, size_t len, uint32_t header, feeder__state *st,
+                     char *msg, size_t msglen)
+{
+    const char *pre = "state blob";
     uint64_t mb = get64(b + 168);
-    /* A CRC that matches says the bytes are what was written; these say what
-     * was written is self-consistent (a hand-made or buggy blob). */
     if (mb != map_bytes(st->nbatches) || mb != len - header)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: map of %llu bytes for %llu batches in a %zu-byte blob", pre,
-                                   (unsigned long long)mb, (unsigned long long)st->nbatches, len);
+                          "%s: map of %llu bytes for %llu batches in a %zu-byte blob", pre,
+                          (unsigned long long)mb, (unsigned long long)st->nbatches, len);
     const uint8_t *map = b + header;
     if (st->nbatches % 8 && (map[mb - 1] >> (st->nbatches % 8)))
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: the map marks batches past the epoch's %llu", pre,
-                                   (unsigned long long)st->nbatches);
+                          "%s: the map marks batches past the epoch's %llu", pre,
+                          (unsigned long long)st->nbatches);
     uint64_t set = popcount_map(map, mb);
     if (set != st->delivered)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                                   "%s: %llu batches delivered, but the map marks %llu", pre,
-                                   (unsigned long long)st->delivered, (unsigned long long)set);
+                          "%s: %llu batches delivered, but the map marks %llu", pre,
+                          (unsigned long long)st->delivered, (unsigned long long)set);
     st->map = mb ? map : NULL;
     return 0;
+}
+
+int feeder__state_decode(const uint8_t *b, size_t len, feeder__state *st, char *msg,
+                         size_t msglen)
+{
+    uint32_t header = 0;
+    int rc = check_frame(b, len, &header, msg, msglen);
+    if (rc)
+        return rc;
+    read_fields(b, st);
+    return check_map(b, len, header, st, msg, msglen);
 }
 
 static int differ_u(char *msg, size_t msglen, const char *field, uint64_t blob, uint64_t mine)
