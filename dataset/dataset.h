@@ -51,6 +51,25 @@ struct feeder_dataset {
     uint64_t fingerprint;
 };
 
+/* A new dataset of `kind` holding one reference; 0 or -ENOMEM. */
+int feeder__dataset_alloc(int kind, feeder_dataset **out);
+
+/* A growable list of strings in one arena. */
+typedef struct feeder__strlist {
+    char *arena;
+    size_t used, cap;
+    uint64_t *off;
+    int64_t *label;
+    uint64_t n, ncap;
+    feeder__skips skips; /* folder walks: files left out */
+} feeder__strlist;
+/* Append the path a (or "a/b" when b is given) with its label; 0 or -ENOMEM. */
+int feeder__strlist_add(feeder__strlist *l, const char *a, const char *b, int64_t label);
+void feeder__strlist_free(feeder__strlist *l);
+/* On rc == 0, hand the list to `ds` (paths, labels, skips, the fingerprint of
+ * names and labels) and set *out; otherwise free both. Returns rc. */
+int feeder__dataset_adopt(feeder_dataset *ds, feeder__strlist *l, int rc, feeder_dataset **out);
+
 /* A loader's reference: the dataset outlives feeder_dataset_destroy while a
  * loader holds it; the last drop frees it. Thread-safe. */
 void feeder__dataset_hold(feeder_dataset *ds);
