@@ -1,5 +1,5 @@
 /*
- * The public entry points that drive both the host loader (loader/) and the
+ * api/run.c: running a loader. The public entry points that drive both the host loader (loader/) and the
  * GPU layer (cuda/): start as a sequence of named steps, next, release,
  * set_epoch, destroy, stats and the GPU status. The only room that calls
  * both; loader/ keeps the GPU layer's pointer for it and never calls cuda/,
