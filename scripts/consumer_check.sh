@@ -19,13 +19,19 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/feeder-consumer.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 fail() { echo "consumer_check: FAIL: $*" >&2; exit 1; }
-unset LD_LIBRARY_PATH FEEDER_CUDA_PLUGIN
+unset FEEDER_CUDA_PLUGIN
+# The install's own RPATH must find libfeeder: the build tree leaves the
+# loader's path. Dependencies the environment points at (a machine with them
+# outside the system folders, as the GPU machine's /opt/deps) stay found.
+build_abs=$(realpath "$build")
+LD_LIBRARY_PATH=$(printf '%s' "${LD_LIBRARY_PATH:-}" | tr ':' '\n' | { grep -v "^$build_abs" || true; } | paste -sd: -)
+[ -n "$LD_LIBRARY_PATH" ] && export LD_LIBRARY_PATH || unset LD_LIBRARY_PATH
 
 echo "== install into $prefix =="
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
 pc=$(find "$prefix" -name feeder.pc -path '*/pkgconfig/*' | head -1)
 [ -n "$pc" ] || fail "no feeder.pc installed"
-export PKG_CONFIG_PATH=$(dirname "$pc")
+export PKG_CONFIG_PATH=$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 libdir=$(realpath "$(pkg-config --variable=libdir feeder)")
 [ -f "$libdir/libfeeder.so.0" ] && [ -f "$libdir/libfeeder.a" ] || fail "no libfeeder.so.0 or libfeeder.a in $libdir"
 plugin=""
