@@ -5,7 +5,7 @@
 #   pkg-config, static     cc ... $(pkg-config --static --cflags --libs feeder), libfeeder.a named
 #   CMake feeder::feeder          project(x C), the CUDA toolkit hidden
 #   CMake feeder::feeder_static   the same
-# The programs run without LD_LIBRARY_PATH; the shared ones must resolve
+# The programs run without the build tree on LD_LIBRARY_PATH; the shared ones must resolve
 # libfeeder from the prefix (and, where the build made the GPU plugin, load
 # it from there), the static ones must not need libfeeder at all. Also checks
 # what the installed libraries export and link: libfeeder only feeder_*, no
@@ -60,11 +60,11 @@ for ((i = 0; i < n; i++)); do
   if ((i % 2)); then cp "${photos[$i]}" "$data/b/"; else cp "${photos[$i]}" "$data/a/"; fi
 done
 
-# run NAME PROGRAM KIND: runs it with no LD_LIBRARY_PATH and checks its line.
+# run NAME PROGRAM KIND: runs it (the build tree off LD_LIBRARY_PATH) and checks its line.
 run() {
   local name=$1 prog=$2 kind=$3
   local out
-  out=$(env -u LD_LIBRARY_PATH "$prog" "$data") || fail "$name: the program failed: $out"
+  out=$("$prog" "$data") || fail "$name: the program failed: $out"
   echo "$name: $out"
   [[ $out == *", $n images, "* ]] || fail "$name: expected $n images"
   if [ "$kind" = shared ]; then
