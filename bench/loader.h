@@ -109,7 +109,7 @@ typedef struct run_res {
     double steady_rate;       /* median of the epochs after the first (all of one epoch) */
     /* GPU runs */
     int gpu;                  /* batches were on the device */
-    char gpu_how[512];        /* feeder_loader_gpu_status's reason */
+    char gpu_how[800];        /* feeder_loader_gpu_status's reason */
     double stall_ms[MAX_EPOCHS];  /* feeder_next blocked, after the epoch's first batch */
     double busy_ms[MAX_EPOCHS];   /* GPU time of the steps */
     double alone_s[MAX_EPOCHS];   /* the same steps with nothing else running */

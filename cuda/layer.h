@@ -87,7 +87,13 @@ struct feeder__gpu {
     const feeder__slot_layout *l;
     uint8_t *mem;
     size_t mem_bytes;
-    int registered;
+    /* Slots registered so far, from slot 0 on (cuda/register.c); the thread
+     * that registers all but the first. */
+    atomic_uint reg_done;
+    atomic_int reg_stop;
+    pthread_t reg_thread;
+    int reg_thread_live;
+    char reg_note[80];
     int pin_mode;
     int depth;
     entry *e;
@@ -99,7 +105,8 @@ struct feeder__gpu {
     int paused;    /* a status is queued: pull nothing until it is taken */
     int broken;    /* a CUDA error: every later call fails with it */
     char broken_msg[512];
-    char describe[512];
+    char describe[640];
+    int tr_start; /* trace track of the start-up steps and slot registrations */
     uint64_t device_bytes, pinned_bytes;
     uint64_t h2d_ns; /* copy times harvested at reuse, not yet in the stats */
 
@@ -179,5 +186,12 @@ int feeder__cuda_decoder_ready(feeder__gpu *g, int wait);
 void feeder__cuda_rebalance(feeder__gpu *g, const entry *en);
 int feeder__cuda_setup_fail(feeder__gpu *g, char *why, size_t whylen, const char *what, cudaError_t e);
 void feeder__cuda_pin_quiesce(feeder__gpu *g);
+/* PIN_REGISTER: register slot 0 (on failure, fall back to pin copy, or
+ * pageable with a GPU decoder, and say why in pin_note); then, once the ring
+ * is allocated, the other slots on a thread of their own. cuda/register.c. */
+void feeder__cuda_register_first(feeder__gpu *g);
+void feeder__cuda_register_rest(feeder__gpu *g);
+/* Stop that thread and unregister every slot registered. */
+void feeder__cuda_unregister_slots(feeder__gpu *g);
 
 #endif

@@ -187,22 +187,6 @@ static void register_pack(feeder__gpu *g)
 
 /* PIN_REGISTER: the whole slot mapping, so every slot's labels and data are
  * DMA-able; workers keep writing through their own mappings. */
-static void register_slots(feeder__gpu *g)
-{
-    if (g->pin_mode != FEEDER_PIN_REGISTER)
-        return;
-    cudaError_t e = cudaHostRegister(g->mem, g->mem_bytes, cudaHostRegisterPortable);
-    if (e == cudaSuccess) {
-        g->registered = 1;
-        g->pinned_bytes += g->mem_bytes;
-        return;
-    }
-    cudaGetLastError();
-    feeder__fmt(g->pin_note, sizeof(g->pin_note),
-                " (cudaHostRegister of %zu bytes of slots failed: %s)", g->mem_bytes, feeder__cuda_errtext(e));
-    g->pin_mode = g->decodes ? FEEDER_PIN_NONE : FEEDER_PIN_COPY;
-}
-
 /* Device (and PIN_COPY pinned) buffers and events of ring entry i. */
 static int alloc_entry(feeder__gpu *g, int i, char *why, size_t whylen)
 {
@@ -306,9 +290,9 @@ static void describe_layer(feeder__gpu *g)
     int nchw = cfg->dtype == FEEDER_DTYPE_UINT8 ? g->l->layout == FEEDER_LAYOUT_NCHW
                                                 : cfg->out_layout == FEEDER_LAYOUT_NCHW;
     feeder__fmt(g->describe, sizeof(g->describe),
-                "device %d, pin %s%s, %d device buffers of %zu bytes, %s %s%s%s%s%s", cfg->device,
-                pins[g->pin_mode], thr, g->depth, g->out_bytes, dtypes[cfg->dtype],
-                nchw ? "NCHW" : "NHWC", g->pin_note, g->decodes ? ", decoder nvJPEG" : "",
+                "device %d, pin %s%s, %d device buffers of %zu bytes, %s %s%s%s%s%s%s",
+                cfg->device, pins[g->pin_mode], thr, g->depth, g->out_bytes, dtypes[cfg->dtype],
+                nchw ? "NCHW" : "NHWC", g->reg_note, g->pin_note, g->decodes ? ", decoder nvJPEG" : "",
                 g->decodes ? " (made while the workers decode the first batches)" : "",
                 g->pack_registered ? (g->gather_mode == FEEDER__GATHER_KERNEL
                                           ? ", records straight from the registered packed file "
@@ -319,6 +303,18 @@ static void describe_layer(feeder__gpu *g)
                                           : ", records straight from the registered packed file "
                                             "(shuffled: a copy per record)")
                                    : g->pack_note);
+}
+
+/* Close start-up step k, begun at *t, as a span of the trace. Returns 0. */
+static int lap(feeder__gpu *g, int k, uint64_t *t)
+{
+    static const char *const step[] = {"stream",           "decoder (its thread started)",
+                                       "packed file registered", "first slot registered",
+                                       "device ring",      "pin or decode threads"};
+    uint64_t now = feeder__now_ns();
+    feeder__trace_span(g->cfg.trace, g->tr_start, step[k], *t, now, -1, -1);
+    *t = now;
+    return 0;
 }
 
 int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *why,
@@ -339,12 +335,20 @@ int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *wh
         feeder__gpu_destroy(g);
         return rc;
     }
-    if ((rc = start_stream(g, why, whylen)) || (rc = start_decoder(g, why, whylen)) ||
-        (rc = start_trace_ref(g, why, whylen)))
+    g->tr_start = feeder__trace_track(g->cfg.trace, "GPU layer start-up (loader thread)");
+    uint64_t t = feeder__now_ns();
+    if ((rc = start_stream(g, why, whylen)) || (rc = lap(g, 0, &t)) ||
+        (rc = start_decoder(g, why, whylen)) || (rc = start_trace_ref(g, why, whylen)) ||
+        (rc = lap(g, 1, &t)))
         goto fail;
     register_pack(g);
-    register_slots(g);
-    if ((rc = alloc_ring(g, why, whylen)) || (rc = start_pin_threads(g, why, whylen)))
+    lap(g, 2, &t);
+    feeder__cuda_register_first(g);
+    lap(g, 3, &t);
+    if ((rc = alloc_ring(g, why, whylen)) || (rc = lap(g, 4, &t)))
+        goto fail;
+    feeder__cuda_register_rest(g);
+    if ((rc = start_pin_threads(g, why, whylen)) || (rc = lap(g, 5, &t)))
         goto fail;
     describe_layer(g);
     g->st.pinned_bytes = g->pinned_bytes;
@@ -414,8 +418,7 @@ void feeder__gpu_destroy(feeder__gpu *g)
     free(g->imgs);
     free(g->refused);
     free(g->fb);
-    if (g->registered)
-        cudaHostUnregister(g->mem);
+    feeder__cuda_unregister_slots(g);
     if (g->own_stream)
         cudaStreamDestroy(g->stream);
     if (entered)

@@ -120,7 +120,7 @@ uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld);
 struct feeder__gpu;
 typedef struct feeder__loader_gpu {
     struct feeder__gpu *gpu;
-    char reason[512];
+    char reason[768];
     feeder_allocator dev_alloc, pin_alloc;
     void *copy_stream;
     uint8_t *map;   /* the state's map less what the GPU layer holds back */
