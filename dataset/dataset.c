@@ -17,6 +17,7 @@
 #include "dataset/dataset.h"
 #include "io/io.h"
 #include "dataset/pack.h"
+#include "dataset/tar.h"
 
 /* A growable list of strings in one arena. */
 typedef struct strlist {
@@ -674,6 +675,7 @@ void feeder__dataset_drop(feeder_dataset *ds)
     free(ds->path_off);
     free(ds->labels);
     feeder__pack_free(ds->pack);
+    feeder__tar_free(ds->tar);
     free(ds);
 }
 
