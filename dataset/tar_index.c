@@ -68,7 +68,10 @@ static int entry_add(feeder__tar_index *ix, const feeder__tar_entry *e, const ch
 /* ---- the walk ---- */
 
 #define BLOCK 512u
-#define WINDOW (128u * 1024u)
+/* A read takes this much from a header on: the header, a small member after
+ * it (.cls) and often the next header; an image's data is jumped over. */
+#define READ_AHEAD 4096u
+#define WINDOW (FEEDER__TAR_META_MAX + BLOCK)
 
 /* The members of the key being gathered. */
 typedef struct group {
@@ -103,7 +106,9 @@ static const uint8_t *get(scan *s, uint64_t off, size_t len, int *rc)
 {
     if (off >= s->win_off && off + len <= s->win_off + s->win_len)
         return s->win + (off - s->win_off);
-    uint64_t want = s->src->size - off < WINDOW ? s->src->size - off : WINDOW;
+    uint64_t want = len > READ_AHEAD ? len : READ_AHEAD;
+    if (want > s->src->size - off)
+        want = s->src->size - off;
     long got = s->src->read(s->src->ctx, off, s->win, (size_t)want);
     if (got < 0 || (uint64_t)got < len) {
         *rc = got < 0 ? (int)got : -EIO;

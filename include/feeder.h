@@ -223,8 +223,8 @@ FEEDER_API int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packe
  * Samples are in shard order, then member order; num_classes is the largest
  * label + 1. feeder_dataset_path() is NULL for them (a member is no file).
  *
- * The first open of a shard walks its headers (one pread per 128 KiB
- * window, jumping over member data) and writes the result beside it as
+ * The first open of a shard walks its headers (a 4 KiB pread at each
+ * header, jumping over image data) and writes the result beside it as
  * <shard>.idx (docs/FORMAT.md) through a temporary file and a rename; later
  * opens use that file when it is whole and made for the shard's current size
  * and modification time, and walk again otherwise. A folder that is not
