@@ -844,7 +844,8 @@ FEEDER_API size_t feeder_loader_state_size(const feeder_loader *ld);
  * the blob, Y in the loader" in feeder_loader_errmsg, or the sampler's error.
  * The blob also holds the dataset's fingerprint (each sample's file name, its
  * folder's name and its label, in order; for a packed file its size and
- * index): a file renamed, added, removed or relabelled since the save is
+ * index; for tar shards each shard's file name and size and each sample's key
+ * and label): a file renamed, added, removed or relabelled since the save is
  * refused with "the dataset's files differ", even when the count is the same.
  * The root is not part of it (a dataset moved elsewhere resumes), nor are the
  * files' bytes. Blobs of version 1 (before the fingerprint) still load,
