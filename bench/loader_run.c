@@ -29,16 +29,19 @@ static feeder_dataset *open_tar(const char *path)
 {
     char err[1024] = "";
     feeder_dataset *ds = NULL;
+    uint64_t t0 = bu_now_ns();
     int rc = feeder_dataset_open_tar_pattern(path, &ds, err, sizeof(err));
+    double ms = (bu_now_ns() - t0) / 1e6;
     if (rc != 0)
         die("opening tar shards %s: %s (%s): %s", path, feeder_strerror(rc), feeder_err_name(rc),
             err[0] ? err : "no detail");
     feeder_tar_info ti;
     if (feeder_dataset_tar_info(ds, &ti) == 0)
-        fprintf(stderr, "bench_loader: %s: %u shard%s, %llu samples (%llu bad), %u index%s "
-                "read from .idx files\n", path, ti.shards, ti.shards == 1 ? "" : "s",
-                (unsigned long long)ti.samples, (unsigned long long)ti.bad_samples,
-                ti.indexes_cached, ti.indexes_cached == 1 ? "" : "es");
+        fprintf(stderr, "bench_loader: %s: %u shard%s, %llu samples (%llu bad), opened in "
+                "%.2f ms; %u index%s read from .idx files, %u written\n", path, ti.shards,
+                ti.shards == 1 ? "" : "s", (unsigned long long)ti.samples,
+                (unsigned long long)ti.bad_samples, ms, ti.indexes_cached,
+                ti.indexes_cached == 1 ? "" : "es", ti.indexes_written);
     return ds;
 }
 

@@ -5,6 +5,9 @@
 # SHARDS shards, each image a key <nnnnnn> with its .jpg (the file's own
 # bytes, under its own extension) and a .cls of its class index. Then both
 # runs, with the same options and --checksum: the two checksums must agree.
+# Last, the open alone, three times each: walking the headers (no .idx) and
+# reading the .idx files, with the page cache warm and with the shards and
+# indexes evicted (dd iflag=nocache count=0 drops a file's cached pages).
 #   bench/run_tar_figures.sh [DIR]    (BUILD=build N=2000 SHARDS=4 WORKERS=2)
 set -euo pipefail
 export LC_ALL=C
@@ -43,3 +46,18 @@ echo "== folder"
 "$build/bench/bench_loader" --data "$dir/folder" "${common[@]}"
 echo "== tar shards"
 "$build/bench/bench_loader" --data "$dir/shards/s-{0..$((shards - 1))}.tar" "${common[@]}"
+pattern="$dir/shards/s-{0..$((shards - 1))}.tar"
+evict() { for f in "$dir"/shards/*; do sync "$f"; dd if="$f" iflag=nocache count=0 status=none; done; }
+open_once() { # the open line of a one-epoch run
+  "$build/bench/bench_loader" --data "$pattern" --workers 0 --epochs 1 --batch 64 2>&1 |
+    grep -o 'opened in .*'
+}
+for cache in warm cold; do
+  for run in 1 2 3; do
+    rm -f "$dir"/shards/*.idx
+    [ $cache = cold ] && evict
+    echo "$cache, walk:  $(open_once)"
+    [ $cache = cold ] && evict
+    echo "$cache, .idx:  $(open_once)"
+  done
+done
