@@ -75,7 +75,7 @@ static int entry_add(feeder__tar_index *ix, const feeder__tar_entry *e, const ch
 
 /* The members of the key being gathered. */
 typedef struct group {
-    char key[4096 + 1];
+    char key[FEEDER__TAR_META_MAX + 1]; /* a key is as long as the longest name */
     int open;
     int img_rank;     /* 0 none; 1 jpg .. 4 webp: the first of these wins */
     char img_ext[8];
@@ -94,6 +94,7 @@ typedef struct scan {
     size_t win_len;
     uint64_t headers; /* member headers accepted so far */
     char name[FEEDER__TAR_META_MAX + 1]; /* a GNU long name or pax path for the next member */
+    char mname[FEEDER__TAR_META_MAX + 1]; /* the current member's full name */
     int have_name;
     uint64_t pax_size;
     int have_size;
@@ -261,7 +262,10 @@ static int group_start(scan *s, const char *name, size_t keylen)
     int rc = group_flush(s);
     if (rc)
         return rc;
-    memset(g, 0, offsetof(group, bad) + 1);
+    g->img_rank = g->has_cls = 0;
+    g->img_ext[0] = g->bad[0] = 0;
+    g->off = g->len = 0;
+    g->label = 0;
     memcpy(g->key, name, keylen);
     g->key[keylen] = 0;
     g->open = 1;
@@ -320,8 +324,8 @@ static const char *type_name(uint8_t t)
 /* One member whose header and data lie inside the shard. */
 static int member(scan *s, const uint8_t *h, uint64_t data_off, uint64_t size)
 {
-    char name[FEEDER__TAR_META_MAX + 1];
-    member_name(s, h, name, sizeof(name));
+    char *name = s->mname;
+    member_name(s, h, name, sizeof(s->mname));
     uint8_t type = h[156];
     size_t keylen;
     const char *ext = split_key(name, &keylen);
@@ -443,8 +447,8 @@ static int meta(scan *s, uint8_t type, uint64_t data_off, uint64_t size, uint64_
 /* A member whose data runs past the end of the shard: its key is bad. */
 static int truncated(scan *s, const uint8_t *h, uint64_t off, uint64_t msz)
 {
-    char name[FEEDER__TAR_META_MAX + 1], what[FEEDER__TAR_META_MAX + 160];
-    member_name(s, h, name, sizeof(name));
+    char *name = s->mname, what[512];
+    member_name(s, h, name, sizeof(s->mname));
     snprintf(what, sizeof(what), "member %.200s: its %llu bytes at offset %llu run past the end "
              "of the shard (%llu bytes): truncated", name, (unsigned long long)msz,
              (unsigned long long)(off + BLOCK), (unsigned long long)s->src->size);

@@ -249,6 +249,58 @@ START_TEST(test_long_names_gnu_and_pax)
 }
 END_TEST
 
+/* A pax path far past ustar's and PATH_MAX's lengths is a key like any
+ * other; a pax header over the 64 KiB limit ends the walk, named. */
+static void pax_record(tarbuf *t, const char *key, const char *value)
+{
+    size_t base = strlen(key) + strlen(value) + 3, n = base + 1; /* "N key=value\n" */
+    while ((size_t)snprintf(NULL, 0, "%zu", n) + base != n)
+        n++;
+    char *rec = malloc(n + 1);
+    snprintf(rec, n + 1, "%zu %s=%s\n", n, key, value);
+    ck_assert_uint_eq(strlen(rec), n);
+    tb_member(t, "PaxHeaders/p", 'x', rec, n);
+    free(rec);
+}
+
+START_TEST(test_pax_very_long_and_over_limit)
+{
+    char *path = malloc(10001);
+    memset(path, 'p', 9990);
+    memcpy(path + 9990, "/00.jpg", 8);
+    tarbuf t = {0};
+    pax_record(&t, "path", path);
+    tb_file(&t, "short.jpg", "IMG");
+    memcpy(path + 9990, "/00.cls", 8);
+    pax_record(&t, "path", path);
+    tb_file(&t, "short.cls", "6");
+    size_t at = t.len;
+    char *big = malloc(70001);
+    memset(big, 'q', 70000);
+    big[70000] = 0;
+    pax_record(&t, "comment", big);
+    tb_file(&t, "lost.jpg", "L");
+    tb_file(&t, "lost.cls", "1");
+    tb_end(&t);
+    tb_write(&t, "long.tar");
+    feeder_dataset *ds = open_tar("long.tar");
+    ck_assert_uint_eq(feeder_dataset_size(ds), 2);
+    path[9990] = 0;
+    strcat(path, "/00");
+    assert_sample(ds, 0, path, 6, 0);
+    char key[64], want[256];
+    snprintf(key, sizeof(key), "(header at offset %zu)", at);
+    assert_sample(ds, 1, key, -1, 1);
+    const feeder__tar_index *ix = &ds->tar->shards[0].ix;
+    snprintf(want, sizeof(want), "the pax header at offset %zu holds 70015 bytes (empty or over "
+             "the 65536-byte limit): the members from there on are lost", at);
+    ck_assert_str_eq(feeder__tar_detail(ix, 1), want);
+    feeder_dataset_destroy(ds);
+    free(big);
+    free(path);
+}
+END_TEST
+
 /* The tars GNU tar writes, in its gnu, pax and ustar formats, long names included. */
 START_TEST(test_gnu_tar_output)
 {
@@ -903,6 +955,7 @@ static Suite *tar_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_groups_keys_and_members);
     tcase_add_test(tc, test_long_names_gnu_and_pax);
+    tcase_add_test(tc, test_pax_very_long_and_over_limit);
     tcase_add_test(tc, test_gnu_tar_output);
     tcase_add_test(tc, test_batches_equal_list_file);
     tcase_add_test(tc, test_index_written_then_used);
