@@ -151,7 +151,7 @@ static void drop_cache(const opts *o, const feeder_dataset *ds, const char *data
         const char *last = NULL; /* tar shards: each once (a shard's samples are together) */
         for (uint64_t i = 0; i < feeder_dataset_size(ds); i++) {
             const char *p = feeder_dataset_path(ds, i);
-            if (!p && feeder_dataset_tar_sample(ds, i, &p, NULL, NULL, NULL) == FEEDER_EINVAL)
+            if (!p && feeder_dataset_tar_sample(ds, i, &p, NULL, NULL, NULL, NULL) == FEEDER_EINVAL)
                 p = NULL;
             if (p && p != last) {
                 left += drop_file(p, &size);

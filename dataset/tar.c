@@ -299,7 +299,8 @@ int feeder_dataset_tar_info(const feeder_dataset *ds, feeder_tar_info *out)
 }
 
 int feeder_dataset_tar_sample(const feeder_dataset *ds, uint64_t index, const char **shard,
-                              const char **key, uint64_t *offset, uint64_t *size)
+                              const char **key, uint64_t *offset, uint64_t *size,
+                              const char **problem)
 {
     if (!ds || ds->kind != FEEDER__DS_TAR || index >= ds->n)
         return FEEDER_EINVAL;
@@ -314,5 +315,7 @@ int feeder_dataset_tar_sample(const feeder_dataset *ds, uint64_t index, const ch
         *offset = bad ? 0 : s->ix.e[k].off;
     if (size)
         *size = bad ? 0 : s->ix.e[k].len;
+    if (problem)
+        *problem = bad ? feeder__tar_detail(&s->ix, k) : NULL;
     return bad ? FEEDER_EDATASET : 0;
 }

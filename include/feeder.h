@@ -271,13 +271,16 @@ typedef struct feeder_tar_info {
 FEEDER_API int feeder_dataset_tar_info(const feeder_dataset *ds, feeder_tar_info *out);
 
 /* Where sample `index` of a tar dataset lies: its shard's path, its key, and
- * its image member's data offset and size in the shard (each out pointer may
- * be NULL; strings borrowed from the dataset). 0; FEEDER_EDATASET for a bad
- * sample (shard and key are still set; offset and size are 0); FEEDER_EINVAL
- * for another kind of dataset or an index out of range. Thread-safe. */
+ * its image member's data offset and size in the shard; `problem` gets what
+ * is wrong with a bad sample, NULL for a good one (each out pointer may be
+ * NULL; strings borrowed from the dataset). 0; FEEDER_EDATASET for a bad
+ * sample (shard, key and problem are set; offset and size are 0);
+ * FEEDER_EINVAL for another kind of dataset or an index out of range.
+ * Thread-safe. */
 FEEDER_API int feeder_dataset_tar_sample(const feeder_dataset *ds, uint64_t index,
                                          const char **shard, const char **key,
-                                         uint64_t *offset, uint64_t *size);
+                                         uint64_t *offset, uint64_t *size,
+                                         const char **problem);
 
 /* What a user dataset's get callback is handed for one sample. */
 typedef struct feeder_sample_ctx {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "benchutil.h"
@@ -132,7 +133,7 @@ static void assert_sample(const feeder_dataset *ds, uint64_t i, const char *key,
                           int bad)
 {
     const char *k = NULL;
-    int rc = feeder_dataset_tar_sample(ds, i, NULL, &k, NULL, NULL);
+    int rc = feeder_dataset_tar_sample(ds, i, NULL, &k, NULL, NULL, NULL);
     ck_assert_int_eq(rc, bad ? FEEDER_EDATASET : 0);
     ck_assert_str_eq(k, key);
     ck_assert_int_eq(feeder_dataset_label(ds, i), label);
@@ -188,12 +189,17 @@ START_TEST(test_groups_keys_and_members)
     for (int i = 0; i < 5; i++) {
         uint64_t off, size;
         const char *shard;
-        int rc = feeder_dataset_tar_sample(ds, (uint64_t)i, &shard, NULL, &off, &size);
+        const char *problem;
+        int rc = feeder_dataset_tar_sample(ds, (uint64_t)i, &shard, NULL, &off, &size, &problem);
         ck_assert_str_eq(shard, p);
         if (!want[i]) {
             ck_assert_int_eq(rc, FEEDER_EDATASET);
+            ck_assert_str_eq(problem, "no image member (.jpg, .jpeg, .png or .webp)");
+            ck_assert_uint_eq(off + size, 0);
             continue;
         }
+        ck_assert_int_eq(rc, 0);
+        ck_assert_ptr_null(problem);
         ck_assert_uint_eq(size, strlen(want[i]));
         ck_assert_int_eq(memcmp(file + off, want[i], size), 0);
     }
@@ -203,7 +209,7 @@ START_TEST(test_groups_keys_and_members)
     ck_assert_uint_eq(info.shards, 1);
     ck_assert_uint_eq(info.samples, 5);
     ck_assert_uint_eq(info.bad_samples, 1);
-    ck_assert_int_eq(feeder_dataset_tar_sample(ds, 5, NULL, NULL, NULL, NULL), FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_dataset_tar_sample(ds, 5, NULL, NULL, NULL, NULL, NULL), FEEDER_EINVAL);
     feeder_tar_info none;
     ck_assert_int_eq(feeder_dataset_tar_info(NULL, &none), FEEDER_EINVAL);
     feeder_dataset_destroy(ds);
@@ -334,7 +340,7 @@ START_TEST(test_gnu_tar_output)
             snprintf(key, sizeof(key), "%s/sample_%d", deep, i);
             assert_sample(ds, (uint64_t)i, key, 10 + i, 0);
             uint64_t size;
-            feeder_dataset_tar_sample(ds, (uint64_t)i, NULL, NULL, NULL, &size);
+            feeder_dataset_tar_sample(ds, (uint64_t)i, NULL, NULL, NULL, &size, NULL);
             ck_assert_uint_eq(size, 5 + (uint64_t)i);
         }
         feeder_dataset_destroy(ds);
@@ -947,6 +953,76 @@ START_TEST(test_resume_same_set_only)
 }
 END_TEST
 
+/* ---- feeder-pack from a tar shard set ---- */
+
+#ifndef FEEDER_PACK_TOOL
+#define FEEDER_PACK_TOOL ""
+#endif
+
+/* Run feeder-pack with `args`; its exit status, its stderr in `out`. */
+static int pack_tool(const char *args, char *out, size_t outlen)
+{
+    char cmd[2048], errf[512];
+    path_in(errf, sizeof(errf), "pack.err");
+    snprintf(cmd, sizeof(cmd), "%s %s --quiet 2>%s", FEEDER_PACK_TOOL, args, errf);
+    int st = system(cmd);
+    uint8_t *e;
+    size_t n;
+    out[0] = 0;
+    if (bu_read_file(errf, &e, &n) == 0) {
+        snprintf(out, outlen, "%.*s", (int)n, (const char *)e);
+        free(e);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_pack_from_tar)
+{
+    if (!FEEDER_PACK_TOOL[0])
+        return;
+    make_shards(2, 6);
+    char args[1024], msg[1024], pack[512], err[1024];
+    path_in(pack, sizeof(pack), "t.pack");
+    snprintf(args, sizeof(args), "--data '%s/s-{0..1}.tar' --out %s --mode jpeg --verify", tmpdir,
+             pack);
+    ck_assert_msg(pack_tool(args, msg, sizeof(msg)) == 0, "%s", msg);
+    feeder_dataset *tar, *pk;
+    snprintf(args, sizeof(args), "%s/s-{0..1}.tar", tmpdir);
+    ck_assert_int_eq(feeder_dataset_open_tar_pattern(args, &tar, err, sizeof(err)), 0);
+    ck_assert_int_eq(feeder_dataset_open_packed(pack, &pk, err, sizeof(err)), 0);
+    feeder_packed_info info;
+    ck_assert_int_eq(feeder_dataset_packed_info(pk, &info), 0);
+    ck_assert_int_eq(info.kind, FEEDER_RECORD_JPEG);
+    ck_assert_uint_eq(info.records, 12);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < 12; i++) {
+        uint64_t size;
+        ck_assert_int_eq(feeder_dataset_tar_sample(tar, i, NULL, NULL, NULL, &size, NULL), 0);
+        total += size;
+        ck_assert_int_eq(feeder_dataset_label(pk, i), feeder_dataset_label(tar, i));
+    }
+    ck_assert_uint_eq(info.data_bytes, total);
+    capture want = run_capture(tar, 1), got = run_capture(pk, 1);
+    ck_assert_uint_eq(got.bytes, want.bytes);
+    ck_assert_int_eq(memcmp(got.data, want.data, want.bytes), 0);
+    ck_assert_int_eq(memcmp(got.labels, want.labels, sizeof(want.labels)), 0);
+    free(want.data);
+    free(got.data);
+    feeder_dataset_destroy(pk);
+    feeder_dataset_destroy(tar);
+    /* A bad sample stops it, named; nothing is written. */
+    bad_shard("b.tar");
+    path_in(pack, sizeof(pack), "b.pack");
+    snprintf(args, sizeof(args), "--data %s/b.tar --out %s --mode jpeg", tmpdir, pack);
+    ck_assert_int_eq(pack_tool(args, msg, sizeof(msg)), 1);
+    char want_msg[1024];
+    snprintf(want_msg, sizeof(want_msg), "feeder-pack: %s/b.tar: key s/01: no .cls member\n",
+             tmpdir);
+    ck_assert_str_eq(msg, want_msg);
+    ck_assert_int_ne(access(pack, F_OK), 0);
+}
+END_TEST
+
 static Suite *tar_suite(void)
 {
     Suite *s = suite_create("tar");
@@ -964,6 +1040,7 @@ static Suite *tar_suite(void)
     tcase_add_test(tc, test_truncated_and_bad_checksum);
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_resume_same_set_only);
+    tcase_add_test(tc, test_pack_from_tar);
     suite_add_tcase(s, tc);
     return s;
 }
