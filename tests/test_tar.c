@@ -402,11 +402,14 @@ static feeder_loader *loader(feeder_dataset *ds, int workers, int policy)
     return ld;
 }
 
+static int capture_io = FEEDER_IO_AUTO; /* the read path run_capture's loaders take */
+
 /* Two epochs of batches, every byte. */
 static capture run_capture(feeder_dataset *ds, int workers)
 {
     capture c = {0};
     feeder_loader *ld = loader(ds, workers, FEEDER_ON_ERROR_FAIL);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_IO, capture_io), 0);
     for (int epoch = 0; epoch < 2; epoch++) {
         ck_assert_int_eq(feeder_loader_set_epoch(ld, (uint64_t)epoch), 0);
         feeder_batch *b;
@@ -443,18 +446,21 @@ START_TEST(test_batches_equal_list_file)
     ck_assert_uint_eq(feeder_dataset_num_classes(tar), 5);
     capture want = run_capture(lst, 0);
     ck_assert_uint_eq(want.n, 42);
-    int workers[] = {0, 1, 3};
-    for (int w = 0; w < 3; w++) {
+    /* Any worker count; the ring (where the kernel has one) and pread. */
+    int workers[] = {0, 1, 3, 0, 3};
+    for (int w = 0; w < 5; w++) {
+        capture_io = w < 3 ? FEEDER_IO_AUTO : FEEDER_IO_PREAD;
         capture got = run_capture(tar, workers[w]);
         ck_assert_uint_eq(got.n, want.n);
         ck_assert_uint_eq(got.bytes, want.bytes);
-        ck_assert_msg(memcmp(got.data, want.data, want.bytes) == 0, "workers %d", workers[w]);
+        ck_assert_msg(memcmp(got.data, want.data, want.bytes) == 0, "workers %d io %d",
+                      workers[w], capture_io);
         ck_assert_int_eq(memcmp(got.labels, want.labels, sizeof(want.labels)), 0);
         ck_assert_int_eq(memcmp(got.indices, want.indices, sizeof(want.indices)), 0);
         free(got.data);
     }
+    capture_io = FEEDER_IO_AUTO;
     free(want.data);
-    /* The io backend is the ring or pread, as for files. */
     feeder_dataset_destroy(tar);
     feeder_dataset_destroy(lst);
 }
