@@ -503,6 +503,22 @@ static int read_whole(const char *path, uint8_t *buf, size_t len)
     return k == 0 ? 0 : -EIO;
 }
 
+/* Sample i's bytes, from its file or its tar member; `name` gets what
+ * messages call it (the path, or "SHARD: key KEY"). */
+static int read_source(const feeder_dataset *ds, uint64_t i, uint8_t *buf, size_t len,
+                       char *name, size_t namelen)
+{
+    const char *path = feeder_dataset_path(ds, i), *key = NULL;
+    if (path) {
+        snprintf(name, namelen, "%s", path);
+        return read_whole(path, buf, len);
+    }
+    int rc = read_member(ds, i, buf, len, &path);
+    feeder_dataset_tar_sample(ds, i, NULL, &key, NULL, NULL, NULL);
+    snprintf(name, namelen, "%s: key %s", path, key);
+    return rc;
+}
+
 /* Does a JPEG reach its end-of-image marker? The marker segments are walked
  * by their lengths and each scan's entropy-coded data up to the next marker
  * (0xFF followed by 0x00 is a stuffed byte, by 0xD0-0xD7 a restart); bytes
@@ -566,15 +582,8 @@ static uint64_t write_jpeg(feeder_dataset *ds, const uint64_t *sizes, shard *v, 
     uint32_t s = 0;
     uint64_t pos = 0; /* where the next record goes in its shard */
     for (uint64_t i = 0; i < n; i++) {
-        const char *path = feeder_dataset_path(ds, i);
-        char member[4200];
-        int rc = path ? read_whole(path, buf, sizes[i]) : read_member(ds, i, buf, sizes[i], &path);
-        if (!feeder_dataset_path(ds, i)) { /* a tar sample: "shard: key" in messages */
-            const char *key;
-            feeder_dataset_tar_sample(ds, i, NULL, &key, NULL, NULL, NULL);
-            snprintf(member, sizeof(member), "%s: key %s", path, key);
-            path = member;
-        }
+        char path[8400];
+        int rc = read_source(ds, i, buf, sizes[i], path, sizeof(path));
         if (rc == -EIO)
             die("%s: changed size while being packed", path);
         if (rc)
