@@ -92,9 +92,10 @@ static int workers_given, shape[4], no_append;
 static cli_opt table[] = {
     CLI_STRING("data", "DIR|LIST", A.data,
                "image folder (one sub-folder per class), list file of\n"
-               "'path label' lines or packed file; default: make 2,000\n"
-               "images of --set under $FEEDER_DATA or\n"
-               "~/.cache/feeder/web-2000"),
+               "'path label' lines, packed file, or WebDataset tar shard\n"
+               "or brace range of them (s-{000..127}.tar: .jpg + .cls);\n"
+               "default: make 2,000 images of --set under $FEEDER_DATA\n"
+               "or ~/.cache/feeder/web-2000"),
     CLI_UINT("images", "N", A.make_images, 10, 10000000,
              "size of the dataset made when --data is not given (2000;\nmade in SET-N)"),
     CLI_ENUM("set", A.set, set_names,

@@ -13,9 +13,43 @@
 
 feeder_packed_info g_pack;
 
+/* A tar shard: the ustar magic of its first header (GNU's "ustar  " too). */
+static int is_tar(const char *path)
+{
+    uint8_t h[512];
+    FILE *f = fopen(path, "rb");
+    int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+/* A tar shard set: a brace pattern ("s-{000..127}.tar") or one shard. */
+static feeder_dataset *open_tar(const char *path)
+{
+    char err[1024] = "";
+    feeder_dataset *ds = NULL;
+    uint64_t t0 = bu_now_ns();
+    int rc = feeder_dataset_open_tar_pattern(path, &ds, err, sizeof(err));
+    double ms = (bu_now_ns() - t0) / 1e6;
+    if (rc != 0)
+        die("opening tar shards %s: %s (%s): %s", path, feeder_strerror(rc), feeder_err_name(rc),
+            err[0] ? err : "no detail");
+    feeder_tar_info ti;
+    if (feeder_dataset_tar_info(ds, &ti) == 0)
+        fprintf(stderr, "bench_loader: %s: %u shard%s, %llu samples (%llu bad), opened in "
+                "%.2f ms; %u index%s read from .idx files, %u written\n", path, ti.shards,
+                ti.shards == 1 ? "" : "s", (unsigned long long)ti.samples,
+                (unsigned long long)ti.bad_samples, ms, ti.indexes_cached,
+                ti.indexes_cached == 1 ? "" : "es", ti.indexes_written);
+    return ds;
+}
+
 feeder_dataset *open_dataset(const char *path)
 {
     struct stat st;
+    if (strchr(path, '{'))
+        return open_tar(path);
     if (stat(path, &st) != 0)
         die_usage("--data '%s': %s", path, strerror(errno));
     char err[1024] = "";
@@ -36,10 +70,13 @@ feeder_dataset *open_dataset(const char *path)
         rc = feeder_dataset_open_packed(path, &ds, err, sizeof(err));
         if (rc == 0)
             feeder_dataset_packed_info(ds, &g_pack);
-    } else if (S_ISREG(st.st_mode))
+    } else if (S_ISREG(st.st_mode) && is_tar(path))
+        return open_tar(path);
+    else if (S_ISREG(st.st_mode))
         rc = feeder_dataset_open_list(path, NULL, &ds, err, sizeof(err));
     else
-        die_usage("--data '%s': neither a folder, a list file nor a packed file", path);
+        die_usage("--data '%s': neither a folder, a list file, a tar shard nor a packed file",
+                  path);
     if (rc != 0)
         die("opening dataset %s: %s (%s): %s", path, feeder_strerror(rc), feeder_err_name(rc),
             err[0] ? err : "no detail");
@@ -111,12 +148,16 @@ static void drop_cache(const opts *o, const feeder_dataset *ds, const char *data
         left = drop_file(data, &size);
         total = size;
     } else {
+        const char *last = NULL; /* tar shards: each once (a shard's samples are together) */
         for (uint64_t i = 0; i < feeder_dataset_size(ds); i++) {
             const char *p = feeder_dataset_path(ds, i);
-            if (p) {
+            if (!p && feeder_dataset_tar_sample(ds, i, &p, NULL, NULL, NULL, NULL) == FEEDER_EINVAL)
+                p = NULL;
+            if (p && p != last) {
                 left += drop_file(p, &size);
                 total += size;
             }
+            last = p;
         }
     }
     fprintf(stderr, "dropped the page cache of %.1f MB; %.1f MB stayed cached%s\n", total / 1e6,

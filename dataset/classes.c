@@ -1,8 +1,10 @@
 /*
  * The skip policy's candidate order: for each sample, the next sample of the
  * same label in dataset order, cyclically (worker.c's replace_sample walks
- * it). Built once at start from the labels a folder, list or packed dataset
- * holds; a user dataset's labels are unknown until loaded.
+ * it). Built once at start from the labels a folder, list, packed or tar
+ * dataset holds; a user dataset's labels are unknown until loaded. A sample
+ * whose label is unknown (-1: a tar key without a usable .cls member) has no
+ * class to stay in: its candidate is the next sample in dataset order.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -43,7 +45,8 @@ int feeder__dataset_class_next(const feeder_dataset *ds, uint64_t **out)
         while (e < n && ds->labels[order[e]] == ds->labels[order[s]])
             e++;
         for (uint64_t k = s; k < e; k++)
-            next[order[k]] = order[k + 1 < e ? k + 1 : s];
+            next[order[k]] = ds->labels[order[k]] < 0 ? (order[k] + 1) % n
+                                                      : order[k + 1 < e ? k + 1 : s];
         s = e;
     }
     free(order);

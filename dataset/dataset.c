@@ -18,6 +18,7 @@
 #include "dataset/dataset.h"
 #include "io/io.h"
 #include "dataset/pack.h"
+#include "dataset/tar.h"
 
 int feeder__dataset_alloc(int kind, feeder_dataset **out)
 {
@@ -66,6 +67,7 @@ void feeder__dataset_drop(feeder_dataset *ds)
     free(ds->path_off);
     free(ds->labels);
     feeder__pack_free(ds->pack);
+    feeder__tar_free(ds->tar);
     free(ds);
 }
 

@@ -12,9 +12,11 @@
 
 #include "common/common.h"
 
-enum { FEEDER__DS_FOLDER = 1, FEEDER__DS_LIST = 2, FEEDER__DS_USER = 3, FEEDER__DS_PACKED = 4 };
+enum { FEEDER__DS_FOLDER = 1, FEEDER__DS_LIST = 2, FEEDER__DS_USER = 3, FEEDER__DS_PACKED = 4,
+       FEEDER__DS_TAR = 5 };
 
 struct feeder__pack; /* packed datasets (dataset/pack.h) */
+struct feeder__tar;  /* tar shard sets (dataset/tar.h) */
 
 /* Files a folder dataset left out (not an image extension), counted by
  * extension: a fixed table, so it needs no freeing; extensions past the
@@ -42,12 +44,14 @@ struct feeder_dataset {
     feeder_dataset_callbacks cb;
     void *user;
     struct feeder__pack *pack; /* FEEDER__DS_PACKED */
+    struct feeder__tar *tar;   /* FEEDER__DS_TAR: shards, indexes; no paths */
     atomic_uint refs;          /* the caller's and each loader's (feeder__dataset_hold) */
     feeder__skips skips;       /* FEEDER__DS_FOLDER */
     /* What a resume state checks the dataset by: a hash of each sample's
      * file name, its folder's name and its label, in order (folders, lists;
      * not the root, so a dataset moved elsewhere still matches), or of a
-     * packed file's header CRC and size. 0: unknown (user datasets). */
+     * packed file's header CRC and size, or of a tar set's shard names,
+     * sizes, keys and labels. 0: unknown (user datasets). */
     uint64_t fingerprint;
 };
 

@@ -1,21 +1,26 @@
 /*
- * The smallest useful feeder program: iterate over an image folder for two
- * epochs and print what arrives. Build: see examples/CMakeLists.txt, or
+ * The smallest useful feeder program: iterate over an image folder (or
+ * WebDataset tar shards) for two epochs and print what arrives. Build: see examples/CMakeLists.txt, or
  *   cc iterate_folder.c $(pkg-config --cflags --libs feeder)
  * Run:  ./iterate_folder /path/to/imagefolder
+ *       ./iterate_folder 'shards/train-{000000..000127}.tar'
  */
 #include <feeder.h>
 #include <stdio.h>
+#include <string.h>
 
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s IMAGE_FOLDER\n", argv[0]);
+        fprintf(stderr, "usage: %s IMAGE_FOLDER|SHARD.tar|'S-{000..127}.tar'\n", argv[0]);
         return 2;
     }
     char err[512];
     feeder_dataset *ds;
-    int rc = feeder_dataset_open_folder(argv[1], &ds, err, sizeof(err));
+    size_t n = strlen(argv[1]);
+    int tar = strchr(argv[1], '{') || (n > 4 && strcmp(argv[1] + n - 4, ".tar") == 0);
+    int rc = tar ? feeder_dataset_open_tar_pattern(argv[1], &ds, err, sizeof(err))
+                 : feeder_dataset_open_folder(argv[1], &ds, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "%s\n", err);
         return 1;

@@ -209,6 +209,79 @@ typedef struct feeder_packed_info {
  * for NULL arguments or another kind of dataset. Thread-safe. */
 FEEDER_API int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packed_info *out);
 
+/* WebDataset tar shards, read in place. Each shard is a POSIX ustar tar
+ * (GNU long names and pax 'path'/'size' records taken); its members are
+ * grouped as WebDataset groups them: the key is the member's path up to the
+ * FIRST dot of its base name, the rest is the extension ("dir/000123.jpg"
+ * and "dir/000123.cls" are key "dir/000123", extensions "jpg" and "cls";
+ * "a/x.seg.png" is key "a/x", extension "seg.png"), and consecutive members
+ * with one key make one sample. Members whose base name starts with a dot
+ * or holds none, folders, and extensions other than the ones below are
+ * passed over. A sample's image is its first of .jpg, .jpeg, .png, .webp
+ * (that order; any case), decoded by the loader's pipeline; its label is its
+ * .cls member, an ASCII non-negative integer (blanks around it allowed).
+ * Samples are in shard order, then member order; num_classes is the largest
+ * label + 1. feeder_dataset_path() is NULL for them (a member is no file).
+ *
+ * The first open of a shard walks its headers (a 4 KiB pread at each
+ * header, jumping over image data) and writes the result beside it as
+ * <shard>.idx (docs/FORMAT.md) through a temporary file and a rename; later
+ * opens use that file when it is whole and made for the shard's current size
+ * and modification time, and walk again otherwise. A folder that is not
+ * writable just gets no index file.
+ *
+ * Bad samples are found at open and fail when loaded, under the loader's
+ * error policy (FAIL: the batch fails; SKIP, DROP as for files), with a
+ * message naming the shard, the key and what is wrong: no image member, no
+ * .cls member or one that is not an integer, an image member over 1 GiB, an
+ * image or .cls member that is a link, device or FIFO, a member that runs
+ * past the end of the shard (a cut tar), or a header with a bad checksum
+ * after the first (the shard's members from there on are lost; the key
+ * "(header at offset N)" stands for them). A file whose first header is no
+ * tar header fails the open with FEEDER_EDATASET; -errno when a shard
+ * cannot be opened or read; FEEDER_EDATASET when the shards hold no sample;
+ * FEEDER_EINVAL for NULL arguments or count 0. The message names the shard.
+ * Nothing is read past a shard's end. `paths` are copied. Shards must not
+ * change while the dataset is open (a member's bytes are read by offset).
+ * Lifetime: the dataset must outlive every loader that uses it.
+ * Thread-safety: read-only after open; may be shared. */
+FEEDER_API int feeder_dataset_open_tar(const char *const *paths, size_t count,
+                                       feeder_dataset **out, char *err, size_t errlen);
+
+/* feeder_dataset_open_tar over the names a brace pattern stands for
+ * ("shards/s-{000000..000127}.tar", "{train,extra}.tar"; a pattern without
+ * braces is one shard). A malformed pattern fails with FEEDER_EINVAL and a
+ * message giving its offset. Otherwise as feeder_dataset_open_tar. */
+FEEDER_API int feeder_dataset_open_tar_pattern(const char *pattern, feeder_dataset **out,
+                                               char *err, size_t errlen);
+
+/* What a tar dataset's open found. */
+typedef struct feeder_tar_info {
+    uint32_t shards;
+    uint32_t indexes_cached;  /* shards whose index came from <shard>.idx */
+    uint32_t indexes_written; /* shards walked by this open whose <shard>.idx it wrote */
+    uint32_t reserved0_;
+    uint64_t samples;
+    uint64_t bad_samples;     /* samples that fail when loaded (see above) */
+    uint64_t reserved_[4];
+} feeder_tar_info;
+
+/* Fill `out` for a dataset opened with feeder_dataset_open_tar*;
+ * FEEDER_EINVAL for NULL arguments or another kind of dataset. Thread-safe. */
+FEEDER_API int feeder_dataset_tar_info(const feeder_dataset *ds, feeder_tar_info *out);
+
+/* Where sample `index` of a tar dataset lies: its shard's path, its key, and
+ * its image member's data offset and size in the shard; `problem` gets what
+ * is wrong with a bad sample, NULL for a good one (each out pointer may be
+ * NULL; strings borrowed from the dataset). 0; FEEDER_EDATASET for a bad
+ * sample (shard, key and problem are set; offset and size are 0);
+ * FEEDER_EINVAL for another kind of dataset or an index out of range.
+ * Thread-safe. */
+FEEDER_API int feeder_dataset_tar_sample(const feeder_dataset *ds, uint64_t index,
+                                         const char **shard, const char **key,
+                                         uint64_t *offset, uint64_t *size,
+                                         const char **problem);
+
 /* What a user dataset's get callback is handed for one sample. */
 typedef struct feeder_sample_ctx {
     uint64_t index;   /* the dataset index */
@@ -774,7 +847,8 @@ FEEDER_API size_t feeder_loader_state_size(const feeder_loader *ld);
  * the blob, Y in the loader" in feeder_loader_errmsg, or the sampler's error.
  * The blob also holds the dataset's fingerprint (each sample's file name, its
  * folder's name and its label, in order; for a packed file its size and
- * index): a file renamed, added, removed or relabelled since the save is
+ * index; for tar shards each shard's file name and size and each sample's key
+ * and label): a file renamed, added, removed or relabelled since the save is
  * refused with "the dataset's files differ", even when the count is the same.
  * The root is not part of it (a dataset moved elsewhere resumes), nor are the
  * files' bytes. Blobs of version 1 (before the fingerprint) still load,

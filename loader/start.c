@@ -185,7 +185,7 @@ static int resolve_decoder(feeder_loader *ld)
     int jpeg_records = ld->ds->kind == FEEDER__DS_PACKED &&
                        ld->ds->pack->v.h.kind == FEEDER_RECORD_JPEG;
     if (feeder__decoder_on_gpu(t->decoder) && ld->ds->kind != FEEDER__DS_FOLDER &&
-        ld->ds->kind != FEEDER__DS_LIST && !jpeg_records) {
+        ld->ds->kind != FEEDER__DS_LIST && ld->ds->kind != FEEDER__DS_TAR && !jpeg_records) {
         feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
                     "the GPU decoders take JPEG bytes: %s decode on the CPU",
                     ld->ds->kind == FEEDER__DS_PACKED ? "RAW packed records" : "user datasets");

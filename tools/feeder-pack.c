@@ -1,8 +1,8 @@
 /*
- * feeder-pack: an image folder or list file in, a packed file out
- * (docs/FORMAT.md).
+ * feeder-pack: an image folder, list file or WebDataset tar shard set in, a
+ * packed file out (docs/FORMAT.md).
  *
- *   feeder-pack --data DIR|LIST --out F.pack [--mode raw|jpeg] [--size 224]
+ *   feeder-pack --data DIR|LIST|'S-{000..127}.tar' --out F.pack [--mode raw|jpeg] [--size 224]
  *               [--resize 256] [--layout nhwc|nchw] [--workers N]
  *               [--shard-size BYTES] [--verify]
  *
@@ -120,8 +120,9 @@ static void parse_args(opts *o, int argc, char **argv)
     int raw[3] = {0};
     cli_opt t[] = {
         CLI_STRING("data", "DIR|LIST", o->data,
-                   "image folder (one sub-folder per class) or list file of\n"
-                   "'relative/path label' lines"),
+                   "image folder (one sub-folder per class), list file of\n"
+                   "'relative/path label' lines, or WebDataset tar shard or brace\n"
+                   "range of them (s-{000..127}.tar: the .jpg member, the .cls label)"),
         CLI_STRING("out", "FILE", o->out,
                    "the packed file; with --shard-size, FILE-00000-of-0000N.pack\n"
                    "(FILE less its .pack suffix)"),

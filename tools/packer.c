@@ -321,14 +321,31 @@ static uint32_t shard_of(const shard *v, uint32_t ns, uint64_t g, uint32_t hint)
 /* The source dataset                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* A tar shard: the ustar magic of its first header (GNU's "ustar  " too). */
+static int is_tar(const char *path)
+{
+    uint8_t h[512];
+    FILE *f = fopen(path, "rb");
+    int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;
+    if (f)
+        fclose(f);
+    return yes;
+}
+
 static feeder_dataset *open_source(const char *path, int allow_escape)
 {
     struct stat st;
-    if (stat(path, &st) != 0)
-        die_usage("--data '%s': %s", path, strerror(errno));
     char err[1024] = "";
     feeder_dataset *ds = NULL;
     int rc;
+    /* WebDataset shards: a brace range of them, or one. */
+    if (strchr(path, '{') || (stat(path, &st) == 0 && S_ISREG(st.st_mode) && is_tar(path))) {
+        if ((rc = feeder_dataset_open_tar_pattern(path, &ds, err, sizeof(err))))
+            die("%s", err[0] ? err : feeder_strerror(rc));
+        return ds;
+    }
+    if (stat(path, &st) != 0)
+        die_usage("--data '%s': %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode))
         rc = feeder_dataset_open_folder(path, &ds, err, sizeof(err));
     else if (S_ISREG(st.st_mode))
@@ -436,6 +453,32 @@ static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t 
     return bytes;
 }
 
+/* A tar sample's image member, `len` bytes at its offset in its shard. A
+ * shard shorter than that now: -EIO, as a file that changed size. */
+static int read_member(const feeder_dataset *ds, uint64_t i, uint8_t *buf, size_t len,
+                       const char **tar)
+{
+    uint64_t off;
+    feeder_dataset_tar_sample(ds, i, tar, NULL, &off, NULL, NULL);
+    int fd = open(*tar, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t k = pread(fd, buf + got, len - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int e = k < 0 ? -errno : -EIO;
+            close(fd);
+            return e;
+        }
+        got += (size_t)k;
+    }
+    close(fd);
+    return 0;
+}
+
 static int read_whole(const char *path, uint8_t *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -458,6 +501,22 @@ static int read_whole(const char *path, uint8_t *buf, size_t len)
     ssize_t k = read(fd, &extra, 1);
     close(fd);
     return k == 0 ? 0 : -EIO;
+}
+
+/* Sample i's bytes, from its file or its tar member; `name` gets what
+ * messages call it (the path, or "SHARD: key KEY"). */
+static int read_source(const feeder_dataset *ds, uint64_t i, uint8_t *buf, size_t len,
+                       char *name, size_t namelen)
+{
+    const char *path = feeder_dataset_path(ds, i), *key = NULL;
+    if (path) {
+        snprintf(name, namelen, "%s", path);
+        return read_whole(path, buf, len);
+    }
+    int rc = read_member(ds, i, buf, len, &path);
+    feeder_dataset_tar_sample(ds, i, NULL, &key, NULL, NULL, NULL);
+    snprintf(name, namelen, "%s: key %s", path, key);
+    return rc;
 }
 
 /* Does a JPEG reach its end-of-image marker? The marker segments are walked
@@ -523,8 +582,8 @@ static uint64_t write_jpeg(feeder_dataset *ds, const uint64_t *sizes, shard *v, 
     uint32_t s = 0;
     uint64_t pos = 0; /* where the next record goes in its shard */
     for (uint64_t i = 0; i < n; i++) {
-        const char *path = feeder_dataset_path(ds, i);
-        int rc = read_whole(path, buf, sizes[i]);
+        char path[8400];
+        int rc = read_source(ds, i, buf, sizes[i], path, sizeof(path));
         if (rc == -EIO)
             die("%s: changed size while being packed", path);
         if (rc)
@@ -602,6 +661,18 @@ static void verify(const opts *o, const shard *v, uint32_t ns, int jpeg)
     }
 }
 
+/* A tar sample's image member size; a bad sample stops the pack, named. */
+static uint64_t tar_member_size(const feeder_dataset *ds, uint64_t i)
+{
+    const char *tar, *key, *problem;
+    uint64_t size;
+    if (feeder_dataset_tar_sample(ds, i, &tar, &key, NULL, &size, &problem))
+        die("%s: key %s: %s", tar, key, problem);
+    if (size == 0)
+        die("%s: key %s: empty image member", tar, key);
+    return size;
+}
+
 /* The header every shard starts from, and each record's size (JPEG: its
  * file's, which decides the shards up front; RAW: one tensor). Returns the
  * RAW record size (0 for JPEG). */
@@ -619,6 +690,10 @@ static uint64_t plan_records(const fpk_opts *o, feeder_dataset *ds, uint64_t n,
         for (uint64_t i = 0; i < n; i++) {
             struct stat st;
             const char *p = feeder_dataset_path(ds, i);
+            if (!p) {
+                sizes[i] = tar_member_size(ds, i);
+                continue;
+            }
             if (stat(p, &st) != 0)
                 die("%s: %s", p, strerror(errno));
             if (!S_ISREG(st.st_mode))

@@ -1,6 +1,6 @@
 /*
  * The packer behind feeder-pack, shared with bench_loader (whose --decoder raw
- * packs the dataset it measures): an image folder or list file in, a packed
+ * packs the dataset it measures): an image folder, list file or tar shard set in, a packed
  * file (or shards) out, written to NAME.tmp.PID and renamed when complete.
  * A tool's code, not the library's: it prints, installs SIGINT/SIGTERM/SIGHUP
  * handlers that remove its temporary files, and exits on failure.

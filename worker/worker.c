@@ -60,6 +60,7 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
 void feeder__worker_ctx_free(feeder__worker_ctx *w)
 {
     feeder__packed_ctx_free(w);
+    feeder__tar_ctx_free(w);
     feeder__reader_destroy(w->rd);
     feeder__decoder_destroy(w->dec);
     free(w->aug_scratch);
@@ -82,7 +83,7 @@ static int load_file_sample(feeder__worker_ctx *w, const feeder__task_msg *t,
     const feeder__job *job = w->job;
     if (f->err) {
         feeder__fmt(msg, msglen, "sample %llu (%s): %s: %s", (unsigned long long)index, f->path,
-                    op_text(f), strerror(-f->err));
+                    op_text(f), feeder_strerror(f->err));
         return f->err;
     }
     if (f->len == 0) {
@@ -150,7 +151,8 @@ static int load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t i
     feeder__file f = {.path = feeder_dataset_path(ds, index)};
     uint64_t t0 = feeder__now_ns();
     FEEDER_NVTX_PUSH("read");
-    int rc = feeder__reader_read(w->rd, &f, 1);
+    int rc = ds->kind == FEEDER__DS_TAR ? feeder__tar_read(w, &index, &f, 1)
+                                        : feeder__reader_read(w->rd, &f, 1);
     FEEDER_NVTX_POP();
     uint64_t t1 = feeder__now_ns();
     res->read_ns += t1 - t0;
@@ -325,7 +327,8 @@ static int read_task_files(feeder__worker_ctx *w, const feeder__task_msg *t, uin
     }
     uint64_t t0 = feeder__now_ns();
     FEEDER_NVTX_PUSH("read");
-    rc = feeder__reader_read(w->rd, w->files, t->count);
+    rc = job->ds->kind == FEEDER__DS_TAR ? feeder__tar_read(w, idx + t->first, w->files, t->count)
+                                         : feeder__reader_read(w->rd, w->files, t->count);
     FEEDER_NVTX_POP();
     uint64_t t1 = feeder__now_ns();
     res->read_ns += t1 - t0;

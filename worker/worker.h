@@ -101,6 +101,7 @@ typedef struct feeder__worker_ctx {
     unsigned files_cap;
     char why[256];     /* reader fallback reason */
     struct feeder__pack_worker *pk; /* packed datasets: bounce buffer, spans */
+    struct feeder__tar_worker *tar; /* tar datasets: shard descriptors, read buffer */
     feeder__transform cpu_t; /* job->t with a CPU decoder: what this worker decodes with */
     int gpu_dec;             /* job->t.decoder is NVJPEG or HYBRID */
     struct {                 /* a GPU decoder's task plan (feeder__worker_plan_gpu_part) */
@@ -179,5 +180,17 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
 int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
                             uint8_t *dst, int64_t *label, feeder__result_msg *res, char *msg,
                             size_t msglen);
+
+/* ---- tar shards (tar_read.c) ---- */
+
+/* Read the image members of tar samples index[0..n) into files[0..n) as
+ * feeder__reader_read reads files: per-sample failures (a bad sample, a
+ * failed open or read) land in files[k].err with the text in files[k].op;
+ * files[k].path names the shard and member. Returns 0, -ENOMEM, or a -errno
+ * that is not one sample's (the ring broke). The bytes stay valid until the
+ * next call. */
+int feeder__tar_read(feeder__worker_ctx *w, const uint64_t *index, feeder__file *files,
+                     unsigned n);
+void feeder__tar_ctx_free(feeder__worker_ctx *w);
 
 #endif

@@ -34,7 +34,7 @@ from ._feeder import (  # noqa: F401
 __version__ = "0.1.0"
 
 __all__ = [
-    "ImageFolder", "FileList", "Packed", "Loader", "Array", "FeederError", "SampleError",
+    "ImageFolder", "FileList", "Packed", "TarShards", "Loader", "Array", "FeederError", "SampleError",
     "WorkerError", "LoaderTimeoutError", "BusyError", "OptionError", "StateError",
     "DatasetError", "library_version", "cuda",
 ]
@@ -63,6 +63,17 @@ class Packed(_feeder.Dataset):
 
     def __init__(self, path):
         super().__init__(2, path)
+
+
+class TarShards(_feeder.Dataset):
+    """WebDataset tar shards, read in place: one .tar or a brace range of
+    them ("shards/train-{000000..000127}.tar"). A sample is a key's .jpg
+    (else .jpeg, .png, .webp) member with its .cls label; samples in shard
+    order, then member order. Each shard's index is cached beside it as
+    <shard>.idx."""
+
+    def __init__(self, pattern):
+        super().__init__(3, pattern)
 
 
 class Loader(_feeder.Loader):

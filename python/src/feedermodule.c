@@ -124,7 +124,7 @@ static void raise_open(int rc, const char *err, const char *path)
 typedef struct {
     PyObject_HEAD
     feeder_dataset *ds;
-    int kind; /* 0 folder, 1 list, 2 packed */
+    int kind; /* 0 folder, 1 list, 2 packed, 3 tar shards */
     PyObject *source;
 } DatasetObject;
 
@@ -159,6 +159,8 @@ static int dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
                                        err, sizeof(err));
     else if (kind == 2)
         rc = feeder_dataset_open_packed(path, &ds, err, sizeof(err));
+    else if (kind == 3)
+        rc = feeder_dataset_open_tar_pattern(path, &ds, err, sizeof(err));
     else
         rc = FEEDER_EINVAL;
     Py_END_ALLOW_THREADS
@@ -280,7 +282,7 @@ static PyObject *dataset_packed_info(DatasetObject *self, PyObject *unused)
 
 static PyObject *dataset_repr(DatasetObject *self)
 {
-    static const char *const kinds[] = {"ImageFolder", "FileList", "Packed"};
+    static const char *const kinds[] = {"ImageFolder", "FileList", "Packed", "TarShards"};
     if (!self->ds)
         return PyUnicode_FromString("<feeder dataset (not open)>");
     return PyUnicode_FromFormat("<feeder.%s %R: %llu samples, %llu classes>", kinds[self->kind],
@@ -289,7 +291,7 @@ static PyObject *dataset_repr(DatasetObject *self)
 }
 
 static PyMethodDef dataset_methods[] = {
-    {"path", (PyCFunction)dataset_path, METH_O, "path(i): the file of sample i (None for packed)."},
+    {"path", (PyCFunction)dataset_path, METH_O, "path(i): the file of sample i (None for packed and tar)."},
     {"label", (PyCFunction)dataset_label, METH_O, "label(i): the label of sample i."},
     {"packed_info", (PyCFunction)dataset_packed_info, METH_NOARGS,
      "packed_info(): the packed file's header as a dict."},

@@ -2,6 +2,8 @@
 resumable state, epochs."""
 import gc
 import hashlib
+import io
+import os
 import random
 
 import numpy as np
@@ -187,3 +189,34 @@ def test_close_and_context_manager(dataset):
     with pytest.raises(RuntimeError, match="closed"):
         iter(ld)
     del x
+
+
+def test_tar_shards_same_bytes_as_file_list(folder, tmp_path):
+    """Shards made with Python's tarfile (WebDataset's own writer's format)
+    give the batches of a list file over the same images in the same order."""
+    import tarfile
+    files = sorted(os.path.join(c, f) for c in sorted(os.listdir(folder))
+                   for f in os.listdir(os.path.join(folder, c)))
+    classes = sorted(os.listdir(folder))
+    lines = []
+    for s in range(2):
+        with tarfile.open(tmp_path / f"s-{s}.tar", "w") as tar:
+            for i, rel in enumerate(files[s::2]):
+                key = f"k{s}/{i:06d}"
+                label = classes.index(os.path.dirname(rel))
+                tar.add(os.path.join(folder, rel), arcname=f"{key}.jpg")
+                info = tarfile.TarInfo(f"{key}.cls")
+                info.size = len(str(label))
+                tar.addfile(info, io.BytesIO(str(label).encode()))
+                lines.append(f"{rel} {label}\n")
+    (tmp_path / "list.txt").write_text("".join(lines))
+    shards = feeder.TarShards(str(tmp_path / "s-{0..1}.tar"))
+    flist = feeder.FileList(str(tmp_path / "list.txt"), root=folder)
+    assert len(shards) == len(flist) == len(files)
+    assert shards.path(0) is None
+    assert repr(shards).startswith("<feeder.TarShards ")
+    got = [digest(x, y) for x, y in feeder.Loader(shards, **OPTS)]
+    want = [digest(x, y) for x, y in feeder.Loader(flist, **OPTS)]
+    assert got == want
+    with pytest.raises(FileNotFoundError, match="s-2.tar: cannot open tar shard"):
+        feeder.TarShards(str(tmp_path / "s-{0..2}.tar"))

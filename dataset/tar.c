@@ -1,0 +1,321 @@
+/*
+ * Tar datasets: WebDataset shards read in place. Each shard's headers are
+ * walked once (tar_index.c) and the result cached beside it as <shard>.idx;
+ * samples are the shards' keys in shard order, then member order.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/brace.h"
+#include "dataset/dataset.h"
+#include "dataset/tar.h"
+#include "io/io.h"
+
+void feeder__tar_free(feeder__tar *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->nshards; i++) {
+        free(t->shards[i].path);
+        feeder__tar_index_free(&t->shards[i].ix);
+    }
+    free(t->shards);
+    free(t->shard_of);
+    free(t);
+}
+
+static long pread_src(void *ctx, uint64_t off, uint8_t *dst, size_t len)
+{
+    int fd = *(int *)ctx;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t k = pread(fd, dst + got, len - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -errno;
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    return (long)got;
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* <shard>.idx, when it is whole and made for this size and mtime. */
+static int load_cache(const char *idx, const struct stat *st, feeder__tar_index *ix)
+{
+    int fd = open(idx, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    struct stat is;
+    int rc = FEEDER_EFORMAT;
+    uint8_t *buf = NULL;
+    if (fstat(fd, &is) == 0 && S_ISREG(is.st_mode) && is.st_size >= FEEDER__TAR_IDX_HEADER &&
+        (uint64_t)is.st_size <= (uint64_t)st->st_size * 2 + (1u << 20) &&
+        (buf = malloc((size_t)is.st_size)) &&
+        pread_src(&fd, 0, buf, (size_t)is.st_size) == (long)is.st_size) {
+        char why[128];
+        rc = feeder__tar_index_decode(buf, (size_t)is.st_size, (uint64_t)st->st_size,
+                                      mtime_ns(st), ix, why, sizeof(why));
+    }
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* Write the index beside the shard: a temporary file renamed over
+ * <shard>.idx, so a reader sees the old file or the new one, never half of
+ * one. A folder that is not writable (or full) just gets no cache: 0 or 1. */
+static int write_cache(const char *idx, const feeder__tar_index *ix, const struct stat *st)
+{
+    uint8_t *buf;
+    size_t len;
+    if (feeder__tar_index_encode(ix, (uint64_t)st->st_size, mtime_ns(st), &buf, &len))
+        return 0;
+    size_t n = strlen(idx) + 32;
+    char *tmp = malloc(n);
+    int fd = -1, ok = 0;
+    if (tmp) {
+        snprintf(tmp, n, "%s.tmp.%ld", idx, (long)getpid());
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    }
+    if (fd >= 0) {
+        size_t at = 0;
+        while (at < len) {
+            ssize_t k = write(fd, buf + at, len - at);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                break;
+            at += (size_t)k;
+        }
+        ok = close(fd) == 0 && at == len && rename(tmp, idx) == 0;
+        if (!ok)
+            unlink(tmp);
+    }
+    free(tmp);
+    free(buf);
+    return ok;
+}
+
+/* Open a shard, check it is a regular file, and take its index from the
+ * cache or a walk of its headers. */
+static int index_shard(feeder__tar_shard *sh, char *err, size_t errlen)
+{
+    int fd = open(sh->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        feeder__fmt(err, errlen, "%s: cannot open tar shard: %s", sh->path, strerror(e));
+        return -e;
+    }
+    struct stat st, after;
+    int rc = fstat(fd, &st) == 0 ? 0 : -errno;
+    if (!rc && !S_ISREG(st.st_mode)) {
+        feeder__fmt(err, errlen, "%s: not a tar shard: %s", sh->path,
+                    feeder__file_type(st.st_mode));
+        rc = S_ISDIR(st.st_mode) ? -EISDIR : FEEDER_EDATASET;
+    } else if (rc) {
+        feeder__fmt(err, errlen, "%s: cannot stat tar shard: %s", sh->path, strerror(-rc));
+    }
+    size_t n = strlen(sh->path) + 5;
+    char *idx = rc ? NULL : malloc(n);
+    if (!rc && !idx)
+        rc = -ENOMEM;
+    if (!rc) {
+        snprintf(idx, n, "%s.idx", sh->path);
+        sh->size = (uint64_t)st.st_size;
+        if (load_cache(idx, &st, &sh->ix) == 0) {
+            sh->cached = 1;
+        } else {
+            feeder__tar_src src = {pread_src, &fd, sh->size};
+            rc = feeder__tar_scan(&src, sh->path, &sh->ix, err, errlen);
+            /* A shard changed during the walk gets no cache. */
+            if (!rc && fstat(fd, &after) == 0 && after.st_size == st.st_size &&
+                mtime_ns(&after) == mtime_ns(&st))
+                sh->cached = write_cache(idx, &sh->ix, &st) ? 2 : 0;
+        }
+    }
+    free(idx);
+    close(fd);
+    return rc;
+}
+
+/* FNV-1a, 64 bits: identity, not security. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* What a resume state checks: each shard's file name (not its folder, so a
+ * moved set still matches) and size, and each sample's key and label. */
+static uint64_t tar_fingerprint(const feeder__tar *t)
+{
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, "tar", 3);
+    for (uint32_t i = 0; i < t->nshards; i++) {
+        const feeder__tar_shard *s = &t->shards[i];
+        const char *base = strrchr(s->path, '/');
+        base = base ? base + 1 : s->path;
+        h = fnv1a(h, base, strlen(base) + 1);
+        h = fnv1a(h, &s->size, sizeof(s->size));
+        h = fnv1a(h, &s->ix.n, sizeof(s->ix.n));
+        for (uint64_t k = 0; k < s->ix.n; k++) {
+            const char *key = feeder__tar_key(&s->ix, k);
+            h = fnv1a(h, key, strlen(key) + 1);
+            h = fnv1a(h, &s->ix.e[k].label, sizeof(s->ix.e[k].label));
+        }
+    }
+    return h ? h : 1;
+}
+
+/* The dataset's arrays from the shards' indexes: labels, each sample's
+ * shard, the class count. */
+static int assemble(feeder_dataset *ds, char *err, size_t errlen)
+{
+    feeder__tar *t = ds->tar;
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < t->nshards; i++) {
+        t->shards[i].first = n;
+        n += t->shards[i].ix.n;
+    }
+    if (n == 0) {
+        feeder__fmt(err, errlen, "%s%s: no samples (keys with a .jpg, .jpeg, .png or .webp and a "
+                    ".cls member) in %u tar shard%s", t->shards[0].path,
+                    t->nshards > 1 ? " ..." : "", t->nshards, t->nshards > 1 ? "s" : "");
+        return FEEDER_EDATASET;
+    }
+    ds->labels = malloc(n * sizeof(*ds->labels));
+    t->shard_of = malloc(n * sizeof(*t->shard_of));
+    if (!ds->labels || !t->shard_of)
+        return -ENOMEM;
+    int64_t maxlab = -1;
+    for (uint32_t i = 0; i < t->nshards; i++)
+        for (uint64_t k = 0; k < t->shards[i].ix.n; k++) {
+            int64_t l = t->shards[i].ix.e[k].label;
+            ds->labels[t->shards[i].first + k] = l;
+            t->shard_of[t->shards[i].first + k] = i;
+            maxlab = l > maxlab ? l : maxlab;
+        }
+    ds->n = n;
+    ds->num_classes = (uint64_t)(maxlab + 1);
+    ds->fingerprint = tar_fingerprint(t);
+    return 0;
+}
+
+static int tar_alloc(const char *const *paths, size_t count, feeder_dataset **out)
+{
+    feeder_dataset *ds = calloc(1, sizeof(*ds));
+    feeder__tar *t = calloc(1, sizeof(*t));
+    if (!ds || !t || !(t->shards = calloc(count, sizeof(*t->shards)))) {
+        free(t);
+        free(ds);
+        return -ENOMEM;
+    }
+    ds->kind = FEEDER__DS_TAR;
+    atomic_init(&ds->refs, 1);
+    ds->tar = t;
+    *out = ds;
+    for (size_t i = 0; i < count; i++, t->nshards++)
+        if (!(t->shards[i].path = strdup(paths[i])))
+            return -ENOMEM;
+    return 0;
+}
+
+int feeder_dataset_open_tar(const char *const *paths, size_t count, feeder_dataset **out,
+                            char *err, size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s", "");
+    if (!paths || !out || count == 0 || count > UINT32_MAX) {
+        feeder__fmt(err, errlen, "feeder_dataset_open_tar: paths and out must not be NULL and "
+                    "count must be 1 .. 2^32-1 (got %zu)", count);
+        return FEEDER_EINVAL;
+    }
+    for (size_t i = 0; i < count; i++)
+        if (!paths[i]) {
+            feeder__fmt(err, errlen, "feeder_dataset_open_tar: paths[%zu] is NULL", i);
+            return FEEDER_EINVAL;
+        }
+    feeder_dataset *ds = NULL;
+    int rc = tar_alloc(paths, count, &ds);
+    for (size_t i = 0; !rc && i < count; i++)
+        rc = index_shard(&ds->tar->shards[i], err, errlen);
+    if (!rc)
+        rc = assemble(ds, err, errlen);
+    if (rc == -ENOMEM && err && errlen && !err[0])
+        feeder__fmt(err, errlen, "feeder_dataset_open_tar: out of memory");
+    if (rc) {
+        feeder_dataset_destroy(ds);
+        return rc;
+    }
+    *out = ds;
+    return 0;
+}
+
+int feeder_dataset_open_tar_pattern(const char *pattern, feeder_dataset **out, char *err,
+                                    size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s", "");
+    if (!pattern || !out) {
+        feeder__fmt(err, errlen, "feeder_dataset_open_tar_pattern: pattern and out must not be "
+                    "NULL");
+        return FEEDER_EINVAL;
+    }
+    char **names;
+    size_t n;
+    int rc = feeder__brace_expand(pattern, &names, &n, err, errlen);
+    if (rc)
+        return rc;
+    rc = feeder_dataset_open_tar((const char *const *)names, n, out, err, errlen);
+    feeder__brace_free(names, n);
+    return rc;
+}
+
+int feeder_dataset_tar_info(const feeder_dataset *ds, feeder_tar_info *out)
+{
+    if (!ds || !out || ds->kind != FEEDER__DS_TAR)
+        return FEEDER_EINVAL;
+    memset(out, 0, sizeof(*out));
+    const feeder__tar *t = ds->tar;
+    out->shards = t->nshards;
+    out->samples = ds->n;
+    for (uint32_t i = 0; i < t->nshards; i++) {
+        out->indexes_cached += t->shards[i].cached == 1;
+        out->indexes_written += t->shards[i].cached == 2;
+        for (uint64_t k = 0; k < t->shards[i].ix.n; k++)
+            out->bad_samples += t->shards[i].ix.e[k].bad;
+    }
+    return 0;
+}
+
+int feeder_dataset_tar_sample(const feeder_dataset *ds, uint64_t index, const char **shard,
+                              const char **key, uint64_t *offset, uint64_t *size,
+                              const char **problem)
+{
+    if (!ds || ds->kind != FEEDER__DS_TAR || index >= ds->n)
+        return FEEDER_EINVAL;
+    uint64_t k;
+    const feeder__tar_shard *s = feeder__tar_sample(ds->tar, index, &k);
+    if (shard)
+        *shard = s->path;
+    if (key)
+        *key = feeder__tar_key(&s->ix, k);
+    int bad = s->ix.e[k].bad != 0;
+    if (offset)
+        *offset = bad ? 0 : s->ix.e[k].off;
+    if (size)
+        *size = bad ? 0 : s->ix.e[k].len;
+    if (problem)
+        *problem = bad ? feeder__tar_detail(&s->ix, k) : NULL;
+    return bad ? FEEDER_EDATASET : 0;
+}

@@ -1,0 +1,218 @@
+/*
+ * The read of a tar dataset's samples: each sample's image member is one
+ * span of its shard, and a task's spans of one shard go to the reader in
+ * one call (io_uring: all queued at once). The bytes then take the path a
+ * file's bytes take (worker.c: decode, or a GPU decoder's plan). Shards are
+ * opened on first use in each worker, after fork, so no descriptor crosses
+ * it; a worker keeps at most FDS_MAX of them open.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dataset/tar.h"
+#include "worker/worker.h"
+
+#define FDS_MAX 32
+
+struct feeder__tar_worker {
+    int *fd;            /* per shard: -1 until opened */
+    uint32_t nopen;
+    uint8_t *buf;       /* the task's members, back to back */
+    size_t buf_cap;
+    feeder__span *spans;
+    uint32_t *which;    /* spans[j] is file which[j] */
+    unsigned span_cap;
+    char *names;        /* the task's display names ("shard: key.ext") */
+    size_t names_cap;
+};
+
+static const char SHORT_READ[] = "read: the shard ends before the member's last byte (was it "
+                                 "changed after it was opened?)";
+
+void feeder__tar_ctx_free(feeder__worker_ctx *w)
+{
+    struct feeder__tar_worker *p = w->tar;
+    if (!p)
+        return;
+    const feeder__tar *t = w->job->ds->tar;
+    for (uint32_t i = 0; p->fd && i < t->nshards; i++)
+        if (p->fd[i] >= 0)
+            close(p->fd[i]);
+    free(p->fd);
+    free(p->buf);
+    free(p->spans);
+    free(p->which);
+    free(p->names);
+    free(p);
+    w->tar = NULL;
+}
+
+static int tar_ctx(feeder__worker_ctx *w)
+{
+    if (w->tar)
+        return 0;
+    const feeder__tar *t = w->job->ds->tar;
+    struct feeder__tar_worker *p = calloc(1, sizeof(*p));
+    if (!p || !(p->fd = malloc(t->nshards * sizeof(*p->fd)))) {
+        free(p);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < t->nshards; i++)
+        p->fd[i] = -1;
+    w->tar = p;
+    return 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 4096;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c);
+    if (!q)
+        return -ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* Room for n files: spans, and the display names and member bytes of the
+ * samples in `index`. */
+static int reserve(feeder__worker_ctx *w, const uint64_t *index, unsigned n)
+{
+    struct feeder__tar_worker *p = w->tar;
+    const feeder__tar *t = w->job->ds->tar;
+    size_t names = 0, bytes = 0;
+    for (unsigned k = 0; k < n; k++) {
+        uint64_t e;
+        const feeder__tar_shard *s = feeder__tar_sample(t, index[k], &e);
+        names += strlen(s->path) + strlen(feeder__tar_key(&s->ix, e)) + 24 +
+                 (s->ix.e[e].bad ? 0 : strlen(feeder__tar_detail(&s->ix, e)));
+        bytes += s->ix.e[e].bad ? 0 : (size_t)s->ix.e[e].len;
+    }
+    if (n > p->span_cap) {
+        feeder__span *sp = realloc(p->spans, n * sizeof(*sp));
+        if (sp)
+            p->spans = sp;
+        uint32_t *wh = realloc(p->which, n * sizeof(*wh));
+        if (wh)
+            p->which = wh;
+        if (!sp || !wh)
+            return -ENOMEM;
+        p->span_cap = n;
+    }
+    if (grow((void **)&p->names, &p->names_cap, names) ||
+        grow((void **)&p->buf, &p->buf_cap, bytes ? bytes : 1))
+        return -ENOMEM;
+    return 0;
+}
+
+/* The shard's descriptor, opened now if it is not yet; -errno. */
+static int shard_fd(feeder__worker_ctx *w, uint32_t shard)
+{
+    struct feeder__tar_worker *p = w->tar;
+    const feeder__tar *t = w->job->ds->tar;
+    if (p->fd[shard] >= 0)
+        return p->fd[shard];
+    if (p->nopen == FDS_MAX) {
+        for (uint32_t i = 0; i < t->nshards; i++)
+            if (p->fd[i] >= 0) {
+                close(p->fd[i]);
+                p->fd[i] = -1;
+            }
+        p->nopen = 0;
+    }
+    int fd = open(t->shards[shard].path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    p->fd[shard] = fd;
+    p->nopen++;
+    return fd;
+}
+
+/* Each file's name, place and, for a bad sample, its error. */
+static void describe(feeder__worker_ctx *w, const uint64_t *index, feeder__file *files,
+                     unsigned n)
+{
+    struct feeder__tar_worker *p = w->tar;
+    const feeder__tar *t = w->job->ds->tar;
+    size_t at = 0, boff = 0;
+    for (unsigned k = 0; k < n; k++) {
+        uint64_t e;
+        const feeder__tar_shard *s = feeder__tar_sample(t, index[k], &e);
+        const feeder__tar_entry *en = &s->ix.e[e];
+        char *name = p->names + at;
+        int len = en->bad ? sprintf(name, "%s: key %s", s->path, feeder__tar_key(&s->ix, e))
+                          : sprintf(name, "%s: %s.%s", s->path, feeder__tar_key(&s->ix, e),
+                                    feeder__tar_detail(&s->ix, e));
+        at += (size_t)len + 1;
+        files[k] = (feeder__file){.path = name};
+        if (en->bad) {
+            files[k].err = FEEDER_EDATASET;
+            files[k].op = feeder__tar_detail(&s->ix, e);
+            continue;
+        }
+        files[k].data = p->buf + boff;
+        files[k].len = (size_t)en->len;
+        boff += (size_t)en->len;
+    }
+}
+
+/* Every good file of shard `shard` among `files`, in one reader call. */
+static int read_shard(feeder__worker_ctx *w, uint32_t shard, const uint64_t *index,
+                      feeder__file *files, unsigned n)
+{
+    struct feeder__tar_worker *p = w->tar;
+    const feeder__tar *t = w->job->ds->tar;
+    unsigned m = 0;
+    for (unsigned k = 0; k < n; k++) {
+        uint64_t e;
+        if (files[k].err || t->shard_of[index[k]] != shard)
+            continue;
+        const feeder__tar_shard *s = feeder__tar_sample(t, index[k], &e);
+        p->spans[m] = (feeder__span){.off = s->ix.e[e].off, .len = files[k].len,
+                                     .dst = files[k].data};
+        p->which[m++] = k;
+    }
+    int fd = shard_fd(w, shard);
+    int rc = fd < 0 ? 0 : feeder__reader_read_at(w->rd, fd, p->spans, m);
+    for (unsigned j = 0; j < m; j++) {
+        feeder__file *f = &files[p->which[j]];
+        if (fd < 0 || p->spans[j].err) {
+            f->err = fd < 0 ? fd : p->spans[j].err;
+            f->op = fd < 0 ? "open" : "read";
+        } else if (p->spans[j].got < f->len) {
+            f->err = FEEDER_EDATASET;
+            f->op = SHORT_READ;
+        }
+    }
+    return rc;
+}
+
+int feeder__tar_read(feeder__worker_ctx *w, const uint64_t *index, feeder__file *files,
+                     unsigned n)
+{
+    int rc = tar_ctx(w);
+    if (!rc)
+        rc = reserve(w, index, n);
+    if (rc)
+        return rc;
+    describe(w, index, files, n);
+    const feeder__tar *t = w->job->ds->tar;
+    /* Shards in the order the task first meets them; usually one or two. */
+    for (unsigned k = 0; k < n && !rc; k++) {
+        uint32_t s = t->shard_of[index[k]];
+        int first = 1;
+        for (unsigned j = 0; j < k && first; j++)
+            first = t->shard_of[index[j]] != s;
+        if (first)
+            rc = read_shard(w, s, index, files, n);
+    }
+    return rc;
+}
