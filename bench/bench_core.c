@@ -56,8 +56,8 @@
 #define MAX_ROUNDS 101
 
 enum { R_PLAIN, R_HUFF, R_PLANES, R_EVAL, R_TRAIN, R_EVAL_TURBO, R_COUNT };
-static const char *const row_names[R_COUNT] = {"plain", "huffman", "planes",
-                                               "eval", "train", "eval-turbo"};
+static const char *const row_names[R_COUNT + 1] = {"plain", "huffman", "planes",
+                                                   "eval", "train", "eval-turbo", NULL};
 static const char *const row_what[R_COUNT] = {
     "plain decode: tjDecompress2, whole image to RGB",
     "  Huffman: jpeg_skip_scanlines over the whole image",
@@ -70,6 +70,7 @@ static const char *const set_names[] = {"web", "imagenet", "both", NULL};
 
 typedef struct opts {
     int set;
+    int only; /* -1: every row; else plain and this one (for perf record) */
     unsigned images, rounds;
     int cpu;
     const char *data;
@@ -327,6 +328,11 @@ static void run_row(engine *e, set_run *s, int row, unsigned rounds)
         }
 }
 
+static int row_on(const opts *o, int row)
+{
+    return o->only < 0 || row == R_PLAIN || row == o->only;
+}
+
 static void measure_set(set_run *s, const opts *o)
 {
     engine e;
@@ -334,11 +340,12 @@ static void measure_set(set_run *s, const opts *o)
     /* One untimed pass: the scratch buffers grow to the largest image, as
      * in a worker after its first few batches. */
     for (int row = 0; row < R_COUNT; row++)
-        for (unsigned i = 0; i < s->n; i++)
+        for (unsigned i = 0; row_on(o, row) && i < s->n; i++)
             (void)run_one(&e, row, &s->f[i], 0, i);
     e.failed = 0;
     for (int row = 0; row < R_COUNT; row++)
-        run_row(&e, s, row, o->rounds);
+        if (row_on(o, row))
+            run_row(&e, s, row, o->rounds);
     if (e.failed)
         fprintf(stderr, "%s: %s: %llu decodes failed (their time is in the figures)\n", PROG,
                 s->name, (unsigned long long)e.failed);
@@ -350,6 +357,8 @@ static void measure_set(set_run *s, const opts *o)
 static void table_rows(const set_run *s, bu_table *t)
 {
     for (int row = 0; row < R_COUNT; row++) {
+        if (s->us[row] <= 0)
+            continue; /* not measured (--only) */
         char(*c)[BU_TABLE_CELL] = bu_table_row(t);
         double us = s->us[row];
         snprintf(c[0], BU_TABLE_CELL, "%.60s", s->name);
@@ -360,11 +369,16 @@ static void table_rows(const set_run *s, bu_table *t)
         if (row >= R_EVAL) {
             snprintf(c[5], BU_TABLE_CELL, "%.0f", s->dec_us[row]);
             snprintf(c[6], BU_TABLE_CELL, "%.0f", s->xform_us[row]);
-        } else if (row == R_PLAIN) {
+        } else if (row == R_PLAIN && s->us[R_HUFF] > 0 && s->us[R_PLANES] > 0) {
             snprintf(c[5], BU_TABLE_CELL, "%.0f + %.0f + %.0f", s->us[R_HUFF],
                      s->us[R_PLANES] - s->us[R_HUFF], s->us[R_PLAIN] - s->us[R_PLANES]);
         }
     }
+}
+
+static double ratio(const set_run *s, int row)
+{
+    return s->us[row] > 0 ? s->us[R_PLAIN] / s->us[row] : 0.0;
 }
 
 static void json_set(const set_run *s, bu_sbuf *b)
@@ -377,10 +391,10 @@ static void json_set(const set_run *s, bu_sbuf *b)
                  s->n, s->skipped, (double)s->bytes / s->n / 1000.0);
     for (int row = 0; row < R_COUNT; row++)
         bu_sb_printf(b, "%s\"%s\": %.1f", row ? ", " : "", row_names[row], s->us[row]);
+    /* Rows --only left out are 0.0, and so are their ratios. */
     bu_sb_printf(b, "}, \"ratio_to_plain\": {\"eval\": %.3f, \"train\": %.3f, "
                     "\"eval_turbo\": %.3f}",
-                 s->us[R_PLAIN] / s->us[R_EVAL], s->us[R_PLAIN] / s->us[R_TRAIN],
-                 s->us[R_PLAIN] / s->us[R_EVAL_TURBO]);
+                 ratio(s, R_EVAL), ratio(s, R_TRAIN), ratio(s, R_EVAL_TURBO));
     bu_sb_printf(b, ", \"split_us\": {\"eval\": [%.1f, %.1f], \"train\": [%.1f, %.1f]}}",
                  s->dec_us[R_EVAL], s->xform_us[R_EVAL], s->dec_us[R_TRAIN],
                  s->xform_us[R_TRAIN]);
@@ -469,7 +483,7 @@ static void prepare_set(set_run *s, const char *set, const opts *o)
 
 int main(int argc, char **argv)
 {
-    opts o = {.set = 2, .images = 500, .rounds = 5, .cpu = -1};
+    opts o = {.set = 2, .only = -1, .images = 500, .rounds = 5, .cpu = -1};
     cli_opt table[] = {
         CLI_ENUM("set", o.set, set_names, "the make_set preset(s) to run (both)"),
         CLI_UINT("images", "N", o.images, 10, 1000000, "images of each set (500)"),
@@ -478,6 +492,8 @@ int main(int argc, char **argv)
         CLI_UINT("rounds", "R", o.rounds, 1, MAX_ROUNDS, "passes over the set per row; the\n"
                                                          "median counts (5)"),
         CLI_INT("cpu", "C", o.cpu, -1, 4095, "pin the thread to CPU C (-1: no pinning)"),
+        CLI_ENUM("only", o.only, row_names, "measure only the plain row and this one\n"
+                                            "(to run under perf record)"),
         CLI_FLAG("json", o.json, "JSON on stdout instead of the table"),
         CLI_STRING("append-to", "FILE", o.append_to, "append the record to FILE\n"
                                                      "(docs/BENCHMARKS.md, say)"),
