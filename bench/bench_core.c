@@ -38,6 +38,9 @@
 #define _GNU_SOURCE
 #endif
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +74,7 @@ static const char *const set_names[] = {"web", "imagenet", "both", NULL};
 typedef struct opts {
     int set;
     int only; /* -1: every row; else plain and this one (for perf record) */
-    unsigned images, rounds;
+    unsigned images, rounds, procs;
     int cpu;
     const char *data;
     int json;
@@ -92,6 +95,7 @@ typedef struct set_run {
     double us[R_COUNT];        /* median round, CPU us per image */
     double dec_us[R_COUNT];    /* pipeline rows: decode share, us per image */
     double xform_us[R_COUNT];  /* pipeline rows: resize + write, us per image */
+    double faults[R_COUNT];    /* minor page faults per image, median round */
 } set_run;
 
 /* The reusable state of one thread, as a worker holds it. */
@@ -298,16 +302,25 @@ static int cmp_double(const void *a, const void *b)
 
 /* One row over the whole set, `rounds` times: the median round's CPU time
  * per image, and (pipeline rows) the decode / resize split of that round. */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_minflt;
+}
+
 static void run_row(engine *e, set_run *s, int row, unsigned rounds)
 {
-    double us[MAX_ROUNDS], dec[MAX_ROUNDS], xf[MAX_ROUNDS], sorted[MAX_ROUNDS];
+    double us[MAX_ROUNDS], dec[MAX_ROUNDS], xf[MAX_ROUNDS], pf[MAX_ROUNDS], sorted[MAX_ROUNDS];
     for (unsigned r = 0; r < rounds; r++) {
         e->dec_ns = e->xform_ns = 0;
+        long f0 = minor_faults();
         uint64_t t0 = thread_ns();
         for (unsigned i = 0; i < s->n; i++)
             if (run_one(e, row, &s->f[i], r, i))
                 e->failed++;
         uint64_t t1 = thread_ns();
+        pf[r] = (double)(minor_faults() - f0) / s->n;
         us[r] = (double)(t1 - t0) / 1e3 / s->n;
         /* feeder__decode_times is wall time, which on a shared machine
          * includes time slices lost to neighbours: its proportions split
@@ -324,6 +337,7 @@ static void run_row(engine *e, set_run *s, int row, unsigned rounds)
             s->us[row] = med;
             s->dec_us[row] = dec[r];
             s->xform_us[row] = xf[r];
+            s->faults[row] = pf[r];
             break;
         }
 }
@@ -352,6 +366,71 @@ static void measure_set(set_run *s, const opts *o)
     engine_free(&e);
 }
 
+/* The figures of one process, as its pipe carries them. */
+typedef struct figures {
+    double us[R_COUNT], dec_us[R_COUNT], xform_us[R_COUNT], faults[R_COUNT];
+} figures;
+
+static void child_run(set_run *s, const opts *o, int go, int out)
+{
+    char c;
+    (void)!read(go, &c, 1); /* EOF when every process is forked: all start at once */
+    measure_set(s, o);
+    figures f;
+    memcpy(f.us, s->us, sizeof(f.us));
+    memcpy(f.dec_us, s->dec_us, sizeof(f.dec_us));
+    memcpy(f.xform_us, s->xform_us, sizeof(f.xform_us));
+    memcpy(f.faults, s->faults, sizeof(f.faults));
+    _exit(write(out, &f, sizeof(f)) == (ssize_t)sizeof(f) ? 0 : 1);
+}
+
+static void add_figures(set_run *s, const figures *f, double share)
+{
+    for (int r = 0; r < R_COUNT; r++) {
+        s->us[r] += f->us[r] * share;
+        s->dec_us[r] += f->dec_us[r] * share;
+        s->xform_us[r] += f->xform_us[r] * share;
+        s->faults[r] += f->faults[r] * share;
+    }
+}
+
+/* --procs N: N processes (forked after the set is loaded, as the loader
+ * forks its workers) run the rows at the same time, each over the whole set;
+ * the figures are their means. CPU time per image then shows what running
+ * side by side costs each one (shared caches, memory bandwidth, frequency),
+ * without the time slices that neighbours take. */
+static void measure_procs(set_run *s, const opts *o)
+{
+    if (o->procs <= 1) {
+        measure_set(s, o);
+        return;
+    }
+    int go[2], res[64][2];
+    pid_t pid[64];
+    if (pipe(go))
+        cli_die(PROG, "pipe failed");
+    for (unsigned k = 0; k < o->procs; k++) {
+        if (pipe(res[k]) || (pid[k] = fork()) < 0)
+            cli_die(PROG, "pipe or fork failed");
+        if (pid[k] == 0) {
+            close(go[1]);
+            child_run(s, o, go[0], res[k][1]);
+        }
+        close(res[k][1]);
+    }
+    close(go[0]);
+    close(go[1]);
+    for (unsigned k = 0; k < o->procs; k++) {
+        figures f;
+        int st;
+        if (read(res[k][0], &f, sizeof(f)) != (ssize_t)sizeof(f))
+            cli_die(PROG, "process %u of %u failed", k, o->procs);
+        close(res[k][0]);
+        waitpid(pid[k], &st, 0);
+        add_figures(s, &f, 1.0 / o->procs);
+    }
+}
+
 /* ---- report ------------------------------------------------------------- */
 
 static void table_rows(const set_run *s, bu_table *t)
@@ -366,6 +445,7 @@ static void table_rows(const set_run *s, bu_table *t)
         snprintf(c[2], BU_TABLE_CELL, "%.0f", us);
         snprintf(c[3], BU_TABLE_CELL, "%.0f", 1e6 / us);
         snprintf(c[4], BU_TABLE_CELL, "%.2fx", s->us[R_PLAIN] / us);
+        snprintf(c[7], BU_TABLE_CELL, "%.2f", s->faults[row]);
         if (row >= R_EVAL) {
             snprintf(c[5], BU_TABLE_CELL, "%.0f", s->dec_us[row]);
             snprintf(c[6], BU_TABLE_CELL, "%.0f", s->xform_us[row]);
@@ -395,6 +475,10 @@ static void json_set(const set_run *s, bu_sbuf *b)
     bu_sb_printf(b, "}, \"ratio_to_plain\": {\"eval\": %.3f, \"train\": %.3f, "
                     "\"eval_turbo\": %.3f}",
                  ratio(s, R_EVAL), ratio(s, R_TRAIN), ratio(s, R_EVAL_TURBO));
+    bu_sb_printf(b, ", \"faults_per_image\": {");
+    for (int row = 0; row < R_COUNT; row++)
+        bu_sb_printf(b, "%s\"%s\": %.3f", row ? ", " : "", row_names[row], s->faults[row]);
+    bu_sb_printf(b, "}");
     bu_sb_printf(b, ", \"split_us\": {\"eval\": [%.1f, %.1f], \"train\": [%.1f, %.1f]}}",
                  s->dec_us[R_EVAL], s->xform_us[R_EVAL], s->dec_us[R_TRAIN],
                  s->xform_us[R_TRAIN]);
@@ -406,23 +490,24 @@ static const char notes[] =
     "Huffman + IDCT + (upsampling and colour conversion), from the two rows under it; the\n"
     "pipeline rows' split is the decode of the region (header, Huffman, IDCT, upsampling,\n"
     "colour) and the resize with the layout write, in the proportions of feeder__decode_times\n"
-    "(wall time, which on a shared machine includes slices lost to neighbours).\n";
+    "(wall time, which on a shared machine includes slices lost to neighbours). Faults are\n"
+    "the thread's minor page faults per image (getrusage).\n";
 
 static void report(set_run *sets, unsigned nsets, const opts *o, int argc, char **argv)
 {
     static const char *head[] = {"set", "row", "µs/image", "images/s", "x plain",
-                                 "decode µs", "resize+write µs"};
-    static const int right[] = {0, 0, 1, 1, 1, 1, 1};
+                                 "decode µs", "resize+write µs", "faults/image"};
+    static const int right[] = {0, 0, 1, 1, 1, 1, 1, 1};
     bu_machine m;
     bu_machine_init(&m, NULL);
     bu_table t;
-    bu_table_init(&t, 7, head, right);
+    bu_table_init(&t, 8, head, right);
     bu_sbuf js = {0}, body = {0}, cmd = {0};
     bu_sb_printf(&js, "{\"machine\": ");
     bu_sb_json_str(&js, m.label);
     bu_sb_printf(&js, ", \"cpu\": ");
     bu_sb_json_str(&js, m.cpu);
-    bu_sb_printf(&js, ", \"rounds\": %u, \"sets\": [", o->rounds);
+    bu_sb_printf(&js, ", \"rounds\": %u, \"procs\": %u, \"sets\": [", o->rounds, o->procs);
     for (unsigned i = 0; i < nsets; i++) {
         table_rows(&sets[i], &t);
         if (i)
@@ -434,6 +519,9 @@ static void report(set_run *sets, unsigned nsets, const opts *o, int argc, char 
         bu_sb_printf(&body, "Set %s: %s, %u JPEGs (%u left out: not JPEG), mean %.1f KB.\n",
                      sets[i].name, sets[i].dir, sets[i].n, sets[i].skipped,
                      (double)sets[i].bytes / sets[i].n / 1000.0);
+    if (o->procs > 1)
+        bu_sb_printf(&body, "%u processes at once, each over the whole set; figures are their "
+                            "means.\n", o->procs);
     bu_sb_printf(&body, "\n");
     bu_table_render(&t, &body);
     bu_sb_printf(&body, "\n%s", notes);
@@ -483,7 +571,7 @@ static void prepare_set(set_run *s, const char *set, const opts *o)
 
 int main(int argc, char **argv)
 {
-    opts o = {.set = 2, .only = -1, .images = 500, .rounds = 5, .cpu = -1};
+    opts o = {.set = 2, .only = -1, .images = 500, .rounds = 5, .procs = 1, .cpu = -1};
     cli_opt table[] = {
         CLI_ENUM("set", o.set, set_names, "the make_set preset(s) to run (both)"),
         CLI_UINT("images", "N", o.images, 10, 1000000, "images of each set (500)"),
@@ -491,6 +579,8 @@ int main(int argc, char **argv)
                                           "the cached one (--set names it; not both)"),
         CLI_UINT("rounds", "R", o.rounds, 1, MAX_ROUNDS, "passes over the set per row; the\n"
                                                          "median counts (5)"),
+        CLI_UINT("procs", "N", o.procs, 1, 64, "run the rows in N processes at once and\n"
+                                                "report their mean (1)"),
         CLI_INT("cpu", "C", o.cpu, -1, 4095, "pin the thread to CPU C (-1: no pinning)"),
         CLI_ENUM("only", o.only, row_names, "measure only the plain row and this one\n"
                                             "(to run under perf record)"),
@@ -512,7 +602,7 @@ int main(int argc, char **argv)
         if (o.set == 2 || o.set == k)
             prepare_set(&sets[nsets++], set_names[k], &o);
     for (unsigned i = 0; i < nsets; i++)
-        measure_set(&sets[i], &o);
+        measure_procs(&sets[i], &o);
     report(sets, nsets, &o, argc, argv);
     for (unsigned i = 0; i < nsets; i++)
         free_set(&sets[i]);
