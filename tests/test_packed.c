@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 #include "benchutil.h"
@@ -1100,6 +1101,129 @@ static int count_with(const char *prefix)
     return n;
 }
 
+/* --max-side: files larger than it are re-encoded at it (the other side
+ * scaled alike, the subsampling kept, the pixels close to the original
+ * resized by the loader); the others keep their bytes; the same input gives
+ * the same pack; the option errors name the option. */
+static uint8_t *pack_record(const uint8_t *pk, size_t len, uint64_t i, uint64_t *size)
+{
+    feeder__pack_view v;
+    char err[256];
+    ck_assert_int_eq(feeder__pack_parse(pk, len, "shrunk.pack", &v, err, sizeof(err)), 0);
+    uint64_t off;
+    uint32_t crc;
+    feeder__pack_entry(&v, i, &off, size, &crc);
+    return (uint8_t *)pk + off;
+}
+
+/* Mean absolute difference between the loader's RESIZE of `a` and of `b`
+ * to w x h (TURBO decoder). */
+static double resized_mad(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+                          uint32_t w, uint32_t h)
+{
+    feeder__decoder *d;
+    ck_assert_int_eq(feeder__decoder_create(&d), 0);
+    feeder__transform t = {.pipeline = FEEDER_PIPELINE_RESIZE, .decoder = FEEDER_DECODER_TURBO,
+                           .layout = FEEDER_LAYOUT_NHWC, .height = h, .width = w};
+    uint8_t *pa = malloc((size_t)w * h * 3), *pb = malloc((size_t)w * h * 3);
+    ck_assert_int_eq(feeder__decode_sample(d, &t, a, alen, 0, 0, 0, pa, NULL, NULL, 0), 0);
+    ck_assert_int_eq(feeder__decode_sample(d, &t, b, blen, 0, 0, 0, pb, NULL, NULL, 0), 0);
+    double sum = 0;
+    for (size_t k = 0; k < (size_t)w * h * 3; k++)
+        sum += abs((int)pa[k] - (int)pb[k]);
+    free(pa);
+    free(pb);
+    feeder__decoder_destroy(d);
+    return sum / ((double)w * h * 3);
+}
+
+static void check_shrunk_record(const uint8_t *orig, size_t olen, const uint8_t *rec,
+                                uint64_t rlen, const char *path, unsigned *shrunk)
+{
+    tjhandle tj = tjInitDecompress();
+    int w, h, ss, cs, rw, rh, rss, rcs;
+    ck_assert_int_eq(tjDecompressHeader3(tj, orig, olen, &w, &h, &ss, &cs), 0);
+    ck_assert_int_eq(tjDecompressHeader3(tj, rec, rlen, &rw, &rh, &rss, &rcs), 0);
+    tjDestroy(tj);
+    if (w <= 150 && h <= 150) {
+        ck_assert_msg(rlen == olen && memcmp(rec, orig, olen) == 0, "%s changed", path);
+        return;
+    }
+    int lw = w >= h, ew = lw ? 150 : (int)((w * 300 + h) / (2 * h)),
+        eh = lw ? (int)((h * 300 + w) / (2 * w)) : 150;
+    ck_assert_msg(rw == ew && rh == eh, "%s: %dx%d became %dx%d, not %dx%d", path, w, h, rw, rh,
+                  ew, eh);
+    ck_assert_int_eq(rss, ss);
+    double mad = resized_mad(orig, olen, rec, rlen, (uint32_t)rw, (uint32_t)rh);
+    ck_assert_msg(mad > 0 && mad < 3.0, "%s: mean abs difference %.3f", path, mad);
+    (*shrunk)++;
+}
+
+START_TEST(test_pack_max_side)
+{
+    tool_required();
+    make_folder("img", 2, 6);
+    char data[512], out[512], again[512], big[512], msg[4096];
+    tu_path(data, sizeof(data), "img");
+    tu_path(big, sizeof(big), "img/k1/100.jpg");
+    ck_assert_int_eq(bu_write_jpeg(tu_photos, big, 3, 300, 200, 95, TJSAMP_444, 7), 0);
+    tu_path(out, sizeof(out), "shrunk.pack");
+    tu_path(again, sizeof(again), "again.pack");
+    const char *a1[] = {"--data", data, "--out", out, "--mode", "jpeg", "--max-side", "150",
+                        "--quality", "95", "--verify", "--quiet", NULL};
+    pack_ok(a1);
+    const char *a2[] = {"--data", data, "--out", again, "--mode", "jpeg", "--max-side", "150",
+                        "--quality", "95", "--quiet", NULL};
+    pack_ok(a2);
+    uint8_t *pk, *pk2;
+    size_t len, len2;
+    ck_assert_int_eq(bu_read_file(out, &pk, &len), 0);
+    ck_assert_int_eq(bu_read_file(again, &pk2, &len2), 0);
+    ck_assert(len == len2 && memcmp(pk, pk2, len) == 0);
+    feeder_dataset *folder = open_folder("img");
+    ck_assert_uint_eq(feeder_dataset_size(folder), 13);
+    unsigned shrunk = 0;
+    for (uint64_t i = 0; i < 13; i++) {
+        uint8_t *orig;
+        size_t olen;
+        uint64_t rlen;
+        const char *path = feeder_dataset_path(folder, i);
+        ck_assert_int_eq(bu_read_file(path, &orig, &olen), 0);
+        const uint8_t *rec = pack_record(pk, len, i, &rlen);
+        check_shrunk_record(orig, olen, rec, rlen, path, &shrunk);
+        free(orig);
+    }
+    /* make_folder's sizes (w = 96 + (37c + 53i) % 120, h = 80 + (29c + 71i) % 140):
+     * 8 of its 12 have a side over 150; and the 300x200 one. */
+    ck_assert_uint_eq(shrunk, 9);
+    free(pk);
+    free(pk2);
+    feeder_dataset_destroy(folder);
+
+    const char *bad[][12] = {
+        {"--data", data, "--out", out, "--mode", "jpeg", "--max-side", "150", "--quality", "101",
+         NULL},
+        {"--data", data, "--out", out, "--mode", "jpeg", "--max-side", "150", "--quality", "0",
+         NULL},
+        {"--data", data, "--out", out, "--mode", "jpeg", "--max-side", "8", NULL},
+        {"--data", data, "--out", out, "--mode", "jpeg", "--quality", "80", NULL},
+        {"--data", data, "--out", out, "--max-side", "150", NULL},
+    };
+    const char *want[] = {
+        "--quality '101': expected an integer in [1, 100]",
+        "--quality '0': expected an integer in [1, 100]",
+        "--max-side '8': expected an integer in [16, 16384]",
+        "--quality applies with --max-side only",
+        "--max-side applies to --mode jpeg only",
+    };
+    for (int k = 0; k < 5; k++) {
+        int st = run_tool(bad[k], msg, sizeof(msg));
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "case %d: status %d", k, st);
+        ck_assert_msg(strstr(msg, want[k]) != NULL, "case %d: %s", k, msg);
+    }
+}
+END_TEST
+
 START_TEST(test_pack_error_leaves_nothing)
 {
     tool_required();
@@ -1253,6 +1377,7 @@ static Suite *packed_suite(void)
         tcase_add_test(tc, test_interrupted_sigterm);
         tcase_add_test(tc, test_interrupted_sigint);
         tcase_add_test(tc, test_interrupted_sigkill);
+        tcase_add_test(tc, test_pack_max_side);
     }
     suite_add_tcase(s, tc);
     return s;

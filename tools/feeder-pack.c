@@ -4,7 +4,7 @@
  *
  *   feeder-pack --data DIR|LIST|'S-{000..127}.tar' --out F.pack [--mode raw|jpeg] [--size 224]
  *               [--resize 256] [--layout nhwc|nchw] [--workers N]
- *               [--shard-size BYTES] [--verify]
+ *               [--shard-size BYTES] [--max-side N [--quality Q]] [--verify]
  *
  * RAW mode decodes every image once with the loader itself (EVAL pipeline:
  * resize the shorter side, centre crop; sequential order; N worker
@@ -18,6 +18,10 @@
  * SIGINT, SIGTERM or SIGHUP the temporary files are removed and no output
  * appears. SIGKILL cannot be caught: then NAME.tmp.PID may remain (never
  * NAME itself); delete it by hand.
+ *
+ * With --max-side N (JPEG mode), a file whose longer side exceeds N is
+ * decoded, resized as the loader resizes and re-encoded at --quality
+ * (tools/shrink.h); the others keep their bytes.
  *
  * With --shard-size, records are split in dataset order into files of at
  * most BYTES each, named F-00000-of-0000N.pack (F is --out less its .pack
@@ -117,7 +121,8 @@ static void parse_args(opts *o, int argc, char **argv)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->workers = cores > 0 ? (int)cores : 1;
     o->batch = 64;
-    int raw[3] = {0};
+    int raw[3] = {0}, shrink[2] = {0};
+    o->quality = 90;
     cli_opt t[] = {
         CLI_STRING("data", "DIR|LIST", o->data,
                    "image folder (one sub-folder per class), list file of\n"
@@ -140,6 +145,11 @@ static void parse_args(opts *o, int argc, char **argv)
                  "split into files of at most BYTES (suffix K, M, G: x1024)"),
         CLI_ENUMV("io", o->io, io_names, io_values,
                   "raw: how the loader reads the images (auto)"),
+        CLI_UINT("max-side", "N", o->max_side, 16, 16384,
+                 "jpeg: re-encode files whose longer side exceeds N at N\n"
+                 "(the other side scaled alike); smaller files kept as they are"),
+        CLI_INT("quality", "Q", o->quality, 1, 100, "jpeg with --max-side: quality of the\n"
+                                                      "re-encoded files (90)"),
         CLI_FLAG("allow-escape", o->allow_escape,
                  "a list file may name absolute paths and paths above its\n"
                  "folder (refused by default, as the library does)"),
@@ -153,12 +163,18 @@ static void parse_args(opts *o, int argc, char **argv)
     t[3].given = &raw[0];
     t[4].given = &raw[1];
     t[5].given = &raw[2];
+    t[10].given = &shrink[0];
+    t[11].given = &shrink[1];
     cli_spec spec = {.prog = PROG, .opts = t,
                      .usage = "usage: " PROG " --data DIR|LIST --out FILE.pack [options]\n",
                      .epilog = "Exit status: 0 done, 1 failed (nothing written), 2 bad "
                                "arguments.\n"};
     cli_parse(&spec, argc, argv);
     check_args(o, raw[0] | raw[1] | raw[2]);
+    if (shrink[0] && !o->jpeg)
+        die_usage("--max-side applies to --mode jpeg only (--mode raw resizes every image)");
+    if (shrink[1] && !shrink[0])
+        die_usage("--quality applies with --max-side only (other JPEGs are stored as they are)");
 }
 
 int main(int argc, char **argv)

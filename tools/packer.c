@@ -19,6 +19,7 @@
 #include "feeder.h"
 #include "dataset/pack.h"
 #include "packer.h"
+#include "shrink.h"
 
 typedef fpk_opts opts;
 
@@ -565,56 +566,150 @@ static int jpeg_reaches_eoi(const uint8_t *b, size_t n)
     return 0;
 }
 
-/* JPEG: each file's bytes as they are, checked to be a JPEG TurboJPEG can
- * parse and to reach its end-of-image marker, written in dataset order. */
-static uint64_t write_jpeg(feeder_dataset *ds, const uint64_t *sizes, shard *v, uint32_t ns,
-                           progress *pg)
+/* A JPEG file's header, as tjDecompressHeader3 reads it. */
+typedef struct jhdr {
+    int w, h, ss, cs;
+} jhdr;
+
+/* Read file `path` (`size` bytes, from the plan) into buf and check it is a
+ * JPEG TurboJPEG can parse that reaches its end-of-image marker. */
+/* Sample i's bytes (a file, or a tar shard's member) into buf, checked to be
+ * a whole JPEG; `path` gets the name messages use. */
+static void read_jpeg(tjhandle tj, const feeder_dataset *ds, uint64_t i, uint8_t *buf,
+                      uint64_t size, jhdr *hd, char *path, size_t pathlen)
 {
-    tjhandle tj = tjInitDecompress();
-    if (!tj)
-        die("tjInitDecompress: %s", tjGetErrorStr2(NULL));
-    uint64_t n = feeder_dataset_size(ds), bytes = 0, biggest = 0;
+    int rc = read_source(ds, i, buf, size, path, pathlen);
+    if (rc == -EIO)
+        die("%s: changed size while being packed", path);
+    if (rc)
+        die("%s: %s", path, strerror(-rc));
+    /* A stream cut short after its tables "succeeds" without a frame: the
+     * size must be set too. */
+    hd->w = hd->h = 0;
+    if (tjDecompressHeader3(tj, buf, (unsigned long)size, &hd->w, &hd->h, &hd->ss, &hd->cs) != 0 ||
+        hd->w <= 0 || hd->h <= 0)
+        die("%s: not a JPEG TurboJPEG can read: %s", path, tjGetErrorStr2(tj));
+    if (!jpeg_reaches_eoi(buf, size))
+        die("%s: truncated JPEG: no end-of-image marker (FF D9) after its last scan "
+            "(--verify decodes every record)",
+            path);
+}
+
+/* What --max-side did, for the summary. */
+static uint64_t g_shrunk, g_shrunk_from, g_shrunk_to;
+
+/* The record of a file read into buf: its own bytes, or (sk set, the image
+ * larger than --max-side) the re-encoded ones. */
+static const uint8_t *record_bytes(fpk_shrinker *sk, const char *path, const uint8_t *buf,
+                                   uint64_t size, const jhdr *hd, uint64_t *rlen)
+{
+    *rlen = size;
+    if (!sk)
+        return buf;
+    const uint8_t *out;
+    size_t olen;
+    char err[1024];
+    int rc = fpk_shrink(sk, buf, size, hd->w, hd->h, hd->ss, hd->cs, &out, &olen, err,
+                        sizeof(err));
+    if (rc < 0)
+        die("%s: --max-side: %s", path, err);
+    if (rc == 0)
+        return buf;
+    *rlen = olen;
+    return out;
+}
+
+static uint8_t *alloc_biggest(const uint64_t *sizes, uint64_t n)
+{
+    uint64_t biggest = 0;
     for (uint64_t i = 0; i < n; i++)
         biggest = sizes[i] > biggest ? sizes[i] : biggest;
     uint8_t *buf = malloc(biggest ? biggest : 1);
     if (!buf)
         die("out of memory for a %llu-byte file", (unsigned long long)biggest);
+    return buf;
+}
+
+static fpk_shrinker *open_shrinker(const fpk_opts *o)
+{
+    if (!o->max_side)
+        return NULL;
+    fpk_shrinker *sk = fpk_shrinker_create(o->max_side, o->quality);
+    if (!sk)
+        die("out of memory for the --max-side encoder");
+    return sk;
+}
+
+/* --max-side: the records' sizes, before the shards are planned. Each large
+ * file is re-encoded here and again when written (the encoder is
+ * deterministic), so no record is held in memory between the passes. */
+static void plan_shrunk(const fpk_opts *o, feeder_dataset *ds, const uint64_t *fsizes,
+                        uint64_t *sizes, progress *pg)
+{
+    tjhandle tj = tjInitDecompress();
+    if (!tj)
+        die("tjInitDecompress: %s", tjGetErrorStr2(NULL));
+    fpk_shrinker *sk = open_shrinker(o);
+    uint64_t n = feeder_dataset_size(ds);
+    uint8_t *buf = alloc_biggest(fsizes, n);
+    for (uint64_t i = 0; i < n; i++) {
+        char path[8400];
+        jhdr hd;
+        read_jpeg(tj, ds, i, buf, fsizes[i], &hd, path, sizeof(path));
+        if (record_bytes(sk, path, buf, fsizes[i], &hd, &sizes[i]) != buf) {
+            g_shrunk++;
+            g_shrunk_from += fsizes[i];
+            g_shrunk_to += sizes[i];
+        }
+        progress_draw(pg, i + 1, 0, 0);
+    }
+    free(buf);
+    fpk_shrinker_destroy(sk);
+    tjDestroy(tj);
+}
+
+/* JPEG: each file's bytes as they are (or re-encoded with --max-side),
+ * checked to be a JPEG TurboJPEG can parse and to reach its end-of-image
+ * marker, written in dataset order. fsizes are the files' sizes, sizes the
+ * records' (the same array without --max-side). */
+static uint64_t write_jpeg(const fpk_opts *o, feeder_dataset *ds, const uint64_t *fsizes,
+                           const uint64_t *sizes, shard *v, uint32_t ns, progress *pg)
+{
+    tjhandle tj = tjInitDecompress();
+    if (!tj)
+        die("tjInitDecompress: %s", tjGetErrorStr2(NULL));
+    fpk_shrinker *sk = open_shrinker(o);
+    uint64_t n = feeder_dataset_size(ds), bytes = 0;
+    uint8_t *buf = alloc_biggest(fsizes, n);
     uint32_t s = 0;
     uint64_t pos = 0; /* where the next record goes in its shard */
     for (uint64_t i = 0; i < n; i++) {
         char path[8400];
-        int rc = read_source(ds, i, buf, sizes[i], path, sizeof(path));
-        if (rc == -EIO)
-            die("%s: changed size while being packed", path);
-        if (rc)
-            die("%s: %s", path, strerror(-rc));
-        /* A stream cut short after its tables "succeeds" without a frame:
-         * the size must be set too. */
-        int w = 0, h = 0, ss, cs;
-        if (tjDecompressHeader3(tj, buf, (unsigned long)sizes[i], &w, &h, &ss, &cs) != 0 ||
-            w <= 0 || h <= 0)
-            die("%s: not a JPEG TurboJPEG can read: %s", path, tjGetErrorStr2(tj));
-        if (!jpeg_reaches_eoi(buf, sizes[i]))
-            die("%s: truncated JPEG: no end-of-image marker (FF D9) after its last scan "
-                "(--verify decodes every record)",
-                path);
+        jhdr hd;
+        read_jpeg(tj, ds, i, buf, fsizes[i], &hd, path, sizeof(path));
+        uint64_t rlen;
+        const uint8_t *rec = record_bytes(sk, path, buf, fsizes[i], &hd, &rlen);
+        if (rlen != sizes[i])
+            die("%s: re-encoded to %llu bytes, %llu when the pack was planned", path,
+                (unsigned long long)rlen, (unsigned long long)sizes[i]);
         uint32_t ns_before = s;
         s = shard_of(v, ns, i, s);
         shard *sh = &v[s];
         if (s != ns_before || i == 0)
             pos = sh->h.records_off;
         uint64_t local = i - sh->first;
-        pwrite_all(sh, buf, sizes[i], pos);
-        feeder__pack_entry_encode(sh->index + local * FEEDER__PACK_ENTRY_BYTES, pos, sizes[i],
+        pwrite_all(sh, rec, rlen, pos);
+        feeder__pack_entry_encode(sh->index + local * FEEDER__PACK_ENTRY_BYTES, pos, rlen,
                                   feeder__crc32c(feeder__pack_crc_seed(FEEDER__PACK_VERSION,
                                                                        feeder_dataset_label(ds, i)),
-                                                 buf, sizes[i]));
+                                                 rec, rlen));
         sh->labels[local] = feeder_dataset_label(ds, i);
-        pos += sizes[i];
-        bytes += sizes[i];
+        pos += rlen;
+        bytes += rlen;
         progress_draw(pg, i + 1, bytes, 0);
     }
     free(buf);
+    fpk_shrinker_destroy(sk);
     tjDestroy(tj);
     return bytes;
 }
@@ -749,8 +844,13 @@ static void summary(const fpk_opts *o, const shard *v, uint32_t ns, uint64_t n, 
     for (uint32_t s = 0; s < ns; s++)
         total += v[s].file_bytes;
     double secs = (now_ns() - t0) / 1e9;
-    char what[96];
-    if (o->jpeg)
+    char what[192];
+    if (o->jpeg && o->max_side)
+        snprintf(what, sizeof(what), "JPEG; %llu re-encoded at max side %u, quality %d: "
+                 "%.1f MB to %.1f MB",
+                 (unsigned long long)g_shrunk, o->max_side, o->quality, g_shrunk_from / 1e6,
+                 g_shrunk_to / 1e6);
+    else if (o->jpeg)
         snprintf(what, sizeof(what), "JPEG");
     else
         snprintf(what, sizeof(what), "RAW %ux%ux3 %s", o->height, o->width,
@@ -789,13 +889,23 @@ void fpk_pack(const char *prog, const fpk_opts *op)
         die("out of memory");
     feeder__pack_header proto;
     uint64_t rb = plan_records(&o, ds, n, num_classes, &proto, sizes);
+    uint64_t *fsizes = sizes;
+    if (o.jpeg && o.max_side) {
+        if (!(fsizes = malloc((n ? n : 1) * sizeof(*fsizes))))
+            die("out of memory");
+        memcpy(fsizes, sizes, n * sizeof(*fsizes));
+        progress pp = {.on = o.progress, .what = "sizing --max-side", .total = n, .t0 = now_ns()};
+        plan_shrunk(&o, ds, fsizes, sizes, &pp);
+        progress_draw(&pp, n, 0, 1);
+    }
     uint32_t ns;
     shard *v = plan_shards(sizes, n, o.shard_size, classes_bytes, &ns);
     name_shards(&o, v, ns);
     open_shards(v, ns, &proto, classes_bytes, n);
     progress pg = {.on = o.progress, .what = o.jpeg ? "packing JPEG" : "packing RAW",
                    .total = n, .t0 = now_ns()};
-    uint64_t bytes = o.jpeg ? write_jpeg(ds, sizes, v, ns, &pg) : write_raw(&o, ds, v, ns, rb, &pg);
+    uint64_t bytes = o.jpeg ? write_jpeg(&o, ds, fsizes, sizes, v, ns, &pg)
+                            : write_raw(&o, ds, v, ns, rb, &pg);
     progress_draw(&pg, n, bytes, 1);
     for (uint32_t s = 0; s < ns; s++)
         finish_shard(&v[s], classes, classes_bytes);
@@ -805,6 +915,8 @@ void fpk_pack(const char *prog, const fpk_opts *op)
     if (!o.quiet)
         summary(&o, v, ns, n, t0);
     free_shards(v, ns);
+    if (fsizes != sizes)
+        free(fsizes);
     free(sizes);
     free(classes);
     feeder_dataset_destroy(ds);

@@ -22,6 +22,8 @@ typedef struct fpk_opts {
     int io;                   /* feeder_io of the RAW loader */
     int allow_escape;         /* list files may name paths outside their folder */
     int verify, progress, quiet;
+    uint32_t max_side;        /* JPEG: re-encode files whose longer side exceeds it; 0 none */
+    int quality;              /* JPEG with max_side: tjCompress2 quality, 1..100 */
 } fpk_opts;
 
 /* Pack o->data into o->out as feeder-pack does (docs/FORMAT.md). Messages
