@@ -99,6 +99,7 @@ struct feeder__pack {
     uint64_t *off;      /* record offsets, sizes and crcs, decoded from the index */
     uint64_t *size;
     uint32_t *crc;
+    int lock_fd;        /* a URL's pack: the shard cache's shared flock, held while mapped */
 };
 
 void feeder__pack_free(struct feeder__pack *pk);

@@ -81,7 +81,8 @@ FEEDER_API const char *feeder_version_string(void);
     X(EPATH, -30023, "a list-file path escapes the dataset root")                  \
     X(EFORMAT, -30030, "not a valid feeder packed file")                           \
     X(ECHECKSUM, -30031, "checksum mismatch")                                      \
-    X(ESHAPE, -30032, "loader options do not match the packed file's samples")
+    X(ESHAPE, -30032, "loader options do not match the packed file's samples")     \
+    X(EREMOTE, -30040, "a transfer from a remote server failed")
 
 typedef enum feeder_errno {
 #define FEEDER__ERRENUM(name, value, text) FEEDER_##name = value,
