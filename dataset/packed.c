@@ -30,6 +30,7 @@ void feeder__pack_free(struct feeder__pack *pk)
 {
     if (!pk)
         return;
+    feeder__shards_free(pk->shards, pk->map, pk->map_len);
     if (pk->map)
         munmap(pk->map, pk->map_len);
     if (pk->fd >= 0)

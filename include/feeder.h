@@ -210,6 +210,53 @@ typedef struct feeder_packed_info {
  * for NULL arguments or another kind of dataset. Thread-safe. */
 FEEDER_API int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packed_info *out);
 
+/* ------------------------------------------------------------------------ */
+/* Shards, local or remote (http://, https://, s3://)                        */
+/* ------------------------------------------------------------------------ */
+
+/* How a shards dataset reaches and keeps its shards. Zero-fill it (or pass
+ * NULL) for the defaults. */
+typedef struct feeder_shard_options {
+    const char *cache_dir;    /* the shard cache; NULL: $FEEDER_CACHE_DIR, else
+                                 ~/.cache/feeder/shards (copied) */
+    uint64_t cache_max_bytes; /* evict least recently used shards past this;
+                                 0: $FEEDER_CACHE_MAX_BYTES, else no limit */
+    uint32_t max_resident;    /* remote shards one process keeps mapped; 0: all */
+    uint32_t fetch_ahead;     /* shards a loader's fetch thread downloads ahead of
+                                 the sampler; 0: none (workers fetch on demand) */
+    uint64_t reserved_[8];    /* zero */
+} feeder_shard_options;
+
+/* Open the packed shards that `pattern` names, a brace range of local paths
+ * or URLs ("https://host/d/s-{00000..00127}.pack", "s3://bucket/s-{0..7}.pack";
+ * S3 through AWS_ENDPOINT_URL(_S3), the AWS_* credentials and region, or
+ * ~/.aws/credentials and ~/.aws/config), as one packed dataset: sample i is
+ * record i - first(s) of shard s, shards in the pattern's order. Every
+ * shard's header, index, labels and class names are read at open (for a URL,
+ * with range requests, many in flight: no shard is downloaded whole); each
+ * URL's shard is downloaded whole into the shard cache when a process first
+ * reads one of its records, or ahead of that by the loader's fetch thread
+ * (fetch_ahead), and mapped from there. A shard that changed on the server
+ * since open (size or ETag) fails the batch with FEEDER_ECHECKSUM naming the
+ * URL; a transfer that still fails after its retries, FEEDER_EREMOTE naming
+ * the URL and the HTTP status or libcurl's text. Every shard must hold the
+ * same record kind and RAW shape as the first (FEEDER_EFORMAT naming both).
+ * A loader over it reads the mappings: packed_read must be
+ * FEEDER_PACKED_READ_MMAP with num_workers >= 1 (FEEDER_EUNSUPPORTED at
+ * start otherwise). `pattern` and `opt` are copied; `err` (may be NULL) gets
+ * the message. feeder_dataset_packed_info describes the whole set
+ * (file_bytes: the reserved address range).
+ * Lifetime: as feeder_dataset_open_packed. Thread-safety: as
+ * feeder_dataset_open_packed. */
+FEEDER_API int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *opt,
+                                          feeder_dataset **out, char *err, size_t errlen);
+
+/* Records in each shard of a shards dataset: counts[s] for s < *n (at most
+ * `cap` written; *n is the number of shards). FEEDER_EINVAL for another kind
+ * of dataset. Thread-safe. */
+FEEDER_API int feeder_dataset_shard_counts(const feeder_dataset *ds, uint64_t *counts,
+                                           uint32_t cap, uint32_t *n);
+
 /* What a user dataset's get callback is handed for one sample. */
 typedef struct feeder_sample_ctx {
     uint64_t index;   /* the dataset index */

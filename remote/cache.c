@@ -375,6 +375,10 @@ static int get_locked(feeder__cache *c, const feeder__target *t, const char *dat
     int rc = lock_wait(out->lock_fd, LOCK_SH, c->lock_timeout_ms);
     if (!rc && cached_open(data, t->url, expect, out) == 0)
         return 0;
+    /* Let go before asking for the exclusive lock: two readers that both
+     * upgraded in place would each wait for the other's shared lock. */
+    if (!rc)
+        flock(out->lock_fd, LOCK_UN);
     if (!rc)
         rc = lock_wait(out->lock_fd, LOCK_EX, c->lock_timeout_ms);
     if (rc) {

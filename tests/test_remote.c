@@ -693,6 +693,168 @@ START_TEST(test_target_resolve)
 }
 END_TEST
 
+
+/* ---- shards datasets ---- */
+
+static const uint64_t SHARD_N[4] = {30, 20, 25, 10};
+
+static void put_shards(void)
+{
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "s-%d.pack", k);
+        put_pack(name, SHARD_N[k]);
+    }
+}
+
+static uint32_t epoch_crc_workers(feeder_dataset *ds, int workers, uint64_t *samples,
+                                  int *rc_out, char *msg, size_t msglen)
+{
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 8), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, 11), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_VERIFY_CRC, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 20000), 0);
+    feeder_batch *b;
+    int rc;
+    uint32_t crc = 0;
+    *samples = 0;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        crc = feeder__crc32c(crc, b->data, (size_t)b->count * b->sample_bytes);
+        crc = feeder__crc32c(crc, b->labels, b->count * sizeof(int64_t));
+        crc = feeder__crc32c(crc, b->indices, b->count * sizeof(uint64_t));
+        *samples += b->count;
+        ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    }
+    *rc_out = rc;
+    snprintf(msg, msglen, "%s", feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    return crc;
+}
+
+/* Four packs as one dataset, from local files and from URLs: the same
+ * samples, labels and batches (0 and 2 workers); open reads only headers
+ * and indices (range requests), each shard is downloaded whole once. */
+START_TEST(test_shards_http)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat_local[400], pat_url[300], err[512], msg[1024];
+    snprintf(pat_local, sizeof(pat_local), "%s/s-{0..3}.pack", docroot);
+    snprintf(pat_url, sizeof(pat_url), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    feeder_dataset *l, *r;
+    ck_assert_msg(feeder_dataset_open_shards(pat_local, NULL, &l, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_msg(feeder_dataset_open_shards(pat_url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(cache_files(".pack"), 0); /* nothing downloaded whole at open */
+    ck_assert_uint_eq(l->n, 85);
+    ck_assert_uint_eq(r->n, 85);
+    uint64_t counts[8];
+    uint32_t ns;
+    ck_assert_int_eq(feeder_dataset_shard_counts(r, counts, 8, &ns), 0);
+    ck_assert_uint_eq(ns, 4);
+    for (int k = 0, i = 0; k < 4; k++) {
+        ck_assert_uint_eq(counts[k], SHARD_N[k]);
+        for (uint64_t j = 0; j < SHARD_N[k]; j++, i++) {
+            ck_assert_int_eq(r->labels[i], (int64_t)(j % 4));
+            ck_assert_int_eq(l->labels[i], (int64_t)(j % 4));
+        }
+    }
+    uint64_t nl, nr, n0;
+    int rc;
+    uint32_t cl = epoch_crc_workers(l, 2, &nl, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t cr = epoch_crc_workers(r, 2, &nr, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t c0 = epoch_crc_workers(r, 0, &n0, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(nl, 85);
+    ck_assert_uint_eq(nr, 85);
+    ck_assert_uint_eq(cl, cr);
+    ck_assert_uint_eq(cl, c0);
+    ck_assert_int_eq(cache_files(".pack.meta"), 4);
+    feeder_dataset_destroy(l);
+    feeder_dataset_destroy(r);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/access.log", tmpdir);
+    stop(&s, SIGTERM);
+    for (int k = 0; k < 4; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /s-%d.pack HTTP/1.1\" 206", k);
+        ck_assert_int_eq(count_lines(log, want), 2); /* header page, then the index */
+        snprintf(want, sizeof(want), "GET /s-%d.pack HTTP/1.1\" 200", k);
+        ck_assert_int_eq(count_lines(log, want), 1);
+    }
+}
+END_TEST
+
+/* Shards that disagree on the sample shape, a missing one, a tar shard. */
+START_TEST(test_shards_reject)
+{
+    put_pack("s-0.pack", 4);
+    char p[400], pat[400], err[1024], want[1400];
+    www(p, sizeof(p), "s-1.pack");
+    feeder__pack_header h;
+    tu_write_raw_pack(p, 4, 8, 8, 2, &h);
+    snprintf(pat, sizeof(pat), "%s/s-{0..1}.pack", docroot);
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), FEEDER_EFORMAT);
+    snprintf(want, sizeof(want),
+             "%s/s-1.pack: version 2, kind 1, 8x8x3 layout 0; %s/s-0.pack, the first shard: "
+             "version 2, kind 1, 16x16x3 layout 0: every shard must match it",
+             docroot, docroot);
+    ck_assert_str_eq(err, want);
+    snprintf(pat, sizeof(pat), "%s/s-{0..2}.pack", docroot);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), -ENOENT);
+    snprintf(want, sizeof(want), "%s/s-2.pack: cannot open packed file: %s", docroot,
+             strerror(ENOENT));
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(feeder_dataset_open_shards("x-{0..1}.tar", NULL, &ds, err, sizeof(err)),
+                     FEEDER_EUNSUPPORTED);
+    ck_assert_str_eq(err, "x-0.tar: tar shards are not supported by this build's "
+                          "feeder_dataset_open_shards (packs only)");
+    ck_assert_int_eq(feeder_dataset_open_shards("x-{0..", NULL, &ds, err, sizeof(err)),
+                     FEEDER_EINVAL);
+    ck_assert_ptr_null(ds);
+}
+END_TEST
+
+/* After open: a shard replaced on the server fails its batch with
+ * FEEDER_ECHECKSUM naming the URL; a server killed mid-epoch fails the
+ * batch with FEEDER_EREMOTE naming the URL, after the retries, no hang. */
+START_TEST(test_shards_faults)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300], url[300], err[512], msg[1024];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), 0);
+    put_pack("s-2.pack", 26);
+    uint64_t n;
+    int rc;
+    epoch_crc_workers(ds, 2, &n, &rc, msg, sizeof(msg));
+    ck_assert_int_eq(rc, FEEDER_ECHECKSUM);
+    url_of(url, sizeof(url), &s, "s-2.pack");
+    ck_assert_msg(strstr(msg, url) && strstr(msg, "the shard changed on the server"), "%s", msg);
+    feeder_dataset_destroy(ds);
+
+    put_pack("s-2.pack", 25);
+    setenv("FEEDER_REMOTE_RETRIES", "2", 1);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), 0);
+    stop(&s, SIGKILL);
+    double t0 = now_s();
+    epoch_crc_workers(ds, 2, &n, &rc, msg, sizeof(msg));
+    ck_assert_double_lt(now_s() - t0, 10.0);
+    ck_assert_int_eq(rc, FEEDER_EREMOTE);
+    ck_assert_msg(strstr(msg, "http://127.0.0.1:") && strstr(msg, "(3 attempts)"), "%s", msg);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -710,6 +872,9 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_cache_full);
     tcase_add_test(tc, test_cache_lru);
     tcase_add_test(tc, test_two_processes_fetch_once);
+    tcase_add_test(tc, test_shards_http);
+    tcase_add_test(tc, test_shards_reject);
+    tcase_add_test(tc, test_shards_faults);
     if (have_s3)
         tcase_add_test(tc, test_s3_open_packed);
     suite_add_tcase(s, tc);
