@@ -371,6 +371,27 @@ FEEDER_API int feeder_sampler_distributed(uint64_t n, uint32_t rank, uint32_t wo
                                           int shuffle, uint64_t seed, int drop_last,
                                           feeder_sampler **out);
 
+/* Shard-aware order for a shards dataset (feeder_dataset_shard_counts gives
+ * `counts`, nshards >= world_size): the shards are shuffled by (seed, epoch)
+ * and dealt round-robin to the ranks (rank r takes shuffled shards r, r +
+ * world_size, ...: disjoint sets); each rank draws its samples uniformly
+ * from a sliding window holding the not-yet-drawn samples of at most
+ * `window` of its shards (0: all of them, a full shuffle), a shard leaving
+ * the window when its last sample is drawn and the next one entering, so a
+ * process needs at most `window` shards resident at once. Every rank yields
+ * the same number of samples, total / world_size (`drop_last` 1) or rounded
+ * up (`drop_last` 0): a rank whose shards hold more stops early (the rest
+ * of its stream is dropped for this epoch), one whose shards hold fewer
+ * repeats its stream from its start, as DistributedSampler pads; shards of
+ * equal size with nshards a multiple of world_size need neither. A pure
+ * function of (counts, rank, world_size, window, seed, epoch): the same
+ * order for any number of workers and after resume. `counts` copied.
+ * FEEDER_EINVAL for a bad argument, FEEDER_EOVERFLOW, -ENOMEM; fill gives
+ * FEEDER_EDATASET when every shard of the rank is empty. */
+FEEDER_API int feeder_sampler_shards(const uint64_t *counts, uint32_t nshards, uint32_t rank,
+                                     uint32_t world_size, uint32_t window, uint64_t seed,
+                                     int drop_last, feeder_sampler **out);
+
 /* A sampler given as callbacks: `len` gives the epoch's length, `fill` writes
  * that many indices. Both must be pure functions of (user, epoch) for the
  * loader's determinism to hold. `cb` copied, `user` borrowed. */
