@@ -136,6 +136,7 @@ struct feeder__shards {
     uint32_t max_resident; /* URL shards one process keeps mapped; 0: no limit */
     uint32_t fetch_ahead;
     void *cache;         /* feeder__cache (remote/remote.h) */
+    struct feeder__fetcher *fetch; /* the fetch-ahead thread (parent only), or NULL */
 };
 
 /* Shard s of a record index (binary search). */
@@ -151,6 +152,18 @@ uint32_t feeder__shards_of(const struct feeder__shards *sh, uint64_t index);
 int feeder__shards_ensure(struct feeder__pack *pk, const uint64_t *idx, uint32_t n, char *msg,
                           size_t msglen);
 void feeder__shards_free(struct feeder__shards *sh, uint8_t *map, size_t map_len);
+
+/* Fetch ahead (the loader's hooks, parent process only): plan gives the
+ * epoch's order (copied as the URL shards in the order they are first
+ * needed; NULL/0 stops fetching) and starts the fetch thread the first
+ * time; progress says the loader has handed out positions below `pos`. The
+ * thread downloads each planned shard into the cache (and lets it go: the
+ * workers map it) while it is at most fetch_ahead shards past the shard
+ * holding position `pos`. A failed download is left for the worker that
+ * needs the shard to retry and report. No-ops without URL shards or with
+ * fetch_ahead 0. Thread-safe with respect to the fetch thread. */
+void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_t len);
+void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos);
 
 void feeder__pack_free(struct feeder__pack *pk);
 

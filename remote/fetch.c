@@ -274,7 +274,7 @@ static int start_ready(CURLM *m, const feeder__remote_cfg *cfg, xfer *xs, size_t
     return 0;
 }
 
-static void collect(CURLM *m, const feeder__remote_cfg *cfg, unsigned *running, size_t *done)
+static void collect(CURLM *m, const feeder__remote_cfg *cfg, unsigned *running, size_t *seen)
 {
     CURLMsg *msg;
     int left;
@@ -287,8 +287,7 @@ static void collect(CURLM *m, const feeder__remote_cfg *cfg, unsigned *running, 
         curl_multi_remove_handle(m, msg->easy_handle);
         (*running)--;
         finish(cfg, x, c);
-        if (x->state == X_DONE)
-            (*done)++;
+        (*seen)++; /* finished or waiting to retry: either way, look again at once */
     }
 }
 
@@ -309,6 +308,11 @@ static int run_all(CURLM *m, const feeder__remote_cfg *cfg, xfer *xs, size_t n)
             return FEEDER_EREMOTE;
         size_t fresh = 0;
         collect(m, cfg, &running, &fresh);
+        /* No longer than libcurl's own next deadline (connect timeouts). */
+        long curl_ms = -1;
+        curl_multi_timeout(m, &curl_ms);
+        if (curl_ms >= 0 && curl_ms < wait_ms)
+            wait_ms = curl_ms;
         if (!fresh && curl_multi_poll(m, NULL, 0, (int)wait_ms, NULL) != CURLM_OK)
             return FEEDER_EREMOTE;
     }

@@ -855,6 +855,54 @@ START_TEST(test_shards_faults)
 }
 END_TEST
 
+/* fetch_ahead: the loader's fetch thread downloads every shard of the epoch
+ * while the workers, with a window of one shard and four slots held, need
+ * only the first two; still one whole download per shard. */
+START_TEST(test_shards_fetch_ahead)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300], err[512];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    for (int ahead = 0; ahead <= 4; ahead += 4) {
+        bu_rm_rf(cachedir);
+        feeder_shard_options opt = {.fetch_ahead = (uint32_t)ahead};
+        feeder_dataset *ds;
+        ck_assert_int_eq(feeder_dataset_open_shards(pat, &opt, &ds, err, sizeof(err)), 0);
+        uint64_t counts[4];
+        uint32_t ns;
+        ck_assert_int_eq(feeder_dataset_shard_counts(ds, counts, 4, &ns), 0);
+        feeder_sampler *smp;
+        ck_assert_int_eq(feeder_sampler_shards(counts, ns, 0, 1, 1, 5, 0, &smp), 0);
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 4), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 2), 0);
+        feeder_batch *b[2];
+        ck_assert_int_eq(feeder_next(ld, &b[0]), 0);
+        ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: workers idle */
+        for (int i = 0; i < 300 && cache_files(".pack.meta") < (ahead ? 4 : 1); i++)
+            usleep(10000);
+        usleep(200000);
+        ck_assert_int_eq(cache_files(".pack.meta"), ahead ? 4 : 1);
+        feeder_batch_release(b[0], NULL);
+        feeder_batch_release(b[1], NULL);
+        feeder_loader_destroy(ld);
+        feeder_sampler_destroy(smp);
+        feeder_dataset_destroy(ds);
+    }
+    char log[400];
+    snprintf(log, sizeof(log), "%s/access.log", tmpdir);
+    stop(&s, SIGTERM);
+    for (int k = 0; k < 4; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /s-%d.pack HTTP/1.1\" 200", k);
+        ck_assert_int_le(count_lines(log, want), 2);
+    }
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -875,6 +923,7 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_shards_http);
     tcase_add_test(tc, test_shards_reject);
     tcase_add_test(tc, test_shards_faults);
+    tcase_add_test(tc, test_shards_fetch_ahead);
     if (have_s3)
         tcase_add_test(tc, test_s3_open_packed);
     suite_add_tcase(s, tc);
