@@ -94,7 +94,12 @@ static cli_opt table[] = {
                "image folder (one sub-folder per class), list file of\n"
                "'path label' lines or packed file; default: make 2,000\n"
                "images of --set under $FEEDER_DATA or\n"
-               "~/.cache/feeder/web-2000"),
+               "~/.cache/feeder/web-2000; a pack's http://, https://\n"
+               "or s3:// URL, or a brace range of packs\n"
+               "(s-{0..7}.pack), opens as a shards dataset (shard\n"
+               "cache: $FEEDER_CACHE_DIR)"),
+    CLI_UINT("fetch-ahead", "N", A.fetch_ahead, 0, 1000000,
+             "shards datasets: shards downloaded ahead of the sampler (0)"),
     CLI_UINT("images", "N", A.make_images, 10, 10000000,
              "size of the dataset made when --data is not given (2000;\nmade in SET-N)"),
     CLI_ENUM("set", A.set, set_names,
@@ -183,4 +188,5 @@ void parse_args(opts *o, int argc, char **argv)
     cli_parse(&spec, argc, argv);
     check_args(&A, workers_given, shape);
     *o = A;
+    g_fetch_ahead = A.fetch_ahead;
 }
