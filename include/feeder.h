@@ -184,6 +184,12 @@ typedef enum feeder_record_kind {
  * JPEG records go through the loader's decode and transform. Labels and class
  * names come from the file. `path` is copied; `err` (may be NULL) receives
  * the message, errlen bytes at most.
+ * `path` may be an http://, https:// or s3:// URL (feeder_dataset_open_shards
+ * says how S3 is reached): its header page is read first (its size and
+ * ETag), then the whole file through the shard cache, which is mapped;
+ * FEEDER_EREMOTE (the URL, the HTTP status or libcurl's text) when a
+ * transfer fails after its retries, -ENOSPC or -EFBIG when the cache's disk
+ * is full.
  * Lifetime: the dataset must outlive every loader that uses it.
  * Thread-safety: read-only after open; may be shared. */
 FEEDER_API int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err,
@@ -242,8 +248,8 @@ typedef struct feeder_shard_options {
  * the URL and the HTTP status or libcurl's text. Every shard must hold the
  * same record kind and RAW shape as the first (FEEDER_EFORMAT naming both).
  * A loader over it reads the mappings: packed_read must be
- * FEEDER_PACKED_READ_MMAP with num_workers >= 1 (FEEDER_EUNSUPPORTED at
- * start otherwise). `pattern` and `opt` are copied; `err` (may be NULL) gets
+ * FEEDER_PACKED_READ_MMAP (FEEDER_EUNSUPPORTED at start otherwise), and with
+ * num_workers 0 the calling thread reads them too. `pattern` and `opt` are copied; `err` (may be NULL) gets
  * the message. feeder_dataset_packed_info describes the whole set
  * (file_bytes: the reserved address range).
  * Lifetime: as feeder_dataset_open_packed. Thread-safety: as
