@@ -903,6 +903,62 @@ START_TEST(test_shards_fetch_ahead)
 }
 END_TEST
 
+/* A cache smaller than two shards and max_resident 1, read in the calling
+ * thread with a window of one shard: every shard still comes through
+ * (evicting the previous one), the batches are the local files', and the
+ * process never holds more than one URL shard. */
+START_TEST(test_shards_small_cache)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300], local[400], err[512];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    snprintf(local, sizeof(local), "%s/s-{0..3}.pack", docroot);
+    struct stat st;
+    char p0[400];
+    www(p0, sizeof(p0), "s-0.pack");
+    ck_assert_int_eq(stat(p0, &st), 0);
+    feeder_shard_options opt = {.max_resident = 1,
+                                .cache_max_bytes = (uint64_t)st.st_size * 3 / 2};
+    feeder_dataset *r, *l;
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, &opt, &r, err, sizeof(err)), 0);
+    ck_assert_int_eq(feeder_dataset_open_shards(local, NULL, &l, err, sizeof(err)), 0);
+    uint64_t counts[4];
+    uint32_t ns;
+    ck_assert_int_eq(feeder_dataset_shard_counts(r, counts, 4, &ns), 0);
+    feeder_sampler *smp;
+    ck_assert_int_eq(feeder_sampler_shards(counts, ns, 0, 1, 1, 9, 0, &smp), 0);
+    uint32_t crc[2];
+    feeder_dataset *dss[2] = {r, l};
+    for (int k = 0; k < 2; k++) {
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(dss[k], smp, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 0), 0);
+        feeder_batch *b;
+        int rc;
+        crc[k] = 0;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            crc[k] = feeder__crc32c(crc[k], b->data, (size_t)b->count * b->sample_bytes);
+            crc[k] = feeder__crc32c(crc[k], b->labels, b->count * sizeof(int64_t));
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+            uint32_t held = 0;
+            for (uint32_t q = 0; k == 0 && q < 4; q++)
+                held += r->pack->shards->resident[q];
+            ck_assert_uint_le(held, 1);
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+        feeder_loader_destroy(ld);
+    }
+    ck_assert_uint_eq(crc[0], crc[1]);
+    ck_assert_int_eq(cache_files(".pack.meta"), 1);
+    feeder_sampler_destroy(smp);
+    feeder_dataset_destroy(r);
+    feeder_dataset_destroy(l);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -924,6 +980,7 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_shards_reject);
     tcase_add_test(tc, test_shards_faults);
     tcase_add_test(tc, test_shards_fetch_ahead);
+    tcase_add_test(tc, test_shards_small_cache);
     if (have_s3)
         tcase_add_test(tc, test_s3_open_packed);
     suite_add_tcase(s, tc);
