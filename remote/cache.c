@@ -114,23 +114,6 @@ void feeder__cache_name(const char *dir, const char *url, char *out, size_t outl
     feeder__fmt(out, outlen, "%s/%016llx-%s", dir, ULL(fnv1a(url)), clean);
 }
 
-/* ---- locks ---- */
-
-static int lock_wait(int fd, int op, int timeout_ms)
-{
-    uint64_t end = feeder__now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    for (;;) {
-        if (flock(fd, op | LOCK_NB) == 0)
-            return 0;
-        if (errno != EWOULDBLOCK && errno != EINTR)
-            return -errno;
-        if (feeder__now_ns() >= end)
-            return FEEDER_ETIMEDOUT;
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-}
-
 /* ---- the .meta file ---- */
 
 static int meta_read(const char *path, const char *url, feeder__remote_meta *m)
@@ -368,32 +351,41 @@ static int fetch_locked(feeder__cache *c, const feeder__target *t, const char *d
     return 0;
 }
 
+/* Poll until either the cached copy can be used under a shared lock, or
+ * this process gets the exclusive lock and fetches it. Never wait for the
+ * exclusive lock alone: every process that maps the shard holds a shared
+ * lock for as long as it does, so a process waiting for the exclusive lock
+ * after another fetched it would wait forever. */
 static int get_locked(feeder__cache *c, const feeder__target *t, const char *data,
                       const feeder__remote_meta *expect, feeder__shard *out, char *err,
                       size_t errlen)
 {
-    int rc = lock_wait(out->lock_fd, LOCK_SH, c->lock_timeout_ms);
-    if (!rc && cached_open(data, t->url, expect, out) == 0)
-        return 0;
-    /* Let go before asking for the exclusive lock: two readers that both
-     * upgraded in place would each wait for the other's shared lock. */
-    if (!rc)
-        flock(out->lock_fd, LOCK_UN);
-    if (!rc)
-        rc = lock_wait(out->lock_fd, LOCK_EX, c->lock_timeout_ms);
-    if (rc) {
-        feeder__fmt(err, errlen, "%s: waiting %d ms for another process fetching it into %s: %s",
-                    t->url, c->lock_timeout_ms, data, feeder_strerror(rc));
-        return rc;
+    uint64_t end = feeder__now_ns() + (uint64_t)c->lock_timeout_ms * 1000000ull;
+    for (;;) {
+        if (flock(out->lock_fd, LOCK_SH | LOCK_NB) == 0) {
+            if (cached_open(data, t->url, expect, out) == 0)
+                return 0;
+            flock(out->lock_fd, LOCK_UN);
+        }
+        if (flock(out->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+            int rc = fetch_locked(c, t, data, expect, out, err, errlen);
+            if (rc)
+                return rc;
+            /* Downgrade: a shared lock keeps the evictors (LOCK_EX|LOCK_NB) away. */
+            if (flock(out->lock_fd, LOCK_SH) < 0) {
+                rc = -errno;
+                feeder__fmt(err, errlen, "%s: flock: %s", data, strerror(-rc));
+            }
+            return rc;
+        }
+        if (feeder__now_ns() >= end) {
+            feeder__fmt(err, errlen, "%s: waited %d ms for another process fetching it into %s",
+                        t->url, c->lock_timeout_ms, data);
+            return FEEDER_ETIMEDOUT;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
-    if ((rc = fetch_locked(c, t, data, expect, out, err, errlen)) != 0)
-        return rc;
-    /* Downgrade: a shared lock keeps the evictors (LOCK_EX|LOCK_NB) away. */
-    if (flock(out->lock_fd, LOCK_SH) < 0) {
-        rc = -errno;
-        feeder__fmt(err, errlen, "%s: flock: %s", data, strerror(-rc));
-    }
-    return rc;
 }
 
 int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,

@@ -51,6 +51,7 @@ static void setup(void)
     setenv("FEEDER_REMOTE_BACKOFF_MS", "20", 1);
     unsetenv("FEEDER_REMOTE_RETRIES");
     unsetenv("FEEDER_CACHE_MAX_BYTES");
+    unsetenv("FEEDER_CACHE_LOCK_TIMEOUT_MS");
 }
 
 static void teardown(void)
@@ -509,7 +510,9 @@ START_TEST(test_cache_lru)
 END_TEST
 
 /* Two processes open the same URL at once (behind a 300 ms proxy, so they
- * overlap): the shard is downloaded once. */
+ * overlap) and keep it open 2 s: the shard is downloaded once, and the one
+ * that did not fetch it does not wait for the other to let it go (a lock
+ * wait of 1.5 s would fail). */
 START_TEST(test_two_processes_fetch_once)
 {
     put_pack("a.pack", 100);
@@ -517,6 +520,7 @@ START_TEST(test_two_processes_fetch_once)
     server p = start_proxy(s.port, "--delay-ms", "300");
     char url[300];
     url_of(url, sizeof(url), &p, "a.pack");
+    setenv("FEEDER_CACHE_LOCK_TIMEOUT_MS", "1500", 1);
     pid_t kids[2];
     for (int k = 0; k < 2; k++) {
         kids[k] = fork();
@@ -525,6 +529,9 @@ START_TEST(test_two_processes_fetch_once)
             char err[512];
             feeder_dataset *ds;
             int rc = feeder_dataset_open_packed(url, &ds, err, sizeof(err));
+            if (rc)
+                fprintf(stderr, "%s\n", err);
+            sleep(2);
             _exit(rc == 0 && ds->n == 100 ? 0 : 1);
         }
     }
@@ -959,6 +966,63 @@ START_TEST(test_shards_small_cache)
 }
 END_TEST
 
+/* Four processes, released together, get the same eight shards in the same
+ * order and hold every one for 1.5 s (as workers that map them do): those
+ * that did not fetch a shard must use the others' download instead of
+ * waiting for an exclusive lock the holders never give back (a lock wait of
+ * 1 s would fail). Three rounds, each from an empty cache. */
+START_TEST(test_cache_race)
+{
+    for (int k = 0; k < 8; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "r-%d.pack", k);
+        put_pack(name, 20);
+    }
+    server s = start_lighttpd();
+    setenv("FEEDER_CACHE_LOCK_TIMEOUT_MS", "1000", 1);
+    for (int round = 0; round < 3; round++) {
+        bu_rm_rf(cachedir);
+        int gate[2];
+        ck_assert_int_eq(pipe(gate), 0);
+        pid_t kids[4];
+        for (int c = 0; c < 4; c++) {
+            kids[c] = fork();
+            ck_assert_int_ge(kids[c], 0);
+            if (kids[c] > 0)
+                continue;
+            close(gate[1]);
+            char err[512], byte;
+            feeder__cache cache;
+            if (feeder__cache_open(&cache, NULL, 0, err, sizeof(err)))
+                _exit(2);
+            if (read(gate[0], &byte, 1) < 0) /* EOF when the parent closes it */
+                _exit(2);
+            feeder__shard held[8];
+            for (int i = 0; i < 8; i++) {
+                char url[300], name[32];
+                snprintf(name, sizeof(name), "r-%d.pack", i);
+                url_of(url, sizeof(url), &s, name);
+                if (feeder__cache_get(&cache, url, NULL, &held[i], err, sizeof(err))) {
+                    fprintf(stderr, "round %d process %d: %s\n", round, c, err);
+                    _exit(1);
+                }
+            }
+            usleep(1500000);
+            _exit(0);
+        }
+        close(gate[0]);
+        close(gate[1]);
+        for (int c = 0; c < 4; c++) {
+            int st;
+            ck_assert_int_eq(waitpid(kids[c], &st, 0), kids[c]);
+            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "round %d process %d", round, c);
+        }
+        ck_assert_int_eq(cache_files(".pack.meta"), 8);
+    }
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -976,6 +1040,7 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_cache_full);
     tcase_add_test(tc, test_cache_lru);
     tcase_add_test(tc, test_two_processes_fetch_once);
+    tcase_add_test(tc, test_cache_race);
     tcase_add_test(tc, test_shards_http);
     tcase_add_test(tc, test_shards_reject);
     tcase_add_test(tc, test_shards_faults);
