@@ -120,13 +120,13 @@ typedef struct feeder__shard {
 } feeder__shard;
 
 /* Get `url` into the cache (or find it there) and hold it. When `expect`
- * is given (size, and ETag when not empty), a cached copy or a fresh
- * download that differs is FEEDER_ECHECKSUM naming the URL: the shard
- * changed on the server. Without it, a cached copy is used as it is. Only
- * one process fetches a shard at a time (an exclusive flock on its .lock
- * file, waited for up to lock_timeout_ms: FEEDER_ETIMEDOUT); the download
- * goes to a temporary name and is renamed, so a reader never sees half a
- * shard. Least recently used shards not held by anyone are evicted to keep
+ * is given (size, and ETag when both are known), a cached copy that differs
+ * is fetched again, and a download that differs is FEEDER_ECHECKSUM naming
+ * the URL: the shard changed on the server. Without it, a cached copy is
+ * used as it is. Only one process fetches a shard at a time (an exclusive
+ * flock on its .lock file); the others poll, up to lock_timeout_ms
+ * (FEEDER_ETIMEDOUT), for the copy it makes; the download goes to a
+ * temporary name and is renamed, so a reader never sees half a shard. Least recently used shards not held by anyone are evicted to keep
  * the folder under max_bytes. A full disk is -ENOSPC (or -EFBIG) naming the
  * folder, the temporary file removed. Thread-safe; several processes may
  * share a folder. */
