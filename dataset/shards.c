@@ -102,6 +102,7 @@ static struct feeder__shards *shards_alloc(char **names, uint32_t n)
 /* Open state that lives only during feeder_dataset_open_shards. */
 typedef struct opening {
     struct feeder__shards *sh;
+    uint32_t n;              /* shards: fd, t and h have n entries */
     int *fd;                 /* local shards' descriptors */
     feeder__target *t;       /* URL shards' addresses */
     feeder__pack_header *h;  /* each shard's header */
@@ -362,7 +363,7 @@ static int copy_classes(feeder_dataset *ds, const feeder__pack_view *v0)
 static void discard(feeder_dataset *ds, opening *o)
 {
     struct feeder__pack *pk = ds ? ds->pack : NULL;
-    for (uint32_t s = 0; o->sh && s < o->sh->n; s++) {
+    for (uint32_t s = 0; s < o->n; s++) {
         if (o->fd && o->fd[s] >= 0)
             close(o->fd[s]);
         if (o->t)
@@ -401,6 +402,7 @@ static int size_shards(opening *o, const feeder_shard_options *opt, uint8_t **pa
     o->h = calloc(n, sizeof(feeder__pack_header));
     if (!o->fd || !o->t || !o->h)
         return -ENOMEM;
+    o->n = n;
     for (uint32_t s = 0; s < n; s++)
         o->fd[s] = -1;
     int rc = 0;

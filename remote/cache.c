@@ -259,7 +259,8 @@ static void evict(const feeder__cache *c, uint64_t need, const char *keep)
     entry *es;
     uint64_t total;
     size_t n = list_entries(c->dir, &es, &total);
-    qsort(es, n, sizeof(*es), by_use);
+    if (n)
+        qsort(es, n, sizeof(*es), by_use);
     for (size_t i = 0; i < n && total + need > c->max_bytes; i++) {
         char p[4600];
         feeder__fmt(p, sizeof(p), "%s/%s", c->dir, es[i].name);
