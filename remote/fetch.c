@@ -1,7 +1,7 @@
 /*
- * Transfers: a batch of requests run over one libcurl multi handle, so
- * connections to a server are kept alive and reused between them and many
- * are in flight at once. Each request retries on its own (timeouts,
+ * Transfers: a batch of requests run over one libcurl multi handle, the
+ * process's (shared_take), so connections to a server are kept alive and
+ * reused between requests and between calls, and many are in flight at once. Each request retries on its own (timeouts,
  * connection errors, 5xx), waiting an exponential backoff whose jitter comes
  * from feeder_random, so two runs with the same seed wait the same; a 4xx is
  * the server's final word. libcurl is told never to use signals
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "remote/remote.h"
@@ -319,6 +320,40 @@ static int run_all(CURLM *m, const feeder__remote_cfg *cfg, xfer *xs, size_t n)
     return 0;
 }
 
+/* One multi handle per process, kept between calls, so its connection
+ * pool carries keep-alive connections from one shard's download to the
+ * next. A call that finds it in use (the fetch thread and the calling
+ * thread at once) runs on a multi handle of its own. A forked child never
+ * uses, nor cleans up, its parent's handle (the sockets are shared with the
+ * parent): it makes its own; and if a parent thread held the lock at fork,
+ * the child's trylock fails forever and it always uses its own. */
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURLM *shared_m;
+static pid_t shared_pid;
+
+static CURLM *shared_take(void)
+{
+    if (pthread_mutex_trylock(&shared_mu) != 0)
+        return NULL;
+    if (shared_pid != getpid()) {
+        shared_m = curl_multi_init(); /* a parent's handle is abandoned, not cleaned */
+        shared_pid = getpid();
+    }
+    if (!shared_m) {
+        shared_pid = 0;
+        pthread_mutex_unlock(&shared_mu);
+    }
+    return shared_m;
+}
+
+static void shared_give(CURLM *m, int shared)
+{
+    if (shared)
+        pthread_mutex_unlock(&shared_mu);
+    else if (m)
+        curl_multi_cleanup(m);
+}
+
 int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, size_t n,
                        char *err, size_t errlen)
 {
@@ -328,11 +363,13 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         return FEEDER_EREMOTE;
     }
     xfer *xs = calloc(n ? n : 1, sizeof(*xs));
-    CURLM *m = curl_multi_init();
+    CURLM *m = shared_take();
+    int shared = m != NULL;
+    if (!m)
+        m = curl_multi_init();
     if (!xs || !m) {
         free(xs);
-        if (m)
-            curl_multi_cleanup(m);
+        shared_give(m, shared);
         return -ENOMEM;
     }
     curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->max_in_flight);
@@ -352,7 +389,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         }
         curl_slist_free_all(xs[i].hdrs);
     }
-    curl_multi_cleanup(m);
+    shared_give(m, shared);
     free(xs);
     if (rc) {
         feeder__fmt(err, errlen, "libcurl's multi interface failed");

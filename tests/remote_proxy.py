@@ -2,7 +2,8 @@
 """A small HTTP proxy for the remote-shard tests (tests/test_remote.c) and
 the latency figures (docs/BENCHMARKS.md): forwards every GET to UPSTREAM and
 can add a delay per request, answer the first K requests with 503, or cut
-every response's body after N bytes. Logs one line a request to --log.
+every response's body after N bytes. Logs one line a request to --log,
+with the client's port (one port: one kept-alive connection).
 Prints its port on the first line of stdout, then serves until killed.
 
   remote_proxy.py UPSTREAM_PORT [--delay-ms N] [--fail-first K]
@@ -48,8 +49,9 @@ def main():
                 n = state["n"]
                 if a.log:
                     with open(a.log, "a") as f:
-                        f.write("%s %s %s\n" % (self.command, self.path,
-                                                self.headers.get("Range", "-")))
+                        f.write("%s %s %s port=%d\n" % (self.command, self.path,
+                                                        self.headers.get("Range", "-"),
+                                                        self.client_address[1]))
             if a.delay_ms:
                 time.sleep(a.delay_ms / 1000.0)
             if n <= a.fail_first:

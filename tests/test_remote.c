@@ -1023,6 +1023,41 @@ START_TEST(test_cache_race)
 }
 END_TEST
 
+/* Keep-alive: the header request and the download of two packs, four
+ * transfers in separate calls, ride one connection (the proxy logs the
+ * client's port). */
+START_TEST(test_keep_alive)
+{
+    put_pack("a.pack", 10);
+    put_pack("b.pack", 10);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, NULL, NULL);
+    char ua[300], ub[300], err[512];
+    url_of(ua, sizeof(ua), &p, "a.pack");
+    url_of(ub, sizeof(ub), &p, "b.pack");
+    feeder_dataset *a, *b;
+    ck_assert_int_eq(feeder_dataset_open_packed(ua, &a, err, sizeof(err)), 0);
+    ck_assert_int_eq(feeder_dataset_open_packed(ub, &b, err, sizeof(err)), 0);
+    FILE *f = fopen(proxy_log(), "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512], first[32] = "";
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char *port = strstr(line, "port=");
+        ck_assert_ptr_nonnull(port);
+        if (!n++)
+            snprintf(first, sizeof(first), "%s", port);
+        ck_assert_str_eq(port, first);
+    }
+    fclose(f);
+    ck_assert_int_eq(n, 4);
+    feeder_dataset_destroy(a);
+    feeder_dataset_destroy(b);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -1032,6 +1067,7 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_target_resolve);
     tcase_add_test(tc, test_http_open_packed);
     tcase_add_test(tc, test_http_404);
+    tcase_add_test(tc, test_keep_alive);
     tcase_add_test(tc, test_server_killed);
     tcase_add_test(tc, test_5xx_retried);
     tcase_add_test(tc, test_cut_mid_transfer);
