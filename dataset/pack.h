@@ -155,11 +155,11 @@ void feeder__shards_free(struct feeder__shards *sh, uint8_t *map, size_t map_len
 
 /* Fetch ahead (the loader's hooks, parent process only): plan gives the
  * epoch's order (copied as the URL shards in the order they are first
- * needed; NULL/0 stops fetching) and starts the fetch thread the first
- * time; progress says the loader has handed out positions below `pos`. The
- * thread downloads each planned shard into the cache (and lets it go: the
- * workers map it) while it is at most fetch_ahead shards past the shard
- * holding position `pos`. A failed download is left for the worker that
+ * needed; NULL/0 stops fetching) and starts the fetch threads the first
+ * time (min(fetch_ahead, 4) of them: downloads in flight); progress says the
+ * loader has handed out positions below `pos`. The threads download each
+ * planned shard into the cache (and let it go: the workers map it) while it
+ * is at most fetch_ahead shards past the shard holding position `pos`. A failed download is left for the worker that
  * needs the shard to retry and report. No-ops without URL shards or with
  * fetch_ahead 0. Thread-safe with respect to the fetch thread. */
 void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_t len);

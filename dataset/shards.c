@@ -622,8 +622,11 @@ int feeder__shards_ensure(struct feeder__pack *pk, const uint64_t *idx, uint32_t
 
 /* ---- fetch ahead ---- */
 
+#define FETCH_THREADS 4 /* downloads in flight ahead of the sampler, at most */
+
 struct feeder__fetcher {
-    pthread_t th;
+    pthread_t th[FETCH_THREADS];
+    uint32_t nth;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint32_t *need;     /* URL shards in first-need order */
@@ -683,7 +686,10 @@ static struct feeder__fetcher *fetcher_start(struct feeder__shards *sh)
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     sh->fetch = f;
-    if (pthread_create(&f->th, NULL, fetch_main, sh) != 0) {
+    uint32_t want = sh->fetch_ahead < FETCH_THREADS ? sh->fetch_ahead : FETCH_THREADS;
+    while (f->nth < want && pthread_create(&f->th[f->nth], NULL, fetch_main, sh) == 0)
+        f->nth++;
+    if (!f->nth) {
         sh->fetch = NULL;
         pthread_mutex_destroy(&f->mu);
         pthread_cond_destroy(&f->cv);
@@ -700,9 +706,10 @@ static void feeder__shards_fetch_stop(struct feeder__shards *sh)
         return;
     pthread_mutex_lock(&f->mu);
     f->stop = 1;
-    pthread_cond_signal(&f->cv);
+    pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
-    pthread_join(f->th, NULL);
+    for (uint32_t k = 0; k < f->nth; k++)
+        pthread_join(f->th[k], NULL);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     free(f->need);
@@ -744,7 +751,7 @@ void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_
     f->nneed = m;
     f->next = 0;
     f->progress = 0;
-    pthread_cond_signal(&f->cv);
+    pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
 }
 
@@ -756,7 +763,7 @@ void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos)
     pthread_mutex_lock(&f->mu);
     if (pos > f->progress) {
         f->progress = pos;
-        pthread_cond_signal(&f->cv);
+        pthread_cond_broadcast(&f->cv);
     }
     pthread_mutex_unlock(&f->mu);
 }
