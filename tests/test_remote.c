@@ -1058,6 +1058,43 @@ START_TEST(test_keep_alive)
 }
 END_TEST
 
+/* A shards dataset from s3rver: signed range requests for the headers and
+ * indices of s3://bkt/s-{0..3}.pack, then signed whole downloads by two
+ * workers: the local shards' batches. */
+START_TEST(test_s3_shards)
+{
+    put_shards();
+    server s = start_s3rver();
+    for (int k = 0; k < 4; k++) {
+        char local[400], name[32], key[64];
+        snprintf(name, sizeof(name), "s-%d.pack", k);
+        snprintf(key, sizeof(key), "d/s-%d.pack", k);
+        www(local, sizeof(local), name);
+        s3_put(&s, local, key);
+    }
+    s3_env(&s, "S3RVER");
+    char pat[400], err[512], msg[1024];
+    snprintf(pat, sizeof(pat), "%s/s-{0..3}.pack", docroot);
+    feeder_dataset *r, *l;
+    ck_assert_msg(feeder_dataset_open_shards("s3://bkt/d/s-{0..3}.pack", NULL, &r, err,
+                                             sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &l, err, sizeof(err)), 0);
+    ck_assert_int_eq(cache_files(".pack.meta"), 0);
+    uint64_t nr, nl;
+    int rc;
+    uint32_t cr = epoch_crc_workers(r, 2, &nr, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t cl = epoch_crc_workers(l, 2, &nl, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(nr, 85);
+    ck_assert_uint_eq(cr, cl);
+    ck_assert_int_eq(cache_files(".pack.meta"), 4);
+    feeder_dataset_destroy(r);
+    feeder_dataset_destroy(l);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -1082,8 +1119,10 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_shards_faults);
     tcase_add_test(tc, test_shards_fetch_ahead);
     tcase_add_test(tc, test_shards_small_cache);
-    if (have_s3)
+    if (have_s3) {
         tcase_add_test(tc, test_s3_open_packed);
+        tcase_add_test(tc, test_s3_shards);
+    }
     suite_add_tcase(s, tc);
     return s;
 }
