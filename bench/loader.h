@@ -33,6 +33,7 @@
 
 typedef struct opts {
     const char *data;     /* NULL: the default dataset */
+    unsigned fetch_ahead; /* shards datasets (URLs, brace ranges): --fetch-ahead */
     uint32_t batch;
     unsigned epochs;
     int workers[MAX_SWEEP];
@@ -130,8 +131,11 @@ typedef struct run_res {
 
 /* The dataset is a packed file: what its header says (kind 0 otherwise). */
 extern feeder_packed_info g_pack;
+/* --fetch-ahead, for open_dataset's shards datasets. */
+extern unsigned g_fetch_ahead;
 
-/* Open --data: a folder, a list file or a packed file (sets g_pack). */
+/* Open --data: a folder, a list file or a packed file (sets g_pack); a URL
+ * or a brace range of packs opens as a shards dataset. */
 feeder_dataset *open_dataset(const char *path);
 /* Run --epochs epochs with `workers` workers into `r`; exits on failure. */
 void run_config(feeder_dataset *ds, const opts *o, int workers, run_res *r, const char *data);

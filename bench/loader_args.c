@@ -94,8 +94,12 @@ static cli_opt table[] = {
                "image folder (one sub-folder per class), list file of\n"
                "'path label' lines, packed file, or WebDataset tar shard\n"
                "or brace range of them (s-{000..127}.tar: .jpg + .cls);\n"
-               "default: make 2,000 images of --set under $FEEDER_DATA\n"
-               "or ~/.cache/feeder/web-2000"),
+               "a pack's http://, https:// or s3:// URL, or a brace range\n"
+               "of packs (s-{0..7}.pack), opens as a shards dataset (shard\n"
+               "cache: $FEEDER_CACHE_DIR); default: make 2,000 images of\n"
+               "--set under $FEEDER_DATA or ~/.cache/feeder/web-2000"),
+    CLI_UINT("fetch-ahead", "N", A.fetch_ahead, 0, 1000000,
+             "shards datasets: shards downloaded ahead of the sampler (0)"),
     CLI_UINT("images", "N", A.make_images, 10, 10000000,
              "size of the dataset made when --data is not given (2000;\nmade in SET-N)"),
     CLI_ENUM("set", A.set, set_names,
@@ -191,4 +195,5 @@ void parse_args(opts *o, int argc, char **argv)
     cli_parse(&spec, argc, argv);
     check_args(&A, workers_given, shape);
     *o = A;
+    g_fetch_ahead = A.fetch_ahead;
 }

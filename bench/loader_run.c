@@ -12,6 +12,22 @@
 #include "loader.h"
 
 feeder_packed_info g_pack;
+unsigned g_fetch_ahead;
+
+/* URLs and brace ranges of packs: a shards dataset (the URL's shards come
+ * through the shard cache as the epochs need them). */
+static feeder_dataset *open_shards(const char *path)
+{
+    feeder_shard_options so = {.fetch_ahead = g_fetch_ahead};
+    feeder_dataset *ds;
+    char err[1024] = "";
+    int rc = feeder_dataset_open_shards(path, &so, &ds, err, sizeof(err));
+    if (rc != 0)
+        die("opening shards %s: %s (%s): %s", path, feeder_strerror(rc), feeder_err_name(rc),
+            err[0] ? err : "no detail");
+    feeder_dataset_packed_info(ds, &g_pack);
+    return ds;
+}
 
 /* A tar shard: the ustar magic of its first header (GNU's "ustar  " too). */
 static int is_tar(const char *path)
@@ -47,9 +63,13 @@ static feeder_dataset *open_tar(const char *path)
 
 feeder_dataset *open_dataset(const char *path)
 {
+    size_t len = strlen(path);
+    int tar = len >= 4 && !strcmp(path + len - 4, ".tar");
+    if (tar && !strstr(path, "://"))
+        return open_tar(path); /* one shard or a brace range of them */
+    if (strstr(path, "://") || strchr(path, '{'))
+        return open_shards(path); /* packs: URLs, or a brace range */
     struct stat st;
-    if (strchr(path, '{'))
-        return open_tar(path);
     if (stat(path, &st) != 0)
         die_usage("--data '%s': %s", path, strerror(errno));
     char err[1024] = "";

@@ -70,6 +70,13 @@ typedef struct feeder__pack_view {
 int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder__pack_view *out,
                        char *err, size_t errlen);
 
+/* The header page alone (buf[0, len), len >= 4096): magic, version, CRC and
+ * the header's own claims, as feeder__pack_parse checks them; nothing about
+ * the sections. For shards read over the network, whose record area is not
+ * there yet. 0 or FEEDER_EFORMAT naming `name`. Pure. */
+int feeder__pack_peek(const uint8_t *buf, size_t len, const char *name, feeder__pack_header *h,
+                      char *err, size_t errlen);
+
 /* Entry i of a parsed index (i < count). */
 void feeder__pack_entry(const feeder__pack_view *v, uint64_t i, uint64_t *off, uint64_t *size,
                         uint32_t *crc);
@@ -99,7 +106,64 @@ struct feeder__pack {
     uint64_t *off;      /* record offsets, sizes and crcs, decoded from the index */
     uint64_t *size;
     uint32_t *crc;
+    int lock_fd;        /* a URL's pack: the shard cache's shared flock, held while mapped */
+    struct feeder__shards *shards; /* a shards dataset (shards.c): fd is -1, map a reservation */
 };
+
+/* ---- shards (shards.c): many packs as one ---- */
+
+/* A shards dataset is one packed dataset whose "file" is an address range
+ * reserved at open with every shard at its own page-aligned place in it:
+ * the index, labels, record offsets (already shifted into the range) and
+ * class names are copied at open, from the local files or, for URLs, from
+ * range requests of each shard's header and index. A local shard is mapped
+ * at open; a URL's shard is mapped into the range by the process that first
+ * reads one of its records (feeder__shards_ensure), from the shard cache.
+ * The per-process arrays (resident, lock_fd, used) are each forked worker's
+ * own copy, like its mappings. */
+struct feeder__shards {
+    uint32_t n;
+    char **names;        /* paths or URLs, as expanded */
+    uint64_t *first;     /* n + 1: each shard's first record, across shards */
+    uint64_t *base;      /* each shard's offset in the reservation */
+    uint64_t *bytes;     /* each shard's file size */
+    void *meta;          /* feeder__remote_meta[n] (remote/remote.h): what open saw */
+    uint8_t *remote;     /* 1: a URL */
+    uint8_t *resident;   /* mapped in this process */
+    int *lock_fd;        /* this process's shared lock on the cached copy, or -1 */
+    uint64_t *used;      /* this process's tick of the last ensure, for unmapping */
+    uint64_t tick;
+    uint32_t max_resident; /* URL shards one process keeps mapped; 0: no limit */
+    uint32_t fetch_ahead;
+    void *cache;         /* feeder__cache (remote/remote.h) */
+    struct feeder__fetcher *fetch; /* the fetch-ahead thread (parent only), or NULL */
+};
+
+/* Shard s of a record index (binary search). */
+uint32_t feeder__shards_of(const struct feeder__shards *sh, uint64_t index);
+
+/* Map, in this process, every not-yet-mapped shard that holds one of the
+ * n records idx[]: the shard cache's copy (fetched now when it is not
+ * there, waiting for another process that is fetching it), checked against
+ * the size and ETag seen at open. Unmaps least recently used URL shards
+ * past max_resident (never one of idx[]'s). 0, or the cache's error with
+ * its message (naming the URL) in msg. Not thread-safe: one reader per
+ * process (a worker, or the calling thread of a loader without workers). */
+int feeder__shards_ensure(struct feeder__pack *pk, const uint64_t *idx, uint32_t n, char *msg,
+                          size_t msglen);
+void feeder__shards_free(struct feeder__shards *sh, uint8_t *map, size_t map_len);
+
+/* Fetch ahead (the loader's hooks, parent process only): plan gives the
+ * epoch's order (copied as the URL shards in the order they are first
+ * needed; NULL/0 stops fetching) and starts the fetch threads the first
+ * time (min(fetch_ahead, 4) of them: downloads in flight); progress says the
+ * loader has handed out positions below `pos`. The threads download each
+ * planned shard into the cache (and let it go: the workers map it) while it
+ * is at most fetch_ahead shards past the shard holding position `pos`. A failed download is left for the worker that
+ * needs the shard to retry and report. No-ops without URL shards or with
+ * fetch_ahead 0. Thread-safe with respect to the fetch thread. */
+void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_t len);
+void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos);
 
 void feeder__pack_free(struct feeder__pack *pk);
 

@@ -396,3 +396,16 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
         return rc;
     return check_records(name, out, err, errlen);
 }
+
+int feeder__pack_peek(const uint8_t *buf, size_t len, const char *name, feeder__pack_header *h,
+                      char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    memset(h, 0, sizeof(*h));
+    int rc = parse_magic(buf, len, name, err, errlen);
+    if (rc)
+        return rc;
+    read_header(buf, h);
+    return check_header(h, name, err, errlen);
+}

@@ -18,6 +18,7 @@
 #include "common/common.h"
 #include "dataset/dataset.h"
 #include "dataset/pack.h"
+#include "remote/remote.h"
 
 #define ULL(x) ((unsigned long long)(x))
 
@@ -29,10 +30,13 @@ void feeder__pack_free(struct feeder__pack *pk)
 {
     if (!pk)
         return;
+    feeder__shards_free(pk->shards, pk->map, pk->map_len);
     if (pk->map)
         munmap(pk->map, pk->map_len);
     if (pk->fd >= 0)
         close(pk->fd);
+    if (pk->lock_fd >= 0)
+        close(pk->lock_fd);
     free(pk->off);
     free(pk->size);
     free(pk->crc);
@@ -67,12 +71,45 @@ static void packed_discard(feeder_dataset *ds)
     free(ds);
 }
 
-/* Open the file and map it whole: a regular file that fits the address
- * space (a FIFO must not block the open: O_NONBLOCK). */
+/* A URL's pack: its header page (one range request, which also says the
+ * object's size and ETag), then the whole file through the shard cache,
+ * checked against that size and ETag; the cached copy is what gets mapped,
+ * and the cache's shared lock is held while it is. */
+static int fetch_remote(struct feeder__pack *pk, const char *url, char *err, size_t errlen)
+{
+    feeder__cache c;
+    int rc = feeder__cache_open(&c, NULL, 0, err, errlen);
+    if (rc)
+        return rc;
+    feeder__target t;
+    uint8_t page[FEEDER__PACK_HEADER_BYTES];
+    if ((rc = feeder__target_resolve(url, &t, err, errlen)) != 0) {
+        feeder__cache_close(&c);
+        return rc;
+    }
+    feeder__request r = {.target = &t, .first = 0, .last = sizeof(page) - 1, .fd = -1,
+                         .buf = page, .cap = sizeof(page)};
+    rc = feeder__remote_run(&c.cfg, &r, 1, err, errlen);
+    feeder__shard sh;
+    if (!rc && (rc = feeder__cache_get(&c, url, &r.meta, &sh, err, errlen)) == 0) {
+        pk->fd = sh.fd;
+        pk->lock_fd = sh.lock_fd;
+    }
+    feeder__target_free(&t);
+    feeder__cache_close(&c);
+    return rc;
+}
+
+/* Open the file (a URL: through the shard cache) and map it whole: a
+ * regular file that fits the address space (a FIFO must not block the
+ * open: O_NONBLOCK). */
 static int map_file(struct feeder__pack *pk, const char *path, char *err, size_t errlen)
 {
-    pk->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (pk->fd < 0) {
+    if (feeder__url_kind(path) != FEEDER__URL_LOCAL) {
+        int rc = fetch_remote(pk, path, err, errlen);
+        if (rc)
+            return rc;
+    } else if ((pk->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
         int e = errno;
         feeder__fmt(err, errlen, "%s: cannot open packed file: %s", path, strerror(e));
         return -e;
@@ -172,6 +209,7 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
     atomic_init(&ds->refs, 1);
     ds->pack = pk;
     pk->fd = -1;
+    pk->lock_fd = -1;
     static const uint8_t empty[1];
     int rc = map_file(pk, path, err, errlen);
     if (!rc)

@@ -127,7 +127,7 @@ static void finalize(int status)
 
 static opts parse_args(int argc, char **argv)
 {
-    opts o = {.images = 420, .epochs = 3, .batch = 32, .workers = -1, .size = 224, .lr = 0.05,
+    opts o = {.images = 420, .window = 2, .epochs = 3, .batch = 32, .workers = -1, .size = 224, .lr = 0.05,
               .seed = 1, .shuffle = 1, .drop_last = 1, .device = -2, .check = 1};
     int ar = MT_AR_AUTO;
     cli_opt t[] = {
@@ -136,6 +136,12 @@ static opts parse_args(int argc, char **argv)
                    "JPEGs under /tmp/feeder-mpi-<images>, a class per photo)"),
         CLI_UINT("images", "N", o.images, 10, 10000000,
                  "size of the dataset made when --data is not given (420)"),
+        CLI_STRING("shards", "PATTERN", o.shards,
+                   "read packs instead: a brace range of paths or http(s)://\n"
+                   "or s3:// URLs (s-{0..7}.pack), one shards dataset, ordered\n"
+                   "by feeder_sampler_shards (each rank whole shards)"),
+        CLI_UINT("window", "W", o.window, 0, 1u << 20,
+                 "--shards: samples drawn from W shards at a time (0: all) (2)"),
         CLI_STRING("cache", "DIR", o.cache,
                    "where to make it instead (reused when it is already there)"),
         CLI_UINT("epochs", "N", o.epochs, 1, 100000, "epochs (3)"),
@@ -313,6 +319,15 @@ static int make_dataset(const char *dir, unsigned images, uint64_t seed)
 
 static feeder_dataset *open_data(const opts *o, const feeder_dist *d, char *dir, size_t dirlen)
 {
+    if (o->shards) {
+        char err[1024] = "";
+        feeder_dataset *ds;
+        int rc = feeder_dataset_open_shards(o->shards, NULL, &ds, err, sizeof(err));
+        if (rc)
+            mt_die("%s: %s", feeder_strerror(rc), err);
+        snprintf(dir, dirlen, "%s", o->shards);
+        return ds;
+    }
     if (o->data) {
         snprintf(dir, dirlen, "%s", o->data);
     } else {
@@ -675,6 +690,24 @@ static void agree_on_path(int gpu, const char *why)
                "run all on the CPU", gpu ? "GPU" : "none", gpu ? "" : ", ", gpu ? "" : why);
 }
 
+/* --shards: each rank whole shards, samples from a window of them. */
+static feeder_sampler *shard_sampler(const opts *o, const feeder_dist *d, feeder_dataset *ds)
+{
+    uint32_t ns = 0;
+    feeder_dataset_shard_counts(ds, NULL, 0, &ns);
+    uint64_t *counts = calloc(ns ? ns : 1, sizeof(*counts));
+    feeder_sampler *s = NULL;
+    int rc = counts ? feeder_dataset_shard_counts(ds, counts, ns, &ns) : -ENOMEM;
+    if (!rc)
+        rc = feeder_sampler_shards(counts, ns, (uint32_t)d->rank, (uint32_t)d->world_size,
+                                   o->window, o->seed, o->drop_last, &s);
+    free(counts);
+    if (rc)
+        mt_die("feeder_sampler_shards (%u shards, world %d): %s", ns, d->world_size,
+               feeder_strerror(rc));
+    return s;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -691,9 +724,9 @@ int main(int argc, char **argv)
     /* This rank's shard: drop_last in the sampler cuts the dataset to a
      * multiple of the world size, and in the batch sampler drops the short
      * batch, so every rank takes the same number of equal steps. */
-    feeder_sampler *s;
-    if ((rc = feeder_sampler_distributed(n, (uint32_t)d.rank, (uint32_t)d.world_size, o.shuffle,
-                                         o.seed, o.drop_last, &s)))
+    feeder_sampler *s = o.shards ? shard_sampler(&o, &d, ds) : NULL;
+    if (!s && (rc = feeder_sampler_distributed(n, (uint32_t)d.rank, (uint32_t)d.world_size,
+                                               o.shuffle, o.seed, o.drop_last, &s)))
         mt_die("feeder_sampler_distributed: %s", feeder_strerror(rc));
     int workers = o.workers >= 0 ? o.workers : default_workers(&d);
     const char *why = NULL;

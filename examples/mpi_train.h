@@ -24,6 +24,8 @@ typedef enum mt_allreduce {
 
 typedef struct mt_opts {
     const char *data;
+    const char *shards; /* a brace range of packs (paths or URLs): a shards dataset */
+    unsigned window;    /* --shards: the shard sampler's window (shards) */
     const char *cache;
     unsigned images;
     unsigned epochs;

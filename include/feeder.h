@@ -81,7 +81,8 @@ FEEDER_API const char *feeder_version_string(void);
     X(EPATH, -30023, "a list-file path escapes the dataset root")                  \
     X(EFORMAT, -30030, "not a valid feeder packed file")                           \
     X(ECHECKSUM, -30031, "checksum mismatch")                                      \
-    X(ESHAPE, -30032, "loader options do not match the packed file's samples")
+    X(ESHAPE, -30032, "loader options do not match the packed file's samples")     \
+    X(EREMOTE, -30040, "a transfer from a remote server failed")
 
 typedef enum feeder_errno {
 #define FEEDER__ERRENUM(name, value, text) FEEDER_##name = value,
@@ -183,6 +184,12 @@ typedef enum feeder_record_kind {
  * JPEG records go through the loader's decode and transform. Labels and class
  * names come from the file. `path` is copied; `err` (may be NULL) receives
  * the message, errlen bytes at most.
+ * `path` may be an http://, https:// or s3:// URL (feeder_dataset_open_shards
+ * says how S3 is reached): its header page is read first (its size and
+ * ETag), then the whole file through the shard cache, which is mapped;
+ * FEEDER_EREMOTE (the URL, the HTTP status or libcurl's text) when a
+ * transfer fails after its retries, -ENOSPC or -EFBIG when the cache's disk
+ * is full.
  * Lifetime: the dataset must outlive every loader that uses it.
  * Thread-safety: read-only after open; may be shared. */
 FEEDER_API int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err,
@@ -281,6 +288,53 @@ FEEDER_API int feeder_dataset_tar_sample(const feeder_dataset *ds, uint64_t inde
                                          const char **shard, const char **key,
                                          uint64_t *offset, uint64_t *size,
                                          const char **problem);
+
+/* ------------------------------------------------------------------------ */
+/* Shards, local or remote (http://, https://, s3://)                        */
+/* ------------------------------------------------------------------------ */
+
+/* How a shards dataset reaches and keeps its shards. Zero-fill it (or pass
+ * NULL) for the defaults. */
+typedef struct feeder_shard_options {
+    const char *cache_dir;    /* the shard cache; NULL: $FEEDER_CACHE_DIR, else
+                                 ~/.cache/feeder/shards (copied) */
+    uint64_t cache_max_bytes; /* evict least recently used shards past this;
+                                 0: $FEEDER_CACHE_MAX_BYTES, else no limit */
+    uint32_t max_resident;    /* remote shards one process keeps mapped; 0: all */
+    uint32_t fetch_ahead;     /* shards a loader's fetch thread downloads ahead of
+                                 the sampler; 0: none (workers fetch on demand) */
+    uint64_t reserved_[8];    /* zero */
+} feeder_shard_options;
+
+/* Open the packed shards that `pattern` names, a brace range of local paths
+ * or URLs ("https://host/d/s-{00000..00127}.pack", "s3://bucket/s-{0..7}.pack";
+ * S3 through AWS_ENDPOINT_URL(_S3), the AWS_* credentials and region, or
+ * ~/.aws/credentials and ~/.aws/config), as one packed dataset: sample i is
+ * record i - first(s) of shard s, shards in the pattern's order. Every
+ * shard's header, index, labels and class names are read at open (for a URL,
+ * with range requests, many in flight: no shard is downloaded whole); each
+ * URL's shard is downloaded whole into the shard cache when a process first
+ * reads one of its records, or ahead of that by the loader's fetch thread
+ * (fetch_ahead), and mapped from there. A shard that changed on the server
+ * since open (size or ETag) fails the batch with FEEDER_ECHECKSUM naming the
+ * URL; a transfer that still fails after its retries, FEEDER_EREMOTE naming
+ * the URL and the HTTP status or libcurl's text. Every shard must hold the
+ * same record kind and RAW shape as the first (FEEDER_EFORMAT naming both).
+ * A loader over it reads the mappings: packed_read must be
+ * FEEDER_PACKED_READ_MMAP (FEEDER_EUNSUPPORTED at start otherwise), and with
+ * num_workers 0 the calling thread reads them too. `pattern` and `opt` are copied; `err` (may be NULL) gets
+ * the message. feeder_dataset_packed_info describes the whole set
+ * (file_bytes: the reserved address range).
+ * Lifetime: as feeder_dataset_open_packed. Thread-safety: as
+ * feeder_dataset_open_packed. */
+FEEDER_API int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *opt,
+                                          feeder_dataset **out, char *err, size_t errlen);
+
+/* Records in each shard of a shards dataset: counts[s] for s < *n (at most
+ * `cap` written; *n is the number of shards). FEEDER_EINVAL for another kind
+ * of dataset. Thread-safe. */
+FEEDER_API int feeder_dataset_shard_counts(const feeder_dataset *ds, uint64_t *counts,
+                                           uint32_t cap, uint32_t *n);
 
 /* What a user dataset's get callback is handed for one sample. */
 typedef struct feeder_sample_ctx {
@@ -395,6 +449,27 @@ FEEDER_API int feeder_sampler_weighted(const double *weights, uint64_t n,
 FEEDER_API int feeder_sampler_distributed(uint64_t n, uint32_t rank, uint32_t world_size,
                                           int shuffle, uint64_t seed, int drop_last,
                                           feeder_sampler **out);
+
+/* Shard-aware order for a shards dataset (feeder_dataset_shard_counts gives
+ * `counts`, nshards >= world_size): the shards are shuffled by (seed, epoch)
+ * and dealt round-robin to the ranks (rank r takes shuffled shards r, r +
+ * world_size, ...: disjoint sets); each rank draws its samples uniformly
+ * from a sliding window holding the not-yet-drawn samples of at most
+ * `window` of its shards (0: all of them, a full shuffle), a shard leaving
+ * the window when its last sample is drawn and the next one entering, so a
+ * process needs at most `window` shards resident at once. Every rank yields
+ * the same number of samples, total / world_size (`drop_last` 1) or rounded
+ * up (`drop_last` 0): a rank whose shards hold more stops early (the rest
+ * of its stream is dropped for this epoch), one whose shards hold fewer
+ * repeats its stream from its start, as DistributedSampler pads; shards of
+ * equal size with nshards a multiple of world_size need neither. A pure
+ * function of (counts, rank, world_size, window, seed, epoch): the same
+ * order for any number of workers and after resume. `counts` copied.
+ * FEEDER_EINVAL for a bad argument, FEEDER_EOVERFLOW, -ENOMEM; fill gives
+ * FEEDER_EDATASET when every shard of the rank is empty. */
+FEEDER_API int feeder_sampler_shards(const uint64_t *counts, uint32_t nshards, uint32_t rank,
+                                     uint32_t world_size, uint32_t window, uint64_t seed,
+                                     int drop_last, feeder_sampler **out);
 
 /* A sampler given as callbacks: `len` gives the epoch's length, `fill` writes
  * that many indices. Both must be pure functions of (user, epoch) for the

@@ -52,6 +52,9 @@ static uint64_t take_next_batch(feeder_loader *ld)
 {
     while (ld->dispatched < ld->nbatches && batch_done(ld, ld->dispatched))
         ld->dispatched++;
+    if (ld->ds->kind == FEEDER__DS_PACKED) /* a shards dataset fetches ahead of this */
+        feeder__shards_progress(ld->ds->pack,
+                                ld->dispatched * (uint64_t)iopt(ld, FEEDER_OPT_BATCH_SIZE));
     return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
 }
 
@@ -81,6 +84,8 @@ static int begin_epoch(feeder_loader *ld)
                         "the sampler gave index %llu at position %llu; the dataset has %llu samples",
                         (unsigned long long)ld->order[i], (unsigned long long)i,
                         (unsigned long long)ld->ds->n);
+    if (ld->ds->kind == FEEDER__DS_PACKED)
+        feeder__shards_plan(ld->ds->pack, ld->order, len);
     ld->epoch_t0 = feeder__now_ns();
     ld->order_len = len;
     ld->nbatches = feeder_batch_count(len, (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE),
@@ -520,6 +525,8 @@ void feeder__host_free(feeder_loader *ld)
     if (ld->job.pack_fd >= 0)
         close(ld->job.pack_fd);
     feeder_sampler_destroy(ld->own_sampler);
+    if (ld->ds && ld->ds->kind == FEEDER__DS_PACKED)
+        feeder__shards_plan(ld->ds->pack, NULL, 0); /* nothing more to fetch for it */
     feeder__dataset_drop(ld->ds); /* the dataset goes if the user destroyed it already */
     for (uint32_t s = 0; ld->slots && s < ld->nslots; s++)
         free(ld->slots[s].mix);

@@ -15,7 +15,10 @@
  *     of the forward Fisher-Yates draws under index p*n + i, STREAM_SHUFFLE;
  *   draws with replacement (random, weighted): output position i, STREAM_DRAW,
  *     and for the alias table's coin STREAM_COIN;
- *   weighted without replacement: the key of item i under index i, STREAM_KEY.
+ *   weighted without replacement: the key of item i under index i, STREAM_KEY;
+ *   shards: the shard permutation as a shuffle (permutation 0 of nshards),
+ *     then the draw from the window for output position i of the rank's
+ *     stream under index i, STREAM_WINDOW.
  * Bounded integers use Lemire's multiply-and-reject, the retries taking the
  * next counters, so they are exactly uniform and still pure.
  *
@@ -37,10 +40,11 @@ enum {
     SAMPLER_SUBSET = 3,
     SAMPLER_WEIGHTED = 4,
     SAMPLER_DISTRIBUTED = 5,
-    SAMPLER_USER = 6
+    SAMPLER_USER = 6,
+    SAMPLER_SHARDS = 7
 };
 
-enum { STREAM_SHUFFLE = 0, STREAM_DRAW = 1, STREAM_COIN = 2, STREAM_KEY = 3 };
+enum { STREAM_SHUFFLE = 0, STREAM_DRAW = 1, STREAM_COIN = 2, STREAM_KEY = 3, STREAM_WINDOW = 4 };
 #define STREAM(s) ((UINT64_C(1) << 63) | ((uint64_t)(s) << 32))
 
 /* One column of the alias table: its own index is drawn when the coin falls
@@ -64,6 +68,8 @@ struct feeder_sampler {
     alias_cell *table; /* weighted with replacement: Vose's alias table */
     feeder_sampler_callbacks cb;
     void *user;
+    uint64_t *shard_first; /* shards: nshards + 1 running counts */
+    uint32_t nshards, window;
 };
 
 /* ---- draws ---- */
@@ -404,6 +410,93 @@ static int fill_distributed(const feeder_sampler *s, uint64_t epoch, uint64_t *o
     return 0;
 }
 
+/* ---- shards ---- */
+
+/* This rank's shards, in the epoch's shard order: positions rank, rank +
+ * world, ... of a permutation of all shards keyed by (seed, epoch). */
+static uint64_t *rank_shards(const feeder_sampler *s, uint64_t epoch, uint64_t *count)
+{
+    uint64_t *perm = alloc_u64(s->nshards);
+    if (!perm)
+        return NULL;
+    perm_prefix(perm, s->nshards, s->nshards, s->seed, epoch, 0);
+    uint64_t k = 0;
+    for (uint64_t p = s->rank; p < s->nshards; p += s->world)
+        perm[k++] = perm[p]; /* p >= k: reads ahead of writes */
+    *count = k;
+    return perm;
+}
+
+/* The sliding window: the pool holds every not-yet-drawn sample of at most
+ * `window` shards; each output draws one uniformly from the pool, and a
+ * shard whose last sample was drawn makes room for the next shard. */
+static uint64_t window_stream(const feeder_sampler *s, uint64_t epoch, const uint64_t *mine,
+                              uint64_t nmine, uint64_t *pool, uint64_t *left, uint64_t *out,
+                              uint64_t cap)
+{
+    uint64_t w = s->window ? s->window : nmine, open = 0, next = 0, lo = 0, size = 0, t = 0;
+    for (;;) {
+        for (; open < w && next < nmine; next++) {
+            uint64_t sh = mine[next], a = s->shard_first[sh], b = s->shard_first[sh + 1];
+            left[next] = b - a;
+            open += a < b; /* an empty shard takes no room */
+            for (uint64_t i = a; i < b; i++)
+                pool[size++] = i;
+        }
+        if (!size || t == cap)
+            return t;
+        uint64_t j = draw_below(size, s->seed, epoch, t, STREAM_WINDOW);
+        uint64_t x = pool[j];
+        pool[j] = pool[--size];
+        out[t++] = x;
+        /* Which open shard x came from (shards are contiguous index ranges). */
+        for (uint64_t q = lo; q < next; q++) {
+            uint64_t sh = mine[q];
+            if (left[q] && x >= s->shard_first[sh] && x < s->shard_first[sh + 1]) {
+                open -= --left[q] == 0;
+                break;
+            }
+        }
+        while (lo < next && !left[lo])
+            lo++;
+    }
+}
+
+/* The rank's stream, cut or repeated from its start to the common length. */
+static int fill_shards(const feeder_sampler *s, uint64_t epoch, uint64_t *out)
+{
+    uint64_t nmine = 0, most = 0, total = 0;
+    uint64_t *mine = rank_shards(s, epoch, &nmine);
+    if (!mine)
+        return -ENOMEM;
+    for (uint64_t q = 0; q < nmine; q++) {
+        uint64_t c = s->shard_first[mine[q] + 1] - s->shard_first[mine[q]];
+        most = c > most ? c : most;
+        total += c;
+    }
+    uint64_t w = s->window && s->window < nmine ? s->window : nmine;
+    uint64_t *pool = alloc_u64(w * most + 1), *left = alloc_u64(nmine + 1);
+    uint64_t *stream = total < s->len ? alloc_u64(total + 1) : out;
+    int rc = 0;
+    if (!pool || !left || !stream) {
+        rc = -ENOMEM;
+    } else {
+        uint64_t got = window_stream(s, epoch, mine, nmine, pool, left, stream, s->len);
+        for (uint64_t t = got; t < s->len && stream != out; t++)
+            out[t] = stream[t % (got ? got : 1)];
+        if (stream != out)
+            memcpy(out, stream, (got < s->len ? got : s->len) * sizeof(*out));
+        if (!got && s->len)
+            rc = FEEDER_EDATASET; /* only empty shards: nothing to repeat */
+    }
+    if (stream != out)
+        free(stream);
+    free(pool);
+    free(left);
+    free(mine);
+    return rc;
+}
+
 /* ---- create ---- */
 
 static int make(int kind, feeder_sampler **out, feeder_sampler **s)
@@ -603,6 +696,39 @@ int feeder_sampler_distributed(uint64_t n, uint32_t rank, uint32_t world_size, i
     return 0;
 }
 
+int feeder_sampler_shards(const uint64_t *counts, uint32_t nshards, uint32_t rank,
+                          uint32_t world_size, uint32_t window, uint64_t seed, int drop_last,
+                          feeder_sampler **out)
+{
+    if (!counts || nshards == 0 || world_size == 0 || rank >= world_size ||
+        nshards < world_size)
+        return FEEDER_EINVAL;
+    feeder_sampler *s;
+    int rc = make(SAMPLER_SHARDS, out, &s);
+    if (rc)
+        return rc;
+    if (!(s->shard_first = alloc_u64((uint64_t)nshards + 1))) {
+        free(s);
+        return -ENOMEM;
+    }
+    s->shard_first[0] = 0;
+    for (uint32_t k = 0; k < nshards; k++)
+        if (__builtin_add_overflow(s->shard_first[k], counts[k], &s->shard_first[k + 1])) {
+            feeder_sampler_destroy(s);
+            return FEEDER_EOVERFLOW;
+        }
+    uint64_t total = s->shard_first[nshards];
+    s->n = total;
+    s->len = total / world_size + (!drop_last && total % world_size != 0);
+    s->nshards = nshards;
+    s->rank = rank;
+    s->world = world_size;
+    s->window = window;
+    s->seed = seed;
+    *out = s;
+    return 0;
+}
+
 int feeder_sampler_create(const feeder_sampler_callbacks *cb, void *user, feeder_sampler **out)
 {
     if (!cb || !cb->len || !cb->fill)
@@ -626,6 +752,7 @@ void feeder_sampler_destroy(feeder_sampler *s)
     free(s->indices);
     free(s->weights);
     free(s->table);
+    free(s->shard_first);
     free(s);
 }
 
@@ -666,6 +793,8 @@ int feeder_sampler_fill(const feeder_sampler *s, uint64_t epoch, uint64_t *out, 
         return fill_weighted(s, epoch, out);
     case SAMPLER_DISTRIBUTED:
         return fill_distributed(s, epoch, out);
+    case SAMPLER_SHARDS:
+        return fill_shards(s, epoch, out);
     case SAMPLER_USER: {
         int rc = s->cb.fill(s->user, epoch, out, count);
         /* A positive value would read as a status, not a failure. */

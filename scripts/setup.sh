@@ -28,6 +28,13 @@ PKGS=(build-essential cmake pkg-config
       libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind
       python3-dev python3-setuptools python3-pytest python3-numpy python3-torch
       python3-torchvision python3-pil)
+# Remote shards (issue 22): libcurl does every transfer; lighttpd is the HTTP
+# server the remote tests start on 127.0.0.1, npm installs s3rver (the S3
+# server of those tests) into ~/.cache/feeder/npm, outside the checkout
+# (Debian's npm only where no npm is there: NodeSource's nodejs bundles one
+# and conflicts with Debian's).
+PKGS+=(libcurl4-openssl-dev lighttpd)
+command -v npm >/dev/null || PKGS+=(nodejs npm)
 if ((bench)); then
   PKGS+=(python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib)
 fi
@@ -41,4 +48,11 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# s3rver for tests/remote_s3.sh: from the npm registry, into a folder outside
+# the checkout (tests look for it there, or under FEEDER_NPM_DIR).
+npm_dir=${FEEDER_NPM_DIR:-$HOME/.cache/feeder/npm}
+if [ ! -x "$npm_dir/node_modules/.bin/s3rver" ]; then
+  mkdir -p "$npm_dir"
+  npm install --no-audit --no-fund --prefix "$npm_dir" s3rver@3 >/dev/null
 fi

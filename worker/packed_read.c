@@ -38,6 +38,11 @@
 int feeder__packed_prepare(const feeder_dataset *ds, feeder__job *job, char *err, size_t errlen)
 {
     const struct feeder__pack *pk = ds->pack;
+    if (pk->shards && job->packed_read != FEEDER_PACKED_READ_MMAP) {
+        feeder__fmt(err, errlen, "%s: a shards dataset is read through its shards' mappings: "
+                    "packed_read must be mmap", pk->path);
+        return FEEDER_EUNSUPPORTED;
+    }
     if (job->packed_read != FEEDER_PACKED_READ_DIRECT)
         return 0;
     /* The alignment O_DIRECT needs, from the file system itself (Linux 6.1+);
@@ -138,7 +143,11 @@ static uint32_t crc_seed(const feeder__job *job, uint64_t i)
  * reads with pread instead, which reports a short read. */
 static int uses_mapping(const feeder__worker_ctx *w)
 {
-    return w->job->packed_read == FEEDER_PACKED_READ_MMAP && w->id >= 0;
+    /* A shards dataset has no one file to pread: the calling thread reads its
+     * mapping too, unguarded (no handler in the user's process); the shard
+     * cache never cuts a file in place, it renames a new one over it. */
+    return w->job->packed_read == FEEDER_PACKED_READ_MMAP &&
+           (w->id >= 0 || w->job->ds->pack->shards);
 }
 
 /* The worker's SIGBUS guard: while bus_env is set, a fault jumps back to the
@@ -191,7 +200,7 @@ int feeder__packed_ctx_init(feeder__worker_ctx *w)
         return -ENOMEM;
     int rc = 0;
     if (uses_mapping(w))
-        rc = install_bus_guard();
+        rc = w->id >= 0 ? install_bus_guard() : 0;
     else if (job->packed_read == FEEDER_PACKED_READ_MMAP)
         rc = feeder__reader_create(FEEDER_IO_PREAD, 0, &w->rd, NULL, 0);
     else {
@@ -710,6 +719,10 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
         lab[k] = job->ds->labels[idx[k]];
     if (job->packed_direct && !job->verify_crc)
         return 0; /* the GPU layer copies the records from the file itself */
+    int rc = feeder__shards_ensure(job->ds->pack, idx, t->count, res->errmsg,
+                                   sizeof(res->errmsg));
+    if (rc)
+        return rc;
     sigjmp_buf env;
     if (uses_mapping(w)) {
         if (sigsetjmp(env, 1)) {
@@ -719,7 +732,6 @@ int feeder__packed_fill(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_
         bus_env = &env;
     }
     int skip = job->policy != FEEDER_ON_ERROR_FAIL; /* SKIP or DROP: mark, go on */
-    int rc;
     if (job->packed_direct)
         rc = verify_direct(w, idx, t->count, !skip, res->errmsg, sizeof(res->errmsg));
     else if (w->gpu_dec)
@@ -745,6 +757,9 @@ int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, ui
                             size_t msglen)
 {
     *label = w->job->ds->labels[index];
+    int rc = feeder__shards_ensure(w->job->ds->pack, &index, 1, msg, msglen);
+    if (rc)
+        return rc;
     sigjmp_buf env;
     if (uses_mapping(w)) {
         if (sigsetjmp(env, 1)) {
@@ -753,7 +768,7 @@ int feeder__packed_load_one(feeder__worker_ctx *w, const feeder__task_msg *t, ui
         }
         bus_env = &env;
     }
-    int rc = load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
+    rc = load_records(w, t->epoch, &index, 1, dst, 1, res, msg, msglen);
     bus_env = NULL;
     return rc;
 }

@@ -1,0 +1,404 @@
+/*
+ * Transfers: a batch of requests run over one libcurl multi handle, the
+ * process's (shared_take), so connections to a server are kept alive and
+ * reused between requests and between calls, and many are in flight at once. Each request retries on its own (timeouts,
+ * connection errors, 5xx), waiting an exponential backoff whose jitter comes
+ * from feeder_random, so two runs with the same seed wait the same; a 4xx is
+ * the server's final word. libcurl is told never to use signals
+ * (CURLOPT_NOSIGNAL): the library installs no handler in the user's process.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "remote/remote.h"
+
+#define ULL(x) ((unsigned long long)(x))
+
+#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+enum { X_WAIT = 0, X_RUN = 1, X_DONE = 2 };
+
+typedef struct xfer {
+    feeder__request *r;
+    size_t id;
+    CURL *h;
+    struct curl_slist *hdrs;
+    unsigned attempt;     /* attempts started */
+    uint64_t not_before;  /* ns: a retry's earliest start */
+    int state;
+    uint64_t written;
+    int werr;             /* errno of a failed write, or EMSGSIZE: body past cap */
+    char cerr[CURL_ERROR_SIZE];
+} xfer;
+
+static unsigned env_uint(const char *name, unsigned dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    unsigned long x = strtoul(v, &end, 10);
+    return *end || x > 1000000000ul ? dflt : (unsigned)x;
+}
+
+void feeder__remote_defaults(feeder__remote_cfg *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->retries = env_uint("FEEDER_REMOTE_RETRIES", 4);
+    cfg->backoff_ms = env_uint("FEEDER_REMOTE_BACKOFF_MS", 200);
+    cfg->connect_timeout_ms = env_uint("FEEDER_REMOTE_CONNECT_TIMEOUT_MS", 5000);
+    cfg->low_speed_time_s = env_uint("FEEDER_REMOTE_LOW_SPEED_TIME_S", 10);
+    cfg->max_in_flight = 16;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* ---- callbacks ---- */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    xfer *x = arg;
+    feeder__request *r = x->r;
+    size_t n = size * nmemb;
+    if (r->fd < 0) {
+        if (x->written + n > r->cap) {
+            x->werr = EMSGSIZE;
+            return 0;
+        }
+        memcpy(r->buf + x->written, data, n);
+        x->written += n;
+        return n;
+    }
+    for (size_t done = 0; done < n;) {
+        ssize_t w = pwrite(r->fd, data + done, n - done, (off_t)(x->written + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            x->werr = w < 0 ? errno : ENOSPC;
+            return 0;
+        }
+        done += (size_t)w;
+    }
+    x->written += n;
+    return n;
+}
+
+/* Copy a header's value (trimmed) into out. */
+static void header_value(const char *v, size_t n, char *out, size_t len)
+{
+    while (n && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+        n--;
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, v, n);
+    out[n] = 0;
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
+{
+    feeder__request *r = ((xfer *)arg)->r;
+    size_t n = size * nmemb;
+    char v[160];
+    if (n >= 5 && !strncmp(line, "HTTP/", 5))
+        memset(&r->meta, 0, sizeof(r->meta)); /* a new response (redirect, retry) */
+    else if (n > 5 && !strncasecmp(line, "ETag:", 5))
+        header_value(line + 5, n - 5, r->meta.etag, sizeof(r->meta.etag));
+    else if (n > 14 && !strncasecmp(line, "Last-Modified:", 14))
+        header_value(line + 14, n - 14, r->meta.modified, sizeof(r->meta.modified));
+    else if (n > 15 && !strncasecmp(line, "Content-Length:", 15) && !r->meta.size) {
+        header_value(line + 15, n - 15, v, sizeof(v));
+        if (r->last == UINT64_MAX)
+            r->meta.size = strtoull(v, NULL, 10);
+    } else if (n > 14 && !strncasecmp(line, "Content-Range:", 14)) {
+        header_value(line + 14, n - 14, v, sizeof(v));
+        const char *slash = strchr(v, '/');
+        if (slash && slash[1] != '*')
+            r->meta.size = strtoull(slash + 1, NULL, 10);
+    }
+    return n;
+}
+
+/* ---- one attempt ---- */
+
+static int start(CURLM *m, const feeder__remote_cfg *cfg, xfer *x)
+{
+    feeder__request *r = x->r;
+    const feeder__target *t = r->target;
+    if (!x->h && !(x->h = curl_easy_init()))
+        return -ENOMEM;
+    CURL *h = x->h;
+    curl_easy_reset(h);
+    x->written = 0;
+    x->werr = 0;
+    x->cerr[0] = 0;
+    if (r->fd >= 0 && ftruncate(r->fd, 0) < 0)
+        return -errno;
+    curl_easy_setopt(h, CURLOPT_URL, t->address);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->cerr);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cfg->connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, cfg->low_speed_time_s);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    char range[64];
+    if (r->last != UINT64_MAX) {
+        feeder__fmt(range, sizeof(range), "%llu-%llu", ULL(r->first), ULL(r->last));
+        curl_easy_setopt(h, CURLOPT_RANGE, range);
+    }
+    if (t->sigv4) {
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, t->sigv4);
+        curl_easy_setopt(h, CURLOPT_USERPWD, t->userpwd);
+    }
+    /* S3 wants the payload's SHA-256 in a signed header, which this libcurl
+     * (7.88) does not add: a GET's payload is empty. */
+    if (t->sigv4 && !x->hdrs) {
+        struct curl_slist *l = curl_slist_append(NULL, "x-amz-content-sha256: " EMPTY_SHA256);
+        if (l && t->token) {
+            struct curl_slist *l2 = curl_slist_append(l, t->token);
+            if (!l2)
+                curl_slist_free_all(l);
+            l = l2;
+        }
+        if (!(x->hdrs = l))
+            return -ENOMEM;
+    }
+    if (x->hdrs)
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->hdrs);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, x);
+    x->attempt++;
+    x->state = X_RUN;
+    return curl_multi_add_handle(m, h) == CURLM_OK ? 0 : -ENOMEM;
+}
+
+/* Errors no retry can mend. */
+static int final_curl_error(CURLcode c)
+{
+    return c == CURLE_UNSUPPORTED_PROTOCOL || c == CURLE_URL_MALFORMAT ||
+           c == CURLE_OUT_OF_MEMORY || c == CURLE_BAD_FUNCTION_ARGUMENT ||
+           c == CURLE_LOGIN_DENIED || c == CURLE_PEER_FAILED_VERIFICATION ||
+           c == CURLE_FILESIZE_EXCEEDED;
+}
+
+static void fail(xfer *x, int rc, const char *what)
+{
+    feeder__request *r = x->r;
+    r->rc = rc;
+    feeder__fmt(r->err, sizeof(r->err), "%s: %s (%u attempt%s)", r->target->url, what,
+                x->attempt, x->attempt == 1 ? "" : "s");
+    x->state = X_DONE;
+}
+
+/* What an attempt that ended with `c` means: done, final error or retry. */
+static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
+{
+    feeder__request *r = x->r;
+    long status = 0;
+    curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+    char what[400];
+    if (c == CURLE_WRITE_ERROR && x->werr == EMSGSIZE) {
+        feeder__fmt(what, sizeof(what), "response longer than the %llu bytes asked for",
+                    ULL(r->cap));
+        return fail(x, FEEDER_EREMOTE, what);
+    }
+    if (c == CURLE_WRITE_ERROR && x->werr) {
+        feeder__fmt(what, sizeof(what), "writing the download: %s", strerror(x->werr));
+        return fail(x, -x->werr, what);
+    }
+    if (c == CURLE_OK && r->last != UINT64_MAX && status != 206) {
+        feeder__fmt(what, sizeof(what), "HTTP %ld to a range request (206 expected)", status);
+        return fail(x, FEEDER_EREMOTE, what);
+    }
+    if (c == CURLE_OK) {
+        r->len = (size_t)x->written;
+        r->rc = 0;
+        x->state = X_DONE;
+        return;
+    }
+    if (c == CURLE_HTTP_RETURNED_ERROR)
+        feeder__fmt(what, sizeof(what), "HTTP %ld", status);
+    else
+        feeder__fmt(what, sizeof(what), "%s", x->cerr[0] ? x->cerr : curl_easy_strerror(c));
+    int retry = c == CURLE_HTTP_RETURNED_ERROR ? status >= 500 : !final_curl_error(c);
+    if (!retry || x->attempt > cfg->retries)
+        return fail(x, FEEDER_EREMOTE, what);
+    double u = feeder_random_uniform(cfg->seed, x->attempt, x->id, 0);
+    double wait_ms = (double)cfg->backoff_ms * (double)(1u << (x->attempt - 1 < 16 ? x->attempt - 1 : 16));
+    x->not_before = feeder__now_ns() + (uint64_t)(wait_ms * (0.5 + u) * 1e6);
+    x->state = X_WAIT;
+}
+
+/* ---- the batch ---- */
+
+/* Start every waiting request whose time has come, while there is room;
+ * the wait (ms) until the next one may start. */
+static int start_ready(CURLM *m, const feeder__remote_cfg *cfg, xfer *xs, size_t n,
+                       unsigned *running, long *wait_ms)
+{
+    uint64_t now = feeder__now_ns(), next = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (xs[i].state != X_WAIT)
+            continue;
+        if (xs[i].not_before > now) {
+            next = xs[i].not_before < next ? xs[i].not_before : next;
+            continue;
+        }
+        if (*running >= cfg->max_in_flight)
+            continue;
+        int rc = start(m, cfg, &xs[i]);
+        if (rc) {
+            fail(&xs[i], rc, strerror(-rc));
+            continue;
+        }
+        (*running)++;
+    }
+    *wait_ms = next == UINT64_MAX ? 1000 : (long)((next - now) / 1000000 + 1);
+    if (*wait_ms > 1000)
+        *wait_ms = 1000;
+    return 0;
+}
+
+static void collect(CURLM *m, const feeder__remote_cfg *cfg, unsigned *running, size_t *seen)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(m, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        xfer *x = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        CURLcode c = msg->data.result;
+        curl_multi_remove_handle(m, msg->easy_handle);
+        (*running)--;
+        finish(cfg, x, c);
+        (*seen)++; /* finished or waiting to retry: either way, look again at once */
+    }
+}
+
+static int run_all(CURLM *m, const feeder__remote_cfg *cfg, xfer *xs, size_t n)
+{
+    unsigned running = 0;
+    size_t done = 0;
+    while (done < n) {
+        long wait_ms;
+        start_ready(m, cfg, xs, n, &running, &wait_ms);
+        done = 0;
+        for (size_t i = 0; i < n; i++)
+            done += xs[i].state == X_DONE;
+        if (done == n)
+            break;
+        int still;
+        if (curl_multi_perform(m, &still) != CURLM_OK)
+            return FEEDER_EREMOTE;
+        size_t fresh = 0;
+        collect(m, cfg, &running, &fresh);
+        /* No longer than libcurl's own next deadline (connect timeouts). */
+        long curl_ms = -1;
+        curl_multi_timeout(m, &curl_ms);
+        if (curl_ms >= 0 && curl_ms < wait_ms)
+            wait_ms = curl_ms;
+        if (!fresh && curl_multi_poll(m, NULL, 0, (int)wait_ms, NULL) != CURLM_OK)
+            return FEEDER_EREMOTE;
+    }
+    return 0;
+}
+
+/* One multi handle per process, kept between calls, so its connection
+ * pool carries keep-alive connections from one shard's download to the
+ * next. A call that finds it in use (the fetch thread and the calling
+ * thread at once) runs on a multi handle of its own. A forked child never
+ * uses, nor cleans up, its parent's handle (the sockets are shared with the
+ * parent): it makes its own; and if a parent thread held the lock at fork,
+ * the child's trylock fails forever and it always uses its own. */
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURLM *shared_m;
+static pid_t shared_pid;
+
+static CURLM *shared_take(void)
+{
+    if (pthread_mutex_trylock(&shared_mu) != 0)
+        return NULL;
+    if (shared_pid != getpid()) {
+        shared_m = curl_multi_init(); /* a parent's handle is abandoned, not cleaned */
+        shared_pid = getpid();
+    }
+    if (!shared_m) {
+        shared_pid = 0;
+        pthread_mutex_unlock(&shared_mu);
+    }
+    return shared_m;
+}
+
+static void shared_give(CURLM *m, int shared)
+{
+    if (shared)
+        pthread_mutex_unlock(&shared_mu);
+    else if (m)
+        curl_multi_cleanup(m);
+}
+
+int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, size_t n,
+                       char *err, size_t errlen)
+{
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK) {
+        feeder__fmt(err, errlen, "libcurl: %s", curl_easy_strerror(curl_init_rc));
+        return FEEDER_EREMOTE;
+    }
+    xfer *xs = calloc(n ? n : 1, sizeof(*xs));
+    CURLM *m = shared_take();
+    int shared = m != NULL;
+    if (!m)
+        m = curl_multi_init();
+    if (!xs || !m) {
+        free(xs);
+        shared_give(m, shared);
+        return -ENOMEM;
+    }
+    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->max_in_flight);
+    for (size_t i = 0; i < n; i++) {
+        xs[i].r = &reqs[i];
+        xs[i].id = i;
+        reqs[i].rc = 0;
+        reqs[i].err[0] = 0;
+        reqs[i].len = 0;
+        memset(&reqs[i].meta, 0, sizeof(reqs[i].meta));
+    }
+    int rc = run_all(m, cfg, xs, n);
+    for (size_t i = 0; i < n; i++) {
+        if (xs[i].h) {
+            curl_multi_remove_handle(m, xs[i].h);
+            curl_easy_cleanup(xs[i].h);
+        }
+        curl_slist_free_all(xs[i].hdrs);
+    }
+    shared_give(m, shared);
+    free(xs);
+    if (rc) {
+        feeder__fmt(err, errlen, "libcurl's multi interface failed");
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].rc) {
+            feeder__fmt(err, errlen, "%s", reqs[i].err);
+            return reqs[i].rc;
+        }
+    return 0;
+}

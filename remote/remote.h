@@ -1,0 +1,141 @@
+/*
+ * remote/: shards that live behind HTTP(S) or in S3-compatible storage,
+ * fetched with libcurl (fetch.c: the multi interface, keep-alive, range
+ * requests, retries with backoff), addressed and signed (url.c: s3:// to a
+ * path-style URL, SigV4 credentials and region from the AWS variables and
+ * files), and kept in a bounded on-disk cache of whole shards (cache.c:
+ * temp-and-rename, a flock per shard, LRU eviction). Rank 1: depends on
+ * common/ and the public header only.
+ */
+#ifndef FEEDER_REMOTE_H
+#define FEEDER_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* ---- addresses (url.c) ---- */
+
+enum { FEEDER__URL_LOCAL = 0, FEEDER__URL_HTTP = 1, FEEDER__URL_S3 = 2 };
+
+/* What `s` names: http:// and https:// (FEEDER__URL_HTTP), s3://
+ * (FEEDER__URL_S3), anything else a local path. Pure. */
+int feeder__url_kind(const char *s);
+
+/* How to reach one URL: the address libcurl asks for and, for S3, the
+ * signing parameters. Strings are the struct's own (feeder__target_free). */
+typedef struct feeder__target {
+    char *url;     /* as the user wrote it: what messages name */
+    char *address; /* http(s) address requested */
+    char *sigv4;   /* "aws:amz:REGION:s3", or NULL for plain HTTP */
+    char *userpwd; /* "KEY:SECRET" for SigV4 */
+    char *token;   /* "x-amz-security-token: ..." header, or NULL */
+} feeder__target;
+
+/* Resolve `url` (http(s):// or s3://): s3://BUCKET/KEY becomes
+ * ENDPOINT/BUCKET/KEY (path style) with ENDPOINT from AWS_ENDPOINT_URL_S3,
+ * AWS_ENDPOINT_URL or https://s3.REGION.amazonaws.com; credentials from
+ * AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN, else
+ * ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE, profile AWS_PROFILE or
+ * default); region from AWS_REGION/AWS_DEFAULT_REGION, else ~/.aws/config
+ * (AWS_CONFIG_FILE), else us-east-1. FEEDER_EINVAL naming the URL for a
+ * malformed one or S3 without credentials; -ENOMEM. */
+int feeder__target_resolve(const char *url, feeder__target *out, char *err, size_t errlen);
+void feeder__target_free(feeder__target *t);
+
+/* ---- transfers (fetch.c) ---- */
+
+/* How hard a transfer tries. feeder__remote_defaults fills the defaults,
+ * overridden by FEEDER_REMOTE_RETRIES, FEEDER_REMOTE_BACKOFF_MS,
+ * FEEDER_REMOTE_CONNECT_TIMEOUT_MS and FEEDER_REMOTE_LOW_SPEED_TIME_S. */
+typedef struct feeder__remote_cfg {
+    unsigned retries;        /* attempts after the first (4) */
+    unsigned backoff_ms;     /* first wait; doubles each retry, +-50% jitter (200) */
+    long connect_timeout_ms; /* (5000) */
+    long low_speed_time_s;   /* abort a transfer under 1 KiB/s for this long (10) */
+    unsigned max_in_flight;  /* transfers at once (16) */
+    uint64_t seed;           /* jitter: feeder_random(seed, attempt, request, 0) */
+} feeder__remote_cfg;
+void feeder__remote_defaults(feeder__remote_cfg *cfg);
+
+/* What the server said about the object (any field may be unknown). */
+typedef struct feeder__remote_meta {
+    uint64_t size;   /* whole object's bytes (Content-Length or Content-Range) */
+    char etag[128];  /* "" when absent */
+    char modified[64]; /* Last-Modified, "" when absent */
+} feeder__remote_meta;
+
+/* One request. `fd` >= 0: the body is written there from offset 0 (a
+ * retry truncates and starts over); otherwise into buf[0, cap) and `len`
+ * says how much came (a longer body is an error). `first`/`last` give a
+ * byte range (last == UINT64_MAX: none, the whole object). */
+typedef struct feeder__request {
+    const feeder__target *target;
+    uint64_t first, last;
+    int fd;
+    uint8_t *buf;
+    size_t cap, len;
+    feeder__remote_meta meta; /* filled on success */
+    int rc;                   /* 0, or the request's error */
+    char err[512];            /* the request's message when rc != 0 */
+} feeder__request;
+
+/* Run `n` requests, up to cfg->max_in_flight at once over one multi handle
+ * (keep-alive: connections are reused between them). Timeouts, connection
+ * errors and 5xx are retried with exponential backoff; 4xx is final. Each
+ * request gets its own rc and message (naming the URL and the HTTP status or
+ * libcurl's text, after how many attempts); a failed write to `fd` is
+ * -errno (ENOSPC, EFBIG) and is not retried. Returns the first failing
+ * request's rc with its message in `err`, or 0. Thread-safe (each call has
+ * its own handles). */
+int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, size_t n,
+                       char *err, size_t errlen);
+
+/* ---- the cache of whole shards (cache.c) ---- */
+
+typedef struct feeder__cache {
+    char *dir;          /* the cache folder, created when missing */
+    uint64_t max_bytes; /* 0: no limit */
+    int lock_timeout_ms; /* how long to wait for another fetcher of a shard */
+    feeder__remote_cfg cfg;
+} feeder__cache;
+
+/* The cache folder: `dir` when given, else FEEDER_CACHE_DIR, else
+ * $HOME/.cache/feeder/shards; the limit from `max_bytes`, else
+ * FEEDER_CACHE_MAX_BYTES, else none. Creates the folder. 0, -errno naming
+ * the folder, or -ENOMEM. */
+int feeder__cache_open(feeder__cache *c, const char *dir, uint64_t max_bytes, char *err,
+                       size_t errlen);
+void feeder__cache_close(feeder__cache *c);
+
+/* A shard in the cache, held: `fd` the whole file (read-only), `lock_fd` a
+ * shared flock that keeps eviction away while it is held; both are the
+ * caller's to close (feeder__shard_release). */
+typedef struct feeder__shard {
+    int fd, lock_fd;
+    uint64_t size;
+    feeder__remote_meta meta;
+    char path[4096];
+} feeder__shard;
+
+/* Get `url` into the cache (or find it there) and hold it. When `expect`
+ * is given (size, and ETag when both are known), a cached copy that differs
+ * is fetched again, and a download that differs is FEEDER_ECHECKSUM naming
+ * the URL: the shard changed on the server. Without it, a cached copy is
+ * used as it is. Only one process fetches a shard at a time (an exclusive
+ * flock on its .lock file); the others poll, up to lock_timeout_ms
+ * (FEEDER_ETIMEDOUT), for the copy it makes; the download goes to a
+ * temporary name and is renamed, so a reader never sees half a shard. Least recently used shards not held by anyone are evicted to keep
+ * the folder under max_bytes. A full disk is -ENOSPC (or -EFBIG) naming the
+ * folder, the temporary file removed. Thread-safe; several processes may
+ * share a folder. */
+int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
+                      feeder__shard *out, char *err, size_t errlen);
+void feeder__shard_release(feeder__shard *s);
+
+/* The cache file names of `url` inside `dir`: "<dir>/<16 hex>-<basename>"
+ * (+ ".meta", ".lock"). Pure. */
+void feeder__cache_name(const char *dir, const char *url, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,1152 @@
+/*
+ * Remote shards (remote/, issue 22) against real servers started by the
+ * test on 127.0.0.1: lighttpd (range requests), s3rver (S3 with SigV4) and
+ * tests/remote_proxy.py (added latency, 503s, responses cut short). Faults:
+ * a dead server, a body cut mid-transfer, a shard changed on the server, a
+ * full cache (RLIMIT_FSIZE). Every server dies with its test
+ * (PR_SET_PDEATHSIG). Skips (77) when lighttpd is not installed; the S3
+ * tests skip on their own when s3rver is not.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dataset/dataset.h"
+#include "dataset/pack.h"
+#include "feeder.h"
+#include "remote/remote.h"
+#include "testutil.h"
+
+#define LIGHTTPD "/usr/sbin/lighttpd"
+#define PYTHON "/usr/bin/python3"
+
+static char tmpdir[256], docroot[300], cachedir[300];
+
+typedef struct server {
+    pid_t pid;
+    int port;
+} server;
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/feeder-remote-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(docroot, sizeof(docroot), "%s/www", tmpdir);
+    snprintf(cachedir, sizeof(cachedir), "%s/cache", tmpdir);
+    ck_assert_int_eq(mkdir(docroot, 0755), 0);
+    setenv("FEEDER_CACHE_DIR", cachedir, 1);
+    setenv("FEEDER_REMOTE_BACKOFF_MS", "20", 1);
+    unsetenv("FEEDER_REMOTE_RETRIES");
+    unsetenv("FEEDER_CACHE_MAX_BYTES");
+    unsetenv("FEEDER_CACHE_LOCK_TIMEOUT_MS");
+}
+
+static void teardown(void)
+{
+    bu_rm_rf(tmpdir);
+}
+
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &l), 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+static int port_open(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = connect(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(s);
+    return ok;
+}
+
+static void wait_port(int port)
+{
+    for (int i = 0; i < 1000 && !port_open(port); i++)
+        usleep(10000);
+    ck_assert_msg(port_open(port), "no server came up on port %d", port);
+}
+
+/* Fork and exec argv; the child dies with the test. stdout to `out_fd`
+ * when >= 0, else /dev/null. */
+static pid_t spawn(char *const argv[], int out_fd)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int null = open("/dev/null", O_RDWR);
+        dup2(out_fd >= 0 ? out_fd : null, 1);
+        dup2(null, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void stop(server *s, int sig)
+{
+    if (s->pid > 0) {
+        kill(s->pid, sig);
+        waitpid(s->pid, NULL, 0);
+    }
+    s->pid = 0;
+}
+
+static server start_lighttpd(void)
+{
+    server s = {0, free_port()};
+    char conf[400];
+    snprintf(conf, sizeof(conf), "%s/lighttpd.conf", tmpdir);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "server.document-root = \"%s\"\nserver.port = %d\nserver.bind = \"127.0.0.1\"\n"
+            "server.modules = (\"mod_accesslog\")\naccesslog.filename = \"%s/access.log\"\n"
+            "server.errorlog = \"%s/error.log\"\nserver.stat-cache-engine = \"disable\"\n"
+            "mimetype.assign = (\"\" => \"application/octet-stream\")\n",
+            docroot, s.port, tmpdir, tmpdir);
+    fclose(f);
+    char *argv[] = {LIGHTTPD, "-D", "-f", conf, NULL};
+    s.pid = spawn(argv, -1);
+    wait_port(s.port);
+    return s;
+}
+
+/* remote_proxy.py in front of `upstream`, with `opt` ("--delay-ms", ...). */
+static server start_proxy(int upstream, const char *opt, const char *val)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    char up[16], log[400];
+    snprintf(up, sizeof(up), "%d", upstream);
+    snprintf(log, sizeof(log), "%s/proxy.log", tmpdir);
+    char *argv[] = {PYTHON, FEEDER_TEST_PROXY, up, "--log", log, (char *)opt, (char *)val, NULL};
+    if (!opt)
+        argv[5] = NULL;
+    server s = {spawn(argv, p[1]), 0};
+    close(p[1]);
+    char line[32] = {0};
+    ssize_t n = read(p[0], line, sizeof(line) - 1);
+    close(p[0]);
+    ck_assert_msg(n > 0, "the proxy printed no port");
+    s.port = atoi(line);
+    wait_port(s.port);
+    return s;
+}
+
+static void url_of(char *buf, size_t len, const server *s, const char *name)
+{
+    snprintf(buf, len, "http://127.0.0.1:%d/%s", s->port, name);
+}
+
+static void www(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", docroot, name);
+}
+
+/* A RAW pack in the document root: n records of 16x16x3. */
+static size_t put_pack(const char *name, uint64_t n)
+{
+    char p[400], tmp[420];
+    www(p, sizeof(p), name);
+    snprintf(tmp, sizeof(tmp), "%s.new", p);
+    feeder__pack_header h;
+    size_t size = tu_write_raw_pack(tmp, n, 16, 16, 2, &h);
+    ck_assert_int_eq(rename(tmp, p), 0); /* a new file, as a server's files are replaced */
+    return size;
+}
+
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len ? *len : 1);
+    ck_assert_uint_eq(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+/* Lines of `file` containing `needle`. */
+static int count_lines(const char *file, const char *needle)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return 0;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* Files in the cache folder whose name contains `needle`. */
+static int cache_files(const char *needle)
+{
+    DIR *d = opendir(cachedir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.' && strstr(e->d_name, needle) != NULL;
+    closedir(d);
+    return n;
+}
+
+/* Every batch of one epoch (data, labels, indices): 2 workers, shuffled. */
+static uint32_t epoch_crc(feeder_dataset *ds, uint64_t *samples)
+{
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 8), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, 7), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_VERIFY_CRC, 1), 0);
+    feeder_batch *b;
+    int rc;
+    uint32_t crc = 0;
+    *samples = 0;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        crc = feeder__crc32c(crc, b->data, (size_t)b->count * b->sample_bytes);
+        crc = feeder__crc32c(crc, b->labels, b->count * sizeof(int64_t));
+        crc = feeder__crc32c(crc, b->indices, b->count * sizeof(uint64_t));
+        *samples += b->count;
+        ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    }
+    ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    return crc;
+}
+
+static const char *proxy_log(void)
+{
+    static char p[400];
+    snprintf(p, sizeof(p), "%s/proxy.log", tmpdir);
+    return p;
+}
+
+static double now_s(void)
+{
+    return (double)feeder__now_ns() / 1e9;
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* open_packed on a URL: the same bytes and batches as the local file, the
+ * cache holds the shard, its .meta and .lock; a second open downloads
+ * nothing more (one range request for the header, no full GET). */
+START_TEST(test_http_open_packed)
+{
+    put_pack("a.pack", 100);
+    server s = start_lighttpd();
+    char url[300], local[400], err[512];
+    url_of(url, sizeof(url), &s, "a.pack");
+    www(local, sizeof(local), "a.pack");
+    feeder_dataset *r, *l;
+    ck_assert_msg(feeder_dataset_open_packed(url, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(feeder_dataset_open_packed(local, &l, err, sizeof(err)), 0);
+    size_t len;
+    uint8_t *want = read_all(local, &len);
+    ck_assert_uint_eq(r->pack->map_len, len);
+    ck_assert_int_eq(memcmp(r->pack->map, want, len), 0);
+    ck_assert_str_eq(r->pack->path, url);
+    ck_assert_uint_eq(r->n, 100);
+    uint64_t nr, nl;
+    ck_assert_uint_eq(epoch_crc(r, &nr), epoch_crc(l, &nl));
+    ck_assert_uint_eq(nr, 100);
+    ck_assert_int_eq(cache_files("-a.pack"), 3);
+    feeder_dataset_destroy(r);
+    feeder_dataset *r2;
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &r2, err, sizeof(err)), 0);
+    feeder_dataset_destroy(r2);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/access.log", tmpdir);
+    stop(&s, SIGTERM); /* lighttpd buffers its access log until it stops */
+    ck_assert_int_eq(count_lines(log, "GET /a.pack HTTP/1.1\" 206"), 2);
+    ck_assert_int_eq(count_lines(log, "GET /a.pack HTTP/1.1\" 200"), 1);
+    feeder_dataset_destroy(l);
+    free(want);
+}
+END_TEST
+
+/* A 404 is final at once; its message names the URL and the status. */
+START_TEST(test_http_404)
+{
+    server s = start_lighttpd();
+    char url[300], err[512], want[400];
+    url_of(url, sizeof(url), &s, "missing.pack");
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), FEEDER_EREMOTE);
+    snprintf(want, sizeof(want), "%s: HTTP 404 (1 attempt)", url);
+    ck_assert_str_eq(err, want);
+    ck_assert_ptr_null(ds);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* A server that is gone: retried (FEEDER_REMOTE_RETRIES), then an error
+ * naming the URL and libcurl's text; it does not hang. */
+START_TEST(test_server_killed)
+{
+    put_pack("a.pack", 10);
+    server s = start_lighttpd();
+    char url[300], err[512];
+    url_of(url, sizeof(url), &s, "a.pack");
+    stop(&s, SIGKILL);
+    setenv("FEEDER_REMOTE_RETRIES", "2", 1);
+    feeder_dataset *ds = NULL;
+    double t0 = now_s();
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), FEEDER_EREMOTE);
+    ck_assert_double_lt(now_s() - t0, 5.0);
+    ck_assert_msg(strstr(err, url) == err && strstr(err, "(3 attempts)") &&
+                      strstr(err, "onnect"),
+                  "%s", err);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+}
+END_TEST
+
+/* 503s are retried and the retry succeeds; a 503 on every attempt is an
+ * error naming the status. */
+START_TEST(test_5xx_retried)
+{
+    put_pack("a.pack", 10);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, "--fail-first", "2");
+    char url[300], err[512], want[400];
+    url_of(url, sizeof(url), &p, "a.pack");
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_packed(url, &ds, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(ds->n, 10);
+    feeder_dataset_destroy(ds);
+    stop(&p, SIGKILL);
+    p = start_proxy(s.port, "--fail-first", "1000");
+    url_of(url, sizeof(url), &p, "b.pack");
+    setenv("FEEDER_REMOTE_RETRIES", "1", 1);
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), FEEDER_EREMOTE);
+    snprintf(want, sizeof(want), "%s: HTTP 503 (2 attempts)", url);
+    ck_assert_str_eq(err, want);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Every response cut after 8 KiB (the server dying mid-transfer): the
+ * header page arrives, the whole file never does; retried, then an error
+ * naming the URL, and nothing but the lock file is left in the cache. */
+START_TEST(test_cut_mid_transfer)
+{
+    put_pack("a.pack", 100);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, "--cut-after", "8192");
+    char url[300], err[512];
+    url_of(url, sizeof(url), &p, "a.pack");
+    setenv("FEEDER_REMOTE_RETRIES", "2", 1);
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), FEEDER_EREMOTE);
+    ck_assert_msg(strstr(err, url) == err && strstr(err, "(3 attempts)"), "%s", err);
+    ck_assert_int_eq(cache_files("-a.pack"), 1);
+    ck_assert_int_eq(cache_files("-a.pack.lock"), 1);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack bytes=0-4095"), 1);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack -"), 3);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* 150 ms added to every request: slower, same bytes. */
+START_TEST(test_slow_server)
+{
+    put_pack("a.pack", 40);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, "--delay-ms", "150");
+    char url[300], local[400], err[512];
+    url_of(url, sizeof(url), &p, "a.pack");
+    www(local, sizeof(local), "a.pack");
+    feeder_dataset *ds;
+    double t0 = now_s();
+    ck_assert_msg(feeder_dataset_open_packed(url, &ds, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_double_ge(now_s() - t0, 0.3); /* the header page, then the whole file */
+    size_t len;
+    uint8_t *want = read_all(local, &len);
+    ck_assert_uint_eq(ds->pack->map_len, len);
+    ck_assert_int_eq(memcmp(ds->pack->map, want, len), 0);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack"), 2);
+    free(want);
+    feeder_dataset_destroy(ds);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* The shard changed on the server between its header and its download:
+ * FEEDER_ECHECKSUM naming the URL, nothing cached. A stale cached copy met
+ * by a new open is replaced (the open's header request is the truth). */
+START_TEST(test_changed_on_server)
+{
+    put_pack("a.pack", 100);
+    server s = start_lighttpd();
+    char url[300], err[512];
+    url_of(url, sizeof(url), &s, "a.pack");
+    feeder__cache c;
+    ck_assert_int_eq(feeder__cache_open(&c, NULL, 0, err, sizeof(err)), 0);
+    feeder__target t;
+    ck_assert_int_eq(feeder__target_resolve(url, &t, err, sizeof(err)), 0);
+    uint8_t page[4096];
+    feeder__request r = {.target = &t, .last = 4095, .fd = -1, .buf = page, .cap = 4096};
+    ck_assert_int_eq(feeder__remote_run(&c.cfg, &r, 1, err, sizeof(err)), 0);
+    ck_assert_uint_eq(r.len, 4096);
+    put_pack("a.pack", 120);
+    feeder__shard sh;
+    ck_assert_int_eq(feeder__cache_get(&c, url, &r.meta, &sh, err, sizeof(err)),
+                     FEEDER_ECHECKSUM);
+    ck_assert_msg(strstr(err, url) == err && strstr(err, "the shard changed on the server"),
+                  "%s", err);
+    ck_assert_int_eq(cache_files("-a.pack"), 1); /* the lock file */
+    feeder__target_free(&t);
+    feeder__cache_close(&c);
+
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), 0);
+    ck_assert_uint_eq(ds->n, 120);
+    feeder_dataset_destroy(ds);
+    put_pack("a.pack", 90);
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), 0);
+    ck_assert_uint_eq(ds->n, 90);
+    feeder_dataset_destroy(ds);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* The cache's disk full (RLIMIT_FSIZE: EFBIG on the write): a clear error
+ * naming the URL and the cache folder, the partial file removed. */
+START_TEST(test_cache_full)
+{
+    put_pack("a.pack", 400);
+    server s = start_lighttpd();
+    char url[300], err[512];
+    url_of(url, sizeof(url), &s, "a.pack");
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {64 * 1024, 64 * 1024};
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), -EFBIG);
+    char want[900];
+    snprintf(want, sizeof(want), "%s: the shard cache %s is full (%s); the partial download "
+             "was removed", url, cachedir, strerror(EFBIG));
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+    ck_assert_int_eq(cache_files("-a.pack"), 1);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* A size limit: least recently used shards go first, a held one never. */
+START_TEST(test_cache_lru)
+{
+    size_t size = put_pack("a.pack", 40);
+    put_pack("b.pack", 40);
+    put_pack("c.pack", 40);
+    char max[32];
+    snprintf(max, sizeof(max), "%zu", 2 * size + size / 2);
+    setenv("FEEDER_CACHE_MAX_BYTES", max, 1);
+    server s = start_lighttpd();
+    char ua[300], ub[300], uc[300], err[512];
+    url_of(ua, sizeof(ua), &s, "a.pack");
+    url_of(ub, sizeof(ub), &s, "b.pack");
+    url_of(uc, sizeof(uc), &s, "c.pack");
+    feeder_dataset *a, *b, *c;
+    ck_assert_int_eq(feeder_dataset_open_packed(ua, &a, err, sizeof(err)), 0);
+    feeder_dataset_destroy(a);
+    usleep(20000);
+    ck_assert_int_eq(feeder_dataset_open_packed(ub, &b, err, sizeof(err)), 0);
+    feeder_dataset_destroy(b);
+    usleep(20000);
+    ck_assert_int_eq(feeder_dataset_open_packed(uc, &c, err, sizeof(err)), 0);
+    feeder_dataset_destroy(c);
+    ck_assert_int_eq(cache_files("-a.pack"), 1); /* evicted: the lock file stays */
+    ck_assert_int_eq(cache_files("-b.pack"), 3);
+    ck_assert_int_eq(cache_files("-c.pack"), 3);
+    /* b is now the least recently used, but held: c goes instead. */
+    usleep(20000);
+    ck_assert_int_eq(feeder_dataset_open_packed(ub, &b, err, sizeof(err)), 0);
+    usleep(20000);
+    ck_assert_int_eq(feeder_dataset_open_packed(ua, &a, err, sizeof(err)), 0);
+    ck_assert_int_eq(cache_files("-b.pack"), 3);
+    ck_assert_int_eq(cache_files("-c.pack"), 1);
+    ck_assert_int_eq(cache_files("-a.pack"), 3);
+    uint64_t n;
+    epoch_crc(b, &n);
+    ck_assert_uint_eq(n, 40);
+    feeder_dataset_destroy(a);
+    feeder_dataset_destroy(b);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Two processes open the same URL at once (behind a 300 ms proxy, so they
+ * overlap) and keep it open 2 s: the shard is downloaded once, and the one
+ * that did not fetch it does not wait for the other to let it go (a lock
+ * wait of 1.5 s would fail). */
+START_TEST(test_two_processes_fetch_once)
+{
+    put_pack("a.pack", 100);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, "--delay-ms", "300");
+    char url[300];
+    url_of(url, sizeof(url), &p, "a.pack");
+    setenv("FEEDER_CACHE_LOCK_TIMEOUT_MS", "1500", 1);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        ck_assert_int_ge(kids[k], 0);
+        if (kids[k] == 0) {
+            char err[512];
+            feeder_dataset *ds;
+            int rc = feeder_dataset_open_packed(url, &ds, err, sizeof(err));
+            if (rc)
+                fprintf(stderr, "%s\n", err);
+            sleep(2);
+            _exit(rc == 0 && ds->n == 100 ? 0 : 1);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st;
+        ck_assert_int_eq(waitpid(kids[k], &st, 0), kids[k]);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack bytes=0-4095"), 2);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack -"), 1);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* ---- S3 ---- */
+
+static char s3rver_bin[600];
+
+static server start_s3rver(void)
+{
+    server s = {0, free_port()};
+    char dir[400], port[16];
+    snprintf(dir, sizeof(dir), "%s/s3", tmpdir);
+    snprintf(port, sizeof(port), "%d", s.port);
+    char *argv[] = {s3rver_bin, "-d", dir, "-a", "127.0.0.1", "-p", port, "-s",
+                    "--configure-bucket", "bkt", NULL};
+    s.pid = spawn(argv, -1);
+    wait_port(s.port);
+    return s;
+}
+
+/* PUT a file with the curl tool, signed as S3RVER. */
+static void s3_put(const server *s, const char *file, const char *key)
+{
+    char url[400];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/bkt/%s", s->port, key);
+    char *argv[] = {"/usr/bin/curl", "-sSf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                    "S3RVER:S3RVER", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T",
+                    (char *)file, url, "-o", "/dev/null", NULL};
+    pid_t pid = spawn(argv, -1);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "curl -T %s %s failed", file, url);
+}
+
+static void s3_env(const server *s, const char *key)
+{
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", s->port);
+    setenv("AWS_ENDPOINT_URL", ep, 1);
+    unsetenv("AWS_ENDPOINT_URL_S3");
+    setenv("AWS_ACCESS_KEY_ID", key, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    unsetenv("AWS_SESSION_TOKEN");
+    setenv("AWS_REGION", "us-east-1", 1);
+}
+
+/* s3://bkt/KEY through s3rver: SigV4-signed range and whole GETs, the same
+ * bytes and batches as the local file; a missing key is a 404, an unknown
+ * access key a 403, both at once and naming the s3:// URL. */
+START_TEST(test_s3_open_packed)
+{
+    put_pack("a.pack", 100);
+    server s = start_s3rver();
+    char local[400], err[512], want[600];
+    www(local, sizeof(local), "a.pack");
+    s3_put(&s, local, "shards/a.pack");
+    s3_env(&s, "S3RVER");
+    feeder_dataset *r, *l;
+    ck_assert_msg(feeder_dataset_open_packed("s3://bkt/shards/a.pack", &r, err, sizeof(err)) == 0,
+                  "%s", err);
+    ck_assert_int_eq(feeder_dataset_open_packed(local, &l, err, sizeof(err)), 0);
+    size_t len;
+    uint8_t *bytes = read_all(local, &len);
+    ck_assert_uint_eq(r->pack->map_len, len);
+    ck_assert_int_eq(memcmp(r->pack->map, bytes, len), 0);
+    uint64_t nr, nl;
+    ck_assert_uint_eq(epoch_crc(r, &nr), epoch_crc(l, &nl));
+    feeder_dataset_destroy(r);
+    feeder_dataset_destroy(l);
+    ck_assert_int_eq(feeder_dataset_open_packed("s3://bkt/shards/none.pack", &r, err, sizeof(err)),
+                     FEEDER_EREMOTE);
+    ck_assert_str_eq(err, "s3://bkt/shards/none.pack: HTTP 404 (1 attempt)");
+    s3_env(&s, "NOPE");
+    ck_assert_int_eq(feeder_dataset_open_packed("s3://bkt/shards/b.pack", &r, err, sizeof(err)),
+                     FEEDER_EREMOTE);
+    snprintf(want, sizeof(want), "s3://bkt/shards/b.pack: HTTP 403 (1 attempt)");
+    ck_assert_str_eq(err, want);
+    free(bytes);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* ---- addresses, no server ---- */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(test_target_resolve)
+{
+    const char *vars[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                          "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
+                          "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        unsetenv(vars[i]);
+    char cred[400], conf[400], err[512];
+    snprintf(cred, sizeof(cred), "%s/credentials", tmpdir);
+    snprintf(conf, sizeof(conf), "%s/config", tmpdir);
+    write_text(cred, "[default]\naws_access_key_id = K1\naws_secret_access_key = S1\n\n"
+                     "[p2]\naws_access_key_id=K2\naws_secret_access_key=S2\n"
+                     "aws_session_token = T2\n");
+    write_text(conf, "[default]\nregion = us-west-2\n[profile p2]\nregion = eu-west-3\n");
+    setenv("AWS_SHARED_CREDENTIALS_FILE", cred, 1);
+    setenv("AWS_CONFIG_FILE", conf, 1);
+    ck_assert_int_eq(feeder__url_kind("HTTPS://x/y"), FEEDER__URL_HTTP);
+    ck_assert_int_eq(feeder__url_kind("s3://b/k"), FEEDER__URL_S3);
+    ck_assert_int_eq(feeder__url_kind("/data/s3://x"), FEEDER__URL_LOCAL);
+    feeder__target t;
+    ck_assert_int_eq(feeder__target_resolve("s3://bkt/k/x.pack", &t, err, sizeof(err)), 0);
+    ck_assert_str_eq(t.address, "https://s3.us-west-2.amazonaws.com/bkt/k/x.pack");
+    ck_assert_str_eq(t.sigv4, "aws:amz:us-west-2:s3");
+    ck_assert_str_eq(t.userpwd, "K1:S1");
+    ck_assert_ptr_null(t.token);
+    feeder__target_free(&t);
+    setenv("AWS_PROFILE", "p2", 1);
+    setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000/", 1);
+    ck_assert_int_eq(feeder__target_resolve("s3://bkt/x.pack", &t, err, sizeof(err)), 0);
+    ck_assert_str_eq(t.address, "http://127.0.0.1:9000/bkt/x.pack");
+    ck_assert_str_eq(t.sigv4, "aws:amz:eu-west-3:s3");
+    ck_assert_str_eq(t.userpwd, "K2:S2");
+    ck_assert_str_eq(t.token, "x-amz-security-token: T2");
+    feeder__target_free(&t);
+    setenv("AWS_ACCESS_KEY_ID", "EK", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "ES", 1);
+    setenv("AWS_REGION", "ap-south-1", 1);
+    setenv("AWS_ENDPOINT_URL_S3", "http://s3.local", 1);
+    ck_assert_int_eq(feeder__target_resolve("s3://bkt/x.pack", &t, err, sizeof(err)), 0);
+    ck_assert_str_eq(t.address, "http://s3.local/bkt/x.pack");
+    ck_assert_str_eq(t.sigv4, "aws:amz:ap-south-1:s3");
+    ck_assert_str_eq(t.userpwd, "EK:ES");
+    ck_assert_ptr_null(t.token);
+    feeder__target_free(&t);
+    ck_assert_int_eq(feeder__target_resolve("http://h/x.pack", &t, err, sizeof(err)), 0);
+    ck_assert_str_eq(t.address, "http://h/x.pack");
+    ck_assert_ptr_null(t.sigv4);
+    feeder__target_free(&t);
+    ck_assert_int_eq(feeder__target_resolve("s3://bkt", &t, err, sizeof(err)), FEEDER_EINVAL);
+    ck_assert_str_eq(err, "s3://bkt: an S3 URL is s3://BUCKET/KEY");
+    ck_assert_int_eq(feeder__target_resolve("/local", &t, err, sizeof(err)), FEEDER_EINVAL);
+    ck_assert_str_eq(err, "/local: not an http://, https:// or s3:// URL");
+    unsetenv("AWS_ACCESS_KEY_ID");
+    setenv("AWS_PROFILE", "none", 1);
+    ck_assert_int_eq(feeder__target_resolve("s3://bkt/x", &t, err, sizeof(err)), FEEDER_EINVAL);
+    ck_assert_str_eq(err, "s3://bkt/x: no S3 credentials (set AWS_ACCESS_KEY_ID and "
+                          "AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials)");
+    char name[600];
+    feeder__cache_name("/c", "http://h/d/s-00001.pack?x=1", name, sizeof(name));
+    ck_assert_int_eq(strlen(name), strlen("/c/0123456789abcdef-s-00001.pack_x_1"));
+    ck_assert_str_eq(name + 19, "-s-00001.pack_x_1");
+}
+END_TEST
+
+
+/* ---- shards datasets ---- */
+
+static const uint64_t SHARD_N[4] = {30, 20, 25, 10};
+
+static void put_shards(void)
+{
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "s-%d.pack", k);
+        put_pack(name, SHARD_N[k]);
+    }
+}
+
+static uint32_t epoch_crc_workers(feeder_dataset *ds, int workers, uint64_t *samples,
+                                  int *rc_out, char *msg, size_t msglen)
+{
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 8), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, 11), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_VERIFY_CRC, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 20000), 0);
+    feeder_batch *b;
+    int rc;
+    uint32_t crc = 0;
+    *samples = 0;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        crc = feeder__crc32c(crc, b->data, (size_t)b->count * b->sample_bytes);
+        crc = feeder__crc32c(crc, b->labels, b->count * sizeof(int64_t));
+        crc = feeder__crc32c(crc, b->indices, b->count * sizeof(uint64_t));
+        *samples += b->count;
+        ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    }
+    *rc_out = rc;
+    snprintf(msg, msglen, "%s", feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    return crc;
+}
+
+/* Four packs as one dataset, from local files and from URLs: the same
+ * samples, labels and batches (0 and 2 workers); open reads only headers
+ * and indices (range requests), each shard is downloaded whole once. */
+START_TEST(test_shards_http)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat_local[400], pat_url[300], err[512], msg[1024];
+    snprintf(pat_local, sizeof(pat_local), "%s/s-{0..3}.pack", docroot);
+    snprintf(pat_url, sizeof(pat_url), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    feeder_dataset *l, *r;
+    ck_assert_msg(feeder_dataset_open_shards(pat_local, NULL, &l, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_msg(feeder_dataset_open_shards(pat_url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(cache_files(".pack"), 0); /* nothing downloaded whole at open */
+    ck_assert_uint_eq(l->n, 85);
+    ck_assert_uint_eq(r->n, 85);
+    uint64_t counts[8];
+    uint32_t ns;
+    ck_assert_int_eq(feeder_dataset_shard_counts(r, counts, 8, &ns), 0);
+    ck_assert_uint_eq(ns, 4);
+    for (int k = 0, i = 0; k < 4; k++) {
+        ck_assert_uint_eq(counts[k], SHARD_N[k]);
+        for (uint64_t j = 0; j < SHARD_N[k]; j++, i++) {
+            ck_assert_int_eq(r->labels[i], (int64_t)(j % 4));
+            ck_assert_int_eq(l->labels[i], (int64_t)(j % 4));
+        }
+    }
+    uint64_t nl, nr, n0;
+    int rc;
+    uint32_t cl = epoch_crc_workers(l, 2, &nl, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t cr = epoch_crc_workers(r, 2, &nr, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t c0 = epoch_crc_workers(r, 0, &n0, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(nl, 85);
+    ck_assert_uint_eq(nr, 85);
+    ck_assert_uint_eq(cl, cr);
+    ck_assert_uint_eq(cl, c0);
+    ck_assert_int_eq(cache_files(".pack.meta"), 4);
+    feeder_dataset_destroy(l);
+    feeder_dataset_destroy(r);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/access.log", tmpdir);
+    stop(&s, SIGTERM);
+    for (int k = 0; k < 4; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /s-%d.pack HTTP/1.1\" 206", k);
+        ck_assert_int_eq(count_lines(log, want), 2); /* header page, then the index */
+        snprintf(want, sizeof(want), "GET /s-%d.pack HTTP/1.1\" 200", k);
+        ck_assert_int_eq(count_lines(log, want), 1);
+    }
+}
+END_TEST
+
+/* Shards that disagree on the sample shape, a missing one, a tar shard. */
+START_TEST(test_shards_reject)
+{
+    put_pack("s-0.pack", 4);
+    char p[400], pat[400], err[1024], want[1400];
+    www(p, sizeof(p), "s-1.pack");
+    feeder__pack_header h;
+    tu_write_raw_pack(p, 4, 8, 8, 2, &h);
+    snprintf(pat, sizeof(pat), "%s/s-{0..1}.pack", docroot);
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), FEEDER_EFORMAT);
+    snprintf(want, sizeof(want),
+             "%s/s-1.pack: version 2, kind 1, 8x8x3 layout 0; %s/s-0.pack, the first shard: "
+             "version 2, kind 1, 16x16x3 layout 0: every shard must match it",
+             docroot, docroot);
+    ck_assert_str_eq(err, want);
+    snprintf(pat, sizeof(pat), "%s/s-{0..2}.pack", docroot);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), -ENOENT);
+    snprintf(want, sizeof(want), "%s/s-2.pack: cannot open packed file: %s", docroot,
+             strerror(ENOENT));
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(feeder_dataset_open_shards("x-{0..1}.tar", NULL, &ds, err, sizeof(err)),
+                     FEEDER_EUNSUPPORTED);
+    ck_assert_str_eq(err, "x-0.tar: tar shards are not supported by this build's "
+                          "feeder_dataset_open_shards (packs only)");
+    ck_assert_int_eq(feeder_dataset_open_shards("x-{0..", NULL, &ds, err, sizeof(err)),
+                     FEEDER_EINVAL);
+    ck_assert_ptr_null(ds);
+}
+END_TEST
+
+/* After open: a shard replaced on the server fails its batch with
+ * FEEDER_ECHECKSUM naming the URL; a server killed mid-epoch fails the
+ * batch with FEEDER_EREMOTE naming the URL, after the retries, no hang. */
+START_TEST(test_shards_faults)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300], url[300], err[512], msg[1024];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), 0);
+    put_pack("s-2.pack", 26);
+    uint64_t n;
+    int rc;
+    epoch_crc_workers(ds, 2, &n, &rc, msg, sizeof(msg));
+    ck_assert_int_eq(rc, FEEDER_ECHECKSUM);
+    url_of(url, sizeof(url), &s, "s-2.pack");
+    ck_assert_msg(strstr(msg, url) && strstr(msg, "the shard changed on the server"), "%s", msg);
+    feeder_dataset_destroy(ds);
+
+    put_pack("s-2.pack", 25);
+    setenv("FEEDER_REMOTE_RETRIES", "2", 1);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), 0);
+    stop(&s, SIGKILL);
+    double t0 = now_s();
+    epoch_crc_workers(ds, 2, &n, &rc, msg, sizeof(msg));
+    ck_assert_double_lt(now_s() - t0, 10.0);
+    ck_assert_int_eq(rc, FEEDER_EREMOTE);
+    ck_assert_msg(strstr(msg, "http://127.0.0.1:") && strstr(msg, "(3 attempts)"), "%s", msg);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* fetch_ahead: the loader's fetch thread downloads every shard of the epoch
+ * while the workers, with a window of one shard and four slots held, need
+ * only the first two; still one whole download per shard. */
+START_TEST(test_shards_fetch_ahead)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300], err[512];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    for (int ahead = 0; ahead <= 4; ahead += 4) {
+        bu_rm_rf(cachedir);
+        feeder_shard_options opt = {.fetch_ahead = (uint32_t)ahead};
+        feeder_dataset *ds;
+        ck_assert_int_eq(feeder_dataset_open_shards(pat, &opt, &ds, err, sizeof(err)), 0);
+        uint64_t counts[4];
+        uint32_t ns;
+        ck_assert_int_eq(feeder_dataset_shard_counts(ds, counts, 4, &ns), 0);
+        feeder_sampler *smp;
+        ck_assert_int_eq(feeder_sampler_shards(counts, ns, 0, 1, 1, 5, 0, &smp), 0);
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 4), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 2), 0);
+        feeder_batch *b[2];
+        ck_assert_int_eq(feeder_next(ld, &b[0]), 0);
+        ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: workers idle */
+        for (int i = 0; i < 300 && cache_files(".pack.meta") < (ahead ? 4 : 1); i++)
+            usleep(10000);
+        usleep(200000);
+        ck_assert_int_eq(cache_files(".pack.meta"), ahead ? 4 : 1);
+        feeder_batch_release(b[0], NULL);
+        feeder_batch_release(b[1], NULL);
+        feeder_loader_destroy(ld);
+        feeder_sampler_destroy(smp);
+        feeder_dataset_destroy(ds);
+    }
+    char log[400];
+    snprintf(log, sizeof(log), "%s/access.log", tmpdir);
+    stop(&s, SIGTERM);
+    for (int k = 0; k < 4; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /s-%d.pack HTTP/1.1\" 200", k);
+        ck_assert_int_le(count_lines(log, want), 2);
+    }
+}
+END_TEST
+
+/* A cache smaller than two shards and max_resident 1, read in the calling
+ * thread with a window of one shard: every shard still comes through
+ * (evicting the previous one), the batches are the local files', and the
+ * process never holds more than one URL shard. */
+START_TEST(test_shards_small_cache)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300], local[400], err[512];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    snprintf(local, sizeof(local), "%s/s-{0..3}.pack", docroot);
+    struct stat st;
+    char p0[400];
+    www(p0, sizeof(p0), "s-0.pack");
+    ck_assert_int_eq(stat(p0, &st), 0);
+    feeder_shard_options opt = {.max_resident = 1,
+                                .cache_max_bytes = (uint64_t)st.st_size * 3 / 2};
+    feeder_dataset *r, *l;
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, &opt, &r, err, sizeof(err)), 0);
+    ck_assert_int_eq(feeder_dataset_open_shards(local, NULL, &l, err, sizeof(err)), 0);
+    uint64_t counts[4];
+    uint32_t ns;
+    ck_assert_int_eq(feeder_dataset_shard_counts(r, counts, 4, &ns), 0);
+    feeder_sampler *smp;
+    ck_assert_int_eq(feeder_sampler_shards(counts, ns, 0, 1, 1, 9, 0, &smp), 0);
+    uint32_t crc[2];
+    feeder_dataset *dss[2] = {r, l};
+    for (int k = 0; k < 2; k++) {
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(dss[k], smp, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 0), 0);
+        feeder_batch *b;
+        int rc;
+        crc[k] = 0;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            crc[k] = feeder__crc32c(crc[k], b->data, (size_t)b->count * b->sample_bytes);
+            crc[k] = feeder__crc32c(crc[k], b->labels, b->count * sizeof(int64_t));
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+            uint32_t held = 0;
+            for (uint32_t q = 0; k == 0 && q < 4; q++)
+                held += r->pack->shards->resident[q];
+            ck_assert_uint_le(held, 1);
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+        feeder_loader_destroy(ld);
+    }
+    ck_assert_uint_eq(crc[0], crc[1]);
+    ck_assert_int_eq(cache_files(".pack.meta"), 1);
+    feeder_sampler_destroy(smp);
+    feeder_dataset_destroy(r);
+    feeder_dataset_destroy(l);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Four processes, released together, get the same eight shards in the same
+ * order and hold every one for 1.5 s (as workers that map them do): those
+ * that did not fetch a shard must use the others' download instead of
+ * waiting for an exclusive lock the holders never give back (a lock wait of
+ * 1 s would fail). Three rounds, each from an empty cache. */
+START_TEST(test_cache_race)
+{
+    for (int k = 0; k < 8; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "r-%d.pack", k);
+        put_pack(name, 20);
+    }
+    server s = start_lighttpd();
+    setenv("FEEDER_CACHE_LOCK_TIMEOUT_MS", "1000", 1);
+    for (int round = 0; round < 3; round++) {
+        bu_rm_rf(cachedir);
+        int gate[2];
+        ck_assert_int_eq(pipe(gate), 0);
+        pid_t kids[4];
+        for (int c = 0; c < 4; c++) {
+            kids[c] = fork();
+            ck_assert_int_ge(kids[c], 0);
+            if (kids[c] > 0)
+                continue;
+            close(gate[1]);
+            char err[512], byte;
+            feeder__cache cache;
+            if (feeder__cache_open(&cache, NULL, 0, err, sizeof(err)))
+                _exit(2);
+            if (read(gate[0], &byte, 1) < 0) /* EOF when the parent closes it */
+                _exit(2);
+            feeder__shard held[8];
+            for (int i = 0; i < 8; i++) {
+                char url[300], name[32];
+                snprintf(name, sizeof(name), "r-%d.pack", i);
+                url_of(url, sizeof(url), &s, name);
+                if (feeder__cache_get(&cache, url, NULL, &held[i], err, sizeof(err))) {
+                    fprintf(stderr, "round %d process %d: %s\n", round, c, err);
+                    _exit(1);
+                }
+            }
+            usleep(1500000);
+            _exit(0);
+        }
+        close(gate[0]);
+        close(gate[1]);
+        for (int c = 0; c < 4; c++) {
+            int st;
+            ck_assert_int_eq(waitpid(kids[c], &st, 0), kids[c]);
+            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "round %d process %d", round, c);
+        }
+        ck_assert_int_eq(cache_files(".pack.meta"), 8);
+    }
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Keep-alive: the header request and the download of two packs, four
+ * transfers in separate calls, ride one connection (the proxy logs the
+ * client's port). */
+START_TEST(test_keep_alive)
+{
+    put_pack("a.pack", 10);
+    put_pack("b.pack", 10);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, NULL, NULL);
+    char ua[300], ub[300], err[512];
+    url_of(ua, sizeof(ua), &p, "a.pack");
+    url_of(ub, sizeof(ub), &p, "b.pack");
+    feeder_dataset *a, *b;
+    ck_assert_int_eq(feeder_dataset_open_packed(ua, &a, err, sizeof(err)), 0);
+    ck_assert_int_eq(feeder_dataset_open_packed(ub, &b, err, sizeof(err)), 0);
+    FILE *f = fopen(proxy_log(), "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512], first[32] = "";
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char *port = strstr(line, "port=");
+        ck_assert_ptr_nonnull(port);
+        if (!n++)
+            snprintf(first, sizeof(first), "%s", port);
+        ck_assert_str_eq(port, first);
+    }
+    fclose(f);
+    ck_assert_int_eq(n, 4);
+    feeder_dataset_destroy(a);
+    feeder_dataset_destroy(b);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* A shards dataset from s3rver: signed range requests for the headers and
+ * indices of s3://bkt/s-{0..3}.pack, then signed whole downloads by two
+ * workers: the local shards' batches. */
+START_TEST(test_s3_shards)
+{
+    put_shards();
+    server s = start_s3rver();
+    for (int k = 0; k < 4; k++) {
+        char local[400], name[32], key[64];
+        snprintf(name, sizeof(name), "s-%d.pack", k);
+        snprintf(key, sizeof(key), "d/s-%d.pack", k);
+        www(local, sizeof(local), name);
+        s3_put(&s, local, key);
+    }
+    s3_env(&s, "S3RVER");
+    char pat[400], err[512], msg[1024];
+    snprintf(pat, sizeof(pat), "%s/s-{0..3}.pack", docroot);
+    feeder_dataset *r, *l;
+    ck_assert_msg(feeder_dataset_open_shards("s3://bkt/d/s-{0..3}.pack", NULL, &r, err,
+                                             sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &l, err, sizeof(err)), 0);
+    ck_assert_int_eq(cache_files(".pack.meta"), 0);
+    uint64_t nr, nl;
+    int rc;
+    uint32_t cr = epoch_crc_workers(r, 2, &nr, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t cl = epoch_crc_workers(l, 2, &nl, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(nr, 85);
+    ck_assert_uint_eq(cr, cl);
+    ck_assert_int_eq(cache_files(".pack.meta"), 4);
+    feeder_dataset_destroy(r);
+    feeder_dataset_destroy(l);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+static Suite *remote_suite(int have_s3)
+{
+    Suite *s = suite_create("remote");
+    TCase *tc = tcase_create("remote");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_target_resolve);
+    tcase_add_test(tc, test_http_open_packed);
+    tcase_add_test(tc, test_http_404);
+    tcase_add_test(tc, test_keep_alive);
+    tcase_add_test(tc, test_server_killed);
+    tcase_add_test(tc, test_5xx_retried);
+    tcase_add_test(tc, test_cut_mid_transfer);
+    tcase_add_test(tc, test_slow_server);
+    tcase_add_test(tc, test_changed_on_server);
+    tcase_add_test(tc, test_cache_full);
+    tcase_add_test(tc, test_cache_lru);
+    tcase_add_test(tc, test_two_processes_fetch_once);
+    tcase_add_test(tc, test_cache_race);
+    tcase_add_test(tc, test_shards_http);
+    tcase_add_test(tc, test_shards_reject);
+    tcase_add_test(tc, test_shards_faults);
+    tcase_add_test(tc, test_shards_fetch_ahead);
+    tcase_add_test(tc, test_shards_small_cache);
+    if (have_s3) {
+        tcase_add_test(tc, test_s3_open_packed);
+        tcase_add_test(tc, test_s3_shards);
+    }
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (access(LIGHTTPD, X_OK) != 0 || access(PYTHON, X_OK) != 0) {
+        printf("test_remote: skipped, %s or %s is not installed (scripts/setup.sh)\n",
+               LIGHTTPD, PYTHON);
+        return 77;
+    }
+    const char *npm = getenv("FEEDER_NPM_DIR"), *home = getenv("HOME");
+    if (npm && *npm)
+        snprintf(s3rver_bin, sizeof(s3rver_bin), "%s/node_modules/.bin/s3rver", npm);
+    else
+        snprintf(s3rver_bin, sizeof(s3rver_bin), "%s/.cache/feeder/npm/node_modules/.bin/s3rver",
+                 home ? home : "");
+    int have_s3 = access(s3rver_bin, X_OK) == 0 && access("/usr/bin/curl", X_OK) == 0;
+    if (!have_s3)
+        printf("test_remote: no s3rver at %s (scripts/setup.sh installs it): S3 test left out\n",
+               s3rver_bin);
+    SRunner *sr = srunner_create(remote_suite(have_s3));
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
