@@ -49,6 +49,12 @@ struct feeder_dataset {
      * not the root, so a dataset moved elsewhere still matches), or of a
      * packed file's header CRC and size. 0: unknown (user datasets). */
     uint64_t fingerprint;
+    /* A fields dataset (feeder_dataset_create_fields): kind USER, the schema
+     * with its names copied into one block, and get through fcb (cb.get is
+     * NULL); nfields 0 for every other dataset. */
+    feeder_field *fields;
+    uint32_t nfields;
+    feeder_fields_callbacks fcb;
 };
 
 /* A loader's reference: the dataset outlives feeder_dataset_destroy while a
@@ -60,6 +66,11 @@ void feeder__dataset_drop(feeder_dataset *ds);
  * *out, n entries, the caller's to free; NULL when the dataset holds no
  * labels (user datasets). 0 or -ENOMEM. dataset/classes.c. */
 int feeder__dataset_class_next(const feeder_dataset *ds, uint64_t **out);
+
+/* A fields dataset over `cb` and the schema (checked by the caller:
+ * collate/fields.h), copied. 0 or -ENOMEM. */
+int feeder__dataset_create_fields(const feeder_fields_callbacks *cb, const feeder_field *fields,
+                                  uint32_t nfields, void *user, feeder_dataset **out);
 
 /* Longest list-file line accepted (PATH_MAX plus room for a label). */
 #define FEEDER__LIST_LINE_MAX 4200
