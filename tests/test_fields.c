@@ -606,6 +606,55 @@ START_TEST(test_image_schema)
 }
 END_TEST
 
+/* ---- the examples: each checks every value itself; the same checksum
+ * for 0, 1 and 3 workers ---- */
+
+#ifdef FEEDER_EXAMPLES_DIR
+/* Run an example; its stdout in out (len bytes). The exit status. */
+static int run_example(const char *name, const char *args, int workers, char *out, size_t len)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s/%s --check --workers %d %s", FEEDER_EXAMPLES_DIR, name,
+             workers, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void example_case(const char *name, const char *args, const char *line1,
+                         const char *checked)
+{
+    char first[1024] = "", out[1024];
+    int workers[3] = {0, 1, 3};
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(run_example(name, args, workers[k], out, sizeof(out)), 0);
+        ck_assert_msg(strstr(out, line1) == out, "%s", out);
+        const char *sum = strstr(out, checked);
+        ck_assert_msg(sum && strlen(sum) == strlen(checked) + 17, "%s", out);
+        if (k == 0)
+            snprintf(first, sizeof(first), "%s", sum);
+        ck_assert_str_eq(sum, first);
+    }
+}
+#endif
+
+START_TEST(test_examples)
+{
+#ifdef FEEDER_EXAMPLES_DIR
+    example_case("fields_tokens", "--docs 300 --max 100 --batch 16 --epochs 2", "38 batches, ",
+                 "checked: every token, length and mask; checksum ");
+    example_case("fields_detection", "--images 70 --batch 8", "2 epochs: 18 batches, ",
+                 "checked: every image, box and class; checksum ");
+    example_case("fields_segmentation", "--images 20 --batch 8",
+                 "2 epochs: 6 batches, 163840 mask pixels\n",
+                 "checked: every pixel of every image and mask; checksum ");
+#endif
+}
+END_TEST
+
 static Suite *fields_suite(void)
 {
     Suite *s = suite_create("fields");
@@ -620,6 +669,7 @@ static Suite *fields_suite(void)
     tcase_add_test(tc, test_start_refusals);
     tcase_add_test(tc, test_resume_and_restart);
     tcase_add_test(tc, test_image_schema);
+    tcase_add_test(tc, test_examples);
     suite_add_tcase(s, tc);
     return s;
 }
