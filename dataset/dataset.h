@@ -53,6 +53,12 @@ struct feeder_dataset {
      * packed file's header CRC and size, or of a tar set's shard names,
      * sizes, keys and labels. 0: unknown (user datasets). */
     uint64_t fingerprint;
+    /* A fields dataset (feeder_dataset_create_fields): kind USER, the schema
+     * with its names copied into one block, and get through fcb (cb.get is
+     * NULL); nfields 0 for every other dataset. */
+    feeder_field *fields;
+    uint32_t nfields;
+    feeder_fields_callbacks fcb;
 };
 
 /* A new dataset of `kind` holding one reference; 0 or -ENOMEM. */
@@ -83,6 +89,11 @@ void feeder__dataset_drop(feeder_dataset *ds);
  * *out, n entries, the caller's to free; NULL when the dataset holds no
  * labels (user datasets). 0 or -ENOMEM. dataset/classes.c. */
 int feeder__dataset_class_next(const feeder_dataset *ds, uint64_t **out);
+
+/* A fields dataset over `cb` and the schema (checked by the caller:
+ * collate/fields.h), copied. 0 or -ENOMEM. */
+int feeder__dataset_create_fields(const feeder_fields_callbacks *cb, const feeder_field *fields,
+                                  uint32_t nfields, void *user, feeder_dataset **out);
 
 /* Longest list-file line accepted (PATH_MAX plus room for a label). */
 #define FEEDER__LIST_LINE_MAX 4200
