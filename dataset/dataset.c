@@ -69,7 +69,7 @@ int feeder__dataset_create_fields(const feeder_fields_callbacks *cb, const feede
                                   uint32_t nfields, void *user, feeder_dataset **out)
 {
     feeder_dataset *ds;
-    int rc = dataset_alloc(FEEDER__DS_USER, &ds);
+    int rc = feeder__dataset_alloc(FEEDER__DS_USER, &ds);
     if (rc)
         return rc;
     if (!(ds->fields = copy_fields(fields, nfields))) {
