@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "collate/fields.h"
-#include "cuda/gpu.h"
 #include "dataset/dataset.h"
 
 int feeder_dataset_create_fields(const feeder_fields_callbacks *cb, const feeder_field *fields,
@@ -50,24 +49,30 @@ int feeder_dataset_field(const feeder_dataset *ds, uint32_t field, feeder_field 
     return (int)n;
 }
 
-/* A host image batch's two fields. */
+/* An image batch's two fields: on the host, or (device >= 0) its device
+ * buffers, uint8 only. */
 static int image_tensor(const feeder_batch *b, uint32_t field, feeder_tensor *out)
 {
-    if (field > 1 || (field == 0 && !b->data) || (field == 1 && !b->labels))
+    int dev = b->device >= 0 && b->device_data;
+    void *data = dev ? b->device_data : b->data;
+    const int64_t *labels = dev ? b->device_labels : b->labels;
+    if (field > 1 || (field == 0 && (!data || b->dtype != FEEDER_DTYPE_UINT8)) ||
+        (field == 1 && !labels))
         return FEEDER_EINVAL;
     memset(out, 0, sizeof(*out));
     out->name = IMAGE_FIELDS[field].name;
     out->elem = IMAGE_FIELDS[field].elem;
     out->batching = FEEDER_FIELD_FIXED;
+    out->device = dev ? b->device : -1;
     out->shape[0] = b->count;
     if (field == 1) {
-        out->data = (int64_t *)b->labels;
+        out->data = (int64_t *)labels;
         out->ndim = 1;
         out->bytes = (size_t)b->count * 8;
         return 0;
     }
     int nchw = b->layout == FEEDER_LAYOUT_NCHW;
-    out->data = b->data;
+    out->data = data;
     out->ndim = 4;
     out->shape[1] = nchw ? b->channels : b->height;
     out->shape[2] = nchw ? b->height : b->width;
@@ -78,7 +83,7 @@ static int image_tensor(const feeder_batch *b, uint32_t field, feeder_tensor *ou
 
 int feeder_batch_field_at(const feeder_batch *b, uint32_t field, feeder_tensor *out)
 {
-    if (!b || !out || feeder__gpu_owns(b))
+    if (!b || !out)
         return FEEDER_EINVAL;
     const feeder__fields_view *v = b->fields_;
     if (!v)
@@ -86,6 +91,18 @@ int feeder_batch_field_at(const feeder_batch *b, uint32_t field, feeder_tensor *
     if (field >= v->fl->nfields)
         return FEEDER_EINVAL;
     feeder__fields_tensor(v, b->count, field, out);
+    out->device = -1;
+    if (v->dev) {
+        /* A device batch: the view's slot is the host snapshot of its
+         * control block, lengths and offsets; the values are on the device
+         * at the same offsets. */
+        out->device = v->device;
+        out->data = v->dev + ((uint8_t *)out->data - v->slot);
+        if (out->lengths)
+            out->device_lengths = (int64_t *)(v->dev + ((uint8_t *)out->lengths - v->slot));
+        if (out->offsets)
+            out->device_offsets = (int64_t *)(v->dev + ((uint8_t *)out->offsets - v->slot));
+    }
     return 0;
 }
 

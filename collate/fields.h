@@ -108,6 +108,11 @@ typedef struct feeder__fields_view {
     const feeder__fields_layout *fl;
     uint8_t *slot;
     int in_collate; /* feeder_batch_pad_field is allowed */
+    /* A device batch's fields (cuda/): `slot` is then a host copy of the
+     * slot's control block, lengths and offsets only, and `dev` the device
+     * copy of the slot, at the same offsets; NULL for host batches. */
+    uint8_t *dev;
+    int device;
 } feeder__fields_view;
 /* Field k of a packed batch of `count` samples. */
 void feeder__fields_tensor(const feeder__fields_view *v, uint32_t count, uint32_t k,

@@ -1214,8 +1214,10 @@ typedef struct feeder_fields_callbacks {
  * callback. Fails with FEEDER_EINVAL when len or get is missing, or when the
  * schema is not valid; `err` (errlen bytes, may be NULL) then names the field
  * and what is wrong ("field 2 ('boxes'): ragged needs ndim >= 1"). Loaders
- * over it deliver host batches only (FEEDER_OPT_DEVICE -1; the start fails
- * with FEEDER_EINVAL otherwise, for now) and take no augment pipeline.
+ * over it take no augment pipeline. With FEEDER_OPT_DEVICE >= 0 every field
+ * reaches the device as the dataset wrote it (each field's used bytes,
+ * lengths and offsets copied, one ready_event for all); DTYPE must then be
+ * FEEDER_DTYPE_UINT8 (the start fails with FEEDER_EINVAL otherwise).
  * Destroy with feeder_dataset_destroy. Thread-safety: any thread. */
 FEEDER_API int feeder_dataset_create_fields(const feeder_fields_callbacks *cb,
                                             const feeder_field *fields, uint32_t nfields,
@@ -1239,17 +1241,27 @@ typedef struct feeder_tensor {
     int32_t elem;            /* feeder_elem */
     int32_t batching;        /* feeder_field_batching */
     uint32_t ndim;           /* dimensions of shape[] used */
-    uint32_t reserved0_;
+    int32_t device;          /* CUDA device of data, device_lengths and device_offsets;
+                                -1: on the host */
     uint64_t shape[FEEDER_FIELD_MAX_DIMS + 1];
     size_t bytes;            /* bytes of data the shape covers */
-    int64_t *lengths;        /* PADDED, RAGGED: count rows, one per sample; else NULL */
-    int64_t *offsets;        /* RAGGED: count + 1 row offsets from 0; else NULL */
-    uint64_t reserved_[4];
+    int64_t *lengths;        /* PADDED, RAGGED: count rows, one per sample; else NULL.
+                                On the host, device batches too */
+    int64_t *offsets;        /* RAGGED: count + 1 row offsets from 0; else NULL. On the
+                                host, device batches too */
+    const int64_t *device_lengths; /* device batches: the same on the device; else NULL */
+    const int64_t *device_offsets;
+    uint64_t reserved_[2];
 } feeder_tensor;
 
-/* Field `field` (by position in the schema) of a host batch, or inside a
- * collate callback the batch it is handed. 0, or FEEDER_EINVAL (NULL
- * arguments, no such field, a device batch: its fields are not on the host).
+/* Field `field` (by position in the schema) of a batch, or inside a collate
+ * callback the batch it is handed. For a device batch, data (and
+ * device_lengths, device_offsets) are device memory of `device`, complete
+ * once the batch's ready_event has passed, and lengths and offsets host
+ * copies; the image schema's fields of a device batch are its device_data
+ * and device_labels (their dtype and layout as the batch says). 0, or
+ * FEEDER_EINVAL (NULL arguments, no such field, a float device image batch's
+ * "image": its element type is no feeder_elem of uint8).
  * Lifetime: the pointers are the batch's, valid until feeder_batch_release.
  * Thread-safety: as the batch. */
 FEEDER_API int feeder_batch_field_at(const feeder_batch *b, uint32_t field, feeder_tensor *out);

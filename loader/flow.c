@@ -273,7 +273,7 @@ static int deliver_fields(feeder_loader *ld, slot_state *ss, uint8_t *base, feed
     feeder_batch *b = &ss->pub;
     memset(b, 0, sizeof(*b));
     ss->count = feeder__fields_ctrl(&ld->job.fields, base)->count;
-    ss->fview = (feeder__fields_view){&ld->job.fields, base, 0};
+    ss->fview = (feeder__fields_view){.fl = &ld->job.fields, .slot = base};
     b->indices = feeder__slot_indices(l, base);
     b->count = ss->count;
     b->skipped = ss->skipped;

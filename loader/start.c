@@ -24,16 +24,18 @@
 
 static const char *const layout_text[] = {"NHWC", "NCHW"};
 
-/* A fields dataset's batches are made of its fields alone, on the host. */
+/* A fields dataset's batches are made of its fields alone; on the device
+ * they arrive as the workers wrote them (no normalisation). */
 static int validate_fields(feeder_loader *ld)
 {
     if (!ld->ds->nfields)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_collate: the dataset "
                                    "has no fields (feeder_dataset_create_fields)");
-    if (iopt(ld, FEEDER_OPT_DEVICE) >= 0)
-        return feeder__loader_fail(ld, FEEDER_EINVAL, "device %lld: a fields dataset ('%s', ...) "
-                                   "gives host batches only for now; set device to -1",
-                                   (long long)iopt(ld, FEEDER_OPT_DEVICE), ld->ds->fields[0].name);
+    if (iopt(ld, FEEDER_OPT_DEVICE) >= 0 && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "dtype %lld: a fields dataset's tensors "
+                                   "('%s', ...) reach the device as the dataset wrote them; "
+                                   "dtype (and mean, std) apply to image batches only",
+                                   (long long)iopt(ld, FEEDER_OPT_DTYPE), ld->ds->fields[0].name);
     if (feeder__augment_has_sample_steps(&ld->job.aug) || feeder__augment_has_mix(&ld->job.aug))
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_augment: the pipeline "
                                    "works on images; a fields dataset takes none (transform "

@@ -482,9 +482,11 @@ START_TEST(test_start_refusals)
     feeder_dataset *ds = tok_open(&d, 8);
     feeder_loader *ld = fields_loader(ds, 0, 4, 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, FEEDER_DTYPE_FLOAT32), 0);
     ck_assert_int_eq(feeder_loader_start(ld), FEEDER_EINVAL);
-    ck_assert_str_eq(feeder_loader_errmsg(ld), "device 0: a fields dataset ('tokens', ...) gives "
-                                               "host batches only for now; set device to -1");
+    ck_assert_str_eq(feeder_loader_errmsg(ld),
+                     "dtype 3: a fields dataset's tensors ('tokens', ...) reach the device as the "
+                     "dataset wrote them; dtype (and mean, std) apply to image batches only");
     feeder_loader_destroy(ld);
     ld = fields_loader(ds, 0, 4, 0);
     feeder_augment *aug;

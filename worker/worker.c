@@ -478,7 +478,7 @@ static int run_collate(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t
                        feeder__result_msg *res)
 {
     const feeder__job *job = w->job;
-    feeder__fields_view v = {&job->fields, slot, 1};
+    feeder__fields_view v = {.fl = &job->fields, .slot = slot, .in_collate = 1};
     feeder_batch b;
     memset(&b, 0, sizeof(b));
     b.indices = feeder__slot_indices(&job->layout, slot);
