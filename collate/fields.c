@@ -109,6 +109,8 @@ static void place_meta(feeder__fields_layout *fl, uint32_t batch, size_t at, siz
 {
     fl->ctrl_off = at;
     at += (sizeof(feeder__batch_ctrl) + 63) / 64 * 64;
+    fl->done_off = at;
+    at += ((size_t)batch + 7) / 8 * 8;
     for (uint32_t k = 0; k < fl->nfields; k++) {
         feeder__field_area *a = &fl->a[k];
         a->lengths_off = a->offsets_off = 0;
@@ -166,6 +168,23 @@ void feeder__fields_reset(const feeder__fields_layout *fl, uint8_t *slot)
     c->count = 0;
     c->packed = 0;
     memset(c->padded, 0, sizeof(c->padded));
+    memset(slot + fl->done_off, 0, fl->batch);
+}
+
+int feeder__fields_part_done(const feeder__fields_layout *fl, uint8_t *slot, uint32_t first,
+                             uint32_t count, uint32_t total, int failed)
+{
+    feeder__batch_ctrl *c = feeder__fields_ctrl(fl, slot);
+    _Atomic uint8_t *seen = (_Atomic uint8_t *)(slot + fl->done_off);
+    if (failed)
+        atomic_store(&c->failed, 1);
+    uint32_t fresh = 0;
+    for (uint32_t i = first; i < first + count; i++)
+        fresh += atomic_exchange(&seen[i], 1) == 0;
+    if (!fresh)
+        return 0;
+    uint32_t done = atomic_fetch_add(&c->done, fresh) + fresh;
+    return done == total && !atomic_load(&c->failed);
 }
 
 void feeder__fields_sample_out(const feeder__fields_layout *fl, uint8_t *slot, uint32_t i,
@@ -330,7 +349,6 @@ void feeder__fields_pack(const feeder__fields_layout *fl, uint8_t *slot, uint32_
             lab[n++] = 0;
         }
     c->count = n;
-    c->packed = 1;
 }
 
 void feeder__fields_tensor(const feeder__fields_view *v, uint32_t count, uint32_t k,

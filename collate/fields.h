@@ -42,19 +42,23 @@ typedef struct feeder__field_area {
 typedef struct feeder__fields_layout {
     uint32_t nfields; /* 0: the image layout */
     uint32_t batch;
+    size_t done_off;  /* batch bytes: sample i is in */
     feeder__field_area a[FEEDER_FIELDS_MAX];
     size_t ctrl_off;
 } feeder__fields_layout;
 
-/* The batch's control block, in shared memory. The loader zeroes it when it
- * dispatches the batch; each part's worker adds its sample count to `done`
- * (and sets `failed` when the part failed) and the one that brings `done`
- * to the batch's count packs the fields and runs the collate callback. */
+/* The batch's control block, in shared memory, with a byte per sample
+ * after it. The loader zeroes both when it dispatches the batch; each part's
+ * worker sets its samples' bytes and adds to `done` the number it was first
+ * to set (and sets `failed` when the part failed), and the one that brings
+ * `done` to the batch's count packs the fields and runs the collate
+ * callback. A part run again after its worker died (MAX_RESTARTS) thus
+ * counts once; one that finds the batch packed has nothing left to do. */
 typedef struct feeder__batch_ctrl {
     _Atomic uint32_t done;
     _Atomic uint32_t failed;
     uint32_t count;  /* samples kept (DROP), set by feeder__fields_pack */
-    uint32_t packed; /* 1 once packed */
+    uint32_t packed; /* 1 once packed and through the collate callback */
     uint64_t padded[FEEDER_FIELDS_MAX];
 } feeder__batch_ctrl;
 
@@ -82,6 +86,10 @@ static inline uint8_t *feeder__field_sample(const feeder__fields_layout *fl, uin
 
 /* Zero a batch's control block (the loader, at dispatch). */
 void feeder__fields_reset(const feeder__fields_layout *fl, uint8_t *slot);
+/* A part of samples [first, first + count) is in: 1 when it completed the
+ * batch of `total` samples (no part failed), so the caller packs it. */
+int feeder__fields_part_done(const feeder__fields_layout *fl, uint8_t *slot, uint32_t first,
+                             uint32_t count, uint32_t total, int failed);
 
 /* What a worker hands a get callback for sample i: the arrays of `o`
  * (nfields entries each) pointed at the sample's rooms, rows preset. */
@@ -100,7 +108,8 @@ int feeder__fields_accept(const feeder__fields_layout *fl, uint8_t *slot, uint32
 
 /* Pack the batch's `count` samples into its field tensors (the header
  * comment), leaving out those whose label is -1 (their indices and labels
- * too). Sets ctrl->count and each field's padded rows. */
+ * too). Sets ctrl->count and each field's padded rows; the caller sets
+ * ctrl->packed once the collate callback is through too. */
 void feeder__fields_pack(const feeder__fields_layout *fl, uint8_t *slot, uint32_t count);
 
 /* A packed batch as feeder_batch_field sees it. */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 typedef struct corpus {
@@ -148,7 +149,7 @@ static int check_batch(const corpus *c, const feeder_batch *b, uint8_t *seen, ui
     return 0;
 }
 
-static int run(feeder_loader *ld, const corpus *c, const args *a)
+static int run(feeder_loader *ld, const corpus *c, const args *a, uint64_t *token_bytes)
 {
     uint64_t bytes = 0, batches = 0, sum = 0xcbf29ce484222325ull;
     uint8_t *seen = calloc(c->docs, 1);
@@ -186,6 +187,7 @@ static int run(feeder_loader *ld, const corpus *c, const args *a)
     printf("%llu batches, %.1f MB of tokens in %.3f s: %.2f GB/s per worker (%d workers)\n",
            (unsigned long long)batches, (double)bytes / 1e6, s, (double)bytes / s / 1e9 / w,
            a->workers);
+    *token_bytes = bytes;
     if (a->check)
         printf("checked: every token, length and mask; checksum %016llx\n",
                (unsigned long long)sum);
@@ -212,6 +214,7 @@ int main(int argc, char **argv)
     feeder_fields_callbacks cb = {.len = corpus_len, .get = corpus_get};
     feeder_dataset *ds = NULL;
     feeder_loader *ld = NULL;
+    uint64_t bytes = 0;
     char err[256];
     int rc = feeder_dataset_create_fields(&cb, fields, 2, &c, &ds, err, sizeof(err));
     if (rc)
@@ -223,9 +226,18 @@ int main(int argc, char **argv)
         feeder_loader_set(ld, FEEDER_OPT_SEED, 42);
         feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1);
         feeder_loader_set_collate(ld, pad_to_8, &c);
-        rc = run(ld, &c, &a);
+        rc = run(ld, &c, &a, &bytes);
     }
     feeder_loader_destroy(ld);
+    /* The workers' own CPU time (reaped by the destroy): the rate a worker
+     * reaches whatever else shares the cores. */
+    struct rusage ru;
+    if (!rc && a.workers && !getrusage(RUSAGE_CHILDREN, &ru)) {
+        double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+        printf("workers' CPU time %.3f s: %.2f GB/s of tokens per worker CPU-second\n", cpu,
+               (double)bytes / cpu / 1e9);
+    }
     feeder_dataset_destroy(ds);
     free(c.tokens);
     free(c.start);

@@ -1224,9 +1224,11 @@ FEEDER_API int feeder_dataset_create_fields(const feeder_fields_callbacks *cb,
                                             void *user, feeder_dataset **out, char *err,
                                             size_t errlen);
 
-/* The schema of a dataset: its number of fields (2 for the built-in image
- * schema) and, when `out` is not NULL and field < that number, a copy of
- * field `field` (whose name is borrowed from the dataset). Returns the
+/* The schema of a dataset: its number of fields and, when `out` is not NULL
+ * and field < that number, a copy of field `field` (whose name is borrowed
+ * from the dataset). Folder, list and packed datasets give the built-in
+ * schema: "image" (u8, ndim 3, shape {0, 0, 3}: height and width are the
+ * loader's options, unknown here) and "label" (i64, ndim 0). Returns the
  * number of fields, or FEEDER_EINVAL. Thread-safe. */
 FEEDER_API int feeder_dataset_field(const feeder_dataset *ds, uint32_t field, feeder_field *out);
 

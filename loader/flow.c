@@ -272,6 +272,18 @@ static int deliver_fields(feeder_loader *ld, slot_state *ss, uint8_t *base, feed
     const feeder__slot_layout *l = &ld->job.layout;
     feeder_batch *b = &ss->pub;
     memset(b, 0, sizeof(*b));
+    if (!feeder__fields_ctrl(&ld->job.fields, base)->packed) {
+        /* Every part reported and none failed, yet none packed it: the
+         * worker that was packing it died there (MAX_RESTARTS re-ran its
+         * part, which found every sample counted). */
+        int rc = feeder__loader_fail(ld, FEEDER_EWORKER, "batch %llu of epoch %llu: the worker "
+                                     "packing its fields (and running the collate callback) "
+                                     "died; the batch is lost", (unsigned long long)ss->batch,
+                                     (unsigned long long)ss->epoch);
+        ss->state = SLOT_FREE;
+        dispatch(ld);
+        return rc;
+    }
     ss->count = feeder__fields_ctrl(&ld->job.fields, base)->count;
     ss->fview = (feeder__fields_view){.fl = &ld->job.fields, .slot = base};
     b->indices = feeder__slot_indices(l, base);

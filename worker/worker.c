@@ -504,16 +504,16 @@ static int finish_fields_part(feeder__worker_ctx *w, const feeder__task_msg *t, 
                               feeder__result_msg *res, int rc)
 {
     const feeder__job *job = w->job;
-    feeder__batch_ctrl *c = feeder__fields_ctrl(&job->fields, slot);
-    if (rc)
-        atomic_store(&c->failed, 1);
-    uint32_t done = atomic_fetch_add(&c->done, t->count) + t->count;
-    if (rc || done != t->total || atomic_load(&c->failed))
+    if (!feeder__fields_part_done(&job->fields, slot, t->first, t->count, t->total, rc != 0))
         return rc;
     uint64_t t0 = feeder__now_ns();
     feeder__fields_pack(&job->fields, slot, t->total);
     res->transform_ns += feeder__now_ns() - t0;
-    return job->collate ? run_collate(w, t, slot, res) : 0;
+    rc = job->collate ? run_collate(w, t, slot, res) : 0;
+    /* Only now: a worker that dies before this leaves the batch unpacked,
+     * which the loader reports instead of lending it. */
+    feeder__fields_ctrl(&job->fields, slot)->packed = !rc;
+    return rc;
 }
 
 /* Map the task's share of every field's values. */
@@ -543,6 +543,10 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
     res->count = t->count;
     res->batch = t->batch;
     uint8_t *slot = feeder__slot_base(l, w->mem, t->slot);
+    /* A part run again after its worker died, whose batch is already
+     * packed: it is in the batch. */
+    if (w->job->fields.nfields && feeder__fields_ctrl(&w->job->fields, slot)->packed)
+        return;
     populate_task(w, t, slot);
     int rc;
     if (kind == FEEDER__DS_USER) {
