@@ -144,14 +144,45 @@ class JpegDataset(Dataset):
         return self.transform(self.load(path)), label
 
 
-def make_transform(pipeline, size, resize):
+# --augment: bench_loader's names (bench/loader_augment.c) with the same
+# torchvision defaults; mixup and cutmix are batch-level (no torch column).
+AUGMENTS = {
+    "jitter": lambda: T.ColorJitter(0.4, 0.4, 0.4, 0.1),
+    "trivial": lambda: T.TrivialAugmentWide(),
+    "randaug": lambda: T.RandAugment(),
+    "gray": lambda: T.RandomGrayscale(0.2),
+    "blur": lambda: T.GaussianBlur(5, (0.1, 2.0)),
+    "erase": lambda: T.RandomErasing(0.25),
+}
+BATCH_AUGMENTS = ("mixup", "cutmix")
+
+
+def parse_augment(s):
+    names = [x for x in s.split(",") if x]
+    bad = [x for x in names if x not in AUGMENTS and x not in BATCH_AUGMENTS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"'{s}': expected a comma-separated list of "
+            f"{', '.join(list(AUGMENTS) + list(BATCH_AUGMENTS))}")
+    return s
+
+
+def make_transform(pipeline, size, resize, augment=None):
     if pipeline == "eval":
-        return T.Compose([T.Resize(resize, antialias=True), T.CenterCrop(size)])
-    return T.Compose([T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()])
+        steps = [T.Resize(resize, antialias=True), T.CenterCrop(size)]
+    else:
+        steps = [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()]
+    for name in (augment or "").split(","):
+        if name in BATCH_AUGMENTS:
+            raise RuntimeError(f"--augment {name}: a batch-level step, not run on PyTorch's side")
+        if name:
+            steps.append(AUGMENTS[name]())
+    return T.Compose(steps)
 
 
 def run(args, samples, use_tvio, pipeline, workers, cuda):
-    ds = JpegDataset(samples, make_transform(pipeline, args.size, args.resize), use_tvio)
+    ds = JpegDataset(samples, make_transform(pipeline, args.size, args.resize,
+                                             getattr(args, "augment", None)), use_tvio)
     shuffle = pipeline == "train" if args.shuffle is None else bool(args.shuffle)
     gen = torch.Generator()
     gen.manual_seed(args.seed)
@@ -317,6 +348,10 @@ def run_feeder(args, bench, data, pipeline, workers, decoder, device):
         cmd += ["--resize", str(args.resize)]
     if args.shuffle is not None:
         cmd += ["--shuffle", str(args.shuffle)]
+    if getattr(args, "persistent", False):
+        cmd += ["--persistent"]
+    if getattr(args, "augment", None):
+        cmd += ["--augment", args.augment]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sys.stderr.write("".join(f"feeder {decoder}: {line}\n" for line in p.stderr.splitlines()))
     if p.returncode != 0:
@@ -381,8 +416,11 @@ def sweep_description(res):
     d += (f"feeder: bench_loader --device {c['feeder_device']} per backend; n/a = the backend "
           "cannot run here (bench_loader's reason). Each run times its epochs from the first "
           "request (iter(loader) for torch) to the end; a run's figure is its median epoch"
-          + (" after the first (--skip-first: steady state; workers are forked again every "
-             "epoch on both sides, as by default)" if c.get("skip_first") else "")
+          + (" after the first (--skip-first: steady state)" if c.get("skip_first") else "")
+          + ("; persistent workers on both sides (--persistent)" if c.get("persistent")
+             else "; workers forked again every epoch on both sides (the default)")
+          + (f"; augment {c['augment']} after the crop on both sides" if c.get("augment")
+             else "")
           + ". ratio = feeder / torch (CPU DataLoader).\n")
     return d
 
@@ -394,7 +432,10 @@ def measure_row(args, row, samples, use_tvio, cuda, bench, data, device, have_to
     if have_torch:
         row["torch"] = guarded("torch", lambda: summarize(
             [run(args, samples, use_tvio, p, w, cuda) for _ in range(args.runs)]))
-        if cuda:
+        if cuda and args.augment:
+            row["torch_gpu_decode"] = dict(status="n/a",
+                                           reason="--augment runs on the CPU DataLoader only")
+        elif cuda:
             row["torch_gpu_decode"] = guarded("torch GPU decode", lambda: summarize(
                 [run_gpu_decode(args, samples, p, w) for _ in range(args.runs)]))
     for d in args.feeder_decoders:
@@ -402,7 +443,9 @@ def measure_row(args, row, samples, use_tvio, cuda, bench, data, device, have_to
         row["feeder"][d] = f
         t = figure(row["torch"])
         row["ratio"][d] = round(f["median_images_per_s"] / t, 3) if figure(f) and t else None
-    if fdr is not None:
+    if fdr is not None and args.augment:
+        row["feeder_python"] = dict(status="n/a", reason="--augment: bench_loader only")
+    elif fdr is not None:
         row["feeder_python"] = guarded("feeder (Python)", lambda: summarize(
             [feeder_python_run(args, fdr, data, p, w, device) for _ in range(args.runs)]))
 
@@ -426,6 +469,7 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
                            prefetch=args.prefetch, epochs=args.epochs, runs=args.runs,
                            size=args.size, resize=args.resize, seed=args.seed,
                            feeder_decoders=args.feeder_decoders, feeder_device=device, skip_first=args.skip_first,
+                           augment=args.augment, persistent=args.persistent,
                            bench_loader=bench),
                rows=[])
     fdr, why = import_feeder(bench)
@@ -491,6 +535,9 @@ def main():
     ap.add_argument("--pil", action="store_true",
                     help="decode with PIL even where torchvision.io works")
     ap.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
+    ap.add_argument("--augment", type=parse_augment, default=None, metavar="LIST",
+                    help="augmentations after the pipeline's crop, on both sides, e.g. "
+                         "jitter,trivial (bench_loader --augment has the list)")
     sw = ap.add_argument_group("--sweep (torch, torch GPU decode and feeder side by side)")
     sw.add_argument("--sweep", type=parse_workers, default=None, metavar="LIST",
                     help="worker counts, e.g. 1,2,4,8,15")

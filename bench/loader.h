@@ -71,7 +71,12 @@ typedef struct opts {
     int split;         /* tasks per batch, 0 = one per worker */
     int device_given;  /* --device was given (else nvjpeg/hybrid/all pick one) */
     const char *trace; /* --trace FILE: of the last configuration */
+    const char *augment; /* --augment LIST, or NULL */
 } opts;
+
+/* --augment LIST as a pipeline (NULL for none); dies naming a bad entry
+ * (loader_augment.c). */
+feeder_augment *bl_make_augment(const char *list);
 
 extern const char *const set_names[];      /* web imagenet uniform */
 extern const char *const pipeline_names[]; /* eval train resize */

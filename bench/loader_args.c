@@ -163,6 +163,13 @@ static cli_opt table[] = {
     CLI_FLAG("drop-cache", A.drop_cache,
              "evict the dataset's files from the page cache before every\n"
              "epoch (cold-cache figures; untimed; reports what stayed)"),
+    CLI_STRING("augment", "LIST", A.augment,
+               "augmentations after the pipeline's crop, in order, as\n"
+               "torchvision's defaults: jitter (ColorJitter 0.4,0.4,0.4,0.1),\n"
+               "trivial (TrivialAugmentWide), randaug (RandAugment), gray\n"
+               "(RandomGrayscale 0.2), blur (GaussianBlur 5), erase\n"
+               "(RandomErasing 0.25), mixup, cutmix; compare_torch.py\n"
+               "--augment runs the same on PyTorch's side"),
     CLI_STRING("trace", "FILE", A.trace,
                "write a timeline of the run (workers, consumer, pin threads,\n"
                "copy stream) to FILE as Chrome/Perfetto JSON; with\n"

@@ -148,6 +148,8 @@ void make_header(const opts *o, const context *cx, bu_sbuf *b)
     if (o->device >= 0)
         bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, compute %.2f ms per batch\n", o->device,
                   pin_names[o->pin], o->gpu_prefetch, o->compute_ms);
+    if (o->augment)
+        bu_sb_printf(b, "augment: %s\n", o->augment);
     bu_sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average)\n",
               cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
               cx->jpeg_bytes / 1e6, cx->images ? cx->jpeg_bytes / 1e3 / cx->images : 0.0);
@@ -235,12 +237,17 @@ static void json_config(const opts *o, bu_sbuf *b)
     bu_sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
               "\"pipeline\": \"%s\", \"decoder\": \"%s\", \"io\": \"%s\", \"seed\": %llu, "
               "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
-              "\"in_order\": %d, \"persistent_workers\": %d, \"checksum\": %s},\n",
+              "\"in_order\": %d, \"persistent_workers\": %d, \"checksum\": %s, \"augment\": ",
               o->batch, o->epochs, o->prefetch, pipeline_names[o->pipeline],
               decoder_names[o->decoder],
               o->io == FEEDER_IO_URING ? "uring" : o->io == FEEDER_IO_PREAD ? "pread" : "auto",
               (unsigned long long)o->seed, o->size, o->resize, layout_names[o->layout],
               o->shuffle, o->in_order, o->persistent, o->checksum ? "true" : "false");
+    if (o->augment)
+        bu_sb_json_str(b, o->augment);
+    else
+        bu_sb_printf(b, "null");
+    bu_sb_printf(b, "},\n");
 }
 
 static void json_num_or_null(bu_sbuf *b, const char *fmt, double v, int valid)

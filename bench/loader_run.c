@@ -232,6 +232,10 @@ static void configure(run_state *st)
     set_opt(ld, FEEDER_OPT_PIN_MODE, o->pin, "--pin");
     set_opt(ld, FEEDER_OPT_GPU_PREFETCH, o->gpu_prefetch, "--gpu-prefetch");
     set_opt(ld, FEEDER_OPT_DTYPE, o->dtype, "--dtype");
+    feeder_augment *aug = bl_make_augment(o->augment);
+    if (aug && feeder_loader_set_augment(ld, aug))
+        die("--augment: %s", feeder_loader_errmsg(ld));
+    feeder_augment_destroy(aug);
 }
 
 static int traced(const run_state *st)

@@ -78,3 +78,31 @@ assert turbo["status"] == "ok" and turbo["median_images_per_s"] > 0, turbo
 assert "failed: RuntimeError: failure injected by FEEDER_COMPARE_FAIL=roi" in out, out
 print("compare_torch.py: a failing column is reported as failed, the rest runs")
 PY
+
+# --augment and --persistent reach bench_loader: its JSON config names the
+# list, the sweep's config and description say it, and a bad name is refused.
+"$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --runs 1 --epochs 2 --batch 8 \
+    --size 32 --pipeline train --data "$d/data" --bench-loader "$bench" --persistent \
+    --augment jitter,trivial --feeder-device -1 --json-out "$d/aug.json" \
+    > "$d/out" 2> "$d/err" || { cat "$d/err" >&2; exit 1; }
+"$py" - "$d/aug.json" "$d/out" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read()
+assert doc["config"]["augment"] == "jitter,trivial" and doc["config"]["persistent"], doc["config"]
+(r,) = doc["rows"]
+assert r["feeder"]["roi"]["status"] == "ok", r
+assert "persistent workers on both sides" in out and "augment jitter,trivial" in out, out
+print("compare_torch.py --augment --persistent: passed to bench_loader and described")
+PY
+"$bench" --data "$d/data" --size 32 --epochs 1 --workers 0 --batch 8 --augment gray,erase --json \
+    --no-append 2> /dev/null | "$py" -c 'import json,sys; c=json.load(sys.stdin)["config"]; assert c["augment"] == "gray,erase", c'
+if "$bench" --augment jitter,sepia > /dev/null 2> "$d/err"; then
+    echo "FAIL: --augment took an unknown name"; exit 1
+fi
+grep -q "'sepia' is none of jitter" "$d/err" || { cat "$d/err"; exit 1; }
+if "$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --augment sepia > /dev/null 2> "$d/err"; then
+    echo "FAIL: compare_torch.py took an unknown --augment"; exit 1
+fi
+grep -q "'sepia': expected a comma-separated list" "$d/err" || { cat "$d/err"; exit 1; }
+echo "bench_loader --augment: in the JSON config; unknown names refused on both sides"
