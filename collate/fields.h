@@ -62,8 +62,6 @@ typedef struct feeder__batch_ctrl {
     uint64_t padded[FEEDER_FIELDS_MAX];
 } feeder__batch_ctrl;
 
-/* Check a schema; 0, or FEEDER_EINVAL with `err` naming the field. */
-int feeder__fields_check(const feeder_field *f, uint32_t n, char *err, size_t errlen);
 
 /* Lay out a slot of `batch` samples of the schema: `fl`, and in `l` the
  * offsets the loader shares with the image layout (labels, indices, encoded,

@@ -80,6 +80,10 @@ void feeder__strlist_free(feeder__strlist *l);
  * names and labels) and set *out; otherwise free both. Returns rc. */
 int feeder__dataset_adopt(feeder_dataset *ds, feeder__strlist *l, int rc, feeder_dataset **out);
 
+/* Check a schema of n fields; 0, or FEEDER_EINVAL with `err` naming the
+ * field and what is wrong. dataset/schema.c. */
+int feeder__fields_check(const feeder_field *f, uint32_t n, char *err, size_t errlen);
+
 /* A loader's reference: the dataset outlives feeder_dataset_destroy while a
  * loader holds it; the last drop frees it. Thread-safe. */
 void feeder__dataset_hold(feeder_dataset *ds);
