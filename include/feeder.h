@@ -164,8 +164,10 @@ FEEDER_API int feeder_dataset_open_list2(const char *list_path, const char *root
 
 /* Record kinds of a packed file (docs/FORMAT.md). */
 typedef enum feeder_record_kind {
-    FEEDER_RECORD_RAW = 1, /* fixed-shape uint8 tensors, already transformed */
-    FEEDER_RECORD_JPEG = 2 /* the original JPEG bytes, decoded by the normal pipeline */
+    FEEDER_RECORD_RAW = 1,   /* fixed-shape uint8 tensors, already transformed */
+    FEEDER_RECORD_JPEG = 2,  /* the original JPEG bytes, decoded by the normal pipeline */
+    FEEDER_RECORD_FIELDS = 3 /* a fields dataset's samples (feeder_pack_fields): the file
+                                opens as a fields dataset of the stored schema */
 } feeder_record_kind;
 
 /* Open a packed file made by feeder-pack (format in docs/FORMAT.md): its
@@ -181,7 +183,9 @@ typedef enum feeder_record_kind {
  * slot; a loader over a RAW file adopts the file's height, width and layout
  * unless they were set, and then they must match (FEEDER_ESHAPE at start).
  * JPEG records go through the loader's decode and transform. Labels and class
- * names come from the file. `path` is copied; `err` (may be NULL) receives
+ * names come from the file. A FIELDS file (feeder_pack_fields) opens as a
+ * fields dataset of its stored schema (feeder_dataset_field); its records
+ * are checked (rows, size, crc32c) as they are loaded. `path` is copied; `err` (may be NULL) receives
  * the message, errlen bytes at most.
  * Lifetime: the dataset must outlive every loader that uses it.
  * Thread-safety: read-only after open; may be shared. */
@@ -1291,6 +1295,21 @@ FEEDER_API int feeder_batch_pad_field(feeder_batch *b, uint32_t field, uint64_t 
  * depend only on the batch's contents and (seed, epoch, number): then every
  * worker count gives the same bytes. */
 typedef int (*feeder_collate_fn)(void *user, feeder_batch *batch, char *err, size_t errlen);
+
+/* Write every sample of fields dataset `ds`, in order, to a packed file
+ * (record kind FEEDER_RECORD_FIELDS, format version 3, docs/FORMAT.md) that
+ * feeder_dataset_open_packed opens as a fields dataset of the same schema
+ * and samples, read by the workers with pread and checked by each record's
+ * crc32c. Samples come from the dataset's get callback, in the calling
+ * thread (ctx: index, seed 0, epoch 0, worker_id -1), checked as a loader
+ * checks them. The file is written as PATH.tmp and renamed over `path` at
+ * the end. Returns 0; FEEDER_EINVAL (NULL arguments, a dataset without
+ * fields or samples); a sample's error (FEEDER_ERANGE, FEEDER_EINVAL, the
+ * callback's code) naming the sample and field; or -errno naming the file,
+ * with the message in `err` (errlen bytes, may be NULL); nothing is left
+ * at `path` on failure. Thread-safety: as the dataset's get callback. */
+FEEDER_API int feeder_pack_fields(const feeder_dataset *ds, const char *path, char *err,
+                                  size_t errlen);
 
 /* Set the collate callback (NULL removes it); `user` is borrowed. Fields
  * datasets only: the start fails with FEEDER_EINVAL for another dataset.
