@@ -702,7 +702,10 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     if (!dataset_ready(ds))
         return -1;
     if (timeout < 0) {
-        PyErr_Format(OptionError, "timeout=%g: expected seconds >= 0 (0: wait forever)", timeout);
+        /* PyErr_Format has no %g (Python 3.12 raises SystemError on it). */
+        char msg[96];
+        snprintf(msg, sizeof(msg), "timeout=%g: expected seconds >= 0 (0: wait forever)", timeout);
+        PyErr_SetString(OptionError, msg);
         return -1;
     }
     int rc = feeder_loader_create(ds->ds, NULL, &self->ld);
