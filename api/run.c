@@ -103,6 +103,7 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
                          !feeder__augment_has_mix(&job->aug);
     }
     c->trace = feeder__loader_trace(ld);
+    c->fields = job->fields.nfields ? &job->fields : NULL;
 }
 
 /* Start the GPU layer; a layer this machine cannot run is no error (host

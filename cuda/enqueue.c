@@ -375,3 +375,40 @@ cuda_fail:
     return FEEDER_ECUDA;
 }
 
+
+/* Copy `len` bytes at `p` (inside the host slot) to the same offset of the
+ * device copy, and, for lengths and offsets, of the host snapshot. */
+static cudaError_t copy_part(feeder__gpu *g, entry *en, const uint8_t *slot, const void *p,
+                             size_t len, int snapshot)
+{
+    size_t off = (size_t)((const uint8_t *)p - slot);
+    if (snapshot)
+        memcpy(en->meta + off, p, len);
+    en->in_bytes += len;
+    return len ? cudaMemcpyAsync(en->stage + off, p, len, cudaMemcpyHostToDevice, g->stream)
+               : cudaSuccess;
+}
+
+cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *g, entry *en, feeder_batch *hb)
+{
+    const feeder__fields_view *hv = hb->fields_;
+    const feeder__fields_layout *fl = g->cfg.fields;
+    const uint8_t *slot = hv->slot;
+    en->in_bytes = 0;
+    /* The control block says how far each padded field was padded. */
+    memcpy(en->meta + fl->ctrl_off, slot + fl->ctrl_off, sizeof(feeder__batch_ctrl));
+    cudaError_t e = batch_begin(en, g->stream);
+    for (uint32_t k = 0; k < fl->nfields && e == cudaSuccess; k++) {
+        feeder_tensor t;
+        feeder__fields_tensor(hv, hb->count, k, &t);
+        e = copy_part(g, en, slot, t.data, t.bytes, 0);
+        if (e == cudaSuccess && t.lengths)
+            e = copy_part(g, en, slot, t.lengths, (size_t)hb->count * sizeof(int64_t), 1);
+        if (e == cudaSuccess && t.offsets)
+            e = copy_part(g, en, slot, t.offsets, ((size_t)hb->count + 1) * sizeof(int64_t), 1);
+    }
+    en->pub.device_bytes = en->in_bytes;
+    if (e != cudaSuccess)
+        return e;
+    return batch_end(g, en, hb->labels, 0, (int64_t)en->pub.epoch, (int64_t)en->pub.number);
+}

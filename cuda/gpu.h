@@ -93,6 +93,10 @@ typedef struct feeder__gpu_config {
     const struct feeder__pack *pack;
     int packed_mmap;                 /* read by MMAP (the workers check CRCs there) */
     feeder__trace *trace;            /* or NULL */
+    /* A fields dataset's slot layout (collate/fields.h): each field's
+     * tensor, lengths and offsets are copied to the device as they are; NULL
+     * for image datasets. */
+    const struct feeder__fields_layout *fields;
 } feeder__gpu_config;
 
 /* Can device batches be delivered on `device` here? 0, or FEEDER_EUNSUPPORTED

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "common/common.h"
+#include "collate/fields.h"
 #include "cuda/gpu.h"
 #include "cuda/gather.h"
 #include "cuda/normalize.h"
@@ -67,6 +68,11 @@ typedef struct entry {
     char errmsg[1024];
     int sample_err;         /* decode thread: err is a sample's (the batch fails, not the layer) */
     int gpu_part;           /* decode thread: nvJPEG decoded some of the batch */
+    /* Fields datasets: the device copy of the slot is `stage`; `meta` a
+     * host copy of its control block, lengths and offsets (slot_bytes, only
+     * those parts written); fview the lent batch's fields_. */
+    uint8_t *meta;
+    feeder__fields_view fview;
 } entry;
 
 typedef struct item {
@@ -178,6 +184,8 @@ void feeder__cuda_harvest(feeder__gpu *g, entry *en, uint64_t *h2d_ns);
 cudaError_t feeder__cuda_enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels);
 void feeder__cuda_trace_copies(feeder__gpu *g, entry *en, int h2d);
 cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch *hb);
+/* A fields dataset's batch: each field's used bytes, lengths and offsets. */
+cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *g, entry *en, feeder_batch *hb);
 int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int *sample_err,
                           char *msg, size_t msglen);
 void *feeder__cuda_pin_thread(void *arg);

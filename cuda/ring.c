@@ -192,11 +192,12 @@ static item *take_host_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
     g->held++;
     en->count = hb->count;
     en->in_bytes = (size_t)hb->count * g->l->sample_bytes;
-    memcpy(en->labels, hb->labels, hb->count * sizeof(int64_t));
+    if (hb->labels)
+        memcpy(en->labels, hb->labels, hb->count * sizeof(int64_t));
     memcpy(en->indices, hb->indices, hb->count * sizeof(uint64_t));
     feeder_batch *b = &en->pub;
     memset(b, 0, sizeof(*b));
-    b->labels = en->labels;
+    b->labels = hb->labels ? en->labels : NULL;
     b->indices = en->indices;
     b->count = hb->count;
     b->height = hb->height;
@@ -209,10 +210,14 @@ static item *take_host_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
     b->number = hb->number;
     b->device_data = en->dev;
     b->ready_event = (void *)en->copy_ev;
-    b->device_labels = en->dev_labels;
+    b->device_labels = hb->labels ? en->dev_labels : NULL;
     b->dtype = g->cfg.dtype;
     b->device = g->cfg.device;
     b->device_bytes = (size_t)hb->count * g->out_sample_bytes;
+    if (g->cfg.fields) {
+        en->fview = (feeder__fields_view){g->cfg.fields, en->meta, 0, en->stage, g->cfg.device};
+        b->fields_ = &en->fview;
+    }
     b->internal_ = en;
     en->state = E_PENDING;
     item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
@@ -305,8 +310,9 @@ static int start_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
         queue_decode_job(g, en, hb, it->entry);
         return 0;
     }
-    cudaError_t e = g->pack_registered ? feeder__cuda_enqueue_direct(g, en, hb)
-                                       : feeder__cuda_enqueue(g, en, hb->data, hb->labels);
+    cudaError_t e = g->cfg.fields       ? feeder__cuda_enqueue_fields(g, en, hb)
+                    : g->pack_registered ? feeder__cuda_enqueue_direct(g, en, hb)
+                                         : feeder__cuda_enqueue(g, en, hb->data, hb->labels);
     if (e != cudaSuccess)
         return feeder__cuda_fail(g, FEEDER_ECUDA, "copying batch %llu of epoch %llu %sto device %d: %s",
                                  (unsigned long long)hb->number, (unsigned long long)hb->epoch,

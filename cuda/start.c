@@ -25,7 +25,23 @@ static feeder__gpu *layer_new(const feeder__gpu_config *cfg)
     g->in_bytes = (size_t)g->l->batch * g->l->sample_bytes;
     g->out_sample_bytes = g->l->sample_bytes * esize[cfg->dtype];
     g->out_bytes = (size_t)g->l->batch * g->out_sample_bytes;
+    if (cfg->fields) {
+        /* The fields live anywhere in the slot: its device copy is as large. */
+        g->in_bytes = g->out_bytes = g->l->slot_bytes;
+        g->out_sample_bytes = 0;
+    }
     return g;
+}
+
+/* Fields datasets are copied from the slots themselves (per field, only
+ * the bytes each batch uses): registered slots, or pageable ones. */
+static void fields_pin_mode(feeder__gpu *g)
+{
+    if (!g->cfg.fields || g->pin_mode != FEEDER_PIN_COPY)
+        return;
+    g->pin_mode = FEEDER_PIN_REGISTER;
+    feeder__fmt(g->pin_note, sizeof(g->pin_note),
+                " (pin copy asked for: a fields batch is copied field by field from its slot)");
 }
 
 static int start_stream(feeder__gpu *g, char *why, size_t whylen)
@@ -210,6 +226,10 @@ static int alloc_entry(feeder__gpu *g, int i, char *why, size_t whylen)
     }
     if (!(en->dev_labels = feeder__cuda_dev_alloc(g, labels, &e)))
         return feeder__cuda_setup_fail(g, why, whylen, "allocating device labels", e);
+    if (g->cfg.fields && !(en->meta = malloc(g->l->slot_bytes))) {
+        feeder__fmt(why, whylen, "out of memory");
+        return -ENOMEM;
+    }
     if (g->pin_mode == FEEDER_PIN_COPY && !(en->pinned = feeder__cuda_pin_alloc(g, g->in_bytes + labels, &e))) {
         feeder__fmt(what, sizeof(what), "allocating %zu bytes of pinned memory for buffer %d",
                     g->in_bytes + labels, i);
@@ -343,6 +363,7 @@ int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *wh
         goto fail;
     register_pack(g);
     lap(g, 2, &t);
+    fields_pin_mode(g);
     feeder__cuda_register_first(g);
     lap(g, 3, &t);
     if ((rc = alloc_ring(g, why, whylen)) || (rc = lap(g, 4, &t)))
@@ -393,6 +414,7 @@ void feeder__gpu_destroy(feeder__gpu *g)
         feeder__cuda_dev_free(g, en->dev_labels);
         feeder__cuda_pin_free(g, en->pinned);
         feeder__cuda_pin_free(g, en->gather_host);
+        free(en->meta);
         feeder__cuda_dev_free(g, en->gather_dev);
         free(en->labels);
         free(en->indices);

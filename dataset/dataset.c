@@ -46,6 +46,44 @@ int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user, feeder
     return 0;
 }
 
+/* The schema and its names in one allocation, so the copy is one free. */
+static feeder_field *copy_fields(const feeder_field *fields, uint32_t n)
+{
+    size_t names = 0;
+    for (uint32_t k = 0; k < n; k++)
+        names += strlen(fields[k].name) + 1;
+    feeder_field *f = malloc(n * sizeof(*f) + names);
+    if (!f)
+        return NULL;
+    char *at = (char *)(f + n);
+    for (uint32_t k = 0; k < n; k++) {
+        size_t len = strlen(fields[k].name) + 1;
+        f[k] = fields[k];
+        f[k].name = memcpy(at, fields[k].name, len);
+        at += len;
+    }
+    return f;
+}
+
+int feeder__dataset_create_fields(const feeder_fields_callbacks *cb, const feeder_field *fields,
+                                  uint32_t nfields, void *user, feeder_dataset **out)
+{
+    feeder_dataset *ds;
+    int rc = feeder__dataset_alloc(FEEDER__DS_USER, &ds);
+    if (rc)
+        return rc;
+    if (!(ds->fields = copy_fields(fields, nfields))) {
+        free(ds);
+        return -ENOMEM;
+    }
+    ds->nfields = nfields;
+    ds->fcb = *cb;
+    ds->user = user;
+    ds->n = cb->len(user);
+    *out = ds;
+    return 0;
+}
+
 void feeder__dataset_hold(feeder_dataset *ds) { atomic_fetch_add(&ds->refs, 1); }
 
 void feeder_dataset_destroy(feeder_dataset *ds)
@@ -60,6 +98,9 @@ void feeder__dataset_drop(feeder_dataset *ds)
         return;
     if (ds->kind == FEEDER__DS_USER && ds->cb.destroy)
         ds->cb.destroy(ds->user);
+    if (ds->nfields && ds->fcb.destroy)
+        ds->fcb.destroy(ds->user);
+    free(ds->fields);
     for (uint64_t i = 0; ds->classes && i < ds->num_classes; i++)
         free(ds->classes[i]);
     free(ds->classes);

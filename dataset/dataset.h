@@ -53,6 +53,12 @@ struct feeder_dataset {
      * packed file's header CRC and size, or of a tar set's shard names,
      * sizes, keys and labels. 0: unknown (user datasets). */
     uint64_t fingerprint;
+    /* A fields dataset (feeder_dataset_create_fields): kind USER, the schema
+     * with its names copied into one block, and get through fcb (cb.get is
+     * NULL); nfields 0 for every other dataset. */
+    feeder_field *fields;
+    uint32_t nfields;
+    feeder_fields_callbacks fcb;
 };
 
 /* A new dataset of `kind` holding one reference; 0 or -ENOMEM. */
@@ -74,6 +80,10 @@ void feeder__strlist_free(feeder__strlist *l);
  * names and labels) and set *out; otherwise free both. Returns rc. */
 int feeder__dataset_adopt(feeder_dataset *ds, feeder__strlist *l, int rc, feeder_dataset **out);
 
+/* Check a schema of n fields; 0, or FEEDER_EINVAL with `err` naming the
+ * field and what is wrong. dataset/schema.c. */
+int feeder__fields_check(const feeder_field *f, uint32_t n, char *err, size_t errlen);
+
 /* A loader's reference: the dataset outlives feeder_dataset_destroy while a
  * loader holds it; the last drop frees it. Thread-safe. */
 void feeder__dataset_hold(feeder_dataset *ds);
@@ -83,6 +93,11 @@ void feeder__dataset_drop(feeder_dataset *ds);
  * *out, n entries, the caller's to free; NULL when the dataset holds no
  * labels (user datasets). 0 or -ENOMEM. dataset/classes.c. */
 int feeder__dataset_class_next(const feeder_dataset *ds, uint64_t **out);
+
+/* A fields dataset over `cb` and the schema (checked by the caller:
+ * collate/fields.h), copied. 0 or -ENOMEM. */
+int feeder__dataset_create_fields(const feeder_fields_callbacks *cb, const feeder_field *fields,
+                                  uint32_t nfields, void *user, feeder_dataset **out);
 
 /* Longest list-file line accepted (PATH_MAX plus room for a label). */
 #define FEEDER__LIST_LINE_MAX 4200

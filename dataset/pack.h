@@ -16,10 +16,17 @@
 /* ---- the format (pack_format.c) ---- */
 
 #define FEEDER__PACK_MAGIC "FEEDPACK"
-/* Written: 2, whose record CRCs cover the record's label and bytes; read:
- * 1 (CRCs over the bytes alone: labels unchecked) and 2. */
+/* Written: 2 for RAW and JPEG files, whose record CRCs cover the record's
+ * label and bytes; 3 for FIELDS files (a schema section, records of several
+ * fields of varying length). Read: 1 (CRCs over the bytes alone: labels
+ * unchecked) to 3. */
 #define FEEDER__PACK_VERSION 2
+#define FEEDER__PACK_VERSION_FIELDS 3
 #define FEEDER__PACK_VERSION_MIN 1
+#define FEEDER__PACK_VERSION_MAX 3
+/* The schema section of a FIELDS file: nfields u32, reserved u32, then one
+ * entry of FEEDER__PACK_FIELD_BYTES per field (docs/FORMAT.md). */
+#define FEEDER__PACK_FIELD_BYTES 72u
 #define FEEDER__PACK_HEADER_BYTES 4096u
 #define FEEDER__PACK_ALIGN 4096u /* sections and the record area start on this */
 #define FEEDER__PACK_ENTRY_BYTES 24u
@@ -49,6 +56,8 @@ typedef struct feeder__pack_header {
     uint32_t shard_index, shard_count;
     uint64_t shard_first;
     uint64_t total_records;
+    uint64_t fields_off;   /* FIELDS (version 3): the schema section; else 0 */
+    uint64_t fields_bytes;
 } feeder__pack_header;
 
 /* A parsed file: the header and where the sections are in the buffer. Every
@@ -61,6 +70,9 @@ typedef struct feeder__pack_view {
     const uint8_t *labels;  /* count little-endian int64 */
     const uint8_t *classes; /* num_classes NUL-terminated names, or NULL */
     uint64_t num_classes;   /* stored, or largest label + 1 when none are stored */
+    /* FIELDS: the checked schema (names point into the buffer) */
+    uint32_t nfields;
+    feeder_field fields[FEEDER_FIELDS_MAX];
 } feeder__pack_view;
 
 /* Check a whole packed file held in buf[0, len) (a mapping or a fuzzer's
@@ -89,11 +101,23 @@ uint32_t feeder__pack_crc_seed(uint32_t version, int64_t label);
 /* Writing (the pack tool, tests): encode the header into a 4096-byte page
  * (crc32c included) and one index entry into 24 bytes. */
 void feeder__pack_header_encode(const feeder__pack_header *h, uint8_t *page);
+/* A FIELDS file's schema section (8 + n x FEEDER__PACK_FIELD_BYTES bytes). */
+void feeder__pack_fields_encode(const feeder_field *f, uint32_t n, uint8_t *out);
+/* A FIELDS record: its rows header (a u32 per field, padded to 8 bytes)
+ * then each field's rows x row bytes, each padded to 8. The header's and
+ * one field's padded sizes: */
+static inline uint64_t feeder__pack_pad8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
+/* Bytes of one row of field f (a scalar: one element). */
+size_t feeder__pack_row_bytes(const feeder_field *f);
 void feeder__pack_entry_encode(uint8_t *out, uint64_t off, uint64_t size, uint32_t crc);
 /* Lay out a file of h->count records, `classes_bytes` of class names and
  * `data_bytes` of record area: sets the section offsets in *h and returns the
  * file size (a multiple of 4096), or 0 when a size overflows. */
 uint64_t feeder__pack_layout(feeder__pack_header *h, uint64_t classes_bytes, uint64_t data_bytes);
+/* The same for a FIELDS file, with a schema section of `fields_bytes`
+ * between the labels and the record area. */
+uint64_t feeder__pack_layout_fields(feeder__pack_header *h, uint64_t fields_bytes,
+                                    uint64_t data_bytes);
 
 /* ---- the dataset (packed.c) ---- */
 
@@ -166,5 +190,10 @@ void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_
 void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos);
 
 void feeder__pack_free(struct feeder__pack *pk);
+/* A FIELDS file opened by feeder_dataset_open_packed: the fields dataset
+ * that takes over `shell`'s pack (the shell is then the caller's to free).
+ * pack_fields.c. */
+int feeder__pack_open_fields(feeder_dataset *shell, feeder_dataset **out, char *err,
+                             size_t errlen);
 
 #endif

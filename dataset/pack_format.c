@@ -40,8 +40,11 @@ enum {
     H_RECORD_BYTES = 56, H_INDEX_OFF = 64, H_LABELS_OFF = 72, H_CLASSES_OFF = 80,
     H_CLASSES_BYTES = 88, H_NUM_CLASSES = 96, H_RECORDS_OFF = 104, H_RECORDS_BYTES = 112,
     H_SHARD_INDEX = 120, H_SHARD_COUNT = 124, H_SHARD_FIRST = 128, H_TOTAL_RECORDS = 136,
-    H_END = 144
+    H_FIELDS_OFF = 144, H_FIELDS_BYTES = 152, H_END = 160
 };
+
+/* A schema entry's fields (FIELDS files). */
+enum { F_NAME = 0, F_ELEM = 32, F_BATCHING = 36, F_NDIM = 40, F_SHAPE = 44, F_END = 72 };
 
 void feeder__pack_header_encode(const feeder__pack_header *h, uint8_t *page)
 {
@@ -70,7 +73,32 @@ void feeder__pack_header_encode(const feeder__pack_header *h, uint8_t *page)
     wr32(page + H_SHARD_COUNT, h->shard_count);
     wr64(page + H_SHARD_FIRST, h->shard_first);
     wr64(page + H_TOTAL_RECORDS, h->total_records);
+    wr64(page + H_FIELDS_OFF, h->fields_off);
+    wr64(page + H_FIELDS_BYTES, h->fields_bytes);
     wr32(page + FEEDER__PACK_CRC_OFF, feeder__crc32c(0, page, FEEDER__PACK_CRC_OFF));
+}
+
+void feeder__pack_fields_encode(const feeder_field *f, uint32_t n, uint8_t *out)
+{
+    memset(out, 0, 8 + (size_t)n * FEEDER__PACK_FIELD_BYTES);
+    wr32(out, n);
+    for (uint32_t k = 0; k < n; k++) {
+        uint8_t *e = out + 8 + (size_t)k * FEEDER__PACK_FIELD_BYTES;
+        memcpy(e + F_NAME, f[k].name, strnlen(f[k].name, FEEDER_FIELD_NAME_MAX));
+        wr32(e + F_ELEM, (uint32_t)f[k].elem);
+        wr32(e + F_BATCHING, (uint32_t)f[k].batching);
+        wr32(e + F_NDIM, f[k].ndim);
+        for (uint32_t d = 0; d < FEEDER_FIELD_MAX_DIMS; d++)
+            wr32(e + F_SHAPE + 4 * d, f[k].shape[d]);
+    }
+}
+
+size_t feeder__pack_row_bytes(const feeder_field *f)
+{
+    size_t row = feeder_elem_size(f->elem);
+    for (uint32_t d = 1; d < f->ndim; d++)
+        row *= f->shape[d];
+    return row;
 }
 
 void feeder__pack_entry_encode(uint8_t *out, uint64_t off, uint64_t size, uint32_t crc)
@@ -110,6 +138,17 @@ uint64_t feeder__pack_layout(feeder__pack_header *h, uint64_t classes_bytes, uin
     ovf |= __builtin_add_overflow(h->records_off, data_bytes, &end);
     uint64_t size = align_up(end, FEEDER__PACK_ALIGN, &ovf);
     return ovf ? 0 : size;
+}
+
+uint64_t feeder__pack_layout_fields(feeder__pack_header *h, uint64_t fields_bytes,
+                                    uint64_t data_bytes)
+{
+    /* The schema takes the class names' place: a FIELDS file stores none. */
+    uint64_t size = feeder__pack_layout(h, fields_bytes, data_bytes);
+    h->fields_off = h->classes_off;
+    h->fields_bytes = fields_bytes;
+    h->classes_off = h->classes_bytes = 0;
+    return size;
 }
 
 void feeder__pack_entry(const feeder__pack_view *v, uint64_t i, uint64_t *off, uint64_t *size,
@@ -174,10 +213,10 @@ static int parse_magic(const uint8_t *buf, size_t len, const char *name, char *e
                    FEEDER__PACK_HEADER_BYTES);
     /* The version first: a later version may lay out the rest differently. */
     uint32_t version = rd32(buf + H_VERSION);
-    if (version < FEEDER__PACK_VERSION_MIN || version > FEEDER__PACK_VERSION)
+    if (version < FEEDER__PACK_VERSION_MIN || version > FEEDER__PACK_VERSION_MAX)
         return bad(err, errlen,
                    "%s: unsupported format version %u (this library reads versions %u to %u)",
-                   name, version, FEEDER__PACK_VERSION_MIN, FEEDER__PACK_VERSION);
+                   name, version, FEEDER__PACK_VERSION_MIN, FEEDER__PACK_VERSION_MAX);
     if (len < FEEDER__PACK_HEADER_BYTES)
         return bad(err, errlen, "%s: truncated header (%llu of %u bytes)", name, ULL(len),
                    FEEDER__PACK_HEADER_BYTES);
@@ -224,7 +263,8 @@ static void read_header(const uint8_t *buf, feeder__pack_header *h)
     h->shard_count = rd32(buf + H_SHARD_COUNT);
     h->shard_first = rd64(buf + H_SHARD_FIRST);
     h->total_records = rd64(buf + H_TOTAL_RECORDS);
-
+    h->fields_off = rd64(buf + H_FIELDS_OFF);
+    h->fields_bytes = rd64(buf + H_FIELDS_BYTES);
 }
 
 /* The header's own claims: sizes, kind, dtype, labels, shape, shards. */
@@ -234,8 +274,14 @@ static int check_header(const feeder__pack_header *h, const char *name, char *er
     if (h->header_bytes != FEEDER__PACK_HEADER_BYTES)
         return bad(err, errlen, "%s: header size %u (version %u headers are %u bytes)", name,
                    h->header_bytes, version, FEEDER__PACK_HEADER_BYTES);
-    if (h->kind != FEEDER_RECORD_RAW && h->kind != FEEDER_RECORD_JPEG)
-        return bad(err, errlen, "%s: unknown record kind %u (1 = RAW, 2 = JPEG)", name, h->kind);
+    if (h->kind != FEEDER_RECORD_RAW && h->kind != FEEDER_RECORD_JPEG &&
+        h->kind != FEEDER_RECORD_FIELDS)
+        return bad(err, errlen, "%s: unknown record kind %u (1 = RAW, 2 = JPEG, 3 = FIELDS)", name,
+                   h->kind);
+    if ((h->kind == FEEDER_RECORD_FIELDS) != (version >= FEEDER__PACK_VERSION_FIELDS))
+        return bad(err, errlen, "%s: record kind %u in a version %u file (FIELDS files are "
+                   "version %u, RAW and JPEG files versions 1 and 2)", name, h->kind, version,
+                   FEEDER__PACK_VERSION_FIELDS);
     if (h->dtype != FEEDER__PACK_DTYPE_UINT8)
         return bad(err, errlen, "%s: unsupported dtype %u (version %u stores uint8 = 1)", name,
                    h->dtype, version);
@@ -272,6 +318,48 @@ static int check_header(const feeder__pack_header *h, const char *name, char *er
                    "%s: shard holds %llu records from record %llu on, past the %llu records of "
                    "all shards",
                    name, ULL(h->count), ULL(h->shard_first), ULL(h->total_records));
+    return 0;
+}
+
+/* A FIELDS file's schema section: inside the file, every entry's name
+ * ending within its 32 bytes, and the schema valid by the rules of user
+ * fields datasets (dataset/schema.c). */
+static int check_fields(const uint8_t *buf, size_t len, const char *name,
+                        feeder__pack_view *out, char *err, size_t errlen)
+{
+    const feeder__pack_header *h = &out->h;
+    if (h->kind != FEEDER_RECORD_FIELDS) {
+        if (h->fields_off || h->fields_bytes)
+            return bad(err, errlen, "%s: a schema section in a file of record kind %u", name,
+                       h->kind);
+        return 0;
+    }
+    int rc = check_section(name, len, "schema", h->fields_off, h->fields_bytes, err, errlen);
+    if (rc)
+        return rc;
+    const uint8_t *s = buf + h->fields_off;
+    uint32_t n = h->fields_bytes >= 8 ? rd32(s) : 0;
+    if (n == 0 || n > FEEDER_FIELDS_MAX || h->fields_bytes != 8 + (uint64_t)n * F_END)
+        return bad(err, errlen, "%s: schema section of %llu bytes for %u fields (1 to %d fields "
+                   "of %u bytes after 8)", name, ULL(h->fields_bytes), n, FEEDER_FIELDS_MAX,
+                   (unsigned)F_END);
+    for (uint32_t k = 0; k < n; k++) {
+        const uint8_t *e = s + 8 + (size_t)k * F_END;
+        if (!memchr(e + F_NAME, 0, FEEDER_FIELD_NAME_MAX + 1))
+            return bad(err, errlen, "%s: field %u's name does not end within its %d bytes",
+                       name, k, FEEDER_FIELD_NAME_MAX + 1);
+        feeder_field *f = &out->fields[k];
+        f->name = (const char *)(e + F_NAME);
+        f->elem = (int32_t)rd32(e + F_ELEM);
+        f->batching = (int32_t)rd32(e + F_BATCHING);
+        f->ndim = rd32(e + F_NDIM);
+        for (uint32_t d = 0; d < FEEDER_FIELD_MAX_DIMS; d++)
+            f->shape[d] = rd32(e + F_SHAPE + 4 * d);
+    }
+    char why[256];
+    if (feeder__fields_check(out->fields, n, why, sizeof(why)))
+        return bad(err, errlen, "%s: schema: %s", name, why);
+    out->nfields = n;
     return 0;
 }
 
@@ -392,6 +480,7 @@ int feeder__pack_parse(const uint8_t *buf, size_t len, const char *name, feeder_
     read_header(buf, &out->h);
     if ((rc = check_header(&out->h, name, err, errlen)) ||
         (rc = check_sections(buf, len, name, out, err, errlen)) ||
+        (rc = check_fields(buf, len, name, out, err, errlen)) ||
         (rc = check_labels(name, out, err, errlen)))
         return rc;
     return check_records(name, out, err, errlen);

@@ -219,6 +219,14 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
         rc = load_index(ds, path, err, errlen);
     if (!rc)
         rc = load_classes(ds);
+    if (!rc && pk->v.h.kind == FEEDER_RECORD_FIELDS) {
+        feeder_dataset *fields;
+        rc = feeder__pack_open_fields(ds, &fields, err, errlen);
+        packed_discard(ds); /* the shell; its pack went to `fields` */
+        if (!rc)
+            *out = fields;
+        return rc;
+    }
     if (rc) {
         packed_discard(ds);
         return rc;
@@ -229,7 +237,7 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
 
 int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packed_info *out)
 {
-    if (!ds || !out || ds->kind != FEEDER__DS_PACKED)
+    if (!ds || !out || !ds->pack) /* packed, or a FIELDS file's fields dataset */
         return FEEDER_EINVAL;
     const feeder__pack_header *h = &ds->pack->v.h;
     memset(out, 0, sizeof(*out));

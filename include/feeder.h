@@ -165,8 +165,10 @@ FEEDER_API int feeder_dataset_open_list2(const char *list_path, const char *root
 
 /* Record kinds of a packed file (docs/FORMAT.md). */
 typedef enum feeder_record_kind {
-    FEEDER_RECORD_RAW = 1, /* fixed-shape uint8 tensors, already transformed */
-    FEEDER_RECORD_JPEG = 2 /* the original JPEG bytes, decoded by the normal pipeline */
+    FEEDER_RECORD_RAW = 1,   /* fixed-shape uint8 tensors, already transformed */
+    FEEDER_RECORD_JPEG = 2,  /* the original JPEG bytes, decoded by the normal pipeline */
+    FEEDER_RECORD_FIELDS = 3 /* a fields dataset's samples (feeder_pack_fields): the file
+                                opens as a fields dataset of the stored schema */
 } feeder_record_kind;
 
 /* Open a packed file made by feeder-pack (format in docs/FORMAT.md): its
@@ -182,7 +184,9 @@ typedef enum feeder_record_kind {
  * slot; a loader over a RAW file adopts the file's height, width and layout
  * unless they were set, and then they must match (FEEDER_ESHAPE at start).
  * JPEG records go through the loader's decode and transform. Labels and class
- * names come from the file. `path` is copied; `err` (may be NULL) receives
+ * names come from the file. A FIELDS file (feeder_pack_fields) opens as a
+ * fields dataset of its stored schema (feeder_dataset_field); its records
+ * are checked (rows, size, crc32c) as they are loaded. `path` is copied; `err` (may be NULL) receives
  * the message, errlen bytes at most.
  * `path` may be an http://, https:// or s3:// URL (feeder_dataset_open_shards
  * says how S3 is reached): its header page is read first (its size and
@@ -817,7 +821,8 @@ typedef struct feeder_batch {
      * entries, one per sample, or NULL when the batch was not mixed.
      * feeder_batch_soft_labels turns them into soft targets. */
     const struct feeder_mix *mix;
-    uint64_t reserved_[2];
+    const void *fields_;          /* loader-private: the batch's fields (feeder_batch_field) */
+    uint64_t reserved_[1];
     void *internal_;              /* loader-private */
 } feeder_batch;
 
@@ -1170,6 +1175,221 @@ FEEDER_API int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment
 FEEDER_API int feeder_augment_apply(const feeder_augment *aug, uint8_t *img, uint32_t width,
                                     uint32_t height, int layout, uint64_t seed, uint64_t epoch,
                                     uint64_t index);
+
+/* ------------------------------------------------------------------------ */
+/* Fields: samples beyond one image and one label                            */
+/* ------------------------------------------------------------------------ */
+
+/* A dataset may declare its samples as named fields (a token sequence, an
+ * image and its boxes, an image and its mask). Each field has an element
+ * type and a shape of up to FEEDER_FIELD_MAX_DIMS dimensions whose leading
+ * one is fixed or variable up to a maximum. A batch holds each field as one
+ * tensor in the shared-memory slot; a variable field is either padded to the
+ * batch's longest sample (with a lengths tensor) or ragged (the samples'
+ * values one after another, with offsets). Folder, list and packed datasets
+ * are the built-in schema of two fixed fields, "image" (uint8 [H, W, 3], or
+ * [3, H, W] in NCHW) and "label" (int64, a scalar per sample), laid out in
+ * the slot exactly as before. */
+
+#define FEEDER_FIELD_MAX_DIMS 4
+/* Longest field name, without its NUL. */
+#define FEEDER_FIELD_NAME_MAX 31
+/* Most fields in a schema. */
+#define FEEDER_FIELDS_MAX 16
+
+/* Element types of fields. Numbered, never renumbered. */
+typedef enum feeder_elem {
+    FEEDER_ELEM_U8 = 0,
+    FEEDER_ELEM_I16 = 1,
+    FEEDER_ELEM_I32 = 2,
+    FEEDER_ELEM_I64 = 3,
+    FEEDER_ELEM_F16 = 4,  /* IEEE binary16, as stored bits */
+    FEEDER_ELEM_BF16 = 5, /* bfloat16, as stored bits */
+    FEEDER_ELEM_F32 = 6
+} feeder_elem;
+
+/* How a field's samples make one batch tensor. */
+typedef enum feeder_field_batching {
+    FEEDER_FIELD_FIXED = 0,  /* every sample has shape[0] rows: [count, shape...] */
+    FEEDER_FIELD_PADDED = 1, /* up to shape[0] rows: [count, longest, shape[1:]...], rows past
+                                a sample's length are zero; lengths: count int64 */
+    FEEDER_FIELD_RAGGED = 2  /* up to shape[0] rows: values [total, shape[1:]...], sample i's
+                                rows offsets[i] .. offsets[i + 1]; offsets: count + 1
+                                int64 from 0; lengths: count int64 */
+} feeder_field_batching;
+
+/* One field of a schema. A scalar per sample is ndim 0 (FIXED only). For
+ * PADDED and RAGGED, shape[0] is the maximum number of rows a sample may
+ * have; the other dimensions are fixed. Every dimension is at least 1. */
+typedef struct feeder_field {
+    const char *name;    /* 1 .. FEEDER_FIELD_NAME_MAX characters, unique in the schema;
+                            copied by feeder_dataset_create_fields */
+    int32_t elem;        /* feeder_elem */
+    int32_t batching;    /* feeder_field_batching */
+    uint32_t ndim;       /* 0 .. FEEDER_FIELD_MAX_DIMS */
+    uint32_t shape[FEEDER_FIELD_MAX_DIMS];
+    uint32_t reserved_[3];
+} feeder_field;
+
+/* Bytes of one element of `elem`, or 0 for an unknown type. Thread-safe. */
+FEEDER_API size_t feeder_elem_size(int elem);
+/* Name of `elem` ("u8", "i16", "i32", "i64", "f16", "bf16", "f32"), or NULL. */
+FEEDER_API const char *feeder_elem_name(int elem);
+
+/* Where a fields dataset's get callback writes one sample. Entry k is field
+ * k of the schema: data[k] is the field's room for this sample (capacity[k]
+ * bytes: shape[0] rows of the field's row size, the maximum for variable
+ * fields), and rows[k] is the number of rows written, which the callback
+ * sets for every variable field (fixed fields come preset to shape[0], and
+ * scalars to 1; leaving a variable field unset fails the sample). The worker
+ * checks each rows[k] against the field's maximum before anything reads the
+ * sample: a longer sample fails (FEEDER_ERANGE) with a message naming the
+ * sample index and the field, under FEEDER_ON_ERROR_FAIL, and is replaced
+ * or left out under SKIP and DROP. Values past rows[k] need not be written.
+ * feeder_sample_put copies with the checks done first. Lifetime: valid
+ * during the get call. */
+typedef struct feeder_sample_out {
+    uint32_t nfields;
+    uint32_t reserved0_;
+    void *const *data;
+    const size_t *capacity;
+    uint64_t *rows;
+    const feeder_field *fields; /* the schema, nfields entries */
+    /* The first failed feeder_sample_put (the worker fails the sample with
+     * it even when the callback ignores the return): */
+    int32_t put_error;          /* 0, or the code put returned */
+    uint32_t put_field;
+    uint64_t put_rows;
+    int32_t put_elem;
+    uint32_t reserved1_;
+    uint64_t reserved_[2];
+} feeder_sample_out;
+
+/* Copy `rows` rows of field `field` from `src` (elements of type `elem`,
+ * the field's row layout) into the sample and set its rows. Nothing is
+ * written, and the sample fails, when the field does not exist
+ * (FEEDER_EINVAL), `elem` is not the field's type (FEEDER_EINVAL: "wrong
+ * dtype"), or `rows` is more than its maximum, or not shape[0] for a fixed
+ * field (FEEDER_ERANGE). Only inside the get callback of `out`. */
+FEEDER_API int feeder_sample_put(feeder_sample_out *out, uint32_t field, int elem,
+                                 const void *src, uint64_t rows);
+
+/* A dataset of fields given as C callbacks. `get` fills sample ctx->index
+ * through `out` and returns 0, or a negative value to fail the sample,
+ * optionally leaving a message of at most errlen bytes in `err`; ctx's
+ * height, width, channels and layout are 0. It runs where a
+ * feeder_dataset_callbacks get runs (worker processes, or the calling thread
+ * with num_workers 0) under the same rules. */
+typedef struct feeder_fields_callbacks {
+    uint64_t (*len)(void *user);
+    int (*get)(void *user, const feeder_sample_ctx *ctx, feeder_sample_out *out, char *err,
+               size_t errlen);
+    /* Optional: called once per dataset destroy. */
+    void (*destroy)(void *user);
+} feeder_fields_callbacks;
+
+/* Wrap callbacks and a schema of `nfields` fields as a dataset. `cb`,
+ * `fields` and the names are copied; `user` is borrowed and handed to every
+ * callback. Fails with FEEDER_EINVAL when len or get is missing, or when the
+ * schema is not valid; `err` (errlen bytes, may be NULL) then names the field
+ * and what is wrong ("field 2 ('boxes'): ragged needs ndim >= 1"). Loaders
+ * over it take no augment pipeline. With FEEDER_OPT_DEVICE >= 0 every field
+ * reaches the device as the dataset wrote it (each field's used bytes,
+ * lengths and offsets copied, one ready_event for all); DTYPE must then be
+ * FEEDER_DTYPE_UINT8 (the start fails with FEEDER_EINVAL otherwise).
+ * Destroy with feeder_dataset_destroy. Thread-safety: any thread. */
+FEEDER_API int feeder_dataset_create_fields(const feeder_fields_callbacks *cb,
+                                            const feeder_field *fields, uint32_t nfields,
+                                            void *user, feeder_dataset **out, char *err,
+                                            size_t errlen);
+
+/* The schema of a dataset: its number of fields and, when `out` is not NULL
+ * and field < that number, a copy of field `field` (whose name is borrowed
+ * from the dataset). Folder, list and packed datasets give the built-in
+ * schema: "image" (u8, ndim 3, shape {0, 0, 3}: height and width are the
+ * loader's options, unknown here) and "label" (i64, ndim 0). Returns the
+ * number of fields, or FEEDER_EINVAL. Thread-safe. */
+FEEDER_API int feeder_dataset_field(const feeder_dataset *ds, uint32_t field, feeder_field *out);
+
+/* One field of a batch as a tensor. The batch dimension comes first and
+ * counts the batch's samples (feeder_batch.count): FIXED [count, shape...],
+ * PADDED [count, padded, shape[1:]...] where padded is the batch's longest
+ * sample (or what the collate callback padded it to), RAGGED values
+ * [offsets[count], shape[1:]...]. Row-major and contiguous. */
+typedef struct feeder_tensor {
+    void *data;              /* the values; writable (the slot is the batch's) */
+    const char *name;        /* the field's name, borrowed from the dataset */
+    int32_t elem;            /* feeder_elem */
+    int32_t batching;        /* feeder_field_batching */
+    uint32_t ndim;           /* dimensions of shape[] used */
+    int32_t device;          /* CUDA device of data, device_lengths and device_offsets;
+                                -1: on the host */
+    uint64_t shape[FEEDER_FIELD_MAX_DIMS + 1];
+    size_t bytes;            /* bytes of data the shape covers */
+    int64_t *lengths;        /* PADDED, RAGGED: count rows, one per sample; else NULL.
+                                On the host, device batches too */
+    int64_t *offsets;        /* RAGGED: count + 1 row offsets from 0; else NULL. On the
+                                host, device batches too */
+    const int64_t *device_lengths; /* device batches: the same on the device; else NULL */
+    const int64_t *device_offsets;
+    uint64_t reserved_[2];
+} feeder_tensor;
+
+/* Field `field` (by position in the schema) of a batch, or inside a collate
+ * callback the batch it is handed. For a device batch, data (and
+ * device_lengths, device_offsets) are device memory of `device`, complete
+ * once the batch's ready_event has passed, and lengths and offsets host
+ * copies; the image schema's fields of a device batch are its device_data
+ * and device_labels (their dtype and layout as the batch says). 0, or
+ * FEEDER_EINVAL (NULL arguments, no such field, a float device image batch's
+ * "image": its element type is no feeder_elem of uint8).
+ * Lifetime: the pointers are the batch's, valid until feeder_batch_release.
+ * Thread-safety: as the batch. */
+FEEDER_API int feeder_batch_field_at(const feeder_batch *b, uint32_t field, feeder_tensor *out);
+/* The same by name; FEEDER_EINVAL when the schema has no such field. */
+FEEDER_API int feeder_batch_field(const feeder_batch *b, const char *name, feeder_tensor *out);
+
+/* Inside a collate callback: pad PADDED field `field` of the batch to `rows`
+ * rows per sample (from the batch's longest up to the field's maximum; the
+ * added rows are zero), e.g. to a multiple of 8. FEEDER_ERANGE outside those
+ * bounds, FEEDER_EINVAL for another kind of field or outside a collate
+ * callback. */
+FEEDER_API int feeder_batch_pad_field(feeder_batch *b, uint32_t field, uint64_t rows);
+
+/* A per-batch collate callback: runs once per batch after all its samples
+ * are in and after the variable fields are padded or packed (and samples
+ * left out by DROP removed), before the batch is lent. It may read and
+ * write every field of `batch` (feeder_batch_field), e.g. build an
+ * attention mask field, mix labels, pad (feeder_batch_pad_field);
+ * batch->count, epoch, number and indices are set, data and labels are NULL.
+ * Non-zero fails the batch (FEEDER_ECALLBACK, with `err`'s text).
+ * Where it runs: in the worker process that finishes the batch's last part
+ * (parts of one batch go to several workers; a count in the slot says which
+ * is last), so never on the user's thread when num_workers > 0; with
+ * num_workers 0 in the calling thread, inside feeder_next. Its output must
+ * depend only on the batch's contents and (seed, epoch, number): then every
+ * worker count gives the same bytes. */
+typedef int (*feeder_collate_fn)(void *user, feeder_batch *batch, char *err, size_t errlen);
+
+/* Write every sample of fields dataset `ds`, in order, to a packed file
+ * (record kind FEEDER_RECORD_FIELDS, format version 3, docs/FORMAT.md) that
+ * feeder_dataset_open_packed opens as a fields dataset of the same schema
+ * and samples, read by the workers with pread and checked by each record's
+ * crc32c. Samples come from the dataset's get callback, in the calling
+ * thread (ctx: index, seed 0, epoch 0, worker_id -1), checked as a loader
+ * checks them. The file is written as PATH.tmp and renamed over `path` at
+ * the end. Returns 0; FEEDER_EINVAL (NULL arguments, a dataset without
+ * fields or samples); a sample's error (FEEDER_ERANGE, FEEDER_EINVAL, the
+ * callback's code) naming the sample and field; or -errno naming the file,
+ * with the message in `err` (errlen bytes, may be NULL); nothing is left
+ * at `path` on failure. Thread-safety: as the dataset's get callback. */
+FEEDER_API int feeder_pack_fields(const feeder_dataset *ds, const char *path, char *err,
+                                  size_t errlen);
+
+/* Set the collate callback (NULL removes it); `user` is borrowed. Fields
+ * datasets only: the start fails with FEEDER_EINVAL for another dataset.
+ * Before start only (FEEDER_ESTATE after). Thread-safety: as feeder_next. */
+FEEDER_API int feeder_loader_set_collate(feeder_loader *ld, feeder_collate_fn fn, void *user);
 
 #ifdef __cplusplus
 }

@@ -168,8 +168,11 @@ static void dispatch(feeder_loader *ld)
         ss->dropped = 0;
         ss->status = 0;
         ss->errmsg[0] = 0;
-        memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
-               ld->order + first, count * sizeof(uint64_t));
+        uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, s);
+        memcpy(feeder__slot_indices(&ld->job.layout, base), ld->order + first,
+               count * sizeof(uint64_t));
+        if (ld->job.fields.nfields)
+            feeder__fields_reset(&ld->job.fields, base);
         uint32_t parts = ld->parts < count ? ld->parts : count;
         ss->parts_left = parts;
         for (uint32_t p = 0; p < parts; p++) {
@@ -178,7 +181,7 @@ static void dispatch(feeder_loader *ld)
             feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
             *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, ld->epoch, b,
                                     (uint32_t)(((uint64_t)(hi - lo) * ld->cpu_permille + 500) /
-                                               1000), 0};
+                                               1000), count};
         }
     }
     /* Least-loaded worker first keeps every worker's queue short and even. */
@@ -252,6 +255,54 @@ static int mix_batch(feeder_loader *ld, slot_state *ss, uint8_t *base)
                                ss->batch, ss->mix, ld->mix_scratch);
 }
 
+/* Lend a batch: the slot's state, the stats, *out. */
+static int lend(feeder_loader *ld, slot_state *ss, feeder_batch **out)
+{
+    ss->state = SLOT_LENT;
+    pthread_mutex_lock(&ld->stats_lock);
+    ld->stats.batches++;
+    ld->stats.samples += ss->count;
+    if (!ld->first_seen)
+        ld->stats.first_batch_ns = feeder__now_ns() - ld->epoch_t0;
+    pthread_mutex_unlock(&ld->stats_lock);
+    ld->first_seen = 1;
+    *out = &ss->pub;
+    return 0;
+}
+
+/* A fields dataset's batch: the worker that finished it packed its fields
+ * (and left out what DROP marked); the slot's control block has the count. */
+static int deliver_fields(feeder_loader *ld, slot_state *ss, uint8_t *base, feeder_batch **out)
+{
+    const feeder__slot_layout *l = &ld->job.layout;
+    feeder_batch *b = &ss->pub;
+    memset(b, 0, sizeof(*b));
+    if (!feeder__fields_ctrl(&ld->job.fields, base)->packed) {
+        /* Every part reported and none failed, yet none packed it: the
+         * worker that was packing it died there (MAX_RESTARTS re-ran its
+         * part, which found every sample counted). */
+        int rc = feeder__loader_fail(ld, FEEDER_EWORKER, "batch %llu of epoch %llu: the worker "
+                                     "packing its fields (and running the collate callback) "
+                                     "died; the batch is lost", (unsigned long long)ss->batch,
+                                     (unsigned long long)ss->epoch);
+        ss->state = SLOT_FREE;
+        dispatch(ld);
+        return rc;
+    }
+    ss->count = feeder__fields_ctrl(&ld->job.fields, base)->count;
+    ss->fview = (feeder__fields_view){.fl = &ld->job.fields, .slot = base};
+    b->indices = feeder__slot_indices(l, base);
+    b->count = ss->count;
+    b->skipped = ss->skipped;
+    b->epoch = ss->epoch;
+    b->number = ss->batch;
+    b->device = -1;
+    b->dtype = FEEDER_DTYPE_UINT8;
+    b->fields_ = &ss->fview;
+    b->internal_ = ss;
+    return lend(ld, ss, out);
+}
+
 static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
     uint32_t s = (uint32_t)(ss - ld->slots);
@@ -269,6 +320,8 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     }
     const feeder__slot_layout *l = &ld->job.layout;
     uint8_t *base = feeder__slot_base(l, ld->mem, s);
+    if (ld->job.fields.nfields)
+        return deliver_fields(ld, ss, base, out);
     if (ss->dropped)
         leave_out_dropped(ld, ss, base);
     int mixed = 0;
@@ -295,16 +348,7 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     b->device = -1;
     b->dtype = FEEDER_DTYPE_UINT8;
     b->internal_ = ss;
-    ss->state = SLOT_LENT;
-    pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.batches++;
-    ld->stats.samples += ss->count;
-    if (!ld->first_seen)
-        ld->stats.first_batch_ns = feeder__now_ns() - ld->epoch_t0;
-    pthread_mutex_unlock(&ld->stats_lock);
-    ld->first_seen = 1;
-    *out = b;
-    return 0;
+    return lend(ld, ss, out);
 }
 
 static slot_state *find_ready(feeder_loader *ld)
@@ -358,13 +402,17 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     uint32_t groups = (count + FEEDER__INLINE_FILES - 1) / FEEDER__INLINE_FILES;
     ss->parts_left = groups;
     ss->state = SLOT_FILLING;
-    memcpy(feeder__slot_indices(&ld->job.layout, feeder__slot_base(&ld->job.layout, ld->mem, s)),
-           ld->order + first, count * sizeof(uint64_t));
+    uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, s);
+    memcpy(feeder__slot_indices(&ld->job.layout, base), ld->order + first,
+           count * sizeof(uint64_t));
+    if (ld->job.fields.nfields)
+        feeder__fields_reset(&ld->job.fields, base);
     static _Thread_local feeder__result_msg r;
     for (uint32_t lo = 0; lo < count && ss->state == SLOT_FILLING; lo += FEEDER__INLINE_FILES) {
         uint32_t n = count - lo < FEEDER__INLINE_FILES ? count - lo : FEEDER__INLINE_FILES;
         feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b,
-                              (uint32_t)(((uint64_t)n * ld->cpu_permille + 500) / 1000), 0};
+                              (uint32_t)(((uint64_t)n * ld->cpu_permille + 500) / 1000),
+                              count};
         feeder__run_task(&ld->inline_ctx, &t, &r);
         feeder__pool_complete_part(ld, &r);
         if (r.status)

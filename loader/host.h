@@ -31,6 +31,7 @@ typedef struct slot_state {
     feeder_batch pub;
     feeder_loader *ld;
     feeder_mix *mix; /* batch entries when job.aug mixes batches, made at first use */
+    feeder__fields_view fview; /* a fields dataset's lent batch (feeder_batch.fields_) */
 } slot_state;
 
 typedef struct worker {

@@ -214,6 +214,18 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
     return 0;
 }
 
+int feeder_loader_set_collate(feeder_loader *ld, feeder_collate_fn fn, void *user)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
+    if (ld->started)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_collate: the loader started");
+    ld->job.collate = fn;
+    ld->job.collate_user = user;
+    return 0;
+}
+
 int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment *aug)
 {
     if (!ld)

@@ -237,8 +237,10 @@ static void requeue(feeder_loader *ld, worker *w)
         if (ss->state != SLOT_FILLING || ss->batch != t->batch || ss->epoch != t->epoch)
             continue;
         uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, t->slot);
-        memcpy(feeder__slot_indices(&ld->job.layout, base) + t->first,
-               ld->order + t->batch * bs + t->first, (size_t)t->count * sizeof(uint64_t));
+        /* A fields batch packed already holds its indices packed too. */
+        if (!ld->job.fields.nfields || !feeder__fields_ctrl(&ld->job.fields, base)->packed)
+            memcpy(feeder__slot_indices(&ld->job.layout, base) + t->first,
+                   ld->order + t->batch * bs + t->first, (size_t)t->count * sizeof(uint64_t));
         ld->q.head = (ld->q.head + ld->q.cap - 1) % ld->q.cap;
         ld->q.v[ld->q.head] = *t;
         ld->q.len++;

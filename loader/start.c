@@ -24,6 +24,25 @@
 
 static const char *const layout_text[] = {"NHWC", "NCHW"};
 
+/* A fields dataset's batches are made of its fields alone; on the device
+ * they arrive as the workers wrote them (no normalisation). */
+static int validate_fields(feeder_loader *ld)
+{
+    if (!ld->ds->nfields)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_collate: the dataset "
+                                   "has no fields (feeder_dataset_create_fields)");
+    if (iopt(ld, FEEDER_OPT_DEVICE) >= 0 && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "dtype %lld: a fields dataset's tensors "
+                                   "('%s', ...) reach the device as the dataset wrote them; "
+                                   "dtype (and mean, std) apply to image batches only",
+                                   (long long)iopt(ld, FEEDER_OPT_DTYPE), ld->ds->fields[0].name);
+    if (feeder__augment_has_sample_steps(&ld->job.aug) || feeder__augment_has_mix(&ld->job.aug))
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_augment: the pipeline "
+                                   "works on images; a fields dataset takes none (transform "
+                                   "samples in its get callback)");
+    return 0;
+}
+
 static int validate(feeder_loader *ld)
 {
     if (dopt(ld, FEEDER_OPT_SCALE_MIN) > dopt(ld, FEEDER_OPT_SCALE_MAX))
@@ -34,6 +53,8 @@ static int validate(feeder_loader *ld)
                     dopt(ld, FEEDER_OPT_RATIO_MIN), dopt(ld, FEEDER_OPT_RATIO_MAX));
     if (ld->ds->n == 0)
         return feeder__loader_fail(ld, FEEDER_EDATASET, "the dataset has no samples");
+    if (ld->ds->nfields || ld->job.collate)
+        return validate_fields(ld);
     /* RAW records are already cropped: no resize applies to them. */
     if (ld->ds->kind == FEEDER__DS_PACKED && ld->ds->pack->v.h.kind == FEEDER_RECORD_RAW)
         return 0;
@@ -220,7 +241,14 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
         return rc;
 
     uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
-    rc = feeder__slot_layout_init(&job->layout, batch, t->height, t->width, 3, t->layout);
+    if (ld->ds->nfields)
+        rc = feeder__fields_layout_init(&job->fields, &job->layout, ld->ds->fields,
+                                        ld->ds->nfields, batch);
+    else
+        rc = feeder__slot_layout_init(&job->layout, batch, t->height, t->width, 3, t->layout);
+    if (rc && ld->ds->nfields)
+        return feeder__loader_fail(ld, rc, "batch_size %u x the fields' rooms overflows a size",
+                                   batch);
     if (rc)
         return feeder__loader_fail(ld, rc, "batch_size %u x %ux%ux3 overflows a size", batch, t->height,
                     t->width);

@@ -1359,6 +1359,168 @@ START_TEST(test_trace_gpu_spans)
 }
 END_TEST
 
+/* ---- a fields dataset on the device ---- */
+
+/* Sample i: tokens (i32, PADDED, up to 12 rows): i % 12 + 1 values
+ * i * 100 + j; boxes (f32 [n, 4], RAGGED, up to 3): i % 4 boxes of
+ * i + j / 4; label (i64 scalar): i % 5. */
+static const feeder_field DEV_FIELDS[3] = {
+    {"tokens", FEEDER_ELEM_I32, FEEDER_FIELD_PADDED, 1, {12, 0, 0, 0}, {0}},
+    {"boxes", FEEDER_ELEM_F32, FEEDER_FIELD_RAGGED, 2, {3, 4, 0, 0}, {0}},
+    {"label", FEEDER_ELEM_I64, FEEDER_FIELD_FIXED, 0, {0}, {0}},
+};
+
+static uint64_t dev_len(void *user) { return 23; }
+
+static int dev_get(void *user, const feeder_sample_ctx *ctx, feeder_sample_out *out, char *err,
+                   size_t errlen)
+{
+    uint64_t i = ctx->index;
+    int32_t tok[12];
+    float box[12];
+    for (uint32_t j = 0; j < 12; j++) {
+        tok[j] = (int32_t)(i * 100 + j);
+        box[j] = (float)i + (float)j / 4;
+    }
+    int64_t label = (int64_t)(i % 5);
+    if (feeder_sample_put(out, 0, FEEDER_ELEM_I32, tok, i % 12 + 1) ||
+        feeder_sample_put(out, 1, FEEDER_ELEM_F32, box, i % 4) ||
+        feeder_sample_put(out, 2, FEEDER_ELEM_I64, &label, 1))
+        return -1;
+    return 0;
+}
+
+/* Pad the tokens to a multiple of 4 rows, as a user's collate would. */
+static int dev_collate(void *user, feeder_batch *b, char *err, size_t errlen)
+{
+    feeder_tensor t;
+    if (feeder_batch_field_at(b, 0, &t))
+        return -1;
+    uint64_t rows = (t.shape[1] + 3) / 4 * 4;
+    return feeder_batch_pad_field(b, 0, rows > 12 ? 12 : rows);
+}
+
+/* Every field of every batch, as bytes on the host: field tensors of a host
+ * batch, or of a device batch copied back after its ready event. */
+static void field_bytes(const feeder_batch *b, uint32_t k, uint8_t **bytes, size_t *n,
+                        int64_t *lens, int64_t *offs, uint64_t *shape)
+{
+    feeder_tensor t;
+    ck_assert_int_eq(feeder_batch_field_at(b, k, &t), 0);
+    ck_assert_int_eq(t.device, b->device);
+    memcpy(shape, t.shape, sizeof(t.shape));
+    *n = t.bytes;
+    *bytes = malloc(t.bytes ? t.bytes : 1);
+    if (t.device >= 0) {
+        CK_CUDA(cudaEventSynchronize((cudaEvent_t)b->ready_event));
+        CK_CUDA(cudaMemcpy(*bytes, t.data, t.bytes, cudaMemcpyDeviceToHost));
+        if (t.lengths) {
+            int64_t dl[16];
+            CK_CUDA(cudaMemcpy(dl, t.device_lengths, b->count * 8, cudaMemcpyDeviceToHost));
+            ck_assert_mem_eq(dl, t.lengths, b->count * 8);
+        }
+        if (t.offsets) {
+            int64_t dof[17];
+            CK_CUDA(cudaMemcpy(dof, t.device_offsets, (b->count + 1) * 8,
+                               cudaMemcpyDeviceToHost));
+            ck_assert_mem_eq(dof, t.offsets, (b->count + 1) * 8);
+        }
+    } else {
+        memcpy(*bytes, t.data, t.bytes);
+        ck_assert_ptr_null(t.device_lengths);
+    }
+    if (t.lengths)
+        memcpy(lens, t.lengths, b->count * 8);
+    if (t.offsets)
+        memcpy(offs, t.offsets, (b->count + 1) * 8);
+}
+
+START_TEST(test_fields_on_device)
+{
+    feeder_fields_callbacks cb = {dev_len, dev_get, NULL};
+    feeder_dataset *ds;
+    char err[256];
+    ck_assert_int_eq(feeder_dataset_create_fields(&cb, DEV_FIELDS, 3, NULL, &ds, err, sizeof err),
+                     0);
+    static const int pins[] = {FEEDER_PIN_REGISTER, FEEDER_PIN_COPY, FEEDER_PIN_NONE};
+    for (int v = 0; v < 6; v++) {
+        feeder_loader *ld[2];
+        for (int d = 0; d < 2; d++) {
+            ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld[d]), 0);
+            ck_assert_int_eq(feeder_loader_set(ld[d], FEEDER_OPT_BATCH_SIZE, 5), 0);
+            ck_assert_int_eq(feeder_loader_set(ld[d], FEEDER_OPT_NUM_WORKERS, v % 2 ? 2 : 0), 0);
+            ck_assert_int_eq(feeder_loader_set(ld[d], FEEDER_OPT_SHUFFLE, 1), 0);
+            ck_assert_int_eq(feeder_loader_set(ld[d], FEEDER_OPT_SEED, 9), 0);
+            ck_assert_int_eq(feeder_loader_set(ld[d], FEEDER_OPT_DEVICE, d ? 0 : -1), 0);
+            ck_assert_int_eq(feeder_loader_set(ld[d], FEEDER_OPT_PIN_MODE, pins[v / 2]), 0);
+            ck_assert_int_eq(feeder_loader_set_collate(ld[d], dev_collate, NULL), 0);
+        }
+        const char *why;
+        ck_assert_int_eq(feeder_loader_start(ld[1]), 0);
+        ck_assert_msg(feeder_loader_gpu_status(ld[1], &why) == 1, "v %d: %s", v, why);
+        feeder_batch *hb, *db;
+        int rc, batches = 0;
+        while ((rc = feeder_next(ld[0], &hb)) == 0) {
+            ck_assert_int_eq(feeder_next(ld[1], &db), 0);
+            ck_assert_int_eq(db->device, 0);
+            ck_assert_uint_eq(db->count, hb->count);
+            ck_assert_mem_eq(db->indices, hb->indices, hb->count * 8);
+            for (uint32_t k = 0; k < 3; k++) {
+                uint8_t *a, *b;
+                size_t na, nb;
+                int64_t la[16] = {0}, lb[16] = {0}, oa[17] = {0}, ob[17] = {0};
+                uint64_t sa[FEEDER_FIELD_MAX_DIMS + 1], sb[FEEDER_FIELD_MAX_DIMS + 1];
+                field_bytes(hb, k, &a, &na, la, oa, sa);
+                field_bytes(db, k, &b, &nb, lb, ob, sb);
+                ck_assert_msg(na == nb && memcmp(a, b, na) == 0,
+                              "v %d batch %d field %u: device bytes differ", v, batches, k);
+                ck_assert_mem_eq(sa, sb, sizeof(sa));
+                ck_assert_mem_eq(la, lb, sizeof(la));
+                ck_assert_mem_eq(oa, ob, sizeof(oa));
+                free(a);
+                free(b);
+            }
+            ck_assert_int_eq(feeder_batch_release(hb, NULL), 0);
+            ck_assert_int_eq(feeder_batch_release(db, NULL), 0);
+            batches++;
+        }
+        ck_assert_int_eq(rc, FEEDER_DONE);
+        ck_assert_int_eq(feeder_next(ld[1], &db), FEEDER_DONE);
+        ck_assert_int_eq(batches, 5);
+        feeder_loader_destroy(ld[0]);
+        feeder_loader_destroy(ld[1]);
+    }
+    /* A float dtype is refused: the fields reach the device as written. */
+    feeder_loader *bad;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &bad), 0);
+    ck_assert_int_eq(feeder_loader_set(bad, FEEDER_OPT_DEVICE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(bad, FEEDER_OPT_DTYPE, FEEDER_DTYPE_FLOAT16), 0);
+    ck_assert_int_eq(feeder_loader_start(bad), FEEDER_EINVAL);
+    feeder_loader_destroy(bad);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* The image schema's fields of a device batch are its device buffers. */
+START_TEST(test_image_fields_of_device_batch)
+{
+    cfg d = base();
+    d.device = 0;
+    feeder_loader *ld = make(jpegs, &d);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    feeder_tensor t;
+    ck_assert_int_eq(feeder_batch_field(b, "image", &t), 0);
+    ck_assert_ptr_eq(t.data, b->device_data);
+    ck_assert_int_eq(t.device, 0);
+    ck_assert_uint_eq(t.bytes, b->device_bytes);
+    ck_assert_int_eq(feeder_batch_field(b, "label", &t), 0);
+    ck_assert_ptr_eq(t.data, b->device_labels);
+    ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    feeder_loader_destroy(ld);
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
@@ -1385,6 +1547,8 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);
     tcase_add_test(tc, test_hybrid_splits_every_batch);
     tcase_add_test(tc, test_trace_gpu_spans);
+    tcase_add_test(tc, test_fields_on_device);
+    tcase_add_test(tc, test_image_fields_of_device_batch);
     suite_add_tcase(s, tc);
     return s;
 }

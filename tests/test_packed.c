@@ -338,12 +338,20 @@ static void e_classes_eof(feeder__pack_header *h) { h->classes_bytes = 1u << 30;
 static void e_classes_many(feeder__pack_header *h) { h->num_classes = 4; }
 static void e_classes_few(feeder__pack_header *h) { h->num_classes = 2; }
 static void e_rec_small(feeder__pack_header *h) { h->records_bytes = 40; }
+static void e_fields_v1(feeder__pack_header *h) { h->kind = FEEDER_RECORD_FIELDS; }
+static void e_raw_v3(feeder__pack_header *h) { h->version = 3; }
+static void e_schema_raw(feeder__pack_header *h) { h->fields_off = 12288; h->fields_bytes = 80; }
 
 START_TEST(test_reject_header_fields)
 {
     /* build_raw(4): index at 4096 (96 bytes), labels at 8192 (32 bytes),
      * classes at 12288 (12 bytes), records at 16384 (72 bytes), 20480 in all. */
-    expect_header_reject(e_kind, "unknown record kind 7 (1 = RAW, 2 = JPEG)");
+    expect_header_reject(e_kind, "unknown record kind 7 (1 = RAW, 2 = JPEG, 3 = FIELDS)");
+    expect_header_reject(e_fields_v1, "record kind 3 in a version 1 file (FIELDS files are "
+                                      "version 3, RAW and JPEG files versions 1 and 2)");
+    expect_header_reject(e_raw_v3, "record kind 1 in a version 3 file (FIELDS files are "
+                                   "version 3, RAW and JPEG files versions 1 and 2)");
+    expect_header_reject(e_schema_raw, "a schema section in a file of record kind 1");
     expect_header_reject(e_dtype, "unsupported dtype 2 (version 1 stores uint8 = 1)");
     expect_header_reject(e_label, "unsupported label type 3 (version 1 stores int64 = 1)");
     expect_header_reject(e_hsize, "header size 8192 (version 1 headers are 4096 bytes)");
@@ -412,9 +420,9 @@ START_TEST(test_reject_magic_version_truncation)
     m.buf[3] ^= 0x20;
 
     /* Another version is refused before its crc is looked at. */
-    m.buf[8] = 3;
+    m.buf[8] = 4;
     expect_reject(m.buf, m.len, FEEDER_EFORMAT,
-                  "unsupported format version 3 (this library reads versions 1 to 2)");
+                  "unsupported format version 4 (this library reads versions 1 to 3)");
     m.buf[8] = 1;
 
     /* One flipped bit anywhere in the header page. */

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,14 +139,59 @@ static int load_user_sample(feeder__worker_ctx *w, const feeder__task_msg *t, ui
     return 0;
 }
 
-/* Read and load dataset sample `index` alone (a replacement under the skip
- * policy). */
-static int load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index, uint8_t *dst,
-                    int64_t *label, feeder__result_msg *res, char *msg, size_t msglen)
+/* A fields dataset's sample `index` into position i of the slot: the get
+ * callback through a feeder_sample_out, then the checks of what it wrote
+ * (collate/fields.c) before anything reads it. */
+static int load_fields_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
+                              uint8_t *slot, uint32_t i, char *msg, size_t msglen)
+{
+    const feeder__job *job = w->job;
+    feeder_sample_ctx sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.index = index;
+    sc.seed = job->seed;
+    sc.epoch = t->epoch;
+    sc.worker_id = w->id;
+    feeder__sample_buf buf;
+    feeder_sample_out o;
+    feeder__fields_sample_out(&job->fields, slot, i, &buf, &o);
+    feeder__slot_labels(&job->layout, slot)[i] = 0;
+    char uerr[512] = "";
+    uint64_t t0 = job->trace ? feeder__now_ns() : 0;
+    FEEDER_NVTX_PUSH("callback");
+    int rc = job->ds->fcb.get(job->ds->user, &sc, &o, uerr, sizeof(uerr));
+    FEEDER_NVTX_POP();
+    if (job->trace)
+        feeder__trace_worker_span(job->trace, w->id, FEEDER__SPAN_CALLBACK, t0, feeder__now_ns(),
+                                  (int64_t)t->epoch, (int64_t)t->batch, (int64_t)index);
+    if (rc && !o.put_error) { /* a failed put names the field itself */
+        feeder__fmt(msg, msglen, "sample %llu: dataset callback returned %d%s%s",
+                    (unsigned long long)index, rc, uerr[0] ? ": " : "", uerr);
+        return rc < 0 ? rc : FEEDER_ECALLBACK;
+    }
+    return feeder__fields_accept(&job->fields, slot, i, index, &o, msg, msglen);
+}
+
+/* A user dataset's sample `index` into position i of the slot. */
+static int load_user_at(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
+                        uint8_t *slot, uint32_t i, char *msg, size_t msglen)
+{
+    if (w->job->fields.nfields)
+        return load_fields_sample(w, t, index, slot, i, msg, msglen);
+    return load_user_sample(w, t, index, feeder__worker_sample_dst(w, slot, i),
+                            &feeder__slot_labels(&w->job->layout, slot)[i], msg, msglen);
+}
+
+/* Read and load dataset sample `index` alone into position i of the slot
+ * (a replacement under the skip policy). */
+static int load_one(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
+                    uint8_t *slot, uint32_t i, feeder__result_msg *res, char *msg, size_t msglen)
 {
     const feeder_dataset *ds = w->job->ds;
+    uint8_t *dst = feeder__worker_sample_dst(w, slot, i);
+    int64_t *label = &feeder__slot_labels(&w->job->layout, slot)[i];
     if (ds->kind == FEEDER__DS_USER)
-        return load_user_sample(w, t, index, dst, label, msg, msglen);
+        return load_user_at(w, t, index, slot, i, msg, msglen);
     if (ds->kind == FEEDER__DS_PACKED)
         return feeder__packed_load_one(w, t, index, dst, label, res, msg, msglen);
     feeder__file f = {.path = feeder_dataset_path(ds, index)};
@@ -207,8 +253,6 @@ static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint
 {
     const feeder__slot_layout *l = &w->job->layout;
     uint64_t *idx = feeder__slot_indices(l, slot);
-    int64_t *lab = feeder__slot_labels(l, slot);
-    uint8_t *dst = feeder__worker_sample_dst(w, slot, pos);
     uint64_t orig = idx[pos], j = orig, tried = 0;
     feeder__slot_encoded(l, slot)[pos] = 0; /* a replacement is decoded here */
     char msg[FEEDER__ERRMSG_LEN];
@@ -220,7 +264,7 @@ static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint
             break;
         }
         tried++;
-        int r = load_one(w, t, j, dst, &lab[pos], res, msg, sizeof(msg));
+        int r = load_one(w, t, j, slot, pos, res, msg, sizeof(msg));
         if (r) {
             rc = r;
             open++;
@@ -289,8 +333,7 @@ static int run_user_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8
     char msg[FEEDER__ERRMSG_LEN];
     for (uint32_t i = t->first; i < t->first + t->count; i++) {
         uint64_t t0 = feeder__now_ns();
-        int rc = load_user_sample(w, t, idx[i], feeder__slot_sample(l, slot, i), &lab[i], msg,
-                                  sizeof(msg));
+        int rc = load_user_at(w, t, idx[i], slot, i, msg, sizeof(msg));
         res->decode_ns += feeder__now_ns() - t0;
         if (rc && w->job->policy == FEEDER_ON_ERROR_DROP) {
             lab[i] = -1;
@@ -429,6 +472,65 @@ static void augment_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8
     res->transform_ns += feeder__now_ns() - t0;
 }
 
+/* The user's per-batch collate callback on a packed batch, with write
+ * access to its fields through feeder_batch_field. */
+static int run_collate(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                       feeder__result_msg *res)
+{
+    const feeder__job *job = w->job;
+    feeder__fields_view v = {.fl = &job->fields, .slot = slot, .in_collate = 1};
+    feeder_batch b;
+    memset(&b, 0, sizeof(b));
+    b.indices = feeder__slot_indices(&job->layout, slot);
+    b.count = feeder__fields_ctrl(&job->fields, slot)->count;
+    b.epoch = t->epoch;
+    b.number = t->batch;
+    b.device = -1;
+    b.fields_ = &v;
+    char uerr[512] = "";
+    uint64_t t0 = feeder__now_ns();
+    int rc = job->collate(job->collate_user, &b, uerr, sizeof(uerr));
+    res->transform_ns += feeder__now_ns() - t0;
+    if (rc)
+        feeder__fmt(res->errmsg, sizeof(res->errmsg),
+                    "collate callback returned %d%s%s", rc, uerr[0] ? ": " : "", uerr);
+    return rc ? FEEDER_ECALLBACK : 0;
+}
+
+/* A fields dataset's part is in: count it in the slot, and when it is the
+ * batch's last (every sample in, no part failed) pack the fields and run
+ * the collate callback here, before the result goes back. */
+static int finish_fields_part(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                              feeder__result_msg *res, int rc)
+{
+    const feeder__job *job = w->job;
+    if (!feeder__fields_part_done(&job->fields, slot, t->first, t->count, t->total, rc != 0))
+        return rc;
+    uint64_t t0 = feeder__now_ns();
+    feeder__fields_pack(&job->fields, slot, t->total);
+    res->transform_ns += feeder__now_ns() - t0;
+    rc = job->collate ? run_collate(w, t, slot, res) : 0;
+    /* Only now: a worker that dies before this leaves the batch unpacked,
+     * which the loader reports instead of lending it. */
+    feeder__fields_ctrl(&job->fields, slot)->packed = !rc;
+    return rc;
+}
+
+/* Map the task's share of every field's values. */
+static void populate_task(const feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot)
+{
+    const feeder__job *job = w->job;
+    const feeder__fields_layout *fl = &job->fields;
+    if (!fl->nfields) {
+        populate(feeder__slot_sample(&job->layout, slot, t->first),
+                 (size_t)t->count * job->layout.sample_bytes);
+        return;
+    }
+    for (uint32_t k = 0; k < fl->nfields; k++)
+        populate(feeder__field_sample(fl, slot, k, t->first),
+                 (size_t)t->count * fl->a[k].sample_bytes);
+}
+
 void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__result_msg *res)
 {
     const feeder__slot_layout *l = &w->job->layout;
@@ -441,7 +543,11 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
     res->count = t->count;
     res->batch = t->batch;
     uint8_t *slot = feeder__slot_base(l, w->mem, t->slot);
-    populate(feeder__slot_sample(l, slot, t->first), (size_t)t->count * l->sample_bytes);
+    /* A part run again after its worker died, whose batch is already
+     * packed: it is in the batch. */
+    if (w->job->fields.nfields && feeder__fields_ctrl(&w->job->fields, slot)->packed)
+        return;
+    populate_task(w, t, slot);
     int rc;
     if (kind == FEEDER__DS_USER) {
         rc = run_user_task(w, t, slot, res);
@@ -457,6 +563,8 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
     }
     if (!rc)
         augment_task(w, t, slot, res);
+    if (w->job->fields.nfields)
+        rc = finish_fields_part(w, t, slot, res, rc);
     res->status = rc;
 }
 

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "augment/augment.h"
+#include "collate/fields.h"
 #include "collate/slot.h"
 #include "common/common.h"
 #include "dataset/dataset.h"
@@ -46,6 +47,11 @@ typedef struct feeder__job {
      * loader. */
     uint64_t *class_next;
     feeder__augment_plan aug;    /* feeder_loader_set_augment's copy (augment/) */
+    /* Fields datasets: the slot's fields (collate/fields.h; nfields 0
+     * otherwise) and feeder_loader_set_collate's callback, or NULL. */
+    feeder__fields_layout fields;
+    feeder_collate_fn collate;
+    void *collate_user;
 } feeder__job;
 
 enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
@@ -66,7 +72,7 @@ typedef struct feeder__task_msg {
     uint64_t epoch;
     uint64_t batch;
     uint32_t cpu_count;
-    uint32_t pad_;
+    uint32_t total;    /* samples in the batch (fields datasets: which part is last) */
 } feeder__task_msg;
 
 /* Worker -> main. */

@@ -59,7 +59,10 @@ class FileList(_feeder.Dataset):
 
 
 class Packed(_feeder.Dataset):
-    """A packed file made by feeder-pack (RAW tensors or JPEG records)."""
+    """A packed file made by feeder-pack (RAW tensors or JPEG records), or a
+    fields packed file (feeder_pack_fields): then `fields` lists its schema
+    and a Loader over it yields dicts, a tensor per field plus NAME_lengths
+    (padded, ragged) and NAME_offsets (ragged)."""
 
     def __init__(self, path):
         super().__init__(2, path)

@@ -271,13 +271,52 @@ static PyObject *dataset_packed_info(DatasetObject *self, PyObject *unused)
     }
     return Py_BuildValue(
         "{s:I,s:s,s:s,s:I,s:I,s:I,s:K,s:K,s:K,s:K,s:I,s:I,s:K,s:K}", "version", in.version, "kind",
-        in.kind == FEEDER_RECORD_RAW ? "raw" : "jpeg", "layout",
+        in.kind == FEEDER_RECORD_RAW ? "raw" : in.kind == FEEDER_RECORD_JPEG ? "jpeg" : "fields",
+        "layout",
         in.layout == FEEDER_LAYOUT_NCHW ? "NCHW" : "NHWC", "height", in.height, "width", in.width,
         "channels", in.channels, "records", (unsigned long long)in.records, "record_bytes",
         (unsigned long long)in.record_bytes, "data_bytes", (unsigned long long)in.data_bytes,
         "file_bytes", (unsigned long long)in.file_bytes, "shard_index", in.shard_index,
         "shard_count", in.shard_count, "shard_first", (unsigned long long)in.shard_first,
         "total_records", (unsigned long long)in.total_records);
+}
+
+/* A fields packed file's dataset (feeder_pack_fields): batches are dicts. */
+static int dataset_has_fields(const DatasetObject *self)
+{
+    feeder_packed_info in;
+    return self->ds && feeder_dataset_packed_info(self->ds, &in) == 0 &&
+           in.kind == FEEDER_RECORD_FIELDS;
+}
+
+static const char *const batching_names[] = {"fixed", "padded", "ragged"};
+
+/* The schema as a list of (name, dtype, batching, shape) tuples; None for
+ * image datasets ("image" + "label" batches). */
+static PyObject *dataset_get_fields(DatasetObject *self, void *c)
+{
+    if (!dataset_ready(self))
+        return NULL;
+    if (!dataset_has_fields(self))
+        Py_RETURN_NONE;
+    int n = feeder_dataset_field(self->ds, 0, NULL);
+    PyObject *list = PyList_New(n);
+    for (int k = 0; list && k < n; k++) {
+        feeder_field f;
+        feeder_dataset_field(self->ds, (uint32_t)k, &f);
+        PyObject *shape = PyTuple_New(f.ndim);
+        for (uint32_t d = 0; shape && d < f.ndim; d++)
+            PyTuple_SET_ITEM(shape, d, PyLong_FromUnsignedLong(f.shape[d]));
+        PyObject *row = shape ? Py_BuildValue("(sssN)", f.name, feeder_elem_name(f.elem),
+                                              batching_names[f.batching], shape)
+                              : NULL;
+        if (!row) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, k, row);
+    }
+    return list;
 }
 
 static PyObject *dataset_repr(DatasetObject *self)
@@ -300,6 +339,9 @@ static PyMethodDef dataset_methods[] = {
 static PyGetSetDef dataset_getset[] = {
     {"num_classes", (getter)dataset_get_num_classes, NULL, "number of classes", NULL},
     {"classes", (getter)dataset_get_classes, NULL, "class names, by label", NULL},
+    {"fields", (getter)dataset_get_fields, NULL,
+     "a fields packed file's schema, [(name, dtype, batching, shape)]; None for image datasets",
+     NULL},
     {NULL}};
 
 static PySequenceMethods dataset_as_seq = {.sq_length = (lenfunc)dataset_len};
@@ -339,6 +381,7 @@ typedef struct {
     int closing;            /* close() asked while batches were out */
     int in_next;            /* inside feeder_next without the GIL */
     int warned_host;        /* the "device asked, host batches" warning was given */
+    int fields;             /* a fields packed file: batches are dicts of its fields */
     Py_ssize_t outstanding; /* Batch objects alive */
     pending_release *pending;
     Py_ssize_t npending, cappending;
@@ -659,7 +702,10 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     if (!dataset_ready(ds))
         return -1;
     if (timeout < 0) {
-        PyErr_Format(OptionError, "timeout=%g: expected seconds >= 0 (0: wait forever)", timeout);
+        /* PyErr_Format has no %g (Python 3.12 raises SystemError on it). */
+        char msg[96];
+        snprintf(msg, sizeof(msg), "timeout=%g: expected seconds >= 0 (0: wait forever)", timeout);
+        PyErr_SetString(OptionError, msg);
         return -1;
     }
     int rc = feeder_loader_create(ds->ds, NULL, &self->ld);
@@ -668,6 +714,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     self->dataset = (DatasetObject *)Py_NewRef(ds_o);
+    self->fields = dataset_has_fields(ds);
     self->timeout_s = timeout;
 
     static const char *const pipelines[] = {"eval", "train", "resize", NULL};
@@ -926,8 +973,8 @@ typedef struct {
     BatchObject *batch;
     void *data;
     int ndim;
-    int64_t shape[4];
-    int64_t strides[4];
+    int64_t shape[FEEDER_FIELD_MAX_DIMS + 1]; /* a field: the batch, then up to 4 */
+    int64_t strides[FEEDER_FIELD_MAX_DIMS + 1];
     DLDataType dtype;
     DLDevice device;
 } ArrayObject;
@@ -1027,7 +1074,7 @@ typedef struct dl_export {
         DLManagedTensor m;
         DLManagedTensorVersioned v;
     } u;
-    int64_t shape[4], strides[4];
+    int64_t shape[FEEDER_FIELD_MAX_DIMS + 1], strides[FEEDER_FIELD_MAX_DIMS + 1];
     PyObject *owner; /* the Array */
 } dl_export;
 
@@ -1390,6 +1437,91 @@ static void warn_host_batches(LoaderObject *self)
                      self->device, why && why[0] ? why : "no reason given");
 }
 
+/* ---- fields batches: a dict of one array per field, lengths, offsets ---- */
+
+static DLDataType elem_dl(int elem)
+{
+    static const DLDataType t[] = {{kDLUInt, 8, 1},  {kDLInt, 16, 1},   {kDLInt, 32, 1},
+                                   {kDLInt, 64, 1},  {kDLFloat, 16, 1}, {kDLBfloat, 16, 1},
+                                   {kDLFloat, 32, 1}};
+    return t[elem >= 0 && elem <= FEEDER_ELEM_F32 ? elem : 0];
+}
+
+/* A contiguous view of `data` in the batch's slot (or device buffer). */
+static ArrayObject *view(BatchObject *bo, void *data, uint32_t ndim, const uint64_t *shape,
+                         DLDataType dt, int device)
+{
+    ArrayObject *a = PyObject_New(ArrayObject, &ArrayType);
+    if (!a)
+        return NULL;
+    a->batch = (BatchObject *)Py_NewRef(bo);
+    a->data = data;
+    a->ndim = (int)ndim;
+    a->dtype = dt;
+    a->device = (DLDevice){device >= 0 ? kDLCUDA : kDLCPU, device >= 0 ? device : 0};
+    int64_t st = 1;
+    for (int i = (int)ndim - 1; i >= 0; i--) {
+        a->shape[i] = (int64_t)shape[i];
+        a->strides[i] = st;
+        st *= a->shape[i];
+    }
+    return a;
+}
+
+/* d[key] = the array, as a torch tensor when the loader yields them. */
+static int put_view(LoaderObject *self, PyObject *d, const char *key, const char *suffix,
+                    ArrayObject *a)
+{
+    if (!a)
+        return -1;
+    PyObject *v = self->to_torch ? to_torch(self, a) : Py_NewRef(a);
+    Py_DECREF(a);
+    PyObject *k = v ? PyUnicode_FromFormat("%s%s", key, suffix) : NULL;
+    int rc = k ? PyDict_SetItem(d, k, v) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* One field: its values, and NAME_lengths / NAME_offsets where it has them
+ * (on the device for a device batch, as its values). */
+static int put_field(LoaderObject *self, PyObject *d, BatchObject *bo, const feeder_tensor *t)
+{
+    int dev = t->device;
+    uint64_t n = bo->b->count, n1 = n + 1;
+    DLDataType i64 = {kDLInt, 64, 1};
+    if (put_view(self, d, t->name, "", view(bo, t->data, t->ndim, t->shape, elem_dl(t->elem),
+                                             dev)))
+        return -1;
+    if (t->lengths &&
+        put_view(self, d, t->name, "_lengths",
+                 view(bo, dev >= 0 ? (void *)t->device_lengths : t->lengths, 1, &n, i64, dev)))
+        return -1;
+    if (t->offsets &&
+        put_view(self, d, t->name, "_offsets",
+                 view(bo, dev >= 0 ? (void *)t->device_offsets : t->offsets, 1, &n1, i64, dev)))
+        return -1;
+    return 0;
+}
+
+static PyObject *fields_batch(LoaderObject *self, BatchObject *bo)
+{
+    PyObject *d = PyDict_New();
+    int n = feeder_dataset_field(self->dataset->ds, 0, NULL);
+    for (int k = 0; d && k < n; k++) {
+        feeder_tensor t;
+        int rc = feeder_batch_field_at(bo->b, (uint32_t)k, &t);
+        if (rc) {
+            raise_rc(rc, "feeder_batch_field_at");
+            Py_CLEAR(d);
+        } else if (put_field(self, d, bo, &t)) {
+            Py_CLEAR(d);
+        }
+    }
+    Py_DECREF(bo);
+    return d;
+}
+
 static PyObject *loader_next_batch(LoaderObject *self)
 {
     if (!loader_ready(self))
@@ -1485,6 +1617,8 @@ static PyObject *loader_next_batch(LoaderObject *self)
     self->outstanding++;
     if (self->device >= 0 && !b->device_data && !self->warned_host)
         warn_host_batches(self);
+    if (self->fields)
+        return fields_batch(self, bo);
     ArrayObject *images = make_array(bo, 0);
     ArrayObject *labels = images ? make_array(bo, 1) : NULL;
     Py_DECREF(bo);

@@ -49,3 +49,21 @@ def test_device_thousand_batches(dataset):
     torch.cuda.synchronize()
     del x, y
     assert ld._last_batch["outstanding"] == 0
+
+
+def test_fields_batches_on_the_device(tmp_path):
+    from test_fields import write_pack
+    p = str(tmp_path / "f.pack")
+    write_pack(p, 11)
+    host = [{k: v.clone() for k, v in b.items()}
+            for b in feeder.Loader(feeder.Packed(p), batch_size=4, num_workers=2, shuffle=True,
+                                   seed=3)]
+    ld = feeder.Loader(feeder.Packed(p), batch_size=4, num_workers=2, shuffle=True, seed=3,
+                       device="cuda:0")
+    dev = [{k: v.cpu() for k, v in b.items() if v.is_cuda or k.endswith("_lengths")}
+           for b in ld]
+    assert ld.gpu_status()[0]
+    assert len(dev) == len(host) == 3
+    for h, d in zip(host, dev):
+        assert set(d) == set(h)
+        assert all(torch.equal(h[k], d[k]) for k in h)

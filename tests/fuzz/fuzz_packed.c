@@ -2,7 +2,8 @@
  * libFuzzer target for the packed format's parser (loader/pack_format.c):
  * whatever the bytes, feeder__pack_parse must return 0 or FEEDER_EFORMAT with
  * a message, never read outside the buffer (ASan watches), and what it
- * accepts must hold: every record, label and class name inside the buffer.
+ * accepts must hold: every record, label, class name and field name inside
+ * the buffer, and a FIELDS file's schema one the user API takes.
  *
  * Random bytes almost never carry a right header crc32c, which would stop
  * the fuzzer at the first check; so every input is parsed twice, as it is and
@@ -46,6 +47,16 @@ static void check(const uint8_t *buf, size_t len)
         size_t n = strlen((const char *)c);
         sum += n;
         c += n + 1;
+    }
+    /* FIELDS: a schema the user API would take, its names inside the buffer. */
+    if ((v.h.kind == FEEDER_RECORD_FIELDS) != (v.nfields > 0) ||
+        (v.nfields && feeder__fields_check(v.fields, v.nfields, NULL, 0)))
+        abort();
+    for (uint32_t k = 0; k < v.nfields; k++) {
+        const uint8_t *name = (const uint8_t *)v.fields[k].name;
+        if (name < buf || name >= buf + len)
+            abort();
+        sum += strlen(v.fields[k].name);
     }
     if (sum == 0xdeadbeef) /* keeps the reads */
         abort();

@@ -1,0 +1,194 @@
+/*
+ * Detection-style samples: an image, a variable number of boxes (f32
+ * [n, 4]: x0, y0, x1, y1 in pixels) and their classes (i64 [n]), the boxes
+ * and classes ragged (the batch's boxes one after another, with offsets).
+ * Each synthetic scene draws its boxes in their class's colour; a random
+ * horizontal flip is applied to the image and its boxes together, and the
+ * boxes are clipped to the image.
+ *
+ *   fields_detection [--workers N] [--images N] [--batch N] [--check]
+ *
+ * With --check every image, box and class of every batch is compared with
+ * the scene it was made from, each sample must arrive once, and a checksum
+ * of every field of every batch is printed (the same for any worker count).
+ */
+#include <feeder.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIDE 64
+#define MAXBOX 16
+#define SEED 9
+
+typedef struct scene {
+    uint8_t img[SIDE * SIDE * 3];
+    float box[MAXBOX][4];
+    int64_t cls[MAXBOX];
+    uint64_t n;
+} scene;
+
+static void colour(int64_t cls, uint8_t *px)
+{
+    px[0] = (uint8_t)(40 + cls * 20);
+    px[1] = (uint8_t)(200 - cls * 15);
+    px[2] = (uint8_t)(cls * 25);
+}
+
+/* Scene `index`: boxes that may cross the border (clipped after the flip),
+ * drawn in order, so later boxes cover earlier ones. */
+static void make_scene(uint64_t index, uint64_t epoch, scene *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->n = feeder_random(SEED, 0, index, 0) % (MAXBOX + 1);
+    int flip = feeder_random_uniform(SEED, epoch, index, 99) < 0.5;
+    for (uint64_t k = 0; k < s->n; k++) {
+        uint64_t r = feeder_random(SEED, 0, index, 1 + k);
+        float x0 = (float)(r % 80) - 8, y0 = (float)((r >> 8) % 80) - 8;
+        float w = 4 + (float)((r >> 16) % 24), h = 4 + (float)((r >> 24) % 24);
+        float b[4] = {x0, y0, x0 + w, y0 + h};
+        if (flip) {
+            b[0] = SIDE - (x0 + w);
+            b[2] = SIDE - x0;
+        }
+        for (int c = 0; c < 4; c++)
+            s->box[k][c] = b[c] < 0 ? 0 : b[c] > SIDE ? SIDE : b[c];
+        s->cls[k] = (int64_t)((r >> 32) % 10);
+        for (int y = (int)s->box[k][1]; y < (int)s->box[k][3]; y++)
+            for (int x = (int)s->box[k][0]; x < (int)s->box[k][2]; x++)
+                colour(s->cls[k], &s->img[(y * SIDE + x) * 3]);
+    }
+}
+
+static uint64_t images_len(void *user) { return *(uint64_t *)user; }
+
+static int scene_get(void *user, const feeder_sample_ctx *ctx, feeder_sample_out *out,
+                     char *err, size_t errlen)
+{
+    (void)user;
+    scene s;
+    make_scene(ctx->index, ctx->epoch, &s);
+    int rc = feeder_sample_put(out, 0, FEEDER_ELEM_U8, s.img, SIDE);
+    if (!rc)
+        rc = feeder_sample_put(out, 1, FEEDER_ELEM_F32, s.box, s.n);
+    if (!rc)
+        rc = feeder_sample_put(out, 2, FEEDER_ELEM_I64, s.cls, s.n);
+    if (rc)
+        snprintf(err, errlen, "scene %llu", (unsigned long long)ctx->index);
+    return rc;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* A batch against the scenes it came from; 0, or -1 after printing why. */
+static int check_batch(const feeder_batch *b, uint8_t *seen, uint64_t *sum)
+{
+    feeder_tensor img, box, cls;
+    if (feeder_batch_field(b, "image", &img) || feeder_batch_field(b, "boxes", &box) ||
+        feeder_batch_field(b, "classes", &cls))
+        return -1;
+    for (uint32_t s = 0; s < b->count; s++) {
+        scene want;
+        uint64_t i = b->indices[s], at = (uint64_t)box.offsets[s];
+        make_scene(i, b->epoch, &want);
+        int bad = seen[i]++ || (uint64_t)box.lengths[s] != want.n ||
+                  box.offsets[s] != cls.offsets[s] ||
+                  memcmp((uint8_t *)img.data + (size_t)s * sizeof(want.img), want.img,
+                         sizeof(want.img)) ||
+                  memcmp((float *)box.data + at * 4, want.box, want.n * 16) ||
+                  memcmp((int64_t *)cls.data + at, want.cls, want.n * 8);
+        if (bad) {
+            fprintf(stderr, "scene %llu differs (or came twice)\n", (unsigned long long)i);
+            return -1;
+        }
+    }
+    *sum = fnv(*sum, img.data, img.bytes);
+    *sum = fnv(*sum, box.data, box.bytes);
+    *sum = fnv(*sum, box.offsets, (b->count + 1) * 8);
+    *sum = fnv(*sum, cls.data, cls.bytes);
+    return 0;
+}
+
+static int run(feeder_loader *ld, uint64_t images, int check)
+{
+    uint8_t *seen = calloc(images, 1);
+    uint64_t sum = 0xcbf29ce484222325ull, boxes = 0, batches = 0;
+    int rc = seen ? 0 : -1;
+    for (int epoch = 0; epoch < 2 && rc == 0; epoch++) {
+        memset(seen, 0, images);
+        feeder_batch *b;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            feeder_tensor box;
+            feeder_batch_field(b, "boxes", &box);
+            boxes += box.shape[0];
+            batches++;
+            rc = check ? check_batch(b, seen, &sum) : 0;
+            feeder_batch_release(b, NULL);
+            if (rc)
+                break;
+        }
+        for (uint64_t i = 0; check && rc == FEEDER_DONE && i < images; i++)
+            rc = seen[i] ? rc : -1;
+        rc = rc == FEEDER_DONE ? 0 : rc;
+    }
+    free(seen);
+    if (rc) {
+        fprintf(stderr, "%s\n", rc == -1 ? "check failed" : feeder_loader_errmsg(ld));
+        return 1;
+    }
+    printf("2 epochs: %llu batches, %llu boxes\n", (unsigned long long)batches,
+           (unsigned long long)boxes);
+    if (check)
+        printf("checked: every image, box and class; checksum %016llx\n",
+               (unsigned long long)sum);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int workers = 2, batch = 16, check = 0;
+    uint64_t images = 500;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--check"))
+            check = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--workers"))
+            workers = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--images"))
+            images = strtoull(argv[++i], NULL, 10);
+        else if (i + 1 < argc && !strcmp(argv[i], "--batch"))
+            batch = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--workers N] [--images N] [--batch N] [--check]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    feeder_field fields[3] = {
+        {"image", FEEDER_ELEM_U8, FEEDER_FIELD_FIXED, 3, {SIDE, SIDE, 3}, {0}},
+        {"boxes", FEEDER_ELEM_F32, FEEDER_FIELD_RAGGED, 2, {MAXBOX, 4}, {0}},
+        {"classes", FEEDER_ELEM_I64, FEEDER_FIELD_RAGGED, 1, {MAXBOX}, {0}},
+    };
+    feeder_fields_callbacks cb = {.len = images_len, .get = scene_get};
+    feeder_dataset *ds = NULL;
+    feeder_loader *ld = NULL;
+    char err[256];
+    int rc = feeder_dataset_create_fields(&cb, fields, 3, &images, &ds, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    if (!rc && !(rc = feeder_loader_create(ds, NULL, &ld))) {
+        feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, batch);
+        feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers);
+        feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1);
+        feeder_loader_set(ld, FEEDER_OPT_SEED, 3);
+        rc = run(ld, images, check);
+    }
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    return rc ? 1 : 0;
+}
