@@ -24,7 +24,14 @@ typedef struct feeder__transform {
     double ratio_min, ratio_max; /* train: aspect ratio range */
     double flip_prob;      /* train: horizontal flip probability */
     uint64_t max_pixels;   /* largest width*height accepted, 0 = no limit */
+    uint32_t channels;     /* 1: grayscale output; anything else (0 included): RGB */
 } feeder__transform;
+
+/* Channels of the samples `t` makes: 1 or 3. */
+static inline int feeder__transform_channels(const feeder__transform *t)
+{
+    return t->channels == 1 ? 1 : 3;
+}
 
 /* Where one image sits in the source and how it lands in the output:
  * the crop box in source pixels and whether it is mirrored. Computed from the

@@ -289,7 +289,7 @@ typedef struct feeder_sample_ctx {
     uint64_t epoch;   /* the current epoch */
     uint32_t height;  /* output height */
     uint32_t width;   /* output width */
-    uint32_t channels;/* output channels (3) */
+    uint32_t channels;/* output channels (FEEDER_OPT_CHANNELS: 3 or 1) */
     int layout;       /* FEEDER_LAYOUT_NHWC or FEEDER_LAYOUT_NCHW */
     int worker_id;    /* -1 in the calling thread (num_workers 0) */
     uint32_t reserved_[5];
@@ -556,6 +556,8 @@ typedef enum feeder_option {
     FEEDER_OPT_VERIFY_CRC = 51,        /* 0/1; check every record's crc32c on read; default 0 */
     FEEDER_OPT_MAX_RESTARTS = 60,      /* worker deaths per epoch survived by starting the
                                           worker again and re-running its parts; default 0 */
+    FEEDER_OPT_CHANNELS = 70,          /* output channels: 3 RGB, or 1 grayscale (see "Grayscale
+                                          output" below); default 3 */
     /* double-valued, set with feeder_loader_set_double(): */
     FEEDER_OPT_SCALE_MIN = 100,        /* train: RandomResizedCrop area share; default 0.08 */
     FEEDER_OPT_SCALE_MAX = 101,        /* default 1.0 */

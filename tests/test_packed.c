@@ -350,7 +350,7 @@ START_TEST(test_reject_header_fields)
     expect_header_reject(e_count0, "holds no records");
     expect_header_reject(e_layout, "unknown layout 2 (0 = NHWC, 1 = NCHW)");
     expect_header_reject(e_chan, "RAW sample shape 2x3x4 is not supported (height and width > 0, "
-                                 "3 channels)");
+                                 "3 or 1 channels)");
     expect_header_reject(e_rbytes, "RAW record size mismatch: the header says 20 bytes per "
                                    "record, 2x3x3 is 18");
     expect_header_reject(e_shape_ovf, "RAW sample shape 4294967295x4294967295x3 overflows a size");
