@@ -634,7 +634,7 @@ START_TEST(test_shape_adopted_or_mismatch)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 4), 0);
     ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ESHAPE);
     snprintf(want, sizeof(want), "%s holds 2x3x3 NHWC records, but the loader was set to height "
-             "224, width 4, layout NHWC", p);
+             "224, width 4, channels 3, layout NHWC", p);
     ck_assert_str_eq(feeder_loader_errmsg(ld), want);
     feeder_loader_destroy(ld);
 
@@ -643,7 +643,7 @@ START_TEST(test_shape_adopted_or_mismatch)
     ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ESHAPE);
     /* Height and width were adopted; only the layout disagrees. */
     snprintf(want, sizeof(want), "%s holds 2x3x3 NHWC records, but the loader was set to height "
-             "2, width 3, layout NCHW", p);
+             "2, width 3, channels 3, layout NCHW", p);
     ck_assert_str_eq(feeder_loader_errmsg(ld), want);
     feeder_loader_destroy(ld);
 
