@@ -348,6 +348,32 @@ static void hpass_sse2(const axis *a, const uint8_t *src, size_t stride, uint32_
     }
 }
 
+/* Horizontal pass of a gray image, SSE2: four taps per pmaddwd. Needs a
+ * padded axis (every count a multiple of 4, every window inside the row),
+ * where the zero-weight taps change no sum: the same bytes as hpass_gray. */
+static void hpass_gray_sse2(const axis *a, const uint8_t *src, size_t stride, uint32_t y0,
+                            uint32_t y1, uint8_t *tmp, size_t tstride, uint32_t out_w)
+{
+    const __m128i zero = _mm_setzero_si128();
+    const int32_t half = 1 << (a->prec - 1);
+    for (uint32_t y = y0; y < y1; y++) {
+        const uint8_t *s = src + (size_t)y * stride;
+        uint8_t *d = tmp + (size_t)(y - y0) * tstride;
+        for (uint32_t i = 0; i < out_w; i++) {
+            const uint8_t *p = s + a->start[i];
+            const int16_t *w = a->w + (size_t)i * a->ksize;
+            __m128i acc = zero;
+            for (int x = 0; x < a->count[i]; x += 4) {
+                __m128i v = _mm_unpacklo_epi8(load32(p + x), zero);
+                __m128i c = _mm_loadl_epi64((const __m128i *)(const void *)(w + x));
+                acc = _mm_add_epi32(acc, _mm_madd_epi16(v, c));
+            }
+            int32_t v = half + _mm_cvtsi128_si32(acc) + _mm_cvtsi128_si32(_mm_srli_si128(acc, 4));
+            d[i] = clip8(v, a->prec);
+        }
+    }
+}
+
 /* Vertical pass, SSE2: 16 bytes of the row at a time, two rows per pmaddwd.
  * nbytes is a multiple of 16 (tmp rows and `row` are padded for it). */
 static void vpass_sse2(const axis *a, uint32_t o, const uint8_t *tmp, size_t tstride,
@@ -606,7 +632,13 @@ static void hpass(int level, const axis *ax, const uint8_t *src, size_t src_stri
                   int src_channels, uint32_t y0, uint32_t y1, uint8_t *tmp, size_t tstride,
                   uint32_t out_w)
 {
-    switch (level) {
+#ifdef FEEDER_RESIZE_SSE2
+    if (src_channels == 1 && level >= 1) {
+        hpass_gray_sse2(ax, src, src_stride, y0, y1, tmp, tstride, out_w);
+        return;
+    }
+#endif
+    switch (src_channels == 1 ? 0 : level) {
 #ifdef FEEDER_RESIZE_AVX2
     case 2:
         hpass_avx2(ax, src, src_stride, y0, y1, tmp, tstride, out_w);
@@ -656,13 +688,18 @@ int feeder__resize(feeder__resizer *r, const uint8_t *src, uint32_t src_w, uint3
         !box_ok(src_h, by, bh) || out_w > (1u << 24) || out_h > (1u << 24))
         return FEEDER_EINVAL;
     int level = simd_level(r);
-    int hlevel = src_channels == 4 ? level : 0, padx = hlevel == 2 ? 4 : 2;
+    /* RGBX: AVX2 or SSE2; RGB: portable; gray: SSE2 (level 1) on a padded
+     * axis, else portable. */
+    int hlevel = src_channels == 4 ? level : src_channels == 1 && level ? 1 : 0;
+    int padx = hlevel == 2 || (src_channels == 1 && hlevel) ? 4 : 2;
     axis ax, ay;
     int rc = build_axes(r, src_w, src_h, bx, by, bw, bh, out_w, out_h, flip, padx, &ax, &ay);
     if (rc)
         return rc;
     if (hlevel == 2 && !ax.padded)
         hlevel = 1;
+    if (src_channels == 1 && !ax.padded)
+        hlevel = 0;
     uint32_t y0, y1;
     rows_read(&ay, out_h, &y0, &y1);
     int oc = src_channels == 1 ? 1 : 3;
