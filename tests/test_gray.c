@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <spng.h>
 #include <turbojpeg.h>
@@ -719,6 +721,72 @@ START_TEST(raw_pack_channels)
 }
 END_TEST
 
+#ifdef FEEDER_PACK_TOOL
+/* feeder-pack with args (NULL-terminated); its exit status, its output in
+ * out (may be NULL). */
+static int pack_tool(const char *const *args, char *out, size_t outlen)
+{
+    char log[512];
+    tu_path(log, sizeof(log), "tool.log");
+    const char *argv[32] = {FEEDER_PACK_TOOL};
+    int n = 1;
+    for (; args[n - 1]; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        FILE *f = freopen(log, "w", stderr);
+        (void)f;
+        execv(FEEDER_PACK_TOOL, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    if (out) {
+        blob b = read_file(log);
+        snprintf(out, outlen, "%.*s", (int)b.n, (const char *)b.p);
+        free(b.p);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* feeder-pack --channels 1 writes gray RAW records: the loader's gray
+ * samples of the folder, read back as they are. */
+START_TEST(pack_tool_gray)
+{
+    mixed_folder("m");
+    char data[512], out[512], msg[1024];
+    tu_path(data, sizeof(data), "m");
+    tu_path(out, sizeof(out), "g.pack");
+    const char *ok[] = {"--data", data, "--out", out, "--mode", "raw", "--size", "30x40",
+                        "--resize", "48", "--channels", "1", "--workers", "2", "--quiet", NULL};
+    ck_assert_int_eq(pack_tool(ok, msg, sizeof(msg)), 0);
+    feeder_dataset *folder = tu_open_folder(tu_dir, "m"), *ds;
+    batches ref, got;
+    feeder_loader *ld = gray_loader(folder, 0, FEEDER_LAYOUT_NHWC, FEEDER_PIPELINE_EVAL, NULL);
+    collect(ld, &ref);
+    feeder_loader_destroy(ld);
+    ld = pack_loader(out, &ds, 0, 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
+    collect(ld, &got);
+    feeder_loader_destroy(ld);
+    same_batches(&ref, &got, "gray pack");
+    batches_free(&ref);
+    batches_free(&got);
+    feeder_dataset_destroy(ds);
+    feeder_dataset_destroy(folder);
+    const char *two[] = {"--data", data, "--out", out, "--channels", "2", NULL};
+    ck_assert_int_eq(pack_tool(two, msg, sizeof(msg)), 2);
+    ck_assert_ptr_nonnull(strstr(msg, "--channels 2: expected 3 (RGB) or 1 (grayscale)"));
+    const char *jpeg[] = {"--data", data, "--out", out, "--mode", "jpeg", "--channels", "1",
+                          NULL};
+    ck_assert_int_eq(pack_tool(jpeg, msg, sizeof(msg)), 2);
+    ck_assert_ptr_nonnull(strstr(msg, "--channels applies to --mode raw only"));
+}
+END_TEST
+#endif
+
 /* ---- the augment ops on one channel ---- */
 
 #define AW 37
@@ -867,6 +935,9 @@ int main(void)
     tcase_add_test(tl, loader_augment_gray);
     tcase_add_test(tl, gpu_decoder_falls_back);
     tcase_add_test(tl, raw_pack_channels);
+#ifdef FEEDER_PACK_TOOL
+    tcase_add_test(tl, pack_tool_gray);
+#endif
     suite_add_tcase(s, tl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
