@@ -30,10 +30,15 @@
  * both decoders alike. The ROI decoder stops after the crop's last row, so
  * damage below it goes unnoticed there (it cannot affect the output).
  *
+ * Gray output (t->channels 1) asks libjpeg for JCS_GRAYSCALE / TJPF_GRAY:
+ * the Y channel, one byte a pixel, with no chroma decode, upsampling or
+ * colour conversion (docs/BENCHMARKS.md measures it against Pillow's L).
+ *
  * CMYK and YCCK come out of libjpeg as CMYK; they are converted the way Pillow
  * does: every 4-component JPEG is taken as Adobe-inverted (Photoshop writes
  * them so; Pillow's JpegImagePlugin uses rawmode "CMYK;I" for all of them),
- * then Pillow's cmyk2rgb with its MULDIV255 rounding.
+ * then Pillow's cmyk2rgb with its MULDIV255 rounding (and for gray output
+ * Pillow's L of that: libjpeg has no CMYK-to-gray conversion).
  */
 #include <errno.h>
 #include <math.h>

@@ -566,6 +566,25 @@ typedef enum feeder_option {
     FEEDER_OPT_FLIP_PROB = 104         /* train: horizontal flip probability; default 0.5 */
 } feeder_option;
 
+/* Grayscale output (FEEDER_OPT_CHANNELS 1). Every sample is height x width
+ * x 1 uint8 (batch->channels 1, sample_bytes height*width; NHWC and NCHW are
+ * the same bytes). JPEG: libjpeg's own gray decode, the Y channel, which
+ * skips the chroma work (libjpeg-turbo's, as Pillow's draft("L")); on a web
+ * set it equals Pillow's convert("L") of the RGB decode for 99.8 % of pixels
+ * and is within 1 for 99.96 % (docs/BENCHMARKS.md). CMYK/YCCK JPEGs, PNG and
+ * WebP: the RGB decode, then Pillow's L = (19595 R + 38470 G + 7471 B +
+ * 32768) >> 16 (ITU-R 601-2, as torchvision's Grayscale on a PIL image); a
+ * gray PNG keeps its levels. The crop and resize are the RGB path's on one
+ * channel. RAW packed files hold their channel count: the loader adopts it,
+ * or fails at start with FEEDER_ESHAPE when CHANNELS was set otherwise.
+ * The augment pipeline runs on the one channel as torchvision's ops run on
+ * a 1-channel tensor (saturation, hue and grayscale leave it as it is;
+ * contrast blends with the image's mean); the mixes mix it. Device batches:
+ * uint8 as on the host; the float dtypes use MEAN_R and STD_R only. The GPU
+ * decoders (NVJPEG, HYBRID) make RGB: with CHANNELS 1 the workers decode
+ * (ROI) and feeder_loader_decoder() says why. Values other than 1 and 3
+ * fail with FEEDER_ERANGE. */
+
 typedef enum feeder_pipeline {
     FEEDER_PIPELINE_EVAL = 0,  /* resize the shorter side to RESIZE, centre crop HEIGHT x WIDTH */
     FEEDER_PIPELINE_TRAIN = 1, /* RandomResizedCrop to HEIGHT x WIDTH, random horizontal flip */
