@@ -615,6 +615,44 @@ START_TEST(gpu_decoder_falls_back)
 }
 END_TEST
 
+/* A user dataset is told the channel count and handed a gray sample's
+ * bytes. */
+static uint64_t u_len(void *u) { return (void)u, 7; }
+static int u_get(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t bytes,
+                 int64_t *label, char *err, size_t errlen)
+{
+    (void)u, (void)err, (void)errlen;
+    if (ctx->channels != 1 || bytes != (size_t)ctx->height * ctx->width)
+        return -1;
+    for (size_t i = 0; i < bytes; i++)
+        dst[i] = (uint8_t)(ctx->index * 11 + i);
+    *label = (int64_t)ctx->index;
+    return 0;
+}
+
+START_TEST(user_dataset_gray)
+{
+    feeder_dataset_callbacks cb = {u_len, u_get, NULL};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, NULL, &ds), 0);
+    for (int workers = 0; workers < 3; workers += 2) {
+        feeder_loader *ld = gray_loader(ds, workers, FEEDER_LAYOUT_NCHW, FEEDER_PIPELINE_EVAL,
+                                        NULL);
+        batches got;
+        collect(ld, &got);
+        feeder_loader_destroy(ld);
+        ck_assert_uint_eq(got.n, 2);
+        for (uint32_t b = 0; b < got.n; b++)
+            for (uint32_t k = 0; k < got.count[b]; k++)
+                for (size_t i = 0; i < 40 * 30; i++)
+                    ck_assert_uint_eq(got.bytes[b][k * 40 * 30 + i],
+                                      (uint8_t)(got.idx[b][k] * 11 + i));
+        batches_free(&got);
+    }
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 /* ---- RAW packs ---- */
 
 /* A RAW pack of n records of hgt x wid x ch bytes (record i: byte j is
@@ -935,6 +973,7 @@ int main(void)
     tcase_add_test(tl, loader_augment_gray);
     tcase_add_test(tl, gpu_decoder_falls_back);
     tcase_add_test(tl, raw_pack_channels);
+    tcase_add_test(tl, user_dataset_gray);
 #ifdef FEEDER_PACK_TOOL
     tcase_add_test(tl, pack_tool_gray);
 #endif
