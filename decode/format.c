@@ -76,7 +76,7 @@ int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
         return unknown_format(p, len, err, errlen);
     if (rc)
         return rc;
-    if (feeder__transform_channels(t) == 1) {
+    if (feeder__transform_channels(t) == 1 && img.channels != 1) {
         feeder__rgb_to_gray(pix->p, img.w, img.h, img.stride, img.channels);
         img.channels = 1;
     }

@@ -12,7 +12,7 @@
 
 #include "decode/decode.h"
 
-/* A decoded image in a scratch buffer: w x h pixels of `channels` (3 or 4)
+/* A decoded image in a scratch buffer: w x h pixels of `channels` (1, 3 or 4)
  * bytes, rows `stride` bytes apart. */
 typedef struct feeder__image {
     uint32_t w, h;

@@ -342,6 +342,41 @@ START_TEST(png_webp_are_pil_l)
 }
 END_TEST
 
+/* Gray PNGs of every bit depth: channels 1 gives channel 0 of the RGB
+ * output (libspng's G8 up to 8 bits, RGB8 then L for 16). */
+START_TEST(png_gray_depths)
+{
+    static uint8_t px[W * H * 2], c1[40 * 30], c3[40 * 30 * 3];
+    for (size_t i = 0; i < sizeof(px); i++)
+        px[i] = (uint8_t)(i * 37 + i / 7);
+    for (int bits = 1; bits <= 16; bits *= 2) {
+        spng_ctx *e = spng_ctx_new(SPNG_CTX_ENCODER);
+        spng_set_option(e, SPNG_ENCODE_TO_BUFFER, 1);
+        struct spng_ihdr ih = {.width = W, .height = H, .bit_depth = (uint8_t)bits,
+                               .color_type = SPNG_COLOR_TYPE_GRAYSCALE};
+        ck_assert_int_eq(spng_set_ihdr(e, &ih), 0);
+        size_t rowb = ((size_t)W * bits + 7) / 8;
+        ck_assert_int_eq(spng_encode_image(e, px, rowb * H, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE),
+                         0);
+        int rc;
+        blob b = {0};
+        b.p = spng_get_png_buffer(e, &b.n, &rc);
+        spng_ctx_free(e);
+        feeder__transform t = xf(FEEDER_DECODER_ROI, FEEDER_LAYOUT_NCHW, 40, 30,
+                                 FEEDER_PIPELINE_TRAIN);
+        decode_gray(&t, &b, 2, c1);
+        t.channels = 3;
+        decode_gray(&t, &b, 2, c3);
+        ck_assert_msg(memcmp(c1, c3, sizeof(c1)) == 0, "%d-bit gray PNG", bits);
+        int distinct = 0;
+        for (size_t i = 1; i < sizeof(c1); i++)
+            distinct += c1[i] != c1[0];
+        ck_assert_int_gt(distinct, 0);
+        free(b.p);
+    }
+}
+END_TEST
+
 START_TEST(unknown_format_gray)
 {
     uint8_t gif[] = "GIF89a\x01\x00\x01\x00\x00\x00\x00;", out[40 * 30];
@@ -960,6 +995,7 @@ int main(void)
     tcase_add_test(tc, jpeg_gray_file);
     tcase_add_test(tc, jpeg_cmyk_is_pil_l);
     tcase_add_test(tc, png_webp_are_pil_l);
+    tcase_add_test(tc, png_gray_depths);
     tcase_add_test(tc, unknown_format_gray);
     tcase_add_test(tc, augment_ops_gray);
     tcase_add_test(tc, augment_color_gray);
