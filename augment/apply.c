@@ -106,13 +106,20 @@ static void run_step(feeder__aimg im, const feeder__aug_step *st, const draw *d,
     }
 }
 
-void feeder__augment_apply(const feeder__augment_plan *plan, uint8_t *sample, uint32_t w,
-                           uint32_t h, int layout, uint64_t seed, uint64_t epoch, uint64_t index,
-                           void *scratch)
+void feeder__augment_apply_ch(const feeder__augment_plan *plan, uint8_t *sample, uint32_t w,
+                              uint32_t h, int layout, int channels, uint64_t seed, uint64_t epoch,
+                              uint64_t index, void *scratch)
 {
-    feeder__aimg im = feeder__aimg_make(sample, w, h, layout);
+    feeder__aimg im = feeder__aimg_make_ch(sample, w, h, layout, channels);
     for (uint32_t s = 0; s < plan->nsteps; s++) {
         draw d = {seed, epoch, index, s};
         run_step(im, &plan->step[s], &d, scratch);
     }
+}
+
+void feeder__augment_apply(const feeder__augment_plan *plan, uint8_t *sample, uint32_t w,
+                           uint32_t h, int layout, uint64_t seed, uint64_t epoch, uint64_t index,
+                           void *scratch)
+{
+    feeder__augment_apply_ch(plan, sample, w, h, layout, 3, seed, epoch, index, scratch);
 }

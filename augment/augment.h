@@ -59,21 +59,36 @@ struct feeder_augment {
     char errmsg[256];
 };
 
-/* An image view: pixel (x, y) channel c at p[(y * w + x) * ps + c * cs]
- * (NHWC: ps 3, cs 1; NCHW: ps 1, cs w * h). */
+/* An image view: pixel (x, y) channel c < nc at p[(y * w + x) * ps + c * cs]
+ * (NHWC: ps 3, cs 1; NCHW: ps 1, cs w * h; gray, either layout: nc 1, ps 1,
+ * cs w * h, one plane). */
 typedef struct feeder__aimg {
     uint8_t *p;
     uint32_t w, h;
     uint32_t ps;
     size_t cs;
+    uint32_t nc; /* channels: 3, or 1 for a gray image */
 } feeder__aimg;
 
 static inline feeder__aimg feeder__aimg_make(uint8_t *p, uint32_t w, uint32_t h, int layout)
 {
-    feeder__aimg im = {p, w, h, 3, 1};
+    feeder__aimg im = {p, w, h, 3, 1, 3};
     if (layout == FEEDER_LAYOUT_NCHW) {
         im.ps = 1;
         im.cs = (size_t)w * h;
+    }
+    return im;
+}
+
+/* The view of a sample of `channels` (3, or 1: gray) in `layout`. */
+static inline feeder__aimg feeder__aimg_make_ch(uint8_t *p, uint32_t w, uint32_t h, int layout,
+                                                int channels)
+{
+    feeder__aimg im = feeder__aimg_make(p, w, h, layout);
+    if (channels == 1) {
+        im.ps = 1;
+        im.cs = (size_t)w * h;
+        im.nc = 1;
     }
     return im;
 }
@@ -96,6 +111,13 @@ size_t feeder__augment_scratch_bytes(uint32_t w, uint32_t h);
 void feeder__augment_apply(const feeder__augment_plan *plan, uint8_t *sample, uint32_t w,
                            uint32_t h, int layout, uint64_t seed, uint64_t epoch, uint64_t index,
                            void *scratch);
+/* The same for a sample of `channels` (3, or 1: gray). On gray samples the
+ * ops do what torchvision's do on a 1-channel tensor: saturation, hue and
+ * grayscale leave it as it is, contrast blends with the image's own mean,
+ * the others work on the one plane. */
+void feeder__augment_apply_ch(const feeder__augment_plan *plan, uint8_t *sample, uint32_t w,
+                              uint32_t h, int layout, int channels, uint64_t seed, uint64_t epoch,
+                              uint64_t index, void *scratch);
 
 /* Mix a complete batch of `count` samples (mixup or cutmix, as the plan and
  * the batch's draws say) in place; `mix` gets count entries. Returns 1 when
@@ -104,6 +126,10 @@ void feeder__augment_apply(const feeder__augment_plan *plan, uint8_t *sample, ui
 int feeder__augment_mix(const feeder__augment_plan *plan, uint8_t *data, uint32_t count,
                         uint32_t w, uint32_t h, int layout, uint64_t seed, uint64_t epoch,
                         uint64_t batch, feeder_mix *mix, uint8_t *scratch);
+/* The same for samples of `channels` (3, or 1: gray). */
+int feeder__augment_mix_ch(const feeder__augment_plan *plan, uint8_t *data, uint32_t count,
+                           uint32_t w, uint32_t h, int layout, int channels, uint64_t seed,
+                           uint64_t epoch, uint64_t batch, feeder_mix *mix, uint8_t *scratch);
 
 /* ---- the ops (torchvision's functional definitions on uint8) ---- */
 

@@ -66,7 +66,7 @@ void feeder__aug_sharpness(feeder__aimg im, double factor, void *scratch)
         a[v] = r * (float)v;
         b[v] = q * (float)v;
     }
-    for (int c = 0; c < 3; c++) {
+    for (uint32_t c = 0; c < im.nc; c++) {
         uint8_t *p = im.p + (size_t)c * im.cs;
         if (im.ps == 3)
             sharpen_channel(p, 3, w, h, a, b, scratch);
@@ -178,7 +178,7 @@ void feeder__aug_gaussian_blur(feeder__aimg im, uint32_t ksize, double sigma, vo
     uint8_t *base = (uint8_t *)scratch + 3 * (size_t)im.w * im.h;
     float *plane = (float *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
     float *row = plane + (size_t)im.w * im.h;
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < (int)im.nc; c++) {
         blur_rows(im, c, k, ksize, plane, row);
         blur_cols(im, c, k, ksize, plane, row);
     }

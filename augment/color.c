@@ -18,6 +18,8 @@
 #define BY_LAYOUT(im, fn, ...)                                                                  \
     ((im).ps == 3 ? fn((im).p, (im).p + 1, (im).p + 2, 3, __VA_ARGS__)                         \
                   : fn((im).p, (im).p + (im).cs, (im).p + 2 * (im).cs, 1, __VA_ARGS__))
+/* Gray images (nc 1) never go through BY_LAYOUT: each op that has one
+ * handles them first. */
 
 static inline uint8_t trunc_u8(float v)
 {
@@ -32,7 +34,7 @@ static inline uint8_t trunc_u8(float v)
  * in either layout). */
 static void apply_lut(feeder__aimg im, const uint8_t lut[256])
 {
-    size_t n = 3 * (size_t)im.w * im.h;
+    size_t n = im.nc * (size_t)im.w * im.h;
     uint8_t *p = im.p;
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -90,6 +92,14 @@ INLINE uint64_t luma_sum(const uint8_t *r, const uint8_t *g, const uint8_t *b, s
     return sum;
 }
 
+static uint64_t plane_sum(const uint8_t *p, size_t n)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += p[i];
+    return sum;
+}
+
 void feeder__aug_contrast(feeder__aimg im, double factor)
 {
     luma_tab t;
@@ -100,7 +110,8 @@ void feeder__aug_contrast(feeder__aimg im, double factor)
         size_t m = n - i < ((size_t)1 << 24) ? n - i : ((size_t)1 << 24);
         feeder__aimg part = im;
         part.p += i * im.ps;
-        sum += BY_LAYOUT(part, luma_sum, m, &t);
+        /* torchvision: rgb_to_grayscale of one channel is the channel */
+        sum += im.nc == 1 ? plane_sum(part.p, m) : BY_LAYOUT(part, luma_sum, m, &t);
     }
     float mean = n ? (float)((double)sum / (double)n) : 0.0f;
     blend_const(im, factor, mean);
@@ -151,6 +162,8 @@ INLINE void saturate(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n,
 
 void feeder__aug_saturation(feeder__aimg im, double factor)
 {
+    if (im.nc == 1)
+        return; /* torchvision: adjust_saturation of one channel is the image */
     luma_tab t;
     luma_init(&t);
     BY_LAYOUT(im, saturate, (size_t)im.w * im.h, &t, (float)factor, (float)(1.0 - factor));
@@ -170,6 +183,8 @@ INLINE void gray(uint8_t *restrict p0, uint8_t *restrict p1, uint8_t *restrict p
 
 void feeder__aug_grayscale(feeder__aimg im)
 {
+    if (im.nc == 1)
+        return;
     luma_tab t;
     luma_init(&t);
     BY_LAYOUT(im, gray, (size_t)im.w * im.h, &t);
@@ -224,6 +239,8 @@ INLINE void hue_loop(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n,
 
 void feeder__aug_hue(feeder__aimg im, double hue)
 {
+    if (im.nc == 1)
+        return; /* torchvision: adjust_hue of one channel is the image */
     float inv[256];
     for (int v = 0; v < 256; v++)
         inv[v] = (float)v / 255.0f;
@@ -233,7 +250,7 @@ void feeder__aug_hue(feeder__aimg im, double hue)
 void feeder__aug_posterize(feeder__aimg im, int bits)
 {
     uint8_t mask = (uint8_t)(0xFF << (8 - bits));
-    size_t n = 3 * (size_t)im.w * im.h;
+    size_t n = im.nc * (size_t)im.w * im.h;
     for (size_t i = 0; i < n; i++)
         im.p[i] &= mask;
 }
@@ -245,7 +262,7 @@ void feeder__aug_solarize(feeder__aimg im, double threshold)
     if (c > 255.0)
         return;
     uint8_t t = (uint8_t)(c < 0.0 ? 0 : c);
-    size_t n = 3 * (size_t)im.w * im.h;
+    size_t n = im.nc * (size_t)im.w * im.h;
     for (size_t i = 0; i < n; i++)
         im.p[i] = im.p[i] >= t ? (uint8_t)(255 - im.p[i]) : im.p[i];
 }
@@ -274,12 +291,30 @@ INLINE void hists3(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n,
     }
 }
 
+/* A gray image's one plane goes through the three-channel loops as all
+ * three channels, so its three histograms and tables are the same. */
+static void hists_of(feeder__aimg im, size_t n, uint32_t hists[3][256])
+{
+    if (im.nc == 1)
+        hists3(im.p, im.p, im.p, 1, n, hists);
+    else
+        BY_LAYOUT(im, hists3, n, hists);
+}
+
+static void luts_to(feeder__aimg im, size_t n, uint8_t luts[3][256])
+{
+    if (im.nc == 1)
+        apply_lut(im, luts[0]);
+    else
+        BY_LAYOUT(im, luts3, n, luts);
+}
+
 void feeder__aug_autocontrast(feeder__aimg im)
 {
     uint32_t hists[3][256];
     uint8_t luts[3][256];
     size_t n = (size_t)im.w * im.h;
-    BY_LAYOUT(im, hists3, n, hists);
+    hists_of(im, n, hists);
     for (int c = 0; c < 3; c++) {
         const uint32_t *hist = hists[c];
         int lo = 0, hi = 255;
@@ -295,7 +330,7 @@ void feeder__aug_autocontrast(feeder__aimg im)
         for (int v = 0; v < 256; v++)
             luts[c][v] = trunc_u8(((float)v - mn) * scale);
     }
-    BY_LAYOUT(im, luts3, n, luts);
+    luts_to(im, n, luts);
 }
 
 /* _scale_channel: PIL's equalize. */
@@ -304,7 +339,7 @@ void feeder__aug_equalize(feeder__aimg im)
     uint32_t hists[3][256];
     uint8_t luts[3][256];
     size_t n = (size_t)im.w * im.h;
-    BY_LAYOUT(im, hists3, n, hists);
+    hists_of(im, n, hists);
     for (int c = 0; c < 3; c++) {
         const uint32_t *hist = hists[c];
         uint8_t *lut = luts[c];
@@ -327,5 +362,5 @@ void feeder__aug_equalize(feeder__aimg im)
             lut[v + 1] = (uint8_t)(e > 255 ? 255 : e);
         }
     }
-    BY_LAYOUT(im, luts3, n, luts);
+    luts_to(im, n, luts);
 }

@@ -65,7 +65,7 @@ int feeder__aug_erase(feeder__aimg im, const feeder__aug_step *st, uint64_t seed
         return 0;
     uint64_t draw = 0, bits = 0;
     uint64_t k = ERASE_BYTES_COUNTER;
-    for (int c = 0; c < 3; c++)
+    for (uint32_t c = 0; c < im.nc; c++)
         for (uint32_t y = b.y; y < b.y + b.h; y++)
             for (uint32_t x = b.x; x < b.x + b.w; x++) {
                 uint8_t v = (uint8_t)st->ivalue;

@@ -29,7 +29,7 @@ static void swap_bytes(uint8_t *a, uint8_t *b, size_t n)
  * bytes, NCHW three planes of rows of w bytes. */
 static void vflip(feeder__aimg im)
 {
-    int planes = im.ps == 3 ? 1 : 3;
+    int planes = im.ps == 3 ? 1 : (int)im.nc;
     size_t row = im.ps == 3 ? 3 * (size_t)im.w : im.w;
     for (int c = 0; c < planes; c++) {
         uint8_t *p = im.p + (size_t)c * im.cs;
@@ -58,7 +58,7 @@ void feeder__aug_flip(feeder__aimg im, int vertical)
     else if (im.ps == 3)
         hflip_rows(im.p, 3, im.w, im.h);
     else
-        hflip_rows(im.p, 1, im.w, 3 * (size_t)im.h); /* the three planes' rows */
+        hflip_rows(im.p, 1, im.w, im.nc * (size_t)im.h); /* every plane's rows */
 }
 
 /* _get_inverse_affine_matrix(center, angle, translate, scale, shear). */
@@ -176,8 +176,10 @@ INLINE void warp_loop(const uint8_t *src, uint8_t *dst, size_t ps, size_t cs, ui
 
 static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
 {
-    memcpy(scratch, im.p, 3 * (size_t)im.w * im.h);
-    if (im.ps == 3)
+    memcpy(scratch, im.p, im.nc * (size_t)im.w * im.h);
+    if (im.nc == 1) /* cs 0: the three channels are the one plane, written alike */
+        warp_loop(scratch, im.p, 1, 0, im.w, im.h, wp);
+    else if (im.ps == 3)
         warp_loop(scratch, im.p, 3, 1, im.w, im.h, wp);
     else
         warp_loop(scratch, im.p, 1, im.cs, im.w, im.h, wp);

@@ -83,16 +83,16 @@ typedef struct mbox {
 } mbox;
 
 static void cutmix(uint8_t *data, uint32_t count, uint32_t w, uint32_t h, int layout,
-                   const mbox *bx, uint8_t *scratch)
+                   int channels, const mbox *bx, uint8_t *scratch)
 {
-    size_t bytes = (size_t)w * h * 3;
+    size_t bytes = (size_t)w * h * (size_t)channels;
     memcpy(scratch, data + (size_t)(count - 1) * bytes, bytes);
     for (uint32_t i = count; i-- > 0;) {
-        feeder__aimg x = feeder__aimg_make(data + (size_t)i * bytes, w, h, layout);
-        feeder__aimg y = feeder__aimg_make(i ? x.p - bytes : scratch, w, h, layout);
+        feeder__aimg x = feeder__aimg_make_ch(data + (size_t)i * bytes, w, h, layout, channels);
+        feeder__aimg y = feeder__aimg_make_ch(i ? x.p - bytes : scratch, w, h, layout, channels);
         /* the box's rows are runs of bytes: one run per row in NHWC, one
-         * per row and channel in NCHW */
-        int planes = x.ps == 3 ? 1 : 3;
+         * per row and channel in NCHW (and gray) */
+        int planes = x.ps == 3 ? 1 : (int)x.nc;
         size_t run = (size_t)(bx->x2 - bx->x1) * x.ps;
         for (int c = 0; c < planes; c++)
             for (uint32_t r = bx->y1; r < bx->y2; r++) {
@@ -121,6 +121,14 @@ int feeder__augment_mix(const feeder__augment_plan *plan, uint8_t *data, uint32_
                         uint32_t w, uint32_t h, int layout, uint64_t seed, uint64_t epoch,
                         uint64_t batch, feeder_mix *mix, uint8_t *scratch)
 {
+    return feeder__augment_mix_ch(plan, data, count, w, h, layout, 3, seed, epoch, batch, mix,
+                                  scratch);
+}
+
+int feeder__augment_mix_ch(const feeder__augment_plan *plan, uint8_t *data, uint32_t count,
+                           uint32_t w, uint32_t h, int layout, int channels, uint64_t seed,
+                           uint64_t epoch, uint64_t batch, feeder_mix *mix, uint8_t *scratch)
+{
     if (!feeder__augment_has_mix(plan) || count == 0)
         return 0;
     int cut = plan->mixup_alpha <= 0;
@@ -133,10 +141,10 @@ int feeder__augment_mix(const feeder__augment_plan *plan, uint8_t *data, uint32_
     double lam = feeder__aug_beta(alpha, seed, epoch, batch, MIX_K_BETA);
     if (cut) {
         mbox b = cutmix_box(lam, w, h, seed, epoch, batch);
-        cutmix(data, count, w, h, layout, &b, scratch);
+        cutmix(data, count, w, h, layout, channels, &b, scratch);
         lam = 1.0 - (double)(b.x2 - b.x1) * (b.y2 - b.y1) / ((double)w * h);
     } else {
-        mixup(data, count, (size_t)w * h * 3, lam, scratch);
+        mixup(data, count, (size_t)w * h * (size_t)channels, lam, scratch);
     }
     for (uint32_t i = 0; i < count; i++) {
         mix[i].partner = (i + count - 1) % count;

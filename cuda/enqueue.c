@@ -49,8 +49,9 @@ static cudaError_t batch_end(feeder__gpu *g, entry *en, const int64_t *labels, i
         return e;
     if (g->cfg.dtype != FEEDER_DTYPE_UINT8 &&
         (e = (cudaError_t)feeder__normalize_launch(en->stage, en->dev, en->count, g->l->height,
-                                                   g->l->width, g->cfg.out_layout, g->cfg.dtype,
-                                                   g->cfg.mean, g->cfg.std, s)) != cudaSuccess)
+                                                   g->l->width, (int)g->l->channels,
+                                                   g->cfg.out_layout, g->cfg.dtype, g->cfg.mean,
+                                                   g->cfg.std, s)) != cudaSuccess)
         return e;
     if ((e = cudaEventRecord(en->copy_ev, s)) != cudaSuccess)
         return e;

@@ -21,11 +21,13 @@ extern "C" {
 void feeder__normalize_params(const float mean[3], const float std[3], float scale[3],
                               float shift[3]);
 
-/* n samples of h x w x 3 uint8 (NHWC) at `in` to `out` in out_layout and
- * dtype, on `stream` (a cudaStream_t). Returns a cudaError_t (0 = success). */
+/* n samples of h x w x channels uint8 (NHWC; channels 3, or 1: gray, which
+ * takes mean[0] and std[0] and is the same in either layout) at `in` to
+ * `out` in out_layout and dtype, on `stream` (a cudaStream_t). Returns a
+ * cudaError_t (0 = success; cudaErrorInvalidValue for other channels). */
 int feeder__normalize_launch(const uint8_t *in, void *out, uint32_t n, uint32_t h, uint32_t w,
-                             int out_layout, int dtype, const float mean[3], const float std[3],
-                             void *stream);
+                             int channels, int out_layout, int dtype, const float mean[3],
+                             const float std[3], void *stream);
 
 #ifdef __cplusplus
 }

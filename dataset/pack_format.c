@@ -294,10 +294,10 @@ static int check_header(const feeder__pack_header *h, const char *name, char *er
         if (h->layout > FEEDER_LAYOUT_NCHW)
             return bad(err, errlen, "%s: unknown layout %u (0 = NHWC, 1 = NCHW)", name,
                        h->layout);
-        if (h->height == 0 || h->width == 0 || h->channels != 3)
+        if (h->height == 0 || h->width == 0 || (h->channels != 3 && h->channels != 1))
             return bad(err, errlen,
                        "%s: RAW sample shape %ux%ux%u is not supported (height and width > 0, "
-                       "3 channels)",
+                       "3 or 1 channels)",
                        name, h->height, h->width, h->channels);
         uint64_t p;
         if (__builtin_mul_overflow((uint64_t)h->height * h->width, (uint64_t)h->channels, &p))

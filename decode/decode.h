@@ -24,7 +24,14 @@ typedef struct feeder__transform {
     double ratio_min, ratio_max; /* train: aspect ratio range */
     double flip_prob;      /* train: horizontal flip probability */
     uint64_t max_pixels;   /* largest width*height accepted, 0 = no limit */
+    uint32_t channels;     /* 1: grayscale output; anything else (0 included): RGB */
 } feeder__transform;
+
+/* Channels of the samples `t` makes: 1 or 3. */
+static inline int feeder__transform_channels(const feeder__transform *t)
+{
+    return t->channels == 1 ? 1 : 3;
+}
 
 /* Where one image sits in the source and how it lands in the output:
  * the crop box in source pixels and whether it is mirrored. Computed from the
@@ -72,7 +79,9 @@ typedef struct feeder__decode_times {
 } feeder__decode_times;
 
 /* Decode `len` bytes of an image and write the transformed sample (height x
- * width x 3 uint8 RGB, in t->layout) to `dst`. The format comes from the
+ * width x 3 uint8 RGB, in t->layout; height x width x 1 gray when
+ * t->channels is 1: libjpeg's gray decode for JPEG, Pillow's L of the RGB
+ * decode for CMYK JPEGs, PNG and WebP) to `dst`. The format comes from the
  * first bytes (decode/format.h): JPEG goes to t->decoder; PNG (libspng) and
  * WebP (libwebp) are decoded whole and take the same crop and resize as
  * TURBO, alpha dropped; anything else fails with FEEDER_EDECODE naming what
@@ -130,7 +139,8 @@ void feeder__resizer_free(feeder__resizer *r);
 
 /* Resize the box (bx, by, bw, bh) of an RGB (src_channels 3) or RGBX (4)
  * image of src_w x src_h pixels, rows src_stride bytes apart, to
- * out_w x out_h RGB in `layout` (FEEDER_LAYOUT_NHWC: interleaved rows;
+ * out_w x out_h RGB in `layout` (a gray image, src_channels 1, to out_w x
+ * out_h gray: one plane, the same bytes in either layout) (FEEDER_LAYOUT_NHWC: interleaved rows;
  * FEEDER_LAYOUT_NCHW: three planes of out_h*out_w), mirrored left-right when
  * `flip`, into dst (out_w*out_h*3 bytes). The box is in source pixels and may
  * be fractional; it must lie inside the image. Pixels outside the box but

@@ -76,6 +76,10 @@ int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
         return unknown_format(p, len, err, errlen);
     if (rc)
         return rc;
+    if (feeder__transform_channels(t) == 1 && img.channels != 1) {
+        feeder__rgb_to_gray(pix->p, img.w, img.h, img.stride, img.channels);
+        img.channels = 1;
+    }
     feeder__crop c;
     feeder__crop_compute(t, img.w, img.h, seed, epoch, index, &c);
     uint64_t t1 = feeder__now_ns();

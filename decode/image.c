@@ -29,3 +29,23 @@ int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, cha
                                    (unsigned long long)n, (unsigned long long)t->max_pixels);
     return 0;
 }
+
+/* Pillow's rgb2l (libImaging/Convert.c, L24): the ITU-R 601-2 weights in
+ * 16-bit fixed point, summing to 65536, so a pixel that is gray already
+ * keeps its level, and +0x8000 rounds halves up. */
+static inline uint8_t pil_l(const uint8_t *q)
+{
+    return (uint8_t)(((uint32_t)q[0] * 19595u + (uint32_t)q[1] * 38470u +
+                      (uint32_t)q[2] * 7471u + 0x8000u) >> 16);
+}
+
+void feeder__rgb_to_gray(uint8_t *p, uint32_t w, uint32_t h, size_t stride, int channels)
+{
+    for (uint32_t y = 0; y < h; y++) {
+        uint8_t *row = p + (size_t)y * stride;
+        const uint8_t *q = row;
+        /* Byte x is written after bytes x*channels.. are read: in place. */
+        for (uint32_t x = 0; x < w; x++, q += channels)
+            row[x] = pil_l(q);
+    }
+}

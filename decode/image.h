@@ -12,7 +12,7 @@
 
 #include "decode/decode.h"
 
-/* A decoded image in a scratch buffer: w x h pixels of `channels` (3 or 4)
+/* A decoded image in a scratch buffer: w x h pixels of `channels` (1, 3 or 4)
  * bytes, rows `stride` bytes apart. */
 typedef struct feeder__image {
     uint32_t w, h;
@@ -33,5 +33,12 @@ int feeder__webp_decode(feeder__buf *pix, const feeder__transform *t, const uint
  * FEEDER_ETOOBIG). */
 int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
                          size_t errlen);
+
+/* Grayscale in place, as Pillow's convert("L") (torchvision's Grayscale on
+ * a PIL image): L = (19595 R + 38470 G + 7471 B + 32768) >> 16, the ITU-R
+ * 601-2 weights 0.299/0.587/0.114 in 16-bit fixed point. Each row of w
+ * pixels of `channels` (3 or 4) bytes becomes w gray bytes at the row's
+ * start; rows stay `stride` bytes apart. */
+void feeder__rgb_to_gray(uint8_t *p, uint32_t w, uint32_t h, size_t stride, int channels);
 
 #endif

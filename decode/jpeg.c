@@ -30,10 +30,15 @@
  * both decoders alike. The ROI decoder stops after the crop's last row, so
  * damage below it goes unnoticed there (it cannot affect the output).
  *
+ * Gray output (t->channels 1) asks libjpeg for JCS_GRAYSCALE / TJPF_GRAY:
+ * the Y channel, one byte a pixel, with no chroma decode, upsampling or
+ * colour conversion (docs/BENCHMARKS.md measures it against Pillow's L).
+ *
  * CMYK and YCCK come out of libjpeg as CMYK; they are converted the way Pillow
  * does: every 4-component JPEG is taken as Adobe-inverted (Photoshop writes
  * them so; Pillow's JpegImagePlugin uses rawmode "CMYK;I" for all of them),
- * then Pillow's cmyk2rgb with its MULDIV255 rounding.
+ * then Pillow's cmyk2rgb with its MULDIV255 rounding (and for gray output
+ * Pillow's L of that: libjpeg has no CMYK-to-gray conversion).
  */
 #include <errno.h>
 #include <math.h>
@@ -51,6 +56,7 @@
 #include "common/common.h"
 #include "decode/decode.h"
 #include "decode/format.h"
+#include "decode/image.h"
 
 typedef struct jerr_mgr {
     struct jpeg_error_mgr pub;
@@ -163,6 +169,18 @@ static void cmyk_to_rgbx(uint8_t *p, size_t w, size_t h, size_t stride)
     }
 }
 
+/* A CMYK decode as the output wants it: RGBX (Pillow's conversion), then
+ * for gray output Pillow's L of that, since libjpeg converts no CMYK to
+ * gray. Returns the channels the resizer is handed (4 or 1). */
+static int to_output_pixels(uint8_t *p, uint32_t w, uint32_t h, size_t stride, int gray)
+{
+    cmyk_to_rgbx(p, w, h, stride);
+    if (!gray)
+        return 4;
+    feeder__rgb_to_gray(p, w, h, stride, 4);
+    return 1;
+}
+
 static int check_size(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
                       size_t errlen)
 {
@@ -212,16 +230,18 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
     feeder__crop c;
     feeder__crop_compute(t, (uint32_t)w, (uint32_t)h, seed, epoch, index, &c);
     int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
-    size_t stride = (size_t)w * 4;
+    int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
+    size_t stride = (size_t)w * (size_t)ch;
     if ((rc = feeder__buf_reserve(&d->pix, stride * (size_t)h)))
         return feeder__decode_fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
-    if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->pix.p, w, (int)stride, h,
-                      cmyk ? TJPF_CMYK : TJPF_RGBX, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
+    int pf = cmyk ? TJPF_CMYK : ch == 1 ? TJPF_GRAY : TJPF_RGBX;
+    if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->pix.p, w, (int)stride, h, pf,
+                      TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
         return turbo_failed(d, err, errlen);
     if (cmyk)
-        cmyk_to_rgbx(d->pix.p, (size_t)w, (size_t)h, stride);
+        ch = to_output_pixels(d->pix.p, (uint32_t)w, (uint32_t)h, stride, gray);
     uint64_t t1 = feeder__now_ns();
-    rc = feeder__resize(&d->rs, d->pix.p, (uint32_t)w, (uint32_t)h, stride, 4, c.fx, c.fy, c.fw,
+    rc = feeder__resize(&d->rs, d->pix.p, (uint32_t)w, (uint32_t)h, stride, ch, c.fx, c.fy, c.fw,
                         c.fh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
         return feeder__decode_fail(err, errlen, rc, "resize of a %dx%d image failed", w, h);
@@ -273,8 +293,9 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     feeder__crop c;
     feeder__crop_compute(t, W, H, seed, epoch, index, &c);
     int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
     unsigned dn = pick_denom(&c, t);
-    ci->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX;
+    ci->out_color_space = cmyk ? JCS_CMYK : ch == 1 ? JCS_GRAYSCALE : JCS_EXT_RGBX;
     ci->scale_num = 1;
     ci->scale_denom = dn;
     ci->dct_method = JDCT_ISLOW;
@@ -292,7 +313,7 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
         xoff = 0;
         cw = ci->output_width;
     }
-    size_t stride = (size_t)cw * 4, nrows = y1 - y0;
+    size_t stride = (size_t)cw * (size_t)ch, nrows = y1 - y0;
     if ((rc = feeder__buf_reserve(&d->pix, stride * nrows)) ||
         (rc = feeder__buf_reserve(&d->rows, nrows * sizeof(JSAMPROW))))
         return feeder__decode_fail(err, errlen, rc,
@@ -312,9 +333,9 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
                                        (unsigned)ci->output_scanline);
     }
     if (cmyk)
-        cmyk_to_rgbx(d->pix.p, cw, nrows, stride);
+        ch = to_output_pixels(d->pix.p, cw, (uint32_t)nrows, stride, gray);
     uint64_t t1 = feeder__now_ns();
-    rc = feeder__resize(&d->rs, d->pix.p, cw, (uint32_t)nrows, stride, 4, bx - xoff, by - y0,
+    rc = feeder__resize(&d->rs, d->pix.p, cw, (uint32_t)nrows, stride, ch, bx - xoff, by - y0,
                         bw, bh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
         return feeder__decode_fail(err, errlen, rc, "resize of a %ux%u region failed", (unsigned)cw,

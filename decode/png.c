@@ -51,8 +51,14 @@ int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8
         spng_ctx_free(ctx);
         return rc;
     }
+    /* Gray output of a gray PNG of up to 8 bits: libspng's G8 (the levels
+     * its RGB8 repeats three times, so Pillow's L of them is the same), a
+     * third of the bytes and no conversion. */
+    int gray = feeder__transform_channels(t) == 1 && ih.color_type == SPNG_COLOR_TYPE_GRAYSCALE &&
+               ih.bit_depth <= 8;
+    enum spng_format fmt = gray ? SPNG_FMT_G8 : SPNG_FMT_RGB8;
     size_t size = 0;
-    if ((rc = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &size)))
+    if ((rc = spng_decoded_image_size(ctx, fmt, &size)))
         return png_fail(ctx, rc, err, errlen, "image size");
     if (t->max_pixels && size / 4 > t->max_pixels) {
         spng_ctx_free(ctx);
@@ -65,12 +71,12 @@ int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8
         return feeder__decode_fail(err, errlen, rc, "out of memory for a %ux%u image", ih.width,
                                    ih.height);
     }
-    if ((rc = spng_decode_image(ctx, pix->p, size, SPNG_FMT_RGB8, 0)))
+    if ((rc = spng_decode_image(ctx, pix->p, size, fmt, 0)))
         return png_fail(ctx, rc, err, errlen, "decode");
     spng_ctx_free(ctx);
     img->w = ih.width;
     img->h = ih.height;
-    img->stride = (size_t)ih.width * 3;
-    img->channels = 3;
+    img->channels = gray ? 1 : 3;
+    img->stride = (size_t)ih.width * (size_t)img->channels;
     return 0;
 }

@@ -347,7 +347,7 @@ typedef struct feeder_sample_ctx {
     uint64_t epoch;   /* the current epoch */
     uint32_t height;  /* output height */
     uint32_t width;   /* output width */
-    uint32_t channels;/* output channels (3) */
+    uint32_t channels;/* output channels (FEEDER_OPT_CHANNELS: 3 or 1) */
     int layout;       /* FEEDER_LAYOUT_NHWC or FEEDER_LAYOUT_NCHW */
     int worker_id;    /* -1 in the calling thread (num_workers 0) */
     uint32_t reserved_[5];
@@ -635,6 +635,8 @@ typedef enum feeder_option {
     FEEDER_OPT_VERIFY_CRC = 51,        /* 0/1; check every record's crc32c on read; default 0 */
     FEEDER_OPT_MAX_RESTARTS = 60,      /* worker deaths per epoch survived by starting the
                                           worker again and re-running its parts; default 0 */
+    FEEDER_OPT_CHANNELS = 70,          /* output channels: 3 RGB, or 1 grayscale (see "Grayscale
+                                          output" below); default 3 */
     /* double-valued, set with feeder_loader_set_double(): */
     FEEDER_OPT_SCALE_MIN = 100,        /* train: RandomResizedCrop area share; default 0.08 */
     FEEDER_OPT_SCALE_MAX = 101,        /* default 1.0 */
@@ -642,6 +644,25 @@ typedef enum feeder_option {
     FEEDER_OPT_RATIO_MAX = 103,        /* default 4/3 */
     FEEDER_OPT_FLIP_PROB = 104         /* train: horizontal flip probability; default 0.5 */
 } feeder_option;
+
+/* Grayscale output (FEEDER_OPT_CHANNELS 1). Every sample is height x width
+ * x 1 uint8 (batch->channels 1, sample_bytes height*width; NHWC and NCHW are
+ * the same bytes). JPEG: libjpeg's own gray decode, the Y channel, which
+ * skips the chroma work (libjpeg-turbo's, as Pillow's draft("L")); on a web
+ * set it equals Pillow's convert("L") of the RGB decode for 99.8 % of pixels
+ * and is within 1 for 99.96 % (docs/BENCHMARKS.md). CMYK/YCCK JPEGs, PNG and
+ * WebP: the RGB decode, then Pillow's L = (19595 R + 38470 G + 7471 B +
+ * 32768) >> 16 (ITU-R 601-2, as torchvision's Grayscale on a PIL image); a
+ * gray PNG keeps its levels. The crop and resize are the RGB path's on one
+ * channel. RAW packed files hold their channel count: the loader adopts it,
+ * or fails at start with FEEDER_ESHAPE when CHANNELS was set otherwise.
+ * The augment pipeline runs on the one channel as torchvision's ops run on
+ * a 1-channel tensor (saturation, hue and grayscale leave it as it is;
+ * contrast blends with the image's mean); the mixes mix it. Device batches:
+ * uint8 as on the host; the float dtypes use MEAN_R and STD_R only. The GPU
+ * decoders (NVJPEG, HYBRID) make RGB: with CHANNELS 1 the workers decode
+ * (ROI) and feeder_loader_decoder() says why. Values other than 1 and 3
+ * fail with FEEDER_ERANGE. */
 
 typedef enum feeder_pipeline {
     FEEDER_PIPELINE_EVAL = 0,  /* resize the shorter side to RESIZE, centre crop HEIGHT x WIDTH */

@@ -250,9 +250,9 @@ static int mix_batch(feeder_loader *ld, slot_state *ss, uint8_t *base)
         return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
     if (!ld->mix_scratch && !(ld->mix_scratch = malloc(l->sample_bytes)))
         return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
-    return feeder__augment_mix(&ld->job.aug, feeder__slot_sample(l, base, 0), ss->count,
-                               l->width, l->height, l->layout, ld->job.seed, ss->epoch,
-                               ss->batch, ss->mix, ld->mix_scratch);
+    return feeder__augment_mix_ch(&ld->job.aug, feeder__slot_sample(l, base, 0), ss->count,
+                                  l->width, l->height, l->layout, (int)l->channels, ld->job.seed,
+                                  ss->epoch, ss->batch, ss->mix, ld->mix_scratch);
 }
 
 /* Lend a batch: the slot's state, the stats, *out. */

@@ -68,6 +68,7 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_PACKED_READ, "packed_read", 0, 0, 2, FEEDER_PACKED_READ_MMAP},
     {FEEDER_OPT_VERIFY_CRC, "verify_crc", 0, 0, 1, 0},
     {FEEDER_OPT_MAX_RESTARTS, "max_restarts", 0, 0, 1000000, 0},
+    {FEEDER_OPT_CHANNELS, "channels", 0, 1, 3, 3},
     {FEEDER_OPT_SCALE_MIN, "scale_min", 1, 1e-6, 1, 0.08},
     {FEEDER_OPT_SCALE_MAX, "scale_max", 1, 1e-6, 1, 1.0},
     {FEEDER_OPT_RATIO_MIN, "ratio_min", 1, 1e-3, 1e3, 3.0 / 4.0},
@@ -166,6 +167,9 @@ int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
     if ((double)value < OPTS[i].min || (double)value > OPTS[i].max)
         return feeder__loader_fail(ld, FEEDER_ERANGE, "%s = %lld is out of range [%.0f, %.0f]", OPTS[i].name,
                     (long long)value, OPTS[i].min, OPTS[i].max);
+    if (opt == FEEDER_OPT_CHANNELS && value == 2)
+        return feeder__loader_fail(ld, FEEDER_ERANGE,
+                    "channels = 2 is not an image format: 1 (grayscale) or 3 (RGB)");
     ld->ival[i] = value;
     ld->dval[i] = (double)value;
     ld->given[i] = 1;

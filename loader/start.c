@@ -77,9 +77,10 @@ static int packed_mismatch(feeder_loader *ld)
     const feeder__pack_header *h = &pk->v.h;
     return feeder__loader_fail(ld, FEEDER_ESHAPE,
                 "%s holds %ux%ux%u %s records, but the loader was set to height %lld, width "
-                "%lld, layout %s",
+                "%lld, channels %lld, layout %s",
                 pk->path, h->height, h->width, h->channels, layout_text[h->layout],
                 (long long)iopt(ld, FEEDER_OPT_HEIGHT), (long long)iopt(ld, FEEDER_OPT_WIDTH),
+                (long long)iopt(ld, FEEDER_OPT_CHANNELS),
                 layout_text[iopt(ld, FEEDER_OPT_LAYOUT) ? 1 : 0]);
 }
 
@@ -92,9 +93,11 @@ static int adopt_packed_shape(feeder_loader *ld)
     const feeder__pack_header *h = &pk->v.h;
     if (h->kind != FEEDER_RECORD_RAW)
         return 0;
-    const int opts[3] = {FEEDER_OPT_HEIGHT, FEEDER_OPT_WIDTH, FEEDER_OPT_LAYOUT};
-    const int64_t file[3] = {h->height, h->width, h->layout};
-    for (int k = 0; k < 2; k++)
+    /* CHANNELS sits before LAYOUT: it is checked and adopted like the sizes. */
+    const int opts[4] = {FEEDER_OPT_HEIGHT, FEEDER_OPT_WIDTH, FEEDER_OPT_CHANNELS,
+                         FEEDER_OPT_LAYOUT};
+    const int64_t file[4] = {h->height, h->width, h->channels, h->layout};
+    for (int k = 0; k < 3; k++)
         if (ld->given[feeder__opt_index(opts[k])] && iopt(ld, opts[k]) != file[k])
             return packed_mismatch(ld);
     int p = feeder__opt_index(FEEDER_OPT_PIPELINE);
@@ -103,9 +106,9 @@ static int adopt_packed_shape(feeder_loader *ld)
                     "%s holds precomputed RAW records: pipeline %s cannot be applied to them "
                     "(pack JPEG records to transform them while loading)",
                     pk->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         int i = feeder__opt_index(opts[k]);
-        if (k < 2 || !ld->given[i]) {
+        if (k < 3 || !ld->given[i]) {
             ld->ival[i] = file[k];
             ld->dval[i] = (double)file[k];
         }
@@ -152,6 +155,7 @@ static void resolve_job(feeder_loader *ld)
     t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
     t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
     t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
+    t->channels = (uint32_t)iopt(ld, FEEDER_OPT_CHANNELS);
 }
 
 /* The read path: decided once so every worker agrees and the user can ask
@@ -213,6 +217,15 @@ static int resolve_decoder(feeder_loader *ld)
         t->decoder = FEEDER_DECODER_ROI;
     }
 
+    /* nvJPEG's gray output (NVJPEG_OUTPUT_Y) is not wired into the GPU
+     * decoders' batched plan, which makes RGB. */
+    if (feeder__decoder_on_gpu(t->decoder) && feeder__transform_channels(t) == 1) {
+        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
+                    "grayscale output (channels 1): the GPU decoders make RGB, so the CPU "
+                    "decodes");
+        t->decoder = FEEDER_DECODER_ROI;
+    }
+
     /* The augment pipeline works on pixels in the slot; the GPU decoders
      * leave JPEG bytes there. */
     if (feeder__decoder_on_gpu(t->decoder) && feeder__augment_has_sample_steps(&job->aug)) {
@@ -245,13 +258,14 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
         rc = feeder__fields_layout_init(&job->fields, &job->layout, ld->ds->fields,
                                         ld->ds->nfields, batch);
     else
-        rc = feeder__slot_layout_init(&job->layout, batch, t->height, t->width, 3, t->layout);
+        rc = feeder__slot_layout_init(&job->layout, batch, t->height, t->width,
+                                      (uint32_t)feeder__transform_channels(t), t->layout);
     if (rc && ld->ds->nfields)
         return feeder__loader_fail(ld, rc, "batch_size %u x the fields' rooms overflows a size",
                                    batch);
     if (rc)
-        return feeder__loader_fail(ld, rc, "batch_size %u x %ux%ux3 overflows a size", batch, t->height,
-                    t->width);
+        return feeder__loader_fail(ld, rc, "batch_size %u x %ux%ux%d overflows a size", batch,
+                    t->height, t->width, feeder__transform_channels(t));
     ld->nworkers = (int)iopt(ld, FEEDER_OPT_NUM_WORKERS);
     uint64_t nslots = (uint64_t)(ld->nworkers ? ld->nworkers : 1) *
                       (uint64_t)iopt(ld, FEEDER_OPT_PREFETCH_FACTOR);

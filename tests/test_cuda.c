@@ -61,6 +61,7 @@ typedef struct cfg {
     int device, pin, dtype, layout, workers, prefetch, gpu_prefetch, pipeline, batch, epochs;
     int decoder, size;
     int warmup; /* FEEDER_OPT_GPU_WARMUP: off unless a test is about it (exact counts) */
+    int channels; /* FEEDER_OPT_CHANNELS; 0 leaves the default (3) */
 } cfg;
 
 static cfg base(void)
@@ -120,6 +121,8 @@ static feeder_loader *make(feeder_dataset *ds, const cfg *c)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_PREFETCH, c->gpu_prefetch), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_THREADS, 3), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_WARMUP, c->warmup), 0);
+    if (c->channels)
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_CHANNELS, c->channels), 0);
     return ld;
 }
 
@@ -391,6 +394,112 @@ START_TEST(test_normalize_custom_mean_std)
     free(out);
     run_free(ref);
     feeder_loader_destroy(ld);
+}
+END_TEST
+
+/* ---- grayscale (FEEDER_OPT_CHANNELS 1) on the device ---- */
+
+/* uint8 gray device batches are the host's, for every pin mode and layout,
+ * with and without workers; a GPU decoder asked for decodes on the CPU. */
+START_TEST(test_gray_device_matches_host)
+{
+    static const int pins[] = {FEEDER_PIN_NONE, FEEDER_PIN_COPY, FEEDER_PIN_REGISTER};
+    for (int layout = 0; layout < 2; layout++) {
+        cfg h = base();
+        h.layout = layout;
+        h.channels = 1;
+        run *ref = collect(jpegs, &h, NULL, NULL);
+        ck_assert_uint_eq(ref->nb, 8);
+        ck_assert_uint_eq(ref->nbytes[0], 5u * 40 * 56); /* one byte a pixel */
+        for (int p = 0; p < 3; p++)
+            for (int w = 0; w <= 2; w += 2) {
+                cfg d = h;
+                d.device = 0;
+                d.pin = pins[p];
+                d.workers = w;
+                run *got = collect(jpegs, &d, NULL, NULL);
+                same_batches(ref, got);
+                run_free(got);
+            }
+        cfg g = h;
+        g.device = 0;
+        g.decoder = FEEDER_DECODER_NVJPEG;
+        run *got = collect(jpegs, &g, NULL, NULL);
+        ck_assert_int_eq(last_decoder, FEEDER_DECODER_ROI);
+        ck_assert_str_eq(last_reason, "grayscale output (channels 1): the GPU decoders make "
+                                      "RGB, so the CPU decodes");
+        same_batches(ref, got);
+        run_free(got);
+        run_free(ref);
+    }
+}
+END_TEST
+
+/* One float gray batch against the host batch's bytes through channel 0's
+ * scale and shift. */
+static void check_gray_float(feeder_batch *b, const run *ref, uint32_t bi, int dt,
+                             const float *scale, const float *shift)
+{
+    static const size_t esize[] = {1, 2, 2, 4};
+    ck_assert_uint_eq(b->channels, 1);
+    ck_assert_uint_eq(b->count, ref->count[bi]);
+    ck_assert_mem_eq(b->labels, ref->labels[bi], b->count * sizeof(int64_t));
+    size_t n = ref->nbytes[bi];
+    ck_assert_uint_eq(b->device_bytes, n * esize[dt]);
+    uint8_t *out = malloc(b->device_bytes);
+    CK_CUDA(cudaEventSynchronize(feeder_batch_event(b)));
+    CK_CUDA(cudaMemcpy(out, b->device_data, b->device_bytes, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) {
+        float v = fmaf((float)ref->bytes[bi][i], scale[0], shift[0]);
+        if (dt == FEEDER_DTYPE_FLOAT32) {
+            float gv;
+            memcpy(&gv, out + 4 * i, 4);
+            ck_assert_msg(memcmp(&gv, &v, 4) == 0, "float32 batch %u byte %zu: %.9g vs %.9g", bi,
+                          i, gv, v);
+        } else {
+            uint16_t gv, want = dt == FEEDER_DTYPE_FLOAT16 ? f2h(v) : f2bf(v);
+            memcpy(&gv, out + 2 * i, 2);
+            ck_assert_msg(gv == want, "dtype %d batch %u byte %zu: %04x vs %04x", dt, bi, i, gv,
+                          want);
+        }
+    }
+    free(out);
+}
+
+/* Float gray batches: every byte through channel 0's mean and std (the
+ * G and B settings are not used), the same in either layout. */
+START_TEST(test_gray_normalize_matches_cpu)
+{
+    cfg h = base();
+    h.channels = 1;
+    run *ref = collect(jpegs, &h, NULL, NULL);
+    const float mean[3] = {0.25f, 0.456f, 0.406f}, std[3] = {0.5f, 0.224f, 0.225f};
+    float scale[3], shift[3];
+    feeder__normalize_params(mean, std, scale, shift);
+    for (int dt = FEEDER_DTYPE_FLOAT16; dt <= FEEDER_DTYPE_FLOAT32; dt++)
+        for (int layout = 0; layout < 2; layout++) {
+            cfg d = h;
+            d.device = 0;
+            d.dtype = dt;
+            d.layout = layout;
+            feeder_loader *ld = make(jpegs, &d);
+            ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_MEAN_R, 0.25), 0);
+            ck_assert_int_eq(feeder_loader_set_double(ld, FEEDER_OPT_STD_R, 0.5), 0);
+            uint32_t bi = 0;
+            int rc = FEEDER_DONE;
+            for (int e = 0; e < h.epochs && rc == FEEDER_DONE; e++) {
+                feeder_batch *b;
+                while ((rc = feeder_next(ld, &b)) == 0) {
+                    ck_assert_uint_lt(bi, ref->nb);
+                    check_gray_float(b, ref, bi++, dt, scale, shift);
+                    ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+                }
+            }
+            ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+            ck_assert_uint_eq(bi, ref->nb);
+            feeder_loader_destroy(ld);
+        }
+    run_free(ref);
 }
 END_TEST
 
@@ -1530,6 +1639,8 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_device_matches_host);
     tcase_add_test(tc, test_normalize_matches_cpu);
     tcase_add_test(tc, test_normalize_custom_mean_std);
+    tcase_add_test(tc, test_gray_device_matches_host);
+    tcase_add_test(tc, test_gray_normalize_matches_cpu);
     tcase_add_test(tc, test_slow_consumer_smallest_rings);
     tcase_add_test(tc, test_fast_consumer_large_copies_keep_slots);
     tcase_add_test(tc, test_device_ring_borrowed);

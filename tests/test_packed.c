@@ -358,7 +358,7 @@ START_TEST(test_reject_header_fields)
     expect_header_reject(e_count0, "holds no records");
     expect_header_reject(e_layout, "unknown layout 2 (0 = NHWC, 1 = NCHW)");
     expect_header_reject(e_chan, "RAW sample shape 2x3x4 is not supported (height and width > 0, "
-                                 "3 channels)");
+                                 "3 or 1 channels)");
     expect_header_reject(e_rbytes, "RAW record size mismatch: the header says 20 bytes per "
                                    "record, 2x3x3 is 18");
     expect_header_reject(e_shape_ovf, "RAW sample shape 4294967295x4294967295x3 overflows a size");
@@ -642,7 +642,7 @@ START_TEST(test_shape_adopted_or_mismatch)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 4), 0);
     ck_assert_int_eq(feeder_loader_start(ld), FEEDER_ESHAPE);
     snprintf(want, sizeof(want), "%s holds 2x3x3 NHWC records, but the loader was set to height "
-             "224, width 4, layout NHWC", p);
+             "224, width 4, channels 3, layout NHWC", p);
     ck_assert_str_eq(feeder_loader_errmsg(ld), want);
     feeder_loader_destroy(ld);
 
@@ -651,7 +651,7 @@ START_TEST(test_shape_adopted_or_mismatch)
     ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ESHAPE);
     /* Height and width were adopted; only the layout disagrees. */
     snprintf(want, sizeof(want), "%s holds 2x3x3 NHWC records, but the loader was set to height "
-             "2, width 3, layout NCHW", p);
+             "2, width 3, channels 3, layout NCHW", p);
     ck_assert_str_eq(feeder_loader_errmsg(ld), want);
     feeder_loader_destroy(ld);
 

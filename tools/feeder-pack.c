@@ -3,7 +3,7 @@
  * packed file out (docs/FORMAT.md).
  *
  *   feeder-pack --data DIR|LIST|'S-{000..127}.tar' --out F.pack [--mode raw|jpeg] [--size 224]
- *               [--resize 256] [--layout nhwc|nchw] [--workers N]
+ *               [--resize 256] [--layout nhwc|nchw] [--channels 3|1] [--workers N]
  *               [--shard-size BYTES] [--max-side N [--quality Q]] [--verify]
  *
  * RAW mode decodes every image once with the loader itself (EVAL pipeline:
@@ -121,7 +121,8 @@ static void parse_args(opts *o, int argc, char **argv)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->workers = cores > 0 ? (int)cores : 1;
     o->batch = 64;
-    int raw[3] = {0}, shrink[2] = {0};
+    int raw[4] = {0}, shrink[2] = {0};
+    o->channels = 3;
     o->quality = 90;
     cli_opt t[] = {
         CLI_STRING("data", "DIR|LIST", o->data,
@@ -158,8 +159,10 @@ static void parse_args(opts *o, int argc, char **argv)
         CLI_FLAG("progress", o->progress,
                  "draw the progress bar even when stderr is not a terminal"),
         CLI_FLAG("quiet", o->quiet, "no progress bar, no summary"),
+        CLI_UINT("channels", "N", o->channels, 1, 3, "raw: 3 (RGB) or 1 (grayscale) (3)"),
         CLI_END,
     };
+    t[sizeof(t) / sizeof(t[0]) - 2].given = &raw[3];
     t[3].given = &raw[0];
     t[4].given = &raw[1];
     t[5].given = &raw[2];
@@ -171,6 +174,10 @@ static void parse_args(opts *o, int argc, char **argv)
                                "arguments.\n"};
     cli_parse(&spec, argc, argv);
     check_args(o, raw[0] | raw[1] | raw[2]);
+    if (o->jpeg && raw[3])
+        die_usage("--channels applies to --mode raw only (JPEG records are stored as they are)");
+    if (o->channels == 2)
+        die_usage("--channels 2: expected 3 (RGB) or 1 (grayscale)");
     if (shrink[0] && !o->jpeg)
         die_usage("--max-side applies to --mode jpeg only (--mode raw resizes every image)");
     if (shrink[1] && !shrink[0])

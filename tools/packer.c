@@ -399,6 +399,9 @@ static void set_opt(feeder_loader *ld, feeder_option opt, int64_t v)
             feeder_loader_errmsg(ld));
 }
 
+/* Channels of a RAW record: 1 (grayscale) or 3. */
+static uint32_t raw_channels(const opts *o) { return o->channels == 1 ? 1 : 3; }
+
 /* RAW: the loader decodes (EVAL, sequential, N workers); batches are written
  * as they come, each batch's share of a shard in one write. */
 static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t ns,
@@ -416,6 +419,7 @@ static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t 
     set_opt(ld, FEEDER_OPT_WIDTH, o->width);
     set_opt(ld, FEEDER_OPT_RESIZE, o->resize);
     set_opt(ld, FEEDER_OPT_LAYOUT, o->layout);
+    set_opt(ld, FEEDER_OPT_CHANNELS, raw_channels(o));
     set_opt(ld, FEEDER_OPT_IO, o->io);
     uint64_t next = 0, bytes = 0;
     uint32_t s = 0;
@@ -799,12 +803,12 @@ static uint64_t plan_records(const fpk_opts *o, feeder_dataset *ds, uint64_t n,
         }
         return 0;
     }
-    uint64_t rb = (uint64_t)o->height * o->width * 3;
+    uint64_t rb = (uint64_t)o->height * o->width * raw_channels(o);
     proto->kind = FEEDER_RECORD_RAW;
     proto->layout = (uint32_t)o->layout;
     proto->height = o->height;
     proto->width = o->width;
-    proto->channels = 3;
+    proto->channels = raw_channels(o);
     proto->record_bytes = rb;
     for (uint64_t i = 0; i < n; i++)
         sizes[i] = rb;
@@ -853,7 +857,7 @@ static void summary(const fpk_opts *o, const shard *v, uint32_t ns, uint64_t n, 
     else if (o->jpeg)
         snprintf(what, sizeof(what), "JPEG");
     else
-        snprintf(what, sizeof(what), "RAW %ux%ux3 %s", o->height, o->width,
+        snprintf(what, sizeof(what), "RAW %ux%ux%u %s", o->height, o->width, raw_channels(o),
                  o->layout ? "nchw" : "nhwc");
     fprintf(stderr, "%s: %s: %llu records (%s) in %u file%s, %.1f MB, %.1f s (%.0f images/s)%s\n",
             g_prog, ns == 1 ? v[0].name : o->out, (unsigned long long)n, what, ns,

@@ -24,6 +24,7 @@ typedef struct fpk_opts {
     int verify, progress, quiet;
     uint32_t max_side;        /* JPEG: re-encode files whose longer side exceeds it; 0 none */
     int quality;              /* JPEG with max_side: tjCompress2 quality, 1..100 */
+    uint32_t channels;        /* RAW: 1 grayscale, else (0 included) 3 RGB */
 } fpk_opts;
 
 /* Pack o->data into o->out as feeder-pack does (docs/FORMAT.md). Messages

@@ -467,8 +467,9 @@ static void augment_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8
     const uint64_t *idx = feeder__slot_indices(l, slot);
     uint64_t t0 = feeder__now_ns();
     for (uint32_t i = t->first; i < t->first + t->count; i++)
-        feeder__augment_apply(&job->aug, feeder__slot_sample(l, slot, i), l->width, l->height,
-                              l->layout, job->seed, t->epoch, idx[i], w->aug_scratch);
+        feeder__augment_apply_ch(&job->aug, feeder__slot_sample(l, slot, i), l->width,
+                                 l->height, l->layout, (int)l->channels, job->seed, t->epoch,
+                                 idx[i], w->aug_scratch);
     res->transform_ns += feeder__now_ns() - t0;
 }
 

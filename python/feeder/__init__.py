@@ -88,7 +88,7 @@ class Loader(_feeder.Loader):
            device=None, dtype=None, mean=None, std=None, layout="NCHW",
            decoder="roi", in_order=True, on_error="fail", io="auto",
            max_restarts=0, scale=None, ratio=None, flip_prob=None,
-           as_torch=None, trace=None)
+           as_torch=None, trace=None, channels=3)
 
     pipeline: "eval" (resize the shorter side to `resize`, default
     size*256/224, then centre crop), "train" (RandomResizedCrop with `scale`
@@ -99,6 +99,9 @@ class Loader(_feeder.Loader):
     timeout: seconds to wait for a batch, 0 = forever. as_torch: yield torch
     tensors (default when torch imports) or feeder.Array views, which
     torch.from_dlpack / numpy.from_dlpack / numpy.asarray take without a copy.
+    channels: 3 (RGB) or 1 (grayscale: Pillow's convert("L") for PNG and WebP,
+    libjpeg's gray decode for JPEG, as Pillow's draft("L"); float batches use
+    mean[0] and std[0]).
 
     Each iter() runs the next epoch (0, 1, ...; set_epoch(n) chooses it): the
     order and every random crop are a pure function of (seed, epoch, index),

@@ -679,7 +679,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "persistent_workers", "drop_last", "timeout", "seed", "pipeline",
                              "size", "resize", "device", "dtype", "mean", "std", "layout",
                              "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
-                             "ratio", "flip_prob", "as_torch", "trace", NULL};
+                             "ratio", "flip_prob", "as_torch", "trace", "channels", NULL};
     PyObject *ds_o, *batch = NULL, *shuffle = Py_False, *workers = NULL, *prefetch = NULL,
                     *persistent = Py_False, *drop_last = Py_False, *seed = NULL;
     double timeout = 0;
@@ -687,12 +687,12 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
              *mean = Py_None, *std = Py_None, *layout = NULL, *decoder = NULL,
              *in_order = Py_True, *on_error = NULL, *io = NULL, *max_restarts = NULL,
              *scale = Py_None, *ratio = Py_None, *flip_prob = Py_None, *as_torch = Py_None;
-    PyObject *trace = Py_None;
+    PyObject *trace = Py_None, *channels = NULL;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &ds_o, &batch,
+            args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &ds_o, &batch,
             &shuffle, &workers, &prefetch, &persistent, &drop_last, &timeout, &seed, &pipeline,
             &size, &resize, &device, &dtype, &mean, &std, &layout, &decoder, &in_order, &on_error,
-            &io, &max_restarts, &scale, &ratio, &flip_prob, &as_torch, &trace))
+            &io, &max_restarts, &scale, &ratio, &flip_prob, &as_torch, &trace, &channels))
         return -1;
     if (self->ld) {
         PyErr_SetString(PyExc_RuntimeError, "Loader.__init__ called twice");
@@ -747,6 +747,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     INTOPT(seed, "seed", FEEDER_OPT_SEED)
     INTOPT(in_order, "in_order", FEEDER_OPT_IN_ORDER)
     INTOPT(max_restarts, "max_restarts", FEEDER_OPT_MAX_RESTARTS)
+    INTOPT(channels, "channels", FEEDER_OPT_CHANNELS)
     ENUMOPT(pipeline, "pipeline", pipelines, pipeline_v, FEEDER_OPT_PIPELINE)
     ENUMOPT(decoder, "decoder", decoders, decoder_v, FEEDER_OPT_DECODER)
     ENUMOPT(on_error, "on_error", policies, policy_v, FEEDER_OPT_ERROR_POLICY)

@@ -1,7 +1,8 @@
 /*
  * Shared by the JPEG fuzz targets. An input is two bytes of settings, then
  * the JPEG: byte 0 picks the pipeline (EVAL or TRAIN), the layout and the
- * output size, byte 1 the sample index (so the train crop and flip vary).
+ * output size, byte 1 the sample index (so the train crop and flip vary)
+ * and, with its top bit, gray output (FEEDER_OPT_CHANNELS 1).
  * One decoder serves every input, as in a worker: a failure must leave it
  * usable for the next image.
  */
@@ -42,6 +43,7 @@ static int fuzz_decode(int decoder, const uint8_t *data, size_t size)
      * 65500x65500 is refused before it costs gigabytes (the loader's own
      * default is PIL's 178956970). */
     t.max_pixels = 1u << 22;
+    t.channels = (data[1] & 0x80) ? 1 : 3;
     char err[512];
     feeder__decode_times tm;
     int rc = feeder__decode_sample(d, &t, data + 2, size - 2, 7, 0, data[1], dst, &tm, err,
