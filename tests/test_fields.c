@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "collate/fields.h"
 #include "feeder.h"
 #include "testutil.h"
 
@@ -606,6 +607,67 @@ START_TEST(test_death_while_packing)
 }
 END_TEST
 
+/* ---- collate/fields.c on a slot of exactly its bytes (malloc), so that
+ * AddressSanitizer sees any write or read past the last field's room ---- */
+
+START_TEST(test_slot_bounds)
+{
+    /* The last field's room ends the slot with no slack: 4 x 1024 x 4 bytes. */
+    static const feeder_field f[2] = {
+        {"n", FEEDER_ELEM_I64, FEEDER_FIELD_FIXED, 0, {0}, {0}},
+        {"v", FEEDER_ELEM_I32, FEEDER_FIELD_RAGGED, 1, {1024}, {0}},
+    };
+    feeder__fields_layout fl;
+    feeder__slot_layout l;
+    ck_assert_int_eq(feeder__fields_layout_init(&fl, &l, f, 2, 4), 0);
+    ck_assert_uint_eq(fl.a[1].values_off + 4 * 4096, l.slot_bytes);
+    uint8_t *slot = malloc(l.slot_bytes);
+    ck_assert_ptr_nonnull(slot);
+    memset(slot, 0xee, l.slot_bytes);
+    memset(slot, 0, (size_t)4 * 8); /* labels: no DROP mark */
+    feeder__fields_reset(&fl, slot);
+    static int32_t src[1025];
+    for (int j = 0; j < 1025; j++)
+        src[j] = j;
+    char msg[256];
+    for (uint32_t i = 0; i < 4; i++) {
+        feeder__sample_buf buf;
+        feeder_sample_out o;
+        feeder__fields_sample_out(&fl, slot, i, &buf, &o);
+        int64_t n = i;
+        ck_assert_int_eq(feeder_sample_put(&o, 0, FEEDER_ELEM_I64, &n, 1), 0);
+        if (i == 3) { /* one row too many: refused, nothing written */
+            ck_assert_int_eq(feeder_sample_put(&o, 1, FEEDER_ELEM_I32, src, 1025), FEEDER_ERANGE);
+            ck_assert_uint_eq(((uint8_t *)o.data[1])[0], 0xee);
+            ck_assert_int_eq(feeder__fields_accept(&fl, slot, i, 30 + i, &o, msg, sizeof(msg)),
+                             FEEDER_ERANGE);
+            ck_assert_str_eq(msg, "sample 33, field 'v': feeder_sample_put of 1025 rows, the "
+                                  "field takes at most 1024");
+            o.put_error = 0;
+        }
+        /* The last sample fills its room to the slot's last byte. */
+        uint64_t rows = i == 3 ? 1024 : i + 1;
+        ck_assert_int_eq(feeder_sample_put(&o, 1, FEEDER_ELEM_I32, src, rows), 0);
+        ck_assert_int_eq(feeder__fields_accept(&fl, slot, i, 30 + i, &o, msg, sizeof(msg)), 0);
+    }
+    ck_assert_int_eq(feeder__fields_part_done(&fl, slot, 0, 2, 4, 0), 0);
+    ck_assert_int_eq(feeder__fields_part_done(&fl, slot, 0, 2, 4, 0), 0); /* a re-run */
+    ck_assert_int_eq(feeder__fields_part_done(&fl, slot, 2, 2, 4, 0), 1);
+    feeder__fields_pack(&fl, slot, 4);
+    feeder__fields_view v = {&fl, slot, 0};
+    feeder_tensor t;
+    feeder__fields_tensor(&v, 4, 1, &t);
+    ck_assert_uint_eq(t.shape[0], 1 + 2 + 3 + 1024);
+    int64_t want_off[5] = {0, 1, 3, 6, 1030};
+    for (int k = 0; k < 5; k++)
+        ck_assert_int_eq(t.offsets[k], want_off[k]);
+    for (uint32_t i = 0; i < 4; i++)
+        for (int64_t j = 0; j < t.lengths[i]; j++)
+            ck_assert_int_eq(((int32_t *)t.data)[t.offsets[i] + j], (int32_t)j);
+    free(slot);
+}
+END_TEST
+
 /* ---- the built-in image schema ---- */
 
 START_TEST(test_image_schema)
@@ -722,6 +784,7 @@ static Suite *fields_suite(void)
     tcase_add_test(tc, test_resume_and_restart);
     tcase_add_test(tc, test_image_schema);
     tcase_add_test(tc, test_death_while_packing);
+    tcase_add_test(tc, test_slot_bounds);
     tcase_add_test(tc, test_examples);
     suite_add_tcase(s, tc);
     return s;
