@@ -668,6 +668,102 @@ START_TEST(test_slot_bounds)
 }
 END_TEST
 
+/* ---- paired transforms ---- */
+
+START_TEST(test_pair_crop_draw)
+{
+    feeder_pair_crop a, b;
+    /* Whole-area crops of a 2:1 source cannot have an aspect in [3/4, 4/3]:
+     * the fallback, the centre crop of the output's 2:1. */
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 5, 100, 50, 20, 10, 1.0, 1.0, 0.0, &a), 0);
+    ck_assert_uint_eq(a.x, 0);
+    ck_assert_uint_eq(a.y, 0);
+    ck_assert_uint_eq(a.width, 100);
+    ck_assert_uint_eq(a.height, 50);
+    ck_assert_uint_eq(a.out_width, 20);
+    ck_assert_int_eq(a.flip, 0);
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 5, 100, 50, 20, 10, 1.0, 1.0, 1.0, &a), 0);
+    ck_assert_int_eq(a.flip, 1);
+    int differ = 0;
+    for (uint64_t i = 0; i < 50; i++) {
+        ck_assert_int_eq(feeder_pair_crop_draw(7, 2, i, 300, 200, 64, 64, 0.1, 0.9, 0.5, &a), 0);
+        ck_assert_int_eq(feeder_pair_crop_draw(7, 2, i, 300, 200, 64, 64, 0.1, 0.9, 0.5, &b), 0);
+        ck_assert_int_eq(memcmp(&a, &b, sizeof(a)), 0); /* a pure function of its arguments */
+        ck_assert_uint_le(a.x + a.width, 300);
+        ck_assert_uint_le(a.y + a.height, 200);
+        double share = (double)a.width * a.height / (300.0 * 200.0);
+        ck_assert_msg(share > 0.09 && share < 0.92, "share %g", share);
+        ck_assert_int_eq(feeder_pair_crop_draw(7, 3, i, 300, 200, 64, 64, 0.1, 0.9, 0.5, &b), 0);
+        differ += memcmp(&a, &b, sizeof(a)) != 0;
+    }
+    ck_assert_int_gt(differ, 40); /* another epoch, other crops */
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 0, 0, 50, 20, 10, 0.5, 1.0, 0.5, &a), FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 0, 9, 9, 9, 9, 0.6, 0.5, 0.5, &a), FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 0, 9, 9, 9, 9, 0.5, 1.0, 1.5, &a), FEEDER_EINVAL);
+}
+END_TEST
+
+START_TEST(test_pair_crop_image_and_boxes)
+{
+    enum { SW = 40, SH = 30 };
+    static uint8_t src[SH][SW][3], out[20][20][3];
+    for (int y = 0; y < SH; y++)
+        for (int x = 0; x < SW; x++) {
+            src[y][x][0] = (uint8_t)x;
+            src[y][x][1] = (uint8_t)y;
+            src[y][x][2] = 7;
+        }
+    /* Nearest, half size: output (ox, oy) is source (10 + 2ox + 1, 5 + 2oy + 1). */
+    feeder_pair_crop c = {10, 5, 20, 10, 10, 5, 0, {0}};
+    for (int flip = 0; flip < 2; flip++) {
+        c.flip = flip;
+        ck_assert_int_eq(feeder_pair_crop_image(&c, &src[0][0][0], SW, SH, 3,
+                                                FEEDER_INTERP_NEAREST, &out[0][0][0]), 0);
+        for (int oy = 0; oy < 5; oy++)
+            for (int ox = 0; ox < 10; ox++) {
+                const uint8_t *px = &out[0][0][0] + (oy * 10 + ox) * 3;
+                int dx = flip ? 9 - ox : ox;
+                ck_assert_uint_eq(px[0], 10 + 2 * dx + 1);
+                ck_assert_uint_eq(px[1], 5 + 2 * oy + 1);
+                ck_assert_uint_eq(px[2], 7);
+            }
+    }
+    /* Bilinear, half size: pixel centres fall between two source pixels:
+     * x = 10 + 2ox + 0.5, rounded half away from zero. */
+    c.flip = 0;
+    ck_assert_int_eq(feeder_pair_crop_image(&c, &src[0][0][0], SW, SH, 3,
+                                            FEEDER_INTERP_BILINEAR, &out[0][0][0]), 0);
+    for (int oy = 0; oy < 5; oy++)
+        for (int ox = 0; ox < 10; ox++) {
+            const uint8_t *px = &out[0][0][0] + (oy * 10 + ox) * 3;
+            ck_assert_uint_eq(px[0], 10 + 2 * ox + 1);
+            ck_assert_uint_eq(px[1], 5 + 2 * oy + 1);
+        }
+    /* Bilinear at scale 1 is the crop itself. */
+    feeder_pair_crop same = {3, 4, 20, 20, 20, 20, 1, {0}};
+    ck_assert_int_eq(feeder_pair_crop_image(&same, &src[0][0][0], SW, SH, 3,
+                                            FEEDER_INTERP_BILINEAR, &out[0][0][0]), 0);
+    for (int oy = 0; oy < 20; oy++)
+        for (int ox = 0; ox < 20; ox++)
+            ck_assert_int_eq(memcmp(out[oy][ox], src[4 + oy][3 + 19 - ox], 3), 0);
+    feeder_pair_crop outside = {30, 0, 20, 10, 10, 5, 0, {0}};
+    ck_assert_int_eq(feeder_pair_crop_image(&outside, &src[0][0][0], SW, SH, 3,
+                                            FEEDER_INTERP_NEAREST, &out[0][0][0]), FEEDER_EINVAL);
+    /* Boxes: crop (10, 5, 20 x 10) to 40 x 20 (scale 2), mirrored. */
+    feeder_pair_crop b = {10, 5, 20, 10, 40, 20, 1, {0}};
+    float boxes[3][4] = {{12, 6, 20, 10}, {0, 0, 5, 5}, {25, 12, 40, 30}};
+    int64_t cls[3] = {4, 5, 6};
+    ck_assert_uint_eq(feeder_pair_crop_boxes(&b, &boxes[0][0], cls, 3), 2);
+    float want[2][4] = {{20, 2, 36, 10}, {0, 14, 10, 20}};
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++)
+            ck_assert_msg(boxes[k][j] == want[k][j], "box %d coord %d: %g", k, j,
+                          (double)boxes[k][j]);
+    ck_assert_int_eq(cls[0], 4);
+    ck_assert_int_eq(cls[1], 6);
+}
+END_TEST
+
 /* ---- the built-in image schema ---- */
 
 START_TEST(test_image_schema)
@@ -785,6 +881,8 @@ static Suite *fields_suite(void)
     tcase_add_test(tc, test_image_schema);
     tcase_add_test(tc, test_death_while_packing);
     tcase_add_test(tc, test_slot_bounds);
+    tcase_add_test(tc, test_pair_crop_draw);
+    tcase_add_test(tc, test_pair_crop_image_and_boxes);
     tcase_add_test(tc, test_examples);
     suite_add_tcase(s, tc);
     return s;
