@@ -455,6 +455,8 @@ START_TEST(test_collate_callback)
             h[k] = bu_hash64(h[k], &(uint64_t){check_tok_batch(b, 1)}, 8);
             /* Outside a collate callback the batch is read-only in shape. */
             ck_assert_int_eq(feeder_batch_pad_field(b, 0, MAXT), FEEDER_EINVAL);
+            float soft[8 * 4];
+            ck_assert_int_eq(feeder_batch_soft_labels(b, 4, soft), FEEDER_EINVAL); /* no labels */
             feeder_batch_release(b, NULL);
         }
         ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
