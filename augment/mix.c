@@ -155,7 +155,7 @@ int feeder__augment_mix_ch(const feeder__augment_plan *plan, uint8_t *data, uint
 
 int feeder_batch_soft_labels(const feeder_batch *b, uint32_t num_classes, float *out)
 {
-    if (!b || !out || num_classes == 0)
+    if (!b || !out || num_classes == 0 || (b->count && !b->labels)) /* a fields batch */
         return FEEDER_EINVAL;
     for (uint32_t i = 0; i < b->count; i++)
         if (b->labels[i] < 0 || (uint64_t)b->labels[i] >= num_classes)

@@ -2,9 +2,10 @@
  * Detection-style samples: an image, a variable number of boxes (f32
  * [n, 4]: x0, y0, x1, y1 in pixels) and their classes (i64 [n]), the boxes
  * and classes ragged (the batch's boxes one after another, with offsets).
- * Each synthetic scene draws its boxes in their class's colour; a random
- * horizontal flip is applied to the image and its boxes together, and the
- * boxes are clipped to the image.
+ * Each synthetic scene draws its boxes in their class's colour; one random
+ * crop and flip (feeder_pair_crop_draw) is applied to the image and its
+ * boxes together, the boxes clipped to the crop and those left outside it
+ * dropped with their classes.
  *
  *   fields_detection [--workers N] [--images N] [--batch N] [--check]
  *
@@ -35,29 +36,34 @@ static void colour(int64_t cls, uint8_t *px)
     px[2] = (uint8_t)(cls * 25);
 }
 
-/* Scene `index`: boxes that may cross the border (clipped after the flip),
- * drawn in order, so later boxes cover earlier ones. */
+/* Scene `index`: SCENE x SCENE pixels of boxes (later ones cover earlier
+ * ones), then one crop and flip (feeder_pair_crop_draw) applied to the image
+ * (bilinear) and to the boxes (moved, scaled, mirrored, clipped; boxes left
+ * outside the crop are dropped with their classes). */
 static void make_scene(uint64_t index, uint64_t epoch, scene *s)
 {
+    static const int SCENE = 96;
+    uint8_t big[96 * 96 * 3];
     memset(s, 0, sizeof(*s));
+    memset(big, 0, sizeof(big));
     s->n = feeder_random(SEED, 0, index, 0) % (MAXBOX + 1);
-    int flip = feeder_random_uniform(SEED, epoch, index, 99) < 0.5;
     for (uint64_t k = 0; k < s->n; k++) {
         uint64_t r = feeder_random(SEED, 0, index, 1 + k);
-        float x0 = (float)(r % 80) - 8, y0 = (float)((r >> 8) % 80) - 8;
-        float w = 4 + (float)((r >> 16) % 24), h = 4 + (float)((r >> 24) % 24);
-        float b[4] = {x0, y0, x0 + w, y0 + h};
-        if (flip) {
-            b[0] = SIDE - (x0 + w);
-            b[2] = SIDE - x0;
-        }
-        for (int c = 0; c < 4; c++)
-            s->box[k][c] = b[c] < 0 ? 0 : b[c] > SIDE ? SIDE : b[c];
+        uint32_t x0 = (uint32_t)(r % 80), y0 = (uint32_t)((r >> 8) % 80);
+        uint32_t x1 = x0 + 4 + (uint32_t)((r >> 16) % 24), y1 = y0 + 4 + (uint32_t)((r >> 24) % 24);
+        x1 = x1 > (uint32_t)SCENE ? (uint32_t)SCENE : x1;
+        y1 = y1 > (uint32_t)SCENE ? (uint32_t)SCENE : y1;
         s->cls[k] = (int64_t)((r >> 32) % 10);
-        for (int y = (int)s->box[k][1]; y < (int)s->box[k][3]; y++)
-            for (int x = (int)s->box[k][0]; x < (int)s->box[k][2]; x++)
-                colour(s->cls[k], &s->img[(y * SIDE + x) * 3]);
+        s->box[k][0] = (float)x0, s->box[k][1] = (float)y0;
+        s->box[k][2] = (float)x1, s->box[k][3] = (float)y1;
+        for (uint32_t y = y0; y < y1; y++)
+            for (uint32_t x = x0; x < x1; x++)
+                colour(s->cls[k], &big[(y * SCENE + x) * 3]);
     }
+    feeder_pair_crop c;
+    feeder_pair_crop_draw(SEED, epoch, index, SCENE, SCENE, SIDE, SIDE, 0.25, 1.0, 0.5, &c);
+    feeder_pair_crop_image(&c, big, SCENE, SCENE, 3, FEEDER_INTERP_BILINEAR, s->img);
+    s->n = feeder_pair_crop_boxes(&c, &s->box[0][0], s->cls, s->n);
 }
 
 static uint64_t images_len(void *user) { return *(uint64_t *)user; }

@@ -1,10 +1,10 @@
 /*
  * Segmentation-style samples: an image (u8 [H, W, 3]) and its mask (u8
  * [H, W], one class per pixel), both fixed. Each synthetic scene is a larger
- * picture of discs; one random crop and flip, drawn from (seed, epoch,
- * index), is applied to the image and its mask together (the mask by
- * nearest neighbour: a crop moves whole pixels), so every pixel's class
- * stays the class of its colour.
+ * picture of discs; one random crop (RandomResizedCrop's, scale 0.3-1) and
+ * flip, drawn from (seed, epoch, index) by feeder_pair_crop_draw, is applied
+ * to the image and its mask together (feeder_pair_crop_image), so every
+ * pixel's class stays the class of its colour.
  *
  *   fields_segmentation [--workers N] [--images N] [--batch N] [--check]
  *
@@ -55,19 +55,22 @@ static int scene_class(uint64_t index, int x, int y)
     return cls;
 }
 
-/* The paired transform: one crop and flip for image and mask. */
+/* The paired transform: one crop and flip (feeder_pair_crop_draw) for the
+ * scene's image and mask, both by nearest neighbour here so every colour
+ * stays a class's (a photograph would take FEEDER_INTERP_BILINEAR). */
 static void cut(uint64_t index, uint64_t epoch, uint8_t *img, uint8_t *mask)
 {
-    uint64_t r = feeder_random(SEED, epoch, index, 100);
-    int x0 = (int)(r % (SCENE - OUT + 1)), y0 = (int)((r >> 16) % (SCENE - OUT + 1));
-    int flip = (r >> 32) & 1;
-    for (int y = 0; y < OUT; y++)
-        for (int x = 0; x < OUT; x++) {
-            int sx = x0 + (flip ? OUT - 1 - x : x);
-            int c = scene_class(index, sx, y0 + y);
-            mask[y * OUT + x] = (uint8_t)c;
-            colour(c, &img[(y * OUT + x) * 3]);
+    uint8_t scene_img[SCENE * SCENE * 3], scene_mask[SCENE * SCENE];
+    for (int y = 0; y < SCENE; y++)
+        for (int x = 0; x < SCENE; x++) {
+            int c = scene_class(index, x, y);
+            scene_mask[y * SCENE + x] = (uint8_t)c;
+            colour(c, &scene_img[(y * SCENE + x) * 3]);
         }
+    feeder_pair_crop c;
+    feeder_pair_crop_draw(SEED, epoch, index, SCENE, SCENE, OUT, OUT, 0.3, 1.0, 0.5, &c);
+    feeder_pair_crop_image(&c, scene_img, SCENE, SCENE, 3, FEEDER_INTERP_NEAREST, img);
+    feeder_pair_crop_image(&c, scene_mask, SCENE, SCENE, 1, FEEDER_INTERP_NEAREST, mask);
 }
 
 static uint64_t images_len(void *user) { return *(uint64_t *)user; }

@@ -201,6 +201,19 @@ static int run(feeder_loader *ld, const corpus *c, const args *a, uint64_t *toke
     return 0;
 }
 
+/* The workers' own CPU time (reaped by feeder_loader_destroy): the rate a
+ * worker reaches whatever else shares the cores. */
+static void print_worker_cpu(uint64_t bytes)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru))
+        return;
+    double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+    printf("workers' CPU time %.3f s: %.2f GB/s of tokens per worker CPU-second\n", cpu,
+           (double)bytes / cpu / 1e9);
+}
+
 int main(int argc, char **argv)
 {
     args a;
@@ -249,15 +262,8 @@ int main(int argc, char **argv)
         rc = run(ld, &c, &a, &bytes);
     }
     feeder_loader_destroy(ld);
-    /* The workers' own CPU time (reaped by the destroy): the rate a worker
-     * reaches whatever else shares the cores. */
-    struct rusage ru;
-    if (!rc && a.workers && !getrusage(RUSAGE_CHILDREN, &ru)) {
-        double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-        printf("workers' CPU time %.3f s: %.2f GB/s of tokens per worker CPU-second\n", cpu,
-               (double)bytes / cpu / 1e9);
-    }
+    if (!rc && a.workers)
+        print_worker_cpu(bytes);
     feeder_dataset_destroy(ds);
     free(c.tokens);
     free(c.start);

@@ -1412,6 +1412,49 @@ FEEDER_API int feeder_pack_fields(const feeder_dataset *ds, const char *path, ch
  * Before start only (FEEDER_ESTATE after). Thread-safety: as feeder_next. */
 FEEDER_API int feeder_loader_set_collate(feeder_loader *ld, feeder_collate_fn fn, void *user);
 
+/* Paired transforms, for a fields dataset's get callback: one random crop
+ * and flip drawn per sample and applied alike to its image, its mask
+ * (nearest neighbour, so classes stay classes) and its boxes (moved, flipped
+ * and clipped). Images and masks are row-major [height, width, channels]
+ * uint8. */
+typedef struct feeder_pair_crop {
+    uint32_t x, y, width, height; /* the box taken from the source, in its pixels */
+    uint32_t out_width, out_height;
+    int32_t flip;                 /* 1: mirrored left to right after the crop */
+    uint32_t reserved_[3];
+} feeder_pair_crop;
+
+/* Draw sample `index`'s crop of a src_width x src_height source for an
+ * out_width x out_height output, as RandomResizedCrop does: an area share in
+ * [scale_min, scale_max] and an aspect ratio (log-uniform) in [3/4, 4/3],
+ * ten tries, else the centre crop of the output's aspect; flipped with
+ * probability flip_p. The draws come from feeder_random(seed, epoch, index,
+ * ...) alone (counters 0xFFFE << 32 and up), so the same sample gets the same
+ * crop in every worker and after a resume. FEEDER_EINVAL for a zero size,
+ * NULL out, or scales outside 0 < min <= max <= 1 or flip_p outside [0, 1].
+ * Thread-safe. */
+FEEDER_API int feeder_pair_crop_draw(uint64_t seed, uint64_t epoch, uint64_t index,
+                                     uint32_t src_width, uint32_t src_height,
+                                     uint32_t out_width, uint32_t out_height, double scale_min,
+                                     double scale_max, double flip_p, feeder_pair_crop *out);
+
+/* Apply `c` to a src_width x src_height x channels image into `dst`
+ * (c->out_height x c->out_width x channels): FEEDER_INTERP_BILINEAR (pixel
+ * centres, edges clamped) for images, FEEDER_INTERP_NEAREST for masks.
+ * FEEDER_EINVAL when the crop does not lie inside the source or an argument
+ * is NULL or 0. Thread-safe. */
+FEEDER_API int feeder_pair_crop_image(const feeder_pair_crop *c, const uint8_t *src,
+                                      uint32_t src_width, uint32_t src_height, uint32_t channels,
+                                      int interp, uint8_t *dst);
+
+/* Apply `c` to n boxes (x0, y0, x1, y1, float, source pixels) in place:
+ * moved into the crop, scaled to the output, mirrored when c->flip, clipped
+ * to [0, out_width] x [0, out_height]. Boxes left with no area are removed,
+ * the rest kept in order; `classes` (n int64, may be NULL) is compacted
+ * alike. Returns the number kept. Thread-safe. */
+FEEDER_API uint64_t feeder_pair_crop_boxes(const feeder_pair_crop *c, float *boxes,
+                                           int64_t *classes, uint64_t n);
+
 #ifdef __cplusplus
 }
 #endif

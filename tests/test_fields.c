@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "collate/fields.h"
 #include "feeder.h"
 #include "testutil.h"
 
@@ -454,6 +455,8 @@ START_TEST(test_collate_callback)
             h[k] = bu_hash64(h[k], &(uint64_t){check_tok_batch(b, 1)}, 8);
             /* Outside a collate callback the batch is read-only in shape. */
             ck_assert_int_eq(feeder_batch_pad_field(b, 0, MAXT), FEEDER_EINVAL);
+            float soft[8 * 4];
+            ck_assert_int_eq(feeder_batch_soft_labels(b, 4, soft), FEEDER_EINVAL); /* no labels */
             feeder_batch_release(b, NULL);
         }
         ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
@@ -608,6 +611,163 @@ START_TEST(test_death_while_packing)
 }
 END_TEST
 
+/* ---- collate/fields.c on a slot of exactly its bytes (malloc), so that
+ * AddressSanitizer sees any write or read past the last field's room ---- */
+
+START_TEST(test_slot_bounds)
+{
+    /* The last field's room ends the slot with no slack: 4 x 1024 x 4 bytes. */
+    static const feeder_field f[2] = {
+        {"n", FEEDER_ELEM_I64, FEEDER_FIELD_FIXED, 0, {0}, {0}},
+        {"v", FEEDER_ELEM_I32, FEEDER_FIELD_RAGGED, 1, {1024}, {0}},
+    };
+    feeder__fields_layout fl;
+    feeder__slot_layout l;
+    ck_assert_int_eq(feeder__fields_layout_init(&fl, &l, f, 2, 4), 0);
+    ck_assert_uint_eq(fl.a[1].values_off + 4 * 4096, l.slot_bytes);
+    uint8_t *slot = malloc(l.slot_bytes);
+    ck_assert_ptr_nonnull(slot);
+    memset(slot, 0xee, l.slot_bytes);
+    memset(slot, 0, (size_t)4 * 8); /* labels: no DROP mark */
+    feeder__fields_reset(&fl, slot);
+    static int32_t src[1025];
+    for (int j = 0; j < 1025; j++)
+        src[j] = j;
+    char msg[256];
+    for (uint32_t i = 0; i < 4; i++) {
+        feeder__sample_buf buf;
+        feeder_sample_out o;
+        feeder__fields_sample_out(&fl, slot, i, &buf, &o);
+        int64_t n = i;
+        ck_assert_int_eq(feeder_sample_put(&o, 0, FEEDER_ELEM_I64, &n, 1), 0);
+        if (i == 3) { /* one row too many: refused, nothing written */
+            ck_assert_int_eq(feeder_sample_put(&o, 1, FEEDER_ELEM_I32, src, 1025), FEEDER_ERANGE);
+            ck_assert_uint_eq(((uint8_t *)o.data[1])[0], 0xee);
+            ck_assert_int_eq(feeder__fields_accept(&fl, slot, i, 30 + i, &o, msg, sizeof(msg)),
+                             FEEDER_ERANGE);
+            ck_assert_str_eq(msg, "sample 33, field 'v': feeder_sample_put of 1025 rows, the "
+                                  "field takes at most 1024");
+            o.put_error = 0;
+        }
+        /* The last sample fills its room to the slot's last byte. */
+        uint64_t rows = i == 3 ? 1024 : i + 1;
+        ck_assert_int_eq(feeder_sample_put(&o, 1, FEEDER_ELEM_I32, src, rows), 0);
+        ck_assert_int_eq(feeder__fields_accept(&fl, slot, i, 30 + i, &o, msg, sizeof(msg)), 0);
+    }
+    ck_assert_int_eq(feeder__fields_part_done(&fl, slot, 0, 2, 4, 0), 0);
+    ck_assert_int_eq(feeder__fields_part_done(&fl, slot, 0, 2, 4, 0), 0); /* a re-run */
+    ck_assert_int_eq(feeder__fields_part_done(&fl, slot, 2, 2, 4, 0), 1);
+    feeder__fields_pack(&fl, slot, 4);
+    feeder__fields_view v = {.fl = &fl, .slot = slot};
+    feeder_tensor t;
+    feeder__fields_tensor(&v, 4, 1, &t);
+    ck_assert_uint_eq(t.shape[0], 1 + 2 + 3 + 1024);
+    int64_t want_off[5] = {0, 1, 3, 6, 1030};
+    for (int k = 0; k < 5; k++)
+        ck_assert_int_eq(t.offsets[k], want_off[k]);
+    for (uint32_t i = 0; i < 4; i++)
+        for (int64_t j = 0; j < t.lengths[i]; j++)
+            ck_assert_int_eq(((int32_t *)t.data)[t.offsets[i] + j], (int32_t)j);
+    free(slot);
+}
+END_TEST
+
+/* ---- paired transforms ---- */
+
+START_TEST(test_pair_crop_draw)
+{
+    feeder_pair_crop a, b;
+    /* Whole-area crops of a 2:1 source cannot have an aspect in [3/4, 4/3]:
+     * the fallback, the centre crop of the output's 2:1. */
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 5, 100, 50, 20, 10, 1.0, 1.0, 0.0, &a), 0);
+    ck_assert_uint_eq(a.x, 0);
+    ck_assert_uint_eq(a.y, 0);
+    ck_assert_uint_eq(a.width, 100);
+    ck_assert_uint_eq(a.height, 50);
+    ck_assert_uint_eq(a.out_width, 20);
+    ck_assert_int_eq(a.flip, 0);
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 5, 100, 50, 20, 10, 1.0, 1.0, 1.0, &a), 0);
+    ck_assert_int_eq(a.flip, 1);
+    int differ = 0;
+    for (uint64_t i = 0; i < 50; i++) {
+        ck_assert_int_eq(feeder_pair_crop_draw(7, 2, i, 300, 200, 64, 64, 0.1, 0.9, 0.5, &a), 0);
+        ck_assert_int_eq(feeder_pair_crop_draw(7, 2, i, 300, 200, 64, 64, 0.1, 0.9, 0.5, &b), 0);
+        ck_assert_int_eq(memcmp(&a, &b, sizeof(a)), 0); /* a pure function of its arguments */
+        ck_assert_uint_le(a.x + a.width, 300);
+        ck_assert_uint_le(a.y + a.height, 200);
+        double share = (double)a.width * a.height / (300.0 * 200.0);
+        ck_assert_msg(share > 0.09 && share < 0.92, "share %g", share);
+        ck_assert_int_eq(feeder_pair_crop_draw(7, 3, i, 300, 200, 64, 64, 0.1, 0.9, 0.5, &b), 0);
+        differ += memcmp(&a, &b, sizeof(a)) != 0;
+    }
+    ck_assert_int_gt(differ, 40); /* another epoch, other crops */
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 0, 0, 50, 20, 10, 0.5, 1.0, 0.5, &a), FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 0, 9, 9, 9, 9, 0.6, 0.5, 0.5, &a), FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_pair_crop_draw(1, 0, 0, 9, 9, 9, 9, 0.5, 1.0, 1.5, &a), FEEDER_EINVAL);
+}
+END_TEST
+
+START_TEST(test_pair_crop_image_and_boxes)
+{
+    enum { SW = 40, SH = 30 };
+    static uint8_t src[SH][SW][3], out[20][20][3];
+    for (int y = 0; y < SH; y++)
+        for (int x = 0; x < SW; x++) {
+            src[y][x][0] = (uint8_t)x;
+            src[y][x][1] = (uint8_t)y;
+            src[y][x][2] = 7;
+        }
+    /* Nearest, half size: output (ox, oy) is source (10 + 2ox + 1, 5 + 2oy + 1). */
+    feeder_pair_crop c = {10, 5, 20, 10, 10, 5, 0, {0}};
+    for (int flip = 0; flip < 2; flip++) {
+        c.flip = flip;
+        ck_assert_int_eq(feeder_pair_crop_image(&c, &src[0][0][0], SW, SH, 3,
+                                                FEEDER_INTERP_NEAREST, &out[0][0][0]), 0);
+        for (int oy = 0; oy < 5; oy++)
+            for (int ox = 0; ox < 10; ox++) {
+                const uint8_t *px = &out[0][0][0] + (oy * 10 + ox) * 3;
+                int dx = flip ? 9 - ox : ox;
+                ck_assert_uint_eq(px[0], 10 + 2 * dx + 1);
+                ck_assert_uint_eq(px[1], 5 + 2 * oy + 1);
+                ck_assert_uint_eq(px[2], 7);
+            }
+    }
+    /* Bilinear, half size: pixel centres fall between two source pixels:
+     * x = 10 + 2ox + 0.5, rounded half away from zero. */
+    c.flip = 0;
+    ck_assert_int_eq(feeder_pair_crop_image(&c, &src[0][0][0], SW, SH, 3,
+                                            FEEDER_INTERP_BILINEAR, &out[0][0][0]), 0);
+    for (int oy = 0; oy < 5; oy++)
+        for (int ox = 0; ox < 10; ox++) {
+            const uint8_t *px = &out[0][0][0] + (oy * 10 + ox) * 3;
+            ck_assert_uint_eq(px[0], 10 + 2 * ox + 1);
+            ck_assert_uint_eq(px[1], 5 + 2 * oy + 1);
+        }
+    /* Bilinear at scale 1 is the crop itself. */
+    feeder_pair_crop same = {3, 4, 20, 20, 20, 20, 1, {0}};
+    ck_assert_int_eq(feeder_pair_crop_image(&same, &src[0][0][0], SW, SH, 3,
+                                            FEEDER_INTERP_BILINEAR, &out[0][0][0]), 0);
+    for (int oy = 0; oy < 20; oy++)
+        for (int ox = 0; ox < 20; ox++)
+            ck_assert_int_eq(memcmp(out[oy][ox], src[4 + oy][3 + 19 - ox], 3), 0);
+    feeder_pair_crop outside = {30, 0, 20, 10, 10, 5, 0, {0}};
+    ck_assert_int_eq(feeder_pair_crop_image(&outside, &src[0][0][0], SW, SH, 3,
+                                            FEEDER_INTERP_NEAREST, &out[0][0][0]), FEEDER_EINVAL);
+    /* Boxes: crop (10, 5, 20 x 10) to 40 x 20 (scale 2), mirrored. */
+    feeder_pair_crop b = {10, 5, 20, 10, 40, 20, 1, {0}};
+    float boxes[3][4] = {{12, 6, 20, 10}, {0, 0, 5, 5}, {25, 12, 40, 30}};
+    int64_t cls[3] = {4, 5, 6};
+    ck_assert_uint_eq(feeder_pair_crop_boxes(&b, &boxes[0][0], cls, 3), 2);
+    float want[2][4] = {{20, 2, 36, 10}, {0, 14, 10, 20}};
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++)
+            ck_assert_msg(boxes[k][j] == want[k][j], "box %d coord %d: %g", k, j,
+                          (double)boxes[k][j]);
+    ck_assert_int_eq(cls[0], 4);
+    ck_assert_int_eq(cls[1], 6);
+}
+END_TEST
+
 /* ---- the built-in image schema ---- */
 
 START_TEST(test_image_schema)
@@ -724,6 +884,9 @@ static Suite *fields_suite(void)
     tcase_add_test(tc, test_resume_and_restart);
     tcase_add_test(tc, test_image_schema);
     tcase_add_test(tc, test_death_while_packing);
+    tcase_add_test(tc, test_slot_bounds);
+    tcase_add_test(tc, test_pair_crop_draw);
+    tcase_add_test(tc, test_pair_crop_image_and_boxes);
     tcase_add_test(tc, test_examples);
     suite_add_tcase(s, tc);
     return s;
