@@ -16,17 +16,36 @@ const char *const bd_decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", "raw
 /* The RAW pack                                                              */
 /* ------------------------------------------------------------------------ */
 
+int bd_is_tar(const char *data)
+{
+    if (strchr(data, '{'))
+        return 1;
+    uint8_t h[512];
+    FILE *f = fopen(data, "rb");
+    int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;
+    if (f)
+        fclose(f);
+    return yes;
+}
+
 void bd_raw_pack_path(char *out, size_t len, const char *data, uint32_t size, uint32_t resize,
                       int layout)
 {
-    /* "dir/" and "dir" name the same dataset and the same pack. */
-    size_t l = strlen(data);
-    while (l > 1 && data[l - 1] == '/')
-        l--;
+    /* "dir/" and "dir" name the same dataset and the same pack. A brace
+     * pattern's braces go ("s-{0..3}.tar" packs to "s-0..3.tar-..."), and
+     * its commas become '+', so the pack's name is no pattern itself. */
+    char base[4096];
+    size_t l = 0;
+    for (const char *c = data; *c && l + 1 < sizeof(base); c++)
+        if (*c != '{' && *c != '}')
+            base[l++] = *c == ',' ? '+' : *c;
+    base[l] = 0;
+    while (l > 1 && base[l - 1] == '/')
+        base[--l] = 0;
     if (resize == (uint32_t)(((uint64_t)size * 256 + 112) / 224) && layout == FEEDER_LAYOUT_NHWC)
-        snprintf(out, len, "%.*s-%u.pack", (int)l, data, size);
+        snprintf(out, len, "%s-%u.pack", base, size);
     else
-        snprintf(out, len, "%.*s-%u-r%u-%s.pack", (int)l, data, size, resize,
+        snprintf(out, len, "%s-%u-r%u-%s.pack", base, size, resize,
                  layout == FEEDER_LAYOUT_NCHW ? "nchw" : "nhwc");
 }
 
@@ -35,11 +54,45 @@ static int newer(const struct timespec *a, const struct timespec *b)
     return a->tv_sec != b->tv_sec ? a->tv_sec > b->tv_sec : a->tv_nsec > b->tv_nsec;
 }
 
+/* The newest mtime of a tar shard set: each shard's (a member added,
+ * changed or removed rewrites its shard). 0, or -1 with the failure in `bad`. */
+static int tar_mtime(const char *data, struct timespec *out, char *bad, size_t badlen)
+{
+    char err[1024] = "";
+    feeder_dataset *ds = NULL;
+    int rc = feeder_dataset_open_tar_pattern(data, &ds, err, sizeof(err));
+    if (rc) {
+        snprintf(bad, badlen, "%s: %s", data, err[0] ? err : feeder_strerror(rc));
+        return -1;
+    }
+    memset(out, 0, sizeof(*out));
+    const char *last = NULL; /* a shard's samples come together: stat each once */
+    for (uint64_t i = 0; i < feeder_dataset_size(ds); i++) {
+        const char *shard = NULL;
+        struct stat st;
+        if (feeder_dataset_tar_sample(ds, i, &shard, NULL, NULL, NULL, NULL) == FEEDER_EINVAL ||
+            !shard || shard == last)
+            continue;
+        last = shard;
+        if (stat(shard, &st) != 0) {
+            snprintf(bad, badlen, "%s: %s", shard, strerror(errno));
+            feeder_dataset_destroy(ds);
+            return -1;
+        }
+        if (newer(&st.st_mtim, out))
+            *out = st.st_mtim;
+    }
+    feeder_dataset_destroy(ds);
+    return 0;
+}
+
 /* The newest mtime of the dataset: its root, every sample and every folder
- * holding one (a file removed or added changes its folder's mtime). 0 on
- * success; the path that failed in `bad`. */
+ * holding one (a file removed or added changes its folder's mtime); of a
+ * tar shard set, its shards'. 0 on success; the path that failed in `bad`. */
 static int dataset_mtime(const char *data, struct timespec *out, char *bad, size_t badlen)
 {
+    if (bd_is_tar(data))
+        return tar_mtime(data, out, bad, badlen);
     struct stat st;
     if (stat(data, &st) != 0) {
         snprintf(bad, badlen, "%s: %s", data, strerror(errno));

@@ -19,16 +19,22 @@ extern const char *const bd_decoder_names[]; /* turbo roi nvjpeg hybrid raw all,
 
 /* ---- the RAW pack of --decoder raw ---- */
 
-/* Where the RAW pack of dataset `data` (folder or list file) is cached: beside
- * it, "<data>-<size>.pack" for the default resize (size*256/224) and NHWC,
- * else "<data>-<size>-r<resize>-<layout>.pack". */
+/* 1 when --data names WebDataset tar shards: a brace pattern
+ * ("s-{000..127}.tar") or a file whose first 512 bytes are a ustar header. */
+int bd_is_tar(const char *data);
+
+/* Where the RAW pack of dataset `data` (folder, list file or tar shards) is
+ * cached: beside it, "<data>-<size>.pack" for the default resize
+ * (size*256/224) and NHWC, else "<data>-<size>-r<resize>-<layout>.pack"; a
+ * brace pattern's braces are left out and its commas become '+'. */
 void bd_raw_pack_path(char *out, size_t len, const char *data, uint32_t size, uint32_t resize,
                       int layout);
 
 /* Make `pack` from `data` with feeder-pack's packer (tools/packer.c: RAW,
  * EVAL pipeline: resize the shorter side to `resize`, centre crop size x
  * size) unless it exists and is not older than the dataset (the newest
- * mtime of `data`, every sample file and the folders holding them). Says on
+ * mtime of `data`, every sample file and the folders holding them; of tar
+ * shards, the shards'). Says on
  * stderr what it did. Returns 0 when it made the pack, 1 when it reused it;
  * exits on failure (the packer's behaviour). */
 int bd_ensure_raw_pack(const char *prog, const char *data, const char *pack, uint32_t size,

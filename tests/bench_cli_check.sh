@@ -3,7 +3,8 @@
 # --decoder parsing and its messages, the RAW pack cache (made once, reused,
 # remade when the dataset is newer), the "n/a: reason" row of a GPU decoder
 # that falls back (forced with --device -1, so it holds on any machine), the
-# --decoder all table appended with --append-to, and its JSON read back with
+# RAW pack of tar shards (a brace pattern, and one shard), the --decoder all
+# table appended with --append-to, and its JSON read back with
 # python3's json module (exit 77 when there is no python3); nothing written
 # anywhere without --append-to.
 #   bench_cli_check.sh BENCH_LOADER
@@ -53,6 +54,40 @@ grep -qx "bench_loader: rebuilding (the dataset is newer) the RAW pack $pack fro
 touch -d "+20 seconds" "$pack"  # now newer than the touched file again
 "$bench" "${small[@]}" --decoder raw --no-append > /dev/null 2> "$d/err"
 grep -q "reusing the RAW pack" "$d/err" || fail "rebuilt pack not reused"
+
+# Tar shards: the same 40 images as two shards (GNU tar, key nnnnnn with its
+# .jpg and a .cls of its class), packed under a name without the braces,
+# reused, remade when a shard is newer; a missing shard is an error naming it.
+i=0
+for f in $(cd "$d/data" && ls */*.jpg | sort); do
+    s=$((i / 20)); k=$(printf %06d $i); c=${f%%/*}
+    mkdir -p "$d/stage/s$s"
+    cp "$d/data/$f" "$d/stage/s$s/$k.jpg"
+    printf '%d' $((10#${c#class_})) > "$d/stage/s$s/$k.cls"
+    i=$((i + 1))
+done
+for s in 0 1; do tar -C "$d/stage" --sort=name -cf "$d/s-$s.tar" "s$s"; done
+tpack=$d/s-0..1.tar-32.pack
+"$bench" "${small[@]}" --data "$d/s-{0..1}.tar" --decoder raw --no-append > "$d/out" 2> "$d/err" ||
+    { cat "$d/err" >&2; fail "--decoder raw on tar shards failed"; }
+grep -qx "bench_loader: packing the RAW pack $tpack from $d/s-{0..1}.tar (32x32, resize 37, nhwc)" "$d/err" ||
+    { cat "$d/err" >&2; fail "first tar raw run did not pack"; }
+grep -q "^dataset $tpack: 40 records, 10 classes" "$d/out" || { cat "$d/out" >&2; fail "tar raw run did not read the pack"; }
+"$bench" "${small[@]}" --data "$d/s-{0..1}.tar" --decoder raw --no-append > /dev/null 2> "$d/err"
+grep -qx "bench_loader: reusing the RAW pack $tpack (not older than $d/s-{0..1}.tar)" "$d/err" ||
+    { cat "$d/err" >&2; fail "second tar raw run did not reuse the pack"; }
+touch -d "+10 seconds" "$d/s-1.tar"
+"$bench" "${small[@]}" --data "$d/s-{0..1}.tar" --decoder raw --no-append > /dev/null 2> "$d/err"
+grep -qx "bench_loader: rebuilding (the dataset is newer) the RAW pack $tpack from $d/s-{0..1}.tar (32x32, resize 37, nhwc)" "$d/err" ||
+    { cat "$d/err" >&2; fail "a newer shard did not rebuild the pack"; }
+rc=0; "$bench" "${small[@]}" --data "$d/s-{0..2}.tar" --decoder raw --no-append > /dev/null 2> "$d/err" || rc=$?
+[[ $rc == 1 ]] || fail "a missing shard exited $rc, want 1"
+expect_exact "$d/err" "bench_loader: --decoder raw: $d/s-{0..2}.tar: $d/s-2.tar: cannot open tar shard: No such file or directory"
+# One shard named as a file is tar too.
+"$bench" "${small[@]}" --data "$d/s-0.tar" --decoder raw --no-append > "$d/out" 2> "$d/err"
+grep -qx "bench_loader: packing the RAW pack $d/s-0.tar-32.pack from $d/s-0.tar (32x32, resize 37, nhwc)" "$d/err" ||
+    { cat "$d/err" >&2; fail "one shard did not pack"; }
+grep -q "^dataset $d/s-0.tar-32.pack: 20 records" "$d/out" || { cat "$d/out" >&2; fail "one shard's pack"; }
 
 # A GPU decoder that cannot run is a row saying why, with no figure.
 "$bench" "${small[@]}" --decoder nvjpeg --no-append > "$d/out" 2> "$d/err"
