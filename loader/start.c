@@ -272,7 +272,8 @@ static int check_limits(feeder_loader *ld)
     uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
     if (ld->nworkers == 0 && files > FEEDER__INLINE_FILES)
         files = FEEDER__INLINE_FILES; /* the calling thread reads in groups (flow.c) */
-    if ((rc = feeder__check_nofile(ld->nworkers, files, ld->errmsg, sizeof(ld->errmsg))))
+    if ((rc = feeder__check_nofile(ld->ds, ld->nworkers, files, ld->errmsg,
+                                    sizeof(ld->errmsg))))
         return rc;
     if (ld->resume && (rc = feeder__resume_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
         return rc;
