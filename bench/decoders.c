@@ -230,6 +230,11 @@ int bd_decoder_fell_back(const feeder_loader *ld, int asked, char *why, size_t l
 /* --decoder all                                                             */
 /* ------------------------------------------------------------------------ */
 
+const char *bd_order_name(int shuffled)
+{
+    return shuffled ? "shuffled" : "sequential";
+}
+
 /* The GPU columns of a backend that decodes on the CPU only say "-". */
 static int gpu_decoder(const bd_row *r)
 {
@@ -238,17 +243,19 @@ static int gpu_decoder(const bd_row *r)
 
 void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
 {
-    static const char *const head[] = {"backend", "images/s", "MB/s", "CPU cores busy",
-                                       "GPU busy %", "stall ms/epoch", "read µs/img",
-                                       "decode µs/img", "transform µs/img", "GPU decode µs/img",
-                                       "GPU fallback", "CPU share %"};
-    static const int right[] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    static const char *const head[] = {"backend", "order", "images/s", "MB/s",
+                                       "CPU cores busy", "GPU busy %", "stall ms/epoch",
+                                       "read µs/img", "decode µs/img", "transform µs/img",
+                                       "GPU decode µs/img", "GPU fallback", "CPU share %"};
+    static const int right[] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     bu_table t;
-    bu_table_init(&t, 12, head, right);
+    bu_table_init(&t, 13, head, right);
     for (unsigned i = 0; i < n; i++) {
         const bd_row *r = &rows[i];
-        char(*c)[BU_TABLE_CELL] = bu_table_row(&t);
-        snprintf(c[0], BU_TABLE_CELL, "%s", r->backend);
+        char(*row)[BU_TABLE_CELL] = bu_table_row(&t);
+        snprintf(row[0], BU_TABLE_CELL, "%s", r->backend);
+        snprintf(row[1], BU_TABLE_CELL, "%s", bd_order_name(r->shuffled));
+        char(*c)[BU_TABLE_CELL] = row + 1; /* the figures, from c[1] */
         if (r->na) {
             snprintf(c[1], BU_TABLE_CELL, "%s", r->reason);
             for (unsigned k = 2; k < 12; k++)
@@ -296,6 +303,8 @@ void bd_notes(const bd_row *rows, unsigned n, const char *raw_pack, bu_sbuf *b)
         "GPU fallback = images of GPU-decoded batches decoded on the CPU instead",
         "CPU share % = HYBRID's share of each batch the workers decode",
         "n/a = the GPU decoder did not run here (ROI would have), so nothing is reported",
+        "order = the sampler's: shuffled, or sequential (file order); the decoders run in the "
+        "order --shuffle asks, raw in both, shuffled first (the order training reads)",
     };
     bu_sb_printf(b, "Columns: %s\n", legend[0]);
     for (size_t i = 1; i < sizeof(legend) / sizeof(legend[0]); i++)
@@ -323,7 +332,8 @@ void bd_json_rows(const bd_row *rows, unsigned n, bu_sbuf *b)
         const bd_row *r = &rows[i];
         bu_sb_printf(b, "%s\n    {\"backend\": ", i ? "," : "");
         bu_sb_json_str(b, r->backend);
-        bu_sb_printf(b, ", \"status\": \"%s\", \"reason\": ", r->na ? "n/a" : "ok");
+        bu_sb_printf(b, ", \"order\": \"%s\", \"status\": \"%s\", \"reason\": ",
+                     bd_order_name(r->shuffled), r->na ? "n/a" : "ok");
         if (r->na) {
             bu_sb_json_str(b, r->reason + (strncmp(r->reason, "n/a: ", 5) == 0 ? 5 : 0));
             bu_sb_printf(b, "}");

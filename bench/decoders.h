@@ -14,7 +14,9 @@
 #include "feeder.h"
 
 /* --decoder values: the first four are feeder_decoder's. */
-enum { BD_RAW = 4, BD_ALL = 5, BD_NBACKENDS = 5 };
+/* BD_NROWS: the --decoder all table's rows, every backend once and raw
+ * twice (shuffled, then sequential). */
+enum { BD_RAW = 4, BD_ALL = 5, BD_NROWS = 6 };
 extern const char *const bd_decoder_names[]; /* turbo roi nvjpeg hybrid raw all, NULL */
 
 /* ---- the RAW pack of --decoder raw ---- */
@@ -69,6 +71,7 @@ int bd_decoder_fell_back(const feeder_loader *ld, int asked, char *why, size_t l
 #define BD_MAX_EPOCHS 1000
 typedef struct bd_row {
     const char *backend;
+    int shuffled;           /* the sampler's order: 1 shuffled, 0 sequential (file order) */
     int na;                 /* not measured: the GPU decoder fell back */
     char reason[512];       /* "n/a: ..." */
     int gpu;                /* device batches */
@@ -84,12 +87,15 @@ typedef struct bd_row {
     double cpu_share_pct;   /* HYBRID: workers' share of each batch; -1 otherwise */
 } bd_row;
 
+/* "shuffled" or "sequential", as the table and JSON say a row's order. */
+const char *bd_order_name(int shuffled);
 /* The Markdown table of `n` rows and the notes that say what each column
  * is; `raw_pack` names the pack the raw row read (NULL: none). */
 void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b);
 void bd_notes(const bd_row *rows, unsigned n, const char *raw_pack, bu_sbuf *b);
-/* The rows as a JSON array, one object per backend, numbers as numbers
- * (null where a figure does not apply). */
+/* The rows as a JSON array, one object per row ("backend", "order":
+ * "shuffled" or "sequential", ...), numbers as numbers (null where a figure
+ * does not apply). */
 void bd_json_rows(const bd_row *rows, unsigned n, bu_sbuf *b);
 
 #endif
