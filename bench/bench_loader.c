@@ -48,9 +48,10 @@
 /* --decoder all: every backend on the same files, one table                 */
 /* ------------------------------------------------------------------------ */
 
-static void to_row(const run_res *r, int decoder, bd_row *w)
+static void to_row(const run_res *r, int decoder, int shuffled, bd_row *w)
 {
     w->backend = decoder_names[decoder];
+    w->shuffled = shuffled;
     w->na = r->na;
     snprintf(w->reason, sizeof(w->reason), "%s", r->na_reason);
     w->gpu = r->gpu;
@@ -70,36 +71,47 @@ static void to_row(const run_res *r, int decoder, bd_row *w)
     w->cpu_share_pct = decoder == FEEDER_DECODER_HYBRID ? r->hybrid_permille / 10.0 : -1;
 }
 
-/* Each backend in turn at one worker count, into rows[]; the pack's header into *pk. */
+/* The table's rows: each decoder in the order --shuffle asks (-1), then the
+ * RAW pack shuffled, the order training reads, and in file order. */
+static const struct {
+    int decoder, shuffle;
+} all_rows[BD_NROWS] = {{FEEDER_DECODER_TURBO, -1}, {FEEDER_DECODER_ROI, -1},
+                        {FEEDER_DECODER_NVJPEG, -1}, {FEEDER_DECODER_HYBRID, -1},
+                        {BD_RAW, 1}, {BD_RAW, 0}};
+
+/* Each row in turn at one worker count, into rows[]; the pack's header into *pk. */
 static void measure_backends(const opts *o, context *cx, const char *pack, bd_row *rows,
                              feeder_packed_info *pk)
 {
-    static const int order[BD_NBACKENDS] = {FEEDER_DECODER_TURBO, FEEDER_DECODER_ROI,
-                                            FEEDER_DECODER_NVJPEG, FEEDER_DECODER_HYBRID, BD_RAW};
-    feeder_dataset *ds = open_dataset(cx->data);
+    feeder_dataset *ds = open_dataset(cx->data), *dr = NULL;
     cx->images = feeder_dataset_size(ds);
     cx->classes = feeder_dataset_num_classes(ds);
     run_res *r = calloc(1, sizeof(run_res));
     if (!r)
         die("out of memory");
-    for (unsigned i = 0; i < BD_NBACKENDS; i++) {
+    for (unsigned i = 0; i < BD_NROWS; i++) {
         opts ob = *o;
-        ob.decoder = order[i];
-        fprintf(stderr, "== %s\n", decoder_names[ob.decoder]);
+        ob.decoder = all_rows[i].decoder;
+        if (all_rows[i].shuffle >= 0)
+            ob.shuffle = all_rows[i].shuffle;
+        fprintf(stderr, "== %s, %s\n", decoder_names[ob.decoder], bd_order_name(ob.shuffle));
         if (ob.decoder == BD_RAW) {
-            feeder_dataset *dr = open_dataset(pack); /* sets g_pack */
-            *pk = g_pack;
+            if (!dr) {
+                dr = open_dataset(pack); /* sets g_pack */
+                *pk = g_pack;
+            }
             ob.shape_given = 0; /* the pack's own shape, made from these options */
             run_config(dr, &ob, o->workers[0], r, pack);
-            feeder_dataset_destroy(dr);
-            memset(&g_pack, 0, sizeof(g_pack));
         } else {
             run_config(ds, &ob, o->workers[0], r, cx->data);
         }
         if (ob.decoder == FEEDER_DECODER_TURBO)
             cx->jpeg_bytes = r->ep[0].bytes;
-        to_row(r, ob.decoder, &rows[i]);
+        to_row(r, ob.decoder, ob.shuffle, &rows[i]);
     }
+    if (dr)
+        feeder_dataset_destroy(dr);
+    memset(&g_pack, 0, sizeof(g_pack));
     feeder_dataset_destroy(ds);
     free(r);
 }
@@ -112,7 +124,7 @@ static int run_all(const opts *o, context *cx)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     bd_ensure_raw_pack(PROG, cx->data, pack, o->size, o->resize, o->layout,
                        cores > 0 ? (int)cores : 1, o->io);
-    bd_row *rows = calloc(BD_NBACKENDS, sizeof(bd_row));
+    bd_row *rows = calloc(BD_NROWS, sizeof(bd_row));
     if (!rows)
         die("out of memory");
     feeder_packed_info pk;
@@ -122,11 +134,11 @@ static int run_all(const opts *o, context *cx)
     bu_machine_init(&cx->m, o->label);
     bu_sbuf header = {0}, tbl = {0}, notes = {0};
     all_header(o, cx, pack, &pk, &header);
-    bd_table(rows, BD_NBACKENDS, &tbl);
-    bd_notes(rows, BD_NBACKENDS, pack, &notes);
+    bd_table(rows, BD_NROWS, &tbl);
+    bd_notes(rows, BD_NROWS, pack, &notes);
     if (o->json) {
         bu_sbuf js = {0};
-        all_json(o, cx, pack, &pk, rows, BD_NBACKENDS, &js);
+        all_json(o, cx, pack, &pk, rows, BD_NROWS, &js);
         fputs(js.p, stdout);
         free(js.p);
     } else {

@@ -1,13 +1,25 @@
 /*
- * Shared by the benchmarks and the tests: realistic JPEG datasets made from
- * the real photos in bench/photos (random crops, sizes and qualities of real
- * photos decode like real training data; synthetic noise does not).
+ * Shared by the benchmarks, the tests and the examples; one header over
+ * three files, one per concern:
+ *  - benchutil_photos.c: realistic JPEG datasets made from the real photos
+ *    in bench/photos (random crops, sizes and qualities of real photos
+ *    decode like real training data; synthetic noise does not);
+ *  - benchutil_files.c: whole files and folders, the clock, checksums, CPU
+ *    time;
+ *  - benchutil_report.c: text, Markdown tables, JSON strings, the machine
+ *    and the record appended to docs/BENCHMARKS.md.
+ * A program builds all three: bench/benchutil.cmake lists them as
+ * FEEDER_BENCHUTIL_SOURCES.
  */
 #ifndef FEEDER_BENCHUTIL_H
 #define FEEDER_BENCHUTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* ------------------------------------------------------------------------ */
+/* JPEG datasets from the photos (benchutil_photos.c)                        */
+/* ------------------------------------------------------------------------ */
 
 /* Decoded photos, loaded once. */
 typedef struct bu_photos bu_photos;
@@ -36,6 +48,18 @@ int bu_write_jpeg(const bu_photos *p, const char *path, unsigned photo, uint32_t
 int bu_make_dataset(const bu_photos *p, const char *dir, unsigned classes, unsigned per_class,
                     uint64_t seed, int progress);
 
+/* The default benchmark dataset: $FEEDER_DATA, else ~/.cache/feeder/default-IMAGES. */
+void bu_default_dataset_dir(char *out, size_t len, unsigned images);
+/* Make it (10 classes of images/10 JPEGs, seed 1) unless it is already
+ * there, from the photos in $FEEDER_BENCH_PHOTOS or else `photos_dir`, with a
+ * progress bar on stderr. 0, or -errno with the reason in `err`. */
+int bu_ensure_default_dataset(const char *dir, unsigned images, const char *photos_dir,
+                              char *err, size_t errlen);
+
+/* ------------------------------------------------------------------------ */
+/* Files, time, checksums, CPU time (benchutil_files.c)                      */
+/* ------------------------------------------------------------------------ */
+
 /* Write a whole file; read a whole file (malloc'd). 0 or -errno. */
 int bu_write_file(const char *path, const void *data, size_t len);
 int bu_read_file(const char *path, uint8_t **data, size_t *len);
@@ -55,9 +79,16 @@ uint64_t bu_hash(uint64_t h, const void *data, size_t len);
  * result as the seed (start with 0). */
 uint64_t bu_hash64(uint64_t seed, const void *data, size_t len);
 
+/* CPU time (user + system) of process `pid` from /proc/PID/stat, in ns, at
+ * clock-tick resolution (10 ms on Linux); -1 when it cannot be read (gone). */
+int64_t bu_proc_cpu_ns(int pid);
+/* getrusage() user + system time in ns: this process (all its threads), or
+ * with `children` 1 its children that have ended and been waited for. */
+uint64_t bu_rusage_cpu_ns(int children);
+
 /* ------------------------------------------------------------------------ */
-/* Reporting, shared by the benchmarks: text that grows, Markdown tables,     */
-/* JSON strings, the machine and command line of a record, and the record     */
+/* Reporting (benchutil_report.c): text that grows, Markdown tables, JSON    */
+/* strings, the machine and command line of a record, and the record         */
 /* appended to docs/BENCHMARKS.md. Out of memory is fatal here (exit 1).      */
 /* ------------------------------------------------------------------------ */
 
@@ -113,22 +144,6 @@ void bu_append_record(const char *path, const char *source_dir, const char *prog
                       const bu_machine *m, const char *title, const char *cmd,
                       const char *body);
 
-/* The default benchmark dataset: $FEEDER_DATA, else ~/.cache/feeder/default-IMAGES. */
-void bu_default_dataset_dir(char *out, size_t len, unsigned images);
-/* Make it (10 classes of images/10 JPEGs, seed 1) unless it is already
- * there, from the photos in $FEEDER_BENCH_PHOTOS or else `photos_dir`, with a
- * progress bar on stderr. 0, or -errno with the reason in `err`. */
-int bu_ensure_default_dataset(const char *dir, unsigned images, const char *photos_dir,
-                              char *err, size_t errlen);
-
-
 /* Command-line parsing and the die/usage helpers live in cli/cli.h. */
-
-/* CPU time (user + system) of process `pid` from /proc/PID/stat, in ns, at
- * clock-tick resolution (10 ms on Linux); -1 when it cannot be read (gone). */
-int64_t bu_proc_cpu_ns(int pid);
-/* getrusage() user + system time in ns: this process (all its threads), or
- * with `children` 1 its children that have ended and been waited for. */
-uint64_t bu_rusage_cpu_ns(int children);
 
 #endif

@@ -16,17 +16,36 @@ const char *const bd_decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", "raw
 /* The RAW pack                                                              */
 /* ------------------------------------------------------------------------ */
 
+int bd_is_tar(const char *data)
+{
+    if (strchr(data, '{'))
+        return 1;
+    uint8_t h[512];
+    FILE *f = fopen(data, "rb");
+    int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;
+    if (f)
+        fclose(f);
+    return yes;
+}
+
 void bd_raw_pack_path(char *out, size_t len, const char *data, uint32_t size, uint32_t resize,
                       int layout)
 {
-    /* "dir/" and "dir" name the same dataset and the same pack. */
-    size_t l = strlen(data);
-    while (l > 1 && data[l - 1] == '/')
-        l--;
+    /* "dir/" and "dir" name the same dataset and the same pack. A brace
+     * pattern's braces go ("s-{0..3}.tar" packs to "s-0..3.tar-..."), and
+     * its commas become '+', so the pack's name is no pattern itself. */
+    char base[4096];
+    size_t l = 0;
+    for (const char *c = data; *c && l + 1 < sizeof(base); c++)
+        if (*c != '{' && *c != '}')
+            base[l++] = *c == ',' ? '+' : *c;
+    base[l] = 0;
+    while (l > 1 && base[l - 1] == '/')
+        base[--l] = 0;
     if (resize == (uint32_t)(((uint64_t)size * 256 + 112) / 224) && layout == FEEDER_LAYOUT_NHWC)
-        snprintf(out, len, "%.*s-%u.pack", (int)l, data, size);
+        snprintf(out, len, "%s-%u.pack", base, size);
     else
-        snprintf(out, len, "%.*s-%u-r%u-%s.pack", (int)l, data, size, resize,
+        snprintf(out, len, "%s-%u-r%u-%s.pack", base, size, resize,
                  layout == FEEDER_LAYOUT_NCHW ? "nchw" : "nhwc");
 }
 
@@ -35,11 +54,45 @@ static int newer(const struct timespec *a, const struct timespec *b)
     return a->tv_sec != b->tv_sec ? a->tv_sec > b->tv_sec : a->tv_nsec > b->tv_nsec;
 }
 
+/* The newest mtime of a tar shard set: each shard's (a member added,
+ * changed or removed rewrites its shard). 0, or -1 with the failure in `bad`. */
+static int tar_mtime(const char *data, struct timespec *out, char *bad, size_t badlen)
+{
+    char err[1024] = "";
+    feeder_dataset *ds = NULL;
+    int rc = feeder_dataset_open_tar_pattern(data, &ds, err, sizeof(err));
+    if (rc) {
+        snprintf(bad, badlen, "%s: %s", data, err[0] ? err : feeder_strerror(rc));
+        return -1;
+    }
+    memset(out, 0, sizeof(*out));
+    const char *last = NULL; /* a shard's samples come together: stat each once */
+    for (uint64_t i = 0; i < feeder_dataset_size(ds); i++) {
+        const char *shard = NULL;
+        struct stat st;
+        if (feeder_dataset_tar_sample(ds, i, &shard, NULL, NULL, NULL, NULL) == FEEDER_EINVAL ||
+            !shard || shard == last)
+            continue;
+        last = shard;
+        if (stat(shard, &st) != 0) {
+            snprintf(bad, badlen, "%s: %s", shard, strerror(errno));
+            feeder_dataset_destroy(ds);
+            return -1;
+        }
+        if (newer(&st.st_mtim, out))
+            *out = st.st_mtim;
+    }
+    feeder_dataset_destroy(ds);
+    return 0;
+}
+
 /* The newest mtime of the dataset: its root, every sample and every folder
- * holding one (a file removed or added changes its folder's mtime). 0 on
- * success; the path that failed in `bad`. */
+ * holding one (a file removed or added changes its folder's mtime); of a
+ * tar shard set, its shards'. 0 on success; the path that failed in `bad`. */
 static int dataset_mtime(const char *data, struct timespec *out, char *bad, size_t badlen)
 {
+    if (bd_is_tar(data))
+        return tar_mtime(data, out, bad, badlen);
     struct stat st;
     if (stat(data, &st) != 0) {
         snprintf(bad, badlen, "%s: %s", data, strerror(errno));
@@ -177,6 +230,11 @@ int bd_decoder_fell_back(const feeder_loader *ld, int asked, char *why, size_t l
 /* --decoder all                                                             */
 /* ------------------------------------------------------------------------ */
 
+const char *bd_order_name(int shuffled)
+{
+    return shuffled ? "shuffled" : "sequential";
+}
+
 /* The GPU columns of a backend that decodes on the CPU only say "-". */
 static int gpu_decoder(const bd_row *r)
 {
@@ -185,17 +243,19 @@ static int gpu_decoder(const bd_row *r)
 
 void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
 {
-    static const char *const head[] = {"backend", "images/s", "MB/s", "CPU cores busy",
-                                       "GPU busy %", "stall ms/epoch", "read µs/img",
-                                       "decode µs/img", "transform µs/img", "GPU decode µs/img",
-                                       "GPU fallback", "CPU share %"};
-    static const int right[] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    static const char *const head[] = {"backend", "order", "images/s", "MB/s",
+                                       "CPU cores busy", "GPU busy %", "stall ms/epoch",
+                                       "read µs/img", "decode µs/img", "transform µs/img",
+                                       "GPU decode µs/img", "GPU fallback", "CPU share %"};
+    static const int right[] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     bu_table t;
-    bu_table_init(&t, 12, head, right);
+    bu_table_init(&t, 13, head, right);
     for (unsigned i = 0; i < n; i++) {
         const bd_row *r = &rows[i];
-        char(*c)[BU_TABLE_CELL] = bu_table_row(&t);
-        snprintf(c[0], BU_TABLE_CELL, "%s", r->backend);
+        char(*row)[BU_TABLE_CELL] = bu_table_row(&t);
+        snprintf(row[0], BU_TABLE_CELL, "%s", r->backend);
+        snprintf(row[1], BU_TABLE_CELL, "%s", bd_order_name(r->shuffled));
+        char(*c)[BU_TABLE_CELL] = row + 1; /* the figures, from c[1] */
         if (r->na) {
             snprintf(c[1], BU_TABLE_CELL, "%s", r->reason);
             for (unsigned k = 2; k < 12; k++)
@@ -243,6 +303,8 @@ void bd_notes(const bd_row *rows, unsigned n, const char *raw_pack, bu_sbuf *b)
         "GPU fallback = images of GPU-decoded batches decoded on the CPU instead",
         "CPU share % = HYBRID's share of each batch the workers decode",
         "n/a = the GPU decoder did not run here (ROI would have), so nothing is reported",
+        "order = the sampler's: shuffled, or sequential (file order); the decoders run in the "
+        "order --shuffle asks, raw in both, shuffled first (the order training reads)",
     };
     bu_sb_printf(b, "Columns: %s\n", legend[0]);
     for (size_t i = 1; i < sizeof(legend) / sizeof(legend[0]); i++)
@@ -270,7 +332,8 @@ void bd_json_rows(const bd_row *rows, unsigned n, bu_sbuf *b)
         const bd_row *r = &rows[i];
         bu_sb_printf(b, "%s\n    {\"backend\": ", i ? "," : "");
         bu_sb_json_str(b, r->backend);
-        bu_sb_printf(b, ", \"status\": \"%s\", \"reason\": ", r->na ? "n/a" : "ok");
+        bu_sb_printf(b, ", \"order\": \"%s\", \"status\": \"%s\", \"reason\": ",
+                     bd_order_name(r->shuffled), r->na ? "n/a" : "ok");
         if (r->na) {
             bu_sb_json_str(b, r->reason + (strncmp(r->reason, "n/a: ", 5) == 0 ? 5 : 0));
             bu_sb_printf(b, "}");

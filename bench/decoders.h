@@ -14,21 +14,29 @@
 #include "feeder.h"
 
 /* --decoder values: the first four are feeder_decoder's. */
-enum { BD_RAW = 4, BD_ALL = 5, BD_NBACKENDS = 5 };
+/* BD_NROWS: the --decoder all table's rows, every backend once and raw
+ * twice (shuffled, then sequential). */
+enum { BD_RAW = 4, BD_ALL = 5, BD_NROWS = 6 };
 extern const char *const bd_decoder_names[]; /* turbo roi nvjpeg hybrid raw all, NULL */
 
 /* ---- the RAW pack of --decoder raw ---- */
 
-/* Where the RAW pack of dataset `data` (folder or list file) is cached: beside
- * it, "<data>-<size>.pack" for the default resize (size*256/224) and NHWC,
- * else "<data>-<size>-r<resize>-<layout>.pack". */
+/* 1 when --data names WebDataset tar shards: a brace pattern
+ * ("s-{000..127}.tar") or a file whose first 512 bytes are a ustar header. */
+int bd_is_tar(const char *data);
+
+/* Where the RAW pack of dataset `data` (folder, list file or tar shards) is
+ * cached: beside it, "<data>-<size>.pack" for the default resize
+ * (size*256/224) and NHWC, else "<data>-<size>-r<resize>-<layout>.pack"; a
+ * brace pattern's braces are left out and its commas become '+'. */
 void bd_raw_pack_path(char *out, size_t len, const char *data, uint32_t size, uint32_t resize,
                       int layout);
 
 /* Make `pack` from `data` with feeder-pack's packer (tools/packer.c: RAW,
  * EVAL pipeline: resize the shorter side to `resize`, centre crop size x
  * size) unless it exists and is not older than the dataset (the newest
- * mtime of `data`, every sample file and the folders holding them). Says on
+ * mtime of `data`, every sample file and the folders holding them; of tar
+ * shards, the shards'). Says on
  * stderr what it did. Returns 0 when it made the pack, 1 when it reused it;
  * exits on failure (the packer's behaviour). */
 int bd_ensure_raw_pack(const char *prog, const char *data, const char *pack, uint32_t size,
@@ -63,6 +71,7 @@ int bd_decoder_fell_back(const feeder_loader *ld, int asked, char *why, size_t l
 #define BD_MAX_EPOCHS 1000
 typedef struct bd_row {
     const char *backend;
+    int shuffled;           /* the sampler's order: 1 shuffled, 0 sequential (file order) */
     int na;                 /* not measured: the GPU decoder fell back */
     char reason[512];       /* "n/a: ..." */
     int gpu;                /* device batches */
@@ -78,12 +87,15 @@ typedef struct bd_row {
     double cpu_share_pct;   /* HYBRID: workers' share of each batch; -1 otherwise */
 } bd_row;
 
+/* "shuffled" or "sequential", as the table and JSON say a row's order. */
+const char *bd_order_name(int shuffled);
 /* The Markdown table of `n` rows and the notes that say what each column
  * is; `raw_pack` names the pack the raw row read (NULL: none). */
 void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b);
 void bd_notes(const bd_row *rows, unsigned n, const char *raw_pack, bu_sbuf *b);
-/* The rows as a JSON array, one object per backend, numbers as numbers
- * (null where a figure does not apply). */
+/* The rows as a JSON array, one object per row ("backend", "order":
+ * "shuffled" or "sequential", ...), numbers as numbers (null where a figure
+ * does not apply). */
 void bd_json_rows(const bd_row *rows, unsigned n, bu_sbuf *b);
 
 #endif

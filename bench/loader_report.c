@@ -369,7 +369,8 @@ void all_header(const opts *o, const context *cx, const char *pack,
                        const feeder_packed_info *pk, bu_sbuf *b)
 {
     bu_sb_printf(b, "feeder %s on %s (%s); decode backends on the same files: %s pipeline, "
-                 "%ux%u %s, batch %u, workers %d, prefetch %d, %u epochs, %s order%s%s\n",
+                 "%ux%u %s, batch %u, workers %d, prefetch %d, %u epochs, %s order (raw: "
+                 "shuffled and sequential)%s%s\n",
                  feeder_version_string(), cx->m.label, cx->m.cpu, pipeline_names[o->pipeline],
                  o->size, o->size, layout_names[o->layout], o->batch, o->workers[0],
                  o->prefetch, o->epochs, o->shuffle ? "shuffled" : "sequential",

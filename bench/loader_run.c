@@ -29,17 +29,6 @@ static feeder_dataset *open_shards(const char *path)
     return ds;
 }
 
-/* A tar shard: the ustar magic of its first header (GNU's "ustar  " too). */
-static int is_tar(const char *path)
-{
-    uint8_t h[512];
-    FILE *f = fopen(path, "rb");
-    int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;
-    if (f)
-        fclose(f);
-    return yes;
-}
-
 /* A tar shard set: a brace pattern ("s-{000..127}.tar") or one shard. */
 static feeder_dataset *open_tar(const char *path)
 {
@@ -90,7 +79,7 @@ feeder_dataset *open_dataset(const char *path)
         rc = feeder_dataset_open_packed(path, &ds, err, sizeof(err));
         if (rc == 0)
             feeder_dataset_packed_info(ds, &g_pack);
-    } else if (S_ISREG(st.st_mode) && is_tar(path))
+    } else if (S_ISREG(st.st_mode) && bd_is_tar(path))
         return open_tar(path);
     else if (S_ISREG(st.st_mode))
         rc = feeder_dataset_open_list(path, NULL, &ds, err, sizeof(err));

@@ -95,6 +95,11 @@ typedef struct feeder__tar_shard {
     int cached;            /* 1: the index came from <path>.idx */
 } feeder__tar_shard;
 
+/* The most shards a reader keeps open at once (a worker, or the calling
+ * thread without workers); the loader's RLIMIT_NOFILE check at start counts
+ * them (loader/limits.c). */
+#define FEEDER__TAR_FDS_MAX 32u
+
 typedef struct feeder__tar {
     feeder__tar_shard *shards;
     uint32_t nshards;

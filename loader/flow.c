@@ -88,7 +88,7 @@ static int begin_epoch(feeder_loader *ld)
         feeder__shards_plan(ld->ds->pack, ld->order, len);
     ld->epoch_t0 = feeder__now_ns();
     ld->order_len = len;
-    ld->nbatches = feeder_batch_count(len, (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE),
+    ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
                                       (int)iopt(ld, FEEDER_OPT_DROP_LAST));
     ld->dispatched = ld->delivered = ld->next_in_order = 0;
     ld->epoch_deaths = 0;
@@ -150,7 +150,7 @@ static void dispatch(feeder_loader *ld)
 {
     if (!ld->in_epoch || !ld->running)
         return;
-    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
     for (uint32_t s = 0; s < ld->nslots && ld->dispatched < ld->nbatches; s++) {
         slot_state *ss = &ld->slots[s];
         if (ss->state != SLOT_FREE)
@@ -387,7 +387,7 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
         return feeder__loader_fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
                     ld->nslots);
     uint32_t s = (uint32_t)(ss - ld->slots);
-    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
     uint64_t b = take_next_batch(ld), first = b * batch;
     uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
     ss->epoch = ld->epoch;

@@ -144,6 +144,9 @@ int feeder__opt_index(int opt);
 #define dopt feeder__loader_dopt
 /* The sampler SHUFFLE and SEED pick when none was given. */
 int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out);
+/* The transform the options ask for (set or default): what start resolves
+ * into the plan (job.t) and what the saved state records, read in one place. */
+void feeder__options_transform(const feeder_loader *ld, feeder__transform *t);
 
 /* ---- pool.c ---- */
 

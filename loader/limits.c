@@ -23,8 +23,10 @@
  *
  * Descriptors. Each worker opens every file of a task at once (io_uring
  * submits every open together), on top of what it inherits and its channel,
- * memfd and ring; the loader's process holds a channel and a pidfd per
- * worker. EMFILE in the middle of a task would fail every sample of it.
+ * memfd and ring; a worker reading tar shards keeps up to
+ * FEEDER__TAR_FDS_MAX of them open across tasks instead; the loader's process
+ * holds a channel and a pidfd per worker. EMFILE in the middle of a task
+ * would fail every sample of it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,6 +39,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "dataset/tar.h"
 #include "loader/loader.h"
 
 /* A "Name: N kB" line of /proc/meminfo, in bytes; 0 when missing. */
@@ -225,20 +228,40 @@ static int open_fds(uint64_t *n)
     return 0;
 }
 
-int feeder__check_nofile(int workers, uint32_t files_per_task, char *msg, size_t msglen)
+/* What a reader (a worker, or the calling thread without workers) holds open
+ * at once besides what it inherits, and what to call it in the message: a
+ * tar dataset's shards stay open across tasks, up to FEEDER__TAR_FDS_MAX of
+ * them; any other dataset opens every file of a task together. */
+static uint32_t reader_files(const feeder_dataset *ds, int workers, uint32_t files_per_task,
+                             const char **what)
+{
+    if (ds && ds->kind == FEEDER__DS_TAR) {
+        uint32_t n = ds->tar->nshards;
+        *what = "tar shards kept open";
+        return n < FEEDER__TAR_FDS_MAX ? n : FEEDER__TAR_FDS_MAX;
+    }
+    *what = workers ? "files of a task opened at once" : "files opened at once";
+    return files_per_task;
+}
+
+int feeder__check_nofile(const feeder_dataset *ds, int workers, uint32_t files_per_task,
+                         char *msg, size_t msglen)
 {
     struct rlimit rl;
     uint64_t open_now;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
         open_fds(&open_now) != 0)
         return 0;
+    const char *what;
+    uint32_t files = reader_files(ds, workers, files_per_task, &what);
+    int tar = ds && ds->kind == FEEDER__DS_TAR; /* a smaller batch does not help */
     /* The loader's process: a channel and a pidfd per worker, the memfd,
      * and a moment's socketpair end and io_uring probe at start. A worker:
      * what it inherits (less other workers' descriptors, which it closes),
-     * its channel, the memfd until mapped, its ring, and every file of a
-     * task at once. Without workers the calling thread reads. */
+     * its channel, the memfd until mapped, its ring, and the files it reads
+     * from. Without workers the calling thread reads. */
     uint64_t parent = open_now + 2 * (uint64_t)workers + 3;
-    uint64_t worker = open_now + 3 + files_per_task;
+    uint64_t worker = open_now + 3 + files;
     uint64_t need = workers ? (parent > worker ? parent : worker) : worker;
     if (need <= rl.rlim_cur)
         return 0;
@@ -249,16 +272,16 @@ int feeder__check_nofile(int workers, uint32_t files_per_task, char *msg, size_t
         feeder__fmt(msg, msglen,
                     "RLIMIT_NOFILE is %llu (hard limit %s), too low: the loader's process needs "
                     "%" PRIu64 " descriptors (%" PRIu64 " open + 2 for each of %d workers + 3) "
-                    "and each worker %" PRIu64 " (%" PRIu64 " inherited + 3 + %u files of a "
-                    "task opened at once); raise it (ulimit -n, setrlimit) or lower "
-                    "batch_size / raise split",
+                    "and each worker %" PRIu64 " (%" PRIu64 " inherited + 3 + %u %s); raise it "
+                    "(ulimit -n, setrlimit)%s",
                     (unsigned long long)rl.rlim_cur, hard, parent, open_now, workers, worker,
-                    open_now, files_per_task);
+                    open_now, files, what, tar ? "" : " or lower batch_size / raise split");
     else
         feeder__fmt(msg, msglen,
                     "RLIMIT_NOFILE is %llu (hard limit %s), too low: reading a batch needs "
-                    "%" PRIu64 " descriptors (%" PRIu64 " open + 3 + %u files opened at once); "
-                    "raise it (ulimit -n, setrlimit) or lower batch_size",
-                    (unsigned long long)rl.rlim_cur, hard, worker, open_now, files_per_task);
+                    "%" PRIu64 " descriptors (%" PRIu64 " open + 3 + %u %s); raise it (ulimit "
+                    "-n, setrlimit)%s",
+                    (unsigned long long)rl.rlim_cur, hard, worker, open_now, files, what,
+                    tar ? "" : " or lower batch_size");
     return FEEDER_ELIMIT;
 }

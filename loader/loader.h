@@ -40,9 +40,12 @@ int feeder__loader_fail(const feeder_loader *ld, int rc, const char *fmt, ...)
 /* Can the machine back `slots` batch slots of `slot_bytes`? 0, or
  * FEEDER_ELIMIT with "batch slots need ..." in msg. */
 int feeder__check_slot_memory(uint32_t slots, size_t slot_bytes, char *msg, size_t msglen);
-/* Is RLIMIT_NOFILE high enough for `workers` workers, each opening up to
- * `files_per_task` files at once? 0, or FEEDER_ELIMIT with the message. */
-int feeder__check_nofile(int workers, uint32_t files_per_task, char *msg, size_t msglen);
+/* Is RLIMIT_NOFILE high enough for `workers` workers reading `ds`, each
+ * opening up to `files_per_task` files at once (a tar dataset's readers keep
+ * up to FEEDER__TAR_FDS_MAX shards open instead)? 0, or FEEDER_ELIMIT with
+ * the message. */
+int feeder__check_nofile(const feeder_dataset *ds, int workers, uint32_t files_per_task,
+                         char *msg, size_t msglen);
 
 /* ---- start, in the steps the entry points (api/) run ---- */
 

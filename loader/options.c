@@ -346,6 +346,23 @@ double feeder__loader_dopt(const feeder_loader *ld, int opt)
     return ld->dval[feeder__opt_index(opt)];
 }
 
+void feeder__options_transform(const feeder_loader *ld, feeder__transform *t)
+{
+    t->pipeline = (int)iopt(ld, FEEDER_OPT_PIPELINE);
+    t->decoder = (int)iopt(ld, FEEDER_OPT_DECODER);
+    t->layout = (int)iopt(ld, FEEDER_OPT_LAYOUT);
+    t->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
+    t->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
+    t->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
+    t->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
+    t->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
+    t->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
+    t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
+    t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
+    t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
+    t->channels = (uint32_t)iopt(ld, FEEDER_OPT_CHANNELS);
+}
+
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld)
 {
     return ld->job.t.decoder == FEEDER_DECODER_HYBRID ? 100 : 0;

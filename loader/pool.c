@@ -230,7 +230,7 @@ void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r)
  * gives the bytes the first run would have. */
 static void requeue(feeder_loader *ld, worker *w)
 {
-    uint32_t bs = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    uint32_t bs = ld->job.layout.batch;
     for (unsigned k = w->outstanding; k-- > 0;) {
         const feeder__task_msg *t = &w->inflight[k];
         slot_state *ss = &ld->slots[t->slot];

@@ -91,20 +91,26 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     st->drop_last = (uint32_t)iopt(ld, FEEDER_OPT_DROP_LAST);
     st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);
     st->user_sampler = ld->sampler && ld->sampler != ld->own_sampler;
-    st->pipeline = (uint32_t)iopt(ld, FEEDER_OPT_PIPELINE);
-    /* The decoder in use once started (the plan's), the one asked for before. */
-    st->decoder = (uint32_t)(ld->started ? ld->job.t.decoder : iopt(ld, FEEDER_OPT_DECODER));
-    st->layout = (uint32_t)iopt(ld, FEEDER_OPT_LAYOUT);
-    st->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
-    st->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
-    st->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
+    /* The transform as the options ask for it, as start reads them; the
+     * decoder in use once started (the plan's). The layout stays the one
+     * asked for: float device batches come from NHWC slots whatever it is. */
+    feeder__transform t;
+    feeder__options_transform(ld, &t);
+    if (ld->started)
+        t.decoder = ld->job.t.decoder;
+    st->pipeline = (uint32_t)t.pipeline;
+    st->decoder = (uint32_t)t.decoder;
+    st->layout = (uint32_t)t.layout;
+    st->height = t.height;
+    st->width = t.width;
+    st->resize = t.resize;
     st->policy = (uint32_t)iopt(ld, FEEDER_OPT_ERROR_POLICY);
-    st->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
-    st->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
-    st->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
-    st->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
-    st->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
-    st->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
+    st->max_pixels = t.max_pixels;
+    st->scale_min = t.scale_min;
+    st->scale_max = t.scale_max;
+    st->ratio_min = t.ratio_min;
+    st->ratio_max = t.ratio_max;
+    st->flip_prob = t.flip_prob;
     if (!at && (ld->in_epoch || hold_epoch)) {
         st->epoch = ld->epoch;
         st->sampler_len = ld->order_len;

@@ -142,20 +142,7 @@ static void resolve_job(feeder_loader *ld)
     job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
     job->packed_read = (int)iopt(ld, FEEDER_OPT_PACKED_READ);
     job->verify_crc = (int)iopt(ld, FEEDER_OPT_VERIFY_CRC);
-    feeder__transform *t = &job->t;
-    t->pipeline = (int)iopt(ld, FEEDER_OPT_PIPELINE);
-    t->decoder = (int)iopt(ld, FEEDER_OPT_DECODER);
-    t->layout = (int)iopt(ld, FEEDER_OPT_LAYOUT);
-    t->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
-    t->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
-    t->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
-    t->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
-    t->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
-    t->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
-    t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
-    t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
-    t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
-    t->channels = (uint32_t)iopt(ld, FEEDER_OPT_CHANNELS);
+    feeder__options_transform(ld, &job->t); /* resolve_decoder and layout_slots refine it */
 }
 
 /* The read path: decided once so every worker agrees and the user can ask
@@ -314,7 +301,8 @@ static int check_limits(feeder_loader *ld)
     uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
     if (ld->nworkers == 0 && files > FEEDER__INLINE_FILES)
         files = FEEDER__INLINE_FILES; /* the calling thread reads in groups (flow.c) */
-    if ((rc = feeder__check_nofile(ld->nworkers, files, ld->errmsg, sizeof(ld->errmsg))))
+    if ((rc = feeder__check_nofile(ld->ds, ld->nworkers, files, ld->errmsg,
+                                    sizeof(ld->errmsg))))
         return rc;
     if (ld->resume && (rc = feeder__resume_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
         return rc;

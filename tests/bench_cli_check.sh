@@ -3,7 +3,8 @@
 # --decoder parsing and its messages, the RAW pack cache (made once, reused,
 # remade when the dataset is newer), the "n/a: reason" row of a GPU decoder
 # that falls back (forced with --device -1, so it holds on any machine), the
-# --decoder all table appended with --append-to, and its JSON read back with
+# RAW pack of tar shards (a brace pattern, and one shard), the --decoder all
+# table (raw in both orders) appended with --append-to, and its JSON read back with
 # python3's json module (exit 77 when there is no python3); nothing written
 # anywhere without --append-to.
 #   bench_cli_check.sh BENCH_LOADER
@@ -54,6 +55,40 @@ touch -d "+20 seconds" "$pack"  # now newer than the touched file again
 "$bench" "${small[@]}" --decoder raw --no-append > /dev/null 2> "$d/err"
 grep -q "reusing the RAW pack" "$d/err" || fail "rebuilt pack not reused"
 
+# Tar shards: the same 40 images as two shards (GNU tar, key nnnnnn with its
+# .jpg and a .cls of its class), packed under a name without the braces,
+# reused, remade when a shard is newer; a missing shard is an error naming it.
+i=0
+for f in $(cd "$d/data" && ls */*.jpg | sort); do
+    s=$((i / 20)); k=$(printf %06d $i); c=${f%%/*}
+    mkdir -p "$d/stage/s$s"
+    cp "$d/data/$f" "$d/stage/s$s/$k.jpg"
+    printf '%d' $((10#${c#class_})) > "$d/stage/s$s/$k.cls"
+    i=$((i + 1))
+done
+for s in 0 1; do tar -C "$d/stage" --sort=name -cf "$d/s-$s.tar" "s$s"; done
+tpack=$d/s-0..1.tar-32.pack
+"$bench" "${small[@]}" --data "$d/s-{0..1}.tar" --decoder raw --no-append > "$d/out" 2> "$d/err" ||
+    { cat "$d/err" >&2; fail "--decoder raw on tar shards failed"; }
+grep -qx "bench_loader: packing the RAW pack $tpack from $d/s-{0..1}.tar (32x32, resize 37, nhwc)" "$d/err" ||
+    { cat "$d/err" >&2; fail "first tar raw run did not pack"; }
+grep -q "^dataset $tpack: 40 records, 10 classes" "$d/out" || { cat "$d/out" >&2; fail "tar raw run did not read the pack"; }
+"$bench" "${small[@]}" --data "$d/s-{0..1}.tar" --decoder raw --no-append > /dev/null 2> "$d/err"
+grep -qx "bench_loader: reusing the RAW pack $tpack (not older than $d/s-{0..1}.tar)" "$d/err" ||
+    { cat "$d/err" >&2; fail "second tar raw run did not reuse the pack"; }
+touch -d "+10 seconds" "$d/s-1.tar"
+"$bench" "${small[@]}" --data "$d/s-{0..1}.tar" --decoder raw --no-append > /dev/null 2> "$d/err"
+grep -qx "bench_loader: rebuilding (the dataset is newer) the RAW pack $tpack from $d/s-{0..1}.tar (32x32, resize 37, nhwc)" "$d/err" ||
+    { cat "$d/err" >&2; fail "a newer shard did not rebuild the pack"; }
+rc=0; "$bench" "${small[@]}" --data "$d/s-{0..2}.tar" --decoder raw --no-append > /dev/null 2> "$d/err" || rc=$?
+[[ $rc == 1 ]] || fail "a missing shard exited $rc, want 1"
+expect_exact "$d/err" "bench_loader: --decoder raw: $d/s-{0..2}.tar: $d/s-2.tar: cannot open tar shard: No such file or directory"
+# One shard named as a file is tar too.
+"$bench" "${small[@]}" --data "$d/s-0.tar" --decoder raw --no-append > "$d/out" 2> "$d/err"
+grep -qx "bench_loader: packing the RAW pack $d/s-0.tar-32.pack from $d/s-0.tar (32x32, resize 37, nhwc)" "$d/err" ||
+    { cat "$d/err" >&2; fail "one shard did not pack"; }
+grep -q "^dataset $d/s-0.tar-32.pack: 20 records" "$d/out" || { cat "$d/out" >&2; fail "one shard's pack"; }
+
 # A GPU decoder that cannot run is a row saying why, with no figure.
 "$bench" "${small[@]}" --decoder nvjpeg --no-append > "$d/out" 2> "$d/err"
 grep -qE "^\|  +1 \| eval  +\| nvjpeg  +\| [a-z_]+ +\| n/a: no GPU path: device = -1(: [^|]*)? +\|( +- \|)+$" "$d/out" ||
@@ -63,17 +98,34 @@ grep -q "images/s" "$d/err" && { cat "$d/err" >&2; fail "the fallback was measur
 # --decoder all: the table, appended where --append-to says.
 "$bench" "${small[@]}" --decoder all --append-to "$d/B.md" --label testbox > "$d/out" 2> "$d/err"
 grep -q "^## .*, testbox: bench_loader --decoder all, eval$" "$d/B.md" || fail "no record in B.md"
-for b in turbo roi raw; do
-    grep -qE "^\| $b +\| +[0-9]+ \|" "$d/B.md" || { cat "$d/B.md" >&2; fail "no $b row"; }
+# The decoders in the order asked (eval: sequential), raw in both orders,
+# shuffled first; the rows in that order.
+for row in "turbo +\| sequential" "roi +\| sequential" "raw +\| shuffled" "raw +\| sequential"; do
+    grep -qE "^\| $row +\| +[0-9]+ \|" "$d/B.md" || { cat "$d/B.md" >&2; fail "no $row row"; }
 done
 for b in nvjpeg hybrid; do
-    grep -qE "^\| $b +\| n/a: no GPU path: device = -1" "$d/B.md" || { cat "$d/B.md" >&2; fail "no $b n/a row"; }
+    grep -qE "^\| $b +\| sequential +\| n/a: no GPU path: device = -1" "$d/B.md" || { cat "$d/B.md" >&2; fail "no $b n/a row"; }
 done
+[[ $(grep -E "^\| (turbo|roi|nvjpeg|hybrid|raw) " "$d/B.md" | cut -d'|' -f2,3 | tr -d ' ') == \
+   $'turbo|sequential\nroi|sequential\nnvjpeg|sequential\nhybrid|sequential\nraw|shuffled\nraw|sequential' ]] ||
+    { cat "$d/B.md" >&2; fail "rows out of order"; }
 grep -q "^| backend | " "$d/out" || fail "no table on stdout"
 grep -q "^Columns: images/s = " "$d/out" || fail "no column notes"
 
 # ...and as JSON, parsed back.
 "$bench" "${small[@]}" --decoder all --json --no-append > "$d/all.json" 2> "$d/err"
+# --shuffle 1 shuffles the decoders; raw still runs both orders.
+"$bench" "${small[@]}" --decoder all --shuffle 1 --json --no-append > "$d/all1.json" 2> "$d/err"
+grep -q "^== raw, shuffled$" "$d/err" && grep -q "^== raw, sequential$" "$d/err" &&
+    grep -q "^== turbo, shuffled$" "$d/err" || { cat "$d/err" >&2; fail "--shuffle 1 orders"; }
+python3 - "$d/all1.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [(b["backend"], b["order"]) for b in d["backends"]]
+assert rows == [("turbo", "shuffled"), ("roi", "shuffled"), ("nvjpeg", "shuffled"),
+                ("hybrid", "shuffled"), ("raw", "shuffled"), ("raw", "sequential")], rows
+assert d["config"]["shuffle"] == 1, d["config"]
+EOF
 python3 - "$d/all.json" "$pack" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -85,14 +137,15 @@ assert d["dataset"]["images"] == 40 and d["dataset"]["classes"] == 10, d["datase
 assert d["raw_pack"]["path"] == sys.argv[2], d["raw_pack"]
 assert d["raw_pack"]["data_bytes"] == 40 * 32 * 32 * 3, d["raw_pack"]
 assert d["config"]["workers"] == 1 and d["config"]["batch"] == 8, d["config"]
-names = [b["backend"] for b in d["backends"]]
-assert names == ["turbo", "roi", "nvjpeg", "hybrid", "raw"], names
+rows = [(b["backend"], b["order"]) for b in d["backends"]]
+assert rows == [("turbo", "sequential"), ("roi", "sequential"), ("nvjpeg", "sequential"),
+                ("hybrid", "sequential"), ("raw", "shuffled"), ("raw", "sequential")], rows
 num = (int, float)
 for b in d["backends"]:
     if b["backend"] in ("nvjpeg", "hybrid"):
         assert b["status"] == "n/a", b
         assert b["reason"].startswith("no GPU path: device = -1"), b
-        assert set(b) == {"backend", "status", "reason"}, b  # no figure at all
+        assert set(b) == {"backend", "order", "status", "reason"}, b  # no figure at all
         continue
     assert b["status"] == "ok" and b["reason"] is None, b
     for k in ("images_per_s", "mb_per_s", "cpu_cores_busy", "stall_ms_per_epoch",
@@ -110,7 +163,8 @@ for b in d["backends"]:
         assert b["decode_us_per_image"] == 0, b
     else:
         assert b["decode_us_per_image"] > 0, b
-print("bench_loader --decoder all JSON: 5 backends, 2 n/a, numbers are numbers")
+print("bench_loader --decoder all JSON: 5 backends in 6 rows (raw in both orders), 2 n/a, "
+      "numbers are numbers")
 EOF
 # Nothing is written but stdout unless asked: a plain run (table) and a --json
 # run leave the checkout's docs/BENCHMARKS.md and the working directory as

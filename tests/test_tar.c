@@ -2,15 +2,18 @@
  * Tar datasets (WebDataset shards): grouping by key, GNU and pax names (from
  * this file's writer and from GNU tar itself), the index cached beside the
  * shards, batches equal to the same images read from a list file, every bad
- * input under FAIL and SKIP, and resume across shard sets. Tars are written
+ * input under FAIL, SKIP and DROP, the descriptors a start counts for
+ * them (RLIMIT_NOFILE), and resume across shard sets. Tars are written
  * in a temporary folder.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -723,6 +726,174 @@ START_TEST(test_bad_samples_fail_and_skip)
 }
 END_TEST
 
+/* DROP: the three bad samples of bad_shard are left out, nothing is
+ * repeated, and the kept samples' pixels are the ones FAIL delivers for
+ * them one by one. */
+START_TEST(test_bad_samples_drop)
+{
+    bad_shard("b.tar");
+    feeder_dataset *ds = open_tar("b.tar");
+    const uint64_t want[6] = {0, 2, 4, 6, 7, 8};
+    /* The reference: each good sample alone, under FAIL. */
+    feeder_loader *ref = loader(ds, 0, FEEDER_ON_ERROR_FAIL);
+    ck_assert_int_eq(feeder_loader_set(ref, FEEDER_OPT_SHUFFLE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(ref, FEEDER_OPT_BATCH_SIZE, 1), 0);
+    uint8_t *px[9] = {0};
+    size_t sample = 0;
+    for (int i = 0; i < 9; i++) {
+        feeder_batch *b;
+        int rc = feeder_next(ref, &b);
+        if (rc == FEEDER_EDATASET)
+            continue;
+        ck_assert_msg(rc == 0, "%d: %s", i, feeder_loader_errmsg(ref));
+        sample = b->sample_bytes;
+        px[i] = malloc(sample);
+        memcpy(px[i], b->data, sample);
+        feeder_batch_release(b, NULL);
+    }
+    feeder_loader_destroy(ref);
+    for (int workers = 0; workers <= 2; workers += 2) {
+        feeder_loader *ld = loader(ds, workers, FEEDER_ON_ERROR_DROP);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 0), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 9), 0);
+        feeder_batch *b;
+        ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+        ck_assert_uint_eq(b->count, 6);
+        ck_assert_uint_eq(b->skipped, 3);
+        for (int i = 0; i < 6; i++) {
+            ck_assert_uint_eq(b->indices[i], want[i]);
+            ck_assert_int_eq(b->labels[i], (int64_t)want[i] % 3);
+            ck_assert_ptr_nonnull(px[want[i]]);
+            ck_assert_msg(memcmp(b->data + i * sample, px[want[i]], sample) == 0,
+                          "workers %d sample %d", workers, i);
+        }
+        feeder_batch_release(b, NULL);
+        ck_assert_int_eq(feeder_next(ld, &b), FEEDER_DONE);
+        feeder_stats st;
+        ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+        ck_assert_uint_eq(st.dropped, 3);
+        ck_assert_uint_eq(st.samples, 6);
+        feeder_loader_destroy(ld);
+    }
+    for (int i = 0; i < 9; i++)
+        free(px[i]);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* ---- descriptors: the shards a reader keeps open ---- */
+
+static uint64_t count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    uint64_t k = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        k += e->d_name[0] != '.';
+    closedir(d);
+    return k - 1;
+}
+
+/* n shards t-00.tar ... of one sample each (photo k, label k % 3), opened as
+ * one dataset. */
+static feeder_dataset *one_per_shard(int n)
+{
+    char rel[32], name[32], pattern[512], err[1024];
+    for (int k = 0; k < n; k++) {
+        tarbuf t = {0};
+        size_t len;
+        uint8_t *j = jpeg((unsigned)k, &len);
+        snprintf(name, sizeof(name), "%06d.jpg", k);
+        tb_member(&t, name, '0', j, len);
+        free(j);
+        snprintf(name, sizeof(name), "%06d.cls", k);
+        char v[8];
+        snprintf(v, sizeof(v), "%d", k % 3);
+        tb_file(&t, name, v);
+        tb_end(&t);
+        snprintf(rel, sizeof(rel), "t-%02d.tar", k);
+        tb_write(&t, rel);
+    }
+    snprintf(pattern, sizeof(pattern), "%s/t-{00..%02d}.tar", tmpdir, n - 1);
+    feeder_dataset *ds = NULL;
+    ck_assert_msg(feeder_dataset_open_tar_pattern(pattern, &ds, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_uint_eq(feeder_dataset_size(ds), (uint64_t)n);
+    return ds;
+}
+
+/* Start under RLIMIT_NOFILE `lim`: 0, or the start's error with its message. */
+static int start_under(feeder_dataset *ds, int workers, int batch, uint64_t lim, char *msg,
+                       size_t msglen)
+{
+    struct rlimit old, rl;
+    getrlimit(RLIMIT_NOFILE, &old);
+    rl = old;
+    rl.rlim_cur = lim;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    feeder_loader *ld = loader(ds, workers, FEEDER_ON_ERROR_FAIL);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, batch), 0);
+    int rc = feeder_loader_start(ld);
+    snprintf(msg, msglen, "%s", feeder_loader_errmsg(ld));
+    /* A start that passed reads a whole epoch under the limit. */
+    feeder_batch *b;
+    uint64_t n = 0;
+    while (rc == 0 && (rc = feeder_next(ld, &b)) == 0) {
+        n += b->count;
+        feeder_batch_release(b, NULL);
+    }
+    if (rc == FEEDER_DONE) {
+        rc = n == feeder_dataset_size(ds) ? 0 : -1;
+        snprintf(msg, msglen, "%llu samples", (unsigned long long)n);
+    } else if (rc != FEEDER_ELIMIT)
+        snprintf(msg, msglen, "%s", feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    setrlimit(RLIMIT_NOFILE, &old);
+    return rc;
+}
+
+/* The RLIMIT_NOFILE check at start counts the shards a reader keeps open
+ * (all of them, up to 32), not the samples of a task: 34 shards need 32
+ * descriptors even at batch 1; 3 shards need 3 even at batch 64, and an
+ * epoch then runs under the limit the check allowed. */
+START_TEST(test_nofile_counts_shards)
+{
+    feeder_dataset *many = one_per_shard(34);
+    uint64_t open_now = count_fds();
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    char msg[1024], want[1024];
+    ck_assert_int_eq(start_under(many, 2, 1, open_now + 20, msg, sizeof(msg)), FEEDER_ELIMIT);
+    snprintf(want, sizeof(want),
+             "RLIMIT_NOFILE is %llu (hard limit %llu), too low: the loader's process needs %llu "
+             "descriptors (%llu open + 2 for each of 2 workers + 3) and each worker %llu (%llu "
+             "inherited + 3 + 32 tar shards kept open); raise it (ulimit -n, setrlimit)",
+             (unsigned long long)(open_now + 20), (unsigned long long)rl.rlim_max,
+             (unsigned long long)(open_now + 7), (unsigned long long)open_now,
+             (unsigned long long)(open_now + 35), (unsigned long long)open_now);
+    ck_assert_str_eq(msg, want);
+    ck_assert_int_eq(start_under(many, 0, 1, open_now + 20, msg, sizeof(msg)), FEEDER_ELIMIT);
+    snprintf(want, sizeof(want),
+             "RLIMIT_NOFILE is %llu (hard limit %llu), too low: reading a batch needs %llu "
+             "descriptors (%llu open + 3 + 32 tar shards kept open); raise it (ulimit -n, "
+             "setrlimit)",
+             (unsigned long long)(open_now + 20), (unsigned long long)rl.rlim_max,
+             (unsigned long long)(open_now + 35), (unsigned long long)open_now);
+    ck_assert_str_eq(msg, want);
+    /* Exactly what the check asks for is enough for a whole epoch. */
+    for (int workers = 0; workers <= 1; workers++)
+        ck_assert_msg(start_under(many, workers, 1, open_now + 35, msg, sizeof(msg)) == 0,
+                      "workers %d: %s", workers, msg);
+    feeder_dataset_destroy(many);
+    feeder_dataset *few = one_per_shard(3);
+    ck_assert_int_eq(count_fds(), open_now);
+    for (int workers = 0; workers <= 1; workers++)
+        ck_assert_msg(start_under(few, workers, 64, open_now + 8, msg, sizeof(msg)) == 0,
+                      "workers %d: %s", workers, msg);
+    feeder_dataset_destroy(few);
+}
+END_TEST
+
 static void expect_bad(const char *rel, uint64_t n, uint64_t bad_at, const char *key,
                        int64_t label, const char *what)
 {
@@ -1043,6 +1214,8 @@ static Suite *tar_suite(void)
     tcase_add_test(tc, test_index_written_then_used);
     tcase_add_test(tc, test_index_format_rejects);
     tcase_add_test(tc, test_bad_samples_fail_and_skip);
+    tcase_add_test(tc, test_bad_samples_drop);
+    tcase_add_test(tc, test_nofile_counts_shards);
     tcase_add_test(tc, test_truncated_and_bad_checksum);
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_resume_same_set_only);
