@@ -621,6 +621,12 @@ typedef enum feeder_option {
                                           (stats.cpu_shared counts them). 0: every batch waits for
                                           nvJPEG and the decoder of each image depends on its
                                           header alone; default 1 */
+    FEEDER_OPT_AUGMENT_ON_DEVICE = 36, /* 0/1; with device batches, the augment pipeline's
+                                          trailing colour jitter / random grayscale steps and
+                                          its mixup / cutmix run as kernels on the device batch
+                                          (same draws; bytes within +-1 of the host's, mixes
+                                          equal), so a GPU decoder keeps decoding; default 0:
+                                          device batches stay byte-equal to host batches */
     /* double-valued: per-channel mean and std for the float dtypes, in units
      * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
      * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
