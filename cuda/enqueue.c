@@ -114,13 +114,17 @@ void feeder__cuda_trace_copies(feeder__gpu *g, entry *en, int h2d)
         feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->dec_ev, ep, b);
         feeder__gpu_trace_events(g, g->tr_dec, "nvJPEG decode + resize", en->dec_ev, en->h2d_ev,
                                  ep, b);
-        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8 || g->aug_on;
     } else if (h2d) {
         feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->h2d_ev, ep, b);
-        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8 || g->aug_on;
     }
     if (en->tr_norm && cudaEventQuery(en->copy_ev) == cudaSuccess) {
-        feeder__gpu_trace_events(g, g->tr_copy, "normalise", en->h2d_ev, en->copy_ev, ep, b);
+        /* the kernels between h2d_ev and copy_ev */
+        const char *what = !g->aug_on ? "normalise"
+                           : g->cfg.dtype != FEEDER_DTYPE_UINT8 ? "augment + normalise"
+                                                                : "augment";
+        feeder__gpu_trace_events(g, g->tr_copy, what, en->h2d_ev, en->copy_ev, ep, b);
         en->tr_norm = 0;
     }
 }

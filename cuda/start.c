@@ -323,6 +323,13 @@ static void describe_layer(feeder__gpu *g)
                                           : ", records straight from the registered packed file "
                                             "(shuffled: a copy per record)")
                                    : g->pack_note);
+    if (g->aug_on) { /* FEEDER_OPT_AUGMENT_ON_DEVICE */
+        size_t n = strlen(g->describe);
+        feeder__fmt(g->describe + n, sizeof(g->describe) - n,
+                    ", augment on the device (%u of the plan's steps%s)",
+                    g->aug.nsteps - g->aug_first,
+                    feeder__augment_has_mix(&g->aug) ? " and its mixes" : "");
+    }
 }
 
 /* Close start-up step k, begun at *t, as a span of the trace. Returns 0. */
