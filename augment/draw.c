@@ -99,8 +99,9 @@ double feeder__aug_beta(double alpha, uint64_t seed, uint64_t epoch, uint64_t ba
 static void cutmix_box(feeder__mix_draw *m, uint32_t w, uint32_t h, uint64_t seed,
                        uint64_t epoch, uint64_t batch)
 {
-    int64_t rx = (int64_t)(feeder_random(seed, epoch, batch, FEEDER__AUG_MIX_COUNTER(MIX_K_CX)) % w);
-    int64_t ry = (int64_t)(feeder_random(seed, epoch, batch, FEEDER__AUG_MIX_COUNTER(MIX_K_CY)) % h);
+    uint64_t cx = feeder_random(seed, epoch, batch, FEEDER__AUG_MIX_COUNTER(MIX_K_CX));
+    uint64_t cy = feeder_random(seed, epoch, batch, FEEDER__AUG_MIX_COUNTER(MIX_K_CY));
+    int64_t rx = (int64_t)(cx % w), ry = (int64_t)(cy % h);
     double r = 0.5 * sqrt(1.0 - m->lambda);
     int64_t hw = (int64_t)(r * w), hh = (int64_t)(r * h);
     m->x1 = (uint32_t)(rx - hw < 0 ? 0 : rx - hw);

@@ -207,7 +207,9 @@ static void gpu_rows(const uint8_t *hwc, const uint8_t *chw, double seconds, bu_
     bu_sb_printf(js, "}}");
     bu_sbuf tab = {0};
     bu_table_render(&t, &tab);
-    bu_sb_printf(out, "device augment on %s, batch of %d on the device, GPU time (CUDA events):\n\n%s\n",
+    bu_sb_printf(out,
+                 "device augment on %s, batch of %d on the device, GPU time (CUDA events):"
+                 "\n\n%s\n",
                  dev, BENCH_GPU_BATCH, tab.p);
     free(tab.p);
     bu_table_free(&t);

@@ -39,7 +39,8 @@ int feeder__cuda_augment_start(feeder__gpu *g, char *why, size_t whylen)
                 return feeder__cuda_setup_fail(g, why, whylen,
                                                "allocating pinned augment parameters", e);
     }
-    if (feeder__augment_has_mix(&g->aug) && !(g->aug_tmp = feeder__cuda_dev_alloc(g, g->in_bytes, &e)))
+    if (feeder__augment_has_mix(&g->aug) &&
+        !(g->aug_tmp = feeder__cuda_dev_alloc(g, g->in_bytes, &e)))
         return feeder__cuda_setup_fail(g, why, whylen, "allocating the batch copy of the mixes", e);
     return 0;
 }

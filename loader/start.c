@@ -415,8 +415,9 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
         ld->sampler = ld->own_sampler;
     }
     resolve_job(ld);
-    if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld, gpu_ok)) || (rc = layout_slots(ld, gpu_ok)) ||
-        (rc = check_limits(ld)) || (rc = start_trace(ld)) || (rc = skip_order(ld)))
+    if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld, gpu_ok)) ||
+        (rc = layout_slots(ld, gpu_ok)) || (rc = check_limits(ld)) || (rc = start_trace(ld)) ||
+        (rc = skip_order(ld)))
         return rc;
     return map_slots(ld);
 }
