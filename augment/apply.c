@@ -82,7 +82,8 @@ static void run_step(feeder__aimg im, const feeder__aug_step *st, const draw *d,
             feeder__aug_grayscale(im);
         break;
     case FEEDER__AUG_BLUR:
-        feeder__aug_gaussian_blur(im, (uint32_t)st->ivalue, uniform(d, 0, st->a[0], st->a[1]),
+        feeder__aug_gaussian_blur(im, (uint32_t)st->ivalue,
+                                  feeder__aug_blur_draw(st, d->seed, d->epoch, d->index, d->s),
                                   scr);
         break;
     case FEEDER__AUG_ERASE:

@@ -192,6 +192,12 @@ void feeder__aug_jitter_draw(const feeder__aug_step *st, uint64_t seed, uint64_t
 /* RandomGrayscale of step s: 1 when the sample turns gray. */
 int feeder__aug_gray_draw(const feeder__aug_step *st, uint64_t seed, uint64_t epoch,
                           uint64_t index, uint32_t s);
+/* GaussianBlur of step s: the sample's sigma; and torchvision's 1-D kernel
+ * of ksize (<= 63) float32 weights for a sigma (blur.c and the GPU kernel
+ * both convolve with it). */
+double feeder__aug_blur_draw(const feeder__aug_step *st, uint64_t seed, uint64_t epoch,
+                             uint64_t index, uint32_t s);
+void feeder__aug_gauss_kernel(float *k, uint32_t ksize, double sigma);
 
 enum { FEEDER__MIX_NONE = 0, FEEDER__MIX_MIXUP = 1, FEEDER__MIX_CUTMIX = 2 };
 /* A batch's mix: its kind, the labels' lambda, mixup's 16-bit fixed-point
@@ -211,8 +217,8 @@ int feeder__aug_mix_draw(const feeder__augment_plan *plan, uint32_t count, uint3
 void feeder__aug_mix_entries(const feeder__mix_draw *m, uint32_t count, feeder_mix *mix);
 
 /* plan.c: where the plan's trailing run of steps the GPU layer can run
- * (colour jitter, random grayscale) begins; nsteps when the last step is
- * another op. Steps [first, nsteps) may run on the device, after the
+ * (colour jitter, random grayscale, Gaussian blur) begins; nsteps when the
+ * last step is another op. Steps [first, nsteps) may run on the device, after the
  * workers' steps [0, first), with their own step numbers' draws. */
 uint32_t feeder__augment_device_first(const feeder__augment_plan *p);
 

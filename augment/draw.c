@@ -1,6 +1,7 @@
 /*
  * The random parameters of the steps that can also run on the GPU (colour
- * jitter, random grayscale) and of the batch-level mixes, drawn apart from
+ * jitter, random grayscale, Gaussian blur with its kernel) and of the
+ * batch-level mixes, drawn apart from
  * the pixel work so the CPU ops (apply.c, mix.c) and the GPU layer's
  * kernels (cuda/augment.cu) use the same draws: one definition, compiled
  * into libfeeder and again into the GPU plugin. Every draw is a pure
@@ -51,6 +52,26 @@ int feeder__aug_gray_draw(const feeder__aug_step *st, uint64_t seed, uint64_t ep
                           uint64_t index, uint32_t s)
 {
     return su(seed, epoch, index, s, 0) < st->a[0];
+}
+
+/* GaussianBlur: k 0 the sigma. */
+double feeder__aug_blur_draw(const feeder__aug_step *st, uint64_t seed, uint64_t epoch,
+                             uint64_t index, uint32_t s)
+{
+    return st->a[0] + (st->a[1] - st->a[0]) * su(seed, epoch, index, s, 0);
+}
+
+/* torchvision's _get_gaussian_kernel1d, in float32. */
+void feeder__aug_gauss_kernel(float *k, uint32_t ksize, double sigma)
+{
+    float half = (float)(ksize - 1) * 0.5f, sum = 0.0f, s = (float)sigma;
+    for (uint32_t i = 0; i < ksize; i++) {
+        float x = ksize > 1 ? -half + (float)i * (2.0f * half / (float)(ksize - 1)) : 0.0f;
+        k[i] = expf(-0.5f * (x / s) * (x / s));
+        sum += k[i];
+    }
+    for (uint32_t i = 0; i < ksize; i++)
+        k[i] /= sum;
 }
 
 static double uni(uint64_t seed, uint64_t epoch, uint64_t batch, uint64_t k)

@@ -274,7 +274,8 @@ uint32_t feeder__augment_device_first(const feeder__augment_plan *p)
 {
     uint32_t first = p->nsteps;
     while (first > 0 && (p->step[first - 1].op == FEEDER__AUG_JITTER ||
-                         p->step[first - 1].op == FEEDER__AUG_GRAY))
+                         p->step[first - 1].op == FEEDER__AUG_GRAY ||
+                         p->step[first - 1].op == FEEDER__AUG_BLUR))
         first--;
     return first;
 }

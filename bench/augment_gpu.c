@@ -6,7 +6,8 @@
  * included), timed with CUDA events around back-to-back launches. The
  * batch is not restored between launches (the kernels' work does not
  * depend on the values, bar hue's branches); it is reset to the image
- * before each op. colour jitter draws each sample's order and factors
+ * before each op. The blur convolves each sample with the kernel of sigma
+ * 2, as bench_augment's CPU row. colour jitter draws each sample's order and factors
  * with augment/draw.c, as the loader does.
  */
 #include <stdio.h>
@@ -20,18 +21,20 @@
 #include "benchutil.h"
 #include "cuda/augment.h"
 
-enum { ROUNDS = 5, JITTER = 5, MIXUP = 6, CUTMIX = 7 };
+enum { ROUNDS = 5, JITTER = 5, MIXUP = 6, CUTMIX = 7, BLUR = 8, BLUR_K = 9 };
 
 const char *const bench_gpu_names[BENCH_GPU_NOPS] = {
-    "brightness", "contrast", "saturation", "hue", "grayscale", "color_jitter", "mixup", "cutmix"};
+    "brightness", "contrast", "saturation", "hue",         "grayscale",
+    "color_jitter", "mixup",  "cutmix",     "gaussian_blur"};
 const char *const bench_gpu_params[BENCH_GPU_NOPS] = {
     "1.3", "1.3", "1.3", "0.1", "3 channels", "0.4, 0.4, 0.4, 0.1",
-    "alpha 0.2, per image", "alpha 1.0, per image"};
+    "alpha 0.2, per image", "alpha 1.0, per image", "k 9, sigma 2"};
 
 typedef struct gctx {
     uint8_t *data, *tmp;
     feeder__daug_px *px; /* device, one per sample */
     unsigned long long *sums;
+    float *kw, *plane;   /* the blur's kernels (device) and float plane */
     uint8_t mask;        /* positions run (bits 0-3), with contrast (4-7) */
     feeder__mix_draw mix;
     uint32_t w, h;
@@ -82,6 +85,9 @@ static void fill_params(int k, feeder__daug_px *px, uint8_t *mask)
 
 static cudaError_t launch(const gctx *g, int k)
 {
+    if (k == BLUR)
+        return (cudaError_t)feeder__daug_blur_launch(g->data, BENCH_GPU_BATCH, g->h, g->w, g->nchw,
+                                                     g->kw, BLUR_K, g->plane, g->s);
     if (k >= MIXUP) {
         uint32_t box[4] = {g->mix.x1, g->mix.y1, g->mix.x2, g->mix.y2};
         return (cudaError_t)feeder__daug_mix_launch(g->data, g->tmp, BENCH_GPU_BATCH, g->h, g->w,
@@ -148,7 +154,12 @@ static cudaError_t run_layout(gctx *g, const uint8_t *img, double seconds,
             e = cudaMemcpy(g->data + n * sb, img, sb, cudaMemcpyHostToDevice);
         if (e != cudaSuccess)
             break;
-        if (k < MIXUP) {
+        if (k == BLUR) {
+            static float kw[BENCH_GPU_BATCH * FEEDER__DAUG_KMAX];
+            for (uint32_t n = 0; n < BENCH_GPU_BATCH; n++)
+                feeder__aug_gauss_kernel(kw + n * FEEDER__DAUG_KMAX, BLUR_K, 2.0);
+            e = cudaMemcpy(g->kw, kw, sizeof(kw), cudaMemcpyHostToDevice);
+        } else if (k < MIXUP) {
             fill_params(k, host, &g->mask);
             e = cudaMemcpy(g->px, host, sizeof(host), cudaMemcpyHostToDevice);
         } else {
@@ -187,12 +198,17 @@ int bench_gpu_augment(const uint8_t *hwc, const uint8_t *chw, uint32_t w, uint32
             cudaSuccess &&
         (e = cudaMalloc((void **)&g.sums, BENCH_GPU_BATCH * sizeof(unsigned long long))) ==
             cudaSuccess &&
+        (e = cudaMalloc((void **)&g.kw, BENCH_GPU_BATCH * FEEDER__DAUG_KMAX * sizeof(float))) ==
+            cudaSuccess &&
+        (e = cudaMalloc((void **)&g.plane, bytes / 3 * sizeof(float))) == cudaSuccess &&
         (e = run_layout(&g, hwc, seconds, us, 0)) == cudaSuccess)
         e = run_layout(&g, chw, seconds, us, 1);
     cudaFree(g.data);
     cudaFree(g.tmp);
     cudaFree(g.px);
     cudaFree(g.sums);
+    cudaFree(g.kw);
+    cudaFree(g.plane);
     if (g.s)
         cudaStreamDestroy(g.s);
     if (e != cudaSuccess) {

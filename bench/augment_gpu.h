@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { BENCH_GPU_NOPS = 8, BENCH_GPU_BATCH = 256 };
+enum { BENCH_GPU_NOPS = 9, BENCH_GPU_BATCH = 256 };
 
 /* The rows' names (as bench_augment's CPU rows name the same ops) and
  * parameters. */

@@ -1,6 +1,6 @@
 /*
- * The augment plan's photometric steps and batch mixes on a device batch
- * (cuda/augment.h). Each kernel ports augment/color.c or augment/mix.c op
+ * The augment plan's photometric steps, Gaussian blur and batch mixes on a
+ * device batch (cuda/augment.h). Each kernel ports augment/color.c or augment/mix.c op
  * for op: float products and sums in the order color.c makes them, each
  * rounded on its own (__fmul_rn / __fadd_rn: nvcc would otherwise fuse a
  * product and a sum into one fused multiply-add, which color.c's C11 build
@@ -12,7 +12,9 @@
  * op from the parameters; contrast first sums its sample's lumas (one block
  * row per sample, a warp reduction, one atomic add per warp). The mixes
  * read the partner from a copy of the batch, so no sample reads bytes
- * another thread is rewriting.
+ * another thread is rewriting. The blur runs blur.c's two passes channel by
+ * channel through a float plane of the batch, one thread an output value,
+ * each sum in blur.c's order.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -275,4 +277,99 @@ extern "C" int feeder__daug_mix_launch(uint8_t *data, uint8_t *tmp, uint32_t cou
     else
         mix_kernel<false><<<blocks_for(bytes), THREADS, 0, s>>>(data, tmp, a);
     return (int)cudaGetLastError();
+}
+
+/* blur.c's reflect: the source position of i, no edge repeat. */
+__device__ __forceinline__ uint32_t reflect_at(int64_t i, uint32_t n)
+{
+    if (n == 1)
+        return 0;
+    while (i < 0 || i >= (int64_t)n)
+        i = i < 0 ? -i : 2 * ((int64_t)n - 1) - i;
+    return (uint32_t)i;
+}
+
+struct blur_args {
+    uint32_t count, h, w, hw, ksize;
+    int c;
+};
+
+/* blur_rows_ps: plane = sum_j k[j] * src(reflect(x + j - r), y), channel c. */
+template <bool NCHW>
+__global__ void blur_rows_kernel(const uint8_t *__restrict__ data, float *__restrict__ plane,
+                                 const float *__restrict__ kw, blur_args a)
+{
+    uint64_t total = (uint64_t)a.count * a.hw;
+    uint32_t r = a.ksize / 2;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint32_t n = (uint32_t)(i / a.hw), q = (uint32_t)(i % a.hw);
+        uint32_t y = q / a.w, x = q % a.w;
+        const uint8_t *s = data + (uint64_t)n * 3 * a.hw;
+        const float *k = kw + (uint64_t)n * FEEDER__DAUG_KMAX;
+        float acc = 0.0f;
+        for (uint32_t j = 0; j < a.ksize; j++) {
+            uint32_t xx = reflect_at((int64_t)x + j - r, a.w);
+            uint8_t v = NCHW ? s[(uint64_t)a.c * a.hw + (uint64_t)y * a.w + xx]
+                             : s[((uint64_t)y * a.w + xx) * 3 + a.c];
+            acc = __fadd_rn(acc, __fmul_rn(k[j], (float)v));
+        }
+        plane[i] = acc;
+    }
+}
+
+/* blur_cols + store_row: sum_j k[j] * plane(x, reflect(y + j - r)), rounded
+ * half to even (nearbyintf), clamped, into channel c. */
+template <bool NCHW>
+__global__ void blur_cols_kernel(uint8_t *__restrict__ data, const float *__restrict__ plane,
+                                 const float *__restrict__ kw, blur_args a)
+{
+    uint64_t total = (uint64_t)a.count * a.hw;
+    uint32_t r = a.ksize / 2;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint32_t n = (uint32_t)(i / a.hw), q = (uint32_t)(i % a.hw);
+        uint32_t y = q / a.w, x = q % a.w;
+        const float *p = plane + (uint64_t)n * a.hw;
+        const float *k = kw + (uint64_t)n * FEEDER__DAUG_KMAX;
+        float acc = 0.0f;
+        for (uint32_t j = 0; j < a.ksize; j++) {
+            uint32_t yy = reflect_at((int64_t)y + j - r, a.h);
+            acc = __fadd_rn(acc, __fmul_rn(k[j], p[(uint64_t)yy * a.w + x]));
+        }
+        float v = rintf(acc);
+        uint8_t o = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
+        uint8_t *s = data + (uint64_t)n * 3 * a.hw;
+        if (NCHW)
+            s[(uint64_t)a.c * a.hw + q] = o;
+        else
+            s[(uint64_t)q * 3 + a.c] = o;
+    }
+}
+
+extern "C" int feeder__daug_blur_launch(uint8_t *data, uint32_t count, uint32_t h, uint32_t w,
+                                        int nchw, const float *kw, uint32_t ksize, float *plane,
+                                        void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    uint64_t total = (uint64_t)count * h * w;
+    if (total == 0)
+        return 0;
+    if (ksize < 2 || ksize > FEEDER__DAUG_KMAX || ksize / 2 >= w || ksize / 2 >= h)
+        return (int)cudaErrorInvalidValue;
+    unsigned blocks = blocks_for(total);
+    for (int c = 0; c < 3; c++) {
+        blur_args a = {count, h, w, h * w, ksize, c};
+        if (nchw) {
+            blur_rows_kernel<true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_cols_kernel<true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+        } else {
+            blur_rows_kernel<false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_cols_kernel<false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+        }
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return (int)e;
+    }
+    return 0;
 }

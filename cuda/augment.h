@@ -1,7 +1,7 @@
 /*
  * The augment kernels' launchers (augment.cu), callable from C: the
- * photometric steps of the augment plan (colour jitter, random grayscale)
- * and the batch mixes, on a device batch of uint8 samples in place, on the
+ * photometric steps of the augment plan (colour jitter, random grayscale,
+ * Gaussian blur) and the batch mixes, on a device batch of uint8 samples in place, on the
  * copy stream. The random parameters are drawn on the host with augment/'s
  * draws (augment/draw.c) and packed per sample (feeder__daug_px); the
  * kernels port color.c's and mix.c's arithmetic op for op (float products
@@ -35,6 +35,9 @@ typedef struct feeder__daug_px {
     uint8_t op[4];
 } feeder__daug_px;
 
+/* Room for one sample's Gaussian kernel (feeder_augment_blur: ksize <= 63). */
+#define FEEDER__DAUG_KMAX 64
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,6 +59,16 @@ int feeder__daug_position_launch(uint8_t *data, uint32_t count, uint32_t h, uint
 int feeder__daug_mix_launch(uint8_t *data, uint8_t *tmp, uint32_t count, uint32_t h, uint32_t w,
                             int nchw, int kind, uint32_t A, uint32_t B, const uint32_t box[4],
                             void *stream);
+
+/* Gaussian blur (augment/blur.c's two float passes) of `count` samples:
+ * sample n's channels one at a time, along rows into `plane` (count x h x
+ * w floats on the device), then along columns back into `data`, with the
+ * ksize weights at kw[n * FEEDER__DAUG_KMAX] (device), reflect padding
+ * (ksize / 2 < w and < h: the caller skips other sizes, as blur.c does),
+ * each sum from 0 in weight order, rounded half to even and clamped.
+ * Returns a cudaError_t. */
+int feeder__daug_blur_launch(uint8_t *data, uint32_t count, uint32_t h, uint32_t w, int nchw,
+                             const float *kw, uint32_t ksize, float *plane, void *stream);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /*
  * FEEDER_OPT_AUGMENT_ON_DEVICE's host half: the augment plan's device steps
- * (its trailing colour jitter / random grayscale run) and its mixes drawn
+ * (its trailing run of colour jitter, random grayscale and Gaussian blur)
+ * and its mixes drawn
  * per batch with augment/draw.c's draws, the ones the workers' CPU ops use
  * (same seed, epoch, dataset index, batch number and step numbers), packed
  * for the kernels (cuda/augment.cu) and enqueued after the batch's pixels
@@ -11,6 +12,20 @@
 static uint32_t device_steps(const feeder__gpu *g)
 {
     return g->aug_on ? g->aug.nsteps - g->aug_first : 0;
+}
+
+static int has_blur(const feeder__gpu *g)
+{
+    for (uint32_t s = g->aug_first; g->aug_on && s < g->aug.nsteps; s++)
+        if (g->aug.step[s].op == FEEDER__AUG_BLUR)
+            return 1;
+    return 0;
+}
+
+/* The blur's kernels of every device step and sample (floats). */
+static size_t kw_floats(const feeder__gpu *g, uint32_t count)
+{
+    return (size_t)device_steps(g) * count * FEEDER__DAUG_KMAX;
 }
 
 int feeder__cuda_augment_start(feeder__gpu *g, char *why, size_t whylen)
@@ -39,6 +54,17 @@ int feeder__cuda_augment_start(feeder__gpu *g, char *why, size_t whylen)
                 return feeder__cuda_setup_fail(g, why, whylen,
                                                "allocating pinned augment parameters", e);
     }
+    size_t kw = kw_floats(g, (uint32_t)batch) * sizeof(float);
+    if (has_blur(g)) {
+        if (!(g->aug_kw_dev = feeder__cuda_dev_alloc(g, kw, &e)) ||
+            !(g->aug_plane = feeder__cuda_dev_alloc(g, batch * g->l->width * g->l->height *
+                                                           sizeof(float), &e)))
+            return feeder__cuda_setup_fail(g, why, whylen, "allocating the blur's buffers", e);
+        for (int i = 0; i < g->depth; i++)
+            if (!(g->e[i].aug_kw = feeder__cuda_pin_alloc(g, kw, &e)))
+                return feeder__cuda_setup_fail(g, why, whylen,
+                                               "allocating pinned blur kernels", e);
+    }
     if (feeder__augment_has_mix(&g->aug) &&
         !(g->aug_tmp = feeder__cuda_dev_alloc(g, g->in_bytes, &e)))
         return feeder__cuda_setup_fail(g, why, whylen, "allocating the batch copy of the mixes", e);
@@ -49,11 +75,14 @@ void feeder__cuda_augment_free(feeder__gpu *g)
 {
     for (int i = 0; g->e && i < g->depth; i++) {
         feeder__cuda_pin_free(g, g->e[i].aug_px);
+        feeder__cuda_pin_free(g, g->e[i].aug_kw);
         free(g->e[i].mix);
     }
     feeder__cuda_dev_free(g, g->aug_dev);
     feeder__cuda_dev_free(g, g->aug_sums);
     feeder__cuda_dev_free(g, g->aug_tmp);
+    feeder__cuda_dev_free(g, g->aug_kw_dev);
+    feeder__cuda_dev_free(g, g->aug_plane);
 }
 
 /* Sample n's parameters for step s (a jitter or grayscale step); the
@@ -90,6 +119,23 @@ static void draw_sample(const feeder__gpu *g, uint32_t s, uint64_t epoch, uint64
     }
 }
 
+/* A blur step k: each sample's kernel for its sigma, unless blur.c would
+ * leave the image as it is (kernel of 1, or half of it not below a side). */
+static void draw_blur(const feeder__gpu *g, entry *en, uint32_t k, const feeder_batch *hb)
+{
+    uint32_t s = g->aug_first + k, count = hb->count;
+    const feeder__aug_step *st = &g->aug.step[s];
+    uint32_t ksize = (uint32_t)st->ivalue, r = ksize / 2;
+    if (ksize < 2 || ksize > FEEDER__DAUG_KMAX || r >= g->l->width || r >= g->l->height)
+        return;
+    en->aug_mask[k] = 1;
+    for (uint32_t n = 0; n < count; n++) {
+        double sigma = feeder__aug_blur_draw(st, g->cfg.seed, hb->epoch, hb->indices[n], s);
+        feeder__aug_gauss_kernel(en->aug_kw + ((size_t)k * count + n) * FEEDER__DAUG_KMAX,
+                                 ksize, sigma);
+    }
+}
+
 int feeder__cuda_augment_draw(feeder__gpu *g, entry *en, const feeder_batch *hb)
 {
     uint32_t count = hb->count, nd = device_steps(g);
@@ -112,6 +158,10 @@ int feeder__cuda_augment_draw(feeder__gpu *g, entry *en, const feeder_batch *hb)
     }
     for (uint32_t k = 0; k < nd; k++) {
         en->aug_mask[k] = 0;
+        if (g->aug.step[g->aug_first + k].op == FEEDER__AUG_BLUR) {
+            draw_blur(g, en, k, hb);
+            continue;
+        }
         for (uint32_t n = 0; n < count; n++)
             draw_sample(g, g->aug_first + k, hb->epoch, hb->indices[n],
                         &en->aug_px[(size_t)k * count + n], &en->aug_mask[k]);
@@ -131,14 +181,31 @@ cudaError_t feeder__cuda_augment_enqueue(feeder__gpu *g, entry *en)
     cudaError_t e = cudaSuccess;
     if (!g->aug_on || count == 0)
         return cudaSuccess;
-    int any = 0;
-    for (uint32_t k = 0; k < nd; k++)
-        any |= en->aug_mask[k] != 0;
+    int any = 0, blur = 0;
+    for (uint32_t k = 0; k < nd; k++) {
+        int b = g->aug.step[g->aug_first + k].op == FEEDER__AUG_BLUR;
+        any |= !b && en->aug_mask[k] != 0;
+        blur |= b && en->aug_mask[k] != 0;
+    }
     if (any && (e = cudaMemcpyAsync(g->aug_dev, en->aug_px,
                                     (size_t)nd * count * sizeof(feeder__daug_px),
                                     cudaMemcpyHostToDevice, g->stream)) != cudaSuccess)
         return e;
-    for (uint32_t k = 0; k < nd; k++)
+    if (blur && (e = cudaMemcpyAsync(g->aug_kw_dev, en->aug_kw,
+                                     kw_floats(g, count) * sizeof(float), cudaMemcpyHostToDevice,
+                                     g->stream)) != cudaSuccess)
+        return e;
+    for (uint32_t k = 0; k < nd; k++) {
+        if (g->aug.step[g->aug_first + k].op == FEEDER__AUG_BLUR) {
+            if (en->aug_mask[k] &&
+                (e = (cudaError_t)feeder__daug_blur_launch(
+                     en->stage, count, h, w, nchw,
+                     g->aug_kw_dev + (size_t)k * count * FEEDER__DAUG_KMAX,
+                     (uint32_t)g->aug.step[g->aug_first + k].ivalue, g->aug_plane, g->stream)) !=
+                    cudaSuccess)
+                return e;
+            continue;
+        }
         for (int pos = 0; pos < 4; pos++) {
             if (!(en->aug_mask[k] & (1u << pos)))
                 continue;
@@ -148,6 +215,7 @@ cudaError_t feeder__cuda_augment_enqueue(feeder__gpu *g, entry *en)
             if (e != cudaSuccess)
                 return e;
         }
+    }
     if (en->mixd.kind == FEEDER__MIX_NONE)
         return cudaSuccess;
     const feeder__mix_draw *m = &en->mixd;

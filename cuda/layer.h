@@ -81,7 +81,8 @@ typedef struct entry {
      * which positions run (bits 0-3) and which of them sum for contrast
      * (bits 4-7); the mix's draw. mix: batch->mix (count entries). */
     feeder__daug_px *aug_px;
-    uint8_t aug_mask[FEEDER_AUGMENT_MAX_STEPS];
+    float *aug_kw; /* blur steps: each sample's kernel, FEEDER__DAUG_KMAX floats */
+    uint8_t aug_mask[FEEDER_AUGMENT_MAX_STEPS]; /* a blur step: bit 0, it runs */
     feeder__mix_draw mixd;
     feeder_mix *mix;
 } entry;
@@ -167,14 +168,16 @@ struct feeder__gpu {
 
     /* FEEDER_OPT_AUGMENT_ON_DEVICE (cuda/augment_params.c): the plan's copy,
      * its device steps [aug_first, aug.nsteps) and mixes; buffers every
-     * batch uses in stream order: the parameters, the contrast sums, and a
-     * copy of the batch the mixes read the partners from. */
+     * batch uses in stream order: the parameters, the contrast sums, a
+     * copy of the batch the mixes read the partners from, the blur's
+     * kernels and float plane. */
     int aug_on;
     feeder__augment_plan aug;
     uint32_t aug_first;
     feeder__daug_px *aug_dev;
     unsigned long long *aug_sums;
     uint8_t *aug_tmp;
+    float *aug_kw_dev, *aug_plane; /* blur steps: the kernels; one float plane of the batch */
 
         /* Trace (loader/trace.h): GPU times are mapped to the host clock through
      * tr_ref, an event known to have passed at host time tr_ref_ns. */

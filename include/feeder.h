@@ -622,11 +622,12 @@ typedef enum feeder_option {
                                           nvJPEG and the decoder of each image depends on its
                                           header alone; default 1 */
     FEEDER_OPT_AUGMENT_ON_DEVICE = 36, /* 0/1; with device batches, the augment pipeline's
-                                          trailing colour jitter / random grayscale steps and
-                                          its mixup / cutmix run as kernels on the device batch
-                                          (same draws; bytes within +-1 of the host's, mixes
-                                          equal), so a GPU decoder keeps decoding; default 0:
-                                          device batches stay byte-equal to host batches */
+                                          trailing colour jitter / random grayscale / Gaussian
+                                          blur steps and its mixup / cutmix run as kernels on
+                                          the device batch (same draws; bytes within +-1 of
+                                          the host's, mixes equal), so a GPU decoder keeps
+                                          decoding; default 0: device batches stay
+                                          byte-equal to host batches */
     /* double-valued: per-channel mean and std for the float dtypes, in units
      * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
      * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
@@ -1195,10 +1196,10 @@ FEEDER_API int feeder_batch_soft_labels(const feeder_batch *b, uint32_t num_clas
  * CPU (feeder_loader_decoder says why), and packed RAW records are copied
  * through the slots rather than read straight to the device. With device
  * batches and FEEDER_OPT_AUGMENT_ON_DEVICE 1, the plan's trailing colour
- * jitter / random grayscale steps and its mixup / cutmix run as kernels on
- * the device batch instead, with the same draws (bytes within +-1 of the
- * host's, equal b->mix); a GPU decoder keeps decoding when every per-sample
- * step runs there. Thread-safety: as feeder_next. */
+ * jitter / random grayscale / Gaussian blur steps and its mixup / cutmix
+ * run as kernels on the device batch instead, with the same draws (bytes
+ * within +-1 of the host's, equal b->mix); a GPU decoder keeps decoding
+ * when every per-sample step runs there. Thread-safety: as feeder_next. */
 FEEDER_API int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment *aug);
 
 /* Apply the per-sample steps of `aug` to one image (width x height x 3

@@ -442,10 +442,12 @@ START_TEST(device_first_is_the_trailing_photometric_run)
     ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0.4, 0.4, 0.1), 0);
     ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);
     ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 1);
-    ck_assert_int_eq(feeder_augment_blur(a, 3, 0.1, 2.0), 0); /* blur stays on the CPU */
-    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 4);
+    ck_assert_int_eq(feeder_augment_blur(a, 3, 0.1, 2.0), 0);
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 1);
+    ck_assert_int_eq(feeder_augment_erase(a, 0.5, 0.02, 0.33, 0.3, 3.3, 0), 0); /* CPU only */
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 5);
     ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);
-    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 4);
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 5);
     feeder_augment_destroy(a);
     ck_assert_int_eq(feeder_augment_create(&a), 0);
     ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);

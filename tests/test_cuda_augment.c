@@ -1,6 +1,6 @@
 /*
  * FEEDER_OPT_AUGMENT_ON_DEVICE: the augment plan's trailing colour jitter /
- * random grayscale steps and its mixup / cutmix as kernels on the device
+ * random grayscale / Gaussian blur steps and its mixup / cutmix as kernels on the device
  * batch (cuda/augment.cu), against host batches of the same loader
  * settings (device -1: the workers' CPU ops): every byte within +-1 (equal
  * for the ops whose arithmetic has no rounding to differ in), the labels,
@@ -291,6 +291,23 @@ START_TEST(test_grayscale)
 }
 END_TEST
 
+START_TEST(test_gaussian_blur)
+{
+    /* Each sample its own sigma; a kernel of 9 on 56 x 40 reflects at every
+     * edge, one of 63 (the largest) reflects 31 pixels deep, after a jitter
+     * on the device too. */
+    feeder_augment *a = new_aug();
+    ck_assert_int_eq(feeder_augment_blur(a, 9, 0.1, 3.0), 0);
+    device_matches_host(a, 1, "gaussian blur");
+    feeder_augment_destroy(a);
+    a = new_aug();
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0.4, 0.4, 0.1), 0);
+    ck_assert_int_eq(feeder_augment_blur(a, 63, 0.5, 9.0), 0);
+    device_matches_host(a, 1, "jitter + blur of 63");
+    feeder_augment_destroy(a);
+}
+END_TEST
+
 START_TEST(test_mixup)
 {
     feeder_augment *a = new_aug();
@@ -317,9 +334,10 @@ START_TEST(test_jitter_gray_mixup_plan)
     feeder_augment *a = new_aug();
     ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0.4, 0.4, 0.1), 0);
     ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);
+    ck_assert_int_eq(feeder_augment_blur(a, 5, 0.1, 2.0), 0);
     ck_assert_int_eq(feeder_augment_mixup(a, 0.4, 0.8), 0);
     ck_assert_int_eq(feeder_augment_cutmix(a, 1.0, 0.8), 0);
-    device_matches_host(a, 1, "jitter + grayscale + mixup/cutmix");
+    device_matches_host(a, 1, "jitter + grayscale + blur + mixup/cutmix");
     feeder_augment_destroy(a);
 }
 END_TEST
@@ -438,6 +456,7 @@ static Suite *cuda_augment_suite(void)
     tcase_add_test(tc, test_hue);
     tcase_add_test(tc, test_jitter_all_four_in_random_order);
     tcase_add_test(tc, test_grayscale);
+    tcase_add_test(tc, test_gaussian_blur);
     tcase_add_test(tc, test_mixup);
     tcase_add_test(tc, test_cutmix);
     tcase_add_test(tc, test_jitter_gray_mixup_plan);
