@@ -57,6 +57,7 @@ static void teardown(void)
 
 typedef struct cfg {
     int device, on_device, pin, layout, workers, decoder, size;
+    int gray; /* FEEDER_OPT_CHANNELS 1 */
 } cfg;
 
 static cfg host_cfg(int layout)
@@ -107,6 +108,8 @@ static feeder_loader *make(const cfg *c, const feeder_augment *aug)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, c->pin), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_WARMUP, 0), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_AUGMENT_ON_DEVICE, c->on_device), 0);
+    if (c->gray)
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_CHANNELS, 1), 0);
     if (aug)
         ck_assert_int_eq(feeder_loader_set_augment(ld, aug), 0);
     return ld;
@@ -386,6 +389,29 @@ START_TEST(test_option_off_workers_augment_and_mix_is_lent)
 }
 END_TEST
 
+START_TEST(test_gray_output_augments_on_the_host)
+{
+    /* Gray (1-channel) samples: the kernels take RGB, so the workers run
+     * the plan and the loader the mix, with the option on: the device
+     * batches are the host's byte for byte. */
+    feeder_augment *a = new_aug();
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0.4, 0, 0), 0);
+    ck_assert_int_eq(feeder_augment_mixup(a, 0.4, 1.0), 0);
+    cfg h = host_cfg(FEEDER_LAYOUT_NHWC);
+    h.gray = 1;
+    run *ref = collect(&h, a);
+    ck_assert_uint_eq(ref->nbytes[0], (size_t)ref->count[0] * 40 * 56); /* one channel */
+    cfg d = h;
+    d.device = 0;
+    run *got = collect(&d, a);
+    close_runs(ref, got, 0, "gray output, option on");
+    ck_assert(got->mixed[0]);
+    run_free(ref);
+    run_free(got);
+    feeder_augment_destroy(a);
+}
+END_TEST
+
 /* ---- with a GPU decoder ---- */
 
 /* The host's CPU augment of a run's bytes, sample by sample with the
@@ -462,6 +488,7 @@ static Suite *cuda_augment_suite(void)
     tcase_add_test(tc, test_jitter_gray_mixup_plan);
     tcase_add_test(tc, test_photometric_before_geometric_stays_on_cpu);
     tcase_add_test(tc, test_option_off_workers_augment_and_mix_is_lent);
+    tcase_add_test(tc, test_gray_output_augments_on_the_host);
     tcase_add_test(tc, test_nvjpeg_keeps_decoding_with_device_augment);
     suite_add_tcase(s, tc);
     return s;
