@@ -104,6 +104,11 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     }
     c->trace = feeder__loader_trace(ld);
     c->fields = job->fields.nfields ? &job->fields : NULL;
+    uint32_t first;
+    if (feeder__loader_augment_device(ld, &first)) {
+        c->aug = &job->aug;
+        c->aug_first = first;
+    }
 }
 
 /* Start the GPU layer; a layer this machine cannot run is no error (host
@@ -120,6 +125,8 @@ static int start_gpu(feeder_loader *ld)
         return feeder__loader_fail(ld, rc, "%s", why);
     }
     snprintf(g->reason, sizeof(g->reason), "%s", rc ? why : feeder__gpu_describe(g->gpu));
+    if (rc == 0 && c.aug)
+        feeder__host_augment_taken(ld); /* the device runs them now */
     return 0;
 }
 

@@ -45,33 +45,23 @@ static void affine_step(feeder__aimg im, const feeder__aug_step *st, const draw 
     feeder__aug_affine(im, angle, tx, ty, scale, shx, shy, NULL, st->interp, st->fill, scr);
 }
 
-/* ColorJitter: k 0..3 the order (a Fisher-Yates shuffle), 4..7 the factors. */
+/* ColorJitter with draw.c's draws (the GPU kernels use the same). */
 static void jitter_step(feeder__aimg im, const feeder__aug_step *st, const draw *d)
 {
-    int order[4] = {0, 1, 2, 3};
-    for (int i = 3; i > 0; i--) {
-        int j = (int)(feeder_random(d->seed, d->epoch, d->index, FEEDER__AUG_COUNTER(d->s, i)) %
-                      (uint64_t)(i + 1));
-        int t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
+    feeder__jitter_draw j;
+    feeder__aug_jitter_draw(st, d->seed, d->epoch, d->index, d->s, &j);
     for (int i = 0; i < 4; i++) {
-        int f = order[i];
-        double v = st->a[f];
-        if (v <= 0)
+        int f = j.order[i];
+        if (!j.on[f])
             continue;
-        if (f == 3) {
-            feeder__aug_hue(im, uniform(d, 7, -v, v));
-            continue;
-        }
-        double x = uniform(d, 4 + (uint64_t)f, fmax(0.0, 1.0 - v), 1.0 + v);
         if (f == 0)
-            feeder__aug_brightness(im, x);
+            feeder__aug_brightness(im, j.value[f]);
         else if (f == 1)
-            feeder__aug_contrast(im, x);
+            feeder__aug_contrast(im, j.value[f]);
+        else if (f == 2)
+            feeder__aug_saturation(im, j.value[f]);
         else
-            feeder__aug_saturation(im, x);
+            feeder__aug_hue(im, j.value[f]);
     }
 }
 
@@ -88,11 +78,12 @@ static void run_step(feeder__aimg im, const feeder__aug_step *st, const draw *d,
     case FEEDER__AUG_AFFINE: affine_step(im, st, d, scr); break;
     case FEEDER__AUG_JITTER: jitter_step(im, st, d); break;
     case FEEDER__AUG_GRAY:
-        if (u(d, 0) < st->a[0])
+        if (feeder__aug_gray_draw(st, d->seed, d->epoch, d->index, d->s))
             feeder__aug_grayscale(im);
         break;
     case FEEDER__AUG_BLUR:
-        feeder__aug_gaussian_blur(im, (uint32_t)st->ivalue, uniform(d, 0, st->a[0], st->a[1]),
+        feeder__aug_gaussian_blur(im, (uint32_t)st->ivalue,
+                                  feeder__aug_blur_draw(st, d->seed, d->epoch, d->index, d->s),
                                   scr);
         break;
     case FEEDER__AUG_ERASE:

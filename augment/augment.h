@@ -170,9 +170,56 @@ void feeder__aug_auto(feeder__aimg im, const feeder__aug_step *st, uint64_t seed
 void feeder__aug_auto_op(feeder__aimg im, int op, double magnitude, int interp, int fill,
                          void *scratch);
 
-/* mix.c: a Beta(alpha, alpha) draw from the batch's stream, from counter
+/* draw.c: a Beta(alpha, alpha) draw from the batch's stream, from counter
  * k0 on. */
 double feeder__aug_beta(double alpha, uint64_t seed, uint64_t epoch, uint64_t batch,
                         uint64_t k0);
+
+/* ---- draw.c: the random parameters shared by the CPU ops and the GPU
+ * layer's kernels (cuda/augment.cu); draw.c is compiled into the GPU plugin
+ * too, so neither side has draw logic of its own ---- */
+
+/* ColorJitter's draws of step s for one sample: the order of the four ops
+ * (0 brightness, 1 contrast, 2 saturation, 3 hue), and by op whether it
+ * runs (its parameter > 0) and its factor (hue: its shift). */
+typedef struct feeder__jitter_draw {
+    int order[4];
+    int on[4];
+    double value[4];
+} feeder__jitter_draw;
+void feeder__aug_jitter_draw(const feeder__aug_step *st, uint64_t seed, uint64_t epoch,
+                             uint64_t index, uint32_t s, feeder__jitter_draw *out);
+/* RandomGrayscale of step s: 1 when the sample turns gray. */
+int feeder__aug_gray_draw(const feeder__aug_step *st, uint64_t seed, uint64_t epoch,
+                          uint64_t index, uint32_t s);
+/* GaussianBlur of step s: the sample's sigma; and torchvision's 1-D kernel
+ * of ksize (<= 63) float32 weights for a sigma (blur.c and the GPU kernel
+ * both convolve with it). */
+double feeder__aug_blur_draw(const feeder__aug_step *st, uint64_t seed, uint64_t epoch,
+                             uint64_t index, uint32_t s);
+void feeder__aug_gauss_kernel(float *k, uint32_t ksize, double sigma);
+
+enum { FEEDER__MIX_NONE = 0, FEEDER__MIX_MIXUP = 1, FEEDER__MIX_CUTMIX = 2 };
+/* A batch's mix: its kind, the labels' lambda, mixup's 16-bit fixed-point
+ * weights (a pixel is (A x + B y + 2^15) >> 16, y the partner's) and
+ * CutMix's box [x1, x2) x [y1, y2), pasted from the partner. */
+typedef struct feeder__mix_draw {
+    int kind;
+    double lambda;
+    uint32_t A, B;
+    uint32_t x1, y1, x2, y2;
+} feeder__mix_draw;
+/* The draws of batch `batch` (count samples of w x h); its kind. */
+int feeder__aug_mix_draw(const feeder__augment_plan *plan, uint32_t count, uint32_t w,
+                         uint32_t h, uint64_t seed, uint64_t epoch, uint64_t batch,
+                         feeder__mix_draw *m);
+/* batch->mix of a mixed batch: sample i's partner is i - 1 (0's the last). */
+void feeder__aug_mix_entries(const feeder__mix_draw *m, uint32_t count, feeder_mix *mix);
+
+/* plan.c: where the plan's trailing run of steps the GPU layer can run
+ * (colour jitter, random grayscale, Gaussian blur) begins; nsteps when the
+ * last step is another op. Steps [first, nsteps) may run on the device, after the
+ * workers' steps [0, first), with their own step numbers' draws. */
+uint32_t feeder__augment_device_first(const feeder__augment_plan *p);
 
 #endif

@@ -75,19 +75,6 @@ void feeder__aug_sharpness(feeder__aimg im, double factor, void *scratch)
     }
 }
 
-/* torchvision's _get_gaussian_kernel1d, in float32. */
-static void gauss_kernel(float *k, uint32_t ksize, double sigma)
-{
-    float half = (float)(ksize - 1) * 0.5f, sum = 0.0f, s = (float)sigma;
-    for (uint32_t i = 0; i < ksize; i++) {
-        float x = ksize > 1 ? -half + (float)i * (2.0f * half / (float)(ksize - 1)) : 0.0f;
-        k[i] = expf(-0.5f * (x / s) * (x / s));
-        sum += k[i];
-    }
-    for (uint32_t i = 0; i < ksize; i++)
-        k[i] /= sum;
-}
-
 /* Reflect padding's source position (no edge repeat), for r < n. */
 static inline uint32_t reflect(int64_t i, uint32_t n)
 {
@@ -174,7 +161,7 @@ void feeder__aug_gaussian_blur(feeder__aimg im, uint32_t ksize, double sigma, vo
     if (r >= im.w || r >= im.h)
         return;
     float k[64];
-    gauss_kernel(k, ksize, sigma);
+    feeder__aug_gauss_kernel(k, ksize, sigma);
     uint8_t *base = (uint8_t *)scratch + 3 * (size_t)im.w * im.h;
     float *plane = (float *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
     float *row = plane + (size_t)im.w * im.h;

@@ -269,3 +269,13 @@ int feeder_augment_apply(const feeder_augment *aug, uint8_t *img, uint32_t width
     free(scratch);
     return 0;
 }
+
+uint32_t feeder__augment_device_first(const feeder__augment_plan *p)
+{
+    uint32_t first = p->nsteps;
+    while (first > 0 && (p->step[first - 1].op == FEEDER__AUG_JITTER ||
+                         p->step[first - 1].op == FEEDER__AUG_GRAY ||
+                         p->step[first - 1].op == FEEDER__AUG_BLUR))
+        first--;
+    return first;
+}

@@ -16,6 +16,11 @@
  * (CLOCK_THREAD_CPUTIME_ID; the Python side uses time.thread_time), so
  * other work on a shared machine does not count; each figure is the
  * median of 5 rounds of at least S / 5 seconds (default S = 1).
+ *
+ * With a CUDA build and a device, a second table times the device augment
+ * (FEEDER_OPT_AUGMENT_ON_DEVICE's kernels, cuda/augment.cu) per image on a
+ * device batch of 256, in GPU time (CUDA events); bench/augment_gpu.c says
+ * how. Without one it says why and prints no GPU rows.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +28,7 @@
 #include <time.h>
 
 #include "augment/augment.h"
+#include "augment_gpu.h"
 #include "benchutil.h"
 #include "cli.h"
 
@@ -171,6 +177,44 @@ static void to_chw(const uint8_t *hwc, uint8_t *chw)
             chw[(size_t)ch * W * H + i] = hwc[i * 3 + ch];
 }
 
+/* The device rows (augment_gpu.h): a table into *out and a "gpu" member
+ * into the JSON, or a line saying why there are none. */
+static void gpu_rows(const uint8_t *hwc, const uint8_t *chw, double seconds, bu_sbuf *js,
+                     bu_sbuf *out)
+{
+    double us[BENCH_GPU_NOPS][2];
+    char dev[256], why[256];
+    if (bench_gpu_augment(hwc, chw, W, H, seconds, us, dev, sizeof(dev), why, sizeof(why))) {
+        bu_sb_printf(out, "GPU rows: none (%s)\n\n", why);
+        return;
+    }
+    static const char *head[] = {"op", "parameters", "NHWC µs/image", "NCHW µs/image"};
+    static const int right[] = {0, 0, 1, 1};
+    bu_table t;
+    bu_table_init(&t, 4, head, right);
+    bu_sb_printf(js, ", \"gpu\": {\"device\": ");
+    bu_sb_json_str(js, dev);
+    bu_sb_printf(js, ", \"batch\": %d, \"us_per_image\": {", BENCH_GPU_BATCH);
+    for (int k = 0; k < BENCH_GPU_NOPS; k++) {
+        char(*row)[BU_TABLE_CELL] = bu_table_row(&t);
+        snprintf(row[0], BU_TABLE_CELL, "%s", bench_gpu_names[k]);
+        snprintf(row[1], BU_TABLE_CELL, "%s", bench_gpu_params[k]);
+        snprintf(row[2], BU_TABLE_CELL, "%.3f", us[k][0]);
+        snprintf(row[3], BU_TABLE_CELL, "%.3f", us[k][1]);
+        bu_sb_printf(js, "%s\"%s\": {\"nhwc\": %.4f, \"nchw\": %.4f}", k ? ", " : "",
+                     bench_gpu_names[k], us[k][0], us[k][1]);
+    }
+    bu_sb_printf(js, "}}");
+    bu_sbuf tab = {0};
+    bu_table_render(&t, &tab);
+    bu_sb_printf(out,
+                 "device augment on %s, batch of %d on the device, GPU time (CUDA events):"
+                 "\n\n%s\n",
+                 dev, BENCH_GPU_BATCH, tab.p);
+    free(tab.p);
+    bu_table_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     double seconds = 1.0;
@@ -238,11 +282,15 @@ int main(int argc, char **argv)
         bu_sb_printf(&js, "%s\"%s\": {\"nhwc\": %.2f, \"nchw\": %.2f}", k ? ", " : "",
                      ops[k].name, us[k][0], us[k][1]);
     }
-    bu_sb_printf(&js, "}}\n");
+    bu_sb_printf(&js, "}");
+    bu_sbuf gout = {0};
+    gpu_rows(hwc, chw, seconds, &js, &gout);
+    bu_sb_printf(&js, "}\n");
     bu_sbuf out = {0};
     bu_table_render(&t, &out);
-    printf("bench_augment: %s (%s), %dx%dx3 uint8, one core\n\n%s\n%s", m.label, m.cpu, W, H,
-           out.p, js.p);
+    printf("bench_augment: %s (%s), %dx%dx3 uint8, one core\n\n%s\n%s%s", m.label, m.cpu, W, H,
+           out.p, gout.p ? gout.p : "", js.p);
+    free(gout.p);
     if (json_path && bu_write_file(json_path, js.p, js.len))
         cli_die("bench_augment", "cannot write %s", json_path);
     bu_table_free(&t);

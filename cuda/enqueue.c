@@ -34,7 +34,8 @@ static cudaError_t batch_begin(entry *en, cudaStream_t s)
 }
 
 /* Every batch's tail: the labels, the H2D event (the slot may go back to
- * the workers once it passes), the normalise kernel for float output, the
+ * the workers once it passes), the device augment (cuda/augment_params.c),
+ * the normalise kernel for float output, the
  * batch's ready event, and the entry's bookkeeping. `decoded`: the batch's
  * time has a GPU decode part (dec_ev..h2d_ev). */
 static cudaError_t batch_end(feeder__gpu *g, entry *en, const int64_t *labels, int decoded,
@@ -45,7 +46,8 @@ static cudaError_t batch_end(feeder__gpu *g, entry *en, const int64_t *labels, i
     if (labels && (e = cudaMemcpyAsync(en->dev_labels, labels, en->count * sizeof(int64_t),
                                        cudaMemcpyHostToDevice, s)) != cudaSuccess)
         return e;
-    if ((e = cudaEventRecord(en->h2d_ev, s)) != cudaSuccess)
+    if ((e = cudaEventRecord(en->h2d_ev, s)) != cudaSuccess ||
+        (e = feeder__cuda_augment_enqueue(g, en)) != cudaSuccess)
         return e;
     if (g->cfg.dtype != FEEDER_DTYPE_UINT8 &&
         (e = (cudaError_t)feeder__normalize_launch(en->stage, en->dev, en->count, g->l->height,
@@ -112,13 +114,17 @@ void feeder__cuda_trace_copies(feeder__gpu *g, entry *en, int h2d)
         feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->dec_ev, ep, b);
         feeder__gpu_trace_events(g, g->tr_dec, "nvJPEG decode + resize", en->dec_ev, en->h2d_ev,
                                  ep, b);
-        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8 || g->aug_on;
     } else if (h2d) {
         feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->h2d_ev, ep, b);
-        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8;
+        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8 || g->aug_on;
     }
     if (en->tr_norm && cudaEventQuery(en->copy_ev) == cudaSuccess) {
-        feeder__gpu_trace_events(g, g->tr_copy, "normalise", en->h2d_ev, en->copy_ev, ep, b);
+        /* the kernels between h2d_ev and copy_ev */
+        const char *what = !g->aug_on ? "normalise"
+                           : g->cfg.dtype != FEEDER_DTYPE_UINT8 ? "augment + normalise"
+                                                                : "augment";
+        feeder__gpu_trace_events(g, g->tr_copy, what, en->h2d_ev, en->copy_ev, ep, b);
         en->tr_norm = 0;
     }
 }

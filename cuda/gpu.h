@@ -32,6 +32,7 @@
 #include "feeder.h"
 
 struct feeder__pack; /* dataset/pack.h */
+struct feeder__augment_plan; /* augment/augment.h */
 
 typedef struct feeder__gpu feeder__gpu;
 
@@ -97,6 +98,12 @@ typedef struct feeder__gpu_config {
      * tensor, lengths and offsets are copied to the device as they are; NULL
      * for image datasets. */
     const struct feeder__fields_layout *fields;
+    /* FEEDER_OPT_AUGMENT_ON_DEVICE: steps [aug_first, aug->nsteps) of the
+     * plan and its mixes run as kernels on every device batch (cuda/
+     * augment.cu), with the draws the CPU ops make. Copied at start; NULL:
+     * the host runs the whole plan. */
+    const struct feeder__augment_plan *aug;
+    uint32_t aug_first;
 } feeder__gpu_config;
 
 /* Can device batches be delivered on `device` here? 0, or FEEDER_EUNSUPPORTED

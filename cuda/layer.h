@@ -19,6 +19,8 @@
 #include "cuda/gpu.h"
 #include "cuda/gather.h"
 #include "cuda/normalize.h"
+#include "cuda/augment.h"
+#include "augment/augment.h"
 #include "decode/gpu_decode.h"
 #include "feeder_cuda.h"
 #include "dataset/pack.h"
@@ -73,6 +75,16 @@ typedef struct entry {
      * those parts written); fview the lent batch's fields_. */
     uint8_t *meta;
     feeder__fields_view fview;
+    /* The augment kernels' work for this batch (cuda/augment_params.c), drawn
+     * in the loader's thread before the batch is enqueued: per device step
+     * and sample the parameters (pinned; step k's at [k * count]), per step
+     * which positions run (bits 0-3) and which of them sum for contrast
+     * (bits 4-7); the mix's draw. mix: batch->mix (count entries). */
+    feeder__daug_px *aug_px;
+    float *aug_kw; /* blur steps: each sample's kernel, FEEDER__DAUG_KMAX floats */
+    uint8_t aug_mask[FEEDER_AUGMENT_MAX_STEPS]; /* a blur step: bit 0, it runs */
+    feeder__mix_draw mixd;
+    feeder_mix *mix;
 } entry;
 
 typedef struct item {
@@ -154,7 +166,20 @@ struct feeder__gpu {
     int stop;
     uint64_t pin_ns; /* under lock */
 
-    /* Trace (loader/trace.h): GPU times are mapped to the host clock through
+    /* FEEDER_OPT_AUGMENT_ON_DEVICE (cuda/augment_params.c): the plan's copy,
+     * its device steps [aug_first, aug.nsteps) and mixes; buffers every
+     * batch uses in stream order: the parameters, the contrast sums, a
+     * copy of the batch the mixes read the partners from, the blur's
+     * kernels and float plane. */
+    int aug_on;
+    feeder__augment_plan aug;
+    uint32_t aug_first;
+    feeder__daug_px *aug_dev;
+    unsigned long long *aug_sums;
+    uint8_t *aug_tmp;
+    float *aug_kw_dev, *aug_plane; /* blur steps: the kernels; one float plane of the batch */
+
+        /* Trace (loader/trace.h): GPU times are mapped to the host clock through
      * tr_ref, an event known to have passed at host time tr_ref_ns. */
     feeder__trace *tr;
     int tr_copy; /* the copy stream's track */
@@ -201,5 +226,15 @@ void feeder__cuda_register_first(feeder__gpu *g);
 void feeder__cuda_register_rest(feeder__gpu *g);
 /* Stop that thread and unregister every slot registered. */
 void feeder__cuda_unregister_slots(feeder__gpu *g);
+/* FEEDER_OPT_AUGMENT_ON_DEVICE (cuda/augment_params.c). start: copy the
+ * plan and allocate what the kernels use (after the ring); free: the
+ * reverse, after the stream is idle. draw: in the loader's thread, once the
+ * entry is settled, the batch's draws (and batch->mix; without device
+ * augment, a copy of the host batch's mix). enqueue: the parameters' copy
+ * and the kernels, on the copy stream after the batch's pixels. */
+int feeder__cuda_augment_start(feeder__gpu *g, char *why, size_t whylen);
+void feeder__cuda_augment_free(feeder__gpu *g);
+int feeder__cuda_augment_draw(feeder__gpu *g, entry *en, const feeder_batch *hb);
+cudaError_t feeder__cuda_augment_enqueue(feeder__gpu *g, entry *en);
 
 #endif

@@ -300,7 +300,7 @@ static int start_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
         return rc;
     }
     item *it = take_host_batch(g, en, hb);
-    if ((rc = settle_entry(g, en)))
+    if ((rc = settle_entry(g, en)) || (rc = feeder__cuda_augment_draw(g, en, hb)))
         return rc;
     if (g->pin_mode == FEEDER_PIN_COPY) {
         queue_pin_job(g, en, hb, it->entry);

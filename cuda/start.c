@@ -323,6 +323,13 @@ static void describe_layer(feeder__gpu *g)
                                           : ", records straight from the registered packed file "
                                             "(shuffled: a copy per record)")
                                    : g->pack_note);
+    if (g->aug_on) { /* FEEDER_OPT_AUGMENT_ON_DEVICE */
+        size_t n = strlen(g->describe);
+        feeder__fmt(g->describe + n, sizeof(g->describe) - n,
+                    ", augment on the device (%u of the plan's steps%s)",
+                    g->aug.nsteps - g->aug_first,
+                    feeder__augment_has_mix(&g->aug) ? " and its mixes" : "");
+    }
 }
 
 /* Close start-up step k, begun at *t, as a span of the trace. Returns 0. */
@@ -366,7 +373,8 @@ int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *wh
     fields_pin_mode(g);
     feeder__cuda_register_first(g);
     lap(g, 3, &t);
-    if ((rc = alloc_ring(g, why, whylen)) || (rc = lap(g, 4, &t)))
+    if ((rc = alloc_ring(g, why, whylen)) || (rc = feeder__cuda_augment_start(g, why, whylen)) ||
+        (rc = lap(g, 4, &t)))
         goto fail;
     feeder__cuda_register_rest(g);
     if ((rc = start_pin_threads(g, why, whylen)) || (rc = lap(g, 5, &t)))
@@ -429,6 +437,7 @@ void feeder__gpu_destroy(feeder__gpu *g)
         if (en->dec_ev)
             cudaEventDestroy(en->dec_ev);
     }
+    feeder__cuda_augment_free(g);
     if (g->pack_registered)
         cudaHostUnregister(g->pack->map);
     if (g->dec_thread_live) {

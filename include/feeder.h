@@ -621,6 +621,13 @@ typedef enum feeder_option {
                                           (stats.cpu_shared counts them). 0: every batch waits for
                                           nvJPEG and the decoder of each image depends on its
                                           header alone; default 1 */
+    FEEDER_OPT_AUGMENT_ON_DEVICE = 36, /* 0/1; with device batches, the augment pipeline's
+                                          trailing colour jitter / random grayscale / Gaussian
+                                          blur steps and its mixup / cutmix run as kernels on
+                                          the device batch (same draws; bytes within +-1 of
+                                          the host's, mixes equal), so a GPU decoder keeps
+                                          decoding; default 0: device batches stay
+                                          byte-equal to host batches */
     /* double-valued: per-channel mean and std for the float dtypes, in units
      * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
      * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
@@ -1174,7 +1181,8 @@ typedef struct feeder_mix {
     float lambda;
 } feeder_mix;
 
-/* Soft targets of a host batch: out[i * num_classes + c], count x
+/* Soft targets of a batch (host or device: labels and mix are host
+ * memory in both): out[i * num_classes + c], count x
  * num_classes floats, each row summing to 1: lambda on the sample's label
  * and 1 - lambda on its partner's (a one-hot row when the batch was not
  * mixed). FEEDER_ERANGE when a label is not below num_classes. `out` is
@@ -1183,10 +1191,15 @@ FEEDER_API int feeder_batch_soft_labels(const feeder_batch *b, uint32_t num_clas
                                         float *out);
 
 /* Attach `aug` (copied; NULL removes the pipeline) to the loader. Before
- * start only: FEEDER_ESTATE after. The loader's start fails with
- * FEEDER_EUNSUPPORTED when per-sample steps meet a decoder or read path
- * that does not put pixels in the slot (FEEDER_DECODER_NVJPEG / HYBRID, packed
- * RAW records read straight to the device). Thread-safety: as feeder_next. */
+ * start only: FEEDER_ESTATE after. Per-sample steps need pixels in the
+ * slot: with FEEDER_DECODER_NVJPEG / HYBRID the loader then decodes on the
+ * CPU (feeder_loader_decoder says why), and packed RAW records are copied
+ * through the slots rather than read straight to the device. With device
+ * batches and FEEDER_OPT_AUGMENT_ON_DEVICE 1, the plan's trailing colour
+ * jitter / random grayscale / Gaussian blur steps and its mixup / cutmix
+ * run as kernels on the device batch instead, with the same draws (bytes
+ * within +-1 of the host's, equal b->mix); a GPU decoder keeps decoding
+ * when every per-sample step runs there. Thread-safety: as feeder_next. */
 FEEDER_API int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment *aug);
 
 /* Apply the per-sample steps of `aug` to one image (width x height x 3

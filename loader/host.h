@@ -14,7 +14,7 @@
 /* Parts a worker may have outstanding. */
 #define FEEDER__WORKER_QUEUE 2
 /* Entries of the option table (options.c). */
-#define FEEDER__NOPTS 42
+#define FEEDER__NOPTS 43
 
 enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
 
@@ -126,6 +126,11 @@ struct feeder_loader {
     uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
     feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
     uint8_t *mix_scratch;          /* one sample for job.aug's batch mixes, made at first use */
+    /* FEEDER_OPT_AUGMENT_ON_DEVICE: the GPU layer may run job.aug's steps
+     * [aug_first, nsteps) and its mixes (resolve_decoder); once it took them,
+     * job.aug keeps only the workers' steps (feeder__host_augment_taken). */
+    int aug_device;
+    uint32_t aug_first;
     int start_failed; /* a start that failed after allocating: its error, for good */
     char *trace_path;     /* feeder_loader_set_trace, copied */
     feeder__trace *trace; /* made at start when trace_path is set */

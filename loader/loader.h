@@ -116,6 +116,13 @@ int64_t feeder__loader_iopt(const feeder_loader *ld, int opt);
 double feeder__loader_dopt(const feeder_loader *ld, int opt);
 /* HYBRID's first share of each batch (1/1000) for the workers. */
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld);
+/* FEEDER_OPT_AUGMENT_ON_DEVICE: 1 when the GPU layer is to run the augment
+ * plan's steps [*first, nsteps) and its mixes on each device batch (decided
+ * at prepare from the option, the plan and gpu_ok), else 0. */
+int feeder__loader_augment_device(const feeder_loader *ld, uint32_t *first);
+/* The GPU layer took them: from now on (before the workers fork) the host
+ * runs only the steps before `first`, and no mix. */
+void feeder__host_augment_taken(feeder_loader *ld);
 
 /* What the entry points keep in the loader for the GPU layer: the layer
  * (opaque here: loader/ never calls cuda/), why batches are or are not on

@@ -188,7 +188,7 @@ static int resolve_io(feeder_loader *ld)
 
 /* The decoder in use: the GPU decoders take JPEG bytes (files, or a packed
  * file's JPEG records); the plan's CPU decoder serves their workers' share. */
-static int resolve_decoder(feeder_loader *ld)
+static int resolve_decoder(feeder_loader *ld, int gpu_ok)
 {
     feeder__job *job = &ld->job;
     feeder__transform *t = &job->t;
@@ -213,9 +213,20 @@ static int resolve_decoder(feeder_loader *ld)
         t->decoder = FEEDER_DECODER_ROI;
     }
 
+    /* FEEDER_OPT_AUGMENT_ON_DEVICE: the plan's trailing photometric steps
+     * and its mixes run on the device batch (cuda/augment.cu), on RGB
+     * samples (gray ones stay with the host's ops). */
+    ld->aug_first = feeder__augment_device_first(&job->aug);
+    ld->aug_device = gpu_ok && iopt(ld, FEEDER_OPT_AUGMENT_ON_DEVICE) &&
+                     feeder__transform_channels(t) == 3 &&
+                     (ld->aug_first < job->aug.nsteps || feeder__augment_has_mix(&job->aug));
+
     /* The augment pipeline works on pixels in the slot; the GPU decoders
-     * leave JPEG bytes there. */
-    if (feeder__decoder_on_gpu(t->decoder) && feeder__augment_has_sample_steps(&job->aug)) {
+     * leave JPEG bytes there. Steps the device runs after nvJPEG (all of
+     * them photometric) do not need the CPU decoders. */
+    int host_steps = ld->aug_device ? ld->aug_first > 0
+                                    : feeder__augment_has_sample_steps(&job->aug);
+    if (feeder__decoder_on_gpu(t->decoder) && host_steps) {
         feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
                     "the augment pipeline (feeder_loader_set_augment) works on decoded pixels "
                     "in the slot: the CPU decodes");
@@ -392,13 +403,27 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
         ld->sampler = ld->own_sampler;
     }
     resolve_job(ld);
-    if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld)) || (rc = layout_slots(ld, gpu_ok)) ||
-        (rc = check_limits(ld)) || (rc = start_trace(ld)) || (rc = skip_order(ld)))
+    if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld, gpu_ok)) ||
+        (rc = layout_slots(ld, gpu_ok)) || (rc = check_limits(ld)) || (rc = start_trace(ld)) ||
+        (rc = skip_order(ld)))
         return rc;
     return map_slots(ld);
 }
 
 void feeder__host_start_failed(feeder_loader *ld, int rc) { ld->start_failed = rc; }
+
+int feeder__loader_augment_device(const feeder_loader *ld, uint32_t *first)
+{
+    *first = ld->aug_first;
+    return ld->aug_device;
+}
+
+void feeder__host_augment_taken(feeder_loader *ld)
+{
+    feeder__augment_plan *p = &ld->job.aug;
+    p->nsteps = ld->aug_first;
+    p->mixup_alpha = p->cutmix_alpha = 0;
+}
 
 int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_why,
                         int packed_direct)

@@ -358,11 +358,15 @@ END_TEST
 
 /* ---- through a loader ---- */
 
+/* FEEDER_OPT_AUGMENT_ON_DEVICE of the next run_loader. */
+static int aug_on_device;
+
 static uint64_t run_loader(feeder_dataset *ds, const feeder_augment *aug, int workers, int layout,
                            int check_mix)
 {
     feeder_loader *ld;
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_AUGMENT_ON_DEVICE, aug_on_device), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, 11), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 6), 0);
@@ -426,6 +430,134 @@ START_TEST(loader_output_same_for_any_worker_count)
 }
 END_TEST
 
+/* ---- what the GPU layer shares with the CPU ops (augment/draw.c) ---- */
+
+START_TEST(device_first_is_the_trailing_photometric_run)
+{
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 0); /* no steps */
+    ck_assert_int_eq(feeder_augment_flip(a, 0, 0.5), 0);
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 1);
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0.4, 0.4, 0.1), 0);
+    ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 1);
+    ck_assert_int_eq(feeder_augment_blur(a, 3, 0.1, 2.0), 0);
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 1);
+    ck_assert_int_eq(feeder_augment_erase(a, 0.5, 0.02, 0.33, 0.3, 3.3, 0), 0); /* CPU only */
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 5);
+    ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 5);
+    feeder_augment_destroy(a);
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0, 0, 0), 0);
+    ck_assert_uint_eq(feeder__augment_device_first(&a->plan), 0); /* all of it */
+    feeder_augment_destroy(a);
+}
+END_TEST
+
+START_TEST(jitter_draws_are_the_ops_applied)
+{
+    /* The jitter step through feeder_augment_apply is exactly its draws
+     * applied op by op in their order: the draws the device gets are the
+     * CPU's. Different indices give different orders. */
+    enum { W = 24, H = 16 };
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.5, 0.5, 0.5, 0.2), 0);
+    uint8_t img[W * H * 3], ref[W * H * 3];
+    int orders = 0, last = -1;
+    for (uint64_t index = 0; index < 12; index++) {
+        for (size_t i = 0; i < sizeof(img); i++)
+            img[i] = (uint8_t)(i * 37 + index * 11);
+        memcpy(ref, img, sizeof(img));
+        ck_assert_int_eq(feeder_augment_apply(a, img, W, H, FEEDER_LAYOUT_NHWC, 5, 2, index), 0);
+        feeder__jitter_draw j;
+        feeder__aug_jitter_draw(&a->plan.step[0], 5, 2, index, 0, &j);
+        feeder__aimg im = feeder__aimg_make(ref, W, H, FEEDER_LAYOUT_NHWC);
+        for (int k = 0; k < 4; k++) {
+            int f = j.order[k];
+            ck_assert(j.on[f]);
+            if (f == 0)
+                feeder__aug_brightness(im, j.value[f]);
+            else if (f == 1)
+                feeder__aug_contrast(im, j.value[f]);
+            else if (f == 2)
+                feeder__aug_saturation(im, j.value[f]);
+            else
+                feeder__aug_hue(im, j.value[f]);
+        }
+        ck_assert(j.value[3] >= -0.2 && j.value[3] <= 0.2);
+        ck_assert(j.value[0] >= 0.5 && j.value[0] <= 1.5);
+        ck_assert_mem_eq(img, ref, sizeof(img));
+        int code = j.order[0] * 64 + j.order[1] * 16 + j.order[2] * 4 + j.order[3];
+        orders += code != last;
+        last = code;
+    }
+    ck_assert_int_gt(orders, 1);
+    feeder_augment_destroy(a);
+}
+END_TEST
+
+START_TEST(mix_draw_is_the_batch_mix)
+{
+    /* feeder__augment_mix is the mix draw applied: mixup's fixed-point
+     * weights on every byte against the rolled batch, the same entries. */
+    enum { W = 6, H = 4, N = 3, SB = W * H * 3 };
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_mixup(a, 0.4, 1.0), 0);
+    uint8_t data[N * SB], orig[N * SB], scratch[SB];
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = orig[i] = (uint8_t)(i * 29 + 7);
+    feeder_mix mix[N], want[N];
+    ck_assert_int_eq(feeder__augment_mix(&a->plan, data, N, W, H, FEEDER_LAYOUT_NHWC, 9, 1, 4,
+                                         mix, scratch),
+                     1);
+    feeder__mix_draw m;
+    ck_assert_int_eq(feeder__aug_mix_draw(&a->plan, N, W, H, 9, 1, 4, &m), FEEDER__MIX_MIXUP);
+    ck_assert_uint_eq(m.A + m.B, 65536);
+    feeder__aug_mix_entries(&m, N, want);
+    ck_assert_mem_eq(mix, want, sizeof(mix));
+    ck_assert_uint_eq(mix[0].partner, N - 1);
+    for (size_t i = 0; i < sizeof(data); i++) {
+        size_t n = i / SB, p = (n ? n - 1 : N - 1) * SB + i % SB;
+        ck_assert_uint_eq(data[i], (m.A * orig[i] + m.B * orig[p] + 32768u) >> 16);
+    }
+    feeder_augment_destroy(a);
+}
+END_TEST
+
+START_TEST(augment_on_device_option_without_a_device)
+{
+    /* Host batches (device -1): the option changes nothing, and it is 0/1. */
+    tu_make_folder(tu_photos, tu_dir, "ds", 3, 4, "c", 100, 80, 90, 60);
+    feeder_dataset *ds = tu_open_folder(tu_dir, "ds");
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    double v = -1;
+    ck_assert_int_eq(feeder_loader_get(ld, FEEDER_OPT_AUGMENT_ON_DEVICE, &v), 0);
+    ck_assert(v == 0.0); /* default off */
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_AUGMENT_ON_DEVICE, 2), FEEDER_ERANGE);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_AUGMENT_ON_DEVICE, -1), FEEDER_ERANGE);
+    feeder_loader_destroy(ld);
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0.4, 0.4, 0.1), 0);
+    ck_assert_int_eq(feeder_augment_grayscale(a, 0.3), 0);
+    ck_assert_int_eq(feeder_augment_mixup(a, 0.4, 1.0), 0);
+    aug_on_device = 0;
+    uint64_t off = run_loader(ds, a, 1, FEEDER_LAYOUT_NHWC, 1);
+    aug_on_device = 1;
+    uint64_t on = run_loader(ds, a, 1, FEEDER_LAYOUT_NHWC, 1);
+    aug_on_device = 0;
+    ck_assert_uint_eq(off, on);
+    feeder_augment_destroy(a);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("augment");
@@ -438,11 +570,15 @@ int main(void)
     tcase_add_test(tc, bad_parameters_give_erange_with_bounds);
     tcase_add_test(tc, mix_lambdas_and_soft_labels);
     tcase_add_test(tc, beta_draws_have_the_right_mean);
+    tcase_add_test(tc, device_first_is_the_trailing_photometric_run);
+    tcase_add_test(tc, jitter_draws_are_the_ops_applied);
+    tcase_add_test(tc, mix_draw_is_the_batch_mix);
     suite_add_tcase(s, tc);
     TCase *tl = tcase_create("loader");
     tcase_set_timeout(tl, 120);
     tcase_add_checked_fixture(tl, tu_setup, tu_teardown);
     tcase_add_loop_test(tl, loader_output_same_for_any_worker_count, 0, 2);
+    tcase_add_test(tl, augment_on_device_option_without_a_device);
     suite_add_tcase(s, tl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
