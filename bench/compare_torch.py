@@ -432,7 +432,9 @@ def measure_row(args, row, samples, use_tvio, cuda, bench, data, device, have_to
     if have_torch:
         row["torch"] = guarded("torch", lambda: summarize(
             [run(args, samples, use_tvio, p, w, cuda) for _ in range(args.runs)]))
-        if cuda and args.augment:
+        if cuda and args.no_gpu_decode:
+            row["torch_gpu_decode"] = None
+        elif cuda and args.augment:
             row["torch_gpu_decode"] = dict(status="n/a",
                                            reason="--augment runs on the CPU DataLoader only")
         elif cuda:
@@ -558,6 +560,8 @@ def main():
     sw.add_argument("--no-append", action="store_true",
                     help="the default (kept so older command lines run)")
     sw.add_argument("--label", default=None, help="machine name (default: hostname + cores)")
+    sw.add_argument("--no-gpu-decode", action="store_true",
+                    help="leave out the torch GPU-decode column (a shorter run)")
     sw.add_argument("--no-torch", action="store_true",
                     help="run the feeder side only (no torch import needed)")
     args = ap.parse_args()
