@@ -73,6 +73,7 @@ typedef struct opts {
     int device_given;  /* --device was given (else nvjpeg/hybrid/all pick one) */
     const char *trace; /* --trace FILE: of the last configuration */
     const char *augment; /* --augment LIST, or NULL */
+    int augment_on_device; /* --augment-on-device: FEEDER_OPT_AUGMENT_ON_DEVICE */
 } opts;
 
 /* --augment LIST as a pipeline (NULL for none); dies naming a bad entry

@@ -174,6 +174,9 @@ static cli_opt table[] = {
                "(RandomGrayscale 0.2), blur (GaussianBlur 5), erase\n"
                "(RandomErasing 0.25), mixup, cutmix; compare_torch.py\n"
                "--augment runs the same on PyTorch's side"),
+    CLI_FLAG("augment-on-device", A.augment_on_device,
+             "with --device: the trailing colour steps (jitter, gray,\n"
+             "blur) and mixup/cutmix run as kernels on the device batch"),
     CLI_STRING("trace", "FILE", A.trace,
                "write a timeline of the run (workers, consumer, pin threads,\n"
                "copy stream) to FILE as Chrome/Perfetto JSON; with\n"

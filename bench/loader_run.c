@@ -241,6 +241,7 @@ static void configure(run_state *st)
     set_opt(ld, FEEDER_OPT_PIN_MODE, o->pin, "--pin");
     set_opt(ld, FEEDER_OPT_GPU_PREFETCH, o->gpu_prefetch, "--gpu-prefetch");
     set_opt(ld, FEEDER_OPT_DTYPE, o->dtype, "--dtype");
+    set_opt(ld, FEEDER_OPT_AUGMENT_ON_DEVICE, o->augment_on_device, "--augment-on-device");
     feeder_augment *aug = bl_make_augment(o->augment);
     if (aug && feeder_loader_set_augment(ld, aug))
         die("--augment: %s", feeder_loader_errmsg(ld));
