@@ -5,11 +5,11 @@
  * layer copies through pinned buffers, or pageable memory with a GPU
  * decoder); the others on a thread of their own while the workers fill the
  * first batches, once the device ring is allocated (a cudaMalloc waits for
- * a cudaHostRegister in flight). Registering the whole slot area at once took 154 ms at 4
- * workers and 817 ms at 15 on the H100 machine (batches of 256 at 224 x 224,
- * the pages faulted in and pinned), all of it before the first batch could
- * be copied. A slot not registered yet is copied from pageable memory
- * meanwhile: the same bytes, through the driver's staging buffer.
+ * a cudaHostRegister in flight). Registering the whole slot area at once
+ * (its pages faulted in and pinned) held the first batch back by hundreds of
+ * milliseconds at 15 workers (docs/BENCHMARKS.md, "the first batch"). A slot
+ * not registered yet is copied from pageable memory meanwhile: the same
+ * bytes, through the driver's staging buffer.
  */
 #include "cuda/layer.h"
 

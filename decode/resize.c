@@ -6,33 +6,15 @@
  * NHWC/NCHW layout folded in.
  *
  * WHY this one and not a library. bench/bench_resize.c measures every
- * candidate on real photos (one core, best of 3, RGB out, conversions
- * included) against a double-precision antialiased triangle filter (the
- * reference below, = Pillow BILINEAR / torchvision antialias=True).
- * images/s on the 2-core AMD EPYC dev VM / the lent H100 host's Xeon:
- *
- *                                   500x375->224x224  eval crop 328x329->224  1411^2->224
- *   candidate                       img/s       PSNR  img/s          max err  PSNR, max err
- *   this, AVX2 (kept)               3913/2856   56.7  4567/3810         1     59.5, 1
- *   this, SSE2 (no AVX2)            2765/1445   56.7  2909/1766         1     59.5, 1
- *   this, portable C                 713/504    56.7  1034/629          1     59.5, 1
- *   libyuv ARGBScale kFilterBox    14111/7889   38.5 17851/10103       79     29.6, 175
- *   libyuv ARGBScale kFilterBilin. 12534/7898   38.5 14603/9659        79     35.6, 134
- *   libyuv split+ScalePlane box     3353/2540   39.2  3810/2847        80     41.4, 49
- *   stb_image_resize triangle        324/258    69.2   596/372          5     65.8, 13
- *
- * libyuv is 3-4x faster on the resize alone, but it is not the filter the
- * models were trained with: ARGB "box" is bilinear (2 taps, no antialiasing:
- * 29.6 dB at 6x down) and its sampling grid is offset from the pixel-centre
- * convention (mean error 1.5 even when enlarging, where both are bilinear),
- * max errors of 40-175 levels on edges; its real box filter (planar) is
- * slower than this one and still 39-44 dB. stb_image_resize matches the
- * reference (float) but is 10x slower, and its debug build asserts
- * (stbir__normalize_downsample_coefficients, total < 1.1f) on the 500x375 ->
- * 224 case. This filter stays within 1 level of the reference and costs
- * ~150-250 us a sample against ~500-900 us of JPEG decode (bench_resize's
- * second table): choosing libyuv would buy ~15% pipeline throughput for a
- * resampling that differs visibly from torchvision's. Kept: this one.
+ * candidate on real photos against a double-precision antialiased triangle
+ * filter (docs/BENCHMARKS.md, "Which resizer decode/ uses", has the table).
+ * libyuv is several times faster on the resize alone, but it is not the
+ * filter the models were trained with: its ARGB "box" is bilinear without
+ * antialiasing and its sampling grid is offset from the pixel-centre
+ * convention, tens of levels off on edges; its planar box filter is slower
+ * than this one and still far from the reference. stb_image_resize matches
+ * the reference but is an order of magnitude slower. This filter stays
+ * within 1 level of the reference at a fraction of the JPEG decode's cost.
  *
  * The filter follows Pillow's ImagingResample (precompute_coeffs): output
  * pixel i of an axis samples around centre = box0 + (i + 0.5) * scale,
