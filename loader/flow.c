@@ -54,7 +54,7 @@ static uint64_t take_next_batch(feeder_loader *ld)
         ld->dispatched++;
     if (ld->ds->kind == FEEDER__DS_PACKED) /* a shards dataset fetches ahead of this */
         feeder__shards_progress(ld->ds->pack,
-                                ld->dispatched * (uint64_t)iopt(ld, FEEDER_OPT_BATCH_SIZE));
+                                ld->dispatched * (uint64_t)ld->plan.batch);
     return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
 }
 
@@ -89,7 +89,7 @@ static int begin_epoch(feeder_loader *ld)
     ld->epoch_t0 = feeder__now_ns();
     ld->order_len = len;
     ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
-                                      (int)iopt(ld, FEEDER_OPT_DROP_LAST));
+                                      ld->plan.drop_last);
     ld->dispatched = ld->delivered = ld->next_in_order = 0;
     ld->epoch_deaths = 0;
     ld->deaths[0] = 0;
@@ -139,7 +139,7 @@ static int begin_epoch(feeder_loader *ld)
 static void end_epoch(feeder_loader *ld)
 {
     ld->in_epoch = 0;
-    if (ld->nworkers && !iopt(ld, FEEDER_OPT_PERSISTENT_WORKERS))
+    if (ld->nworkers && !ld->plan.persistent)
         feeder__pool_stop(ld, 0);
 }
 
@@ -354,7 +354,7 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 static slot_state *find_ready(feeder_loader *ld)
 {
     slot_state *best = NULL;
-    int in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
+    int in_order = ld->plan.in_order;
     for (uint32_t s = 0; s < ld->nslots; s++) {
         slot_state *ss = &ld->slots[s];
         if (ss->state != SLOT_READY || ss->epoch != ld->epoch)
@@ -436,9 +436,9 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
         return try_only ? FEEDER__HOST_AGAIN : next_inline(ld, out);
 
     uint64_t t0 = feeder__now_ns();
-    int64_t timeout = iopt(ld, FEEDER_OPT_TIMEOUT_MS);
+    int64_t timeout = ld->plan.timeout_ms;
     uint64_t deadline = timeout ? t0 + (uint64_t)timeout * 1000000ull : UINT64_MAX;
-    int poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS);
+    int poll_ms = ld->plan.poll_ms;
     rc = 0;
     int looked = 0;
     for (;;) {
@@ -536,7 +536,7 @@ int feeder__host_set_epoch(feeder_loader *ld, uint64_t epoch)
                 busy |= ld->slots[s].state == SLOT_FILLING;
             if (!busy || !ld->running)
                 break;
-            int rc = feeder__pool_wait(ld, (int)iopt(ld, FEEDER_OPT_POLL_MS));
+            int rc = feeder__pool_wait(ld, ld->plan.poll_ms);
             if (rc)
                 break;
         }

@@ -56,6 +56,16 @@ typedef struct task_queue {
 /* num_workers 0: samples whose files the calling thread opens at once. */
 #define FEEDER__INLINE_FILES 64u
 
+/* What the parent's flow reads of the options, resolved once at start
+ * (loader/start.c, resolve_flow): nothing reads those options after. */
+typedef struct feeder__flow_plan {
+    uint32_t batch;
+    int drop_last, persistent, in_order;
+    int64_t timeout_ms;   /* 0: none */
+    int poll_ms;
+    uint64_t max_restarts;
+} feeder__flow_plan;
+
 struct feeder_loader {
     feeder_dataset *ds;
     feeder_sampler *sampler;     /* borrowed, or own_sampler */
@@ -68,6 +78,7 @@ struct feeder_loader {
 
     int started;
     feeder__job job;
+    feeder__flow_plan plan;
     uint8_t *mem;
     size_t shm_bytes;
     uint32_t nslots;

@@ -279,7 +279,7 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
     ld->epoch_deaths++;
     size_t used = strlen(ld->deaths);
     feeder__fmt(ld->deaths + used, sizeof(ld->deaths) - used, "%s%s", used ? "; " : "", one);
-    uint64_t max = (uint64_t)iopt(ld, FEEDER_OPT_MAX_RESTARTS);
+    uint64_t max = ld->plan.max_restarts;
     if (transient && ld->epoch_deaths <= max && ld->in_epoch) {
         requeue(ld, w);
         int rc = spawn_one(ld, i);
@@ -328,7 +328,7 @@ static int stalled_worker(const feeder_loader *ld, uint64_t batch, int in_order)
 
 int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
 {
-    int in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
+    int in_order = ld->plan.in_order;
     uint64_t want = ld->next_in_order;
     int i = stalled_worker(ld, want, in_order);
     char head[256];
@@ -345,7 +345,7 @@ int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
     for (unsigned k = 0; in_order && k < w->outstanding; k++)
         if (w->inflight[k].batch == want)
             held = want;
-    if (iopt(ld, FEEDER_OPT_MAX_RESTARTS) == 0 || !ld->in_epoch)
+    if (ld->plan.max_restarts == 0 || !ld->in_epoch)
         return feeder__loader_fail(ld, FEEDER_ETIMEDOUT,
                                    "%s; worker %d (pid %d) has not finished batch %llu); call "
                                    "again, or set max_restarts to have a stalled worker replaced",

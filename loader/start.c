@@ -387,6 +387,19 @@ static int map_slots(feeder_loader *ld)
     return rc;
 }
 
+/* The options the parent's flow and pool read, fixed here. */
+static void resolve_flow(feeder_loader *ld)
+{
+    ld->plan = (feeder__flow_plan){
+        .batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE),
+        .drop_last = (int)iopt(ld, FEEDER_OPT_DROP_LAST),
+        .persistent = (int)iopt(ld, FEEDER_OPT_PERSISTENT_WORKERS),
+        .in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER),
+        .timeout_ms = iopt(ld, FEEDER_OPT_TIMEOUT_MS),
+        .poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS),
+        .max_restarts = (uint64_t)iopt(ld, FEEDER_OPT_MAX_RESTARTS)};
+}
+
 int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
 {
     if (ld->start_failed)
@@ -403,6 +416,7 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
         ld->sampler = ld->own_sampler;
     }
     resolve_job(ld);
+    resolve_flow(ld);
     if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld, gpu_ok)) ||
         (rc = layout_slots(ld, gpu_ok)) || (rc = check_limits(ld)) || (rc = start_trace(ld)) ||
         (rc = skip_order(ld)))
