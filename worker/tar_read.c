@@ -4,7 +4,7 @@
  * one call (io_uring: all queued at once). The bytes then take the path a
  * file's bytes take (worker.c: decode, or a GPU decoder's plan). Shards are
  * opened on first use in each worker, after fork, so no descriptor crosses
- * it; a worker keeps at most FDS_MAX of them open.
+ * it; a worker keeps at most FEEDER__TAR_FDS_MAX of them open (dataset/tar.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,6 @@
 #include "dataset/tar.h"
 #include "worker/worker.h"
 
-#define FDS_MAX 32
 
 struct feeder__tar_worker {
     int *fd;            /* per shard: -1 until opened */
@@ -120,7 +119,7 @@ static int shard_fd(feeder__worker_ctx *w, uint32_t shard)
     const feeder__tar *t = w->job->ds->tar;
     if (p->fd[shard] >= 0)
         return p->fd[shard];
-    if (p->nopen == FDS_MAX) {
+    if (p->nopen == FEEDER__TAR_FDS_MAX) {
         for (uint32_t i = 0; i < t->nshards; i++)
             if (p->fd[i] >= 0) {
                 close(p->fd[i]);
