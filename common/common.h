@@ -24,6 +24,27 @@ void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
  * worker's spans and the parent's line up. */
 uint64_t feeder__now_ns(void);
 
+/* Little-endian numbers of files and blobs, byte by byte: the same on any
+ * host and at any alignment. */
+static inline void feeder__put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void feeder__put_le64(uint8_t *p, uint64_t v)
+{
+    feeder__put_le32(p, (uint32_t)v);
+    feeder__put_le32(p + 4, (uint32_t)(v >> 32));
+}
+static inline uint32_t feeder__get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t feeder__get_le64(const uint8_t *p)
+{
+    return (uint64_t)feeder__get_le32(p) | (uint64_t)feeder__get_le32(p + 4) << 32;
+}
+
 /* CRC32C of `len` bytes, chained: feeder__crc32c(feeder__crc32c(0, a), b) is the
  * CRC of a followed by b. Start with 0. Thread-safe. */
 uint32_t feeder__crc32c(uint32_t crc, const void *data, size_t len);

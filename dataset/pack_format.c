@@ -14,25 +14,6 @@
 
 #include "dataset/pack.h"
 
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void wr64(uint8_t *p, uint64_t v)
-{
-    wr32(p, (uint32_t)v);
-    wr32(p + 4, (uint32_t)(v >> 32));
-}
-
 /* Field offsets in the header page; docs/FORMAT.md has the same table. */
 enum {
     H_MAGIC = 0, H_VERSION = 8, H_HEADER_BYTES = 12, H_KIND = 16, H_DTYPE = 20, H_LAYOUT = 24,
@@ -50,46 +31,46 @@ void feeder__pack_header_encode(const feeder__pack_header *h, uint8_t *page)
 {
     memset(page, 0, FEEDER__PACK_HEADER_BYTES);
     memcpy(page + H_MAGIC, FEEDER__PACK_MAGIC, 8);
-    wr32(page + H_VERSION, h->version);
-    wr32(page + H_HEADER_BYTES, h->header_bytes);
-    wr32(page + H_KIND, h->kind);
-    wr32(page + H_DTYPE, h->dtype);
-    wr32(page + H_LAYOUT, h->layout);
-    wr32(page + H_HEIGHT, h->height);
-    wr32(page + H_WIDTH, h->width);
-    wr32(page + H_CHANNELS, h->channels);
-    wr32(page + H_LABEL_TYPE, h->label_type);
-    wr32(page + H_FLAGS, h->flags);
-    wr64(page + H_COUNT, h->count);
-    wr64(page + H_RECORD_BYTES, h->record_bytes);
-    wr64(page + H_INDEX_OFF, h->index_off);
-    wr64(page + H_LABELS_OFF, h->labels_off);
-    wr64(page + H_CLASSES_OFF, h->classes_off);
-    wr64(page + H_CLASSES_BYTES, h->classes_bytes);
-    wr64(page + H_NUM_CLASSES, h->num_classes);
-    wr64(page + H_RECORDS_OFF, h->records_off);
-    wr64(page + H_RECORDS_BYTES, h->records_bytes);
-    wr32(page + H_SHARD_INDEX, h->shard_index);
-    wr32(page + H_SHARD_COUNT, h->shard_count);
-    wr64(page + H_SHARD_FIRST, h->shard_first);
-    wr64(page + H_TOTAL_RECORDS, h->total_records);
-    wr64(page + H_FIELDS_OFF, h->fields_off);
-    wr64(page + H_FIELDS_BYTES, h->fields_bytes);
-    wr32(page + FEEDER__PACK_CRC_OFF, feeder__crc32c(0, page, FEEDER__PACK_CRC_OFF));
+    feeder__put_le32(page + H_VERSION, h->version);
+    feeder__put_le32(page + H_HEADER_BYTES, h->header_bytes);
+    feeder__put_le32(page + H_KIND, h->kind);
+    feeder__put_le32(page + H_DTYPE, h->dtype);
+    feeder__put_le32(page + H_LAYOUT, h->layout);
+    feeder__put_le32(page + H_HEIGHT, h->height);
+    feeder__put_le32(page + H_WIDTH, h->width);
+    feeder__put_le32(page + H_CHANNELS, h->channels);
+    feeder__put_le32(page + H_LABEL_TYPE, h->label_type);
+    feeder__put_le32(page + H_FLAGS, h->flags);
+    feeder__put_le64(page + H_COUNT, h->count);
+    feeder__put_le64(page + H_RECORD_BYTES, h->record_bytes);
+    feeder__put_le64(page + H_INDEX_OFF, h->index_off);
+    feeder__put_le64(page + H_LABELS_OFF, h->labels_off);
+    feeder__put_le64(page + H_CLASSES_OFF, h->classes_off);
+    feeder__put_le64(page + H_CLASSES_BYTES, h->classes_bytes);
+    feeder__put_le64(page + H_NUM_CLASSES, h->num_classes);
+    feeder__put_le64(page + H_RECORDS_OFF, h->records_off);
+    feeder__put_le64(page + H_RECORDS_BYTES, h->records_bytes);
+    feeder__put_le32(page + H_SHARD_INDEX, h->shard_index);
+    feeder__put_le32(page + H_SHARD_COUNT, h->shard_count);
+    feeder__put_le64(page + H_SHARD_FIRST, h->shard_first);
+    feeder__put_le64(page + H_TOTAL_RECORDS, h->total_records);
+    feeder__put_le64(page + H_FIELDS_OFF, h->fields_off);
+    feeder__put_le64(page + H_FIELDS_BYTES, h->fields_bytes);
+    feeder__put_le32(page + FEEDER__PACK_CRC_OFF, feeder__crc32c(0, page, FEEDER__PACK_CRC_OFF));
 }
 
 void feeder__pack_fields_encode(const feeder_field *f, uint32_t n, uint8_t *out)
 {
     memset(out, 0, 8 + (size_t)n * FEEDER__PACK_FIELD_BYTES);
-    wr32(out, n);
+    feeder__put_le32(out, n);
     for (uint32_t k = 0; k < n; k++) {
         uint8_t *e = out + 8 + (size_t)k * FEEDER__PACK_FIELD_BYTES;
         memcpy(e + F_NAME, f[k].name, strnlen(f[k].name, FEEDER_FIELD_NAME_MAX));
-        wr32(e + F_ELEM, (uint32_t)f[k].elem);
-        wr32(e + F_BATCHING, (uint32_t)f[k].batching);
-        wr32(e + F_NDIM, f[k].ndim);
+        feeder__put_le32(e + F_ELEM, (uint32_t)f[k].elem);
+        feeder__put_le32(e + F_BATCHING, (uint32_t)f[k].batching);
+        feeder__put_le32(e + F_NDIM, f[k].ndim);
         for (uint32_t d = 0; d < FEEDER_FIELD_MAX_DIMS; d++)
-            wr32(e + F_SHAPE + 4 * d, f[k].shape[d]);
+            feeder__put_le32(e + F_SHAPE + 4 * d, f[k].shape[d]);
     }
 }
 
@@ -103,10 +84,10 @@ size_t feeder__pack_row_bytes(const feeder_field *f)
 
 void feeder__pack_entry_encode(uint8_t *out, uint64_t off, uint64_t size, uint32_t crc)
 {
-    wr64(out, off);
-    wr64(out + 8, size);
-    wr32(out + 16, crc);
-    wr32(out + 20, 0);
+    feeder__put_le64(out, off);
+    feeder__put_le64(out + 8, size);
+    feeder__put_le32(out + 16, crc);
+    feeder__put_le32(out + 20, 0);
 }
 
 static uint64_t align_up(uint64_t v, uint64_t a, int *ovf)
@@ -155,14 +136,14 @@ void feeder__pack_entry(const feeder__pack_view *v, uint64_t i, uint64_t *off, u
                         uint32_t *crc)
 {
     const uint8_t *e = v->index + i * FEEDER__PACK_ENTRY_BYTES;
-    *off = rd64(e);
-    *size = rd64(e + 8);
-    *crc = rd32(e + 16);
+    *off = feeder__get_le64(e);
+    *size = feeder__get_le64(e + 8);
+    *crc = feeder__get_le32(e + 16);
 }
 
 int64_t feeder__pack_label(const feeder__pack_view *v, uint64_t i)
 {
-    return (int64_t)rd64(v->labels + i * 8);
+    return (int64_t)feeder__get_le64(v->labels + i * 8);
 }
 
 static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -212,7 +193,7 @@ static int parse_magic(const uint8_t *buf, size_t len, const char *name, char *e
         return bad(err, errlen, "%s: truncated header (%llu of %u bytes)", name, ULL(len),
                    FEEDER__PACK_HEADER_BYTES);
     /* The version first: a later version may lay out the rest differently. */
-    uint32_t version = rd32(buf + H_VERSION);
+    uint32_t version = feeder__get_le32(buf + H_VERSION);
     if (version < FEEDER__PACK_VERSION_MIN || version > FEEDER__PACK_VERSION_MAX)
         return bad(err, errlen,
                    "%s: unsupported format version %u (this library reads versions %u to %u)",
@@ -220,7 +201,7 @@ static int parse_magic(const uint8_t *buf, size_t len, const char *name, char *e
     if (len < FEEDER__PACK_HEADER_BYTES)
         return bad(err, errlen, "%s: truncated header (%llu of %u bytes)", name, ULL(len),
                    FEEDER__PACK_HEADER_BYTES);
-    uint32_t stored = rd32(buf + FEEDER__PACK_CRC_OFF);
+    uint32_t stored = feeder__get_le32(buf + FEEDER__PACK_CRC_OFF);
     uint32_t computed = feeder__crc32c(0, buf, FEEDER__PACK_CRC_OFF);
     if (stored != computed)
         return bad(err, errlen, "%s: header crc32c mismatch (stored 0x%08x, computed 0x%08x)",
@@ -240,31 +221,31 @@ uint32_t feeder__pack_crc_seed(uint32_t version, int64_t label)
 
 static void read_header(const uint8_t *buf, feeder__pack_header *h)
 {
-    h->version = rd32(buf + H_VERSION);
-    h->header_bytes = rd32(buf + H_HEADER_BYTES);
-    h->kind = rd32(buf + H_KIND);
-    h->dtype = rd32(buf + H_DTYPE);
-    h->layout = rd32(buf + H_LAYOUT);
-    h->height = rd32(buf + H_HEIGHT);
-    h->width = rd32(buf + H_WIDTH);
-    h->channels = rd32(buf + H_CHANNELS);
-    h->label_type = rd32(buf + H_LABEL_TYPE);
-    h->flags = rd32(buf + H_FLAGS);
-    h->count = rd64(buf + H_COUNT);
-    h->record_bytes = rd64(buf + H_RECORD_BYTES);
-    h->index_off = rd64(buf + H_INDEX_OFF);
-    h->labels_off = rd64(buf + H_LABELS_OFF);
-    h->classes_off = rd64(buf + H_CLASSES_OFF);
-    h->classes_bytes = rd64(buf + H_CLASSES_BYTES);
-    h->num_classes = rd64(buf + H_NUM_CLASSES);
-    h->records_off = rd64(buf + H_RECORDS_OFF);
-    h->records_bytes = rd64(buf + H_RECORDS_BYTES);
-    h->shard_index = rd32(buf + H_SHARD_INDEX);
-    h->shard_count = rd32(buf + H_SHARD_COUNT);
-    h->shard_first = rd64(buf + H_SHARD_FIRST);
-    h->total_records = rd64(buf + H_TOTAL_RECORDS);
-    h->fields_off = rd64(buf + H_FIELDS_OFF);
-    h->fields_bytes = rd64(buf + H_FIELDS_BYTES);
+    h->version = feeder__get_le32(buf + H_VERSION);
+    h->header_bytes = feeder__get_le32(buf + H_HEADER_BYTES);
+    h->kind = feeder__get_le32(buf + H_KIND);
+    h->dtype = feeder__get_le32(buf + H_DTYPE);
+    h->layout = feeder__get_le32(buf + H_LAYOUT);
+    h->height = feeder__get_le32(buf + H_HEIGHT);
+    h->width = feeder__get_le32(buf + H_WIDTH);
+    h->channels = feeder__get_le32(buf + H_CHANNELS);
+    h->label_type = feeder__get_le32(buf + H_LABEL_TYPE);
+    h->flags = feeder__get_le32(buf + H_FLAGS);
+    h->count = feeder__get_le64(buf + H_COUNT);
+    h->record_bytes = feeder__get_le64(buf + H_RECORD_BYTES);
+    h->index_off = feeder__get_le64(buf + H_INDEX_OFF);
+    h->labels_off = feeder__get_le64(buf + H_LABELS_OFF);
+    h->classes_off = feeder__get_le64(buf + H_CLASSES_OFF);
+    h->classes_bytes = feeder__get_le64(buf + H_CLASSES_BYTES);
+    h->num_classes = feeder__get_le64(buf + H_NUM_CLASSES);
+    h->records_off = feeder__get_le64(buf + H_RECORDS_OFF);
+    h->records_bytes = feeder__get_le64(buf + H_RECORDS_BYTES);
+    h->shard_index = feeder__get_le32(buf + H_SHARD_INDEX);
+    h->shard_count = feeder__get_le32(buf + H_SHARD_COUNT);
+    h->shard_first = feeder__get_le64(buf + H_SHARD_FIRST);
+    h->total_records = feeder__get_le64(buf + H_TOTAL_RECORDS);
+    h->fields_off = feeder__get_le64(buf + H_FIELDS_OFF);
+    h->fields_bytes = feeder__get_le64(buf + H_FIELDS_BYTES);
 }
 
 /* The header's own claims: sizes, kind, dtype, labels, shape, shards. */
@@ -338,7 +319,7 @@ static int check_fields(const uint8_t *buf, size_t len, const char *name,
     if (rc)
         return rc;
     const uint8_t *s = buf + h->fields_off;
-    uint32_t n = h->fields_bytes >= 8 ? rd32(s) : 0;
+    uint32_t n = h->fields_bytes >= 8 ? feeder__get_le32(s) : 0;
     if (n == 0 || n > FEEDER_FIELDS_MAX || h->fields_bytes != 8 + (uint64_t)n * F_END)
         return bad(err, errlen, "%s: schema section of %llu bytes for %u fields (1 to %d fields "
                    "of %u bytes after 8)", name, ULL(h->fields_bytes), n, FEEDER_FIELDS_MAX,
@@ -350,11 +331,11 @@ static int check_fields(const uint8_t *buf, size_t len, const char *name,
                        name, k, FEEDER_FIELD_NAME_MAX + 1);
         feeder_field *f = &out->fields[k];
         f->name = (const char *)(e + F_NAME);
-        f->elem = (int32_t)rd32(e + F_ELEM);
-        f->batching = (int32_t)rd32(e + F_BATCHING);
-        f->ndim = rd32(e + F_NDIM);
+        f->elem = (int32_t)feeder__get_le32(e + F_ELEM);
+        f->batching = (int32_t)feeder__get_le32(e + F_BATCHING);
+        f->ndim = feeder__get_le32(e + F_NDIM);
         for (uint32_t d = 0; d < FEEDER_FIELD_MAX_DIMS; d++)
-            f->shape[d] = rd32(e + F_SHAPE + 4 * d);
+            f->shape[d] = feeder__get_le32(e + F_SHAPE + 4 * d);
     }
     char why[256];
     if (feeder__fields_check(out->fields, n, why, sizeof(why)))

@@ -548,31 +548,6 @@ int feeder__tar_scan(const feeder__tar_src *src, const char *shard, feeder__tar_
 
 /* ---- the cache file ---- */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 int feeder__tar_index_encode(const feeder__tar_index *ix, uint64_t size, int64_t mtime_ns,
                              uint8_t **buf, size_t *len)
 {
@@ -584,23 +559,23 @@ int feeder__tar_index_encode(const feeder__tar_index *ix, uint64_t size, int64_t
         return -ENOMEM;
     uint8_t *p = b + FEEDER__TAR_IDX_HEADER;
     for (uint64_t i = 0; i < ix->n; i++, p += FEEDER__TAR_IDX_ENTRY) {
-        put64(p, ix->e[i].off);
-        put64(p + 8, ix->e[i].len);
-        put64(p + 16, (uint64_t)ix->e[i].label);
-        put32(p + 24, ix->e[i].name);
-        put32(p + 28, ix->e[i].bad);
+        feeder__put_le64(p, ix->e[i].off);
+        feeder__put_le64(p + 8, ix->e[i].len);
+        feeder__put_le64(p + 16, (uint64_t)ix->e[i].label);
+        feeder__put_le32(p + 24, ix->e[i].name);
+        feeder__put_le32(p + 28, ix->e[i].bad);
     }
     if (ix->names_len)
         memcpy(p, ix->names, ix->names_len);
     memcpy(b, FEEDER__TAR_IDX_MAGIC, 8);
-    put32(b + 8, FEEDER__TAR_IDX_VERSION);
-    put32(b + 12, FEEDER__TAR_IDX_HEADER);
-    put64(b + 16, size);
-    put64(b + 24, (uint64_t)mtime_ns);
-    put64(b + 32, ix->n);
-    put64(b + 40, ix->names_len);
-    put32(b + 48, feeder__crc32c(0, b + FEEDER__TAR_IDX_HEADER, body));
-    put32(b + 52, feeder__crc32c(0, b, 52));
+    feeder__put_le32(b + 8, FEEDER__TAR_IDX_VERSION);
+    feeder__put_le32(b + 12, FEEDER__TAR_IDX_HEADER);
+    feeder__put_le64(b + 16, size);
+    feeder__put_le64(b + 24, (uint64_t)mtime_ns);
+    feeder__put_le64(b + 32, ix->n);
+    feeder__put_le64(b + 40, ix->names_len);
+    feeder__put_le32(b + 48, feeder__crc32c(0, b + FEEDER__TAR_IDX_HEADER, body));
+    feeder__put_le32(b + 52, feeder__crc32c(0, b, 52));
     *buf = b;
     *len = FEEDER__TAR_IDX_HEADER + body;
     return 0;
@@ -613,25 +588,25 @@ static int index_header(const uint8_t *b, size_t len, uint64_t size, int64_t mti
     const char *why = NULL;
     if (len < FEEDER__TAR_IDX_HEADER || memcmp(b, FEEDER__TAR_IDX_MAGIC, 8) != 0)
         why = "not a feeder tar index (magic)";
-    else if (get32(b + 8) != FEEDER__TAR_IDX_VERSION || get32(b + 12) != FEEDER__TAR_IDX_HEADER)
+    else if (feeder__get_le32(b + 8) != FEEDER__TAR_IDX_VERSION || feeder__get_le32(b + 12) != FEEDER__TAR_IDX_HEADER)
         why = "another version";
-    else if (get32(b + 52) != feeder__crc32c(0, b, 52))
+    else if (feeder__get_le32(b + 52) != feeder__crc32c(0, b, 52))
         why = "header checksum mismatch";
-    else if (get64(b + 16) != size || (int64_t)get64(b + 24) != mtime_ns)
+    else if (feeder__get_le64(b + 16) != size || (int64_t)feeder__get_le64(b + 24) != mtime_ns)
         why = "made for another size or modification time of the shard";
     if (why) {
         feeder__fmt(err, errlen, "%s", why);
         return FEEDER_EFORMAT;
     }
-    *n = get64(b + 32);
-    *names = get64(b + 40);
+    *n = feeder__get_le64(b + 32);
+    *names = feeder__get_le64(b + 40);
     size_t room = len - FEEDER__TAR_IDX_HEADER;
     if (*n > room / FEEDER__TAR_IDX_ENTRY || *names != room - *n * FEEDER__TAR_IDX_ENTRY ||
         *names > UINT32_MAX || (*names && b[len - 1] != 0)) {
         feeder__fmt(err, errlen, "entry count or name bytes do not fit the file");
         return FEEDER_EFORMAT;
     }
-    if (get32(b + 48) != feeder__crc32c(0, b + FEEDER__TAR_IDX_HEADER, room)) {
+    if (feeder__get_le32(b + 48) != feeder__crc32c(0, b + FEEDER__TAR_IDX_HEADER, room)) {
         feeder__fmt(err, errlen, "body checksum mismatch");
         return FEEDER_EFORMAT;
     }
@@ -670,8 +645,8 @@ int feeder__tar_index_decode(const uint8_t *buf, size_t len, uint64_t size, int6
     memcpy(out->names, p + n * FEEDER__TAR_IDX_ENTRY, (size_t)nlen);
     out->names_len = out->names_cap = (size_t)nlen;
     for (uint64_t i = 0; i < n; i++, p += FEEDER__TAR_IDX_ENTRY) {
-        feeder__tar_entry e = {get64(p), get64(p + 8), (int64_t)get64(p + 16), get32(p + 24),
-                               get32(p + 28)};
+        feeder__tar_entry e = {feeder__get_le64(p), feeder__get_le64(p + 8), (int64_t)feeder__get_le64(p + 16), feeder__get_le32(p + 24),
+                               feeder__get_le32(p + 28)};
         if (!entry_ok(&e, out->names, nlen, size)) {
             feeder__fmt(err, errlen, "entry %llu is out of bounds", (unsigned long long)i);
             feeder__tar_index_free(out);

@@ -72,34 +72,6 @@ uint64_t feeder__order_hash(const uint64_t *v, uint64_t n)
     return h;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 static uint64_t dbits(double d)
 {
     uint64_t v;
@@ -136,39 +108,39 @@ int feeder__state_size(const feeder__state *st, size_t *len)
 void feeder__state_encode(const feeder__state *st, uint8_t *b, size_t len)
 {
     memset(b, 0, len);
-    put32(b + 0, STATE_MAGIC);
-    put32(b + 4, STATE_VERSION);
-    put32(b + 8, (uint32_t)len);
-    put64(b + 16, st->seed);
-    put64(b + 24, st->epoch);
-    put64(b + 32, st->delivered);
-    put64(b + 40, st->dataset_size);
-    put64(b + 48, st->sampler_len);
-    put64(b + 56, st->nbatches);
-    put64(b + 64, st->order_hash);
-    put32(b + 72, st->batch_size);
-    put32(b + 76, st->drop_last);
-    put32(b + 80, st->shuffle);
-    put32(b + 84, st->user_sampler);
-    put32(b + 88, st->pipeline);
-    put32(b + 92, st->decoder);
-    put32(b + 96, st->layout);
-    put32(b + 100, st->height);
-    put32(b + 104, st->width);
-    put32(b + 108, st->resize);
-    put32(b + 112, st->policy);
-    put64(b + 120, st->max_pixels);
-    put64(b + 128, dbits(st->scale_min));
-    put64(b + 136, dbits(st->scale_max));
-    put64(b + 144, dbits(st->ratio_min));
-    put64(b + 152, dbits(st->ratio_max));
-    put64(b + 160, dbits(st->flip_prob));
+    feeder__put_le32(b + 0, STATE_MAGIC);
+    feeder__put_le32(b + 4, STATE_VERSION);
+    feeder__put_le32(b + 8, (uint32_t)len);
+    feeder__put_le64(b + 16, st->seed);
+    feeder__put_le64(b + 24, st->epoch);
+    feeder__put_le64(b + 32, st->delivered);
+    feeder__put_le64(b + 40, st->dataset_size);
+    feeder__put_le64(b + 48, st->sampler_len);
+    feeder__put_le64(b + 56, st->nbatches);
+    feeder__put_le64(b + 64, st->order_hash);
+    feeder__put_le32(b + 72, st->batch_size);
+    feeder__put_le32(b + 76, st->drop_last);
+    feeder__put_le32(b + 80, st->shuffle);
+    feeder__put_le32(b + 84, st->user_sampler);
+    feeder__put_le32(b + 88, st->pipeline);
+    feeder__put_le32(b + 92, st->decoder);
+    feeder__put_le32(b + 96, st->layout);
+    feeder__put_le32(b + 100, st->height);
+    feeder__put_le32(b + 104, st->width);
+    feeder__put_le32(b + 108, st->resize);
+    feeder__put_le32(b + 112, st->policy);
+    feeder__put_le64(b + 120, st->max_pixels);
+    feeder__put_le64(b + 128, dbits(st->scale_min));
+    feeder__put_le64(b + 136, dbits(st->scale_max));
+    feeder__put_le64(b + 144, dbits(st->ratio_min));
+    feeder__put_le64(b + 152, dbits(st->ratio_max));
+    feeder__put_le64(b + 160, dbits(st->flip_prob));
     uint64_t mb = map_bytes(st->nbatches);
-    put64(b + 168, mb);
-    put64(b + 176, st->fingerprint);
+    feeder__put_le64(b + 168, mb);
+    feeder__put_le64(b + 176, st->fingerprint);
     if (st->map)
         memcpy(b + STATE_HEADER, st->map, (size_t)mb);
-    put32(b + 12, feeder__crc32c(0, b, len));
+    feeder__put_le32(b + 12, feeder__crc32c(0, b, len));
 }
 
 /* The blob's frame: magic, version, length and CRC. Sets *header to the
@@ -181,10 +153,10 @@ static int check_frame(const uint8_t *b, size_t len, uint32_t *header, char *msg
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                           "%s: %zu bytes, shorter than its %u-byte header", pre, len,
                           STATE_HEADER_V1);
-    if (get32(b) != STATE_MAGIC)
+    if (feeder__get_le32(b) != STATE_MAGIC)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: bad magic 0x%08x (not a feeder state blob)", pre, get32(b));
-    uint32_t version = get32(b + 4);
+                          "%s: bad magic 0x%08x (not a feeder state blob)", pre, feeder__get_le32(b));
+    uint32_t version = feeder__get_le32(b + 4);
     if (version != 1 && version != STATE_VERSION)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                           "%s: version %u, this library reads versions 1 to %u", pre, version,
@@ -193,19 +165,19 @@ static int check_frame(const uint8_t *b, size_t len, uint32_t *header, char *msg
     if (len < *header)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                           "%s: %zu bytes, shorter than its %u-byte header", pre, len, *header);
-    if (get32(b + 8) != len)
+    if (feeder__get_le32(b + 8) != len)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                           "%s: its length field says %u bytes, %zu were given", pre,
-                          get32(b + 8), len);
+                          feeder__get_le32(b + 8), len);
     /* The CRC covers the blob with its own field read as zeros. */
     static const uint8_t zeros[4];
     uint32_t crc = feeder__crc32c(feeder__crc32c(feeder__crc32c(0, b, 12), zeros, 4), b + 16,
                                   len - 16);
-    if (crc != get32(b + 12))
+    if (crc != feeder__get_le32(b + 12))
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                           "%s: CRC32C mismatch (stored 0x%08x, computed 0x%08x): the blob was "
                           "damaged",
-                          pre, get32(b + 12), crc);
+                          pre, feeder__get_le32(b + 12), crc);
     return 0;
 }
 
@@ -213,31 +185,31 @@ static int check_frame(const uint8_t *b, size_t len, uint32_t *header, char *msg
 static void read_fields(const uint8_t *b, feeder__state *st)
 {
     memset(st, 0, sizeof(*st));
-    st->seed = get64(b + 16);
-    st->epoch = get64(b + 24);
-    st->delivered = get64(b + 32);
-    st->dataset_size = get64(b + 40);
-    st->sampler_len = get64(b + 48);
-    st->nbatches = get64(b + 56);
-    st->order_hash = get64(b + 64);
-    st->batch_size = get32(b + 72);
-    st->drop_last = get32(b + 76);
-    st->shuffle = get32(b + 80);
-    st->user_sampler = get32(b + 84);
-    st->pipeline = get32(b + 88);
-    st->decoder = get32(b + 92);
-    st->layout = get32(b + 96);
-    st->height = get32(b + 100);
-    st->width = get32(b + 104);
-    st->resize = get32(b + 108);
-    st->policy = get32(b + 112);
-    st->max_pixels = get64(b + 120);
-    st->scale_min = bitsd(get64(b + 128));
-    st->scale_max = bitsd(get64(b + 136));
-    st->ratio_min = bitsd(get64(b + 144));
-    st->ratio_max = bitsd(get64(b + 152));
-    st->flip_prob = bitsd(get64(b + 160));
-    st->fingerprint = get32(b + 4) == 1 ? 0 : get64(b + 176);
+    st->seed = feeder__get_le64(b + 16);
+    st->epoch = feeder__get_le64(b + 24);
+    st->delivered = feeder__get_le64(b + 32);
+    st->dataset_size = feeder__get_le64(b + 40);
+    st->sampler_len = feeder__get_le64(b + 48);
+    st->nbatches = feeder__get_le64(b + 56);
+    st->order_hash = feeder__get_le64(b + 64);
+    st->batch_size = feeder__get_le32(b + 72);
+    st->drop_last = feeder__get_le32(b + 76);
+    st->shuffle = feeder__get_le32(b + 80);
+    st->user_sampler = feeder__get_le32(b + 84);
+    st->pipeline = feeder__get_le32(b + 88);
+    st->decoder = feeder__get_le32(b + 92);
+    st->layout = feeder__get_le32(b + 96);
+    st->height = feeder__get_le32(b + 100);
+    st->width = feeder__get_le32(b + 104);
+    st->resize = feeder__get_le32(b + 108);
+    st->policy = feeder__get_le32(b + 112);
+    st->max_pixels = feeder__get_le64(b + 120);
+    st->scale_min = bitsd(feeder__get_le64(b + 128));
+    st->scale_max = bitsd(feeder__get_le64(b + 136));
+    st->ratio_min = bitsd(feeder__get_le64(b + 144));
+    st->ratio_max = bitsd(feeder__get_le64(b + 152));
+    st->flip_prob = bitsd(feeder__get_le64(b + 160));
+    st->fingerprint = feeder__get_le32(b + 4) == 1 ? 0 : feeder__get_le64(b + 176);
 }
 
 /* The delivered-batch map after the header: a CRC that matches says the
@@ -247,7 +219,7 @@ static int check_map(const uint8_t *b, size_t len, uint32_t header, feeder__stat
                      char *msg, size_t msglen)
 {
     const char *pre = "state blob";
-    uint64_t mb = get64(b + 168);
+    uint64_t mb = feeder__get_le64(b + 168);
     if (mb != map_bytes(st->nbatches) || mb != len - header)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                           "%s: map of %llu bytes for %llu batches in a %zu-byte blob", pre,
