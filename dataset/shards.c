@@ -20,6 +20,7 @@
 #include "common/common.h"
 #include "dataset/dataset.h"
 #include "dataset/pack.h"
+#include "dataset/tar.h"
 #include "remote/remote.h"
 
 #define ULL(x) ((unsigned long long)(x))
@@ -452,17 +453,31 @@ static int assemble(feeder_dataset *ds, opening *o, const uint8_t *pages, char *
     return rc;
 }
 
-/* The single switch point by extension: packs here; tar shards go to
- * feeder_dataset_open_tar (issue 19) once that exists. */
-static int shard_format(const char *name, char *err, size_t errlen)
+static int is_tar(const char *name)
 {
     size_t len = strlen(name);
-    if (len >= 4 && !strcmp(name + len - 4, ".tar")) {
-        feeder__fmt(err, errlen, "%s: tar shards are not supported by this build's "
-                    "feeder_dataset_open_shards (packs only)", name);
-        return FEEDER_EUNSUPPORTED;
-    }
-    return 0;
+    return len >= 4 && !strcmp(name + len - 4, ".tar");
+}
+
+/* The single switch point by extension: all .tar names go to the tar
+ * datasets (dataset/tar.c), all others are packs; one pattern names one
+ * kind. 1: tar shards, 0: packs, or FEEDER_EINVAL. */
+static int shard_format(char **names, size_t n, char *err, size_t errlen)
+{
+    size_t tars = 0;
+    for (size_t s = 0; s < n; s++)
+        tars += is_tar(names[s]) != 0;
+    if (tars == 0 || tars == n)
+        return tars != 0;
+    for (size_t s = 0; s < n; s++)
+        if (is_tar(names[s]) != is_tar(names[0])) {
+            int first_tar = is_tar(names[0]);
+            feeder__fmt(err, errlen, "%s is a tar shard and %s a pack: one pattern names tar "
+                        "shards (.tar) or packs, not both", first_tar ? names[0] : names[s],
+                        first_tar ? names[s] : names[0]);
+            break;
+        }
+    return FEEDER_EINVAL;
 }
 
 static feeder_dataset *new_packed(const char *pattern)
@@ -497,8 +512,11 @@ int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *
     int rc = feeder__brace_expand(pattern, &names, &n, err, errlen);
     if (rc)
         return rc;
-    for (size_t s = 0; s < n && !rc; s++)
-        rc = shard_format(names[s], err, errlen);
+    if ((rc = shard_format(names, n, err, errlen)) == 1) {
+        rc = feeder__tar_open((const char *const *)names, n, opt, out, err, errlen);
+        feeder__brace_free(names, n);
+        return rc;
+    }
     if (!rc && n > UINT32_MAX) {
         feeder__fmt(err, errlen, "%s: %zu shards (at most %u)", pattern, n, UINT32_MAX);
         rc = FEEDER_EINVAL;
