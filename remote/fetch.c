@@ -55,6 +55,11 @@ void feeder__remote_defaults(feeder__remote_cfg *cfg)
     cfg->connect_timeout_ms = env_uint("FEEDER_REMOTE_CONNECT_TIMEOUT_MS", 5000);
     cfg->low_speed_time_s = env_uint("FEEDER_REMOTE_LOW_SPEED_TIME_S", 10);
     cfg->max_in_flight = 16;
+    const char *ca = getenv("FEEDER_CA_FILE");
+    if (!ca || !*ca)
+        ca = getenv("CURL_CA_BUNDLE");
+    if (ca && *ca)
+        feeder__fmt(cfg->ca_file, sizeof(cfg->ca_file), "%s", ca);
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -158,6 +163,8 @@ static int start(CURLM *m, const feeder__remote_cfg *cfg, xfer *x)
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    if (cfg->ca_file[0])
+        curl_easy_setopt(h, CURLOPT_CAINFO, cfg->ca_file);
     char range[64];
     if (r->last != UINT64_MAX) {
         feeder__fmt(range, sizeof(range), "%llu-%llu", ULL(r->first), ULL(r->last));

@@ -48,7 +48,9 @@ void feeder__target_free(feeder__target *t);
 
 /* How hard a transfer tries. feeder__remote_defaults fills the defaults,
  * overridden by FEEDER_REMOTE_RETRIES, FEEDER_REMOTE_BACKOFF_MS,
- * FEEDER_REMOTE_CONNECT_TIMEOUT_MS and FEEDER_REMOTE_LOW_SPEED_TIME_S. */
+ * FEEDER_REMOTE_CONNECT_TIMEOUT_MS and FEEDER_REMOTE_LOW_SPEED_TIME_S; the
+ * CA certificates that https servers are checked against from
+ * FEEDER_CA_FILE, else CURL_CA_BUNDLE, else libcurl's default bundle. */
 typedef struct feeder__remote_cfg {
     unsigned retries;        /* attempts after the first (4) */
     unsigned backoff_ms;     /* first wait; doubles each retry, +-50% jitter (200) */
@@ -56,6 +58,7 @@ typedef struct feeder__remote_cfg {
     long low_speed_time_s;   /* abort a transfer under 1 KiB/s for this long (10) */
     unsigned max_in_flight;  /* transfers at once (16) */
     uint64_t seed;           /* jitter: feeder_random(seed, attempt, request, 0) */
+    char ca_file[1024];      /* CURLOPT_CAINFO, or "" for libcurl's default */
 } feeder__remote_cfg;
 void feeder__remote_defaults(feeder__remote_cfg *cfg);
 

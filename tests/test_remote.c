@@ -53,6 +53,9 @@ static void setup(void)
     unsetenv("FEEDER_REMOTE_RETRIES");
     unsetenv("FEEDER_CACHE_MAX_BYTES");
     unsetenv("FEEDER_CACHE_LOCK_TIMEOUT_MS");
+    unsetenv("FEEDER_CA_FILE");
+    unsetenv("CURL_CA_BUNDLE");
+    unsetenv("FEEDER_REMOTE_OFFLINE");
 }
 
 static void teardown(void)
@@ -114,7 +117,15 @@ static void stop(server *s, int sig)
     s->pid = 0;
 }
 
+static server start_lighttpd_with(const char *extra);
+
 static server start_lighttpd(void)
+{
+    return start_lighttpd_with("");
+}
+
+/* lighttpd with `extra` lines appended to its configuration. */
+static server start_lighttpd_with(const char *extra)
 {
     server s = {0, free_port()};
     char conf[400];
@@ -125,8 +136,8 @@ static server start_lighttpd(void)
             "server.document-root = \"%s\"\nserver.port = %d\nserver.bind = \"127.0.0.1\"\n"
             "server.modules = (\"mod_accesslog\")\naccesslog.filename = \"%s/access.log\"\n"
             "server.errorlog = \"%s/error.log\"\nserver.stat-cache-engine = \"disable\"\n"
-            "mimetype.assign = (\"\" => \"application/octet-stream\")\n",
-            docroot, s.port, tmpdir, tmpdir);
+            "mimetype.assign = (\"\" => \"application/octet-stream\")\n%s",
+            docroot, s.port, tmpdir, tmpdir, extra);
     fclose(f);
     char *argv[] = {LIGHTTPD, "-D", "-f", conf, NULL};
     s.pid = spawn(argv, -1);
@@ -1305,6 +1316,84 @@ START_TEST(test_tar_shards_faults)
 }
 END_TEST
 
+/* ---- https ---- */
+
+/* A self-signed certificate for 127.0.0.1 made by the openssl CLI:
+ * <tmpdir>/NAME.pem (certificate) and NAME.key. */
+static void make_cert(const char *name)
+{
+    char cmd[1400];
+    snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+             "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout %s/%s.key -out "
+             "%s/%s.pem 2>/dev/null", tmpdir, name, tmpdir, name);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static server start_lighttpd_tls(void)
+{
+    char extra[1200];
+    snprintf(extra, sizeof(extra), "server.modules += (\"mod_openssl\")\nssl.engine = "
+             "\"enable\"\nssl.pemfile = \"%s/server.pem\"\nssl.privkey = \"%s/server.key\"\n",
+             tmpdir, tmpdir);
+    return start_lighttpd_with(extra);
+}
+
+/* Packs and tar shards over https from lighttpd with a certificate the test
+ * made, its CA given by FEEDER_CA_FILE: 2 workers fetch the shards on
+ * demand, each over its own TLS connections made after the fork (the parent
+ * opened the set over TLS first), and the batches equal the local files'.
+ * Without the CA, or with another one, open fails naming the URL. */
+START_TEST(test_https)
+{
+    put_shards();
+    put_tars();
+    make_cert("server");
+    make_cert("other");
+    server s = start_lighttpd_tls();
+    char pat_local[400], pat_url[300], err[1024], msg[1024], ca[400], url[300];
+    snprintf(ca, sizeof(ca), "%s/server.pem", tmpdir);
+    setenv("FEEDER_CA_FILE", ca, 1);
+    feeder_dataset *l, *r;
+    uint64_t nl, nr;
+    int rc;
+    for (int tar = 0; tar < 2; tar++) {
+        const char *ext = tar ? "tar" : "pack";
+        snprintf(pat_local, sizeof(pat_local), "%s/s-{0..3}.%s", docroot, ext);
+        snprintf(pat_url, sizeof(pat_url), "https://127.0.0.1:%d/s-{0..3}.%s", s.port, ext);
+        ck_assert_msg(feeder_dataset_open_shards(pat_local, NULL, &l, err, sizeof(err)) == 0,
+                      "%s", err);
+        ck_assert_msg(feeder_dataset_open_shards(pat_url, NULL, &r, err, sizeof(err)) == 0, "%s",
+                      err);
+        uint32_t cl = tar ? tar_epochs(l, 2, &nl, &rc, msg, sizeof(msg))
+                          : epoch_crc_workers(l, 2, &nl, &rc, msg, sizeof(msg));
+        ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+        uint32_t cr = tar ? tar_epochs(r, 2, &nr, &rc, msg, sizeof(msg))
+                          : epoch_crc_workers(r, 2, &nr, &rc, msg, sizeof(msg));
+        ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+        ck_assert_uint_eq(nl, tar ? 28 : 85);
+        ck_assert_uint_eq(nr, nl);
+        ck_assert_uint_eq(cr, cl);
+        feeder_dataset_destroy(l);
+        feeder_dataset_destroy(r);
+    }
+    ck_assert_int_eq(cache_files(".pack.meta"), 4);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/s-0.pack", s.port);
+    for (int k = 0; k < 2; k++) {
+        snprintf(ca, sizeof(ca), "%s/other.pem", tmpdir);
+        if (k)
+            setenv("FEEDER_CA_FILE", ca, 1);
+        else
+            unsetenv("FEEDER_CA_FILE");
+        ck_assert_int_eq(feeder_dataset_open_shards(url, NULL, &r, err, sizeof(err)),
+                         FEEDER_EREMOTE);
+        ck_assert_msg(!strncmp(err, url, strlen(url)) && strstr(err, "certificate") &&
+                      strstr(err, "(1 attempt)"), "%s", err);
+    }
+    unsetenv("FEEDER_CA_FILE");
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -1331,6 +1420,7 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_shards_small_cache);
     tcase_add_test(tc, test_tar_shards_http);
     tcase_add_test(tc, test_tar_shards_faults);
+    tcase_add_test(tc, test_https);
     if (have_s3) {
         tcase_add_test(tc, test_s3_open_packed);
         tcase_add_test(tc, test_s3_shards);
