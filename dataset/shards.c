@@ -129,11 +129,67 @@ static int size_local(opening *o, uint32_t s, char *err, size_t errlen)
     return 0;
 }
 
+/* Offline (FEEDER_REMOTE_OFFLINE=1): bytes [off, off + len) of URL shard
+ * s's copy in the shard cache, in place of a range request. */
+static int read_cached(const struct feeder__shards *sh, uint32_t s, uint64_t off, uint8_t *dst,
+                       size_t len, char *err, size_t errlen)
+{
+    char path[4200];
+    feeder__cache_name(((feeder__cache *)sh->cache)->dir, sh->names[s], path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC), e = fd < 0 ? errno : 0;
+    size_t got = 0;
+    while (fd >= 0 && got < len) {
+        ssize_t k = pread(fd, dst + got, len - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            e = k < 0 ? errno : EIO; /* EIO: shorter than the cache recorded */
+            break;
+        }
+        got += (size_t)k;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (e)
+        feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and its cached copy %s cannot be "
+                    "read: %s", sh->names[s], path, strerror(e));
+    return -e;
+}
+
+/* Offline: every URL shard's size and ETag as the cache recorded them, and
+ * its header page from the cached copy. */
+static int probe_cached(opening *o, uint8_t *pages, char *err, size_t errlen)
+{
+    struct feeder__shards *sh = o->sh;
+    const feeder__cache *c = sh->cache;
+    for (uint32_t s = 0; s < sh->n; s++) {
+        if (!sh->remote[s])
+            continue;
+        feeder__remote_meta *m = &((feeder__remote_meta *)sh->meta)[s];
+        if (feeder__cache_lookup(c, sh->names[s], m) < 0) {
+            feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and the shard cache %s holds "
+                        "no whole copy of it", sh->names[s], c->dir);
+            return -ENOENT;
+        }
+        if ((sh->bytes[s] = m->size) < PAGE) {
+            feeder__fmt(err, errlen, "%s: not a packed file (%llu bytes)", sh->names[s],
+                        ULL(m->size));
+            return FEEDER_EFORMAT;
+        }
+        int rc = read_cached(sh, s, 0, pages + (size_t)s * PAGE, PAGE, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Every URL shard's header page, all in flight at once: their sizes and
  * ETags come with them. */
 static int probe_remote(opening *o, uint8_t *pages, char *err, size_t errlen)
 {
     struct feeder__shards *sh = o->sh;
+    if (((feeder__cache *)sh->cache)->offline)
+        return probe_cached(o, pages, err, errlen);
     feeder__request *rq = calloc(sh->n, sizeof(*rq));
     uint32_t *which = calloc(sh->n, sizeof(*which));
     if (!rq || !which) {
@@ -250,7 +306,10 @@ static int place_remote(opening *o, const uint8_t *pages, char *err, size_t errl
             break;
         }
         memcpy(at, page, PAGE);
-        if (len > PAGE) {
+        if (len > PAGE && ((feeder__cache *)sh->cache)->offline) {
+            if ((rc = read_cached(sh, s, PAGE, at + PAGE, (size_t)(len - PAGE), err, errlen)))
+                break;
+        } else if (len > PAGE) {
             rq[m] = (feeder__request){.target = &o->t[s], .first = PAGE, .last = len - 1,
                                       .fd = -1, .buf = at + PAGE, .cap = (size_t)(len - PAGE)};
             which[m++] = s;

@@ -1394,6 +1394,70 @@ START_TEST(test_https)
 }
 END_TEST
 
+/* ---- a warm cache without the server ---- */
+
+/* One epoch's batches (0 or 2 workers) of a pack or tar pattern; asserts
+ * it opened and finished. */
+static uint32_t open_and_run(const char *pat, int tar, int workers)
+{
+    char err[1024], msg[1024];
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    uint64_t n;
+    int rc;
+    uint32_t crc = tar ? tar_epochs(ds, workers, &n, &rc, msg, sizeof(msg))
+                       : epoch_crc_workers(ds, workers, &n, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(n, tar ? 28 : 85);
+    feeder_dataset_destroy(ds);
+    return crc;
+}
+
+/* Packs and tar shards read once from lighttpd fill the cache; with the
+ * server gone, opening them fails as before, and with
+ * FEEDER_REMOTE_OFFLINE=1 it works from the cache alone and gives the same
+ * batches (0 and 2 workers). Offline, a shard the cache lacks fails the
+ * open naming the URL. */
+START_TEST(test_offline)
+{
+    put_shards();
+    put_tars();
+    server s = start_lighttpd();
+    char pat[2][300], err[1024], want[1400], url[300];
+    uint32_t crc[2];
+    for (int tar = 0; tar < 2; tar++) {
+        snprintf(pat[tar], sizeof(pat[tar]), "http://127.0.0.1:%d/s-{0..3}.%s", s.port,
+                 tar ? "tar" : "pack");
+        crc[tar] = open_and_run(pat[tar], tar, 2);
+    }
+    stop(&s, SIGKILL);
+    setenv("FEEDER_REMOTE_RETRIES", "0", 1);
+    feeder_dataset *ds = NULL;
+    for (int tar = 0; tar < 2; tar++) {
+        unsetenv("FEEDER_REMOTE_OFFLINE");
+        ck_assert_int_eq(feeder_dataset_open_shards(pat[tar], NULL, &ds, err, sizeof(err)),
+                         FEEDER_EREMOTE);
+        url_of(url, sizeof(url), &s, tar ? "s-0.tar" : "s-0.pack");
+        ck_assert_msg(strstr(err, url) && strstr(err, "(1 attempt)"), "%s", err);
+        setenv("FEEDER_REMOTE_OFFLINE", "1", 1);
+        ck_assert_uint_eq(open_and_run(pat[tar], tar, 2), crc[tar]);
+        ck_assert_uint_eq(open_and_run(pat[tar], tar, 0), crc[tar]);
+    }
+    char cmd[1000];
+    snprintf(cmd, sizeof(cmd), "rm %s/*-s-2.pack.meta %s/*-s-3.tar", cachedir, cachedir);
+    ck_assert_int_eq(system(cmd), 0);
+    for (int tar = 0; tar < 2; tar++) {
+        url_of(url, sizeof(url), &s, tar ? "s-3.tar" : "s-2.pack");
+        ck_assert_int_eq(feeder_dataset_open_shards(pat[tar], NULL, &ds, err, sizeof(err)),
+                         -ENOENT);
+        snprintf(want, sizeof(want), "%s: FEEDER_REMOTE_OFFLINE=1 and the shard cache %s holds "
+                 "no whole copy of it", url, cachedir);
+        ck_assert_str_eq(err, want);
+    }
+    ck_assert_ptr_null(ds);
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -1421,6 +1485,7 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_tar_shards_http);
     tcase_add_test(tc, test_tar_shards_faults);
     tcase_add_test(tc, test_https);
+    tcase_add_test(tc, test_offline);
     if (have_s3) {
         tcase_add_test(tc, test_s3_open_packed);
         tcase_add_test(tc, test_s3_shards);
