@@ -62,10 +62,41 @@ void feeder__remote_defaults(feeder__remote_cfg *cfg)
         feeder__fmt(cfg->ca_file, sizeof(cfg->ca_file), "%s", ca);
 }
 
+/* No thread is inside libcurl, and so inside OpenSSL, when the process
+ * forks: every libcurl call but the wait on the sockets runs under the read
+ * side of fork_lock, and a fork takes its write side first (pthread_atfork;
+ * writers preferred, so a stream of transfers cannot starve it). A forked
+ * worker thus never inherits a lock that libcurl's or OpenSSL's code held in
+ * another thread of its parent (a fetch thread mid-handshake), and it uses
+ * no handle made before the fork (shared_take). A fork waits at most for
+ * one step of the transfers under way. */
+static pthread_rwlock_t fork_lock;
+
+static void fork_lock_init(void)
+{
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&fork_lock, &a);
+    pthread_rwlockattr_destroy(&a);
+}
+static void fork_prepare(void) { pthread_rwlock_wrlock(&fork_lock); }
+static void fork_parent(void) { pthread_rwlock_unlock(&fork_lock); }
+/* The child's thread has another id than the one that took the write side
+ * (glibc's unlock would not recognise it): a fresh lock instead. */
+static void fork_child(void) { fork_lock_init(); }
+static void in_curl(void) { pthread_rwlock_rdlock(&fork_lock); }
+static void out_curl(void) { pthread_rwlock_unlock(&fork_lock); }
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 static void curl_init(void)
 {
+    fork_lock_init();
+    if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
+        curl_init_rc = CURLE_FAILED_INIT;
+        return;
+    }
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
@@ -305,20 +336,26 @@ static int run_all(CURLM *m, const feeder__remote_cfg *cfg, xfer *xs, size_t n)
     size_t done = 0;
     while (done < n) {
         long wait_ms;
+        in_curl();
         start_ready(m, cfg, xs, n, &running, &wait_ms);
         done = 0;
         for (size_t i = 0; i < n; i++)
             done += xs[i].state == X_DONE;
-        if (done == n)
+        if (done == n) {
+            out_curl();
             break;
+        }
         int still;
-        if (curl_multi_perform(m, &still) != CURLM_OK)
-            return FEEDER_EREMOTE;
+        CURLMcode mc = curl_multi_perform(m, &still);
         size_t fresh = 0;
-        collect(m, cfg, &running, &fresh);
+        if (mc == CURLM_OK)
+            collect(m, cfg, &running, &fresh);
         /* No longer than libcurl's own next deadline (connect timeouts). */
         long curl_ms = -1;
         curl_multi_timeout(m, &curl_ms);
+        out_curl();
+        if (mc != CURLM_OK)
+            return FEEDER_EREMOTE;
         if (curl_ms >= 0 && curl_ms < wait_ms)
             wait_ms = curl_ms;
         if (!fresh && curl_multi_poll(m, NULL, 0, (int)wait_ms, NULL) != CURLM_OK)
@@ -370,6 +407,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         return FEEDER_EREMOTE;
     }
     xfer *xs = calloc(n ? n : 1, sizeof(*xs));
+    in_curl();
     CURLM *m = shared_take();
     int shared = m != NULL;
     if (!m)
@@ -377,9 +415,11 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
     if (!xs || !m) {
         free(xs);
         shared_give(m, shared);
+        out_curl();
         return -ENOMEM;
     }
     curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->max_in_flight);
+    out_curl();
     for (size_t i = 0; i < n; i++) {
         xs[i].r = &reqs[i];
         xs[i].id = i;
@@ -389,6 +429,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         memset(&reqs[i].meta, 0, sizeof(reqs[i].meta));
     }
     int rc = run_all(m, cfg, xs, n);
+    in_curl();
     for (size_t i = 0; i < n; i++) {
         if (xs[i].h) {
             curl_multi_remove_handle(m, xs[i].h);
@@ -397,6 +438,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         curl_slist_free_all(xs[i].hdrs);
     }
     shared_give(m, shared);
+    out_curl();
     free(xs);
     if (rc) {
         feeder__fmt(err, errlen, "libcurl's multi interface failed");

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1394,6 +1395,83 @@ START_TEST(test_https)
 }
 END_TEST
 
+/* One https range request (the first 4 KiB of s-0.pack); 0 when it came. */
+static int fetch_page(const char *url)
+{
+    feeder__remote_cfg cfg;
+    feeder__remote_defaults(&cfg);
+    feeder__target t;
+    char err[512];
+    if (feeder__target_resolve(url, &t, err, sizeof(err)))
+        return -1;
+    uint8_t page[4096];
+    feeder__request r = {.target = &t, .first = 0, .last = sizeof(page) - 1, .fd = -1,
+                         .buf = page, .cap = sizeof(page)};
+    int rc = feeder__remote_run(&cfg, &r, 1, err, sizeof(err));
+    feeder__target_free(&t);
+    return rc || r.len != sizeof(page) || memcmp(page, "FEEDPACK", 8) ? -1 : 0;
+}
+
+typedef struct busy {
+    const char *url;
+    volatile int stop;
+    int failed, done;
+} busy;
+
+static void *busy_main(void *arg)
+{
+    busy *b = arg;
+    while (!b->stop) {
+        b->failed += fetch_page(b->url) != 0;
+        b->done++;
+    }
+    return NULL;
+}
+
+/* Forks while another thread runs https transfers back to back: each child
+ * makes its own TLS transfer at once and finishes it (no lock of libcurl's
+ * or OpenSSL's held by the parent's transfer thread at the fork is left
+ * held in the child: remote/fetch.c's fork guard). */
+START_TEST(test_fork_during_https)
+{
+    put_pack("s-0.pack", 4);
+    make_cert("server");
+    server s = start_lighttpd_tls();
+    char ca[400], url[300];
+    snprintf(ca, sizeof(ca), "%s/server.pem", tmpdir);
+    setenv("FEEDER_CA_FILE", ca, 1);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/s-0.pack", s.port);
+    ck_assert_int_eq(fetch_page(url), 0);
+    busy b = {url, 0, 0, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, busy_main, &b), 0);
+    for (int k = 0; k < 16; k++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(fetch_page(url) == 0 ? 0 : 1);
+        int st = -1;
+        double t0 = now_s();
+        while (waitpid(pid, &st, WNOHANG) == 0 && now_s() - t0 < 20.0)
+            nanosleep(&ts, NULL);
+        if (now_s() - t0 >= 20.0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            ck_abort_msg("fork %d: the child's https transfer hung", k);
+        }
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork %d: the child's transfer "
+                      "failed", k);
+    }
+    b.stop = 1;
+    pthread_join(th, NULL);
+    ck_assert_int_eq(b.failed, 0);
+    ck_assert_int_gt(b.done, 16);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 /* ---- a warm cache without the server ---- */
 
 /* One epoch's batches (0 or 2 workers) of a pack or tar pattern; asserts
@@ -1486,6 +1564,7 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_tar_shards_faults);
     tcase_add_test(tc, test_https);
     tcase_add_test(tc, test_offline);
+    tcase_add_test(tc, test_fork_during_https);
     if (have_s3) {
         tcase_add_test(tc, test_s3_open_packed);
         tcase_add_test(tc, test_s3_shards);
