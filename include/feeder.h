@@ -342,6 +342,15 @@ typedef struct feeder_shard_options {
  * the cache folder for the next open. Workers read members from the
  * cache's copy, fetching it when it is not there; a copy that differs from
  * open's size or ETag is FEEDER_ECHECKSUM naming the URL.
+ *
+ * https servers are checked against the CA certificates in FEEDER_CA_FILE,
+ * else CURL_CA_BUNDLE, else libcurl's default bundle; a certificate that
+ * does not verify is FEEDER_EREMOTE naming the URL, without retries. With
+ * FEEDER_REMOTE_OFFLINE=1 in the environment, URL shards open from the
+ * shard cache alone (the size and ETag recorded at their download; a pack's
+ * header and index, a tar's index, from the cached copy), without asking
+ * the server: a shard with no whole copy there fails with -ENOENT naming
+ * the URL. Unset, open always asks the server.
  * Lifetime: as feeder_dataset_open_packed. Thread-safety: as
  * feeder_dataset_open_packed. */
 FEEDER_API int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *opt,
