@@ -1307,13 +1307,40 @@ START_TEST(test_tar_shards_faults)
     ck_assert_msg(strstr(msg, url) && strstr(msg, "the shard changed on the server"), "%s", msg);
     feeder_dataset_destroy(ds);
 
+    /* Indexes on the server, one of them damaged: open takes the three
+     * good ones, walks s-0 downloaded whole; then, the server killed, a
+     * worker's download of another shard fails naming its URL. */
+    bu_rm_rf(cachedir);
+    feeder_dataset *l;
+    snprintf(p, sizeof(p), "%s/s-{0..3}.tar", docroot);
+    ck_assert_msg(feeder_dataset_open_tar_pattern(p, &l, err, sizeof(err)) == 0, "%s", err);
+    feeder_dataset_destroy(l);
+    www(p, sizeof(p), "s-0.tar.idx");
+    f = fopen(p, "r+");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 70, SEEK_SET);
+    fputc('!', f);
+    fclose(f);
+    setenv("FEEDER_REMOTE_RETRIES", "1", 1); /* read at open */
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), 0);
+    feeder_tar_info ti;
+    ck_assert_int_eq(feeder_dataset_tar_info(ds, &ti), 0);
+    ck_assert_uint_eq(ti.indexes_cached, 3);
+    ck_assert_uint_eq(ti.indexes_written, 1);
+    ck_assert_int_eq(cache_files(".tar.meta"), 1);
+    stop(&s, SIGKILL);
+    tar_epochs(ds, 2, &n, &rc, msg, sizeof(msg));
+    ck_assert_int_eq(rc, FEEDER_EREMOTE);
+    ck_assert_msg(strstr(msg, "http://127.0.0.1:") && strstr(msg, ".tar: ") &&
+                  strstr(msg, "(2 attempts)"), "%s", msg);
+    feeder_dataset_destroy(ds);
+
     snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/{s-0.tar,s-0.pack}", s.port);
     ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), FEEDER_EINVAL);
     snprintf(want, sizeof(want), "http://127.0.0.1:%d/s-0.tar is a tar shard and "
              "http://127.0.0.1:%d/s-0.pack a pack: one pattern names tar shards (.tar) or "
              "packs, not both", s.port, s.port);
     ck_assert_str_eq(err, want);
-    stop(&s, SIGTERM);
 }
 END_TEST
 
@@ -1379,6 +1406,11 @@ START_TEST(test_https)
     }
     ck_assert_int_eq(cache_files(".pack.meta"), 4);
     snprintf(url, sizeof(url), "https://127.0.0.1:%d/s-0.pack", s.port);
+    unsetenv("FEEDER_CA_FILE");
+    setenv("CURL_CA_BUNDLE", ca, 1); /* the other variable that names it */
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    feeder_dataset_destroy(r);
+    unsetenv("CURL_CA_BUNDLE");
     for (int k = 0; k < 2; k++) {
         snprintf(ca, sizeof(ca), "%s/other.pem", tmpdir);
         if (k)
