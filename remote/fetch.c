@@ -63,36 +63,64 @@ void feeder__remote_defaults(feeder__remote_cfg *cfg)
 }
 
 /* No thread is inside libcurl, and so inside OpenSSL, when the process
- * forks: every libcurl call but the wait on the sockets runs under the read
- * side of fork_lock, and a fork takes its write side first (pthread_atfork;
- * writers preferred, so a stream of transfers cannot starve it). A forked
- * worker thus never inherits a lock that libcurl's or OpenSSL's code held in
- * another thread of its parent (a fetch thread mid-handshake), and it uses
- * no handle made before the fork (shared_take). A fork waits at most for
- * one step of the transfers under way. */
-static pthread_rwlock_t fork_lock;
+ * forks: every libcurl call but the wait on the sockets runs between
+ * in_curl and out_curl, and a fork (pthread_atfork) first stops new entries
+ * and waits until no thread is inside, holding fork_mu across the fork. A
+ * forked worker thus never inherits a lock that libcurl's or OpenSSL's code
+ * held in another thread of its parent (a fetch thread mid-handshake), and
+ * it uses no handle made before the fork (shared_take). A fork waits at most
+ * for one step of the transfers under way. A mutex and a count, not a
+ * rwlock: a forked child cannot unlock a rwlock its parent's thread
+ * write-locked (glibc matches the writer by thread id, which changes). */
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fork_cv = PTHREAD_COND_INITIALIZER;
+static unsigned inside;  /* threads between in_curl and out_curl */
+static int forking;
 
-static void fork_lock_init(void)
+static void in_curl(void)
 {
-    pthread_rwlockattr_t a;
-    pthread_rwlockattr_init(&a);
-    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&fork_lock, &a);
-    pthread_rwlockattr_destroy(&a);
+    pthread_mutex_lock(&fork_mu);
+    while (forking)
+        pthread_cond_wait(&fork_cv, &fork_mu);
+    inside++;
+    pthread_mutex_unlock(&fork_mu);
 }
-static void fork_prepare(void) { pthread_rwlock_wrlock(&fork_lock); }
-static void fork_parent(void) { pthread_rwlock_unlock(&fork_lock); }
-/* The child's thread has another id than the one that took the write side
- * (glibc's unlock would not recognise it): a fresh lock instead. */
-static void fork_child(void) { fork_lock_init(); }
-static void in_curl(void) { pthread_rwlock_rdlock(&fork_lock); }
-static void out_curl(void) { pthread_rwlock_unlock(&fork_lock); }
+
+static void out_curl(void)
+{
+    pthread_mutex_lock(&fork_mu);
+    if (--inside == 0)
+        pthread_cond_broadcast(&fork_cv);
+    pthread_mutex_unlock(&fork_mu);
+}
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&fork_mu);
+    forking = 1;
+    while (inside)
+        pthread_cond_wait(&fork_cv, &fork_mu);
+}
+
+static void fork_parent(void)
+{
+    forking = 0;
+    pthread_cond_broadcast(&fork_cv);
+    pthread_mutex_unlock(&fork_mu);
+}
+
+/* The child's only thread is the forking one: nobody is inside. */
+static void fork_child(void)
+{
+    forking = 0;
+    inside = 0;
+    pthread_mutex_unlock(&fork_mu);
+}
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 static void curl_init(void)
 {
-    fork_lock_init();
     if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
         curl_init_rc = CURLE_FAILED_INIT;
         return;

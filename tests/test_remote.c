@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1446,14 +1447,14 @@ static int fetch_page(const char *url)
 
 typedef struct busy {
     const char *url;
-    volatile int stop;
+    atomic_int stop;
     int failed, done;
 } busy;
 
 static void *busy_main(void *arg)
 {
     busy *b = arg;
-    while (!b->stop) {
+    while (!atomic_load(&b->stop)) {
         b->failed += fetch_page(b->url) != 0;
         b->done++;
     }
@@ -1475,6 +1476,7 @@ START_TEST(test_fork_during_https)
     snprintf(url, sizeof(url), "https://127.0.0.1:%d/s-0.pack", s.port);
     ck_assert_int_eq(fetch_page(url), 0);
     busy b = {url, 0, 0, 0};
+    atomic_init(&b.stop, 0);
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, busy_main, &b), 0);
     for (int k = 0; k < 16; k++) {
@@ -1496,7 +1498,7 @@ START_TEST(test_fork_during_https)
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork %d: the child's transfer "
                       "failed", k);
     }
-    b.stop = 1;
+    atomic_store(&b.stop, 1);
     pthread_join(th, NULL);
     ck_assert_int_eq(b.failed, 0);
     ck_assert_int_gt(b.done, 16);
