@@ -129,91 +129,172 @@ static int64_t remote_tag(const feeder__remote_meta *m)
     return (int64_t)(h >> 1);
 }
 
-/* The shard's size and ETag: from the server (its first header block, a
- * range request), or, offline, from the cache's record of its copy. */
-static int remote_probe(const feeder__tar *t, feeder__tar_shard *sh, char *err, size_t errlen)
+/* The name of a URL shard's index file in the cache folder. */
+static void cache_index_name(const feeder__tar *t, const feeder__tar_shard *sh, char *out,
+                             size_t outlen)
 {
-    if (t->cache->offline) {
-        if (feeder__cache_lookup(t->cache, sh->path, &sh->meta) == 0) {
-            sh->size = sh->meta.size;
-            return 0;
-        }
-        feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and the shard cache %s holds no "
-                    "whole copy of it", sh->path, t->cache->dir);
-        return -ENOENT;
-    }
-    feeder__target tg;
-    int rc = feeder__target_resolve(sh->path, &tg, err, errlen);
+    feeder__cache_name(t->cache->dir, sh->path, out, outlen - 8);
+    strcat(out, ".idx");
+}
+
+/* Requests for some of the URL shards, one each, all in flight at once. */
+typedef struct batch {
+    feeder__target *tg;
+    feeder__request *rq;
+    uint32_t *which; /* rq[k] is for shard which[k] */
+    uint32_t m;
+} batch;
+
+static void batch_free(batch *b, uint32_t n)
+{
+    for (uint32_t k = 0; b->tg && k < n; k++)
+        feeder__target_free(&b->tg[k]);
+    for (uint32_t k = 0; b->rq && k < b->m; k++)
+        if (b->rq[k].fd >= 0)
+            close(b->rq[k].fd);
+    free(b->tg);
+    free(b->rq);
+    free(b->which);
+}
+
+/* Request shard i's URL + `suffix`: into buf[0, cap) when buf is given,
+ * else into a memory file. */
+static int batch_add(batch *b, const feeder__tar_shard *sh, uint32_t i, const char *suffix,
+                     uint8_t *buf, size_t cap, char *err, size_t errlen)
+{
+    char url[4200];
+    feeder__fmt(url, sizeof(url), "%s%s", sh->path, suffix);
+    int rc = feeder__target_resolve(url, &b->tg[b->m], err, errlen);
     if (rc)
         return rc;
-    uint8_t block[512];
-    feeder__request rq = {.target = &tg, .first = 0, .last = sizeof(block) - 1, .fd = -1,
-                          .buf = block, .cap = sizeof(block)};
-    rc = feeder__remote_run(&t->cache->cfg, &rq, 1, err, errlen);
-    feeder__target_free(&tg);
-    if (!rc && (rq.len != sizeof(block) || rq.meta.size < 1024)) {
-        feeder__fmt(err, errlen, "%s: not a tar shard (%llu bytes)", sh->path,
-                    (unsigned long long)rq.meta.size);
-        rc = FEEDER_EDATASET;
+    feeder__request *r = &b->rq[b->m];
+    *r = (feeder__request){.target = &b->tg[b->m], .last = UINT64_MAX, .fd = -1};
+    if (buf) {
+        r->last = cap - 1;
+        r->buf = buf;
+        r->cap = cap;
+    } else if ((r->fd = memfd_create("feeder-tar-idx", MFD_CLOEXEC)) < 0) {
+        return -errno;
     }
-    sh->meta = rq.meta;
-    sh->size = rq.meta.size;
+    b->which[b->m++] = i;
+    return 0;
+}
+
+static int batch_alloc(batch *b, uint32_t n)
+{
+    memset(b, 0, sizeof(*b));
+    b->tg = calloc(n, sizeof(*b->tg));
+    b->rq = calloc(n, sizeof(*b->rq));
+    b->which = calloc(n, sizeof(*b->which));
+    return b->tg && b->rq && b->which ? 0 : -ENOMEM;
+}
+
+/* Every URL shard's size and ETag: its first header block, a range
+ * request, all shards in flight at once. */
+static int probe_all(feeder__tar *t, char *err, size_t errlen)
+{
+    batch b;
+    uint8_t *blocks = malloc((size_t)t->nshards * 512);
+    int rc = batch_alloc(&b, t->nshards);
+    rc = !rc && !blocks ? -ENOMEM : rc;
+    for (uint32_t i = 0; i < t->nshards && !rc; i++)
+        if (t->shards[i].remote)
+            rc = batch_add(&b, &t->shards[i], i, "", blocks + (size_t)i * 512, 512, err, errlen);
+    if (!rc && b.m)
+        rc = feeder__remote_run(&t->cache->cfg, b.rq, b.m, err, errlen);
+    for (uint32_t k = 0; !rc && k < b.m; k++) {
+        feeder__tar_shard *sh = &t->shards[b.which[k]];
+        sh->meta = b.rq[k].meta;
+        sh->size = b.rq[k].meta.size;
+        if (b.rq[k].len != 512 || sh->size < 1024) {
+            feeder__fmt(err, errlen, "%s: not a tar shard (%llu bytes)", sh->path,
+                        (unsigned long long)sh->size);
+            rc = FEEDER_EDATASET;
+        }
+    }
+    batch_free(&b, t->nshards);
+    free(blocks);
     return rc;
 }
 
-/* The server's <url>.idx, when it has a whole one made for a shard of this
- * size; any failure just means there is none to use. */
-static int server_index(const feeder__tar *t, const feeder__tar_shard *sh, feeder__tar_index *ix)
+/* A server's <url>.idx that came whole into memory file `fd` (`len`
+ * bytes), when it is made for a shard of this size. */
+static int decode_server_index(int fd, size_t len, const feeder__tar_shard *sh,
+                               feeder__tar_index *ix)
 {
-    char url[4200], why[512];
-    feeder__fmt(url, sizeof(url), "%s.idx", sh->path);
-    feeder__target tg;
-    int rc = feeder__target_resolve(url, &tg, why, sizeof(why));
-    if (rc)
-        return rc;
-    int fd = memfd_create("feeder-tar-idx", MFD_CLOEXEC);
-    feeder__request rq = {.target = &tg, .last = UINT64_MAX, .fd = fd};
-    rc = fd < 0 ? -errno : feeder__remote_run(&t->cache->cfg, &rq, 1, why, sizeof(why));
-    feeder__target_free(&tg);
-    uint8_t *buf = NULL;
-    if (!rc && (rq.len < FEEDER__TAR_IDX_HEADER || rq.len > sh->size * 2 + (1u << 20)))
-        rc = FEEDER_EFORMAT;
-    if (!rc && !(buf = malloc(rq.len)))
-        rc = -ENOMEM;
-    if (!rc && pread_src(&fd, 0, buf, rq.len) != (long)rq.len)
+    char why[256];
+    if (len < FEEDER__TAR_IDX_HEADER || len > sh->size * 2 + (1u << 20))
+        return FEEDER_EFORMAT;
+    uint8_t *buf = malloc(len);
+    int rc = buf ? 0 : -ENOMEM;
+    if (!rc && pread_src(&fd, 0, buf, len) != (long)len)
         rc = FEEDER_EFORMAT;
     if (!rc)
-        rc = feeder__tar_index_decode(buf, rq.len, sh->size, FEEDER__TAR_MTIME_ANY, ix, why,
+        rc = feeder__tar_index_decode(buf, len, sh->size, FEEDER__TAR_MTIME_ANY, ix, why,
                                       sizeof(why));
     free(buf);
-    if (fd >= 0)
-        close(fd);
     return rc;
 }
 
-/* A URL shard's index: the cache folder's index file for it, else the
- * server's <url>.idx, else a walk of the whole shard downloaded into the
- * cache; the latter two are written to the cache folder for the next open. */
+/* Indexes for the URL shards that need no walk: the cache folder's index
+ * file, else the server's <url>.idx (all fetched at once; any failure just
+ * means there is none), kept in the cache folder. Those found are marked
+ * cached 1; the rest are left to index_remote. */
+static int known_indexes(feeder__tar *t)
+{
+    batch b;
+    char idx[4200], why[512];
+    int rc = batch_alloc(&b, t->nshards);
+    for (uint32_t i = 0; i < t->nshards && !rc; i++) {
+        feeder__tar_shard *sh = &t->shards[i];
+        if (!sh->remote)
+            continue;
+        cache_index_name(t, sh, idx, sizeof(idx));
+        if (load_cache(idx, sh->size, remote_tag(&sh->meta), &sh->ix) == 0)
+            sh->cached = 1;
+        else
+            batch_add(&b, sh, i, ".idx", NULL, 0, why, sizeof(why)); /* failed: no index */
+    }
+    if (!rc && b.m)
+        feeder__remote_run(&t->cache->cfg, b.rq, b.m, why, sizeof(why)); /* each has its rc */
+    for (uint32_t k = 0; !rc && k < b.m; k++) {
+        feeder__tar_shard *sh = &t->shards[b.which[k]];
+        if (b.rq[k].rc || decode_server_index(b.rq[k].fd, b.rq[k].len, sh, &sh->ix))
+            continue;
+        sh->cached = 1;
+        cache_index_name(t, sh, idx, sizeof(idx));
+        write_cache(idx, &sh->ix, sh->size, remote_tag(&sh->meta));
+    }
+    batch_free(&b, t->nshards);
+    return rc;
+}
+
+/* A URL shard known_indexes left (or, offline, any): its size and ETag from
+ * the cache's record when offline, then the cache folder's index file, else
+ * a walk of the whole shard downloaded into the cache, written to the cache
+ * folder for the next open. */
 static int index_remote(const feeder__tar *t, feeder__tar_shard *sh, char *err, size_t errlen)
 {
-    int rc = remote_probe(t, sh, err, errlen);
-    if (rc)
-        return rc;
+    if (sh->cached)
+        return 0;
+    if (t->cache->offline) {
+        if (feeder__cache_lookup(t->cache, sh->path, &sh->meta) < 0) {
+            feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and the shard cache %s holds "
+                        "no whole copy of it", sh->path, t->cache->dir);
+            return -ENOENT;
+        }
+        sh->size = sh->meta.size;
+    }
     char idx[4200];
-    feeder__cache_name(t->cache->dir, sh->path, idx, sizeof(idx) - 8);
-    strcat(idx, ".idx");
+    cache_index_name(t, sh, idx, sizeof(idx));
     int64_t tag = remote_tag(&sh->meta);
     if (load_cache(idx, sh->size, tag, &sh->ix) == 0) {
         sh->cached = 1;
         return 0;
     }
-    if (!t->cache->offline && server_index(t, sh, &sh->ix) == 0) {
-        sh->cached = 1;
-        write_cache(idx, &sh->ix, sh->size, tag);
-        return 0;
-    }
     feeder__shard got;
-    if ((rc = feeder__cache_get(t->cache, sh->path, &sh->meta, &got, err, errlen)))
+    int rc = feeder__cache_get(t->cache, sh->path, &sh->meta, &got, err, errlen);
+    if (rc)
         return rc;
     feeder__tar_src src = {pread_src, &got.fd, sh->size};
     rc = feeder__tar_scan(&src, sh->path, &sh->ix, err, errlen);
@@ -371,6 +452,9 @@ int feeder__tar_open(const char *const *paths, size_t count, const feeder_shard_
     int rc = tar_alloc(paths, count, &ds);
     if (!rc)
         rc = open_cache(ds->tar, opt, err, errlen);
+    if (!rc && ds->tar->cache && !ds->tar->cache->offline &&
+        !(rc = probe_all(ds->tar, err, errlen)))
+        rc = known_indexes(ds->tar);
     for (size_t i = 0; !rc && i < count; i++)
         rc = ds->tar->shards[i].remote
                  ? index_remote(ds->tar, &ds->tar->shards[i], err, errlen)
