@@ -54,8 +54,8 @@ feeder_dataset *open_dataset(const char *path)
 {
     size_t len = strlen(path);
     int tar = len >= 4 && !strcmp(path + len - 4, ".tar");
-    if (tar && !strstr(path, "://"))
-        return open_tar(path); /* one shard or a brace range of them */
+    if (tar)
+        return open_tar(path); /* one shard or a brace range of them, local or URLs */
     if (strstr(path, "://") || strchr(path, '{'))
         return open_shards(path); /* packs: URLs, or a brace range */
     struct stat st;

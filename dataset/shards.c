@@ -20,6 +20,7 @@
 #include "common/common.h"
 #include "dataset/dataset.h"
 #include "dataset/pack.h"
+#include "dataset/tar.h"
 #include "remote/remote.h"
 
 #define ULL(x) ((unsigned long long)(x))
@@ -128,11 +129,67 @@ static int size_local(opening *o, uint32_t s, char *err, size_t errlen)
     return 0;
 }
 
+/* Offline (FEEDER_REMOTE_OFFLINE=1): bytes [off, off + len) of URL shard
+ * s's copy in the shard cache, in place of a range request. */
+static int read_cached(const struct feeder__shards *sh, uint32_t s, uint64_t off, uint8_t *dst,
+                       size_t len, char *err, size_t errlen)
+{
+    char path[4200];
+    feeder__cache_name(((feeder__cache *)sh->cache)->dir, sh->names[s], path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC), e = fd < 0 ? errno : 0;
+    size_t got = 0;
+    while (fd >= 0 && got < len) {
+        ssize_t k = pread(fd, dst + got, len - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            e = k < 0 ? errno : EIO; /* EIO: shorter than the cache recorded */
+            break;
+        }
+        got += (size_t)k;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (e)
+        feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and its cached copy %s cannot be "
+                    "read: %s", sh->names[s], path, strerror(e));
+    return -e;
+}
+
+/* Offline: every URL shard's size and ETag as the cache recorded them, and
+ * its header page from the cached copy. */
+static int probe_cached(opening *o, uint8_t *pages, char *err, size_t errlen)
+{
+    struct feeder__shards *sh = o->sh;
+    const feeder__cache *c = sh->cache;
+    for (uint32_t s = 0; s < sh->n; s++) {
+        if (!sh->remote[s])
+            continue;
+        feeder__remote_meta *m = &((feeder__remote_meta *)sh->meta)[s];
+        if (feeder__cache_lookup(c, sh->names[s], m) < 0) {
+            feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and the shard cache %s holds "
+                        "no whole copy of it", sh->names[s], c->dir);
+            return -ENOENT;
+        }
+        if ((sh->bytes[s] = m->size) < PAGE) {
+            feeder__fmt(err, errlen, "%s: not a packed file (%llu bytes)", sh->names[s],
+                        ULL(m->size));
+            return FEEDER_EFORMAT;
+        }
+        int rc = read_cached(sh, s, 0, pages + (size_t)s * PAGE, PAGE, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Every URL shard's header page, all in flight at once: their sizes and
  * ETags come with them. */
 static int probe_remote(opening *o, uint8_t *pages, char *err, size_t errlen)
 {
     struct feeder__shards *sh = o->sh;
+    if (((feeder__cache *)sh->cache)->offline)
+        return probe_cached(o, pages, err, errlen);
     feeder__request *rq = calloc(sh->n, sizeof(*rq));
     uint32_t *which = calloc(sh->n, sizeof(*which));
     if (!rq || !which) {
@@ -249,7 +306,10 @@ static int place_remote(opening *o, const uint8_t *pages, char *err, size_t errl
             break;
         }
         memcpy(at, page, PAGE);
-        if (len > PAGE) {
+        if (len > PAGE && ((feeder__cache *)sh->cache)->offline) {
+            if ((rc = read_cached(sh, s, PAGE, at + PAGE, (size_t)(len - PAGE), err, errlen)))
+                break;
+        } else if (len > PAGE) {
             rq[m] = (feeder__request){.target = &o->t[s], .first = PAGE, .last = len - 1,
                                       .fd = -1, .buf = at + PAGE, .cap = (size_t)(len - PAGE)};
             which[m++] = s;
@@ -452,17 +512,31 @@ static int assemble(feeder_dataset *ds, opening *o, const uint8_t *pages, char *
     return rc;
 }
 
-/* The single switch point by extension: packs here; tar shards go to
- * feeder_dataset_open_tar (issue 19) once that exists. */
-static int shard_format(const char *name, char *err, size_t errlen)
+static int is_tar(const char *name)
 {
     size_t len = strlen(name);
-    if (len >= 4 && !strcmp(name + len - 4, ".tar")) {
-        feeder__fmt(err, errlen, "%s: tar shards are not supported by this build's "
-                    "feeder_dataset_open_shards (packs only)", name);
-        return FEEDER_EUNSUPPORTED;
-    }
-    return 0;
+    return len >= 4 && !strcmp(name + len - 4, ".tar");
+}
+
+/* The single switch point by extension: all .tar names go to the tar
+ * datasets (dataset/tar.c), all others are packs; one pattern names one
+ * kind. 1: tar shards, 0: packs, or FEEDER_EINVAL. */
+static int shard_format(char **names, size_t n, char *err, size_t errlen)
+{
+    size_t tars = 0;
+    for (size_t s = 0; s < n; s++)
+        tars += is_tar(names[s]) != 0;
+    if (tars == 0 || tars == n)
+        return tars != 0;
+    for (size_t s = 0; s < n; s++)
+        if (is_tar(names[s]) != is_tar(names[0])) {
+            int first_tar = is_tar(names[0]);
+            feeder__fmt(err, errlen, "%s is a tar shard and %s a pack: one pattern names tar "
+                        "shards (.tar) or packs, not both", first_tar ? names[0] : names[s],
+                        first_tar ? names[s] : names[0]);
+            break;
+        }
+    return FEEDER_EINVAL;
 }
 
 static feeder_dataset *new_packed(const char *pattern)
@@ -497,8 +571,11 @@ int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *
     int rc = feeder__brace_expand(pattern, &names, &n, err, errlen);
     if (rc)
         return rc;
-    for (size_t s = 0; s < n && !rc; s++)
-        rc = shard_format(names[s], err, errlen);
+    if ((rc = shard_format(names, n, err, errlen)) == 1) {
+        rc = feeder__tar_open((const char *const *)names, n, opt, out, err, errlen);
+        feeder__brace_free(names, n);
+        return rc;
+    }
     if (!rc && n > UINT32_MAX) {
         feeder__fmt(err, errlen, "%s: %zu shards (at most %u)", pattern, n, UINT32_MAX);
         rc = FEEDER_EINVAL;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "remote/remote.h"
 
 /* One sample of a shard: a key and what its members gave. */
 typedef struct feeder__tar_entry {
@@ -86,13 +87,21 @@ static inline const char *feeder__tar_detail(const feeder__tar_index *ix, uint64
     return k + 1;
 }
 
-/* A tar dataset's shards and samples (feeder_dataset.tar). */
+/* Parse a cache file made for any modification time (mtime_ns argument):
+ * a server's <shard>.idx, whose shard's local mtime means nothing here. */
+#define FEEDER__TAR_MTIME_ANY INT64_MIN
+
+/* A tar dataset's shards and samples (feeder_dataset.tar). A URL's shard
+ * (remote 1) is read from the shard cache's copy, checked against `meta`,
+ * the size and ETag seen at open. */
 typedef struct feeder__tar_shard {
-    char *path;
+    char *path;            /* a path or a URL */
     uint64_t size;
     uint64_t first;        /* the dataset index of its first sample */
     feeder__tar_index ix;
-    int cached;            /* 1: the index came from <path>.idx */
+    int cached;            /* 1: the index came from an .idx file; 2: written */
+    int remote;
+    feeder__remote_meta meta;
 } feeder__tar_shard;
 
 /* The most shards a reader keeps open at once (a worker, or the calling
@@ -104,7 +113,13 @@ typedef struct feeder__tar {
     feeder__tar_shard *shards;
     uint32_t nshards;
     uint32_t *shard_of; /* each sample's shard */
+    feeder__cache *cache; /* the shard cache, when any shard is a URL */
 } feeder__tar;
+
+/* feeder_dataset_open_tar with the shard cache's options (`opt` may be
+ * NULL): feeder_dataset_open_shards's entry for .tar names. */
+int feeder__tar_open(const char *const *paths, size_t count, const feeder_shard_options *opt,
+                     feeder_dataset **out, char *err, size_t errlen);
 
 void feeder__tar_free(feeder__tar *t);
 

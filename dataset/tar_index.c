@@ -592,7 +592,8 @@ static int index_header(const uint8_t *b, size_t len, uint64_t size, int64_t mti
         why = "another version";
     else if (feeder__get_le32(b + 52) != feeder__crc32c(0, b, 52))
         why = "header checksum mismatch";
-    else if (feeder__get_le64(b + 16) != size || (int64_t)feeder__get_le64(b + 24) != mtime_ns)
+    else if (feeder__get_le64(b + 16) != size ||
+             (mtime_ns != FEEDER__TAR_MTIME_ANY && (int64_t)feeder__get_le64(b + 24) != mtime_ns))
         why = "made for another size or modification time of the shard";
     if (why) {
         feeder__fmt(err, errlen, "%s", why);

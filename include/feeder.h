@@ -329,6 +329,28 @@ typedef struct feeder_shard_options {
  * num_workers 0 the calling thread reads them too. `pattern` and `opt` are copied; `err` (may be NULL) gets
  * the message. feeder_dataset_packed_info describes the whole set
  * (file_bytes: the reserved address range).
+ *
+ * A pattern whose names all end in ".tar" opens a tar dataset instead (as
+ * feeder_dataset_open_tar, with these options' cache_dir and
+ * cache_max_bytes; FEEDER_EINVAL naming both when tars and packs are
+ * mixed). A tar shard's URL (feeder_dataset_open_tar takes URLs too) is
+ * probed at open (its first 512 bytes: size and ETag) and indexed from, in
+ * this order, the cache folder's index file for it, the server's
+ * "<url>.idx" (feeder's index format, docs/FORMAT.md, made for a shard of
+ * that size; any failure to fetch or parse it means there is none), or a
+ * walk of the whole shard downloaded into the cache; the index is kept in
+ * the cache folder for the next open. Workers read members from the
+ * cache's copy, fetching it when it is not there; a copy that differs from
+ * open's size or ETag is FEEDER_ECHECKSUM naming the URL.
+ *
+ * https servers are checked against the CA certificates in FEEDER_CA_FILE,
+ * else CURL_CA_BUNDLE, else libcurl's default bundle; a certificate that
+ * does not verify is FEEDER_EREMOTE naming the URL, without retries. With
+ * FEEDER_REMOTE_OFFLINE=1 in the environment, URL shards open from the
+ * shard cache alone (the size and ETag recorded at their download; a pack's
+ * header and index, a tar's index, from the cached copy), without asking
+ * the server: a shard with no whole copy there fails with -ENOENT naming
+ * the URL. Unset, open always asks the server.
  * Lifetime: as feeder_dataset_open_packed. Thread-safety: as
  * feeder_dataset_open_packed. */
 FEEDER_API int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *opt,

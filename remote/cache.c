@@ -59,6 +59,8 @@ int feeder__cache_open(feeder__cache *c, const char *dir, uint64_t max_bytes, ch
     c->max_bytes = max_bytes ? max_bytes : mx && *mx ? strtoull(mx, NULL, 10) : 0;
     const char *lt = getenv("FEEDER_CACHE_LOCK_TIMEOUT_MS");
     c->lock_timeout_ms = lt && *lt ? atoi(lt) : 600000;
+    const char *off = getenv("FEEDER_REMOTE_OFFLINE");
+    c->offline = off && !strcmp(off, "1");
     int rc = mkdirs(buf);
     if (rc) {
         feeder__fmt(err, errlen, "%s: cannot create the shard cache folder: %s", buf,
@@ -191,6 +193,17 @@ static int cached_open(const char *data, const char *url, const feeder__remote_m
     out->fd = fd;
     out->size = m.size;
     out->meta = m;
+    return 0;
+}
+
+int feeder__cache_lookup(const feeder__cache *c, const char *url, feeder__remote_meta *out)
+{
+    feeder__shard s = {.fd = -1, .lock_fd = -1};
+    feeder__cache_name(c->dir, url, s.path, sizeof(s.path));
+    if (cached_open(s.path, url, NULL, &s) < 0)
+        return -ENOENT;
+    *out = s.meta;
+    close(s.fd);
     return 0;
 }
 

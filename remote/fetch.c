@@ -55,12 +55,76 @@ void feeder__remote_defaults(feeder__remote_cfg *cfg)
     cfg->connect_timeout_ms = env_uint("FEEDER_REMOTE_CONNECT_TIMEOUT_MS", 5000);
     cfg->low_speed_time_s = env_uint("FEEDER_REMOTE_LOW_SPEED_TIME_S", 10);
     cfg->max_in_flight = 16;
+    const char *ca = getenv("FEEDER_CA_FILE");
+    if (!ca || !*ca)
+        ca = getenv("CURL_CA_BUNDLE");
+    if (ca && *ca)
+        feeder__fmt(cfg->ca_file, sizeof(cfg->ca_file), "%s", ca);
+}
+
+/* No thread is inside libcurl, and so inside OpenSSL, when the process
+ * forks: every libcurl call but the wait on the sockets runs between
+ * in_curl and out_curl, and a fork (pthread_atfork) first stops new entries
+ * and waits until no thread is inside, holding fork_mu across the fork. A
+ * forked worker thus never inherits a lock that libcurl's or OpenSSL's code
+ * held in another thread of its parent (a fetch thread mid-handshake), and
+ * it uses no handle made before the fork (shared_take). A fork waits at most
+ * for one step of the transfers under way. A mutex and a count, not a
+ * rwlock: a forked child cannot unlock a rwlock its parent's thread
+ * write-locked (glibc matches the writer by thread id, which changes). */
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fork_cv = PTHREAD_COND_INITIALIZER;
+static unsigned inside;  /* threads between in_curl and out_curl */
+static int forking;
+
+static void in_curl(void)
+{
+    pthread_mutex_lock(&fork_mu);
+    while (forking)
+        pthread_cond_wait(&fork_cv, &fork_mu);
+    inside++;
+    pthread_mutex_unlock(&fork_mu);
+}
+
+static void out_curl(void)
+{
+    pthread_mutex_lock(&fork_mu);
+    if (--inside == 0)
+        pthread_cond_broadcast(&fork_cv);
+    pthread_mutex_unlock(&fork_mu);
+}
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&fork_mu);
+    forking = 1;
+    while (inside)
+        pthread_cond_wait(&fork_cv, &fork_mu);
+}
+
+static void fork_parent(void)
+{
+    forking = 0;
+    pthread_cond_broadcast(&fork_cv);
+    pthread_mutex_unlock(&fork_mu);
+}
+
+/* The child's only thread is the forking one: nobody is inside. */
+static void fork_child(void)
+{
+    forking = 0;
+    inside = 0;
+    pthread_mutex_unlock(&fork_mu);
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 static void curl_init(void)
 {
+    if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
+        curl_init_rc = CURLE_FAILED_INIT;
+        return;
+    }
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
@@ -158,6 +222,8 @@ static int start(CURLM *m, const feeder__remote_cfg *cfg, xfer *x)
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    if (cfg->ca_file[0])
+        curl_easy_setopt(h, CURLOPT_CAINFO, cfg->ca_file);
     char range[64];
     if (r->last != UINT64_MAX) {
         feeder__fmt(range, sizeof(range), "%llu-%llu", ULL(r->first), ULL(r->last));
@@ -298,20 +364,26 @@ static int run_all(CURLM *m, const feeder__remote_cfg *cfg, xfer *xs, size_t n)
     size_t done = 0;
     while (done < n) {
         long wait_ms;
+        in_curl();
         start_ready(m, cfg, xs, n, &running, &wait_ms);
         done = 0;
         for (size_t i = 0; i < n; i++)
             done += xs[i].state == X_DONE;
-        if (done == n)
+        if (done == n) {
+            out_curl();
             break;
+        }
         int still;
-        if (curl_multi_perform(m, &still) != CURLM_OK)
-            return FEEDER_EREMOTE;
+        CURLMcode mc = curl_multi_perform(m, &still);
         size_t fresh = 0;
-        collect(m, cfg, &running, &fresh);
+        if (mc == CURLM_OK)
+            collect(m, cfg, &running, &fresh);
         /* No longer than libcurl's own next deadline (connect timeouts). */
         long curl_ms = -1;
         curl_multi_timeout(m, &curl_ms);
+        out_curl();
+        if (mc != CURLM_OK)
+            return FEEDER_EREMOTE;
         if (curl_ms >= 0 && curl_ms < wait_ms)
             wait_ms = curl_ms;
         if (!fresh && curl_multi_poll(m, NULL, 0, (int)wait_ms, NULL) != CURLM_OK)
@@ -363,6 +435,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         return FEEDER_EREMOTE;
     }
     xfer *xs = calloc(n ? n : 1, sizeof(*xs));
+    in_curl();
     CURLM *m = shared_take();
     int shared = m != NULL;
     if (!m)
@@ -370,9 +443,11 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
     if (!xs || !m) {
         free(xs);
         shared_give(m, shared);
+        out_curl();
         return -ENOMEM;
     }
     curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->max_in_flight);
+    out_curl();
     for (size_t i = 0; i < n; i++) {
         xs[i].r = &reqs[i];
         xs[i].id = i;
@@ -382,6 +457,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         memset(&reqs[i].meta, 0, sizeof(reqs[i].meta));
     }
     int rc = run_all(m, cfg, xs, n);
+    in_curl();
     for (size_t i = 0; i < n; i++) {
         if (xs[i].h) {
             curl_multi_remove_handle(m, xs[i].h);
@@ -390,6 +466,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         curl_slist_free_all(xs[i].hdrs);
     }
     shared_give(m, shared);
+    out_curl();
     free(xs);
     if (rc) {
         feeder__fmt(err, errlen, "libcurl's multi interface failed");

@@ -48,7 +48,9 @@ void feeder__target_free(feeder__target *t);
 
 /* How hard a transfer tries. feeder__remote_defaults fills the defaults,
  * overridden by FEEDER_REMOTE_RETRIES, FEEDER_REMOTE_BACKOFF_MS,
- * FEEDER_REMOTE_CONNECT_TIMEOUT_MS and FEEDER_REMOTE_LOW_SPEED_TIME_S. */
+ * FEEDER_REMOTE_CONNECT_TIMEOUT_MS and FEEDER_REMOTE_LOW_SPEED_TIME_S; the
+ * CA certificates that https servers are checked against from
+ * FEEDER_CA_FILE, else CURL_CA_BUNDLE, else libcurl's default bundle. */
 typedef struct feeder__remote_cfg {
     unsigned retries;        /* attempts after the first (4) */
     unsigned backoff_ms;     /* first wait; doubles each retry, +-50% jitter (200) */
@@ -56,6 +58,7 @@ typedef struct feeder__remote_cfg {
     long low_speed_time_s;   /* abort a transfer under 1 KiB/s for this long (10) */
     unsigned max_in_flight;  /* transfers at once (16) */
     uint64_t seed;           /* jitter: feeder_random(seed, attempt, request, 0) */
+    char ca_file[1024];      /* CURLOPT_CAINFO, or "" for libcurl's default */
 } feeder__remote_cfg;
 void feeder__remote_defaults(feeder__remote_cfg *cfg);
 
@@ -98,12 +101,15 @@ typedef struct feeder__cache {
     char *dir;          /* the cache folder, created when missing */
     uint64_t max_bytes; /* 0: no limit */
     int lock_timeout_ms; /* how long to wait for another fetcher of a shard */
+    int offline;         /* FEEDER_REMOTE_OFFLINE=1: open from cached copies alone */
     feeder__remote_cfg cfg;
 } feeder__cache;
 
 /* The cache folder: `dir` when given, else FEEDER_CACHE_DIR, else
  * $HOME/.cache/feeder/shards; the limit from `max_bytes`, else
- * FEEDER_CACHE_MAX_BYTES, else none. Creates the folder. 0, -errno naming
+ * FEEDER_CACHE_MAX_BYTES, else none; `offline` from FEEDER_REMOTE_OFFLINE
+ * ("1": datasets open from the copies cached here without asking the
+ * server). Creates the folder. 0, -errno naming
  * the folder, or -ENOMEM. */
 int feeder__cache_open(feeder__cache *c, const char *dir, uint64_t max_bytes, char *err,
                        size_t errlen);
@@ -133,6 +139,12 @@ typedef struct feeder__shard {
 int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
                       feeder__shard *out, char *err, size_t errlen);
 void feeder__shard_release(feeder__shard *s);
+
+/* What the cache holds for `url` without asking the server: 0 and `out`
+ * (the size, ETag and Last-Modified recorded at its download) when a whole
+ * copy is there, else -ENOENT. Takes no lock: a copy evicted after this
+ * call is fetched again by feeder__cache_get. Thread-safe. */
+int feeder__cache_lookup(const feeder__cache *c, const char *url, feeder__remote_meta *out);
 
 /* The cache file names of `url` inside `dir`: "<dir>/<16 hex>-<basename>"
  * (+ ".meta", ".lock"). Pure. */

@@ -34,6 +34,8 @@ PKGS=(build-essential cmake pkg-config
 # (Debian's npm only where no npm is there: NodeSource's nodejs bundles one
 # and conflicts with Debian's).
 PKGS+=(libcurl4-openssl-dev lighttpd)
+# test_remote's https server (lighttpd's TLS module) and its self-signed certificate.
+PKGS+=(lighttpd-mod-openssl openssl)
 command -v npm >/dev/null || PKGS+=(nodejs npm)
 if ((bench)); then
   PKGS+=(python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib)

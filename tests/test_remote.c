@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@
 
 #include "dataset/dataset.h"
 #include "dataset/pack.h"
+#include "benchutil.h"
 #include "feeder.h"
 #include "remote/remote.h"
 #include "testutil.h"
@@ -52,6 +55,9 @@ static void setup(void)
     unsetenv("FEEDER_REMOTE_RETRIES");
     unsetenv("FEEDER_CACHE_MAX_BYTES");
     unsetenv("FEEDER_CACHE_LOCK_TIMEOUT_MS");
+    unsetenv("FEEDER_CA_FILE");
+    unsetenv("CURL_CA_BUNDLE");
+    unsetenv("FEEDER_REMOTE_OFFLINE");
 }
 
 static void teardown(void)
@@ -113,7 +119,15 @@ static void stop(server *s, int sig)
     s->pid = 0;
 }
 
+static server start_lighttpd_with(const char *extra);
+
 static server start_lighttpd(void)
+{
+    return start_lighttpd_with("");
+}
+
+/* lighttpd with `extra` lines appended to its configuration. */
+static server start_lighttpd_with(const char *extra)
 {
     server s = {0, free_port()};
     char conf[400];
@@ -124,8 +138,8 @@ static server start_lighttpd(void)
             "server.document-root = \"%s\"\nserver.port = %d\nserver.bind = \"127.0.0.1\"\n"
             "server.modules = (\"mod_accesslog\")\naccesslog.filename = \"%s/access.log\"\n"
             "server.errorlog = \"%s/error.log\"\nserver.stat-cache-engine = \"disable\"\n"
-            "mimetype.assign = (\"\" => \"application/octet-stream\")\n",
-            docroot, s.port, tmpdir, tmpdir);
+            "mimetype.assign = (\"\" => \"application/octet-stream\")\n%s",
+            docroot, s.port, tmpdir, tmpdir, extra);
     fclose(f);
     char *argv[] = {LIGHTTPD, "-D", "-f", conf, NULL};
     s.pid = spawn(argv, -1);
@@ -820,9 +834,9 @@ START_TEST(test_shards_reject)
              strerror(ENOENT));
     ck_assert_str_eq(err, want);
     ck_assert_int_eq(feeder_dataset_open_shards("x-{0..1}.tar", NULL, &ds, err, sizeof(err)),
-                     FEEDER_EUNSUPPORTED);
-    ck_assert_str_eq(err, "x-0.tar: tar shards are not supported by this build's "
-                          "feeder_dataset_open_shards (packs only)");
+                     -ENOENT);
+    snprintf(want, sizeof(want), "x-0.tar: cannot open tar shard: %s", strerror(ENOENT));
+    ck_assert_str_eq(err, want);
     ck_assert_int_eq(feeder_dataset_open_shards("x-{0..", NULL, &ds, err, sizeof(err)),
                      FEEDER_EINVAL);
     ck_assert_ptr_null(ds);
@@ -1095,6 +1109,467 @@ START_TEST(test_s3_shards)
 }
 END_TEST
 
+/* ---- tar shards from URLs ---- */
+
+static const int TAR_N[4] = {5, 3, 4, 2};
+
+/* Four WebDataset tar shards (JPEG + .cls per key) in the document root,
+ * made by GNU tar from files the test writes. */
+static void put_tars(void)
+{
+    bu_photos *photos;
+    char err[256], p[700], cmd[1600];
+    ck_assert_int_eq(bu_photos_load(FEEDER_TEST_PHOTOS, &photos, err, sizeof(err)), 0);
+    for (int s = 0, n = 0; s < 4; s++) {
+        snprintf(p, sizeof(p), "%s/src/s%d", tmpdir, s);
+        ck_assert_int_eq(bu_mkdirs(p), 0);
+        for (int i = 0; i < TAR_N[s]; i++, n++) {
+            uint8_t *j;
+            size_t len;
+            ck_assert_int_eq(bu_make_jpeg(photos, (unsigned)n, 40 + (unsigned)n * 7 % 30,
+                                          36 + (unsigned)n * 5 % 20, 85, -1, (unsigned)n, &j,
+                                          &len), 0);
+            snprintf(p, sizeof(p), "%s/src/s%d/%04d.jpg", tmpdir, s, n);
+            ck_assert_int_eq(bu_write_file(p, j, len), 0);
+            free(j);
+            char lab[8];
+            snprintf(lab, sizeof(lab), "%d", n % 3);
+            snprintf(p, sizeof(p), "%s/src/s%d/%04d.cls", tmpdir, s, n);
+            ck_assert_int_eq(bu_write_file(p, lab, strlen(lab)), 0);
+        }
+        snprintf(cmd, sizeof(cmd), "tar -C %s/src --sort=name -cf %s/s-%d.tar s%d", tmpdir,
+                 docroot, s, s);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    bu_photos_free(photos);
+}
+
+/* Two epochs of decoded batches (32x32), every byte, labels and indices. */
+static uint32_t tar_epochs(feeder_dataset *ds, int workers, uint64_t *samples, int *rc_out,
+                           char *msg, size_t msglen)
+{
+    feeder_loader *ld = tu_small_loader(ds, workers, 4);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, 5), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 20000), 0);
+    uint32_t crc = 0;
+    int rc = FEEDER_DONE;
+    *samples = 0;
+    for (uint64_t epoch = 0; epoch < 2 && rc == FEEDER_DONE; epoch++) {
+        ck_assert_int_eq(feeder_loader_set_epoch(ld, epoch), 0);
+        feeder_batch *b;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            crc = feeder__crc32c(crc, b->data, (size_t)b->count * b->sample_bytes);
+            crc = feeder__crc32c(crc, b->labels, b->count * sizeof(int64_t));
+            crc = feeder__crc32c(crc, b->indices, b->count * sizeof(uint64_t));
+            *samples += b->count;
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        }
+    }
+    *rc_out = rc;
+    snprintf(msg, msglen, "%s", feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    return crc;
+}
+
+static void assert_same_samples(const feeder_dataset *a, const feeder_dataset *b)
+{
+    ck_assert_uint_eq(a->n, 14);
+    ck_assert_uint_eq(b->n, 14);
+    ck_assert_uint_eq(a->num_classes, 3);
+    ck_assert_uint_eq(b->num_classes, 3);
+    ck_assert_uint_eq(a->fingerprint, b->fingerprint);
+    for (uint64_t i = 0; i < 14; i++) {
+        const char *ka, *kb;
+        uint64_t oa, ob, za, zb;
+        ck_assert_int_eq(feeder_dataset_tar_sample(a, i, NULL, &ka, &oa, &za, NULL), 0);
+        ck_assert_int_eq(feeder_dataset_tar_sample(b, i, NULL, &kb, &ob, &zb, NULL), 0);
+        char want[32];
+        snprintf(want, sizeof(want), "s%d/%04d", i < 5 ? 0 : i < 8 ? 1 : i < 12 ? 2 : 3, (int)i);
+        ck_assert_str_eq(ka, want);
+        ck_assert_str_eq(kb, want);
+        ck_assert_uint_eq(oa, ob);
+        ck_assert_uint_eq(za, zb);
+        ck_assert_int_eq(a->labels[i], (int64_t)(i % 3));
+        ck_assert_int_eq(b->labels[i], (int64_t)(i % 3));
+    }
+}
+
+/* A brace range of tar shard URLs through feeder_dataset_open_shards: with
+ * no <url>.idx on the server open downloads each shard whole into the cache
+ * and walks it; the batches (0 and 2 workers, two epochs) are byte for byte
+ * the local shards'. Then, with <shard>.idx files beside them on the server
+ * (the local open wrote them) and an empty cache, open fetches only the
+ * indexes and the workers download each shard once. */
+START_TEST(test_tar_shards_http)
+{
+    put_tars();
+    server s = start_lighttpd();
+    char pat_local[400], pat_url[300], err[512], msg[1024];
+    snprintf(pat_local, sizeof(pat_local), "%s/s-{0..3}.tar", docroot);
+    snprintf(pat_url, sizeof(pat_url), "http://127.0.0.1:%d/s-{0..3}.tar", s.port);
+    feeder_dataset *r, *l;
+    ck_assert_msg(feeder_dataset_open_shards(pat_url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(cache_files(".tar.meta"), 4);
+    ck_assert_int_eq(cache_files(".tar.idx"), 4);
+    feeder_tar_info ti;
+    ck_assert_int_eq(feeder_dataset_tar_info(r, &ti), 0);
+    ck_assert_uint_eq(ti.shards, 4);
+    ck_assert_uint_eq(ti.indexes_written, 4);
+    ck_assert_uint_eq(ti.indexes_cached, 0);
+    ck_assert_msg(feeder_dataset_open_tar_pattern(pat_local, &l, err, sizeof(err)) == 0, "%s",
+                  err);
+    assert_same_samples(l, r);
+    uint64_t nl, nr, n0;
+    int rc;
+    uint32_t cl = tar_epochs(l, 2, &nl, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t cr = tar_epochs(r, 2, &nr, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t c0 = tar_epochs(r, 0, &n0, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(nl, 28);
+    ck_assert_uint_eq(nr, 28);
+    ck_assert_uint_eq(n0, 28);
+    ck_assert_uint_eq(cl, cr);
+    ck_assert_uint_eq(cl, c0);
+    feeder_dataset_destroy(r);
+
+    bu_rm_rf(cachedir);
+    feeder_shard_options so = {0};
+    char dir2[280];
+    snprintf(dir2, sizeof(dir2), "%s/cache2", tmpdir);
+    so.cache_dir = dir2;
+    ck_assert_msg(feeder_dataset_open_shards(pat_url, &so, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(feeder_dataset_tar_info(r, &ti), 0);
+    ck_assert_uint_eq(ti.indexes_cached, 4);
+    assert_same_samples(l, r);
+    snprintf(cachedir, sizeof(cachedir), "%s", dir2);
+    ck_assert_int_eq(cache_files(".tar.meta"), 0); /* no shard downloaded at open */
+    ck_assert_uint_eq(tar_epochs(r, 2, &nr, &rc, msg, sizeof(msg)), cl);
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_int_eq(cache_files(".tar.meta"), 4);
+    feeder_dataset_destroy(r);
+    feeder_dataset_destroy(l);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/access.log", tmpdir);
+    stop(&s, SIGTERM);
+    for (int k = 0; k < 4; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /s-%d.tar HTTP/1.1\" 200", k);
+        ck_assert_int_eq(count_lines(log, want), 2); /* once per cache */
+        snprintf(want, sizeof(want), "GET /s-%d.tar.idx HTTP/1.1\" 404", k);
+        ck_assert_int_eq(count_lines(log, want), 1);
+        snprintf(want, sizeof(want), "GET /s-%d.tar.idx HTTP/1.1\" 200", k);
+        ck_assert_int_eq(count_lines(log, want), 1);
+    }
+}
+END_TEST
+
+/* A tar shard URL that is missing, one that is no tar, one changed on the
+ * server after open (the worker's download is FEEDER_ECHECKSUM naming the
+ * URL), and a pattern mixing tars and packs. */
+START_TEST(test_tar_shards_faults)
+{
+    put_tars();
+    server s = start_lighttpd();
+    char pat[300], url[300], err[1024], want[1400], msg[1024], p[400];
+    feeder_dataset *ds = NULL;
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..4}.tar", s.port);
+    url_of(url, sizeof(url), &s, "s-4.tar");
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), FEEDER_EREMOTE);
+    snprintf(want, sizeof(want), "%s: HTTP 404 (1 attempt)", url);
+    ck_assert_str_eq(err, want);
+    www(p, sizeof(p), "s-4.tar");
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 2048; i++)
+        fputc('x', f);
+    fclose(f);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)),
+                     FEEDER_EDATASET);
+    ck_assert_msg(!strncmp(err, url, strlen(url)), "%s", err);
+    ck_assert_ptr_null(ds);
+
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.tar", s.port);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), 0);
+    /* s-1's cached copy goes (a worker downloads it again), and s-1 is
+     * another file on the server now. */
+    char cmd[2400];
+    snprintf(cmd, sizeof(cmd), "rm %s/*-s-1.tar %s/*-s-1.tar.meta && tar -C %s/src --sort=name "
+             "-cf %s/s-1.new s1 s0 && mv %s/s-1.new %s/s-1.tar", cachedir, cachedir, tmpdir,
+             docroot, docroot, docroot);
+    ck_assert_int_eq(system(cmd), 0);
+    uint64_t n;
+    int rc;
+    tar_epochs(ds, 2, &n, &rc, msg, sizeof(msg));
+    ck_assert_int_eq(rc, FEEDER_ECHECKSUM);
+    url_of(url, sizeof(url), &s, "s-1.tar");
+    ck_assert_msg(strstr(msg, url) && strstr(msg, "the shard changed on the server"), "%s", msg);
+    feeder_dataset_destroy(ds);
+
+    /* Indexes on the server, one of them damaged: open takes the three
+     * good ones, walks s-0 downloaded whole; then, the server killed, a
+     * worker's download of another shard fails naming its URL. */
+    bu_rm_rf(cachedir);
+    feeder_dataset *l;
+    snprintf(p, sizeof(p), "%s/s-{0..3}.tar", docroot);
+    ck_assert_msg(feeder_dataset_open_tar_pattern(p, &l, err, sizeof(err)) == 0, "%s", err);
+    feeder_dataset_destroy(l);
+    www(p, sizeof(p), "s-0.tar.idx");
+    f = fopen(p, "r+");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 70, SEEK_SET);
+    fputc('!', f);
+    fclose(f);
+    setenv("FEEDER_REMOTE_RETRIES", "1", 1); /* read at open */
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), 0);
+    feeder_tar_info ti;
+    ck_assert_int_eq(feeder_dataset_tar_info(ds, &ti), 0);
+    ck_assert_uint_eq(ti.indexes_cached, 3);
+    ck_assert_uint_eq(ti.indexes_written, 1);
+    ck_assert_int_eq(cache_files(".tar.meta"), 1);
+    stop(&s, SIGKILL);
+    tar_epochs(ds, 2, &n, &rc, msg, sizeof(msg));
+    ck_assert_int_eq(rc, FEEDER_EREMOTE);
+    ck_assert_msg(strstr(msg, "http://127.0.0.1:") && strstr(msg, ".tar: ") &&
+                  strstr(msg, "(2 attempts)"), "%s", msg);
+    feeder_dataset_destroy(ds);
+
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/{s-0.tar,s-0.pack}", s.port);
+    ck_assert_int_eq(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)), FEEDER_EINVAL);
+    snprintf(want, sizeof(want), "http://127.0.0.1:%d/s-0.tar is a tar shard and "
+             "http://127.0.0.1:%d/s-0.pack a pack: one pattern names tar shards (.tar) or "
+             "packs, not both", s.port, s.port);
+    ck_assert_str_eq(err, want);
+}
+END_TEST
+
+/* ---- https ---- */
+
+/* A self-signed certificate for 127.0.0.1 made by the openssl CLI:
+ * <tmpdir>/NAME.pem (certificate) and NAME.key. */
+static void make_cert(const char *name)
+{
+    char cmd[1400];
+    snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+             "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout %s/%s.key -out "
+             "%s/%s.pem 2>/dev/null", tmpdir, name, tmpdir, name);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static server start_lighttpd_tls(void)
+{
+    char extra[1200];
+    snprintf(extra, sizeof(extra), "server.modules += (\"mod_openssl\")\nssl.engine = "
+             "\"enable\"\nssl.pemfile = \"%s/server.pem\"\nssl.privkey = \"%s/server.key\"\n",
+             tmpdir, tmpdir);
+    return start_lighttpd_with(extra);
+}
+
+/* Packs and tar shards over https from lighttpd with a certificate the test
+ * made, its CA given by FEEDER_CA_FILE: 2 workers fetch the shards on
+ * demand, each over its own TLS connections made after the fork (the parent
+ * opened the set over TLS first), and the batches equal the local files'.
+ * Without the CA, or with another one, open fails naming the URL. */
+START_TEST(test_https)
+{
+    put_shards();
+    put_tars();
+    make_cert("server");
+    make_cert("other");
+    server s = start_lighttpd_tls();
+    char pat_local[400], pat_url[300], err[1024], msg[1024], ca[400], url[300];
+    snprintf(ca, sizeof(ca), "%s/server.pem", tmpdir);
+    setenv("FEEDER_CA_FILE", ca, 1);
+    feeder_dataset *l, *r;
+    uint64_t nl, nr;
+    int rc;
+    for (int tar = 0; tar < 2; tar++) {
+        const char *ext = tar ? "tar" : "pack";
+        snprintf(pat_local, sizeof(pat_local), "%s/s-{0..3}.%s", docroot, ext);
+        snprintf(pat_url, sizeof(pat_url), "https://127.0.0.1:%d/s-{0..3}.%s", s.port, ext);
+        ck_assert_msg(feeder_dataset_open_shards(pat_local, NULL, &l, err, sizeof(err)) == 0,
+                      "%s", err);
+        ck_assert_msg(feeder_dataset_open_shards(pat_url, NULL, &r, err, sizeof(err)) == 0, "%s",
+                      err);
+        uint32_t cl = tar ? tar_epochs(l, 2, &nl, &rc, msg, sizeof(msg))
+                          : epoch_crc_workers(l, 2, &nl, &rc, msg, sizeof(msg));
+        ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+        uint32_t cr = tar ? tar_epochs(r, 2, &nr, &rc, msg, sizeof(msg))
+                          : epoch_crc_workers(r, 2, &nr, &rc, msg, sizeof(msg));
+        ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+        ck_assert_uint_eq(nl, tar ? 28 : 85);
+        ck_assert_uint_eq(nr, nl);
+        ck_assert_uint_eq(cr, cl);
+        feeder_dataset_destroy(l);
+        feeder_dataset_destroy(r);
+    }
+    ck_assert_int_eq(cache_files(".pack.meta"), 4);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/s-0.pack", s.port);
+    unsetenv("FEEDER_CA_FILE");
+    setenv("CURL_CA_BUNDLE", ca, 1); /* the other variable that names it */
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    feeder_dataset_destroy(r);
+    unsetenv("CURL_CA_BUNDLE");
+    for (int k = 0; k < 2; k++) {
+        snprintf(ca, sizeof(ca), "%s/other.pem", tmpdir);
+        if (k)
+            setenv("FEEDER_CA_FILE", ca, 1);
+        else
+            unsetenv("FEEDER_CA_FILE");
+        ck_assert_int_eq(feeder_dataset_open_shards(url, NULL, &r, err, sizeof(err)),
+                         FEEDER_EREMOTE);
+        ck_assert_msg(!strncmp(err, url, strlen(url)) && strstr(err, "certificate") &&
+                      strstr(err, "(1 attempt)"), "%s", err);
+    }
+    unsetenv("FEEDER_CA_FILE");
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* One https range request (the first 4 KiB of s-0.pack); 0 when it came. */
+static int fetch_page(const char *url)
+{
+    feeder__remote_cfg cfg;
+    feeder__remote_defaults(&cfg);
+    feeder__target t;
+    char err[512];
+    if (feeder__target_resolve(url, &t, err, sizeof(err)))
+        return -1;
+    uint8_t page[4096];
+    feeder__request r = {.target = &t, .first = 0, .last = sizeof(page) - 1, .fd = -1,
+                         .buf = page, .cap = sizeof(page)};
+    int rc = feeder__remote_run(&cfg, &r, 1, err, sizeof(err));
+    feeder__target_free(&t);
+    return rc || r.len != sizeof(page) || memcmp(page, "FEEDPACK", 8) ? -1 : 0;
+}
+
+typedef struct busy {
+    const char *url;
+    atomic_int stop;
+    int failed, done;
+} busy;
+
+static void *busy_main(void *arg)
+{
+    busy *b = arg;
+    while (!atomic_load(&b->stop)) {
+        b->failed += fetch_page(b->url) != 0;
+        b->done++;
+    }
+    return NULL;
+}
+
+/* Forks while another thread runs https transfers back to back: each child
+ * makes its own TLS transfer at once and finishes it (no lock of libcurl's
+ * or OpenSSL's held by the parent's transfer thread at the fork is left
+ * held in the child: remote/fetch.c's fork guard). */
+START_TEST(test_fork_during_https)
+{
+    put_pack("s-0.pack", 4);
+    make_cert("server");
+    server s = start_lighttpd_tls();
+    char ca[400], url[300];
+    snprintf(ca, sizeof(ca), "%s/server.pem", tmpdir);
+    setenv("FEEDER_CA_FILE", ca, 1);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/s-0.pack", s.port);
+    ck_assert_int_eq(fetch_page(url), 0);
+    busy b = {url, 0, 0, 0};
+    atomic_init(&b.stop, 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, busy_main, &b), 0);
+    for (int k = 0; k < 16; k++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(fetch_page(url) == 0 ? 0 : 1);
+        int st = -1;
+        double t0 = now_s();
+        while (waitpid(pid, &st, WNOHANG) == 0 && now_s() - t0 < 20.0)
+            nanosleep(&ts, NULL);
+        if (now_s() - t0 >= 20.0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            ck_abort_msg("fork %d: the child's https transfer hung", k);
+        }
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork %d: the child's transfer "
+                      "failed", k);
+    }
+    atomic_store(&b.stop, 1);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(b.failed, 0);
+    ck_assert_int_gt(b.done, 16);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* ---- a warm cache without the server ---- */
+
+/* One epoch's batches (0 or 2 workers) of a pack or tar pattern; asserts
+ * it opened and finished. */
+static uint32_t open_and_run(const char *pat, int tar, int workers)
+{
+    char err[1024], msg[1024];
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    uint64_t n;
+    int rc;
+    uint32_t crc = tar ? tar_epochs(ds, workers, &n, &rc, msg, sizeof(msg))
+                       : epoch_crc_workers(ds, workers, &n, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(n, tar ? 28 : 85);
+    feeder_dataset_destroy(ds);
+    return crc;
+}
+
+/* Packs and tar shards read once from lighttpd fill the cache; with the
+ * server gone, opening them fails as before, and with
+ * FEEDER_REMOTE_OFFLINE=1 it works from the cache alone and gives the same
+ * batches (0 and 2 workers). Offline, a shard the cache lacks fails the
+ * open naming the URL. */
+START_TEST(test_offline)
+{
+    put_shards();
+    put_tars();
+    server s = start_lighttpd();
+    char pat[2][300], err[1024], want[1400], url[300];
+    uint32_t crc[2];
+    for (int tar = 0; tar < 2; tar++) {
+        snprintf(pat[tar], sizeof(pat[tar]), "http://127.0.0.1:%d/s-{0..3}.%s", s.port,
+                 tar ? "tar" : "pack");
+        crc[tar] = open_and_run(pat[tar], tar, 2);
+    }
+    stop(&s, SIGKILL);
+    setenv("FEEDER_REMOTE_RETRIES", "0", 1);
+    feeder_dataset *ds = NULL;
+    for (int tar = 0; tar < 2; tar++) {
+        unsetenv("FEEDER_REMOTE_OFFLINE");
+        ck_assert_int_eq(feeder_dataset_open_shards(pat[tar], NULL, &ds, err, sizeof(err)),
+                         FEEDER_EREMOTE);
+        url_of(url, sizeof(url), &s, tar ? "s-0.tar" : "s-0.pack");
+        ck_assert_msg(strstr(err, url) && strstr(err, "(1 attempt)"), "%s", err);
+        setenv("FEEDER_REMOTE_OFFLINE", "1", 1);
+        ck_assert_uint_eq(open_and_run(pat[tar], tar, 2), crc[tar]);
+        ck_assert_uint_eq(open_and_run(pat[tar], tar, 0), crc[tar]);
+    }
+    char cmd[1000];
+    snprintf(cmd, sizeof(cmd), "rm %s/*-s-2.pack.meta %s/*-s-3.tar", cachedir, cachedir);
+    ck_assert_int_eq(system(cmd), 0);
+    for (int tar = 0; tar < 2; tar++) {
+        url_of(url, sizeof(url), &s, tar ? "s-3.tar" : "s-2.pack");
+        ck_assert_int_eq(feeder_dataset_open_shards(pat[tar], NULL, &ds, err, sizeof(err)),
+                         -ENOENT);
+        snprintf(want, sizeof(want), "%s: FEEDER_REMOTE_OFFLINE=1 and the shard cache %s holds "
+                 "no whole copy of it", url, cachedir);
+        ck_assert_str_eq(err, want);
+    }
+    ck_assert_ptr_null(ds);
+}
+END_TEST
+
 static Suite *remote_suite(int have_s3)
 {
     Suite *s = suite_create("remote");
@@ -1119,6 +1594,11 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_shards_faults);
     tcase_add_test(tc, test_shards_fetch_ahead);
     tcase_add_test(tc, test_shards_small_cache);
+    tcase_add_test(tc, test_tar_shards_http);
+    tcase_add_test(tc, test_tar_shards_faults);
+    tcase_add_test(tc, test_https);
+    tcase_add_test(tc, test_offline);
+    tcase_add_test(tc, test_fork_during_https);
     if (have_s3) {
         tcase_add_test(tc, test_s3_open_packed);
         tcase_add_test(tc, test_s3_shards);

@@ -5,6 +5,9 @@
  * file's bytes take (worker.c: decode, or a GPU decoder's plan). Shards are
  * opened on first use in each worker, after fork, so no descriptor crosses
  * it; a worker keeps at most FEEDER__TAR_FDS_MAX of them open (dataset/tar.h).
+ * A URL's shard is the shard cache's copy, fetched by the worker when it is
+ * not there yet (with libcurl handles the worker makes itself:
+ * remote/fetch.c) and held under the cache's shared lock while it is open.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +19,11 @@
 #include "dataset/tar.h"
 #include "worker/worker.h"
 
+#define MSG_LEN 512
 
 struct feeder__tar_worker {
     int *fd;            /* per shard: -1 until opened */
+    int *lock;          /* per shard: the cache's shared lock on a URL's copy, or -1 */
     uint32_t nopen;
     uint8_t *buf;       /* the task's members, back to back */
     size_t buf_cap;
@@ -27,6 +32,8 @@ struct feeder__tar_worker {
     unsigned span_cap;
     char *names;        /* the task's display names ("shard: key.ext") */
     size_t names_cap;
+    char *msgs;         /* a failed fetch's message, at its shard's first file */
+    size_t msgs_cap;
 };
 
 static const char SHORT_READ[] = "read: the shard ends before the member's last byte (was it "
@@ -38,10 +45,15 @@ void feeder__tar_ctx_free(feeder__worker_ctx *w)
     if (!p)
         return;
     const feeder__tar *t = w->job->ds->tar;
-    for (uint32_t i = 0; p->fd && i < t->nshards; i++)
+    for (uint32_t i = 0; p->fd && i < t->nshards; i++) {
         if (p->fd[i] >= 0)
             close(p->fd[i]);
+        if (p->lock[i] >= 0)
+            close(p->lock[i]);
+    }
     free(p->fd);
+    free(p->lock);
+    free(p->msgs);
     free(p->buf);
     free(p->spans);
     free(p->which);
@@ -56,12 +68,15 @@ static int tar_ctx(feeder__worker_ctx *w)
         return 0;
     const feeder__tar *t = w->job->ds->tar;
     struct feeder__tar_worker *p = calloc(1, sizeof(*p));
-    if (!p || !(p->fd = malloc(t->nshards * sizeof(*p->fd)))) {
+    if (!p || !(p->fd = malloc(t->nshards * sizeof(*p->fd))) ||
+        !(p->lock = malloc(t->nshards * sizeof(*p->lock)))) {
+        if (p)
+            free(p->fd);
         free(p);
         return -ENOMEM;
     }
     for (uint32_t i = 0; i < t->nshards; i++)
-        p->fd[i] = -1;
+        p->fd[i] = p->lock[i] = -1;
     w->tar = p;
     return 0;
 }
@@ -107,29 +122,47 @@ static int reserve(feeder__worker_ctx *w, const uint64_t *index, unsigned n)
         p->span_cap = n;
     }
     if (grow((void **)&p->names, &p->names_cap, names) ||
+        grow((void **)&p->msgs, &p->msgs_cap, (size_t)n * MSG_LEN) ||
         grow((void **)&p->buf, &p->buf_cap, bytes ? bytes : 1))
         return -ENOMEM;
     return 0;
 }
 
-/* The shard's descriptor, opened now if it is not yet; -errno. */
-static int shard_fd(feeder__worker_ctx *w, uint32_t shard)
+static void close_all(struct feeder__tar_worker *p, uint32_t nshards)
+{
+    for (uint32_t i = 0; i < nshards; i++) {
+        if (p->fd[i] >= 0)
+            close(p->fd[i]);
+        if (p->lock[i] >= 0)
+            close(p->lock[i]); /* lets the cache evict the copy */
+        p->fd[i] = p->lock[i] = -1;
+    }
+    p->nopen = 0;
+}
+
+/* The shard's descriptor, opened now if it is not yet (a URL's: the
+ * cache's copy, fetched now if need be, with its message in msg); -errno or
+ * a feeder error. */
+static int shard_fd(feeder__worker_ctx *w, uint32_t shard, char *msg)
 {
     struct feeder__tar_worker *p = w->tar;
     const feeder__tar *t = w->job->ds->tar;
+    const feeder__tar_shard *s = &t->shards[shard];
     if (p->fd[shard] >= 0)
         return p->fd[shard];
-    if (p->nopen == FEEDER__TAR_FDS_MAX) {
-        for (uint32_t i = 0; i < t->nshards; i++)
-            if (p->fd[i] >= 0) {
-                close(p->fd[i]);
-                p->fd[i] = -1;
-            }
-        p->nopen = 0;
-    }
-    int fd = open(t->shards[shard].path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (p->nopen == FEEDER__TAR_FDS_MAX)
+        close_all(p, t->nshards);
+    int fd;
+    if (s->remote) {
+        feeder__shard got;
+        int rc = feeder__cache_get(t->cache, s->path, &s->meta, &got, msg, MSG_LEN);
+        if (rc)
+            return rc;
+        fd = got.fd;
+        p->lock[shard] = got.lock_fd;
+    } else if ((fd = open(s->path, O_RDONLY | O_CLOEXEC)) < 0) {
         return -errno;
+    }
     p->fd[shard] = fd;
     p->nopen++;
     return fd;
@@ -179,13 +212,17 @@ static int read_shard(feeder__worker_ctx *w, uint32_t shard, const uint64_t *ind
                                      .dst = files[k].data};
         p->which[m++] = k;
     }
-    int fd = shard_fd(w, shard);
+    if (!m)
+        return 0;
+    char *msg = p->msgs + (size_t)p->which[0] * MSG_LEN;
+    msg[0] = 0;
+    int fd = shard_fd(w, shard, msg);
     int rc = fd < 0 ? 0 : feeder__reader_read_at(w->rd, fd, p->spans, m);
     for (unsigned j = 0; j < m; j++) {
         feeder__file *f = &files[p->which[j]];
         if (fd < 0 || p->spans[j].err) {
             f->err = fd < 0 ? fd : p->spans[j].err;
-            f->op = fd < 0 ? "open" : "read";
+            f->op = fd >= 0 ? "read" : msg[0] ? msg : "open";
         } else if (p->spans[j].got < f->len) {
             f->err = FEEDER_EDATASET;
             f->op = SHORT_READ;
