@@ -38,17 +38,30 @@ static void vflip(feeder__aimg im)
     }
 }
 
-INLINE void hflip_rows(uint8_t *p, size_t ps, uint32_t w, size_t rows)
+/* A row's two halves swapped end for end: lo[x] with hi[-x], pixels of
+ * ps bytes. The halves never overlap (x < w / 2), which restrict tells the
+ * compiler, so it vectorises the reversal (byte shuffles). */
+INLINE void reverse_row(uint8_t *restrict lo, uint8_t *restrict hi, size_t ps, uint32_t half)
 {
-    for (size_t y = 0; y < rows; y++, p += (size_t)w * ps)
-        for (uint32_t x = 0; x < w / 2; x++) {
-            uint8_t *a = p + (size_t)x * ps, *b = p + (size_t)(w - 1 - x) * ps;
-            for (size_t c = 0; c < ps; c++) {
-                uint8_t t = a[c];
-                a[c] = b[c];
-                b[c] = t;
-            }
+    for (size_t x = 0; x < half; x++)
+        for (size_t c = 0; c < ps; c++) {
+            uint8_t t = lo[x * ps + c];
+            lo[x * ps + c] = hi[c - x * ps];
+            hi[c - x * ps] = t;
         }
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx2", "default"))) /* as augment/color.c */
+#endif
+static void hflip_rows(uint8_t *p, size_t ps, uint32_t w, size_t rows)
+{
+    for (size_t y = 0; y < rows; y++, p += (size_t)w * ps) {
+        if (ps == 3)
+            reverse_row(p, p + (size_t)(w - 1) * 3, 3, w / 2);
+        else
+            reverse_row(p, p + (w - 1), 1, w / 2);
+    }
 }
 
 void feeder__aug_flip(feeder__aimg im, int vertical)

@@ -588,6 +588,36 @@ START_TEST(color_ops_exact_on_odd_sizes)
 }
 END_TEST
 
+/* hflip's vectorised row reversal, every width from 1 to 70 (odd ones, and
+ * tails past the 16- and 32-byte vectors), both layouts, exact. */
+START_TEST(hflip_exact_on_every_width)
+{
+    enum { H = 3, MAXW = 70 };
+    static uint8_t px[3 * MAXW * H], img[3 * MAXW * H];
+    for (uint32_t w = 1; w <= MAXW; w++) {
+        size_t n = (size_t)w * H;
+        for (size_t i = 0; i < 3 * n; i++)
+            px[i] = (uint8_t)(feeder_random(12, w, i, 0) >> 24);
+        for (int layout = 0; layout < 2; layout++) {
+            for (size_t i = 0; i < n; i++)
+                for (int c = 0; c < 3; c++)
+                    img[layout ? c * n + i : 3 * i + c] = px[3 * i + c];
+            feeder__aug_flip(feeder__aimg_make(img, w, H,
+                                               layout ? FEEDER_LAYOUT_NCHW : FEEDER_LAYOUT_NHWC),
+                             0);
+            for (uint32_t y = 0; y < H; y++)
+                for (uint32_t x = 0; x < w; x++)
+                    for (int c = 0; c < 3; c++) {
+                        size_t i = (size_t)y * w + x, j = (size_t)y * w + (w - 1 - x);
+                        ck_assert_msg(img[layout ? c * n + i : 3 * i + c] == px[3 * j + c],
+                                      "hflip %s, width %u: (%u, %u) channel %d",
+                                      layout ? "NCHW" : "NHWC", w, x, y, c);
+                    }
+        }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("augment");
@@ -605,6 +635,7 @@ int main(void)
     tcase_set_timeout(te, 60);
     tcase_add_loop_test(te, color_ops_exact_on_every_colour, 0, NREF);
     tcase_add_loop_test(te, color_ops_exact_on_odd_sizes, 0, NREF);
+    tcase_add_test(te, hflip_exact_on_every_width);
     suite_add_tcase(s, te);
     TCase *tl = tcase_create("loader");
     tcase_set_timeout(tl, 120);
