@@ -90,7 +90,8 @@ static inline uint8_t luma_of(float r, float g, float b)
     float l = 0.2989f * r;
     l += 0.587f * g;
     l += 0.114f * b;
-    return (uint8_t)(int)clamp255(l);
+    /* in [0, 255.00001): no clamp needed (the weights sum to 1 + 2e-8) */
+    return (uint8_t)(int)l;
 }
 
 enum { CHUNK = 1024 };
@@ -175,18 +176,30 @@ void feeder__aug_contrast(feeder__aimg im, double factor)
     blend_const(im, factor, mean);
 }
 
+/* The float to byte of the blends: trunc_u8 of |v| < 2^31, clamped after
+ * the conversion, in integers (v in (-1, 0] truncates to 0 as trunc_u8
+ * gives it), which vectorises to min/max where the float clamp does not. */
+static inline uint8_t sat_u8(float v)
+{
+    int i = (int)v;
+    i = i > 0 ? i : 0;
+    return (uint8_t)(i < 255 ? i : 255);
+}
+
 /* _blend(img, grayscale, factor) per chunk: a * p + (b * luma) in float32,
- * truncated. */
-INLINE void saturate_chunk(uint8_t q[3][CHUNK], size_t n, float a, float b)
+ * truncated; `wide` where |a| + |b| may take it past 2^31. */
+INLINE void saturate_chunk(uint8_t q[3][CHUNK], size_t n, float a, float b, int wide)
 {
     uint8_t l[CHUNK];
     luma_plane(q, n, l);
     for (int c = 0; c < 3; c++)
-        for (size_t i = 0; i < n; i++)
-            q[c][i] = (uint8_t)(int)clamp255(a * (float)q[c][i] + b * (float)l[i]);
+        for (size_t i = 0; i < n; i++) {
+            float v = a * (float)q[c][i] + b * (float)l[i];
+            q[c][i] = wide ? (uint8_t)(int)clamp255(v) : sat_u8(v);
+        }
 }
 
-MULTIVERSION static void saturate(feeder__aimg im, float a, float b)
+INLINE void saturate_all(feeder__aimg im, float a, float b, int wide)
 {
     uint8_t q[3][CHUNK];
     size_t n = (size_t)im.w * im.h;
@@ -194,14 +207,23 @@ MULTIVERSION static void saturate(feeder__aimg im, float a, float b)
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         if (im.ps == 3) {
             planes_in(im.p + 3 * i, 3, 1, m, q);
-            saturate_chunk(q, m, a, b);
+            saturate_chunk(q, m, a, b, wide);
             planes_out(im.p + 3 * i, 3, 1, m, q);
         } else {
             planes_in(im.p + i, 1, im.cs, m, q);
-            saturate_chunk(q, m, a, b);
+            saturate_chunk(q, m, a, b, wide);
             planes_out(im.p + i, 1, im.cs, m, q);
         }
     }
+}
+
+MULTIVERSION static void saturate(feeder__aimg im, float a, float b)
+{
+    /* |a p + b l| <= 255 (|a| + |b|): below 2^31 for any factor under 4e6 */
+    if (fabsf(a) + fabsf(b) < 4e6f)
+        saturate_all(im, a, b, 0);
+    else
+        saturate_all(im, a, b, 1);
 }
 
 void feeder__aug_saturation(feeder__aimg im, double factor)
@@ -290,9 +312,9 @@ INLINE void hue_chunk(uint8_t q[3][CHUNK], size_t n, float shift)
         ro = (i == 0.0f) | (i == 5.0f) ? v : ro;
         go = (i == 1.0f) | (i == 2.0f) ? v : go;
         bo = (i == 3.0f) | (i == 4.0f) ? v : bo;
-        q[0][k] = (uint8_t)(int)clamp255(ro * 255.0f);
-        q[1][k] = (uint8_t)(int)clamp255(go * 255.0f);
-        q[2][k] = (uint8_t)(int)clamp255(bo * 255.0f);
+        q[0][k] = sat_u8(ro * 255.0f); /* in [0, 255] already */
+        q[1][k] = sat_u8(go * 255.0f);
+        q[2][k] = sat_u8(bo * 255.0f);
     }
 }
 

@@ -485,7 +485,7 @@ static void ref_hue_pixel(float *rgb, float shift)
 }
 
 /* The reference ops on n interleaved RGB pixels. */
-enum { REF_GRAY, REF_SAT13, REF_SAT03, REF_HUE01, REF_HUEM03, REF_CONTRAST13, NREF };
+enum { REF_GRAY, REF_SAT13, REF_SAT03, REF_HUE01, REF_HUEM03, REF_CONTRAST13, REF_SAT5E6, NREF };
 
 static void ref_op(int op, uint8_t *px, size_t n)
 {
@@ -502,9 +502,9 @@ static void ref_op(int op, uint8_t *px, size_t n)
         uint8_t *p = px + 3 * i, l = ref_luma(p[0], p[1], p[2]);
         if (op == REF_GRAY) {
             p[0] = p[1] = p[2] = l;
-        } else if (op == REF_SAT13 || op == REF_SAT03) {
-            float a = op == REF_SAT13 ? 1.3f : 0.3f;
-            float b = (float)(1.0 - (op == REF_SAT13 ? 1.3 : 0.3)), g = b * (float)l;
+        } else if (op == REF_SAT13 || op == REF_SAT03 || op == REF_SAT5E6) {
+            double f = op == REF_SAT13 ? 1.3 : op == REF_SAT03 ? 0.3 : 5e6;
+            float a = (float)f, b = (float)(1.0 - f), g = b * (float)l;
             for (int c = 0; c < 3; c++)
                 p[c] = ref_trunc(a * (float)p[c] + g);
         } else {
@@ -524,6 +524,7 @@ static void our_op(int op, feeder__aimg im)
     case REF_SAT03: feeder__aug_saturation(im, 0.3); break;
     case REF_HUE01: feeder__aug_hue(im, 0.1); break;
     case REF_HUEM03: feeder__aug_hue(im, -0.3); break;
+    case REF_SAT5E6: feeder__aug_saturation(im, 5e6); break; /* the float clamp */
     default: feeder__aug_contrast(im, 1.3); break;
     }
 }
