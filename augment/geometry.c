@@ -9,6 +9,7 @@
  * * fill; the result is rounded half to even.
  */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "augment/augment.h"
@@ -38,17 +39,25 @@ static void vflip(feeder__aimg im)
     }
 }
 
-/* A row's two halves swapped end for end: lo[x] with hi[-x], pixels of
- * ps bytes. The halves never overlap (x < w / 2), which restrict tells the
- * compiler, so it vectorises the reversal (byte shuffles). */
-INLINE void reverse_row(uint8_t *restrict lo, uint8_t *restrict hi, size_t ps, uint32_t half)
+/* n bytes' two halves swapped end for end: lo[x] with hi[-x]. The halves
+ * never overlap (x < n / 2), which restrict tells the compiler, so it
+ * vectorises the reversal (byte shuffles). */
+INLINE void reverse_bytes(uint8_t *restrict lo, uint8_t *restrict hi, size_t half)
 {
-    for (size_t x = 0; x < half; x++)
-        for (size_t c = 0; c < ps; c++) {
-            uint8_t t = lo[x * ps + c];
-            lo[x * ps + c] = hi[c - x * ps];
-            hi[c - x * ps] = t;
-        }
+    for (size_t x = 0; x < half; x++) {
+        uint8_t t = lo[x];
+        lo[x] = hi[-(ptrdiff_t)x];
+        hi[-(ptrdiff_t)x] = t;
+    }
+}
+
+INLINE void swap_ends(uint8_t *restrict p, uint32_t w)
+{
+    for (size_t x = 0; x < w; x++) {
+        uint8_t t = p[3 * x];
+        p[3 * x] = p[3 * x + 2];
+        p[3 * x + 2] = t;
+    }
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
@@ -57,10 +66,12 @@ __attribute__((target_clones("avx2", "default"))) /* as augment/color.c */
 static void hflip_rows(uint8_t *p, size_t ps, uint32_t w, size_t rows)
 {
     for (size_t y = 0; y < rows; y++, p += (size_t)w * ps) {
+        /* the row's bytes end for end, then each 3-byte pixel's first and
+         * last byte back: two passes GCC vectorises, where one pass over
+         * reversed 3-byte groups it does not */
+        reverse_bytes(p, p + (size_t)w * ps - 1, (size_t)w * ps / 2);
         if (ps == 3)
-            reverse_row(p, p + (size_t)(w - 1) * 3, 3, w / 2);
-        else
-            reverse_row(p, p + (w - 1), 1, w / 2);
+            swap_ends(p, w);
     }
 }
 
