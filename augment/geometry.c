@@ -61,9 +61,12 @@ INLINE void swap_ends(uint8_t *restrict p, uint32_t w)
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-__attribute__((target_clones("avx2", "default"))) /* as augment/color.c */
+#define MULTIVERSION __attribute__((target_clones("avx2", "default"))) /* as augment/color.c */
+#else
+#define MULTIVERSION
 #endif
-static void hflip_rows(uint8_t *p, size_t ps, uint32_t w, size_t rows)
+
+MULTIVERSION static void hflip_rows(uint8_t *p, size_t ps, uint32_t w, size_t rows)
 {
     for (size_t y = 0; y < rows; y++, p += (size_t)w * ps) {
         /* the row's bytes end for end, then each 3-byte pixel's first and
@@ -198,7 +201,10 @@ INLINE void warp_loop(const uint8_t *src, uint8_t *dst, size_t ps, size_t cs, ui
     }
 }
 
-static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
+/* The AVX2 clone (which has SSE4.1's roundss) makes floorf and nearbyintf
+ * one instruction each, where x86-64's baseline calls libm for them, five
+ * times a bilinear pixel; the same exact roundings either way. */
+MULTIVERSION static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
 {
     memcpy(scratch, im.p, im.nc * (size_t)im.w * im.h);
     if (im.nc == 1) /* cs 0: the three channels are the one plane, written alike */
