@@ -64,7 +64,8 @@ void feeder__aug_brightness(feeder__aimg im, double factor) { blend_const(im, fa
  * time (ifunc) beside the baseline one: the arithmetic is the same IEEE
  * float32 operations in either, so the bytes are too (tests/test_augment.c
  * checks them against the scalar formulas, every input colour). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(FEEDER_AUGMENT_NO_CLONES) /* test_augment_baseline */
 #define MULTIVERSION __attribute__((target_clones("avx2", "default")))
 #else
 #define MULTIVERSION

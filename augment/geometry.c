@@ -60,7 +60,8 @@ INLINE void swap_ends(uint8_t *restrict p, uint32_t w)
     }
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(FEEDER_AUGMENT_NO_CLONES) /* test_augment_baseline */
 #define MULTIVERSION __attribute__((target_clones("avx2", "default"))) /* as augment/color.c */
 #else
 #define MULTIVERSION
