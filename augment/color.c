@@ -60,124 +60,197 @@ static void blend_const(feeder__aimg im, double ratio, float other)
 
 void feeder__aug_brightness(feeder__aimg im, double factor) { blend_const(im, factor, 0.0f); }
 
+/* Where GCC can make them, the hot loops get an AVX2 clone picked at load
+ * time (ifunc) beside the baseline one: the arithmetic is the same IEEE
+ * float32 operations in either, so the bytes are too (tests/test_augment.c
+ * checks them against the scalar formulas, every input colour). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(FEEDER_AUGMENT_NO_CLONES) /* test_augment_baseline */
+#define MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define MULTIVERSION
+#endif
+
 /* rgb_to_grayscale's luma: (0.2989 r + 0.587 g) + 0.114 b in float32,
  * truncated (each product rounded to float first, as torch's separate
- * tensor ops do; C11 does not contract them into fused multiply-adds). The
- * loops stay branch-free so the compiler vectorises them. */
-typedef int luma_tab; /* unused: the luma is computed inline */
-
+ * tensor ops do; C11 does not contract them into fused multiply-adds). No
+ * integer formula gives these bytes: over all 2^24 colours, floor of the
+ * exact sum with these float weights differs from the float result in 20
+ * (r 20, g 152, b 7 is 96.000002 exactly and 95.99999 in float), and no
+ * integer weights at 2^14 to 2^22 with any offset match all of them
+ * (docs/ARCHITECTURE.md, augment). So the loops stay float and branch-free,
+ * in chunks of contiguous planes, where the compiler vectorises them. */
 static inline float clamp255(float v)
 {
     v = v > 0.0f ? v : 0.0f;
     return v < 255.0f ? v : 255.0f;
 }
 
-static inline uint8_t luma(const luma_tab *t, uint8_t r, uint8_t g, uint8_t b)
+static inline uint8_t luma_of(float r, float g, float b)
 {
-    (void)t;
-    float l = 0.2989f * (float)r;
-    l += 0.587f * (float)g;
-    l += 0.114f * (float)b;
-    return (uint8_t)(int)clamp255(l);
+    float l = 0.2989f * r;
+    l += 0.587f * g;
+    l += 0.114f * b;
+    /* in [0, 255.00001): no clamp needed (the weights sum to 1 + 2e-8) */
+    return (uint8_t)(int)l;
 }
 
-static inline void luma_init(luma_tab *t) { *t = 0; }
+enum { CHUNK = 1024 };
 
-INLINE uint64_t luma_sum(const uint8_t *r, const uint8_t *g, const uint8_t *b, size_t ps,
-                         size_t n, const luma_tab *t)
+/* One chunk of n <= CHUNK pixels' three channels into planes (NHWC's
+ * interleaved bytes are split here, once, so the arithmetic below runs on
+ * contiguous data in both layouts). */
+INLINE void planes_in(const uint8_t *restrict p, size_t ps, size_t cs, size_t n,
+                      uint8_t q[3][CHUNK])
 {
-    uint32_t sum = 0; /* n <= 2^24 per call: the caller splits larger images */
+    if (ps == 3) {
+        for (size_t i = 0; i < n; i++) {
+            q[0][i] = p[3 * i];
+            q[1][i] = p[3 * i + 1];
+            q[2][i] = p[3 * i + 2];
+        }
+        return;
+    }
+    memcpy(q[0], p, n);
+    memcpy(q[1], p + cs, n);
+    memcpy(q[2], p + 2 * cs, n);
+}
+
+INLINE void planes_out(uint8_t *restrict p, size_t ps, size_t cs, size_t n,
+                       uint8_t q[3][CHUNK])
+{
+    if (ps == 3) {
+        for (size_t i = 0; i < n; i++) {
+            p[3 * i] = q[0][i];
+            p[3 * i + 1] = q[1][i];
+            p[3 * i + 2] = q[2][i];
+        }
+        return;
+    }
+    memcpy(p, q[0], n);
+    memcpy(p + cs, q[1], n);
+    memcpy(p + 2 * cs, q[2], n);
+}
+
+INLINE void luma_plane(uint8_t q[3][CHUNK], size_t n, uint8_t *restrict l)
+{
     for (size_t i = 0; i < n; i++)
-        sum += luma(t, r[i * ps], g[i * ps], b[i * ps]);
-    return sum;
+        l[i] = luma_of((float)q[0][i], (float)q[1][i], (float)q[2][i]);
 }
 
-static uint64_t plane_sum(const uint8_t *p, size_t n)
+static inline uint32_t bytes_sum(const uint8_t *p, size_t n)
 {
-    uint64_t sum = 0;
+    uint32_t sum = 0; /* n <= CHUNK */
     for (size_t i = 0; i < n; i++)
         sum += p[i];
     return sum;
 }
 
-void feeder__aug_contrast(feeder__aimg im, double factor)
+/* The sum of every pixel's luma (of the one plane when nc is 1:
+ * torchvision's rgb_to_grayscale of one channel is the channel). */
+MULTIVERSION static uint64_t luma_total(feeder__aimg im)
 {
-    luma_tab t;
-    luma_init(&t);
+    uint8_t q[3][CHUNK], l[CHUNK];
     size_t n = (size_t)im.w * im.h;
     uint64_t sum = 0;
-    for (size_t i = 0; i < n; i += (size_t)1 << 24) {
-        size_t m = n - i < ((size_t)1 << 24) ? n - i : ((size_t)1 << 24);
-        feeder__aimg part = im;
-        part.p += i * im.ps;
-        /* torchvision: rgb_to_grayscale of one channel is the channel */
-        sum += im.nc == 1 ? plane_sum(part.p, m) : BY_LAYOUT(part, luma_sum, m, &t);
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        if (im.nc == 1) {
+            sum += bytes_sum(im.p + i, m);
+            continue;
+        }
+        if (im.ps == 3)
+            planes_in(im.p + 3 * i, 3, 1, m, q);
+        else
+            planes_in(im.p + i, 1, im.cs, m, q);
+        luma_plane(q, m, l);
+        sum += bytes_sum(l, m);
     }
+    return sum;
+}
+
+void feeder__aug_contrast(feeder__aimg im, double factor)
+{
+    size_t n = (size_t)im.w * im.h;
+    uint64_t sum = luma_total(im);
     float mean = n ? (float)((double)sum / (double)n) : 0.0f;
     blend_const(im, factor, mean);
 }
 
-/* In chunks: the chunk's luma first, then each channel against it, so
- * both loops vectorise. restrict holds: the pointers never reach the same
- * byte. */
-enum { SAT_CHUNK = 1024 };
-
-INLINE void luma_chunk(const uint8_t *restrict p0, const uint8_t *restrict p1,
-                       const uint8_t *restrict p2, size_t ps, size_t n, const luma_tab *t,
-                       float b, float *restrict g)
+/* The float to byte of the blends: trunc_u8 of |v| < 2^31, clamped after
+ * the conversion, in integers (v in (-1, 0] truncates to 0 as trunc_u8
+ * gives it), which vectorises to min/max where the float clamp does not. */
+static inline uint8_t sat_u8(float v)
 {
-    for (size_t i = 0; i < n; i++)
-        g[i] = b * (float)luma(t, p0[i * ps], p1[i * ps], p2[i * ps]);
+    int i = (int)v;
+    i = i > 0 ? i : 0;
+    return (uint8_t)(i < 255 ? i : 255);
 }
 
-INLINE void blend_chunk(uint8_t *restrict p, size_t ps, size_t n, float a,
-                        const float *restrict g)
+/* _blend(img, grayscale, factor) per chunk: a * p + (b * luma) in float32,
+ * truncated; `wide` where |a| + |b| may take it past 2^31. */
+INLINE void saturate_chunk(uint8_t q[3][CHUNK], size_t n, float a, float b, int wide)
 {
-    for (size_t i = 0; i < n; i++)
-        p[i * ps] = (uint8_t)(int)clamp255(a * (float)p[i * ps] + g[i]);
-}
-
-INLINE void saturate(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n,
-                     const luma_tab *t, float a, float b)
-{
-    float g[3 * SAT_CHUNK];
-    if (ps == 3) { /* NHWC: each pixel's luma three times, then the bytes in a row */
-        for (size_t i = 0; i < n; i += SAT_CHUNK) {
-            size_t m = n - i < SAT_CHUNK ? n - i : SAT_CHUNK, o = i * 3;
-            luma_chunk(p0 + o, p1 + o, p2 + o, 3, m, t, b, g + 2 * SAT_CHUNK);
-            for (size_t k = 0; k < m; k++)
-                g[3 * k] = g[3 * k + 1] = g[3 * k + 2] = g[2 * SAT_CHUNK + k];
-            blend_chunk(p0 + o, 1, 3 * m, a, g);
+    uint8_t l[CHUNK];
+    luma_plane(q, n, l);
+    for (int c = 0; c < 3; c++)
+        for (size_t i = 0; i < n; i++) {
+            float v = a * (float)q[c][i] + b * (float)l[i];
+            q[c][i] = wide ? (uint8_t)(int)clamp255(v) : sat_u8(v);
         }
-        return;
+}
+
+INLINE void saturate_all(feeder__aimg im, float a, float b, int wide)
+{
+    uint8_t q[3][CHUNK];
+    size_t n = (size_t)im.w * im.h;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        if (im.ps == 3) {
+            planes_in(im.p + 3 * i, 3, 1, m, q);
+            saturate_chunk(q, m, a, b, wide);
+            planes_out(im.p + 3 * i, 3, 1, m, q);
+        } else {
+            planes_in(im.p + i, 1, im.cs, m, q);
+            saturate_chunk(q, m, a, b, wide);
+            planes_out(im.p + i, 1, im.cs, m, q);
+        }
     }
-    for (size_t i = 0; i < n; i += SAT_CHUNK) {
-        size_t m = n - i < SAT_CHUNK ? n - i : SAT_CHUNK, o = i * ps;
-        luma_chunk(p0 + o, p1 + o, p2 + o, ps, m, t, b, g);
-        blend_chunk(p0 + o, ps, m, a, g);
-        blend_chunk(p1 + o, ps, m, a, g);
-        blend_chunk(p2 + o, ps, m, a, g);
-    }
+}
+
+MULTIVERSION static void saturate(feeder__aimg im, float a, float b)
+{
+    /* |a p + b l| <= 255 (|a| + |b|): below 2^31 for any factor under 4e6 */
+    if (fabsf(a) + fabsf(b) < 4e6f)
+        saturate_all(im, a, b, 0);
+    else
+        saturate_all(im, a, b, 1);
 }
 
 void feeder__aug_saturation(feeder__aimg im, double factor)
 {
     if (im.nc == 1)
         return; /* torchvision: adjust_saturation of one channel is the image */
-    luma_tab t;
-    luma_init(&t);
-    BY_LAYOUT(im, saturate, (size_t)im.w * im.h, &t, (float)factor, (float)(1.0 - factor));
+    saturate(im, (float)factor, (float)(1.0 - factor));
 }
 
-INLINE void gray(uint8_t *restrict p0, uint8_t *restrict p1, uint8_t *restrict p2, size_t ps,
-                 size_t n, const luma_tab *t)
+MULTIVERSION static void gray(feeder__aimg im)
 {
-    for (size_t i = 0; i < n; i++) {
-        size_t o = i * ps;
-        uint8_t l = luma(t, p0[o], p1[o], p2[o]);
-        p0[o] = l;
-        p1[o] = l;
-        p2[o] = l;
+    uint8_t q[3][CHUNK];
+    size_t n = (size_t)im.w * im.h;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        if (im.ps == 3)
+            planes_in(im.p + 3 * i, 3, 1, m, q);
+        else
+            planes_in(im.p + i, 1, im.cs, m, q);
+        luma_plane(q, m, q[0]);
+        memcpy(q[1], q[0], m);
+        memcpy(q[2], q[0], m);
+        if (im.ps == 3)
+            planes_out(im.p + 3 * i, 3, 1, m, q);
+        else
+            planes_out(im.p + i, 1, im.cs, m, q);
     }
 }
 
@@ -185,66 +258,93 @@ void feeder__aug_grayscale(feeder__aimg im)
 {
     if (im.nc == 1)
         return;
-    luma_tab t;
-    luma_init(&t);
-    BY_LAYOUT(im, gray, (size_t)im.w * im.h, &t);
+    gray(im);
 }
 
-/* _rgb2hsv, the hue shift and _hsv2rgb of one pixel in [0, 1] floats. */
-static void hue_pixel(float *rgb, float shift)
+/* _rgb2hsv, the hue shift and _hsv2rgb of a chunk of pixels, the
+ * channels' bytes in q[0..2] and back: per pixel the same float32
+ * operations in the same order as torchvision, written with selects
+ * instead of branches and table lookups so that they vectorise. fmod(x, 1)
+ * of x in [0, 2) is x - 1 when x >= 1 (exact); fmaxf/fminf of these
+ * non-NaN values are the comparisons. */
+INLINE float fmax2(float a, float b) { return a > b ? a : b; }
+INLINE float fmin2(float a, float b) { return a < b ? a : b; }
+INLINE float clamp01(float v) { return fmin2(fmax2(v, 0.0f), 1.0f); }
+/* floorf of |x| < 2^23 (exact: the truncation and its float are exact). */
+INLINE float floor_small(float x)
 {
-    float r = rgb[0], g = rgb[1], b = rgb[2];
-    float maxc = fmaxf(r, fmaxf(g, b)), minc = fminf(r, fminf(g, b));
-    int eqc = maxc == minc;
-    float cr = maxc - minc;
-    float s = cr / (eqc ? 1.0f : maxc);
-    float crd = eqc ? 1.0f : cr;
-    float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
-    float h;
-    if (maxc == r)
-        h = bc - gc;
-    else if (maxc == g)
-        h = 2.0f + rc - bc;
-    else
-        h = 4.0f + gc - rc;
-    h = fmodf(h / 6.0f + 1.0f, 1.0f);
-    h = h + shift;
-    h = h - floorf(h); /* torch's %: the sign of the divisor */
-    float v = maxc;
-    float i = floorf(h * 6.0f), f = h * 6.0f - i;
-    int ii = ((int)i % 6 + 6) % 6;
-    float p = fminf(fmaxf(v * (1.0f - s), 0.0f), 1.0f);
-    float q = fminf(fmaxf(v * (1.0f - s * f), 0.0f), 1.0f);
-    float t = fminf(fmaxf(v * (1.0f - s * (1.0f - f)), 0.0f), 1.0f);
-    static const uint8_t sel[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3}, {1, 2, 0}, {3, 1, 0},
-                                      {0, 1, 2}};
-    float vals[4] = {v, p, q, t};
-    rgb[0] = vals[sel[ii][0]];
-    rgb[1] = vals[sel[ii][1]];
-    rgb[2] = vals[sel[ii][2]];
+    float t = (float)(int)x, t1 = t - 1.0f;
+    return t > x ? t1 : t;
 }
 
-INLINE void hue_loop(uint8_t *p0, uint8_t *p1, uint8_t *p2, size_t ps, size_t n, float shift,
-                     const float *inv)
+INLINE void hue_chunk(uint8_t q[3][CHUNK], size_t n, float shift)
 {
-    for (size_t i = 0; i < n; i++) {
-        size_t o = i * ps;
-        float rgb[3] = {inv[p0[o]], inv[p1[o]], inv[p2[o]]};
-        hue_pixel(rgb, shift);
-        p0[o] = trunc_u8(rgb[0] * 255.0f);
-        p1[o] = trunc_u8(rgb[1] * 255.0f);
-        p2[o] = trunc_u8(rgb[2] * 255.0f);
+    for (size_t k = 0; k < n; k++) {
+        float r = (float)q[0][k] / 255.0f, g = (float)q[1][k] / 255.0f;
+        float b = (float)q[2][k] / 255.0f;
+        float maxc = fmax2(r, fmax2(g, b)), minc = fmin2(r, fmin2(g, b));
+        /* torchvision divides by 1 where maxc == minc (gray): there every
+         * numerator below is +0, as it is over any positive divisor, and
+         * elsewhere maxc and cr are near 1/255 or more, far above 1e-6 */
+        float cr = maxc - minc;
+        float s = cr / fmax2(maxc, 1e-6f);
+        float crd = fmax2(cr, 1e-6f);
+        float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
+        /* every candidate computed, then picked: selects, not branches */
+        float hr = bc - gc, hg = 2.0f + rc - bc, hb = 4.0f + gc - rc;
+        float h = maxc == g ? hg : hb; /* one two-way select at a time */
+        h = maxc == r ? hr : h;
+        h = h / 6.0f + 1.0f;
+        float h1 = h - 1.0f;
+        h = h >= 1.0f ? h1 : h;
+        h = h + shift;
+        h = h - floor_small(h); /* torch's %: the sign of the divisor */
+        float v = maxc;
+        float i = floor_small(h * 6.0f), f = h * 6.0f - i;
+        float i6 = i - 6.0f;
+        i = i >= 6.0f ? i6 : i; /* h * 6 is in [0, 6] */
+        float p = clamp01(v * (1.0f - s)), qq = clamp01(v * (1.0f - s * f));
+        float t = clamp01(v * (1.0f - s * (1.0f - f)));
+        /* sectors 0..5: (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q) */
+        float ro = i == 4.0f ? t : p, go = i == 3.0f ? qq : p, bo = i == 5.0f ? qq : p;
+        ro = i == 1.0f ? qq : ro;
+        go = i == 0.0f ? t : go;
+        bo = i == 2.0f ? t : bo;
+        ro = (i == 0.0f) | (i == 5.0f) ? v : ro;
+        go = (i == 1.0f) | (i == 2.0f) ? v : go;
+        bo = (i == 3.0f) | (i == 4.0f) ? v : bo;
+        q[0][k] = sat_u8(ro * 255.0f); /* in [0, 255] already */
+        q[1][k] = sat_u8(go * 255.0f);
+        q[2][k] = sat_u8(bo * 255.0f);
     }
 }
 
-void feeder__aug_hue(feeder__aimg im, double hue)
+/* Built with -fno-trapping-math (CMakeLists.txt), which lets GCC
+ * if-convert the float operations it sinks into the select arms: it
+ * changes no value, only which FP exception flags may be raised. */
+MULTIVERSION static void hue(feeder__aimg im, float shift)
+{
+    uint8_t q[3][CHUNK];
+    size_t n = (size_t)im.w * im.h;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        if (im.ps == 3) {
+            planes_in(im.p + 3 * i, 3, 1, m, q);
+            hue_chunk(q, m, shift);
+            planes_out(im.p + 3 * i, 3, 1, m, q);
+        } else {
+            planes_in(im.p + i, 1, im.cs, m, q);
+            hue_chunk(q, m, shift);
+            planes_out(im.p + i, 1, im.cs, m, q);
+        }
+    }
+}
+
+void feeder__aug_hue(feeder__aimg im, double shift)
 {
     if (im.nc == 1)
         return; /* torchvision: adjust_hue of one channel is the image */
-    float inv[256];
-    for (int v = 0; v < 256; v++)
-        inv[v] = (float)v / 255.0f;
-    BY_LAYOUT(im, hue_loop, (size_t)im.w * im.h, (float)hue, inv);
+    hue(im, (float)shift);
 }
 
 void feeder__aug_posterize(feeder__aimg im, int bits)

@@ -9,6 +9,7 @@
  * * fill; the result is rounded half to even.
  */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "augment/augment.h"
@@ -38,17 +39,44 @@ static void vflip(feeder__aimg im)
     }
 }
 
-INLINE void hflip_rows(uint8_t *p, size_t ps, uint32_t w, size_t rows)
+/* n bytes' two halves swapped end for end: lo[x] with hi[-x]. The halves
+ * never overlap (x < n / 2), which restrict tells the compiler, so it
+ * vectorises the reversal (byte shuffles). */
+INLINE void reverse_bytes(uint8_t *restrict lo, uint8_t *restrict hi, size_t half)
 {
-    for (size_t y = 0; y < rows; y++, p += (size_t)w * ps)
-        for (uint32_t x = 0; x < w / 2; x++) {
-            uint8_t *a = p + (size_t)x * ps, *b = p + (size_t)(w - 1 - x) * ps;
-            for (size_t c = 0; c < ps; c++) {
-                uint8_t t = a[c];
-                a[c] = b[c];
-                b[c] = t;
-            }
-        }
+    for (size_t x = 0; x < half; x++) {
+        uint8_t t = lo[x];
+        lo[x] = hi[-(ptrdiff_t)x];
+        hi[-(ptrdiff_t)x] = t;
+    }
+}
+
+INLINE void swap_ends(uint8_t *restrict p, uint32_t w)
+{
+    for (size_t x = 0; x < w; x++) {
+        uint8_t t = p[3 * x];
+        p[3 * x] = p[3 * x + 2];
+        p[3 * x + 2] = t;
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(FEEDER_AUGMENT_NO_CLONES) /* test_augment_baseline */
+#define MULTIVERSION __attribute__((target_clones("avx2", "default"))) /* as augment/color.c */
+#else
+#define MULTIVERSION
+#endif
+
+MULTIVERSION static void hflip_rows(uint8_t *p, size_t ps, uint32_t w, size_t rows)
+{
+    for (size_t y = 0; y < rows; y++, p += (size_t)w * ps) {
+        /* the row's bytes end for end, then each 3-byte pixel's first and
+         * last byte back: two passes GCC vectorises, where one pass over
+         * reversed 3-byte groups it does not */
+        reverse_bytes(p, p + (size_t)w * ps - 1, (size_t)w * ps / 2);
+        if (ps == 3)
+            swap_ends(p, w);
+    }
 }
 
 void feeder__aug_flip(feeder__aimg im, int vertical)
@@ -174,7 +202,10 @@ INLINE void warp_loop(const uint8_t *src, uint8_t *dst, size_t ps, size_t cs, ui
     }
 }
 
-static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
+/* The AVX2 clone (which has SSE4.1's roundss) makes floorf and nearbyintf
+ * one instruction each, where x86-64's baseline calls libm for them, five
+ * times a bilinear pixel; the same exact roundings either way. */
+MULTIVERSION static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
 {
     memcpy(scratch, im.p, im.nc * (size_t)im.w * im.h);
     if (im.nc == 1) /* cs 0: the three channels are the one plane, written alike */

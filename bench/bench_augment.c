@@ -4,7 +4,7 @@
  * (bench/bench_augment_torch.py times the same ops with the same
  * parameters on a uint8 CHW tensor, torch.set_num_threads(1)).
  *
- *   bench_augment [--seconds S] [--json FILE]
+ *   bench_augment [--seconds S] [--json FILE] [--only OP,OP,...]
  *
  * Ours work in place, so every timed call first copies the pristine image
  * back; that copy is timed alone too (the "restore" rows: one image, and
@@ -170,6 +170,16 @@ static double time_op(ctx *c, const bench_op *op, double seconds)
     return bu_median(per, ROUNDS);
 }
 
+/* Whether `name` is one of the comma-separated `list` (all when NULL). */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, name, n) && (p[n] == ',' || !p[n]))
+            return 1;
+    return !list;
+}
+
 static void to_chw(const uint8_t *hwc, uint8_t *chw)
 {
     for (size_t i = 0; i < (size_t)W * H; i++)
@@ -218,14 +228,15 @@ static void gpu_rows(const uint8_t *hwc, const uint8_t *chw, double seconds, bu_
 int main(int argc, char **argv)
 {
     double seconds = 1.0;
-    const char *json_path = NULL;
+    const char *json_path = NULL, *only = NULL;
     cli_opt opts[] = {
         CLI_DOUBLE("seconds", "S", seconds, 0.01, 600, "time per op and layout (1)"),
         CLI_STRING("json", "FILE", json_path, "also write the figures as JSON to FILE"),
+        CLI_STRING("only", "OPS", only, "time only these ops (comma-separated names)"),
         CLI_END,
     };
     cli_spec spec = {.prog = "bench_augment", .opts = opts,
-                     .usage = "usage: bench_augment [--seconds S] [--json FILE]\n"
+                     .usage = "usage: bench_augment [--seconds S] [--json FILE] [--only OPS]\n"
                               "Times each augment op on one 224x224x3 image, one core.\n"};
     cli_parse(&spec, argc, argv);
     ctx c;
@@ -254,6 +265,10 @@ int main(int argc, char **argv)
             else if (ops[k].pipeline == 3)
                 c.mixplan.cutmix_alpha = 1.0, c.mixplan.cutmix_p = 1.0;
             c.index = 0;
+            if (k >= 2 && !listed(only, ops[k].name)) {
+                us[k][l] = -1.0; /* not asked for: left out of the output */
+                continue;
+            }
             us[k][l] = time_op(&c, &ops[k], seconds);
             if (ops[k].pipeline >= 2 && ops[k].pipeline <= 3)
                 us[k][l] -= us[1][l]; /* the batch's restore, per image */
@@ -273,14 +288,17 @@ int main(int argc, char **argv)
     bu_sb_printf(&js, ", \"cpu\": ");
     bu_sb_json_str(&js, m.cpu);
     bu_sb_printf(&js, ", \"width\": %d, \"height\": %d, \"us_per_image\": {", W, H);
-    for (int k = 0; k < NOPS; k++) {
+    for (int k = 0, first = 1; k < NOPS; k++) {
+        if (us[k][0] < 0.0)
+            continue;
         char(*row)[BU_TABLE_CELL] = bu_table_row(&t);
         snprintf(row[0], BU_TABLE_CELL, "%s", ops[k].name);
         snprintf(row[1], BU_TABLE_CELL, "%s", ops[k].params);
         snprintf(row[2], BU_TABLE_CELL, "%.1f", us[k][0]);
         snprintf(row[3], BU_TABLE_CELL, "%.1f", us[k][1]);
-        bu_sb_printf(&js, "%s\"%s\": {\"nhwc\": %.2f, \"nchw\": %.2f}", k ? ", " : "",
+        bu_sb_printf(&js, "%s\"%s\": {\"nhwc\": %.2f, \"nchw\": %.2f}", first ? "" : ", ",
                      ops[k].name, us[k][0], us[k][1]);
+        first = 0;
     }
     bu_sb_printf(&js, "}");
     bu_sbuf gout = {0};

@@ -558,6 +558,199 @@ START_TEST(augment_on_device_option_without_a_device)
 }
 END_TEST
 
+/* ---- the colour ops' bytes against the scalar float formulas ----
+ *
+ * augment/color.c computes the luma, saturation and hue ops in vectorised
+ * chunks (an AVX2 clone where the CPU has it); these are the scalar
+ * formulas it replaced, which match torchvision's float32 arithmetic
+ * (the fixtures above). Every byte must equal theirs: on an image holding
+ * every one of the 2^24 colours, and on an odd size whose pixel count is
+ * no multiple of the chunk or the vector width. */
+
+static uint8_t ref_trunc(float v)
+{
+    if (!(v > 0.0f))
+        return 0;
+    if (v >= 255.0f)
+        return 255;
+    return (uint8_t)v;
+}
+
+static uint8_t ref_luma(uint8_t r, uint8_t g, uint8_t b)
+{
+    float l = 0.2989f * (float)r;
+    l += 0.587f * (float)g;
+    l += 0.114f * (float)b;
+    return ref_trunc(l);
+}
+
+static void ref_hue_pixel(float *rgb, float shift)
+{
+    float r = rgb[0], g = rgb[1], b = rgb[2];
+    float maxc = fmaxf(r, fmaxf(g, b)), minc = fminf(r, fminf(g, b));
+    int eqc = maxc == minc;
+    float cr = maxc - minc;
+    float s = cr / (eqc ? 1.0f : maxc);
+    float crd = eqc ? 1.0f : cr;
+    float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
+    float h;
+    if (maxc == r)
+        h = bc - gc;
+    else if (maxc == g)
+        h = 2.0f + rc - bc;
+    else
+        h = 4.0f + gc - rc;
+    h = fmodf(h / 6.0f + 1.0f, 1.0f);
+    h = h + shift;
+    h = h - floorf(h);
+    float v = maxc;
+    float i = floorf(h * 6.0f), f = h * 6.0f - i;
+    int ii = ((int)i % 6 + 6) % 6;
+    float p = fminf(fmaxf(v * (1.0f - s), 0.0f), 1.0f);
+    float q = fminf(fmaxf(v * (1.0f - s * f), 0.0f), 1.0f);
+    float t = fminf(fmaxf(v * (1.0f - s * (1.0f - f)), 0.0f), 1.0f);
+    static const uint8_t sel[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3}, {1, 2, 0}, {3, 1, 0},
+                                      {0, 1, 2}};
+    float vals[4] = {v, p, q, t};
+    for (int c = 0; c < 3; c++)
+        rgb[c] = vals[sel[ii][c]];
+}
+
+/* The reference ops on n interleaved RGB pixels. */
+enum { REF_GRAY, REF_SAT13, REF_SAT03, REF_HUE01, REF_HUEM03, REF_CONTRAST13, REF_SAT5E6, NREF };
+
+static void ref_op(int op, uint8_t *px, size_t n)
+{
+    if (op == REF_CONTRAST13) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += ref_luma(px[3 * i], px[3 * i + 1], px[3 * i + 2]);
+        float mean = (float)((double)sum / (double)n), r = 1.3f, q = (float)(1.0 - 1.3);
+        for (size_t i = 0; i < 3 * n; i++)
+            px[i] = ref_trunc(r * (float)px[i] + q * mean);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *p = px + 3 * i, l = ref_luma(p[0], p[1], p[2]);
+        if (op == REF_GRAY) {
+            p[0] = p[1] = p[2] = l;
+        } else if (op == REF_SAT13 || op == REF_SAT03 || op == REF_SAT5E6) {
+            double f = op == REF_SAT13 ? 1.3 : op == REF_SAT03 ? 0.3 : 5e6;
+            float a = (float)f, b = (float)(1.0 - f), g = b * (float)l;
+            for (int c = 0; c < 3; c++)
+                p[c] = ref_trunc(a * (float)p[c] + g);
+        } else {
+            float rgb[3] = {(float)p[0] / 255.0f, (float)p[1] / 255.0f, (float)p[2] / 255.0f};
+            ref_hue_pixel(rgb, op == REF_HUE01 ? 0.1f : -0.3f);
+            for (int c = 0; c < 3; c++)
+                p[c] = ref_trunc(rgb[c] * 255.0f);
+        }
+    }
+}
+
+static void our_op(int op, feeder__aimg im)
+{
+    switch (op) {
+    case REF_GRAY: feeder__aug_grayscale(im); break;
+    case REF_SAT13: feeder__aug_saturation(im, 1.3); break;
+    case REF_SAT03: feeder__aug_saturation(im, 0.3); break;
+    case REF_HUE01: feeder__aug_hue(im, 0.1); break;
+    case REF_HUEM03: feeder__aug_hue(im, -0.3); break;
+    case REF_SAT5E6: feeder__aug_saturation(im, 5e6); break; /* the float clamp */
+    default: feeder__aug_contrast(im, 1.3); break;
+    }
+}
+
+/* Our op in both layouts against the reference on the same w x h pixels. */
+static void check_exact(int op, const uint8_t *px, uint32_t w, uint32_t h)
+{
+    size_t n = (size_t)w * h;
+    uint8_t *want = malloc(3 * n), *img = malloc(3 * n);
+    ck_assert_ptr_nonnull(want);
+    ck_assert_ptr_nonnull(img);
+    memcpy(want, px, 3 * n);
+    ref_op(op, want, n);
+    for (int layout = 0; layout < 2; layout++) {
+        for (size_t i = 0; i < n; i++)
+            for (int c = 0; c < 3; c++)
+                img[layout ? c * n + i : 3 * i + c] = px[3 * i + c];
+        our_op(op, feeder__aimg_make(img, w, h,
+                                     layout ? FEEDER_LAYOUT_NCHW : FEEDER_LAYOUT_NHWC));
+        for (size_t i = 0; i < n; i++)
+            for (int c = 0; c < 3; c++) {
+                uint8_t got = img[layout ? c * n + i : 3 * i + c];
+                if (got != want[3 * i + c])
+                    ck_abort_msg("op %d, %s, %ux%u: pixel %zu (%u, %u, %u) channel %d is %u, "
+                                 "the float formula gives %u",
+                                 op, layout ? "NCHW" : "NHWC", w, h, i, px[3 * i],
+                                 px[3 * i + 1], px[3 * i + 2], c, got, want[3 * i + c]);
+            }
+    }
+    free(want);
+    free(img);
+}
+
+START_TEST(color_ops_exact_on_every_colour)
+{
+    enum { SIDE = 4096 }; /* 4096^2 = 2^24 pixels: (r, g, b) = the index's bytes */
+    uint8_t *px = malloc((size_t)3 * SIDE * SIDE);
+    ck_assert_ptr_nonnull(px);
+    for (size_t i = 0; i < (size_t)SIDE * SIDE; i++) {
+        px[3 * i] = (uint8_t)(i >> 16);
+        px[3 * i + 1] = (uint8_t)(i >> 8);
+        px[3 * i + 2] = (uint8_t)i;
+    }
+    check_exact(_i, px, SIDE, SIDE);
+    free(px);
+}
+END_TEST
+
+START_TEST(color_ops_exact_on_odd_sizes)
+{
+    /* 1031 x 3: three chunks of 1024 and 21 left; 37 x 29; 1 x 1 */
+    static const uint32_t sizes[][2] = {{1031, 3}, {37, 29}, {1, 1}, {7, 1}};
+    for (int k = 0; k < 4; k++) {
+        uint32_t w = sizes[k][0], h = sizes[k][1];
+        uint8_t *px = malloc((size_t)3 * w * h);
+        ck_assert_ptr_nonnull(px);
+        for (size_t i = 0; i < (size_t)3 * w * h; i++)
+            px[i] = (uint8_t)(feeder_random(11, (uint64_t)k, i, 0) >> 24);
+        check_exact(_i, px, w, h);
+        free(px);
+    }
+}
+END_TEST
+
+/* hflip's vectorised row reversal, every width from 1 to 70 (odd ones, and
+ * tails past the 16- and 32-byte vectors), both layouts, exact. */
+START_TEST(hflip_exact_on_every_width)
+{
+    enum { H = 3, MAXW = 70 };
+    static uint8_t px[3 * MAXW * H], img[3 * MAXW * H];
+    for (uint32_t w = 1; w <= MAXW; w++) {
+        size_t n = (size_t)w * H;
+        for (size_t i = 0; i < 3 * n; i++)
+            px[i] = (uint8_t)(feeder_random(12, w, i, 0) >> 24);
+        for (int layout = 0; layout < 2; layout++) {
+            for (size_t i = 0; i < n; i++)
+                for (int c = 0; c < 3; c++)
+                    img[layout ? c * n + i : 3 * i + c] = px[3 * i + c];
+            feeder__aug_flip(feeder__aimg_make(img, w, H,
+                                               layout ? FEEDER_LAYOUT_NCHW : FEEDER_LAYOUT_NHWC),
+                             0);
+            for (uint32_t y = 0; y < H; y++)
+                for (uint32_t x = 0; x < w; x++)
+                    for (int c = 0; c < 3; c++) {
+                        size_t i = (size_t)y * w + x, j = (size_t)y * w + (w - 1 - x);
+                        ck_assert_msg(img[layout ? c * n + i : 3 * i + c] == px[3 * j + c],
+                                      "hflip %s, width %u: (%u, %u) channel %d",
+                                      layout ? "NCHW" : "NHWC", w, x, y, c);
+                    }
+        }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("augment");
@@ -574,6 +767,12 @@ int main(void)
     tcase_add_test(tc, jitter_draws_are_the_ops_applied);
     tcase_add_test(tc, mix_draw_is_the_batch_mix);
     suite_add_tcase(s, tc);
+    TCase *te = tcase_create("exact");
+    tcase_set_timeout(te, 60);
+    tcase_add_loop_test(te, color_ops_exact_on_every_colour, 0, NREF);
+    tcase_add_loop_test(te, color_ops_exact_on_odd_sizes, 0, NREF);
+    tcase_add_test(te, hflip_exact_on_every_width);
+    suite_add_tcase(s, te);
     TCase *tl = tcase_create("loader");
     tcase_set_timeout(tl, 120);
     tcase_add_checked_fixture(tl, tu_setup, tu_teardown);
