@@ -160,7 +160,7 @@ struct feeder__shards {
     uint32_t max_resident; /* URL shards one process keeps mapped; 0: no limit */
     uint32_t fetch_ahead;
     void *cache;         /* feeder__cache (remote/remote.h) */
-    struct feeder__fetcher *fetch; /* the fetch-ahead thread (parent only), or NULL */
+    struct feeder__ahead *fetch; /* the fetch-ahead threads (parent only), or NULL */
 };
 
 /* Shard s of a record index (binary search). */
