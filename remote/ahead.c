@@ -46,6 +46,7 @@ static uint32_t allowed(const feeder__ahead *a)
 static void *ahead_main(void *arg)
 {
     feeder__ahead *a = arg;
+    pthread_setname_np(pthread_self(), "feeder-ahead"); /* for ps, gdb and the tests */
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->stop && (a->next >= a->nneed || a->next >= allowed(a)))
