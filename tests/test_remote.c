@@ -1463,7 +1463,8 @@ START_TEST(test_tar_fetch_ahead_stop)
     ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
     ck_assert_uint_eq(b->indices[1], 1);
     feeder_batch_release(b, NULL);
-    usleep(300000); /* s-1's request is at the proxy */
+    for (int i = 0; i < 500 && count_lines(proxy_log(), "GET /s-1.tar -") < 1; i++)
+        usleep(10000); /* until s-1's request is at the proxy, which holds it 1 s */
     ck_assert_int_eq(count_lines(proxy_log(), "GET /s-1.tar -"), 1);
     ck_assert_int_eq(cache_files(".tar.meta"), 1);
     ck_assert_int_eq(threads_named("feeder-ahead"), 1); /* one thread: fetch_ahead 1 */
