@@ -93,13 +93,15 @@ static cli_opt table[] = {
     CLI_STRING("data", "DIR|LIST", A.data,
                "image folder (one sub-folder per class), list file of\n"
                "'path label' lines, packed file, or WebDataset tar shard\n"
-               "or brace range of them (s-{000..127}.tar: .jpg + .cls);\n"
-               "a pack's http://, https:// or s3:// URL, or a brace range\n"
-               "of packs (s-{0..7}.pack), opens as a shards dataset (shard\n"
-               "cache: $FEEDER_CACHE_DIR); default: make 2,000 images of\n"
-               "--set under $FEEDER_DATA or ~/.cache/feeder/web-2000"),
+               "(.jpg + .cls); or a brace range of packs or of tar shards\n"
+               "(s-{0..7}.pack, s-{000..127}.tar), local or behind\n"
+               "http://, https:// or s3:// URLs (one URL, or a range of\n"
+               "them: s3://b/s-{0..7}.tar), opened as a shards dataset\n"
+               "(shard cache: $FEEDER_CACHE_DIR); default: make 2,000\n"
+               "images of --set under $FEEDER_DATA or\n~/.cache/feeder/web-2000"),
     CLI_UINT("fetch-ahead", "N", A.fetch_ahead, 0, 1000000,
-             "shards datasets: shards downloaded ahead of the sampler (0)"),
+             "URL shards (packs or tar): shards downloaded ahead of the\n"
+             "sampler into the shard cache (0: workers fetch on demand)"),
     CLI_UINT("images", "N", A.make_images, 10, 10000000,
              "size of the dataset made when --data is not given (2000;\nmade in SET-N)"),
     CLI_ENUM("set", A.set, set_names,

@@ -29,13 +29,15 @@ static feeder_dataset *open_shards(const char *path)
     return ds;
 }
 
-/* A tar shard set: a brace pattern ("s-{000..127}.tar") or one shard. */
+/* A tar shard set: a brace pattern ("s-{000..127}.tar") or one shard, local
+ * or URLs (the shard cache and --fetch-ahead as for packs). */
 static feeder_dataset *open_tar(const char *path)
 {
     char err[1024] = "";
     feeder_dataset *ds = NULL;
+    feeder_shard_options so = {.fetch_ahead = g_fetch_ahead};
     uint64_t t0 = bu_now_ns();
-    int rc = feeder_dataset_open_tar_pattern(path, &ds, err, sizeof(err));
+    int rc = feeder_dataset_open_shards(path, &so, &ds, err, sizeof(err));
     double ms = (bu_now_ns() - t0) / 1e6;
     if (rc != 0)
         die("opening tar shards %s: %s (%s): %s", path, feeder_strerror(rc), feeder_err_name(rc),

@@ -160,7 +160,7 @@ struct feeder__shards {
     uint32_t max_resident; /* URL shards one process keeps mapped; 0: no limit */
     uint32_t fetch_ahead;
     void *cache;         /* feeder__cache (remote/remote.h) */
-    struct feeder__fetcher *fetch; /* the fetch-ahead thread (parent only), or NULL */
+    struct feeder__ahead *fetch; /* the fetch-ahead threads (parent only), or NULL */
 };
 
 /* Shard s of a record index (binary search). */
@@ -177,7 +177,8 @@ int feeder__shards_ensure(struct feeder__pack *pk, const uint64_t *idx, uint32_t
                           size_t msglen);
 void feeder__shards_free(struct feeder__shards *sh, uint8_t *map, size_t map_len);
 
-/* Fetch ahead (the loader's hooks, parent process only): plan gives the
+/* Fetch ahead (the loader's hooks, parent process only; the threads are
+ * remote/ahead.c's, shared with tar sets): plan gives the
  * epoch's order (copied as the URL shards in the order they are first
  * needed; NULL/0 stops fetching) and starts the fetch threads the first
  * time (min(fetch_ahead, 4) of them: downloads in flight); progress says the

@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,8 +24,6 @@
 
 #define ULL(x) ((unsigned long long)(x))
 #define PAGE 4096u
-
-static void feeder__shards_fetch_stop(struct feeder__shards *sh);
 
 static uint64_t page_up(uint64_t v) { return (v + PAGE - 1) / PAGE * PAGE; }
 
@@ -47,7 +44,7 @@ void feeder__shards_free(struct feeder__shards *sh, uint8_t *map, size_t map_len
 {
     if (!sh)
         return;
-    feeder__shards_fetch_stop(sh);
+    feeder__ahead_stop(&sh->fetch);
     for (uint32_t s = 0; s < sh->n; s++) {
         if (sh->lock_fd && sh->lock_fd[s] >= 0)
             close(sh->lock_fd[s]);
@@ -697,150 +694,38 @@ int feeder__shards_ensure(struct feeder__pack *pk, const uint64_t *idx, uint32_t
     return 0;
 }
 
-/* ---- fetch ahead ---- */
+/* ---- fetch ahead (remote/ahead.c) ---- */
 
-#define FETCH_THREADS 4 /* downloads in flight ahead of the sampler, at most */
-
-struct feeder__fetcher {
-    pthread_t th[FETCH_THREADS];
-    uint32_t nth;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint32_t *need;     /* URL shards in first-need order */
-    uint64_t *need_pos; /* the position each is first needed at (ascending) */
-    uint32_t nneed, next;
-    uint64_t progress;
-    int stop;
-    uint64_t fetched, failed; /* counters, for tests */
-};
-
-/* How many planned shards may be fetched now: those first needed at or
- * before `progress`, plus fetch_ahead. */
-static uint32_t allowed(const struct feeder__fetcher *f, uint32_t ahead)
+static uint32_t ahead_shard_of(const void *ctx, uint64_t index)
 {
-    uint32_t lo = 0, hi = f->nneed;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (f->need_pos[mid] <= f->progress)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo + ahead;
+    const struct feeder__shards *sh = ctx;
+    uint32_t s = feeder__shards_of(sh, index);
+    return sh->remote[s] ? s : UINT32_MAX;
 }
 
-static void *fetch_main(void *arg)
+static const char *ahead_url(const void *ctx, uint32_t s)
 {
-    struct feeder__shards *sh = arg;
-    struct feeder__fetcher *f = sh->fetch;
-    pthread_mutex_lock(&f->mu);
-    for (;;) {
-        while (!f->stop && (f->next >= f->nneed || f->next >= allowed(f, sh->fetch_ahead)))
-            pthread_cond_wait(&f->cv, &f->mu);
-        if (f->stop)
-            break;
-        uint32_t s = f->need[f->next++];
-        pthread_mutex_unlock(&f->mu);
-        feeder__shard got;
-        char msg[512];
-        int rc = feeder__cache_get(sh->cache, sh->names[s],
-                                   &((feeder__remote_meta *)sh->meta)[s], &got, msg, sizeof(msg));
-        if (!rc)
-            feeder__shard_release(&got);
-        pthread_mutex_lock(&f->mu);
-        f->fetched += !rc;
-        f->failed += rc != 0;
-    }
-    pthread_mutex_unlock(&f->mu);
-    return NULL;
+    return ((const struct feeder__shards *)ctx)->names[s];
 }
 
-static struct feeder__fetcher *fetcher_start(struct feeder__shards *sh)
+static const feeder__remote_meta *ahead_meta(const void *ctx, uint32_t s)
 {
-    struct feeder__fetcher *f = calloc(1, sizeof(*f));
-    if (!f)
-        return NULL;
-    pthread_mutex_init(&f->mu, NULL);
-    pthread_cond_init(&f->cv, NULL);
-    sh->fetch = f;
-    uint32_t want = sh->fetch_ahead < FETCH_THREADS ? sh->fetch_ahead : FETCH_THREADS;
-    while (f->nth < want && pthread_create(&f->th[f->nth], NULL, fetch_main, sh) == 0)
-        f->nth++;
-    if (!f->nth) {
-        sh->fetch = NULL;
-        pthread_mutex_destroy(&f->mu);
-        pthread_cond_destroy(&f->cv);
-        free(f);
-        return NULL;
-    }
-    return f;
-}
-
-static void feeder__shards_fetch_stop(struct feeder__shards *sh)
-{
-    struct feeder__fetcher *f = sh ? sh->fetch : NULL;
-    if (!f)
-        return;
-    pthread_mutex_lock(&f->mu);
-    f->stop = 1;
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
-    for (uint32_t k = 0; k < f->nth; k++)
-        pthread_join(f->th[k], NULL);
-    pthread_mutex_destroy(&f->mu);
-    pthread_cond_destroy(&f->cv);
-    free(f->need);
-    free(f->need_pos);
-    free(f);
-    sh->fetch = NULL;
+    return &((const feeder__remote_meta *)((const struct feeder__shards *)ctx)->meta)[s];
 }
 
 void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_t len)
 {
     struct feeder__shards *sh = pk->shards;
-    if (!sh || !sh->fetch_ahead || !sh->cache || !((feeder__cache *)sh->cache)->dir ||
-        (!len && !sh->fetch))
+    if (!sh)
         return;
-    uint32_t *need = calloc(sh->n + 1, sizeof(*need));
-    uint64_t *pos = calloc(sh->n + 1, sizeof(*pos));
-    uint8_t *seen = calloc(sh->n + 1, 1);
-    uint32_t m = 0;
-    for (uint64_t i = 0; need && pos && seen && i < len; i++) {
-        uint32_t s = feeder__shards_of(sh, order[i]);
-        if (seen[s] || !sh->remote[s])
-            continue;
-        seen[s] = 1;
-        need[m] = s;
-        pos[m++] = i;
-    }
-    free(seen);
-    struct feeder__fetcher *f = sh->fetch ? sh->fetch : fetcher_start(sh);
-    if (!f || !need || !pos) {
-        free(need);
-        free(pos);
-        return; /* no fetching ahead: the workers fetch on demand */
-    }
-    pthread_mutex_lock(&f->mu);
-    free(f->need);
-    free(f->need_pos);
-    f->need = need;
-    f->need_pos = pos;
-    f->nneed = m;
-    f->next = 0;
-    f->progress = 0;
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
+    feeder__ahead_src src = {.cache = sh->cache, .nshards = sh->n, .ahead = sh->fetch_ahead,
+                             .ctx = sh, .shard_of = ahead_shard_of, .url = ahead_url,
+                             .meta = ahead_meta};
+    feeder__ahead_plan(&sh->fetch, &src, order, len);
 }
 
 void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos)
 {
-    struct feeder__fetcher *f = pk->shards ? pk->shards->fetch : NULL;
-    if (!f)
-        return;
-    pthread_mutex_lock(&f->mu);
-    if (pos > f->progress) {
-        f->progress = pos;
-        pthread_cond_broadcast(&f->cv);
-    }
-    pthread_mutex_unlock(&f->mu);
+    if (pk->shards)
+        feeder__ahead_progress(pk->shards->fetch, pos);
 }

@@ -21,6 +21,7 @@ void feeder__tar_free(feeder__tar *t)
 {
     if (!t)
         return;
+    feeder__ahead_stop(&t->fetch);
     for (uint32_t i = 0; i < t->nshards; i++) {
         free(t->shards[i].path);
         feeder__tar_index_free(&t->shards[i].ix);
@@ -451,6 +452,8 @@ int feeder__tar_open(const char *const *paths, size_t count, const feeder_shard_
     feeder_dataset *ds = NULL;
     int rc = tar_alloc(paths, count, &ds);
     if (!rc)
+        ds->tar->fetch_ahead = opt ? opt->fetch_ahead : 0;
+    if (!rc)
         rc = open_cache(ds->tar, opt, err, errlen);
     if (!rc && ds->tar->cache && !ds->tar->cache->offline &&
         !(rc = probe_all(ds->tar, err, errlen)))
@@ -469,6 +472,38 @@ int feeder__tar_open(const char *const *paths, size_t count, const feeder_shard_
     }
     *out = ds;
     return 0;
+}
+
+/* ---- fetch ahead (remote/ahead.c) ---- */
+
+static uint32_t ahead_shard_of(const void *ctx, uint64_t index)
+{
+    const feeder__tar *t = ctx;
+    uint32_t s = t->shard_of[index];
+    return t->shards[s].remote ? s : UINT32_MAX;
+}
+
+static const char *ahead_url(const void *ctx, uint32_t s)
+{
+    return ((const feeder__tar *)ctx)->shards[s].path;
+}
+
+static const feeder__remote_meta *ahead_meta(const void *ctx, uint32_t s)
+{
+    return &((const feeder__tar *)ctx)->shards[s].meta;
+}
+
+void feeder__tar_plan(feeder__tar *t, const uint64_t *order, uint64_t len)
+{
+    feeder__ahead_src src = {.cache = t->cache, .nshards = t->nshards, .ahead = t->fetch_ahead,
+                             .ctx = t, .shard_of = ahead_shard_of, .url = ahead_url,
+                             .meta = ahead_meta};
+    feeder__ahead_plan(&t->fetch, &src, order, len);
+}
+
+void feeder__tar_progress(feeder__tar *t, uint64_t pos)
+{
+    feeder__ahead_progress(t->fetch, pos);
 }
 
 int feeder_dataset_open_tar(const char *const *paths, size_t count, feeder_dataset **out,

@@ -114,6 +114,8 @@ typedef struct feeder__tar {
     uint32_t nshards;
     uint32_t *shard_of; /* each sample's shard */
     feeder__cache *cache; /* the shard cache, when any shard is a URL */
+    uint32_t fetch_ahead; /* feeder_shard_options.fetch_ahead */
+    feeder__ahead *fetch; /* the fetch-ahead threads (parent only), or NULL */
 } feeder__tar;
 
 /* feeder_dataset_open_tar with the shard cache's options (`opt` may be
@@ -122,6 +124,15 @@ int feeder__tar_open(const char *const *paths, size_t count, const feeder_shard_
                      feeder_dataset **out, char *err, size_t errlen);
 
 void feeder__tar_free(feeder__tar *t);
+
+/* Fetch ahead, the loader's hooks as for packs (feeder__shards_plan in
+ * dataset/pack.h; remote/ahead.c): plan gives the epoch's order (NULL/0
+ * stops fetching), progress the positions handed out. URL shards are
+ * downloaded into the shard cache up to fetch_ahead shards past the
+ * loader's; the workers then open the cached copies. No-ops without URL
+ * shards or with fetch_ahead 0. Parent process only. */
+void feeder__tar_plan(feeder__tar *t, const uint64_t *order, uint64_t len);
+void feeder__tar_progress(feeder__tar *t, uint64_t pos);
 
 /* Sample `index`'s shard and its entry there. */
 static inline const feeder__tar_shard *feeder__tar_sample(const feeder__tar *t, uint64_t index,

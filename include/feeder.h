@@ -332,8 +332,8 @@ typedef struct feeder_shard_options {
  *
  * A pattern whose names all end in ".tar" opens a tar dataset instead (as
  * feeder_dataset_open_tar, with these options' cache_dir and
- * cache_max_bytes; FEEDER_EINVAL naming both when tars and packs are
- * mixed). A tar shard's URL (feeder_dataset_open_tar takes URLs too) is
+ * cache_max_bytes, and fetch_ahead as for packs; FEEDER_EINVAL naming both
+ * when tars and packs are mixed). A tar shard's URL (feeder_dataset_open_tar takes URLs too) is
  * probed at open (its first 512 bytes: size and ETag) and indexed from, in
  * this order, the cache folder's index file for it, the server's
  * "<url>.idx" (feeder's index format, docs/FORMAT.md, made for a shard of

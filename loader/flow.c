@@ -25,6 +25,7 @@
 #include "common/nvtx.h"
 #include "common/trace.h"
 #include "dataset/pack.h"
+#include "dataset/tar.h"
 #include "loader/host.h"
 
 static int batch_done(const feeder_loader *ld, uint64_t b)
@@ -55,6 +56,8 @@ static uint64_t take_next_batch(feeder_loader *ld)
     if (ld->ds->kind == FEEDER__DS_PACKED) /* a shards dataset fetches ahead of this */
         feeder__shards_progress(ld->ds->pack,
                                 ld->dispatched * (uint64_t)ld->plan.batch);
+    else if (ld->ds->kind == FEEDER__DS_TAR)
+        feeder__tar_progress(ld->ds->tar, ld->dispatched * (uint64_t)ld->plan.batch);
     return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
 }
 
@@ -86,6 +89,8 @@ static int begin_epoch(feeder_loader *ld)
                         (unsigned long long)ld->ds->n);
     if (ld->ds->kind == FEEDER__DS_PACKED)
         feeder__shards_plan(ld->ds->pack, ld->order, len);
+    else if (ld->ds->kind == FEEDER__DS_TAR)
+        feeder__tar_plan(ld->ds->tar, ld->order, len);
     ld->epoch_t0 = feeder__now_ns();
     ld->order_len = len;
     ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
@@ -575,6 +580,8 @@ void feeder__host_free(feeder_loader *ld)
     feeder_sampler_destroy(ld->own_sampler);
     if (ld->ds && ld->ds->kind == FEEDER__DS_PACKED)
         feeder__shards_plan(ld->ds->pack, NULL, 0); /* nothing more to fetch for it */
+    else if (ld->ds && ld->ds->kind == FEEDER__DS_TAR)
+        feeder__tar_plan(ld->ds->tar, NULL, 0);
     feeder__dataset_drop(ld->ds); /* the dataset goes if the user destroyed it already */
     for (uint32_t s = 0; ld->slots && s < ld->nslots; s++)
         free(ld->slots[s].mix);

@@ -150,4 +150,39 @@ int feeder__cache_lookup(const feeder__cache *c, const char *url, feeder__remote
  * (+ ".meta", ".lock"). Pure. */
 void feeder__cache_name(const char *dir, const char *url, char *out, size_t outlen);
 
+/* ---- fetching ahead of the sampler (ahead.c) ---- */
+
+/* A shard set as the fetch-ahead threads see it: `shard_of` gives the URL
+ * shard (0 .. nshards-1) that holds sample `index`, or UINT32_MAX for a
+ * local one; `url` and `meta` give a URL shard's address and what open saw
+ * of it (size, ETag). `ctx` and the cache outlive the fetcher. */
+typedef struct feeder__ahead_src {
+    feeder__cache *cache;
+    uint32_t nshards;
+    uint32_t ahead; /* shards fetched past the one the loader is in; 0: none */
+    const void *ctx;
+    uint32_t (*shard_of)(const void *ctx, uint64_t index);
+    const char *(*url)(const void *ctx, uint32_t s);
+    const feeder__remote_meta *(*meta)(const void *ctx, uint32_t s);
+} feeder__ahead_src;
+
+typedef struct feeder__ahead feeder__ahead;
+
+/* The loader's hooks (parent process only). plan gives the epoch's order
+ * (read now, as the URL shards in the order they are first needed; NULL/0
+ * stops fetching) and the first time it names a URL shard starts
+ * min(ahead, 4) threads (downloads in flight) into *a; progress says the
+ * loader has handed out positions below `pos`. The threads download each
+ * planned shard into the cache (and let it go: the readers map or open it)
+ * while it is at most `ahead` shards past the one holding position `pos`. A
+ * failed download is left for the reader that needs the shard to retry and
+ * report; so is every shard when memory or threads are short. stop joins
+ * the threads (a download in flight finishes first: its temporary file is
+ * renamed or removed) and frees *a. No-ops with ahead 0 or no URL shard.
+ * plan, progress and stop are not thread-safe with one another. */
+void feeder__ahead_plan(feeder__ahead **a, const feeder__ahead_src *src, const uint64_t *order,
+                        uint64_t len);
+void feeder__ahead_progress(feeder__ahead *a, uint64_t pos);
+void feeder__ahead_stop(feeder__ahead **a);
+
 #endif

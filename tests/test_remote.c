@@ -1345,6 +1345,143 @@ START_TEST(test_tar_shards_faults)
 }
 END_TEST
 
+/* The threads of this process named `name` (/proc/self/task/N/comm). */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char p[300], comm[64] = "";
+        snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = e->d_name[0] != '.' ? fopen(p, "r") : NULL;
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            n += strncmp(comm, name, strlen(name)) == 0 && comm[strlen(name)] == '\n';
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Tar shard URLs with <shard>.idx files beside them on the server (a local
+ * open writes them), so that open downloads no shard; `l` is the local set. */
+static void tar_with_server_idx(feeder_dataset **l)
+{
+    put_tars();
+    char pat_local[400], err[512];
+    snprintf(pat_local, sizeof(pat_local), "%s/s-{0..3}.tar", docroot);
+    ck_assert_msg(feeder_dataset_open_tar_pattern(pat_local, l, err, sizeof(err)) == 0, "%s",
+                  err);
+}
+
+/* fetch_ahead for tar shards, as for packs: with one worker, batches of two
+ * and both slots held, the workers need only s-0 (samples 0-3); the fetch
+ * threads download all four shards before any worker asks for them, each
+ * once (the access log). The batches of two shuffled epochs are the local
+ * shards', byte for byte. */
+START_TEST(test_tar_fetch_ahead)
+{
+    feeder_dataset *l;
+    tar_with_server_idx(&l);
+    server s = start_lighttpd();
+    char pat[300], err[512], msg[1024];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.tar", s.port);
+    for (int ahead = 0; ahead <= 4; ahead += 4) {
+        bu_rm_rf(cachedir);
+        feeder_shard_options opt = {.fetch_ahead = (uint32_t)ahead};
+        feeder_dataset *ds;
+        ck_assert_msg(feeder_dataset_open_shards(pat, &opt, &ds, err, sizeof(err)) == 0, "%s",
+                      err);
+        ck_assert_int_eq(cache_files(".tar.meta"), 0);
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 2), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 2), 0);
+        feeder_batch *b[2];
+        ck_assert_msg(feeder_next(ld, &b[0]) == 0, "%s", feeder_loader_errmsg(ld));
+        ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: the worker idles */
+        ck_assert_uint_eq(b[1]->indices[1], 3);
+        for (int i = 0; i < 300 && cache_files(".tar.meta") < (ahead ? 4 : 1); i++)
+            usleep(10000);
+        usleep(200000);
+        ck_assert_int_eq(cache_files(".tar.meta"), ahead ? 4 : 1);
+        feeder_batch_release(b[0], NULL);
+        feeder_batch_release(b[1], NULL);
+        feeder_loader_destroy(ld);
+        if (ahead) {
+            uint64_t nl, nr;
+            int rc;
+            uint32_t cl = tar_epochs(l, 2, &nl, &rc, msg, sizeof(msg));
+            ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+            uint32_t cr = tar_epochs(ds, 2, &nr, &rc, msg, sizeof(msg));
+            ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+            ck_assert_uint_eq(nr, 28);
+            ck_assert_uint_eq(cr, cl);
+        }
+        feeder_dataset_destroy(ds);
+    }
+    feeder_dataset_destroy(l);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/access.log", tmpdir);
+    stop(&s, SIGTERM);
+    for (int k = 0; k < 4; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /s-%d.tar HTTP/1.1\" 200", k);
+        ck_assert_int_eq(count_lines(log, want), k ? 1 : 2); /* s-0 in both runs */
+    }
+}
+END_TEST
+
+/* Destroyed mid-fetch: through a proxy that holds every response 1 s, one
+ * fetch thread (fetch_ahead 1) and the calling thread reading: the first
+ * batch waits for s-0, which the thread fetches, and the thread is then
+ * fetching s-1 (one shard ahead) and not s-2. Destroying the loader and the
+ * dataset then leaves no fetch thread (remote/ahead.c names them
+ * "feeder-ahead"), no temporary file, and whole copies only. */
+START_TEST(test_tar_fetch_ahead_stop)
+{
+    feeder_dataset *l;
+    tar_with_server_idx(&l);
+    feeder_dataset_destroy(l);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, "--delay-ms", "1000");
+    char pat[300], err[512];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.tar", p.port);
+    feeder_shard_options opt = {.fetch_ahead = 1};
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_shards(pat, &opt, &ds, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(threads_named("feeder-ahead"), 0);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 0), 0);
+    feeder_batch *b;
+    ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+    ck_assert_uint_eq(b->indices[1], 1);
+    feeder_batch_release(b, NULL);
+    for (int i = 0; i < 500 && count_lines(proxy_log(), "GET /s-1.tar -") < 1; i++)
+        usleep(10000); /* until s-1's request is at the proxy, which holds it 1 s */
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /s-1.tar -"), 1);
+    ck_assert_int_eq(cache_files(".tar.meta"), 1);
+    ck_assert_int_eq(threads_named("feeder-ahead"), 1); /* one thread: fetch_ahead 1 */
+    double t0 = now_s();
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    ck_assert_double_ge(now_s() - t0, 0.3); /* it waited for s-1's transfer */
+    ck_assert_int_eq(threads_named("feeder-ahead"), 0);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+    ck_assert_int_eq(cache_files(".tar.meta"), 2); /* s-0 and s-1, whole */
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /s-2.tar -"), 0);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /s-3.tar -"), 0);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 /* ---- https ---- */
 
 /* A self-signed certificate for 127.0.0.1 made by the openssl CLI:
@@ -1596,6 +1733,8 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_shards_small_cache);
     tcase_add_test(tc, test_tar_shards_http);
     tcase_add_test(tc, test_tar_shards_faults);
+    tcase_add_test(tc, test_tar_fetch_ahead);
+    tcase_add_test(tc, test_tar_fetch_ahead_stop);
     tcase_add_test(tc, test_https);
     tcase_add_test(tc, test_offline);
     tcase_add_test(tc, test_fork_during_https);

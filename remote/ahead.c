@@ -1,0 +1,174 @@
+/*
+ * Fetching ahead of the sampler: threads that download the URL shards of
+ * an epoch into the shard cache in the order the epoch first needs them,
+ * a bounded number of shards ahead of the loader's position. One mechanism
+ * for every shard format: packs (dataset/shards.c) and tar shards
+ * (dataset/tar.c) describe their shards through feeder__ahead_src.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remote/remote.h"
+
+#define AHEAD_THREADS 4 /* downloads in flight ahead of the sampler, at most */
+
+struct feeder__ahead {
+    feeder__ahead_src src;
+    pthread_t th[AHEAD_THREADS];
+    uint32_t nth;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t *need;     /* URL shards in first-need order */
+    uint64_t *need_pos; /* the position each is first needed at (ascending) */
+    uint32_t nneed, next;
+    uint64_t progress;
+    int stop;
+    uint64_t fetched, failed;
+};
+
+/* How many planned shards may be fetched now: those first needed at or
+ * before `progress`, plus src.ahead. */
+static uint32_t allowed(const feeder__ahead *a)
+{
+    uint32_t lo = 0, hi = a->nneed;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (a->need_pos[mid] <= a->progress)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo + a->src.ahead;
+}
+
+static void *ahead_main(void *arg)
+{
+    feeder__ahead *a = arg;
+    pthread_setname_np(pthread_self(), "feeder-ahead"); /* for ps, gdb and the tests */
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->stop && (a->next >= a->nneed || a->next >= allowed(a)))
+            pthread_cond_wait(&a->cv, &a->mu);
+        if (a->stop)
+            break;
+        uint32_t s = a->need[a->next++];
+        pthread_mutex_unlock(&a->mu);
+        feeder__shard got;
+        char msg[512];
+        int rc = feeder__cache_get(a->src.cache, a->src.url(a->src.ctx, s),
+                                   a->src.meta(a->src.ctx, s), &got, msg, sizeof(msg));
+        if (!rc)
+            feeder__shard_release(&got); /* the readers map or open it */
+        pthread_mutex_lock(&a->mu);
+        a->fetched += !rc;
+        a->failed += rc != 0;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+static feeder__ahead *ahead_start(const feeder__ahead_src *src)
+{
+    feeder__ahead *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->src = *src;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    uint32_t want = src->ahead < AHEAD_THREADS ? src->ahead : AHEAD_THREADS;
+    while (a->nth < want && pthread_create(&a->th[a->nth], NULL, ahead_main, a) == 0)
+        a->nth++;
+    if (!a->nth) {
+        pthread_mutex_destroy(&a->mu);
+        pthread_cond_destroy(&a->cv);
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void feeder__ahead_stop(feeder__ahead **ap)
+{
+    feeder__ahead *a = ap ? *ap : NULL;
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    for (uint32_t k = 0; k < a->nth; k++)
+        pthread_join(a->th[k], NULL);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a->need);
+    free(a->need_pos);
+    free(a);
+    *ap = NULL;
+}
+
+/* The URL shards of order[0, len) in first-need order, with the positions
+ * they are first needed at: 0, or -ENOMEM. */
+static int first_needs(const feeder__ahead_src *src, const uint64_t *order, uint64_t len,
+                       uint32_t **need, uint64_t **pos, uint32_t *m)
+{
+    *need = calloc((size_t)src->nshards + 1, sizeof(**need));
+    *pos = calloc((size_t)src->nshards + 1, sizeof(**pos));
+    uint8_t *seen = calloc((size_t)src->nshards + 1, 1);
+    *m = 0;
+    for (uint64_t i = 0; *need && *pos && seen && i < len; i++) {
+        uint32_t s = src->shard_of(src->ctx, order[i]);
+        if (s >= src->nshards || seen[s])
+            continue;
+        seen[s] = 1;
+        (*need)[*m] = s;
+        (*pos)[(*m)++] = i;
+    }
+    int ok = *need && *pos && seen;
+    free(seen);
+    if (ok)
+        return 0;
+    free(*need);
+    free(*pos);
+    return -ENOMEM;
+}
+
+void feeder__ahead_plan(feeder__ahead **ap, const feeder__ahead_src *src, const uint64_t *order,
+                        uint64_t len)
+{
+    if (!src->ahead || !src->cache || !src->cache->dir || (!len && !*ap))
+        return;
+    uint32_t *need, m;
+    uint64_t *pos;
+    if (first_needs(src, order, len, &need, &pos, &m) < 0)
+        return; /* no fetching ahead: the readers fetch on demand */
+    if (!*ap && (!m || !(*ap = ahead_start(src)))) {
+        free(need); /* no URL shard in this epoch, or no thread: on demand */
+        free(pos);
+        return;
+    }
+    feeder__ahead *a = *ap;
+    pthread_mutex_lock(&a->mu);
+    free(a->need);
+    free(a->need_pos);
+    a->need = need;
+    a->need_pos = pos;
+    a->nneed = m;
+    a->next = 0;
+    a->progress = 0;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void feeder__ahead_progress(feeder__ahead *a, uint64_t pos)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    if (pos > a->progress) {
+        a->progress = pos;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
