@@ -16,9 +16,6 @@
 #include <unistd.h>
 
 #include "dataset/dataset.h"
-#include "io/io.h"
-#include "dataset/pack.h"
-#include "dataset/tar.h"
 
 int feeder__dataset_alloc(int kind, feeder_dataset **out)
 {
@@ -107,8 +104,8 @@ void feeder__dataset_drop(feeder_dataset *ds)
     free(ds->paths);
     free(ds->path_off);
     free(ds->labels);
-    feeder__pack_free(ds->pack);
-    feeder__tar_free(ds->tar);
+    if (ds->release)
+        ds->release(ds);
     free(ds);
 }
 

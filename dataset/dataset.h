@@ -45,6 +45,10 @@ struct feeder_dataset {
     void *user;
     struct feeder__pack *pack; /* FEEDER__DS_PACKED */
     struct feeder__tar *tar;   /* FEEDER__DS_TAR: shards, indexes; no paths */
+    /* Frees what the dataset's kind opened (its pack, shards, tar), set by the
+     * file that opened it, so that this room's core never calls the kinds
+     * back; NULL when there is nothing more to free. */
+    void (*release)(feeder_dataset *ds);
     atomic_uint refs;          /* the caller's and each loader's (feeder__dataset_hold) */
     feeder__skips skips;       /* FEEDER__DS_FOLDER */
     /* What a resume state checks the dataset by: a hash of each sample's

@@ -132,6 +132,8 @@ struct feeder__pack {
     uint32_t *crc;
     int lock_fd;        /* a URL's pack: the shard cache's shared flock, held while mapped */
     struct feeder__shards *shards; /* a shards dataset (shards.c): fd is -1, map a reservation */
+    /* How shards.c frees them (with the reservation): set beside `shards`. */
+    void (*shards_free)(struct feeder__shards *sh, uint8_t *map, size_t map_len);
 };
 
 /* ---- shards (shards.c): many packs as one ---- */
@@ -191,6 +193,8 @@ void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_
 void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos);
 
 void feeder__pack_free(struct feeder__pack *pk);
+/* A packed (or shards, or fields pack) dataset's `release`: its pack. */
+void feeder__pack_release(feeder_dataset *ds);
 /* A FIELDS file opened by feeder_dataset_open_packed: the fields dataset
  * that takes over `shell`'s pack (the shell is then the caller's to free).
  * pack_fields.c. */

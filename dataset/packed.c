@@ -30,7 +30,8 @@ void feeder__pack_free(struct feeder__pack *pk)
 {
     if (!pk)
         return;
-    feeder__shards_free(pk->shards, pk->map, pk->map_len);
+    if (pk->shards_free)
+        pk->shards_free(pk->shards, pk->map, pk->map_len);
     if (pk->map)
         munmap(pk->map, pk->map_len);
     if (pk->fd >= 0)
@@ -43,6 +44,8 @@ void feeder__pack_free(struct feeder__pack *pk)
     free(pk->path);
     free(pk);
 }
+
+void feeder__pack_release(feeder_dataset *ds) { feeder__pack_free(ds->pack); }
 
 /* A packed dataset that failed to open, freed here rather than through
  * feeder_dataset_destroy (dataset.c), which calls this file: the room's
@@ -208,6 +211,7 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
     ds->kind = FEEDER__DS_PACKED;
     atomic_init(&ds->refs, 1);
     ds->pack = pk;
+    ds->release = feeder__pack_release;
     pk->fd = -1;
     pk->lock_fd = -1;
     static const uint8_t empty[1];
@@ -223,8 +227,10 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
         feeder_dataset *fields;
         rc = feeder__pack_open_fields(ds, &fields, err, errlen);
         packed_discard(ds); /* the shell; its pack went to `fields` */
-        if (!rc)
+        if (!rc) {
+            fields->release = feeder__pack_release;
             *out = fields;
+        }
         return rc;
     }
     if (rc) {

@@ -548,6 +548,7 @@ static feeder_dataset *new_packed(const char *pattern)
     ds->kind = FEEDER__DS_PACKED;
     atomic_init(&ds->refs, 1);
     ds->pack = pk;
+    ds->release = feeder__pack_release;
     pk->fd = pk->lock_fd = -1;
     return ds;
 }
@@ -589,6 +590,7 @@ int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *
         return -ENOMEM;
     }
     ds->pack->shards = o.sh;
+    ds->pack->shards_free = feeder__shards_free;
     o.sh->max_resident = opt->max_resident;
     o.sh->fetch_ahead = opt->fetch_ahead;
     uint8_t *pages = NULL;

@@ -402,6 +402,8 @@ static int assemble(feeder_dataset *ds, char *err, size_t errlen)
     return 0;
 }
 
+static void tar_release(feeder_dataset *ds) { feeder__tar_free(ds->tar); }
+
 static int tar_alloc(const char *const *paths, size_t count, feeder_dataset **out)
 {
     feeder_dataset *ds = calloc(1, sizeof(*ds));
@@ -414,6 +416,7 @@ static int tar_alloc(const char *const *paths, size_t count, feeder_dataset **ou
     ds->kind = FEEDER__DS_TAR;
     atomic_init(&ds->refs, 1);
     ds->tar = t;
+    ds->release = tar_release;
     *out = ds;
     for (size_t i = 0; i < count; i++, t->nshards++)
         if (!(t->shards[i].path = strdup(paths[i])))
