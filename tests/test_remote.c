@@ -1565,6 +1565,7 @@ START_TEST(test_https)
 }
 END_TEST
 
+#ifndef __SANITIZE_ADDRESS__ /* (see the suite below) */
 /* One https range request (the first 4 KiB of s-0.pack); 0 when it came. */
 static int fetch_page(const char *url)
 {
@@ -1642,6 +1643,7 @@ START_TEST(test_fork_during_https)
     stop(&s, SIGTERM);
 }
 END_TEST
+#endif
 
 /* ---- a warm cache without the server ---- */
 
@@ -1737,7 +1739,13 @@ static Suite *remote_suite(int have_s3)
     tcase_add_test(tc, test_tar_fetch_ahead_stop);
     tcase_add_test(tc, test_https);
     tcase_add_test(tc, test_offline);
+#ifndef __SANITIZE_ADDRESS__
+    /* Not under ASan: GCC 12's ASan runtime is not fork-safe while another
+     * thread allocates (a child can inherit its allocator's lock held; CI's
+     * ASan run hung one child of this test that way). The plain and TSan
+     * suites run it. */
     tcase_add_test(tc, test_fork_during_https);
+#endif
     if (have_s3) {
         tcase_add_test(tc, test_s3_open_packed);
         tcase_add_test(tc, test_s3_shards);
