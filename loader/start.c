@@ -454,6 +454,13 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
     }
     /* Before the workers fork: they inherit it. */
     job->packed_direct = packed_direct;
+    /* Records that go from the file to the GPU leave the workers only the
+     * labels (microseconds a batch): one part a batch then, not one per ~16
+     * samples, whose messages cost the loader's thread more than the work
+     * (docs/ARCHITECTURE.md, "Packed RAW straight to the GPU"). With
+     * VERIFY_CRC the parts stay: the checksums are the work to share. */
+    if (packed_direct && !job->verify_crc && !iopt(ld, FEEDER_OPT_SPLIT))
+        ld->parts = 1;
     ld->started = 1;
     return ld->nworkers ? feeder__pool_spawn(ld) : 0;
 }
