@@ -1033,7 +1033,8 @@ typedef struct feeder_stats {
     uint64_t cpu_shared;       /* C: images of GPU-decoded batches the workers decoded as their
                                   share: HYBRID's, and every image while nvJPEG is starting */
     uint64_t dropped;          /* C: samples left out under FEEDER_ON_ERROR_DROP */
-    uint64_t reserved_[1];
+    uint64_t batches_ahead;    /* C: batches of an epoch begun before it was asked for (persistent
+                                  workers fill free slots with the next epoch's first batches) */
 } feeder_stats;
 
 /* Memory the loader asks for, when the user wants to own it (e.g. a caching

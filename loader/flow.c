@@ -61,10 +61,23 @@ static uint64_t take_next_batch(feeder_loader *ld)
     return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
 }
 
-static int begin_epoch(feeder_loader *ld)
+static void drop_ahead(feeder_loader *ld);
+
+/* The epoch run ahead becomes the running one: its order, and its batches
+ * already in slots. */
+static void adopt_ahead(feeder_loader *ld)
 {
-    uint64_t epoch = feeder__resume_next_epoch(ld);
-    ld->next_set = 0;
+    uint64_t *o = ld->order, cap = ld->order_cap;
+    ld->order = ld->ahead.order;
+    ld->order_cap = ld->ahead.order_cap;
+    ld->ahead.order = o;
+    ld->ahead.order_cap = cap;
+    ld->order_len = ld->ahead.order_len;
+}
+
+/* The sampler's order of `epoch` into ld->order, checked. */
+static int fill_order(feeder_loader *ld, uint64_t epoch)
+{
     uint64_t len = feeder_sampler_len(ld->sampler, epoch);
     if (len > SIZE_MAX / sizeof(uint64_t))
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "the sampler's %llu indices for epoch %llu overflow a size",
@@ -87,15 +100,32 @@ static int begin_epoch(feeder_loader *ld)
                         "the sampler gave index %llu at position %llu; the dataset has %llu samples",
                         (unsigned long long)ld->order[i], (unsigned long long)i,
                         (unsigned long long)ld->ds->n);
+    ld->order_len = len;
+    return 0;
+}
+
+static int begin_epoch(feeder_loader *ld)
+{
+    uint64_t epoch = feeder__resume_next_epoch(ld);
+    ld->next_set = 0;
+    int adopt = ld->ahead.on && ld->ahead.epoch == epoch && !ld->resume;
+    if (ld->ahead.on && !adopt)
+        drop_ahead(ld);
+    int rc = 0;
+    if (adopt)
+        adopt_ahead(ld);
+    else if ((rc = fill_order(ld, epoch)))
+        return rc;
+    uint64_t len = ld->order_len;
     if (ld->ds->kind == FEEDER__DS_PACKED)
         feeder__shards_plan(ld->ds->pack, ld->order, len);
     else if (ld->ds->kind == FEEDER__DS_TAR)
         feeder__tar_plan(ld->ds->tar, ld->order, len);
     ld->epoch_t0 = feeder__now_ns();
-    ld->order_len = len;
     ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
                                       ld->plan.drop_last);
-    ld->dispatched = ld->delivered = ld->next_in_order = 0;
+    ld->dispatched = adopt ? ld->ahead.dispatched : 0;
+    ld->delivered = ld->next_in_order = 0;
     ld->epoch_deaths = 0;
     ld->deaths[0] = 0;
     size_t map = (size_t)(ld->nbatches / 8 + 1);
@@ -121,7 +151,9 @@ static int begin_epoch(feeder_loader *ld)
                 mark_delivered(ld, b);
     }
     ld->first_seen = 0;
-    ld->q.len = ld->q.head = 0;
+    if (!adopt) /* adopted: its queued parts are its batches' */
+        ld->q.len = ld->q.head = 0;
+    ld->ahead.on = ld->ahead.tried = 0;
     if (ld->nworkers && !ld->running && (rc = feeder__pool_spawn(ld)))
         return rc;
     if (!ld->nworkers && !ld->inline_ready) {
@@ -148,48 +180,99 @@ static void end_epoch(feeder_loader *ld)
         feeder__pool_stop(ld, 0);
 }
 
-/* Give free slots to the next batches and hand queued parts to workers with
- * room. A send error means the worker is gone; its death is reported by the
- * wait loop that sees its pidfd or channel. */
-static void dispatch(feeder_loader *ld)
+/* Batch b of `epoch` (its order `order`, order_len long) takes free slot s:
+ * its indices go into the slot, its parts into the FIFO. */
+static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
+                      const uint64_t *order, uint64_t order_len)
 {
-    if (!ld->in_epoch || !ld->running)
-        return;
+    slot_state *ss = &ld->slots[s];
     uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
-    for (uint32_t s = 0; s < ld->nslots && ld->dispatched < ld->nbatches; s++) {
-        slot_state *ss = &ld->slots[s];
-        if (ss->state != SLOT_FREE)
-            continue;
-        uint64_t b = take_next_batch(ld);
-        if (b >= ld->nbatches)
-            break;
-        uint64_t first = b * batch;
-        uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
-        ss->state = SLOT_FILLING;
-        ss->epoch = ld->epoch;
-        ss->batch = b;
-        ss->count = count;
-        ss->skipped = 0;
-        ss->dropped = 0;
-        ss->status = 0;
-        ss->errmsg[0] = 0;
-        uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, s);
-        memcpy(feeder__slot_indices(&ld->job.layout, base), ld->order + first,
-               count * sizeof(uint64_t));
-        if (ld->job.fields.nfields)
-            feeder__fields_reset(&ld->job.fields, base);
-        uint32_t parts = ld->parts < count ? ld->parts : count;
-        ss->parts_left = parts;
-        for (uint32_t p = 0; p < parts; p++) {
-            uint32_t lo = (uint32_t)((uint64_t)p * count / parts);
-            uint32_t hi = (uint32_t)((uint64_t)(p + 1) * count / parts);
-            feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
-            *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, ld->epoch, b,
-                                    (uint32_t)(((uint64_t)(hi - lo) * ld->cpu_permille + 500) /
-                                               1000), count};
-        }
+    uint64_t first = b * batch;
+    uint32_t count = (uint32_t)(order_len - first < batch ? order_len - first : batch);
+    ss->state = SLOT_FILLING;
+    ss->epoch = epoch;
+    ss->batch = b;
+    ss->count = count;
+    ss->skipped = 0;
+    ss->dropped = 0;
+    ss->status = 0;
+    ss->errmsg[0] = 0;
+    uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, s);
+    memcpy(feeder__slot_indices(&ld->job.layout, base), order + first, count * sizeof(uint64_t));
+    if (ld->job.fields.nfields)
+        feeder__fields_reset(&ld->job.fields, base);
+    uint32_t parts = ld->parts < count ? ld->parts : count;
+    ss->parts_left = parts;
+    for (uint32_t p = 0; p < parts; p++) {
+        uint32_t lo = (uint32_t)((uint64_t)p * count / parts);
+        uint32_t hi = (uint32_t)((uint64_t)(p + 1) * count / parts);
+        feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
+        *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, epoch, b,
+                                (uint32_t)(((uint64_t)(hi - lo) * ld->cpu_permille + 500) / 1000),
+                                count};
     }
-    /* Least-loaded worker first keeps every worker's queue short and even. */
+}
+
+/* Whether the dataset fetches URL shards ahead of the epoch's order. */
+static int plans_fetches(const feeder_dataset *ds)
+{
+    if (ds->kind == FEEDER__DS_TAR)
+        return ds->tar->cache && ds->tar->fetch_ahead;
+    if (ds->kind == FEEDER__DS_PACKED)
+        return ds->pack->shards && ds->pack->shards->cache && ds->pack->shards->fetch_ahead;
+    return 0;
+}
+
+/* Whether the next epoch may begin before the user asks for it: the workers
+ * stay between epochs, every batch of this epoch has its slot, nothing is
+ * to be resumed, the sampler gives any epoch's order at any time, and the
+ * dataset plans nothing per epoch (shards from URLs and tar sets plan their
+ * fetches from the epoch's order). */
+static int may_run_ahead(const feeder_loader *ld)
+{
+    if (ld->ahead.tried || !ld->plan.persistent || !ld->nworkers || !ld->have_epoch ||
+        ld->resume || ld->start_failed || ld->workers_failed)
+        return 0;
+    if (ld->in_epoch && ld->dispatched < ld->nbatches)
+        return 0;
+    return !plans_fetches(ld->ds) && feeder__sampler_pure(ld->sampler);
+}
+
+/* Ask the sampler for the next epoch's order now. 0 leaves it to
+ * begin_epoch, which reports what is wrong with it. */
+static int start_ahead(feeder_loader *ld)
+{
+    ld->ahead.tried = 1;
+    uint64_t epoch = feeder__resume_next_epoch(ld);
+    uint64_t len = feeder_sampler_len(ld->sampler, epoch);
+    if (len == 0 || len > SIZE_MAX / sizeof(uint64_t))
+        return 0;
+    if (len > ld->ahead.order_cap) {
+        uint64_t *o = realloc(ld->ahead.order, len * sizeof(*o));
+        if (!o)
+            return 0;
+        ld->ahead.order = o;
+        ld->ahead.order_cap = len;
+    }
+    if (feeder_sampler_fill(ld->sampler, epoch, ld->ahead.order, len))
+        return 0;
+    for (uint64_t i = 0; i < len; i++)
+        if (ld->ahead.order[i] >= ld->ds->n)
+            return 0;
+    ld->ahead.epoch = epoch;
+    ld->ahead.order_len = len;
+    ld->ahead.nbatches = feeder_batch_count(len, ld->job.layout.batch, ld->plan.drop_last);
+    ld->ahead.dispatched = 0;
+    ld->ahead.on = 1;
+    return 1;
+}
+
+/* Hand queued parts to workers with room, least-loaded first: that keeps
+ * every worker's queue short and even. A send error means the worker is
+ * gone; its death is reported by the wait loop that sees its pidfd or
+ * channel. */
+static void send_parts(feeder_loader *ld)
+{
     while (ld->q.len) {
         worker *best = NULL;
         for (int i = 0; i < ld->nworkers; i++) {
@@ -211,6 +294,33 @@ static void dispatch(feeder_loader *ld)
         ld->q.head = (ld->q.head + 1) % ld->q.cap;
         ld->q.len--;
     }
+}
+
+/* Give free slots to the epoch's next batches, then to the next epoch's
+ * (run ahead), and hand queued parts to workers. */
+static void dispatch(feeder_loader *ld)
+{
+    if (!ld->running)
+        return;
+    for (uint32_t s = 0; ld->in_epoch && s < ld->nslots && ld->dispatched < ld->nbatches; s++) {
+        if (ld->slots[s].state != SLOT_FREE)
+            continue;
+        uint64_t b = take_next_batch(ld);
+        if (b >= ld->nbatches)
+            break;
+        give_slot(ld, s, ld->epoch, b, ld->order, ld->order_len);
+    }
+    if (ld->ahead.on || (may_run_ahead(ld) && start_ahead(ld))) {
+        for (uint32_t s = 0; s < ld->nslots && ld->ahead.dispatched < ld->ahead.nbatches; s++)
+            if (ld->slots[s].state == SLOT_FREE) {
+                give_slot(ld, s, ld->ahead.epoch, ld->ahead.dispatched++, ld->ahead.order,
+                          ld->ahead.order_len);
+                pthread_mutex_lock(&ld->stats_lock);
+                ld->stats.batches_ahead++;
+                pthread_mutex_unlock(&ld->stats_lock);
+            }
+    }
+    send_parts(ld);
 }
 
 /* FEEDER_ON_ERROR_DROP: close the gaps the marked samples (label -1) leave,
@@ -521,34 +631,56 @@ int feeder__host_release(feeder_batch *batch)
     return 0;
 }
 
+/* Stop filling slots: parts in flight still write theirs, so wait for them
+ * (or for the workers' deaths); then every slot not lent is free. */
+static void settle_slots(feeder_loader *ld)
+{
+    for (;;) {
+        /* Queued parts never reach a worker: count them as done (a
+         * restarted worker's re-queued parts too). */
+        for (; ld->q.len; ld->q.len--, ld->q.head = (ld->q.head + 1) % ld->q.cap) {
+            slot_state *ss = &ld->slots[ld->q.v[ld->q.head].slot];
+            if (--ss->parts_left == 0)
+                ss->state = SLOT_READY;
+        }
+        int busy = 0;
+        for (uint32_t s = 0; s < ld->nslots; s++)
+            busy |= ld->slots[s].state == SLOT_FILLING;
+        if (!busy || !ld->running)
+            break;
+        if (feeder__pool_wait(ld, ld->plan.poll_ms))
+            break;
+    }
+    for (uint32_t s = 0; s < ld->nslots; s++)
+        if (ld->slots[s].state == SLOT_READY || ld->slots[s].state == SLOT_FILLING)
+            ld->slots[s].state = SLOT_FREE;
+}
+
+/* The epoch run ahead is not the one that begins (set_epoch chose another,
+ * or a state blob is to be resumed): its batches go. */
+static void drop_ahead(feeder_loader *ld)
+{
+    ld->ahead.dispatched = ld->ahead.nbatches;
+    ld->ahead.tried = 1;
+    settle_slots(ld);
+    ld->ahead.on = 0;
+}
+
 int feeder__host_set_epoch(feeder_loader *ld, uint64_t epoch)
 {
     feeder__resume_drop(ld);
+    if (!ld->in_epoch && ld->ahead.on && ld->ahead.epoch == epoch) {
+        /* The epoch already begun ahead: keep its batches. */
+        ld->next_set = 1;
+        ld->next_epoch = epoch;
+        return 0;
+    }
     if (ld->in_epoch) {
-        /* Parts in flight still write their slots: wait for them (or for the
-         * workers' deaths) before the slots can be reused. */
         ld->dispatched = ld->nbatches;
-        for (;;) {
-            /* Queued parts never reach a worker: count them as done (a
-             * restarted worker's re-queued parts too). */
-            for (; ld->q.len; ld->q.len--, ld->q.head = (ld->q.head + 1) % ld->q.cap) {
-                slot_state *ss = &ld->slots[ld->q.v[ld->q.head].slot];
-                if (--ss->parts_left == 0)
-                    ss->state = SLOT_READY;
-            }
-            int busy = 0;
-            for (uint32_t s = 0; s < ld->nslots; s++)
-                busy |= ld->slots[s].state == SLOT_FILLING;
-            if (!busy || !ld->running)
-                break;
-            int rc = feeder__pool_wait(ld, ld->plan.poll_ms);
-            if (rc)
-                break;
-        }
-        for (uint32_t s = 0; s < ld->nslots; s++)
-            if (ld->slots[s].state == SLOT_READY || ld->slots[s].state == SLOT_FILLING)
-                ld->slots[s].state = SLOT_FREE;
+        drop_ahead(ld); /* and none before the chosen epoch begins */
         end_epoch(ld);
+    } else if (ld->ahead.on) {
+        drop_ahead(ld);
     }
     ld->next_set = 1;
     ld->next_epoch = epoch;
@@ -590,6 +722,7 @@ void feeder__host_free(feeder_loader *ld)
     free(ld->workers);
     free(ld->q.v);
     free(ld->order);
+    free(ld->ahead.order);
     free(ld->done_map);
     free(ld->g.map);
     free(ld->resume);

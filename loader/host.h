@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/trace.h"
 #include "loader/loader.h"
 
 /* Parts a worker may have outstanding. */
@@ -124,6 +125,20 @@ struct feeder_loader {
     uint64_t epoch_t0;
     int first_seen;
     task_queue q;
+    /* The next epoch, begun before the user asks for it (flow.c,
+     * run_ahead): once every batch of this epoch has a slot, free slots take
+     * the next epoch's first batches, so its first batch is waiting when the
+     * user asks and the workers never idle between epochs. Persistent
+     * workers and samplers that are pure functions of the epoch only. */
+    struct {
+        int on;
+        uint64_t epoch;
+        uint64_t *order;
+        uint64_t order_len, order_cap;
+        uint64_t nbatches;
+        uint64_t dispatched; /* batches of that epoch given a slot */
+        int tried;           /* this epoch already tried to begin the next */
+    } ahead;
 
     const char *io_backend;
     char io_reason[256];
@@ -182,6 +197,19 @@ int feeder__pool_wait(feeder_loader *ld, int ms);
 int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms);
 /* Account a part's result and mark its slot ready when it was the last. */
 void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r);
+
+/* The sampler's order of `epoch`'s batches: the running epoch's, or the
+ * one run ahead. */
+static inline const uint64_t *feeder__flow_order(const feeder_loader *ld, uint64_t epoch)
+{
+    return ld->ahead.on && epoch == ld->ahead.epoch ? ld->ahead.order : ld->order;
+}
+
+/* ---- sampler.c ---- */
+
+/* Whether the sampler's order is a pure function of the epoch (every kind
+ * but a user's callbacks), so it may be asked for an epoch early. */
+int feeder__sampler_pure(const feeder_sampler *s);
 
 /* ---- resume.c ---- */
 

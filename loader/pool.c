@@ -121,6 +121,7 @@ void feeder__pool_stop(feeder_loader *ld, int hard)
         if (ld->slots[s].state == SLOT_FILLING || ld->slots[s].state == SLOT_READY)
             ld->slots[s].state = SLOT_FREE;
     ld->q.len = 0;
+    ld->ahead.on = 0; /* its batches were in those slots */
 }
 
 /* Start worker i (at start, or again after its death). */
@@ -240,7 +241,8 @@ static void requeue(feeder_loader *ld, worker *w)
         /* A fields batch packed already holds its indices packed too. */
         if (!ld->job.fields.nfields || !feeder__fields_ctrl(&ld->job.fields, base)->packed)
             memcpy(feeder__slot_indices(&ld->job.layout, base) + t->first,
-                   ld->order + t->batch * bs + t->first, (size_t)t->count * sizeof(uint64_t));
+                   feeder__flow_order(ld, t->epoch) + t->batch * bs + t->first,
+                   (size_t)t->count * sizeof(uint64_t));
         ld->q.head = (ld->q.head + ld->q.cap - 1) % ld->q.cap;
         ld->q.v[ld->q.head] = *t;
         ld->q.len++;
@@ -280,7 +282,7 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
     size_t used = strlen(ld->deaths);
     feeder__fmt(ld->deaths + used, sizeof(ld->deaths) - used, "%s%s", used ? "; " : "", one);
     uint64_t max = ld->plan.max_restarts;
-    if (transient && ld->epoch_deaths <= max && ld->in_epoch) {
+    if (transient && ld->epoch_deaths <= max && (ld->in_epoch || ld->ahead.on)) {
         requeue(ld, w);
         int rc = spawn_one(ld, i);
         if (rc == 0) {

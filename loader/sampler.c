@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "feeder.h"
+#include "loader/host.h"
 
 enum {
     SAMPLER_SEQUENTIAL = 1,
@@ -810,3 +811,5 @@ uint64_t feeder_batch_count(uint64_t len, uint32_t batch_size, int drop_last)
         return 0;
     return len / batch_size + (!drop_last && len % batch_size != 0);
 }
+
+int feeder__sampler_pure(const feeder_sampler *s) { return s && s->kind != SAMPLER_USER; }

@@ -345,6 +345,168 @@ START_TEST(test_persistent_workers)
 }
 END_TEST
 
+/* ---- the next epoch run ahead (persistent workers) ---- */
+
+/* One epoch's hash (bytes, labels, indices in delivery order); *ahead: the
+ * loader's batches_ahead counter after it. */
+static uint64_t epoch_hash(feeder_loader *ld, uint64_t want_epoch, uint64_t *ahead)
+{
+    uint64_t h = BU_HASH_INIT;
+    feeder_batch *b;
+    int rc;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        ck_assert_uint_eq(b->epoch, want_epoch);
+        h = bu_hash(h, b->data, (size_t)b->count * b->sample_bytes);
+        h = bu_hash(h, b->labels, b->count * sizeof(int64_t));
+        h = bu_hash(h, b->indices, b->count * sizeof(uint64_t));
+        ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    }
+    ck_assert_msg(rc == FEEDER_DONE, "feeder_next: %s: %s", feeder_strerror(rc),
+                  feeder_loader_errmsg(ld));
+    feeder_stats st;
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    if (ahead)
+        *ahead = st.batches_ahead;
+    return h;
+}
+
+/* Epoch e alone, from a loader whose workers stop after every epoch. */
+static uint64_t reference_epoch(feeder_dataset *ds, const run_cfg *c, uint64_t e)
+{
+    feeder_loader *ld = make_loader(ds, c);
+    ck_assert_int_eq(feeder_loader_set_epoch(ld, e), 0);
+    uint64_t ahead = 1, h = epoch_hash(ld, e, &ahead);
+    ck_assert_uint_eq(ahead, 0);
+    feeder_loader_destroy(ld);
+    return h;
+}
+
+START_TEST(test_run_ahead_same_output)
+{
+    /* 23 samples in batches of 5: 5 batches, 4 slots; with 1 worker and a
+     * slow sample the next epoch begins while this one is still loading. */
+    user_ds d = {.n = 23, .exit_at = -1, .fail_at = -1};
+    feeder_dataset *ds = make_user(&d);
+    for (int workers = 1; workers <= 3; workers += 2) {
+        run_cfg c = defaults();
+        c.workers = workers;
+        c.in_order = workers == 1;
+        feeder_loader *ld = make_loader(ds, &c);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+        uint64_t ahead = 0, before = 0;
+        for (uint64_t e = 0; e < 3; e++) {
+            uint64_t h = epoch_hash(ld, e, &ahead);
+            if (c.in_order)
+                ck_assert_uint_eq(h, reference_epoch(ds, &c, e));
+            if (e > 0) /* every batch of epochs 1 and 2 was begun early or not */
+                ck_assert_uint_le(ahead - before, 5);
+            before = ahead;
+        }
+        ck_assert_uint_gt(ahead, 0);
+        feeder_loader_destroy(ld);
+    }
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+START_TEST(test_run_ahead_set_epoch)
+{
+    user_ds d = {.n = 23, .exit_at = -1, .fail_at = -1};
+    feeder_dataset *ds = make_user(&d);
+    run_cfg c = defaults();
+    feeder_loader *ld = make_loader(ds, &c);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    uint64_t a0, a1, a2;
+    ck_assert_uint_eq(epoch_hash(ld, 0, &a0), reference_epoch(ds, &c, 0));
+    ck_assert_uint_gt(a0, 0);
+    /* The epoch begun ahead, chosen again (a loop that sets every epoch):
+     * kept. */
+    ck_assert_int_eq(feeder_loader_set_epoch(ld, 1), 0);
+    ck_assert_uint_eq(epoch_hash(ld, 1, &a1), reference_epoch(ds, &c, 1));
+    ck_assert_uint_gt(a1, a0);
+    /* Another epoch after the end of one: what was begun is dropped. */
+    ck_assert_int_eq(feeder_loader_set_epoch(ld, 7), 0);
+    ck_assert_uint_eq(epoch_hash(ld, 7, &a2), reference_epoch(ds, &c, 7));
+    /* Mid-epoch, with epoch 8 begun in the slots freed so far. */
+    feeder_batch *b;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(feeder_next(ld, &b), 0);
+        ck_assert_uint_eq(b->epoch, 8);
+        feeder_batch_release(b, NULL);
+    }
+    ck_assert_int_eq(feeder_loader_set_epoch(ld, 3), 0);
+    ck_assert_uint_eq(epoch_hash(ld, 3, NULL), reference_epoch(ds, &c, 3));
+    ck_assert_uint_eq(epoch_hash(ld, 4, NULL), reference_epoch(ds, &c, 4));
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* A user sampler: the dataset's indices, last first. */
+static uint64_t rev_len(void *u, uint64_t epoch)
+{
+    (void)epoch;
+    return ((user_ds *)u)->n;
+}
+
+static int rev_fill(void *u, uint64_t epoch, uint64_t *out, uint64_t count)
+{
+    (void)epoch;
+    for (uint64_t i = 0; i < count; i++)
+        out[i] = ((user_ds *)u)->n - 1 - i;
+    return 0;
+}
+
+START_TEST(test_run_ahead_state_and_user_sampler)
+{
+    user_ds d = {.n = 23, .exit_at = -1, .fail_at = -1};
+    feeder_dataset *ds = make_user(&d);
+    run_cfg c = defaults();
+    feeder_loader *ld = make_loader(ds, &c);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    epoch_hash(ld, 0, NULL);
+    /* Saved between epochs while epoch 1 is being begun: the state is
+     * epoch 1 from its start, and a loader resumed from it gives epoch 1. */
+    uint8_t blob[4096];
+    size_t len = 0;
+    ck_assert_int_eq(feeder_loader_state_save(ld, blob, sizeof(blob), &len), 0);
+    uint64_t want = epoch_hash(ld, 1, NULL);
+    feeder_loader_destroy(ld);
+    ld = make_loader(ds, &c);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    ck_assert_int_eq(feeder_loader_state_load(ld, blob, len), 0);
+    ck_assert_uint_eq(epoch_hash(ld, 1, NULL), want);
+    ck_assert_uint_eq(want, reference_epoch(ds, &c, 1));
+    feeder_loader_destroy(ld);
+    /* A user's sampler may change between epochs: never asked early. */
+    feeder_sampler_callbacks cb = {.len = rev_len, .fill = rev_fill};
+    feeder_sampler *smp;
+    ck_assert_int_eq(feeder_sampler_create(&cb, &d, &smp), 0);
+    ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    for (uint64_t e = 0; e < 2; e++) {
+        uint64_t ahead = 1;
+        feeder_batch *b;
+        uint64_t next = 22;
+        while (feeder_next(ld, &b) == 0) {
+            for (uint32_t i = 0; i < b->count; i++)
+                ck_assert_uint_eq(b->indices[i], next--);
+            feeder_batch_release(b, NULL);
+        }
+        feeder_stats st;
+        ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+        ahead = st.batches_ahead;
+        ck_assert_uint_eq(ahead, 0);
+        ck_assert_uint_eq(next, UINT64_MAX);
+    }
+    feeder_loader_destroy(ld);
+    feeder_sampler_destroy(smp);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 static int init_calls_fd = -1;
 static int record_init(void *user, int id)
 {
@@ -1074,6 +1236,9 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_drop_last_and_sampler);
     tcase_add_test(tc, test_set_epoch_mid_epoch);
     tcase_add_test(tc, test_persistent_workers);
+    tcase_add_test(tc, test_run_ahead_same_output);
+    tcase_add_test(tc, test_run_ahead_set_epoch);
+    tcase_add_test(tc, test_run_ahead_state_and_user_sampler);
     tcase_add_test(tc, test_worker_init);
     tcase_add_test(tc, test_worker_sigkill_mid_epoch);
     tcase_add_test(tc, test_worker_exit_status);

@@ -1768,12 +1768,12 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 #define F(name) #name, (unsigned long long)s.name
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K}",
+        "s:K,s:K,s:K}",
         F(batches), F(samples), F(skipped), F(failed_batches), F(bytes_read), F(read_ns),
         F(decode_ns), F(transform_ns), F(wait_ns), F(first_batch_ns), F(shm_bytes), F(slots),
         F(worker_restarts), F(pin_ns), F(h2d_ns), F(h2d_bytes), F(gpu_batches), F(pinned_bytes),
         F(device_bytes), F(gpu_decoded), F(gpu_fallback), F(gpu_decode_ns),
-        F(hybrid_cpu_permille), F(dropped));
+        F(hybrid_cpu_permille), F(dropped), F(batches_ahead));
 #undef F
 }
 
