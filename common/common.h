@@ -1,8 +1,8 @@
 /*
  * common/: what every room shares and nothing else. The lowest room: it
- * includes only the public header and the C library. Result codes and their
- * text (errors.c), the Philox generator behind every random choice
- * (random.c, public as feeder_random), CRC32C (crc32c.c), the clock and
+ * includes only the public header, the C library and ISA-L (crc32c.c). Result
+ * codes and their text (errors.c), the Philox generator behind every random
+ * choice (random.c, public as feeder_random), CRC32C (crc32c.c), the clock and
  * message formatting (util.c), the timeline trace (trace.c, trace.h) and the
  * NVTX macros (nvtx.h), brace ranges for shard sets (brace.c, brace.h).
  */
@@ -48,9 +48,8 @@ static inline uint64_t feeder__get_le64(const uint8_t *p)
 /* CRC32C of `len` bytes, chained: feeder__crc32c(feeder__crc32c(0, a), b) is the
  * CRC of a followed by b. Start with 0. Thread-safe. */
 uint32_t feeder__crc32c(uint32_t crc, const void *data, size_t len);
-/* The table-driven path alone (tests compare the two). */
+/* The same from a byte-wise table, independent of ISA-L (the tests compare
+ * the two). */
 uint32_t feeder__crc32c_portable(uint32_t crc, const void *data, size_t len);
-/* 1 when the SSE4.2 instruction is used. */
-int feeder__crc32c_hardware(void);
 
 #endif

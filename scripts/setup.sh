@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Install what feeder needs on Debian 12 (run as root, or with sudo).
 # Libraries made for the job: libjpeg-turbo (TurboJPEG + libjpeg APIs),
-# liburing, Check (tests); libyuv and stb only so bench_resize can measure
-# the resizers we weighed against our own; Open MPI (and python3, which checks
-# its output) for examples/mpi_train and scripts/mpi_check.sh; clang (libFuzzer,
-# scripts/fuzz.sh; libFuzzer itself lives in libclang-rt-14-dev, only a
-# recommendation of clang, which --no-install-recommends skips) and valgrind
-# (scripts/valgrind.sh) for CI. Debian's python3 with its dev headers,
-# setuptools, pytest, numpy, torch and torchvision (Pillow comes with it)
-# build and test the Python module (python/, tests/python_check.sh) and run
-# examples/python/train.py.
+# liburing, ISA-L (CRC32C of packed records), Check (tests); libyuv and stb
+# only so bench_resize can measure the resizers we weighed against our own;
+# Open MPI (and python3, which checks its output) for examples/mpi_train and
+# scripts/mpi_check.sh; clang (libFuzzer, scripts/fuzz.sh; libFuzzer itself
+# lives in libclang-rt-14-dev, only a recommendation of clang, which
+# --no-install-recommends skips) and valgrind (scripts/valgrind.sh) for CI.
+# Debian's python3 with its dev headers, setuptools, pytest, numpy, torch and
+# torchvision (Pillow comes with it) build and test the Python module
+# (python/, tests/python_check.sh) and run examples/python/train.py.
 #   scripts/setup.sh           what builds, tests and CI need
 #   scripts/setup.sh --bench   also what the PyTorch comparison needs:
 #                              bench/compare_torch.py (torch, torchvision,
@@ -24,6 +24,7 @@ case "${1:-}" in
 esac
 PKGS=(build-essential cmake pkg-config
       libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libspng-dev libwebp-dev libyuv-dev libstb-dev
+      libisal-dev
       check libsubunit-dev
       libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind
       python3-dev python3-setuptools python3-pytest python3-numpy python3-torch
