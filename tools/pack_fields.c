@@ -53,6 +53,7 @@ struct fpk_fields {
     const char *fd_path;
     uint64_t done, bytes;
     feeder_dataset *ds;
+    char last_err[1024];      /* the get callback's last failure, or "" */
 };
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -500,10 +501,12 @@ static int src_get(void *user, const feeder_sample_ctx *ctx, feeder_sample_out *
     fpk_fields *f = user;
     uint64_t bytes = 0;
     for (uint32_t k = 0; k < f->nf; k++) {
-        int rc = read_field(f, ctx->index, k, out->data[k], out->capacity[k], &out->rows[k], err,
-                            errlen);
-        if (rc)
+        int rc = read_field(f, ctx->index, k, out->data[k], out->capacity[k], &out->rows[k],
+                            f->last_err, sizeof(f->last_err));
+        if (rc) {
+            snprintf(err, errlen, "%s", f->last_err);
             return rc;
+        }
         bytes += out->rows[k] * feeder_elem_size(f->f[k].elem);
     }
     f->done++;
@@ -577,6 +580,11 @@ int fpk_fields_open(const fpk_fields_opts *o, fpk_fields **out, char *err, size_
 const feeder_dataset *fpk_fields_dataset(const fpk_fields *f) { return f->ds; }
 
 uint64_t fpk_fields_count(const fpk_fields *f) { return f->n; }
+
+const char *fpk_fields_last_error(const fpk_fields *f)
+{
+    return f->last_err[0] ? f->last_err : NULL;
+}
 
 void fpk_fields_describe(const fpk_fields *f, char *buf, size_t len)
 {

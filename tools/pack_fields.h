@@ -57,6 +57,11 @@ int fpk_fields_open(const fpk_fields_opts *o, fpk_fields **out, char *err, size_
 const feeder_dataset *fpk_fields_dataset(const fpk_fields *f);
 uint64_t fpk_fields_count(const fpk_fields *f);
 
+/* Why the dataset's get callback last failed (it names the shard, key and
+ * member, or the file), or NULL: what to say when feeder_pack_fields fails
+ * on a sample, rather than its "sample N: dataset callback returned ...". */
+const char *fpk_fields_last_error(const fpk_fields *f);
+
 /* The schema in words, for the summary: "jpg u8 ragged <= 5127, label i64". */
 void fpk_fields_describe(const fpk_fields *f, char *buf, size_t len);
 

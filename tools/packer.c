@@ -915,7 +915,7 @@ static void pack_fields(const fpk_opts *o)
     tmp_names[1] = xstrdup_printf("%s.tmp", one.tmp);
     tmp_count = 2;
     if ((rc = feeder_pack_fields(fpk_fields_dataset(f), one.tmp, err, sizeof(err))))
-        die("%s", err);
+        die("%s", fpk_fields_last_error(f) ? fpk_fields_last_error(f) : err);
     progress_draw(&pg, n, 0, 1);
     if (o->verify && fpk_fields_verify(f, one.tmp, o->out, o->workers, o->batch, err,
                                        sizeof(err)))
