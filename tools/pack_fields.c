@@ -84,24 +84,9 @@ static int has_name(const fpk_fields *f, const char *name)
     return 0;
 }
 
-/* A field for extension `ext` of `extlen` bytes; name and type NULL for the
- * defaults. 0, or 2 with the reason. */
-static int add_field(fpk_fields *f, const char *ext, size_t extlen, const char *name,
-                     size_t namelen, const char *type, const char *batching, char *err,
-                     size_t errlen)
+/* d's type and batching: SPEC's words, or NULL for the defaults. */
+static int field_type(field *d, const char *type, const char *batching, char *err, size_t errlen)
 {
-    if (f->nf == FEEDER_FIELDS_MAX)
-        return fail(err, errlen, 2, "more than %d fields (name fewer with --fields)",
-                    FEEDER_FIELDS_MAX);
-    field *d = &f->f[f->nf];
-    memset(d, 0, sizeof(*d));
-    if (extlen == 0 || extlen > EXT_MAX)
-        return fail(err, errlen, 2, "extension '%.*s': 1 to %d characters expected",
-                    (int)(extlen > 200 ? 200 : extlen), ext, EXT_MAX);
-    memcpy(d->ext, ext, extlen);
-    for (uint32_t k = 0; k < f->nf; k++)
-        if (!strcmp(f->f[k].ext, d->ext))
-            return fail(err, errlen, 2, "extension '%s' named twice", d->ext);
     if (!type)
         d->elem = is_int_ext(d->ext) ? FEEDER_ELEM_I64 : FEEDER_ELEM_U8;
     else if (!strcmp(type, "u8") || !strcmp(type, "i64"))
@@ -118,6 +103,13 @@ static int add_field(fpk_fields *f, const char *ext, size_t extlen, const char *
                     d->ext, batching);
     if (batching && !strcmp(batching, "padded"))
         d->batching = FEEDER_FIELD_PADDED;
+    return 0;
+}
+
+/* d's name: `name` (namelen bytes), or NULL for the default. */
+static int field_name(const fpk_fields *f, field *d, const char *name, size_t namelen, char *err,
+                      size_t errlen)
+{
     if (!name && d->elem == FEEDER_ELEM_I64 && is_int_ext(d->ext) && !has_name(f, "label")) {
         name = "label";
         namelen = 5;
@@ -133,8 +125,33 @@ static int add_field(fpk_fields *f, const char *ext, size_t extlen, const char *
     if (has_name(f, d->name))
         return fail(err, errlen, 2, "extension '%s': field name '%s' taken by another field",
                     d->ext, d->name);
-    f->nf++;
     return 0;
+}
+
+/* A field for extension `ext` of `extlen` bytes; name, type and batching
+ * NULL for the defaults. 0, or 2 with the reason. */
+static int add_field(fpk_fields *f, const char *ext, size_t extlen, const char *name,
+                     size_t namelen, const char *type, const char *batching, char *err,
+                     size_t errlen)
+{
+    if (f->nf == FEEDER_FIELDS_MAX)
+        return fail(err, errlen, 2, "more than %d fields (name fewer with --fields)",
+                    FEEDER_FIELDS_MAX);
+    field *d = &f->f[f->nf];
+    memset(d, 0, sizeof(*d));
+    if (extlen == 0 || extlen > EXT_MAX)
+        return fail(err, errlen, 2, "extension '%.*s': 1 to %d characters expected",
+                    (int)(extlen > 200 ? 200 : extlen), ext, EXT_MAX);
+    memcpy(d->ext, ext, extlen);
+    for (uint32_t k = 0; k < f->nf; k++)
+        if (!strcmp(f->f[k].ext, d->ext))
+            return fail(err, errlen, 2, "extension '%s' named twice", d->ext);
+    int rc = field_type(d, type, batching, err, errlen);
+    if (!rc)
+        rc = field_name(f, d, name, namelen, err, errlen);
+    if (!rc)
+        f->nf++;
+    return rc;
 }
 
 /* One SPEC entry, [NAME=]EXT[:TYPE[:BATCHING]], in a writable copy. */
@@ -344,19 +361,12 @@ static int open_tar(fpk_fields *f, char *err, size_t errlen)
 /* A folder or list file                                                     */
 /* ------------------------------------------------------------------------ */
 
-static int open_files(fpk_fields *f, int is_dir, char *err, size_t errlen)
+/* Each file's size, checked against --max-bytes; the largest in *max. */
+static int size_files(fpk_fields *f, uint64_t *max, char *err, size_t errlen)
 {
-    char why[1024] = "";
-    int rc = is_dir ? feeder_dataset_open_folder(f->o.data, &f->files, why, sizeof(why))
-                    : feeder_dataset_open_list2(f->o.data, NULL,
-                                                f->o.allow_escape ? FEEDER_LIST_ALLOW_ESCAPE : 0,
-                                                &f->files, why, sizeof(why));
-    if (rc)
-        return fail(err, errlen, 1, "%s", why[0] ? why : feeder_strerror(rc));
-    f->n = feeder_dataset_size(f->files);
     if (!(f->file_size = malloc((f->n ? f->n : 1) * sizeof(*f->file_size))))
         return fail(err, errlen, 1, "out of memory");
-    uint64_t max = 1;
+    *max = 1;
     for (uint64_t i = 0; i < f->n; i++) {
         const char *p = feeder_dataset_path(f->files, i);
         struct stat st;
@@ -371,8 +381,30 @@ static int open_files(fpk_fields *f, int is_dir, char *err, size_t errlen)
         if (f->file_size[i] > UINT32_MAX)
             return fail(err, errlen, 1, "%s: %llu bytes, over a field's 4 GiB limit", p,
                         ULL(f->file_size[i]));
-        max = f->file_size[i] > max ? f->file_size[i] : max;
+        *max = f->file_size[i] > *max ? f->file_size[i] : *max;
     }
+    return 0;
+}
+
+static int open_files(fpk_fields *f, int is_dir, char *err, size_t errlen)
+{
+    char why[1024] = "";
+    int rc = is_dir ? feeder_dataset_open_folder(f->o.data, &f->files, why, sizeof(why))
+                    : feeder_dataset_open_list2(f->o.data, NULL,
+                                                f->o.allow_escape ? FEEDER_LIST_ALLOW_ESCAPE : 0,
+                                                &f->files, why, sizeof(why));
+    /* The library's message names its flag; this tool's user has an option. */
+    const char *flag = "FEEDER_LIST_ALLOW_ESCAPE allows it";
+    char *at = rc == FEEDER_EPATH ? strstr(why, flag) : NULL;
+    if (at)
+        return fail(err, errlen, 1, "%.*s--allow-escape allows it%s", (int)(at - why), why,
+                    at + strlen(flag));
+    if (rc)
+        return fail(err, errlen, 1, "%s", why[0] ? why : feeder_strerror(rc));
+    f->n = feeder_dataset_size(f->files);
+    uint64_t max = 1;
+    if (size_files(f, &max, err, errlen))
+        return 1;
     f->nf = 2;
     f->f[0] = (field){.name = "jpg", .ext = "jpg", .elem = FEEDER_ELEM_U8,
                       .batching = FEEDER_FIELD_RAGGED, .max = f->o.max_bytes ? f->o.max_bytes

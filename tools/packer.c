@@ -884,14 +884,31 @@ static void free_shards(shard *v, uint32_t ns)
     tmp_names = NULL;
 }
 
+/* The bytes --mode fields has read, for the progress bar's last line. */
+static uint64_t g_fields_bytes;
+
 static void tick(void *user, uint64_t done, uint64_t bytes)
 {
+    g_fields_bytes = bytes;
     progress_draw(user, done, bytes, 0);
 }
 
-/* --mode fields: the library's feeder_pack_fields writes OUT.tmp.PID (by way
- * of its own OUT.tmp.PID.tmp, also removed on a signal), --verify reads it
- * back, then it is renamed to OUT. */
+/* --mode fields' output: OUT.tmp.PID, and the OUT.tmp.PID.tmp that
+ * feeder_pack_fields writes first; both removed on a signal or an error. */
+static shard fields_output(const fpk_opts *o, uint64_t n)
+{
+    shard one = {.count = n, .fd = -1, .name = xstrdup_printf("%s", o->out)};
+    one.tmp = xstrdup_printf("%s.tmp.%d", o->out, (int)getpid());
+    if (!(tmp_names = calloc(2, sizeof(char *))))
+        die("out of memory");
+    tmp_names[0] = one.tmp;
+    tmp_names[1] = xstrdup_printf("%s.tmp", one.tmp);
+    tmp_count = 2;
+    return one;
+}
+
+/* --mode fields: the library's feeder_pack_fields writes the file, --verify
+ * reads it back, then it gets its name. */
 static void pack_fields(const fpk_opts *o)
 {
     uint64_t t0 = now_ns();
@@ -907,16 +924,10 @@ static void pack_fields(const fpk_opts *o)
         die("%s", err);
     uint64_t n = fpk_fields_count(f);
     pg.total = n;
-    shard one = {.count = n, .fd = -1, .name = xstrdup_printf("%s", o->out)};
-    one.tmp = xstrdup_printf("%s.tmp.%d", o->out, (int)getpid());
-    if (!(tmp_names = calloc(2, sizeof(char *))))
-        die("out of memory");
-    tmp_names[0] = one.tmp;
-    tmp_names[1] = xstrdup_printf("%s.tmp", one.tmp);
-    tmp_count = 2;
-    if ((rc = feeder_pack_fields(fpk_fields_dataset(f), one.tmp, err, sizeof(err))))
+    shard one = fields_output(o, n);
+    if (feeder_pack_fields(fpk_fields_dataset(f), one.tmp, err, sizeof(err)))
         die("%s", fpk_fields_last_error(f) ? fpk_fields_last_error(f) : err);
-    progress_draw(&pg, n, 0, 1);
+    progress_draw(&pg, n, g_fields_bytes, 1);
     if (o->verify && fpk_fields_verify(f, one.tmp, o->out, o->workers, o->batch, err,
                                        sizeof(err)))
         die("verify: %s", err);
