@@ -250,20 +250,24 @@ static int find_member(const shard *sh, uint64_t a, uint64_t b, const char *ext,
     return 0;
 }
 
-/* The default fields: the first shard's first key's extensions. */
+/* The default fields: the extensions of the first key (of the first shard
+ * that has one). */
 static int default_fields(fpk_fields *f, char *err, size_t errlen)
 {
-    const feeder__tar_index *ix = &f->sh[0].ix;
+    size_t s = 0;
+    while (s + 1 < f->nshards && !f->sh[s].ix.n)
+        s++;
+    const feeder__tar_index *ix = &f->sh[s].ix;
     if (!ix->n)
-        return fail(err, errlen, 1, "%s: no member with a key (name.ext): no fields to take "
-                    "(name them with --fields)", f->sh[0].path);
+        return fail(err, errlen, 1, "%s: no member with a key (name.ext) in any shard",
+                    f->o.data);
     char why[512];
     for (uint64_t j = 0; j < ix->n && !strcmp(feeder__tar_key(ix, j), feeder__tar_key(ix, 0));
          j++) {
         const char *ext = feeder__tar_detail(ix, j);
         int rc = add_field(f, ext, strlen(ext), NULL, 0, NULL, NULL, why, sizeof(why));
         if (rc)
-            return fail(err, errlen, 1, "%s: key %s: %s", f->sh[0].path,
+            return fail(err, errlen, 1, "%s: key %s: %s", f->sh[s].path,
                         feeder__tar_key(ix, 0), why);
     }
     return 0;
@@ -568,9 +572,13 @@ static int make_dataset(fpk_fields *f, char *err, size_t errlen)
     return 0;
 }
 
-/* A tar shard: the ustar magic of its first header (GNU's "ustar  " too). */
+/* A tar shard: named .tar (an empty one is all zeros), or the ustar magic
+ * of its first header (GNU's "ustar  " too). */
 static int is_tar(const char *path)
 {
+    size_t len = strlen(path);
+    if (len > 4 && !strcmp(path + len - 4, ".tar"))
+        return 1;
     uint8_t h[512];
     FILE *f = fopen(path, "rb");
     int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;

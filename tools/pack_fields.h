@@ -9,7 +9,7 @@
  * Tar shards: every key (consecutive members sharing the part of their name
  * before the basename's first dot) is one sample, in shard order and then
  * member order; each field is one member extension. Without a SPEC the
- * fields are the extensions of the first shard's first key, in member
+ * fields are the extensions of the set's first key, in member
  * order. Extensions cls, label and idx are integer text members: an i64
  * scalar field, named "label" for the first of them (the others keep their
  * extension); every other extension is its member's bytes, a ragged u8
