@@ -359,6 +359,19 @@ START_TEST(test_tar_default_fields)
     ck_assert_int_eq(feeder_dataset_field(ds, 1, &f), 3);
     ck_assert_uint_eq(f.ndim, 0);
     feeder_dataset_destroy(ds);
+    /* An empty first shard (end-of-archive blocks only): the fields come from
+     * the first key there is; an empty set fails, named. */
+    tarbuf e = {0};
+    tb_grow(&e, 1024);
+    tb_write(&e, "E.tar", 0);
+    st = pack_tool("--mode fields --data '{E,S-0,S-1}.tar' --out E.pack", msg, sizeof(msg));
+    ck_assert_msg(st == 0, "%s", msg);
+    got = read_pack("E.pack", 3, names, elems, &n);
+    assert_set(got, n, 0, 1, 2);
+    free_samples(got, n);
+    st = pack_tool("--mode fields --data E.tar --out E2.pack", msg, sizeof(msg));
+    ck_assert_int_eq(st, 1);
+    ck_assert_str_eq(msg, "feeder-pack: E.tar: no member with a key (name.ext) in any shard\n");
     /* --max-bytes sets it instead. */
     st = pack_tool("--mode fields --data 'S-{0..1}.tar' --out M.pack --max-bytes 4K", msg,
                    sizeof(msg));
@@ -420,6 +433,28 @@ START_TEST(test_folder_fields)
         ck_assert_uint_eq(got[i].len[0], len);
         ck_assert_int_eq(memcmp(got[i].v[0], b, len), 0);
         ck_assert_int_eq(as_i64(&got[i], 1), (int64_t)(i / 3));
+        free(b);
+    }
+    free_samples(got, n);
+    /* A list file: its order, its labels. */
+    char list[512];
+    tu_path(list, sizeof(list), "l.txt");
+    const char *lines = "imgs/c1/000.jpg 5\nimgs/c0/002.jpg 2\n";
+    ck_assert_int_eq(bu_write_file(list, lines, strlen(lines)), 0);
+    st = pack_tool("--mode fields --data l.txt --out L.pack", msg, sizeof(msg));
+    ck_assert_msg(st == 0, "%s", msg);
+    got = read_pack("L.pack", 2, names, elems, &n);
+    ck_assert_uint_eq(n, 2);
+    static const char *const files[] = {"imgs/c1/000.jpg", "imgs/c0/002.jpg"};
+    for (uint64_t i = 0; i < n; i++) {
+        char p[512];
+        tu_path(p, sizeof(p), files[i]);
+        uint8_t *b;
+        size_t len;
+        ck_assert_int_eq(bu_read_file(p, &b, &len), 0);
+        ck_assert_uint_eq(got[i].len[0], len);
+        ck_assert_int_eq(memcmp(got[i].v[0], b, len), 0);
+        ck_assert_int_eq(as_i64(&got[i], 1), i == 0 ? 5 : 2);
         free(b);
     }
     free_samples(got, n);
