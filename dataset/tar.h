@@ -56,6 +56,20 @@ typedef struct feeder__tar_src {
 int feeder__tar_scan(const feeder__tar_src *src, const char *shard, feeder__tar_index *out,
                      char *err, size_t errlen);
 
+/* Every member of a shard, for a reader of more than the image and the label
+ * (feeder-pack --mode fields): `out` gets one entry per regular member whose
+ * basename has a key (as feeder__tar_scan splits it), in member order, named
+ * "key\0ext\0", with off and len its data (label and bad 0); folders and
+ * names without a key are left out. Damage anywhere (a header with a bad
+ * checksum or size, a member or header cut short by the end of the shard, a
+ * malformed pax or long-name header, a member that is a link, a device or a
+ * FIFO) fails with FEEDER_EDATASET and a message naming the shard and the
+ * first damage met: no member list of a damaged shard is handed out. A first
+ * header that is no tar header, read errors and -ENOMEM as feeder__tar_scan;
+ * `out` is freed on failure. */
+int feeder__tar_members(const feeder__tar_src *src, const char *shard, feeder__tar_index *out,
+                        char *err, size_t errlen);
+
 /* The cache file beside a shard (docs/FORMAT.md, "Tar shard index"). */
 #define FEEDER__TAR_IDX_MAGIC "FDTARIDX"
 #define FEEDER__TAR_IDX_VERSION 1u

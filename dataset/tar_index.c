@@ -99,6 +99,8 @@ typedef struct scan {
     uint64_t pax_size;
     int have_size;
     group g;
+    feeder__tar_index *all; /* feeder__tar_members: every member, or NULL */
+    char damage[512];       /* feeder__tar_members: the first damage met, or "" */
 } scan;
 
 /* `len` bytes at `off` (len <= WINDOW, off + len <= size), through the
@@ -321,6 +323,25 @@ static const char *type_name(uint8_t t)
     }
 }
 
+/* feeder__tar_members: the member as an entry "key\0ext\0"; one that is
+ * no regular file is damage. */
+static int list_member(scan *s, char *name, size_t keylen, const char *ext, uint8_t type,
+                       uint64_t data_off, uint64_t size)
+{
+    if (type != '0' && type != 0 && type != '7') {
+        if (!s->damage[0])
+            snprintf(s->damage, sizeof(s->damage), "member %.300s is %s (type '%c'), not a "
+                     "regular file", name, type_name(type),
+                     type >= ' ' && type <= '~' ? type : '?');
+        return 0;
+    }
+    feeder__tar_entry e = {.off = data_off, .len = size};
+    name[keylen] = 0; /* the dot before ext */
+    int rc = entry_add(s->all, &e, name, ext);
+    name[keylen] = '.';
+    return rc;
+}
+
 /* One member whose header and data lie inside the shard. */
 static int member(scan *s, const uint8_t *h, uint64_t data_off, uint64_t size)
 {
@@ -331,6 +352,8 @@ static int member(scan *s, const uint8_t *h, uint64_t data_off, uint64_t size)
     const char *ext = split_key(name, &keylen);
     if (type == '5' || !ext)
         return 0; /* folders, and names that are no sample's */
+    if (s->all)
+        return list_member(s, name, keylen, ext, type, data_off, size);
     int rc = group_start(s, name, keylen);
     if (rc)
         return rc;
@@ -361,6 +384,11 @@ static int member(scan *s, const uint8_t *h, uint64_t data_off, uint64_t size)
  * `key` (the damaged member's, or NULL when unknown) saying `what`. */
 static int damaged(scan *s, const char *key, uint64_t hdr_off, const char *what)
 {
+    if (s->all) {
+        if (!s->damage[0])
+            snprintf(s->damage, sizeof(s->damage), "%s", what);
+        return 0;
+    }
     if (key && s->g.open && strcmp(key, s->g.key) == 0) {
         group_bad(&s->g, "%s", what);
         return group_flush(s);
@@ -521,8 +549,9 @@ static int scan_fail(scan *s, int rc, char *err, size_t errlen)
     return rc;
 }
 
-int feeder__tar_scan(const feeder__tar_src *src, const char *shard, feeder__tar_index *out,
-                     char *err, size_t errlen)
+/* The walk; with `all`, every member goes there and `out` stays empty. */
+static int walk(const feeder__tar_src *src, const char *shard, feeder__tar_index *out,
+                feeder__tar_index *all, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     scan *s = calloc(1, sizeof(*s));
@@ -533,16 +562,41 @@ int feeder__tar_scan(const feeder__tar_src *src, const char *shard, feeder__tar_
         s->shard = shard;
         s->ix = out;
         s->win = win;
+        s->all = all;
         int stop = 0;
         for (uint64_t off = 0; !rc && !stop && off < src->size;)
             rc = header(s, off, &off, &stop);
         if (!rc)
             rc = group_flush(s);
+        if (!rc && s->damage[0]) {
+            feeder__fmt(err, errlen, "%s: %s", shard, s->damage);
+            rc = FEEDER_EDATASET;
+        } else if (rc) {
+            rc = scan_fail(s, rc, err, errlen);
+        }
     }
-    if (rc && s)
-        rc = scan_fail(s, rc, err, errlen);
+    if (rc == -ENOMEM && (!s || !win))
+        feeder__fmt(err, errlen, "%s: out of memory indexing the shard", shard);
     free(win);
     free(s);
+    return rc;
+}
+
+int feeder__tar_scan(const feeder__tar_src *src, const char *shard, feeder__tar_index *out,
+                     char *err, size_t errlen)
+{
+    return walk(src, shard, out, NULL, err, errlen);
+}
+
+int feeder__tar_members(const feeder__tar_src *src, const char *shard, feeder__tar_index *out,
+                        char *err, size_t errlen)
+{
+    feeder__tar_index none;
+    memset(out, 0, sizeof(*out));
+    int rc = walk(src, shard, &none, out, err, errlen);
+    feeder__tar_index_free(&none);
+    if (rc)
+        feeder__tar_index_free(out);
     return rc;
 }
 

@@ -2,7 +2,8 @@
 # Build feeder's Python module against this build's libfeeder (into
 # BUILD/python, so the checkout stays clean) and run python/tests with
 # Debian's python3 (the one python3-numpy, python3-torch and python3-pytest
-# belong to). 77 (skipped) where any of them is missing.
+# belong to). 77 (skipped) where any of them is missing. FEEDER_BUILD_DIR
+# tells the tests where the build's tools are (feeder-pack).
 #   tests/python_check.sh BUILD_DIR SOURCE_DIR [pytest args]
 set -euo pipefail
 build=$(realpath "$1"); src=$(realpath "$2"); shift 2
@@ -15,4 +16,4 @@ out=$build/python
 FEEDER_BUILD_DIR=$build "$py" "$src/python/setup.py" -q build_py -d "$out" \
   build_ext -f -b "$out" -t "$build/python-temp" >/dev/null  # -f: CUDA on/off is not a file change
 cd "$build"  # not python/: its feeder/ has no built module
-PYTHONPATH=$out PYTHONDONTWRITEBYTECODE=1 exec "$py" -m pytest -p no:cacheprovider -q "$src/python/tests" "$@"
+FEEDER_BUILD_DIR=$build PYTHONPATH=$out PYTHONDONTWRITEBYTECODE=1 exec "$py" -m pytest -p no:cacheprovider -q "$src/python/tests" "$@"

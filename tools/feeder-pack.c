@@ -5,6 +5,8 @@
  *   feeder-pack --data DIR|LIST|'S-{000..127}.tar' --out F.pack [--mode raw|jpeg] [--size 224]
  *               [--resize 256] [--layout nhwc|nchw] [--channels 3|1] [--workers N]
  *               [--shard-size BYTES] [--max-side N [--quality Q]] [--verify]
+ *   feeder-pack --mode fields --data 'S-{000..127}.tar'|DIR|LIST --out F.pack
+ *               [--fields SPEC] [--max-bytes BYTES] [--verify]
  *
  * RAW mode decodes every image once with the loader itself (EVAL pipeline:
  * resize the shorter side, centre crop; sequential order; N worker
@@ -22,6 +24,13 @@
  * With --max-side N (JPEG mode), a file whose longer side exceeds N is
  * decoded, resized as the loader resizes and re-encoded at --quality
  * (tools/shrink.h); the others keep their bytes.
+ *
+ * FIELDS mode writes a version 3 FIELDS pack through the library's
+ * feeder_pack_fields: each key of the tar shards one record, each member
+ * extension one field (tools/pack_fields.h has the rules and --fields'
+ * SPEC); a folder or list file gives the fields jpg and label. --verify
+ * reads it back through a loader and compares every field with the source
+ * before the file gets its name.
  *
  * With --shard-size, records are split in dataset order into files of at
  * most BYTES each, named F-00000-of-0000N.pack (F is --out less its .pack
@@ -42,14 +51,14 @@
 
 typedef fpk_opts opts;
 
-static const char *const mode_names[] = {"raw", "jpeg", NULL};
+static const char *const mode_names[] = {"raw", "jpeg", "fields", NULL};
 static const char *const layout_names[] = {"nhwc", "nchw", NULL};
 static const int layout_values[] = {FEEDER_LAYOUT_NHWC, FEEDER_LAYOUT_NCHW};
 static const char *const io_names[] = {"auto", "uring", "pread", NULL};
 static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 
-/* --shard-size: bytes, optionally with K, M, G or T (x1024). */
-static void parse_bytes(const char *prog, const char *s, void *dest)
+/* --shard-size, --max-bytes: bytes, optionally with K, M, G or T (x1024). */
+static void parse_bytes_of(const char *prog, const char *opt, const char *s, void *dest)
 {
     char *end;
     errno = 0;
@@ -72,8 +81,18 @@ static void parse_bytes(const char *prog, const char *s, void *dest)
     *(uint64_t *)dest = (uint64_t)v << shift;
     return;
 bad:
-    cli_die_usage(prog, "--shard-size '%s': expected a positive size in bytes, optionally with "
-                  "K, M, G or T", s);
+    cli_die_usage(prog, "%s '%s': expected a positive size in bytes, optionally with "
+                  "K, M, G or T", opt, s);
+}
+
+static void parse_shard_size(const char *prog, const char *s, void *dest)
+{
+    parse_bytes_of(prog, "--shard-size", s, dest);
+}
+
+static void parse_max_bytes(const char *prog, const char *s, void *dest)
+{
+    parse_bytes_of(prog, "--max-bytes", s, dest);
 }
 
 /* --size N or HxW. */
@@ -102,6 +121,9 @@ static void check_args(opts *o, int raw_opt)
     if (o->jpeg && raw_opt)
         die_usage("--size, --resize and --layout apply to --mode raw only (JPEG records are "
                   "stored as they are)");
+    if (o->fields && raw_opt)
+        die_usage("--size, --resize and --layout apply to --mode raw only (fields records are "
+                  "the members' bytes)");
     if (!o->resize) {
         uint32_t m = o->height > o->width ? o->height : o->width;
         o->resize = (uint32_t)(((uint64_t)m * 256 + 112) / 224);
@@ -114,6 +136,20 @@ static void check_args(opts *o, int raw_opt)
         o->progress = 1;
 }
 
+/* --mode fields and its options: given[] says whether --fields, --max-bytes
+ * and --shard-size were; other is any RAW or JPEG option. */
+static void check_fields(const opts *o, const int *given, int other)
+{
+    if (!o->fields && (given[0] || given[1]))
+        die_usage("--fields and --max-bytes apply to --mode fields only");
+    if (o->fields && given[2])
+        die_usage("--shard-size applies to --mode raw and jpeg only (a fields pack is one file: "
+                  "pack each shard set apart to split it)");
+    if (o->fields && other)
+        die_usage("--channels, --max-side and --quality apply to --mode raw or jpeg only "
+                  "(fields records are the members' bytes)");
+}
+
 static void parse_args(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
@@ -121,7 +157,7 @@ static void parse_args(opts *o, int argc, char **argv)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->workers = cores > 0 ? (int)cores : 1;
     o->batch = 64;
-    int raw[4] = {0}, shrink[2] = {0};
+    int raw[4] = {0}, shrink[2] = {0}, fields[3] = {0}, mode = 0;
     o->channels = 3;
     o->quality = 90;
     cli_opt t[] = {
@@ -132,9 +168,11 @@ static void parse_args(opts *o, int argc, char **argv)
         CLI_STRING("out", "FILE", o->out,
                    "the packed file; with --shard-size, FILE-00000-of-0000N.pack\n"
                    "(FILE less its .pack suffix)"),
-        CLI_ENUM("mode", o->jpeg, mode_names,
+        CLI_ENUM("mode", mode, mode_names,
                  "raw: decode and transform once, store uint8 tensors (default);\n"
-                 "jpeg: store the original JPEG bytes"),
+                 "jpeg: store the original JPEG bytes; fields: a FIELDS pack,\n"
+                 "each tar member extension a field (see --fields), or for\n"
+                 "a folder or list the fields jpg (file bytes) and label"),
         CLI_FUNC("size", "N|HxW", parse_size, o, "raw: output height x width (224)"),
         CLI_UINT("resize", "N", o->resize, 1, 65535,
                  "raw: shorter side before the centre crop (size*256/224)"),
@@ -142,8 +180,9 @@ static void parse_args(opts *o, int argc, char **argv)
         CLI_UINT("workers", "N", o->workers, 0, 1024,
                  "raw: decoding worker processes (number of cores)"),
         CLI_UINT("batch", "N", o->batch, 1, 65536, "raw: samples per loader batch (64)"),
-        CLI_FUNC("shard-size", "BYTES", parse_bytes, &o->shard_size,
-                 "split into files of at most BYTES (suffix K, M, G: x1024)"),
+        CLI_FUNC("shard-size", "BYTES", parse_shard_size, &o->shard_size,
+                 "raw, jpeg: split into files of at most BYTES (suffix K, M, G:\n"
+                 "x1024)"),
         CLI_ENUMV("io", o->io, io_names, io_values,
                   "raw: how the loader reads the images (auto)"),
         CLI_UINT("max-side", "N", o->max_side, 16, 16384,
@@ -159,10 +198,21 @@ static void parse_args(opts *o, int argc, char **argv)
         CLI_FLAG("progress", o->progress,
                  "draw the progress bar even when stderr is not a terminal"),
         CLI_FLAG("quiet", o->quiet, "no progress bar, no summary"),
+        CLI_STRING("fields", "SPEC", o->fields_spec,
+                   "fields, tar shards: [NAME=]EXT[:u8|i64[:ragged|padded]],...\n"
+                   "(default: the first key's extensions; cls, label, idx\n"
+                   "as i64 'label', the rest as ragged u8 bytes)"),
+        CLI_FUNC("max-bytes", "BYTES", parse_max_bytes, &o->max_bytes,
+                 "fields: the most bytes of a u8 field's member, a larger\n"
+                 "one an error (default: the largest member seen)"),
         CLI_UINT("channels", "N", o->channels, 1, 3, "raw: 3 (RGB) or 1 (grayscale) (3)"),
         CLI_END,
     };
-    t[sizeof(t) / sizeof(t[0]) - 2].given = &raw[3];
+    int n = (int)(sizeof(t) / sizeof(t[0]));
+    t[n - 2].given = &raw[3];
+    t[n - 4].given = &fields[0];
+    t[n - 3].given = &fields[1];
+    t[8].given = &fields[2];
     t[3].given = &raw[0];
     t[4].given = &raw[1];
     t[5].given = &raw[2];
@@ -173,11 +223,14 @@ static void parse_args(opts *o, int argc, char **argv)
                      .epilog = "Exit status: 0 done, 1 failed (nothing written), 2 bad "
                                "arguments.\n"};
     cli_parse(&spec, argc, argv);
+    o->jpeg = mode == 1;
+    o->fields = mode == 2;
     check_args(o, raw[0] | raw[1] | raw[2]);
     if (o->jpeg && raw[3])
         die_usage("--channels applies to --mode raw only (JPEG records are stored as they are)");
     if (o->channels == 2)
         die_usage("--channels 2: expected 3 (RGB) or 1 (grayscale)");
+    check_fields(o, fields, raw[3] | shrink[0] | shrink[1]);
     if (shrink[0] && !o->jpeg)
         die_usage("--max-side applies to --mode jpeg only (--mode raw resizes every image)");
     if (shrink[1] && !shrink[0])

@@ -18,6 +18,7 @@
 
 #include "feeder.h"
 #include "dataset/pack.h"
+#include "pack_fields.h"
 #include "packer.h"
 #include "shrink.h"
 
@@ -599,6 +600,9 @@ static void read_jpeg(tjhandle tj, const feeder_dataset *ds, uint64_t i, uint8_t
             path);
 }
 
+/* The fields of a --mode fields pack, for the summary. */
+static char g_fields_desc[400];
+
 /* What --max-side did, for the summary. */
 static uint64_t g_shrunk, g_shrunk_from, g_shrunk_to;
 
@@ -848,8 +852,10 @@ static void summary(const fpk_opts *o, const shard *v, uint32_t ns, uint64_t n, 
     for (uint32_t s = 0; s < ns; s++)
         total += v[s].file_bytes;
     double secs = (now_ns() - t0) / 1e9;
-    char what[192];
-    if (o->jpeg && o->max_side)
+    char what[512];
+    if (o->fields)
+        snprintf(what, sizeof(what), "fields: %s", g_fields_desc);
+    else if (o->jpeg && o->max_side)
         snprintf(what, sizeof(what), "JPEG; %llu re-encoded at max side %u, quality %d: "
                  "%.1f MB to %.1f MB",
                  (unsigned long long)g_shrunk, o->max_side, o->quality, g_shrunk_from / 1e6,
@@ -859,10 +865,10 @@ static void summary(const fpk_opts *o, const shard *v, uint32_t ns, uint64_t n, 
     else
         snprintf(what, sizeof(what), "RAW %ux%ux%u %s", o->height, o->width, raw_channels(o),
                  o->layout ? "nchw" : "nhwc");
-    fprintf(stderr, "%s: %s: %llu records (%s) in %u file%s, %.1f MB, %.1f s (%.0f images/s)%s\n",
+    fprintf(stderr, "%s: %s: %llu records (%s) in %u file%s, %.1f MB, %.1f s (%.0f %s/s)%s\n",
             g_prog, ns == 1 ? v[0].name : o->out, (unsigned long long)n, what, ns,
             ns == 1 ? "" : "s", total / 1e6, secs, secs > 0 ? n / secs : 0.0,
-            o->verify ? "; verified" : "");
+            o->fields ? "samples" : "images", o->verify ? "; verified" : "");
 }
 
 static void free_shards(shard *v, uint32_t ns)
@@ -878,11 +884,77 @@ static void free_shards(shard *v, uint32_t ns)
     tmp_names = NULL;
 }
 
+/* The bytes --mode fields has read, for the progress bar's last line. */
+static uint64_t g_fields_bytes;
+
+static void tick(void *user, uint64_t done, uint64_t bytes)
+{
+    g_fields_bytes = bytes;
+    progress_draw(user, done, bytes, 0);
+}
+
+/* --mode fields' output: OUT.tmp.PID, and the OUT.tmp.PID.tmp that
+ * feeder_pack_fields writes first; both removed on a signal or an error. */
+static shard fields_output(const fpk_opts *o, uint64_t n)
+{
+    shard one = {.count = n, .fd = -1, .name = xstrdup_printf("%s", o->out)};
+    one.tmp = xstrdup_printf("%s.tmp.%d", o->out, (int)getpid());
+    if (!(tmp_names = calloc(2, sizeof(char *))))
+        die("out of memory");
+    tmp_names[0] = one.tmp;
+    tmp_names[1] = xstrdup_printf("%s.tmp", one.tmp);
+    tmp_count = 2;
+    return one;
+}
+
+/* --mode fields: the library's feeder_pack_fields writes the file, --verify
+ * reads it back, then it gets its name. */
+static void pack_fields(const fpk_opts *o)
+{
+    uint64_t t0 = now_ns();
+    progress pg = {.on = o->progress, .what = "packing fields", .t0 = t0};
+    fpk_fields_opts fo = {.data = o->data, .spec = o->fields_spec, .max_bytes = o->max_bytes,
+                          .allow_escape = o->allow_escape, .tick = tick, .tick_user = &pg};
+    char err[2048];
+    fpk_fields *f;
+    int rc = fpk_fields_open(&fo, &f, err, sizeof(err));
+    if (rc == 2)
+        die_usage("%s", err);
+    if (rc)
+        die("%s", err);
+    uint64_t n = fpk_fields_count(f);
+    pg.total = n;
+    shard one = fields_output(o, n);
+    if (feeder_pack_fields(fpk_fields_dataset(f), one.tmp, err, sizeof(err)))
+        die("%s", fpk_fields_last_error(f) ? fpk_fields_last_error(f) : err);
+    progress_draw(&pg, n, g_fields_bytes, 1);
+    if (o->verify && fpk_fields_verify(f, one.tmp, o->out, o->workers, o->batch, err,
+                                       sizeof(err)))
+        die("verify: %s", err);
+    struct stat st;
+    one.file_bytes = stat(one.tmp, &st) == 0 ? (uint64_t)st.st_size : 0;
+    tmp_count = 1;
+    free(tmp_names[1]);
+    publish(o, &one, 1);
+    fpk_fields_describe(f, g_fields_desc, sizeof(g_fields_desc));
+    if (!o->quiet)
+        summary(o, &one, 1, n, t0);
+    fpk_fields_close(f);
+    free(one.name);
+    free(one.tmp);
+    free(tmp_names);
+    tmp_names = NULL;
+}
+
 void fpk_pack(const char *prog, const fpk_opts *op)
 {
     g_prog = prog;
     const fpk_opts o = *op;
     install_handlers();
+    if (o.fields) {
+        pack_fields(&o);
+        return;
+    }
     uint64_t t0 = now_ns();
     feeder_dataset *ds = open_source(o.data, o.allow_escape);
     uint64_t n = feeder_dataset_size(ds);

@@ -25,6 +25,9 @@ typedef struct fpk_opts {
     uint32_t max_side;        /* JPEG: re-encode files whose longer side exceeds it; 0 none */
     int quality;              /* JPEG with max_side: tjCompress2 quality, 1..100 */
     uint32_t channels;        /* RAW: 1 grayscale, else (0 included) 3 RGB */
+    int fields;               /* 1: a FIELDS pack (tools/pack_fields.h); jpeg is then 0 */
+    const char *fields_spec;  /* fields: --fields SPEC, or NULL for the default */
+    uint64_t max_bytes;       /* fields: the most bytes of a u8 field's member; 0 none */
 } fpk_opts;
 
 /* Pack o->data into o->out as feeder-pack does (docs/FORMAT.md). Messages

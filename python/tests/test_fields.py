@@ -1,6 +1,8 @@
 """Fields packed files (format version 3) through the binding: written here
 in pure Python from docs/FORMAT.md alone (a check of the format page too),
-opened with feeder.Packed, and iterated as dicts of tensors."""
+opened with feeder.Packed, and iterated as dicts of tensors; and one written
+from tar shards by feeder-pack --mode fields."""
+import os
 import struct
 
 import pytest
@@ -159,3 +161,54 @@ def test_damaged_record_raises_naming_it(tmp_path):
 
 def test_image_datasets_have_no_fields(dataset):
     assert dataset.fields is None
+
+
+def _tar_shard(path, keys):
+    """A WebDataset shard: each (key, {ext: bytes}) as members in that order."""
+    import io
+    import tarfile
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as t:
+        for key, members in keys:
+            for ext, data in members.items():
+                ti = tarfile.TarInfo(f"{key}.{ext}")
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+
+
+def _key(s, k):
+    return (f"s{s}/{k:03d}",
+            {"jpg": bytes((s * 31 + k * 7 + j) & 0xFF for j in range(50 + 97 * k + 13 * s)),
+             "cls": f"{s * 10 + k}\n".encode(),
+             "json": ('{"s": %d, "k": %d%s}' % (s, k, ", \"odd\": 1" if k % 2 else "")).encode()})
+
+
+def test_feeder_pack_fields_from_tar_shards(tmp_path):
+    """feeder-pack --mode fields writes a shard set as a FIELDS pack: every key a
+    record in shard then member order, every member extension a field."""
+    import subprocess
+    tool = os.path.join(os.environ.get("FEEDER_BUILD_DIR", ""), "tools", "feeder-pack")
+    if not os.path.exists(tool):
+        pytest.skip("no feeder-pack (tests/python_check.sh sets FEEDER_BUILD_DIR)")
+    keys = [[_key(s, k) for k in range(n)] for s, n in enumerate((4, 3))]
+    for s, ks in enumerate(keys):
+        _tar_shard(str(tmp_path / f"S-{s}.tar"), ks)
+    out = str(tmp_path / "f.pack")
+    subprocess.run([tool, "--mode", "fields", "--data", str(tmp_path / "S-{0..1}.tar"),
+                    "--out", out, "--quiet", "--verify"], check=True)
+    want = [m for ks in keys for _, m in ks]
+    ds = feeder.Packed(out)
+    assert len(ds) == 7
+    assert ds.fields == [("jpg", "u8", "ragged", (max(len(m["jpg"]) for m in want),)),
+                         ("label", "i64", "fixed", ()),
+                         ("json", "u8", "ragged", (max(len(m["json"]) for m in want),))]
+    seen = 0
+    for b in feeder.Loader(ds, batch_size=3, num_workers=2):
+        n = len(b["label"])
+        assert b["label"].tolist() == [int(m["cls"]) for m in want[seen:seen + n]]
+        for f in ("jpg", "json"):
+            offs = b[f + "_offsets"].tolist()
+            got = bytes(b[f].numpy().tobytes())
+            assert [got[offs[j]:offs[j + 1]] for j in range(n)] == \
+                [m[f] for m in want[seen:seen + n]]
+        seen += n
+    assert seen == 7
