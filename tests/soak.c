@@ -127,9 +127,14 @@ static reading measure(void)
 /* TIMEOUT_MS of every loader: short when workers are stopped on purpose. */
 static int64_t timeout_ms = 60000;
 
+/* Every other loader keeps its workers between epochs (and begins the next
+ * epoch early); persistent_made says what the last one made does. */
+static int loaders_made, persistent_made;
+
 static feeder_loader *make_loader(feeder_dataset *ds, int workers, uint64_t seed)
 {
     feeder_loader *ld;
+    persistent_made = loaders_made++ % 2 == 0;
     if (feeder_loader_create(ds, NULL, &ld))
         die("feeder_loader_create failed");
     feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, BATCH);
@@ -142,6 +147,7 @@ static feeder_loader *make_loader(feeder_dataset *ds, int workers, uint64_t seed
     feeder_loader_set(ld, FEEDER_OPT_HEIGHT, H);
     feeder_loader_set(ld, FEEDER_OPT_WIDTH, W);
     feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, timeout_ms);
+    feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, persistent_made);
     return ld;
 }
 
@@ -193,6 +199,8 @@ typedef struct {
     uint64_t n;
     int64_t corrupted; /* index now corrupted, or -1 */
     uint64_t *bad_since; /* per index: how many corruptions touched it this epoch */
+    uint64_t *bad_before; /* the same for the epoch before: a persistent loader reads the
+                             next epoch's first batches while this one ends */
     char tmp[4200];
 } files;
 
@@ -221,7 +229,7 @@ static void restore(files *f)
 /* ---- the run ---- */
 
 typedef struct {
-    uint64_t batches, samples, skipped, kills, corruptions, recreations, epochs, restarts;
+    uint64_t batches, samples, skipped, kills, corruptions, recreations, epochs, restarts, ahead;
     uint64_t errors, stalls, threaded;
 } counts;
 
@@ -393,6 +401,7 @@ int main(int argc, char **argv)
     f.orig = calloc(f.n, sizeof(uint8_t *));
     f.len = calloc(f.n, sizeof(size_t));
     f.bad_since = calloc(f.n, sizeof(uint64_t));
+    f.bad_before = calloc(f.n, sizeof(uint64_t));
     for (uint64_t i = 0; i < f.n; i++) {
         f.paths[i] = strdup(feeder_dataset_path(ds, i));
         if (bu_read_file(f.paths[i], &f.orig[i], &f.len[i]))
@@ -430,6 +439,7 @@ int main(int argc, char **argv)
                     die("epoch %llu: position %llu delivered %d times",
                         (unsigned long long)epoch_base, (unsigned long long)p, seen[p]);
             memset(seen, 0, r.n);
+            memcpy(f.bad_before, f.bad_since, r.n * sizeof(uint64_t));
             memset(f.bad_since, 0, r.n * sizeof(uint64_t));
             if (f.corrupted >= 0)
                 f.bad_since[f.corrupted] = 1;
@@ -461,7 +471,8 @@ int main(int argc, char **argv)
             if (got != want) {
                 /* A skip: the original must have been corrupted, and the
                  * replacement is another sample of its class. */
-                if (!f.bad_since[want] || got >= r.n ||
+                int bad = f.bad_since[want] || (persistent_made && f.bad_before[want]);
+                if (!bad || got >= r.n ||
                     feeder_dataset_label(ds, got) != feeder_dataset_label(ds, want))
                     die("epoch %d batch %llu position %u: index %llu, expected %llu",
                         e, (unsigned long long)b->number, i, (unsigned long long)got,
@@ -506,6 +517,7 @@ int main(int argc, char **argv)
             feeder_stats st;
             feeder_loader_stats(ld, &st);
             c.restarts += st.worker_restarts;
+            c.ahead += st.batches_ahead;
             feeder_loader_destroy(ld); /* with parts in flight */
             cur_workers = (int)(rand_r(&rnd) % (unsigned)(workers + 1));
             resumed m = {ds, cur_workers, seed, blob, len, NULL};
@@ -531,6 +543,7 @@ int main(int argc, char **argv)
     feeder_stats st;
     feeder_loader_stats(ld, &st);
     c.restarts += st.worker_restarts;
+    c.ahead += st.batches_ahead;
     reading end = measure();
     double secs = (double)(bu_now_ns() - t0) / 1e9;
     printf("soak: %.0f s, %llu epochs, %llu batches (%llu samples) checked, %llu samples "
@@ -543,6 +556,8 @@ int main(int argc, char **argv)
            (unsigned long long)c.kills, (unsigned long long)c.stalls,
            (unsigned long long)c.restarts, (unsigned long long)c.corruptions,
            (unsigned long long)c.recreations, (unsigned long long)c.threaded);
+    printf("soak: %llu batches begun ahead of their epoch by persistent loaders\n",
+           (unsigned long long)c.ahead);
     printf("soak: RSS after epoch 1 / peak / end: %ld / %ld / %ld KiB\n", start.rss, peak.rss,
            end.rss);
     feeder_loader_destroy(ld);
@@ -566,6 +581,7 @@ int main(int argc, char **argv)
     free(f.orig);
     free(f.len);
     free(f.bad_since);
+    free(f.bad_before);
     free(seen);
     for (int e = 0; e < EPOCHS; e++) {
         free(r.order[e]);
