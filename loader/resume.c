@@ -91,11 +91,16 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     st->drop_last = (uint32_t)iopt(ld, FEEDER_OPT_DROP_LAST);
     st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);
     st->user_sampler = ld->sampler && ld->sampler != ld->own_sampler;
-    /* The transform as the options ask for it, as start reads them; the
-     * decoder in use once started (the plan's). The layout stays the one
-     * asked for: float device batches come from NHWC slots whatever it is. */
+    /* The transform as the options ask for it, as start reads them, of the
+     * shape start resolves (the plan's once started: a blob saved then
+     * loads into a new loader before its start); the decoder in use once
+     * started. The layout stays the one asked for: float device batches
+     * come from NHWC slots whatever it is. */
+    feeder__plan shape = ld->plan;
+    if (!ld->started)
+        (void)feeder__options_shape(ld, &shape); /* a disagreement fails the start */
     feeder__transform t;
-    feeder__options_transform(ld, &t);
+    feeder__options_transform(ld, &shape, &t);
     if (ld->started)
         t.decoder = ld->job.t.decoder;
     st->pipeline = (uint32_t)t.pipeline;
