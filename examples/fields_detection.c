@@ -132,18 +132,6 @@ int main(int argc, char **argv)
         {"classes", FEEDER_ELEM_I64, FEEDER_FIELD_RAGGED, 1, {MAXBOX}, {0}},
     };
     feeder_fields_callbacks cb = {.len = images_len, .get = scene_get};
-    feeder_dataset *ds = NULL;
-    feeder_loader *ld = NULL;
-    fx_totals t;
-    int rc = fx_open(&cb, fields, 3, &a, 3, &ds, &ld);
-    if (!rc && !(rc = fx_two_epochs(ld, &a, count_boxes, check_batch, &t))) {
-        printf("2 epochs: %llu batches, %llu boxes\n", (unsigned long long)t.batches,
-               (unsigned long long)t.counted);
-        if (a.check)
-            printf("checked: every image, box and class; checksum %016llx\n",
-                   (unsigned long long)t.sum);
-    }
-    feeder_loader_destroy(ld);
-    feeder_dataset_destroy(ds);
-    return rc ? 1 : 0;
+    return fx_run(&a, &cb, fields, 3, 3, count_boxes, check_batch, "boxes",
+                  "every image, box and class");
 }

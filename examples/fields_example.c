@@ -35,8 +35,15 @@ uint64_t fx_fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-int fx_open(const feeder_fields_callbacks *cb, const feeder_field *fields, uint32_t nfields,
-            fx_args *a, int64_t seed, feeder_dataset **ds, feeder_loader **ld)
+typedef struct totals {
+    uint64_t batches, counted, sum; /* counted: count's sum over the batches */
+} totals;
+
+/* The dataset and its loader: 0, or an error after printing it (*ds and
+ * *ld stay NULL until made). */
+static int open_loader(const feeder_fields_callbacks *cb, const feeder_field *fields,
+                       uint32_t nfields, fx_args *a, int64_t seed, feeder_dataset **ds,
+                       feeder_loader **ld)
 {
     char err[256];
     int rc = feeder_dataset_create_fields(cb, fields, nfields, &a->images, ds, err, sizeof(err));
@@ -55,7 +62,7 @@ int fx_open(const feeder_fields_callbacks *cb, const feeder_field *fields, uint3
 
 /* One epoch: FEEDER_DONE, -1 after a check failed, or the loader's error. */
 static int epoch(feeder_loader *ld, const fx_args *a, fx_count_fn count, fx_check_fn check,
-                 uint8_t *seen, fx_totals *t)
+                 uint8_t *seen, totals *t)
 {
     memset(seen, 0, a->images);
     feeder_batch *b;
@@ -73,11 +80,12 @@ static int epoch(feeder_loader *ld, const fx_args *a, fx_count_fn count, fx_chec
     return rc;
 }
 
-int fx_two_epochs(feeder_loader *ld, const fx_args *a, fx_count_fn count, fx_check_fn check,
-                  fx_totals *t)
+/* 0, or 1 after printing why. */
+static int two_epochs(feeder_loader *ld, const fx_args *a, fx_count_fn count,
+                      fx_check_fn check, totals *t)
 {
     uint8_t *seen = calloc(a->images, 1);
-    *t = (fx_totals){.sum = 0xcbf29ce484222325ull};
+    *t = (totals){.sum = 0xcbf29ce484222325ull};
     int rc = seen ? 0 : -1;
     for (int e = 0; e < 2 && rc == 0; e++) {
         rc = epoch(ld, a, count, check, seen, t);
@@ -89,4 +97,23 @@ int fx_two_epochs(feeder_loader *ld, const fx_args *a, fx_count_fn count, fx_che
         return 1;
     }
     return 0;
+}
+
+int fx_run(fx_args *a, const feeder_fields_callbacks *cb, const feeder_field *fields,
+           uint32_t nfields, int64_t seed, fx_count_fn count, fx_check_fn check,
+           const char *counted, const char *checked)
+{
+    feeder_dataset *ds = NULL;
+    feeder_loader *ld = NULL;
+    totals t;
+    int rc = open_loader(cb, fields, nfields, a, seed, &ds, &ld);
+    if (!rc && !(rc = two_epochs(ld, a, count, check, &t))) {
+        printf("2 epochs: %llu batches, %llu %s\n", (unsigned long long)t.batches,
+               (unsigned long long)t.counted, counted);
+        if (a->check)
+            printf("checked: %s; checksum %016llx\n", checked, (unsigned long long)t.sum);
+    }
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    return rc ? 1 : 0;
 }

@@ -122,18 +122,6 @@ int main(int argc, char **argv)
         {"mask", FEEDER_ELEM_U8, FEEDER_FIELD_FIXED, 2, {OUT, OUT}, {0}},
     };
     feeder_fields_callbacks cb = {.len = images_len, .get = scene_get};
-    feeder_dataset *ds = NULL;
-    feeder_loader *ld = NULL;
-    fx_totals t;
-    int rc = fx_open(&cb, fields, 2, &a, 4, &ds, &ld);
-    if (!rc && !(rc = fx_two_epochs(ld, &a, count_pixels, check_batch, &t))) {
-        printf("2 epochs: %llu batches, %llu mask pixels\n", (unsigned long long)t.batches,
-               (unsigned long long)t.counted);
-        if (a.check)
-            printf("checked: every pixel of every image and mask; checksum %016llx\n",
-                   (unsigned long long)t.sum);
-    }
-    feeder_loader_destroy(ld);
-    feeder_dataset_destroy(ds);
-    return rc ? 1 : 0;
+    return fx_run(&a, &cb, fields, 2, 4, count_pixels, check_batch, "mask pixels",
+                  "every pixel of every image and mask");
 }
