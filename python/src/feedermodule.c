@@ -1582,48 +1582,55 @@ static PyObject *fields_batch(LoaderObject *self, BatchObject *bo)
     return d;
 }
 
-static PyObject *loader_next_batch(LoaderObject *self)
+/* feeder_next without the GIL, its time added to last_next_ns. */
+static int timed_next(LoaderObject *self, feeder_batch **b)
 {
-    if (!loader_ready(self))
-        return NULL;
+    int rc;
+    feeder_loader *ld = self->ld;
+    uint64_t ns = 0;
+    self->in_next = 1;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = feeder_next(ld, b);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
+         (uint64_t)t0.tv_nsec;
+    Py_END_ALLOW_THREADS
+    self->last_next_ns += ns;
+    self->in_next = 0;
     drain_pending(self);
+    return rc;
+}
+
+/* The next batch in *b: 1; or 0 with an exception set, or with none at the
+ * epoch's end (StopIteration). Waits come back every FPY_POLL_MS for
+ * signals and the user's timeout; a full set of slots tries the garbage
+ * collector once. */
+static int wait_batch(LoaderObject *self, feeder_batch **b)
+{
     double deadline = self->timeout_s > 0 ? now_s() + self->timeout_s : 0;
     int tried_gc = 0;
-    feeder_batch *b = NULL;
     self->last_next_ns = 0;
     for (;;) {
-        int rc;
-        feeder_loader *ld = self->ld;
-        uint64_t ns = 0;
-        self->in_next = 1;
-        Py_BEGIN_ALLOW_THREADS
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        rc = feeder_next(ld, &b);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
-             (uint64_t)t0.tv_nsec;
-        Py_END_ALLOW_THREADS
-        self->last_next_ns += ns;
-        self->in_next = 0;
-        drain_pending(self);
+        int rc = timed_next(self, b);
         if (rc == 0)
-            break;
+            return 1;
         if (rc == FEEDER_DONE) {
             self->in_epoch = 0;
-            return NULL; /* StopIteration */
+            return 0; /* StopIteration */
         }
         if (rc == FEEDER_ETIMEDOUT) {
             if (PyErr_CheckSignals()) {
                 abandon_epoch(self);
-                return NULL;
+                return 0;
             }
             if (deadline && now_s() >= deadline) {
                 char msg[160];
                 snprintf(msg, sizeof(msg), "no batch within timeout=%g s (epoch %llu)",
                          self->timeout_s, (unsigned long long)self->cur_epoch);
                 raise_as(LoaderTimeoutError, rc, msg);
-                return NULL;
+                return 0;
             }
             continue;
         }
@@ -1642,13 +1649,19 @@ static PyObject *loader_next_batch(LoaderObject *self)
                 feeder_loader_errmsg(self->ld), self->outstanding);
             raise_as(BusyError, rc, msg ? PyUnicode_AsUTF8(msg) : NULL);
             Py_XDECREF(msg);
-            return NULL;
+            return 0;
         }
         if (rc == FEEDER_EWORKER)
             self->in_epoch = 0;
         raise_rc(rc, feeder_loader_errmsg(self->ld));
-        return NULL;
+        return 0;
     }
+}
+
+/* Lend batch b to Python: a fields batch's dict, or (images, labels) as
+ * arrays or torch tensors. NULL with the exception set (b released). */
+static PyObject *batch_result(LoaderObject *self, feeder_batch *b)
+{
 #ifndef FEEDER_PY_CUDA
     if (b->device_data) {
         feeder_batch_release(b, NULL);
@@ -1697,6 +1710,17 @@ static PyObject *loader_next_batch(LoaderObject *self)
         return NULL;
     }
     return Py_BuildValue("(NN)", ti, tl);
+}
+
+static PyObject *loader_next_batch(LoaderObject *self)
+{
+    if (!loader_ready(self))
+        return NULL;
+    drain_pending(self);
+    feeder_batch *b = NULL;
+    if (!wait_batch(self, &b))
+        return NULL;
+    return batch_result(self, b);
 }
 
 static PyObject *loaderiter_next(LoaderIterObject *it)
