@@ -61,10 +61,10 @@ static uint64_t take_next_batch(feeder_loader *ld)
     return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
 }
 
-static int begin_epoch(feeder_loader *ld)
+/* The epoch's order from the sampler, checked against the dataset; the
+ * shard sets and tar shards are told what it will read. */
+static int fill_order(feeder_loader *ld, uint64_t epoch, uint64_t *out_len)
 {
-    uint64_t epoch = feeder__resume_next_epoch(ld);
-    ld->next_set = 0;
     uint64_t len = feeder_sampler_len(ld->sampler, epoch);
     if (len > SIZE_MAX / sizeof(uint64_t))
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "the sampler's %llu indices for epoch %llu overflow a size",
@@ -91,13 +91,13 @@ static int begin_epoch(feeder_loader *ld)
         feeder__shards_plan(ld->ds->pack, ld->order, len);
     else if (ld->ds->kind == FEEDER__DS_TAR)
         feeder__tar_plan(ld->ds->tar, ld->order, len);
-    ld->epoch_t0 = feeder__now_ns();
-    ld->order_len = len;
-    ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
-                                      ld->plan.drop_last);
-    ld->dispatched = ld->delivered = ld->next_in_order = 0;
-    ld->epoch_deaths = 0;
-    ld->deaths[0] = 0;
+    *out_len = len;
+    return 0;
+}
+
+/* The delivery map of the epoch's batches: empty, or the resume blob's. */
+static int reset_delivery(feeder_loader *ld)
+{
     size_t map = (size_t)(ld->nbatches / 8 + 1);
     if (map > ld->done_cap) {
         uint8_t *m = realloc(ld->done_map, map);
@@ -120,8 +120,13 @@ static int begin_epoch(feeder_loader *ld)
             if (ld->resume_st.map && ((ld->resume_st.map[b / 8] >> (b % 8)) & 1))
                 mark_delivered(ld, b);
     }
-    ld->first_seen = 0;
-    ld->q.len = ld->q.head = 0;
+    return 0;
+}
+
+/* The workers, or the calling thread's reader and decoder. */
+static int ready_readers(feeder_loader *ld)
+{
+    int rc;
     if (ld->nworkers && !ld->running && (rc = feeder__pool_spawn(ld)))
         return rc;
     if (!ld->nworkers && !ld->inline_ready) {
@@ -134,6 +139,30 @@ static int begin_epoch(feeder_loader *ld)
         }
         ld->inline_ready = 1;
     }
+    return 0;
+}
+
+static int begin_epoch(feeder_loader *ld)
+{
+    uint64_t epoch = feeder__resume_next_epoch(ld);
+    ld->next_set = 0;
+    uint64_t len = 0;
+    int rc;
+    if ((rc = fill_order(ld, epoch, &len)))
+        return rc;
+    ld->epoch_t0 = feeder__now_ns();
+    ld->order_len = len;
+    ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
+                                      ld->plan.drop_last);
+    ld->dispatched = ld->delivered = ld->next_in_order = 0;
+    ld->epoch_deaths = 0;
+    ld->deaths[0] = 0;
+    if ((rc = reset_delivery(ld)))
+        return rc;
+    ld->first_seen = 0;
+    ld->q.len = ld->q.head = 0;
+    if ((rc = ready_readers(ld)))
+        return rc;
     feeder__resume_drop(ld);
     ld->epoch = epoch;
     ld->have_epoch = 1;

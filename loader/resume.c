@@ -80,10 +80,10 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
     return 0;
 }
 
-int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
-                            int hold_epoch, feeder__state *st)
+/* What the state records of the loader's setup (dataset, options, whose sampler);
+ * the epoch's part is feeder__loader_describe's. */
+static void describe_options(const feeder_loader *ld, feeder__state *st)
 {
-    memset(st, 0, sizeof(*st));
     st->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
     st->dataset_size = ld->ds->n;
     st->fingerprint = ld->ds->fingerprint;
@@ -116,6 +116,13 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     st->ratio_min = t.ratio_min;
     st->ratio_max = t.ratio_max;
     st->flip_prob = t.flip_prob;
+}
+
+int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
+                            int hold_epoch, feeder__state *st)
+{
+    memset(st, 0, sizeof(*st));
+    describe_options(ld, st);
     if (!at && (ld->in_epoch || hold_epoch)) {
         st->epoch = ld->epoch;
         st->sampler_len = ld->order_len;
