@@ -74,7 +74,7 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     c->depth = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_PREFETCH);
     c->dtype = (int)feeder__loader_iopt(ld, FEEDER_OPT_DTYPE);
     c->pin_threads = (int)feeder__loader_iopt(ld, FEEDER_OPT_PIN_THREADS);
-    c->out_layout = (int)feeder__loader_iopt(ld, FEEDER_OPT_LAYOUT);
+    c->out_layout = feeder__loader_out_layout(ld);
     static const int mean[3] = {FEEDER_OPT_MEAN_R, FEEDER_OPT_MEAN_G, FEEDER_OPT_MEAN_B};
     static const int std[3] = {FEEDER_OPT_STD_R, FEEDER_OPT_STD_G, FEEDER_OPT_STD_B};
     for (int k = 0; k < 3; k++) {

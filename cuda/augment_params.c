@@ -9,99 +9,99 @@
  */
 #include "cuda/layer.h"
 
-static uint32_t device_steps(const feeder__gpu *g)
+static uint32_t device_steps(const feeder__gpu *gpu)
 {
-    return g->aug_on ? g->aug.nsteps - g->aug_first : 0;
+    return gpu->aug_on ? gpu->aug.nsteps - gpu->aug_first : 0;
 }
 
-static int has_blur(const feeder__gpu *g)
+static int has_blur(const feeder__gpu *gpu)
 {
-    for (uint32_t s = g->aug_first; g->aug_on && s < g->aug.nsteps; s++)
-        if (g->aug.step[s].op == FEEDER__AUG_BLUR)
+    for (uint32_t s = gpu->aug_first; gpu->aug_on && s < gpu->aug.nsteps; s++)
+        if (gpu->aug.step[s].op == FEEDER__AUG_BLUR)
             return 1;
     return 0;
 }
 
 /* The blur's kernels of every device step and sample (floats). */
-static size_t kw_floats(const feeder__gpu *g, uint32_t count)
+static size_t kw_floats(const feeder__gpu *gpu, uint32_t count)
 {
-    return (size_t)device_steps(g) * count * FEEDER__DAUG_KMAX;
+    return (size_t)device_steps(gpu) * count * FEEDER__DAUG_KMAX;
 }
 
-int feeder__cuda_augment_start(feeder__gpu *g, char *why, size_t whylen)
+int feeder__cuda_augment_start(feeder__gpu *gpu, char *why, size_t whylen)
 {
-    size_t batch = g->l->batch;
-    for (int i = 0; i < g->depth; i++)
-        if (!(g->e[i].mix = calloc(batch, sizeof(feeder_mix)))) {
+    size_t batch = gpu->l->batch;
+    for (int i = 0; i < gpu->depth; i++)
+        if (!(gpu->ring[i].mix = calloc(batch, sizeof(feeder_mix)))) {
             feeder__fmt(why, whylen, "out of memory");
             return -ENOMEM;
         }
-    if (!g->cfg.aug)
+    if (!gpu->cfg.aug)
         return 0;
-    g->aug = *g->cfg.aug;
-    g->aug_first = g->cfg.aug_first <= g->aug.nsteps ? g->cfg.aug_first : g->aug.nsteps;
-    g->cfg.aug = NULL; /* borrowed: the loader trims it once the layer runs */
-    g->aug_on = 1;
+    gpu->aug = *gpu->cfg.aug;
+    gpu->aug_first = gpu->cfg.aug_first <= gpu->aug.nsteps ? gpu->cfg.aug_first : gpu->aug.nsteps;
+    gpu->cfg.aug = NULL; /* borrowed: the loader trims it once the layer runs */
+    gpu->aug_on = 1;
     cudaError_t e = cudaSuccess;
-    size_t px = (size_t)device_steps(g) * batch * sizeof(feeder__daug_px);
+    size_t px = (size_t)device_steps(gpu) * batch * sizeof(feeder__daug_px);
     if (px) {
-        if (!(g->aug_dev = feeder__cuda_dev_alloc(g, px, &e)) ||
-            !(g->aug_sums = feeder__cuda_dev_alloc(g, batch * sizeof(unsigned long long), &e)))
-            return feeder__cuda_setup_fail(g, why, whylen,
+        if (!(gpu->aug_dev = feeder__cuda_dev_alloc(gpu, px, &e)) ||
+            !(gpu->aug_sums = feeder__cuda_dev_alloc(gpu, batch * sizeof(unsigned long long), &e)))
+            return feeder__cuda_setup_fail(gpu, why, whylen,
                                            "allocating the augment kernels' parameters", e);
-        for (int i = 0; i < g->depth; i++)
-            if (!(g->e[i].aug_px = feeder__cuda_pin_alloc(g, px, &e)))
-                return feeder__cuda_setup_fail(g, why, whylen,
+        for (int i = 0; i < gpu->depth; i++)
+            if (!(gpu->ring[i].aug_px = feeder__cuda_pin_alloc(gpu, px, &e)))
+                return feeder__cuda_setup_fail(gpu, why, whylen,
                                                "allocating pinned augment parameters", e);
     }
-    size_t kw = kw_floats(g, (uint32_t)batch) * sizeof(float);
-    if (has_blur(g)) {
-        if (!(g->aug_kw_dev = feeder__cuda_dev_alloc(g, kw, &e)) ||
-            !(g->aug_plane = feeder__cuda_dev_alloc(g, batch * g->l->width * g->l->height *
+    size_t kw = kw_floats(gpu, (uint32_t)batch) * sizeof(float);
+    if (has_blur(gpu)) {
+        if (!(gpu->aug_kw_dev = feeder__cuda_dev_alloc(gpu, kw, &e)) ||
+            !(gpu->aug_plane = feeder__cuda_dev_alloc(gpu, batch * gpu->l->width * gpu->l->height *
                                                            sizeof(float), &e)))
-            return feeder__cuda_setup_fail(g, why, whylen, "allocating the blur's buffers", e);
-        for (int i = 0; i < g->depth; i++)
-            if (!(g->e[i].aug_kw = feeder__cuda_pin_alloc(g, kw, &e)))
-                return feeder__cuda_setup_fail(g, why, whylen,
+            return feeder__cuda_setup_fail(gpu, why, whylen, "allocating the blur's buffers", e);
+        for (int i = 0; i < gpu->depth; i++)
+            if (!(gpu->ring[i].aug_kw = feeder__cuda_pin_alloc(gpu, kw, &e)))
+                return feeder__cuda_setup_fail(gpu, why, whylen,
                                                "allocating pinned blur kernels", e);
     }
-    if (feeder__augment_has_mix(&g->aug) &&
-        !(g->aug_tmp = feeder__cuda_dev_alloc(g, g->in_bytes, &e)))
-        return feeder__cuda_setup_fail(g, why, whylen, "allocating the batch copy of the mixes", e);
+    if (feeder__augment_has_mix(&gpu->aug) &&
+        !(gpu->aug_tmp = feeder__cuda_dev_alloc(gpu, gpu->in_bytes, &e)))
+        return feeder__cuda_setup_fail(gpu, why, whylen, "allocating the batch copy of the mixes", e);
     return 0;
 }
 
-void feeder__cuda_augment_free(feeder__gpu *g)
+void feeder__cuda_augment_free(feeder__gpu *gpu)
 {
-    for (int i = 0; g->e && i < g->depth; i++) {
-        feeder__cuda_pin_free(g, g->e[i].aug_px);
-        feeder__cuda_pin_free(g, g->e[i].aug_kw);
-        free(g->e[i].mix);
+    for (int i = 0; gpu->ring && i < gpu->depth; i++) {
+        feeder__cuda_pin_free(gpu, gpu->ring[i].aug_px);
+        feeder__cuda_pin_free(gpu, gpu->ring[i].aug_kw);
+        free(gpu->ring[i].mix);
     }
-    feeder__cuda_dev_free(g, g->aug_dev);
-    feeder__cuda_dev_free(g, g->aug_sums);
-    feeder__cuda_dev_free(g, g->aug_tmp);
-    feeder__cuda_dev_free(g, g->aug_kw_dev);
-    feeder__cuda_dev_free(g, g->aug_plane);
+    feeder__cuda_dev_free(gpu, gpu->aug_dev);
+    feeder__cuda_dev_free(gpu, gpu->aug_sums);
+    feeder__cuda_dev_free(gpu, gpu->aug_tmp);
+    feeder__cuda_dev_free(gpu, gpu->aug_kw_dev);
+    feeder__cuda_dev_free(gpu, gpu->aug_plane);
 }
 
 /* Sample n's parameters for step s (a jitter or grayscale step); the
  * positions it runs into *mask. */
-static void draw_sample(const feeder__gpu *g, uint32_t s, uint64_t epoch, uint64_t index,
+static void draw_sample(const feeder__gpu *gpu, uint32_t s, uint64_t epoch, uint64_t index,
                         feeder__daug_px *px, uint8_t *mask)
 {
-    const feeder__aug_step *st = &g->aug.step[s];
+    const feeder__aug_step *st = &gpu->aug.step[s];
     memset(px, 0, sizeof(*px));
     memset(px->op, FEEDER__DAUG_NONE, sizeof(px->op));
     if (st->op == FEEDER__AUG_GRAY) {
-        if (feeder__aug_gray_draw(st, g->cfg.seed, epoch, index, s)) {
+        if (feeder__aug_gray_draw(st, gpu->cfg.seed, epoch, index, s)) {
             px->op[0] = FEEDER__DAUG_GRAY;
             *mask |= 1;
         }
         return;
     }
     feeder__jitter_draw j;
-    feeder__aug_jitter_draw(st, g->cfg.seed, epoch, index, s, &j);
+    feeder__aug_jitter_draw(st, gpu->cfg.seed, epoch, index, s, &j);
     for (int i = 0; i < 4; i++) {
         int f = j.order[i];
         if (!j.on[f])
@@ -121,105 +121,105 @@ static void draw_sample(const feeder__gpu *g, uint32_t s, uint64_t epoch, uint64
 
 /* A blur step k: each sample's kernel for its sigma, unless blur.c would
  * leave the image as it is (kernel of 1, or half of it not below a side). */
-static void draw_blur(const feeder__gpu *g, entry *en, uint32_t k, const feeder_batch *hb)
+static void draw_blur(const feeder__gpu *gpu, ring_entry *entry, uint32_t k, const feeder_batch *host)
 {
-    uint32_t s = g->aug_first + k, count = hb->count;
-    const feeder__aug_step *st = &g->aug.step[s];
+    uint32_t s = gpu->aug_first + k, count = host->count;
+    const feeder__aug_step *st = &gpu->aug.step[s];
     uint32_t ksize = (uint32_t)st->ivalue, r = ksize / 2;
-    if (ksize < 2 || ksize > FEEDER__DAUG_KMAX || r >= g->l->width || r >= g->l->height)
+    if (ksize < 2 || ksize > FEEDER__DAUG_KMAX || r >= gpu->l->width || r >= gpu->l->height)
         return;
-    en->aug_mask[k] = 1;
+    entry->aug_mask[k] = 1;
     for (uint32_t n = 0; n < count; n++) {
-        double sigma = feeder__aug_blur_draw(st, g->cfg.seed, hb->epoch, hb->indices[n], s);
-        feeder__aug_gauss_kernel(en->aug_kw + ((size_t)k * count + n) * FEEDER__DAUG_KMAX,
+        double sigma = feeder__aug_blur_draw(st, gpu->cfg.seed, host->epoch, host->indices[n], s);
+        feeder__aug_gauss_kernel(entry->aug_kw + ((size_t)k * count + n) * FEEDER__DAUG_KMAX,
                                  ksize, sigma);
     }
 }
 
-int feeder__cuda_augment_draw(feeder__gpu *g, entry *en, const feeder_batch *hb)
+int feeder__cuda_augment_draw(feeder__gpu *gpu, ring_entry *entry, const feeder_batch *host)
 {
-    uint32_t count = hb->count, nd = device_steps(g);
-    en->pub.mix = NULL;
-    en->mixd.kind = FEEDER__MIX_NONE;
-    if (!g->aug_on) {
-        if (hb->mix) { /* the host mixed it: lend a copy, the slot goes back */
-            memcpy(en->mix, hb->mix, count * sizeof(feeder_mix));
-            en->pub.mix = en->mix;
+    uint32_t count = host->count, nd = device_steps(gpu);
+    entry->pub.mix = NULL;
+    entry->mixd.kind = FEEDER__MIX_NONE;
+    if (!gpu->aug_on) {
+        if (host->mix) { /* the host mixed it: lend a copy, the slot goes back */
+            memcpy(entry->mix, host->mix, count * sizeof(feeder_mix));
+            entry->pub.mix = entry->mix;
         }
         return 0;
     }
     /* The entry's last parameter copy must be over before they are
      * rewritten; it was enqueued a ring ago, so this rarely waits. */
-    if (nd && en->used) {
-        cudaError_t e = cudaEventSynchronize(en->copy_ev);
+    if (nd && entry->used) {
+        cudaError_t e = cudaEventSynchronize(entry->copy_ev);
         if (e != cudaSuccess)
-            return feeder__cuda_fail(g, FEEDER_ECUDA, "waiting for batch %llu's augment: %s",
-                                     (unsigned long long)en->pub.number, feeder__cuda_errtext(e));
+            return feeder__cuda_fail(gpu, FEEDER_ECUDA, "waiting for batch %llu's augment: %s",
+                                     (unsigned long long)entry->pub.number, feeder__cuda_errtext(e));
     }
     for (uint32_t k = 0; k < nd; k++) {
-        en->aug_mask[k] = 0;
-        if (g->aug.step[g->aug_first + k].op == FEEDER__AUG_BLUR) {
-            draw_blur(g, en, k, hb);
+        entry->aug_mask[k] = 0;
+        if (gpu->aug.step[gpu->aug_first + k].op == FEEDER__AUG_BLUR) {
+            draw_blur(gpu, entry, k, host);
             continue;
         }
         for (uint32_t n = 0; n < count; n++)
-            draw_sample(g, g->aug_first + k, hb->epoch, hb->indices[n],
-                        &en->aug_px[(size_t)k * count + n], &en->aug_mask[k]);
+            draw_sample(gpu, gpu->aug_first + k, host->epoch, host->indices[n],
+                        &entry->aug_px[(size_t)k * count + n], &entry->aug_mask[k]);
     }
-    if (feeder__aug_mix_draw(&g->aug, count, g->l->width, g->l->height, g->cfg.seed, hb->epoch,
-                             hb->number, &en->mixd) != FEEDER__MIX_NONE) {
-        feeder__aug_mix_entries(&en->mixd, count, en->mix);
-        en->pub.mix = en->mix;
+    if (feeder__aug_mix_draw(&gpu->aug, count, gpu->l->width, gpu->l->height, gpu->cfg.seed, host->epoch,
+                             host->number, &entry->mixd) != FEEDER__MIX_NONE) {
+        feeder__aug_mix_entries(&entry->mixd, count, entry->mix);
+        entry->pub.mix = entry->mix;
     }
     return 0;
 }
 
-cudaError_t feeder__cuda_augment_enqueue(feeder__gpu *g, entry *en)
+cudaError_t feeder__cuda_augment_enqueue(feeder__gpu *gpu, ring_entry *entry)
 {
-    uint32_t nd = device_steps(g), count = en->count, h = g->l->height, w = g->l->width;
-    int nchw = g->l->layout == FEEDER_LAYOUT_NCHW;
+    uint32_t nd = device_steps(gpu), count = entry->count, h = gpu->l->height, w = gpu->l->width;
+    int nchw = gpu->l->layout == FEEDER_LAYOUT_NCHW;
     cudaError_t e = cudaSuccess;
-    if (!g->aug_on || count == 0)
+    if (!gpu->aug_on || count == 0)
         return cudaSuccess;
     int any = 0, blur = 0;
     for (uint32_t k = 0; k < nd; k++) {
-        int b = g->aug.step[g->aug_first + k].op == FEEDER__AUG_BLUR;
-        any |= !b && en->aug_mask[k] != 0;
-        blur |= b && en->aug_mask[k] != 0;
+        int b = gpu->aug.step[gpu->aug_first + k].op == FEEDER__AUG_BLUR;
+        any |= !b && entry->aug_mask[k] != 0;
+        blur |= b && entry->aug_mask[k] != 0;
     }
-    if (any && (e = cudaMemcpyAsync(g->aug_dev, en->aug_px,
+    if (any && (e = cudaMemcpyAsync(gpu->aug_dev, entry->aug_px,
                                     (size_t)nd * count * sizeof(feeder__daug_px),
-                                    cudaMemcpyHostToDevice, g->stream)) != cudaSuccess)
+                                    cudaMemcpyHostToDevice, gpu->stream)) != cudaSuccess)
         return e;
-    if (blur && (e = cudaMemcpyAsync(g->aug_kw_dev, en->aug_kw,
-                                     kw_floats(g, count) * sizeof(float), cudaMemcpyHostToDevice,
-                                     g->stream)) != cudaSuccess)
+    if (blur && (e = cudaMemcpyAsync(gpu->aug_kw_dev, entry->aug_kw,
+                                     kw_floats(gpu, count) * sizeof(float), cudaMemcpyHostToDevice,
+                                     gpu->stream)) != cudaSuccess)
         return e;
     for (uint32_t k = 0; k < nd; k++) {
-        if (g->aug.step[g->aug_first + k].op == FEEDER__AUG_BLUR) {
-            if (en->aug_mask[k] &&
+        if (gpu->aug.step[gpu->aug_first + k].op == FEEDER__AUG_BLUR) {
+            if (entry->aug_mask[k] &&
                 (e = (cudaError_t)feeder__daug_blur_launch(
-                     en->stage, count, h, w, nchw,
-                     g->aug_kw_dev + (size_t)k * count * FEEDER__DAUG_KMAX,
-                     (uint32_t)g->aug.step[g->aug_first + k].ivalue, g->aug_plane, g->stream)) !=
+                     entry->stage, count, h, w, nchw,
+                     gpu->aug_kw_dev + (size_t)k * count * FEEDER__DAUG_KMAX,
+                     (uint32_t)gpu->aug.step[gpu->aug_first + k].ivalue, gpu->aug_plane, gpu->stream)) !=
                     cudaSuccess)
                 return e;
             continue;
         }
         for (int pos = 0; pos < 4; pos++) {
-            if (!(en->aug_mask[k] & (1u << pos)))
+            if (!(entry->aug_mask[k] & (1u << pos)))
                 continue;
             e = (cudaError_t)feeder__daug_position_launch(
-                en->stage, count, h, w, nchw, g->aug_dev + (size_t)k * count, pos,
-                (en->aug_mask[k] >> (4 + pos)) & 1, g->aug_sums, g->stream);
+                entry->stage, count, h, w, nchw, gpu->aug_dev + (size_t)k * count, pos,
+                (entry->aug_mask[k] >> (4 + pos)) & 1, gpu->aug_sums, gpu->stream);
             if (e != cudaSuccess)
                 return e;
         }
     }
-    if (en->mixd.kind == FEEDER__MIX_NONE)
+    if (entry->mixd.kind == FEEDER__MIX_NONE)
         return cudaSuccess;
-    const feeder__mix_draw *m = &en->mixd;
+    const feeder__mix_draw *m = &entry->mixd;
     uint32_t box[4] = {m->x1, m->y1, m->x2, m->y2};
-    return (cudaError_t)feeder__daug_mix_launch(en->stage, g->aug_tmp, count, h, w, nchw, m->kind,
-                                                m->A, m->B, box, g->stream);
+    return (cudaError_t)feeder__daug_mix_launch(entry->stage, gpu->aug_tmp, count, h, w, nchw, m->kind,
+                                                m->A, m->B, box, gpu->stream);
 }

@@ -13,39 +13,39 @@
  */
 #include "cuda/layer.h"
 
-/* The next queued entry, or NULL once the layer stops. Under g->lock. */
-static entry *take_job(feeder__gpu *g)
+/* The next queued entry, or NULL once the layer stops. Under gpu->lock. */
+static ring_entry *take_job(feeder__gpu *gpu)
 {
-    while (!g->stop && !g->jlen)
-        pthread_cond_wait(&g->cv_work, &g->lock);
-    if (g->stop)
+    while (!gpu->stop && !gpu->jlen)
+        pthread_cond_wait(&gpu->cv_work, &gpu->lock);
+    if (gpu->stop)
         return NULL;
-    entry *en = &g->e[g->jobs[g->jhead]];
-    g->jhead = (g->jhead + 1) % (g->depth + 1);
-    g->jlen--;
-    return en;
+    ring_entry *entry = &gpu->ring[gpu->jobs[gpu->jhead]];
+    gpu->jhead = (gpu->jhead + 1) % (gpu->depth + 1);
+    gpu->jlen--;
+    return entry;
 }
 
 void *feeder__cuda_decode_thread(void *arg)
 {
-    feeder__gpu *g = arg;
-    cudaSetDevice(g->cfg.device); /* the runtime's current device is per thread */
-    char msg[sizeof(((entry *)0)->errmsg)];
-    pthread_mutex_lock(&g->lock);
-    entry *en;
-    while ((en = take_job(g))) {
-        feeder_batch *hb = en->hb;
-        pthread_mutex_unlock(&g->lock);
+    feeder__gpu *gpu = arg;
+    cudaSetDevice(gpu->cfg.device); /* the runtime's current device is per thread */
+    char msg[sizeof(((ring_entry *)0)->errmsg)];
+    pthread_mutex_lock(&gpu->lock);
+    ring_entry *entry;
+    while ((entry = take_job(gpu))) {
+        feeder_batch *host = entry->host;
+        pthread_mutex_unlock(&gpu->lock);
         int sample_err = 0;
         msg[0] = 0;
-        int rc = feeder__cuda_enqueue_decode(g, en, hb, &sample_err, msg, sizeof(msg));
-        pthread_mutex_lock(&g->lock);
-        en->err = rc;
-        en->sample_err = sample_err;
-        memcpy(en->errmsg, msg, sizeof(msg));
-        en->pin = PIN_ENQUEUED;
-        pthread_cond_broadcast(&g->cv_done);
+        int rc = feeder__cuda_enqueue_decode(gpu, entry, host, &sample_err, msg, sizeof(msg));
+        pthread_mutex_lock(&gpu->lock);
+        entry->err = rc;
+        entry->sample_err = sample_err;
+        memcpy(entry->errmsg, msg, sizeof(msg));
+        entry->pin = PIN_ENQUEUED;
+        pthread_cond_broadcast(&gpu->cv_done);
     }
-    pthread_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&gpu->lock);
     return NULL;
 }

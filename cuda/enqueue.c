@@ -7,30 +7,30 @@
 
 /* Add an entry's finished copy (and decode) times to the counters; its
  * h2d_ev has passed. */
-void feeder__cuda_harvest(feeder__gpu *g, entry *en, uint64_t *h2d_ns)
+void feeder__cuda_harvest(feeder__gpu *gpu, ring_entry *entry, uint64_t *h2d_ns)
 {
     float ms = 0;
-    if (!en->decoded) {
-        if (cudaEventElapsedTime(&ms, en->start_ev, en->h2d_ev) == cudaSuccess)
+    if (!entry->decoded) {
+        if (cudaEventElapsedTime(&ms, entry->start_ev, entry->h2d_ev) == cudaSuccess)
             *h2d_ns += (uint64_t)(ms * 1e6);
         return;
     }
-    if (cudaEventElapsedTime(&ms, en->start_ev, en->dec_ev) == cudaSuccess)
+    if (cudaEventElapsedTime(&ms, entry->start_ev, entry->dec_ev) == cudaSuccess)
         *h2d_ns += (uint64_t)(ms * 1e6);
-    if (cudaEventElapsedTime(&ms, en->dec_ev, en->h2d_ev) == cudaSuccess) {
-        g->dec_ns += (uint64_t)(ms * 1e6);
+    if (cudaEventElapsedTime(&ms, entry->dec_ev, entry->h2d_ev) == cudaSuccess) {
+        gpu->dec_ns += (uint64_t)(ms * 1e6);
     }
 }
 
 /* Every batch's head on the copy stream: wait until the user's stream has
  * passed the entry's last release, then mark the start. */
-static cudaError_t batch_begin(entry *en, cudaStream_t s)
+static cudaError_t batch_begin(ring_entry *entry, cudaStream_t s)
 {
     cudaError_t e;
-    if (en->wait_release && (e = cudaStreamWaitEvent(s, en->release_ev, 0)) != cudaSuccess)
+    if (entry->wait_release && (e = cudaStreamWaitEvent(s, entry->release_ev, 0)) != cudaSuccess)
         return e;
-    en->wait_release = 0;
-    return cudaEventRecord(en->start_ev, s);
+    entry->wait_release = 0;
+    return cudaEventRecord(entry->start_ev, s);
 }
 
 /* Every batch's tail: the labels, the H2D event (the slot may go back to
@@ -38,106 +38,107 @@ static cudaError_t batch_begin(entry *en, cudaStream_t s)
  * the normalise kernel for float output, the
  * batch's ready event, and the entry's bookkeeping. `decoded`: the batch's
  * time has a GPU decode part (dec_ev..h2d_ev). */
-static cudaError_t batch_end(feeder__gpu *g, entry *en, const int64_t *labels, int decoded,
+static cudaError_t batch_end(feeder__gpu *gpu, ring_entry *entry, const int64_t *labels, int decoded,
                              int64_t epoch, int64_t batch)
 {
-    cudaStream_t s = g->stream;
+    cudaStream_t s = gpu->stream;
     cudaError_t e;
-    if (labels && (e = cudaMemcpyAsync(en->dev_labels, labels, en->count * sizeof(int64_t),
+    if (labels && (e = cudaMemcpyAsync(entry->dev_labels, labels, entry->count * sizeof(int64_t),
                                        cudaMemcpyHostToDevice, s)) != cudaSuccess)
         return e;
-    if ((e = cudaEventRecord(en->h2d_ev, s)) != cudaSuccess ||
-        (e = feeder__cuda_augment_enqueue(g, en)) != cudaSuccess)
+    if ((e = cudaEventRecord(entry->h2d_ev, s)) != cudaSuccess ||
+        (e = feeder__cuda_augment_enqueue(gpu, entry)) != cudaSuccess)
         return e;
-    if (g->cfg.dtype != FEEDER_DTYPE_UINT8 &&
-        (e = (cudaError_t)feeder__normalize_launch(en->stage, en->dev, en->count, g->l->height,
-                                                   g->l->width, (int)g->l->channels,
-                                                   g->cfg.out_layout, g->cfg.dtype, g->cfg.mean,
-                                                   g->cfg.std, s)) != cudaSuccess)
+    if (gpu->cfg.dtype != FEEDER_DTYPE_UINT8 &&
+        (e = (cudaError_t)feeder__normalize_launch(entry->stage, entry->dev, entry->count, gpu->l->height,
+                                                   gpu->l->width, (int)gpu->l->channels,
+                                                   gpu->cfg.out_layout, gpu->cfg.dtype, gpu->cfg.mean,
+                                                   gpu->cfg.std, s)) != cudaSuccess)
         return e;
-    if ((e = cudaEventRecord(en->copy_ev, s)) != cudaSuccess)
+    if ((e = cudaEventRecord(entry->copy_ev, s)) != cudaSuccess)
         return e;
-    en->used = 1;
-    en->timed = 1;
-    en->decoded = decoded;
-    en->tr_epoch = epoch;
-    en->tr_batch = batch;
+    entry->used = 1;
+    entry->timed = 1;
+    entry->decoded = decoded;
+    entry->tr_epoch = epoch;
+    entry->tr_batch = batch;
     return cudaSuccess;
 }
 
 /* A slot's (or pinned buffer's) batch: data and labels from `src`. */
-static cudaError_t enqueue_copies(feeder__gpu *g, entry *en, const uint8_t *src,
+static cudaError_t enqueue_copies(feeder__gpu *gpu, ring_entry *entry, const uint8_t *src,
                                   const int64_t *labels)
 {
     cudaError_t e;
-    if ((e = batch_begin(en, g->stream)) != cudaSuccess ||
-        (e = cudaMemcpyAsync(en->stage, src, en->in_bytes, cudaMemcpyHostToDevice, g->stream)) !=
+    if ((e = batch_begin(entry, gpu->stream)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(entry->stage, src, entry->in_bytes, cudaMemcpyHostToDevice, gpu->stream)) !=
             cudaSuccess)
         return e;
-    return batch_end(g, en, labels, 0, (int64_t)en->pub.epoch, (int64_t)en->pub.number);
+    return batch_end(gpu, entry, labels, 0, (int64_t)entry->pub.epoch, (int64_t)entry->pub.number);
 }
 
-cudaError_t feeder__cuda_enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels)
+cudaError_t feeder__cuda_enqueue(feeder__gpu *gpu, ring_entry *entry, const uint8_t *src,
+                                 const int64_t *labels)
 {
     FEEDER_NVTX_PUSH("enqueue copies");
-    cudaError_t e = enqueue_copies(g, en, src, labels);
+    cudaError_t e = enqueue_copies(gpu, entry, src, labels);
     FEEDER_NVTX_POP();
     return e;
 }
 
-void feeder__gpu_trace_events(feeder__gpu *g, int track, const char *name, void *ev0, void *ev1,
+void feeder__gpu_trace_events(feeder__gpu *gpu, int track, const char *name, void *ev0, void *ev1,
                               int64_t epoch, int64_t batch)
 {
     float a = 0, d = 0;
-    if (!g->tr || cudaEventElapsedTime(&a, g->tr_ref, (cudaEvent_t)ev0) != cudaSuccess ||
+    if (!gpu->tr || cudaEventElapsedTime(&a, gpu->tr_ref, (cudaEvent_t)ev0) != cudaSuccess ||
         cudaEventElapsedTime(&d, (cudaEvent_t)ev0, (cudaEvent_t)ev1) != cudaSuccess) {
         cudaGetLastError(); /* not ready, or not timed: not sticky */
         return;
     }
     /* Start from the reference (float ms: ~8 us steps after 100 s), length
      * from the pair itself (exact to the event resolution). */
-    uint64_t t0 = g->tr_ref_ns + (uint64_t)((double)a * 1e6);
-    feeder__trace_span_e(g->tr, track, name, t0, t0 + (uint64_t)((double)d * 1e6), epoch, batch,
+    uint64_t t0 = gpu->tr_ref_ns + (uint64_t)((double)a * 1e6);
+    feeder__trace_span_e(gpu->tr, track, name, t0, t0 + (uint64_t)((double)d * 1e6), epoch, batch,
                          -1);
 }
 
 /* The copy-stream spans of an entry whose h2d_ev has passed: H2D now, the
  * normalise kernel once copy_ev has passed too (never waited for). */
-void feeder__cuda_trace_copies(feeder__gpu *g, entry *en, int h2d)
+void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d)
 {
-    if (!g->tr)
+    if (!gpu->tr)
         return;
-    int64_t ep = en->tr_epoch, b = en->tr_batch;
-    if (h2d && en->decoded) {
+    int64_t ep = entry->tr_epoch, b = entry->tr_batch;
+    if (h2d && entry->decoded) {
         /* GPU decoders: the copies of the workers' pixels and the labels,
          * then nvJPEG + the resize kernel (+ any CPU fallback's copies). */
-        feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->dec_ev, ep, b);
-        feeder__gpu_trace_events(g, g->tr_dec, "nvJPEG decode + resize", en->dec_ev, en->h2d_ev,
+        feeder__gpu_trace_events(gpu, gpu->tr_copy, "H2D", entry->start_ev, entry->dec_ev, ep, b);
+        feeder__gpu_trace_events(gpu, gpu->tr_dec, "nvJPEG decode + resize", entry->dec_ev, entry->h2d_ev,
                                  ep, b);
-        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8 || g->aug_on;
+        entry->tr_norm = gpu->cfg.dtype != FEEDER_DTYPE_UINT8 || gpu->aug_on;
     } else if (h2d) {
-        feeder__gpu_trace_events(g, g->tr_copy, "H2D", en->start_ev, en->h2d_ev, ep, b);
-        en->tr_norm = g->cfg.dtype != FEEDER_DTYPE_UINT8 || g->aug_on;
+        feeder__gpu_trace_events(gpu, gpu->tr_copy, "H2D", entry->start_ev, entry->h2d_ev, ep, b);
+        entry->tr_norm = gpu->cfg.dtype != FEEDER_DTYPE_UINT8 || gpu->aug_on;
     }
-    if (en->tr_norm && cudaEventQuery(en->copy_ev) == cudaSuccess) {
+    if (entry->tr_norm && cudaEventQuery(entry->copy_ev) == cudaSuccess) {
         /* the kernels between h2d_ev and copy_ev */
-        const char *what = !g->aug_on ? "normalise"
-                           : g->cfg.dtype != FEEDER_DTYPE_UINT8 ? "augment + normalise"
+        const char *what = !gpu->aug_on ? "normalise"
+                           : gpu->cfg.dtype != FEEDER_DTYPE_UINT8 ? "augment + normalise"
                                                                 : "augment";
-        feeder__gpu_trace_events(g, g->tr_copy, what, en->h2d_ev, en->copy_ev, ep, b);
-        en->tr_norm = 0;
+        feeder__gpu_trace_events(gpu, gpu->tr_copy, what, entry->h2d_ev, entry->copy_ev, ep, b);
+        entry->tr_norm = 0;
     }
 }
 
 /* Copy n decoded samples from src (host) to places [i, i + n) of the device
  * batch. */
-static cudaError_t copy_pixels(feeder__gpu *g, entry *en, const uint8_t *src, uint32_t i,
+static cudaError_t copy_pixels(feeder__gpu *gpu, ring_entry *entry, const uint8_t *src, uint32_t i,
                                uint32_t n)
 {
-    size_t sb = g->l->sample_bytes;
-    en->in_bytes += (size_t)n * sb;
-    return cudaMemcpyAsync(en->stage + (size_t)i * sb, src, (size_t)n * sb,
-                           cudaMemcpyHostToDevice, g->stream);
+    size_t sb = gpu->l->sample_bytes;
+    entry->in_bytes += (size_t)n * sb;
+    return cudaMemcpyAsync(entry->stage + (size_t)i * sb, src, (size_t)n * sb,
+                           cudaMemcpyHostToDevice, gpu->stream);
 }
 
 /* HYBRID: move the workers' share of each batch towards the point where
@@ -150,29 +151,29 @@ static cudaError_t copy_pixels(feeder__gpu *g, entry *en, const uint8_t *src, ui
  * dispatched after it, which arrive behind every slot already in flight, so
  * the step is small against that lag: all the slots together move the share
  * by at most 6%, and it does not swing from one side to the other. */
-static void rebalance(feeder__gpu *g)
+static void rebalance(feeder__gpu *gpu)
 {
-    uint32_t step = 60 / g->nslots ? 60 / g->nslots : 1;
-    uint32_t pm = g->cpu_share;
-    pm = g->starved ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
-    feeder__cuda_set_cpu_share(g, pm);
+    uint32_t step = 60 / gpu->nslots ? 60 / gpu->nslots : 1;
+    uint32_t pm = gpu->cpu_share;
+    pm = gpu->starved ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
+    feeder__cuda_set_cpu_share(gpu, pm);
 }
 
 /* The runs of a RAW packed batch: records that follow each other both in
  * the file and in the batch, one run for a whole batch in file order. Into
- * g->run_*; their count. */
-static uint32_t list_runs(feeder__gpu *g, entry *en, const feeder_batch *hb)
+ * gpu->run_*; their count. */
+static uint32_t list_runs(feeder__gpu *gpu, ring_entry *entry, const feeder_batch *host)
 {
-    const struct feeder__pack *pk = g->pack;
-    size_t sb = g->l->sample_bytes;
+    const struct feeder__pack *pk = gpu->pack;
+    size_t sb = gpu->l->sample_bytes;
     uint32_t nr = 0;
-    for (uint32_t i = 0; i < hb->count;) {
+    for (uint32_t i = 0; i < host->count;) {
         uint32_t j = i + 1;
-        while (j < hb->count && pk->off[hb->indices[j]] == pk->off[hb->indices[j - 1]] + sb)
+        while (j < host->count && pk->off[host->indices[j]] == pk->off[host->indices[j - 1]] + sb)
             j++;
-        g->run_dst[nr] = en->stage + (size_t)i * sb;
-        g->run_src[nr] = pk->map + pk->off[hb->indices[i]];
-        g->run_len[nr] = (size_t)(j - i) * sb;
+        gpu->run_dst[nr] = entry->stage + (size_t)i * sb;
+        gpu->run_src[nr] = pk->map + pk->off[host->indices[i]];
+        gpu->run_len[nr] = (size_t)(j - i) * sb;
         nr++;
         i = j;
     }
@@ -183,117 +184,117 @@ static uint32_t list_runs(feeder__gpu *g, entry *en, const feeder_batch *hb)
  * device first (from the entry's pinned array, rewritten only after the
  * entry's last batch passed h2d_ev), then the SMs read the records from the
  * mapped file. */
-static cudaError_t gather_records(feeder__gpu *g, entry *en, const feeder_batch *hb)
+static cudaError_t gather_records(feeder__gpu *gpu, ring_entry *entry, const feeder_batch *host)
 {
-    const struct feeder__pack *pk = g->pack;
-    for (uint32_t i = 0; i < hb->count; i++)
-        en->gather_host[i] = pk->off[hb->indices[i]];
-    cudaError_t e = cudaMemcpyAsync(en->gather_dev, en->gather_host, hb->count * sizeof(uint64_t),
-                                    cudaMemcpyHostToDevice, g->stream);
+    const struct feeder__pack *pk = gpu->pack;
+    for (uint32_t i = 0; i < host->count; i++)
+        entry->gather_host[i] = pk->off[host->indices[i]];
+    cudaError_t e = cudaMemcpyAsync(entry->gather_dev, entry->gather_host, host->count * sizeof(uint64_t),
+                                    cudaMemcpyHostToDevice, gpu->stream);
     if (e != cudaSuccess)
         return e;
-    return (cudaError_t)feeder__gather_launch(g->pack_dev, en->gather_dev, en->stage,
-                                              g->l->sample_bytes, hb->count, g->pack_aligned16,
-                                              g->stream);
+    return (cudaError_t)feeder__gather_launch(gpu->pack_dev, entry->gather_dev, entry->stage,
+                                              gpu->l->sample_bytes, host->count, gpu->pack_aligned16,
+                                              gpu->stream);
 }
 
 /* The runs by the copy engine: one call for them all (cudaMemcpyBatchAsync),
  * or one cudaMemcpyAsync each. */
-static cudaError_t copy_runs(feeder__gpu *g, uint32_t nr)
+static cudaError_t copy_runs(feeder__gpu *gpu, uint32_t nr)
 {
     cudaError_t e = cudaSuccess;
-    if (g->gather_mode == FEEDER__GATHER_BATCH && nr > 1) {
+    if (gpu->gather_mode == FEEDER__GATHER_BATCH && nr > 1) {
         struct cudaMemcpyAttributes at;
         memset(&at, 0, sizeof(at));
         at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
         size_t at_idx = 0;
-        return cudaMemcpyBatchAsync(g->run_dst, (const void *const *)g->run_src, g->run_len, nr,
-                                    &at, &at_idx, 1, g->stream);
+        return cudaMemcpyBatchAsync(gpu->run_dst, (const void *const *)gpu->run_src, gpu->run_len, nr,
+                                    &at, &at_idx, 1, gpu->stream);
     }
     for (uint32_t r = 0; r < nr && e == cudaSuccess; r++)
-        e = cudaMemcpyAsync(g->run_dst[r], g->run_src[r], g->run_len[r], cudaMemcpyHostToDevice,
-                            g->stream);
+        e = cudaMemcpyAsync(gpu->run_dst[r], gpu->run_src[r], gpu->run_len[r], cudaMemcpyHostToDevice,
+                            gpu->stream);
     return e;
 }
 
 /* A RAW packed file's batch: every record straight from the registered file
  * mapping to its place in the device batch; only the labels come from the
  * slot. A batch in file order is one copy; a shuffled one goes by
- * g->gather_mode (docs/ARCHITECTURE.md has what each reaches). */
-cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch *hb)
+ * gpu->gather_mode (docs/ARCHITECTURE.md has what each reaches). */
+cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host)
 {
     cudaError_t e;
-    if ((e = batch_begin(en, g->stream)) != cudaSuccess)
+    if ((e = batch_begin(entry, gpu->stream)) != cudaSuccess)
         return e;
-    uint32_t nr = list_runs(g, en, hb);
-    if (g->gather_mode == FEEDER__GATHER_KERNEL && nr > 1)
-        e = gather_records(g, en, hb);
+    uint32_t nr = list_runs(gpu, entry, host);
+    if (gpu->gather_mode == FEEDER__GATHER_KERNEL && nr > 1)
+        e = gather_records(gpu, entry, host);
     else
-        e = copy_runs(g, nr);
+        e = copy_runs(gpu, nr);
     if (e != cudaSuccess)
         return e;
-    en->in_bytes = (size_t)hb->count * g->l->sample_bytes;
-    return batch_end(g, en, hb->labels, 0, (int64_t)hb->epoch, (int64_t)hb->number);
+    entry->in_bytes = (size_t)host->count * gpu->l->sample_bytes;
+    return batch_end(gpu, entry, host->labels, 0, (int64_t)host->epoch, (int64_t)host->number);
 }
 
 /* After a decoded batch, in the loader's thread (the share goes to the host
  * loader): HYBRID moves the workers' share. */
-void feeder__cuda_rebalance(feeder__gpu *g, const entry *en)
+void feeder__cuda_rebalance(feeder__gpu *gpu, const ring_entry *entry)
 {
-    if (g->cfg.decoder == FEEDER_DECODER_HYBRID && en->gpu_part)
-        rebalance(g);
+    if (gpu->cfg.decoder == FEEDER_DECODER_HYBRID && entry->gpu_part)
+        rebalance(gpu);
 }
 
 /* Take the decoder made on its thread once it is ready (wait: block until
  * it is); 1 when the layer decodes on the GPU from now on. */
-int feeder__cuda_decoder_ready(feeder__gpu *g, int wait)
+int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait)
 {
-    if (g->dec)
+    if (gpu->dec)
         return 1;
-    if (!g->dec_thread_live || (!wait && atomic_load(&g->dec_state) == 0))
+    if (!gpu->dec_thread_live || (!wait && atomic_load(&gpu->dec_state) == 0))
         return 0;
-    pthread_join(g->dec_thread, NULL);
-    g->dec_thread_live = 0;
-    if (atomic_load(&g->dec_state) < 0) {
+    pthread_join(gpu->dec_thread, NULL);
+    gpu->dec_thread_live = 0;
+    if (atomic_load(&gpu->dec_state) < 0) {
         /* The workers keep decoding everything; dec_why says why. */
-        feeder__fmt(g->dec_why, sizeof(g->dec_why), "nvJPEG could not start: %s", g->dec_err);
+        feeder__fmt(gpu->dec_why, sizeof(gpu->dec_why), "nvJPEG could not start: %s", gpu->dec_err);
         return 0;
     }
-    g->dec = g->dec_made;
-    feeder__cuda_set_cpu_share(g, g->cfg.cpu_share);
+    gpu->dec = gpu->dec_made;
+    feeder__cuda_set_cpu_share(gpu, gpu->cfg.cpu_share);
     return 1;
 }
 
 /* The GPU decoders' work for one host batch: copy what the workers decoded,
  * decode the rest with nvJPEG, and decode on the CPU here what nvJPEG
- * refuses. 0; a CUDA failure (FEEDER_ECUDA, the layer is broken); or a
+ * refuses. 0; a CUDA failure (FEEDER_ECUDA, fatal for the layer); or a
  * sample's error with *sample_err set and `msg` naming the sample (the batch
  * fails, the layer goes on). */
 /* Each sample of a GPU decoder's batch is at its place in the slot
- * (collate/slot.h): JPEG bytes, listed in g->imgs for nvJPEG, or pixels the
+ * (collate/slot.h): JPEG bytes, listed in gpu->imgs for nvJPEG, or pixels the
  * workers decoded, copied in runs that follow each other both in the slot
  * and in the batch. The number of images listed, or a cudaError_t < 0. */
-static cudaError_t gather_samples(feeder__gpu *g, entry *en, feeder_batch *hb, uint32_t *nimg)
+static cudaError_t gather_samples(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, uint32_t *nimg)
 {
-    const feeder__slot_layout *l = g->l;
-    uint8_t *data = hb->data;
+    const feeder__slot_layout *l = gpu->l;
+    uint8_t *data = host->data;
     const uint64_t *enc = feeder__slot_encoded(l, data - l->data_off);
     const uint64_t *place = feeder__slot_place(l, data - l->data_off);
     size_t sb = l->sample_bytes;
     uint32_t n = 0, run = UINT32_MAX;
     cudaError_t e;
-    for (uint32_t i = 0; i <= hb->count; i++) {
-        int pixels = i < hb->count && enc[i] == 0;
+    for (uint32_t i = 0; i <= host->count; i++) {
+        int pixels = i < host->count && enc[i] == 0;
         int joins = pixels && run != UINT32_MAX && place[i] == place[run] + (i - run) * sb;
         if (run != UINT32_MAX && !joins) {
-            if ((e = copy_pixels(g, en, data + place[run], run, i - run)) != cudaSuccess)
+            if ((e = copy_pixels(gpu, entry, data + place[run], run, i - run)) != cudaSuccess)
                 return e;
             run = UINT32_MAX;
         }
         if (pixels && run == UINT32_MAX)
             run = i;
-        if (i < hb->count && enc[i])
-            g->imgs[n++] = (feeder__gpu_image){data + place[i], (size_t)enc[i], hb->indices[i], i};
+        if (i < host->count && enc[i])
+            gpu->imgs[n++] = (feeder__gpu_image){data + place[i], (size_t)enc[i], host->indices[i], i};
     }
     *nimg = n;
     return cudaSuccess;
@@ -303,81 +304,81 @@ static cudaError_t gather_samples(feeder__gpu *g, entry *en, feeder_batch *hb, u
  * of what it refuses (from a scratch sample: a pageable copy returns once it
  * has read the scratch, so the next one may reuse it). 0; a CUDA failure
  * (*cuda set); or a sample's error with *sample_err set. */
-static int decode_images(feeder__gpu *g, entry *en, feeder_batch *hb, uint32_t n, uint32_t *nref,
+static int decode_images(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, uint32_t n, uint32_t *nref,
                          int *sample_err, cudaError_t *cuda, char *msg, size_t msglen)
 {
     char derr[300] = "";
     int rc = 0;
     *nref = 0;
-    if (g->dec) { /* taken by the loader's thread before the batch was handed over */
+    if (gpu->dec) { /* taken by the loader's thread before the batch was handed over */
         FEEDER_NVTX_PUSH("nvJPEG batch");
         uint64_t t0 = feeder__now_ns();
-        rc = feeder__gpu_decode(g->dec, g->cfg.transform, g->cfg.seed, hb->epoch, g->imgs, n,
-                                en->stage, g->l->sample_bytes, g->stream, g->refused, nref, derr,
+        rc = feeder__gpu_decode(gpu->dec, gpu->cfg.transform, gpu->cfg.seed, host->epoch, gpu->imgs, n,
+                                entry->stage, gpu->l->sample_bytes, gpu->stream, gpu->refused, nref, derr,
                                 sizeof(derr));
         /* Whether nvJPEG's call returns at once or holds the loader's
          * thread for the decode shows here. */
-        feeder__trace_span_e(g->tr, g->tr_submit, "nvJPEG submit", t0, feeder__now_ns(),
-                             (int64_t)hb->epoch, (int64_t)hb->number, -1);
+        feeder__trace_span_e(gpu->tr, gpu->tr_submit, "nvJPEG submit", t0, feeder__now_ns(),
+                             (int64_t)host->epoch, (int64_t)host->number, -1);
         FEEDER_NVTX_POP();
     } else {
         for (; *nref < n; (*nref)++) /* nvJPEG could not start: the CPU decodes them */
-            g->refused[*nref] = *nref;
+            gpu->refused[*nref] = *nref;
     }
     if (rc) {
         feeder__fmt(msg, msglen, "decoding batch %llu of epoch %llu on device %d: %s",
-                    (unsigned long long)hb->number, (unsigned long long)hb->epoch,
-                    g->cfg.device, derr);
+                    (unsigned long long)host->number, (unsigned long long)host->epoch,
+                    gpu->cfg.device, derr);
         return rc;
     }
     for (uint32_t r = 0; r < *nref; r++) {
-        const feeder__gpu_image *im = &g->imgs[g->refused[r]];
-        rc = g->cfg.host.decode_cpu(g->cfg.host.ctx, im->jpeg, im->len, hb->epoch, im->index,
-                                    g->fb, msg, msglen);
+        const feeder__gpu_image *im = &gpu->imgs[gpu->refused[r]];
+        rc = gpu->cfg.host.decode_cpu(gpu->cfg.host.ctx, im->jpeg, im->len, host->epoch, im->index,
+                                    gpu->fb, msg, msglen);
         if (rc) {
             *sample_err = 1;
             /* Nothing of this batch may still read the slot when it goes
              * back: the rare path waits. */
-            cudaStreamSynchronize(g->stream);
+            cudaStreamSynchronize(gpu->stream);
             return rc;
         }
-        if ((*cuda = copy_pixels(g, en, g->fb, im->pos, 1)) != cudaSuccess)
+        if ((*cuda = copy_pixels(gpu, entry, gpu->fb, im->pos, 1)) != cudaSuccess)
             return FEEDER_ECUDA;
     }
     return 0;
 }
 
-int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int *sample_err,
+int feeder__cuda_enqueue_decode(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, int *sample_err,
                                 char *msg, size_t msglen)
 {
     cudaError_t e = cudaSuccess;
     uint32_t n = 0, nref = 0;
     *sample_err = 0;
-    en->in_bytes = 0;
-    en->gpu_part = 0;
-    if ((e = batch_begin(en, g->stream)) != cudaSuccess ||
-        (e = gather_samples(g, en, hb, &n)) != cudaSuccess ||
-        (e = cudaMemcpyAsync(en->dev_labels, hb->labels, hb->count * sizeof(int64_t),
-                             cudaMemcpyHostToDevice, g->stream)) != cudaSuccess ||
-        (e = cudaEventRecord(en->dec_ev, g->stream)) != cudaSuccess)
+    entry->in_bytes = 0;
+    entry->gpu_part = 0;
+    if ((e = batch_begin(entry, gpu->stream)) != cudaSuccess ||
+        (e = gather_samples(gpu, entry, host, &n)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(entry->dev_labels, host->labels, host->count * sizeof(int64_t),
+                             cudaMemcpyHostToDevice, gpu->stream)) != cudaSuccess ||
+        (e = cudaEventRecord(entry->dec_ev, gpu->stream)) != cudaSuccess)
         goto cuda_fail;
-    int rc = decode_images(g, en, hb, n, &nref, sample_err, &e, msg, msglen);
+    int rc = decode_images(gpu, entry, host, n, &nref, sample_err, &e, msg, msglen);
     if (rc == FEEDER_ECUDA && e != cudaSuccess)
         goto cuda_fail;
     if (rc)
         return rc;
-    pthread_mutex_lock(&g->lock); /* flush_counters reads them in the loader's thread */
-    g->gpu_decoded += n - nref;
-    g->gpu_fallback += nref;
-    pthread_mutex_unlock(&g->lock);
-    en->gpu_part = n > nref;
-    if ((e = batch_end(g, en, NULL, n > nref, (int64_t)hb->epoch, (int64_t)hb->number)) !=
+    pthread_mutex_lock(&gpu->lock); /* flush_counters reads them in the loader's thread */
+    gpu->gpu_decoded += n - nref;
+    gpu->gpu_fallback += nref;
+    pthread_mutex_unlock(&gpu->lock);
+    entry->gpu_part = n > nref;
+    if ((e = batch_end(gpu, entry, NULL, n > nref, (int64_t)host->epoch, (int64_t)host->number)) !=
         cudaSuccess)
         goto cuda_fail;
     return 0;
 cuda_fail:
     feeder__fmt(msg, msglen, "copying batch %llu of epoch %llu to device %d: %s",
-                (unsigned long long)hb->number, (unsigned long long)hb->epoch, g->cfg.device,
+                (unsigned long long)host->number, (unsigned long long)host->epoch, gpu->cfg.device,
                 feeder__cuda_errtext(e));
     return FEEDER_ECUDA;
 }
@@ -385,37 +386,37 @@ cuda_fail:
 
 /* Copy `len` bytes at `p` (inside the host slot) to the same offset of the
  * device copy, and, for lengths and offsets, of the host snapshot. */
-static cudaError_t copy_part(feeder__gpu *g, entry *en, const uint8_t *slot, const void *p,
+static cudaError_t copy_part(feeder__gpu *gpu, ring_entry *entry, const uint8_t *slot, const void *p,
                              size_t len, int snapshot)
 {
     size_t off = (size_t)((const uint8_t *)p - slot);
     if (snapshot)
-        memcpy(en->meta + off, p, len);
-    en->in_bytes += len;
-    return len ? cudaMemcpyAsync(en->stage + off, p, len, cudaMemcpyHostToDevice, g->stream)
+        memcpy(entry->meta + off, p, len);
+    entry->in_bytes += len;
+    return len ? cudaMemcpyAsync(entry->stage + off, p, len, cudaMemcpyHostToDevice, gpu->stream)
                : cudaSuccess;
 }
 
-cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *g, entry *en, feeder_batch *hb)
+cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host)
 {
-    const feeder__fields_view *hv = hb->fields_;
-    const feeder__fields_layout *fl = g->cfg.fields;
+    const feeder__fields_view *hv = host->fields_;
+    const feeder__fields_layout *fl = gpu->cfg.fields;
     const uint8_t *slot = hv->slot;
-    en->in_bytes = 0;
+    entry->in_bytes = 0;
     /* The control block says how far each padded field was padded. */
-    memcpy(en->meta + fl->ctrl_off, slot + fl->ctrl_off, sizeof(feeder__batch_ctrl));
-    cudaError_t e = batch_begin(en, g->stream);
+    memcpy(entry->meta + fl->ctrl_off, slot + fl->ctrl_off, sizeof(feeder__batch_ctrl));
+    cudaError_t e = batch_begin(entry, gpu->stream);
     for (uint32_t k = 0; k < fl->nfields && e == cudaSuccess; k++) {
         feeder_tensor t;
-        feeder__fields_tensor(hv, hb->count, k, &t);
-        e = copy_part(g, en, slot, t.data, t.bytes, 0);
+        feeder__fields_tensor(hv, host->count, k, &t);
+        e = copy_part(gpu, entry, slot, t.data, t.bytes, 0);
         if (e == cudaSuccess && t.lengths)
-            e = copy_part(g, en, slot, t.lengths, (size_t)hb->count * sizeof(int64_t), 1);
+            e = copy_part(gpu, entry, slot, t.lengths, (size_t)host->count * sizeof(int64_t), 1);
         if (e == cudaSuccess && t.offsets)
-            e = copy_part(g, en, slot, t.offsets, ((size_t)hb->count + 1) * sizeof(int64_t), 1);
+            e = copy_part(gpu, entry, slot, t.offsets, ((size_t)host->count + 1) * sizeof(int64_t), 1);
     }
-    en->pub.device_bytes = en->in_bytes;
+    entry->pub.device_bytes = entry->in_bytes;
     if (e != cudaSuccess)
         return e;
-    return batch_end(g, en, hb->labels, 0, (int64_t)en->pub.epoch, (int64_t)en->pub.number);
+    return batch_end(gpu, entry, host->labels, 0, (int64_t)entry->pub.epoch, (int64_t)entry->pub.number);
 }

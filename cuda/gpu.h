@@ -121,7 +121,7 @@ int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *wh
 
 /* feeder_next() with the GPU layer on. An error leaves its message in
  * feeder__gpu_errmsg(). */
-int feeder__gpu_next(feeder__gpu *g, feeder_batch **out);
+int feeder__gpu_next(feeder__gpu *gpu, feeder_batch **out);
 
 /* feeder_batch_release() of a device batch (feeder__gpu_owns(b)). An error
  * leaves its message in feeder__gpu_errmsg() of the batch's layer. */
@@ -129,48 +129,48 @@ int feeder__gpu_release(feeder_batch *b, void *stream);
 /* The layer a device batch belongs to (feeder__gpu_owns(b)). */
 feeder__gpu *feeder__gpu_of(const feeder_batch *b);
 /* The host loader the layer serves (its feeder__host_ops ctx). */
-void *feeder__gpu_host(const feeder__gpu *g);
+void *feeder__gpu_host(const feeder__gpu *gpu);
 
 /* The message of the layer's last failed call. */
-const char *feeder__gpu_errmsg(const feeder__gpu *g);
+const char *feeder__gpu_errmsg(const feeder__gpu *gpu);
 
 /* Drop every prefetched batch (set_epoch): wait for their copies, give their
  * host slots back. Lent batches stay valid until released. */
-void feeder__gpu_drop(feeder__gpu *g);
+void feeder__gpu_drop(feeder__gpu *gpu);
 
 /* How the layer runs ("pin register", "pin copy (cudaHostRegister failed: ...)"). */
-const char *feeder__gpu_describe(const feeder__gpu *g);
+const char *feeder__gpu_describe(const feeder__gpu *gpu);
 
 /* Add the layer's counters (pin_ns, h2d_ns, h2d_bytes, gpu_batches, wait_ns,
  * the GPU decode counters) to *st and set its levels pinned_bytes and
- * device_bytes. NULL g: nothing. */
-void feeder__gpu_stats(const feeder__gpu *g, feeder_stats *st);
+ * device_bytes. NULL gpu: nothing. */
+void feeder__gpu_stats(const feeder__gpu *gpu, feeder_stats *st);
 
 /* Stop the pin threads, wait for the copy stream, free everything the layer
  * allocated and unregister the slots. Before the loader unmaps them. NULL ok. */
-void feeder__gpu_destroy(feeder__gpu *g);
+void feeder__gpu_destroy(feeder__gpu *gpu);
 
 /* The batch numbers of `epoch` the layer has taken from the host loader but
  * not yet handed to the user (prefetched batches, and failed batches whose
  * error is still queued): at most cap of them into out, and their count.
  * The loader's state leaves them undelivered. *open: the layer holds
  * anything of `epoch` (FEEDER_DONE too): for the user the epoch still runs. */
-int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open);
+int feeder__gpu_pending(const feeder__gpu *gpu, uint64_t epoch, uint64_t *out, int cap, int *open);
 
 /* Does the layer decode JPEGs on the GPU (cfg.decoder NVJPEG or HYBRID and
  * nvJPEG started)? If it was asked to and cannot, feeder__gpu_decode_why says
  * why, and the loader decodes on the CPU. */
-int feeder__gpu_decodes(const feeder__gpu *g);
-const char *feeder__gpu_decode_why(const feeder__gpu *g);
+int feeder__gpu_decodes(const feeder__gpu *gpu);
+const char *feeder__gpu_decode_why(const feeder__gpu *gpu);
 /* Does the layer copy a RAW packed file's records to the device straight from
  * the file's registered mapping (the workers then write only labels)? */
-int feeder__gpu_packed_direct(const feeder__gpu *g);
+int feeder__gpu_packed_direct(const feeder__gpu *gpu);
 
 /* Trace a span of GPU work between two timing events (cudaEvent_t) that have
  * both passed, mapped to the host clock, on main-process track `track`.
  * `name` must be static. Nothing when there is no trace or an event has not
  * passed; never waits. CUDA builds only. */
-void feeder__gpu_trace_events(feeder__gpu *g, int track, const char *name, void *ev0, void *ev1,
+void feeder__gpu_trace_events(feeder__gpu *gpu, int track, const char *name, void *ev0, void *ev1,
                               int64_t epoch, int64_t batch);
 
 /* Does a batch's internal_ point at a device batch of this layer? */

@@ -33,15 +33,15 @@
 enum { E_FREE = 0, E_PENDING, E_LENT };
 /* How a shuffled RAW packed batch reaches the device (FEEDER_PACKED_GATHER). */
 enum { FEEDER__GATHER_KERNEL = 0, FEEDER__GATHER_BATCH, FEEDER__GATHER_COPIES };
-/* PIN_COPY progress of an entry, under g->lock. */
+/* PIN_COPY progress of an entry, under gpu->lock. */
 enum { PIN_IDLE = 0, PIN_QUEUED, PIN_ENQUEUED };
 
-typedef struct entry {
+typedef struct ring_entry {
     uint32_t magic; /* first: feeder__gpu_owns() tells entries from host slots */
-    feeder__gpu *g;
+    feeder__gpu *gpu;
     int state;
     feeder_batch pub;
-    feeder_batch *hb; /* host batch whose slot this entry still reads, or NULL */
+    feeder_batch *host; /* host batch whose slot this entry still reads, or NULL */
     uint8_t *stage;   /* device uint8 batch (== dev for uint8 output) */
     void *dev;        /* device output batch */
     int64_t *dev_labels;
@@ -60,7 +60,7 @@ typedef struct entry {
                                    rewritten before they are read at reuse) */
     uint32_t count;
     size_t in_bytes;   /* pixel bytes copied to the device */
-    /* PIN_COPY job, under g->lock */
+    /* PIN_COPY job, under gpu->lock */
     int pin;
     int slot_done;          /* the pin threads are done with the host slot */
     unsigned chunks_taken, chunks_done;
@@ -85,7 +85,7 @@ typedef struct entry {
     uint8_t aug_mask[FEEDER_AUGMENT_MAX_STEPS]; /* a blur step: bit 0, it runs */
     feeder__mix_draw mixd;
     feeder_mix *mix;
-} entry;
+} ring_entry;
 
 typedef struct item {
     int entry; /* >= 0: a batch; -1: a status */
@@ -114,15 +114,15 @@ struct feeder__gpu {
     char reg_note[80];
     int pin_mode;
     int depth;
-    entry *e;
+    ring_entry *ring; /* depth device buffers */
     size_t in_bytes, out_bytes, out_sample_bytes;
     uint32_t nslots;
     int held;      /* host batches held by entries */
     item *fifo;
     int head, len; /* FIFO of depth + 1 items */
     int paused;    /* a status is queued: pull nothing until it is taken */
-    int broken;    /* a CUDA error: every later call fails with it */
-    char broken_msg[512];
+    int fatal;     /* a CUDA error: every later call fails with it */
+    char fatal_msg[512];
     char describe[640];
     int tr_start; /* trace track of the start-up steps and slot registrations */
     uint64_t device_bytes, pinned_bytes;
@@ -193,48 +193,49 @@ typedef struct devguard {
     int prev, changed;
 } devguard;
 
-int feeder__cuda_fail(feeder__gpu *g, int rc, const char *fmt, ...)
+int feeder__cuda_fail(feeder__gpu *gpu, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int feeder__cuda_host_release(feeder__gpu *g, feeder_batch *hb);
-void feeder__cuda_set_cpu_share(feeder__gpu *g, uint32_t permille);
-void feeder__cuda_stats_add(feeder__gpu *g, const feeder_stats *d);
+int feeder__cuda_host_release(feeder__gpu *gpu, feeder_batch *host);
+void feeder__cuda_set_cpu_share(feeder__gpu *gpu, uint32_t permille);
+void feeder__cuda_stats_add(feeder__gpu *gpu, const feeder_stats *d);
 const char *feeder__cuda_errtext(cudaError_t e);
-cudaError_t feeder__cuda_enter(const feeder__gpu *g, devguard *d);
+cudaError_t feeder__cuda_enter(const feeder__gpu *gpu, devguard *d);
 void feeder__cuda_leave(const devguard *d);
-void *feeder__cuda_dev_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err);
-void feeder__cuda_dev_free(feeder__gpu *g, void *p);
-void *feeder__cuda_pin_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err);
-void feeder__cuda_pin_free(feeder__gpu *g, void *p);
-void feeder__cuda_harvest(feeder__gpu *g, entry *en, uint64_t *h2d_ns);
-cudaError_t feeder__cuda_enqueue(feeder__gpu *g, entry *en, const uint8_t *src, const int64_t *labels);
-void feeder__cuda_trace_copies(feeder__gpu *g, entry *en, int h2d);
-cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *g, entry *en, feeder_batch *hb);
+void *feeder__cuda_dev_alloc(feeder__gpu *gpu, size_t bytes, cudaError_t *err);
+void feeder__cuda_dev_free(feeder__gpu *gpu, void *p);
+void *feeder__cuda_pin_alloc(feeder__gpu *gpu, size_t bytes, cudaError_t *err);
+void feeder__cuda_pin_free(feeder__gpu *gpu, void *p);
+void feeder__cuda_harvest(feeder__gpu *gpu, ring_entry *entry, uint64_t *h2d_ns);
+cudaError_t feeder__cuda_enqueue(feeder__gpu *gpu, ring_entry *entry, const uint8_t *src,
+                                 const int64_t *labels);
+void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d);
+cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host);
 /* A fields dataset's batch: each field's used bytes, lengths and offsets. */
-cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *g, entry *en, feeder_batch *hb);
-int feeder__cuda_enqueue_decode(feeder__gpu *g, entry *en, feeder_batch *hb, int *sample_err,
+cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host);
+int feeder__cuda_enqueue_decode(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, int *sample_err,
                           char *msg, size_t msglen);
 void *feeder__cuda_pin_thread(void *arg);
 void *feeder__cuda_decode_thread(void *arg);
-int feeder__cuda_decoder_ready(feeder__gpu *g, int wait);
-void feeder__cuda_rebalance(feeder__gpu *g, const entry *en);
-int feeder__cuda_setup_fail(feeder__gpu *g, char *why, size_t whylen, const char *what, cudaError_t e);
-void feeder__cuda_pin_quiesce(feeder__gpu *g);
+int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait);
+void feeder__cuda_rebalance(feeder__gpu *gpu, const ring_entry *entry);
+int feeder__cuda_setup_fail(feeder__gpu *gpu, char *why, size_t whylen, const char *what, cudaError_t e);
+void feeder__cuda_pin_quiesce(feeder__gpu *gpu);
 /* PIN_REGISTER: register slot 0 (on failure, fall back to pin copy, or
  * pageable with a GPU decoder, and say why in pin_note); then, once the ring
  * is allocated, the other slots on a thread of their own. cuda/register.c. */
-void feeder__cuda_register_first(feeder__gpu *g);
-void feeder__cuda_register_rest(feeder__gpu *g);
+void feeder__cuda_register_first(feeder__gpu *gpu);
+void feeder__cuda_register_rest(feeder__gpu *gpu);
 /* Stop that thread and unregister every slot registered. */
-void feeder__cuda_unregister_slots(feeder__gpu *g);
+void feeder__cuda_unregister_slots(feeder__gpu *gpu);
 /* FEEDER_OPT_AUGMENT_ON_DEVICE (cuda/augment_params.c). start: copy the
  * plan and allocate what the kernels use (after the ring); free: the
  * reverse, after the stream is idle. draw: in the loader's thread, once the
  * entry is settled, the batch's draws (and batch->mix; without device
  * augment, a copy of the host batch's mix). enqueue: the parameters' copy
  * and the kernels, on the copy stream after the batch's pixels. */
-int feeder__cuda_augment_start(feeder__gpu *g, char *why, size_t whylen);
-void feeder__cuda_augment_free(feeder__gpu *g);
-int feeder__cuda_augment_draw(feeder__gpu *g, entry *en, const feeder_batch *hb);
-cudaError_t feeder__cuda_augment_enqueue(feeder__gpu *g, entry *en);
+int feeder__cuda_augment_start(feeder__gpu *gpu, char *why, size_t whylen);
+void feeder__cuda_augment_free(feeder__gpu *gpu);
+int feeder__cuda_augment_draw(feeder__gpu *gpu, ring_entry *entry, const feeder_batch *host);
+cudaError_t feeder__cuda_augment_enqueue(feeder__gpu *gpu, ring_entry *entry);
 
 #endif

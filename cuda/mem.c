@@ -5,50 +5,50 @@
  */
 #include "cuda/layer.h"
 
-int feeder__cuda_fail(feeder__gpu *g, int rc, const char *fmt, ...)
+int feeder__cuda_fail(feeder__gpu *gpu, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g->errmsg, sizeof(g->errmsg), fmt, ap);
+    vsnprintf(gpu->errmsg, sizeof(gpu->errmsg), fmt, ap);
     va_end(ap);
     return rc;
 }
 
-int feeder__cuda_host_release(feeder__gpu *g, feeder_batch *hb)
+int feeder__cuda_host_release(feeder__gpu *gpu, feeder_batch *host)
 {
-    return g->cfg.host.release(g->cfg.host.ctx, hb);
+    return gpu->cfg.host.release(gpu->cfg.host.ctx, host);
 }
 
-void feeder__cuda_set_cpu_share(feeder__gpu *g, uint32_t permille)
+void feeder__cuda_set_cpu_share(feeder__gpu *gpu, uint32_t permille)
 {
-    g->cpu_share = permille > 1000 ? 1000 : permille;
-    g->st.hybrid_cpu_permille = g->cpu_share;
-    g->cfg.host.set_cpu_share(g->cfg.host.ctx, g->cpu_share);
+    gpu->cpu_share = permille > 1000 ? 1000 : permille;
+    gpu->st.hybrid_cpu_permille = gpu->cpu_share;
+    gpu->cfg.host.set_cpu_share(gpu->cfg.host.ctx, gpu->cpu_share);
 }
 
 /* Add one batch's (or drop's) counters to the layer's. */
-void feeder__cuda_stats_add(feeder__gpu *g, const feeder_stats *d)
+void feeder__cuda_stats_add(feeder__gpu *gpu, const feeder_stats *d)
 {
-    g->st.pin_ns += d->pin_ns;
-    g->st.h2d_ns += d->h2d_ns;
-    g->st.h2d_bytes += d->h2d_bytes;
-    g->st.gpu_batches += d->gpu_batches;
-    g->st.wait_ns += d->wait_ns;
-    g->st.gpu_decoded += d->gpu_decoded;
-    g->st.gpu_fallback += d->gpu_fallback;
-    g->st.gpu_decode_ns += d->gpu_decode_ns;
+    gpu->st.pin_ns += d->pin_ns;
+    gpu->st.h2d_ns += d->h2d_ns;
+    gpu->st.h2d_bytes += d->h2d_bytes;
+    gpu->st.gpu_batches += d->gpu_batches;
+    gpu->st.wait_ns += d->wait_ns;
+    gpu->st.gpu_decoded += d->gpu_decoded;
+    gpu->st.gpu_fallback += d->gpu_fallback;
+    gpu->st.gpu_decode_ns += d->gpu_decode_ns;
 }
 
 const char *feeder__cuda_errtext(cudaError_t e) { return cudaGetErrorString(e); }
 
-cudaError_t feeder__cuda_enter(const feeder__gpu *g, devguard *d)
+cudaError_t feeder__cuda_enter(const feeder__gpu *gpu, devguard *d)
 {
     d->changed = 0;
     cudaError_t e = cudaGetDevice(&d->prev);
     if (e != cudaSuccess)
         return e;
-    if (d->prev != g->cfg.device) {
-        if ((e = cudaSetDevice(g->cfg.device)) != cudaSuccess)
+    if (d->prev != gpu->cfg.device) {
+        if ((e = cudaSetDevice(gpu->cfg.device)) != cudaSuccess)
             return e;
         d->changed = 1;
     }
@@ -82,11 +82,11 @@ int feeder__gpu_probe(int device, char *why, size_t whylen)
     return 0;
 }
 
-void *feeder__cuda_dev_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err)
+void *feeder__cuda_dev_alloc(feeder__gpu *gpu, size_t bytes, cudaError_t *err)
 {
     void *p = NULL;
-    if (g->cfg.dev_alloc.alloc) {
-        p = g->cfg.dev_alloc.alloc(g->cfg.dev_alloc.user, bytes);
+    if (gpu->cfg.dev_alloc.alloc) {
+        p = gpu->cfg.dev_alloc.alloc(gpu->cfg.dev_alloc.user, bytes);
         *err = p ? cudaSuccess : cudaErrorMemoryAllocation;
     } else {
         *err = cudaMalloc(&p, bytes);
@@ -94,25 +94,25 @@ void *feeder__cuda_dev_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err)
             p = NULL;
     }
     if (p)
-        g->device_bytes += bytes;
+        gpu->device_bytes += bytes;
     return p;
 }
 
-void feeder__cuda_dev_free(feeder__gpu *g, void *p)
+void feeder__cuda_dev_free(feeder__gpu *gpu, void *p)
 {
     if (!p)
         return;
-    if (g->cfg.dev_alloc.alloc)
-        g->cfg.dev_alloc.free(g->cfg.dev_alloc.user, p);
+    if (gpu->cfg.dev_alloc.alloc)
+        gpu->cfg.dev_alloc.free(gpu->cfg.dev_alloc.user, p);
     else
         cudaFree(p);
 }
 
-void *feeder__cuda_pin_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err)
+void *feeder__cuda_pin_alloc(feeder__gpu *gpu, size_t bytes, cudaError_t *err)
 {
     void *p = NULL;
-    if (g->cfg.pin_alloc.alloc) {
-        p = g->cfg.pin_alloc.alloc(g->cfg.pin_alloc.user, bytes);
+    if (gpu->cfg.pin_alloc.alloc) {
+        p = gpu->cfg.pin_alloc.alloc(gpu->cfg.pin_alloc.user, bytes);
         *err = p ? cudaSuccess : cudaErrorMemoryAllocation;
     } else {
         *err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
@@ -120,22 +120,22 @@ void *feeder__cuda_pin_alloc(feeder__gpu *g, size_t bytes, cudaError_t *err)
             p = NULL;
     }
     if (p)
-        g->pinned_bytes += bytes;
+        gpu->pinned_bytes += bytes;
     return p;
 }
 
-void feeder__cuda_pin_free(feeder__gpu *g, void *p)
+void feeder__cuda_pin_free(feeder__gpu *gpu, void *p)
 {
     if (!p)
         return;
-    if (g->cfg.pin_alloc.alloc)
-        g->cfg.pin_alloc.free(g->cfg.pin_alloc.user, p);
+    if (gpu->cfg.pin_alloc.alloc)
+        gpu->cfg.pin_alloc.free(gpu->cfg.pin_alloc.user, p);
     else
         cudaFreeHost(p);
 }
 
-int feeder__cuda_setup_fail(feeder__gpu *g, char *why, size_t whylen, const char *what, cudaError_t e)
+int feeder__cuda_setup_fail(feeder__gpu *gpu, char *why, size_t whylen, const char *what, cudaError_t e)
 {
-    feeder__fmt(why, whylen, "GPU path on device %d: %s: %s", g->cfg.device, what, feeder__cuda_errtext(e));
+    feeder__fmt(why, whylen, "GPU path on device %d: %s: %s", gpu->cfg.device, what, feeder__cuda_errtext(e));
     return FEEDER_ECUDA;
 }

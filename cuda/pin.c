@@ -7,81 +7,82 @@
 
 void *feeder__cuda_pin_thread(void *arg)
 {
-    feeder__gpu *g = arg;
+    feeder__gpu *gpu = arg;
     /* The runtime's current device is per thread. */
-    cudaSetDevice(g->cfg.device);
-    int track = feeder__trace_track_next(g->tr, "pin thread");
-    pthread_mutex_lock(&g->lock);
+    cudaSetDevice(gpu->cfg.device);
+    int track = feeder__trace_track_next(gpu->tr, "pin thread");
+    pthread_mutex_lock(&gpu->lock);
     for (;;) {
-        entry *en = NULL;
+        ring_entry *entry = NULL;
         unsigned chunk = 0;
-        while (!g->stop) {
-            if (g->jlen) {
-                en = &g->e[g->jobs[g->jhead]];
-                if (en->chunks_taken < (unsigned)g->nthr)
+        while (!gpu->stop) {
+            if (gpu->jlen) {
+                entry = &gpu->ring[gpu->jobs[gpu->jhead]];
+                if (entry->chunks_taken < (unsigned)gpu->nthr)
                     break;
             }
-            en = NULL;
-            pthread_cond_wait(&g->cv_work, &g->lock);
+            entry = NULL;
+            pthread_cond_wait(&gpu->cv_work, &gpu->lock);
         }
-        if (g->stop)
+        if (gpu->stop)
             break;
-        chunk = en->chunks_taken++;
+        chunk = entry->chunks_taken++;
         /* Once every chunk is taken the next job may start: the head moves. */
-        if (en->chunks_taken == (unsigned)g->nthr) {
-            g->jhead = (g->jhead + 1) % (g->depth + 1);
-            g->jlen--;
-            if (g->jlen)
-                pthread_cond_broadcast(&g->cv_work);
+        if (entry->chunks_taken == (unsigned)gpu->nthr) {
+            gpu->jhead = (gpu->jhead + 1) % (gpu->depth + 1);
+            gpu->jlen--;
+            if (gpu->jlen)
+                pthread_cond_broadcast(&gpu->cv_work);
         }
-        pthread_mutex_unlock(&g->lock);
+        pthread_mutex_unlock(&gpu->lock);
 
         /* Chunks are page multiples so threads never share a page. */
-        size_t per = (en->in_bytes + (size_t)g->nthr - 1) / (size_t)g->nthr;
+        size_t per = (entry->in_bytes + (size_t)gpu->nthr - 1) / (size_t)gpu->nthr;
         per = (per + CHUNK_ALIGN - 1) / CHUNK_ALIGN * CHUNK_ALIGN;
         size_t lo = (size_t)chunk * per, hi = lo + per;
-        if (hi > en->in_bytes)
-            hi = en->in_bytes;
+        if (hi > entry->in_bytes)
+            hi = entry->in_bytes;
         uint64_t t0 = feeder__now_ns();
         FEEDER_NVTX_PUSH("pin copy");
         if (lo < hi)
-            memcpy(en->pinned + lo, en->src + lo, hi - lo);
+            memcpy(entry->pinned + lo, entry->src + lo, hi - lo);
         if (chunk == 0)
-            memcpy(en->pinned + g->in_bytes, en->src_labels, en->count * sizeof(int64_t));
+            memcpy(entry->pinned + gpu->in_bytes, entry->src_labels, entry->count * sizeof(int64_t));
         FEEDER_NVTX_POP();
         uint64_t t1 = feeder__now_ns(), dt = t1 - t0;
-        feeder__trace_span_e(g->tr, track, "pin copy", t0, t1, (int64_t)en->pub.epoch,
-                             (int64_t)en->pub.number, -1);
+        feeder__trace_span_e(gpu->tr, track, "pin copy", t0, t1, (int64_t)entry->pub.epoch,
+                             (int64_t)entry->pub.number, -1);
 
-        pthread_mutex_lock(&g->lock);
-        g->pin_ns += dt;
-        if (++en->chunks_done == (unsigned)g->nthr) {
-            en->slot_done = 1;
+        pthread_mutex_lock(&gpu->lock);
+        gpu->pin_ns += dt;
+        if (++entry->chunks_done == (unsigned)gpu->nthr) {
+            entry->slot_done = 1;
             /* The last one enqueues, under the lock: the stream is shared by
              * the pin threads. Two jobs may reach the stream out of order;
              * that is harmless, each batch has its own events. */
-            cudaError_t e = feeder__cuda_enqueue(g, en, en->pinned, (const int64_t *)(en->pinned + g->in_bytes));
+            cudaError_t e = feeder__cuda_enqueue(gpu, entry, entry->pinned,
+                                                 (const int64_t *)(entry->pinned + gpu->in_bytes));
             if (e != cudaSuccess) {
-                en->err = FEEDER_ECUDA;
-                feeder__fmt(en->errmsg, sizeof(en->errmsg), "copying batch %llu to device %d: %s",
-                            (unsigned long long)en->pub.number, g->cfg.device, feeder__cuda_errtext(e));
+                entry->err = FEEDER_ECUDA;
+                feeder__fmt(entry->errmsg, sizeof(entry->errmsg), "copying batch %llu to device %d: %s",
+                            (unsigned long long)entry->pub.number, gpu->cfg.device, feeder__cuda_errtext(e));
             }
-            en->pin = PIN_ENQUEUED;
-            pthread_cond_broadcast(&g->cv_done);
+            entry->pin = PIN_ENQUEUED;
+            pthread_cond_broadcast(&gpu->cv_done);
         }
     }
-    pthread_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&gpu->lock);
     return NULL;
 }
 
 /* Wait until the pin threads are done with every queued entry. */
-void feeder__cuda_pin_quiesce(feeder__gpu *g)
+void feeder__cuda_pin_quiesce(feeder__gpu *gpu)
 {
-    if (g->pin_mode != FEEDER_PIN_COPY && !g->decode_thread)
+    if (gpu->pin_mode != FEEDER_PIN_COPY && !gpu->decode_thread)
         return;
-    pthread_mutex_lock(&g->lock);
-    for (int i = 0; i < g->depth; i++)
-        while (g->e[i].pin == PIN_QUEUED && !g->stop)
-            pthread_cond_wait(&g->cv_done, &g->lock);
-    pthread_mutex_unlock(&g->lock);
+    pthread_mutex_lock(&gpu->lock);
+    for (int i = 0; i < gpu->depth; i++)
+        while (gpu->ring[i].pin == PIN_QUEUED && !gpu->stop)
+            pthread_cond_wait(&gpu->cv_done, &gpu->lock);
+    pthread_mutex_unlock(&gpu->lock);
 }

@@ -177,10 +177,10 @@ int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *wh
     return t ? t->start(cfg, out, why, whylen) : feeder__gpu_probe(cfg->device, why, whylen);
 }
 
-int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
+int feeder__gpu_next(feeder__gpu *gpu, feeder_batch **out)
 {
     const feeder__gpu_plugin *t = plugin();
-    return t ? t->next(g, out) : FEEDER_EUNSUPPORTED;
+    return t ? t->next(gpu, out) : FEEDER_EUNSUPPORTED;
 }
 
 int feeder__gpu_release(feeder_batch *b, void *stream)
@@ -195,70 +195,70 @@ feeder__gpu *feeder__gpu_of(const feeder_batch *b)
     return t ? t->of(b) : NULL;
 }
 
-void *feeder__gpu_host(const feeder__gpu *g)
+void *feeder__gpu_host(const feeder__gpu *gpu)
 {
     const feeder__gpu_plugin *t = plugin();
-    return t ? t->host(g) : NULL;
+    return t ? t->host(gpu) : NULL;
 }
 
-const char *feeder__gpu_errmsg(const feeder__gpu *g)
+const char *feeder__gpu_errmsg(const feeder__gpu *gpu)
 {
     const feeder__gpu_plugin *t = plugin();
-    return t ? t->errmsg(g) : "";
+    return t ? t->errmsg(gpu) : "";
 }
 
-void feeder__gpu_drop(feeder__gpu *g)
+void feeder__gpu_drop(feeder__gpu *gpu)
 {
     const feeder__gpu_plugin *t = plugin();
     if (t)
-        t->drop(g);
+        t->drop(gpu);
 }
 
-const char *feeder__gpu_describe(const feeder__gpu *g)
+const char *feeder__gpu_describe(const feeder__gpu *gpu)
 {
     const feeder__gpu_plugin *t = plugin();
-    return t ? t->describe(g) : "";
+    return t ? t->describe(gpu) : "";
 }
 
-void feeder__gpu_stats(const feeder__gpu *g, feeder_stats *st)
-{
-    const feeder__gpu_plugin *t = plugin();
-    if (t)
-        t->stats(g, st);
-}
-
-void feeder__gpu_destroy(feeder__gpu *g)
+void feeder__gpu_stats(const feeder__gpu *gpu, feeder_stats *st)
 {
     const feeder__gpu_plugin *t = plugin();
     if (t)
-        t->destroy(g);
+        t->stats(gpu, st);
 }
 
-int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open)
+void feeder__gpu_destroy(feeder__gpu *gpu)
 {
     const feeder__gpu_plugin *t = plugin();
     if (t)
-        return t->pending(g, epoch, out, cap, open);
+        t->destroy(gpu);
+}
+
+int feeder__gpu_pending(const feeder__gpu *gpu, uint64_t epoch, uint64_t *out, int cap, int *open)
+{
+    const feeder__gpu_plugin *t = plugin();
+    if (t)
+        return t->pending(gpu, epoch, out, cap, open);
     *open = 0;
     return 0;
 }
 
-int feeder__gpu_decodes(const feeder__gpu *g)
+int feeder__gpu_decodes(const feeder__gpu *gpu)
 {
     const feeder__gpu_plugin *t = plugin();
-    return t ? t->decodes(g) : 0;
+    return t ? t->decodes(gpu) : 0;
 }
 
-const char *feeder__gpu_decode_why(const feeder__gpu *g)
+const char *feeder__gpu_decode_why(const feeder__gpu *gpu)
 {
     const feeder__gpu_plugin *t = plugin();
-    return t ? t->decode_why(g) : "no GPU plugin";
+    return t ? t->decode_why(gpu) : "no GPU plugin";
 }
 
-int feeder__gpu_packed_direct(const feeder__gpu *g)
+int feeder__gpu_packed_direct(const feeder__gpu *gpu)
 {
     const feeder__gpu_plugin *t = plugin();
-    return t ? t->packed_direct(g) : 0;
+    return t ? t->packed_direct(gpu) : 0;
 }
 
 int feeder__gpu_owns(const feeder_batch *b)

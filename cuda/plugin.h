@@ -34,19 +34,19 @@ typedef struct feeder__gpu_plugin {
     /* cuda/gpu.h's functions of the same names, less feeder__gpu_. */
     int (*probe)(int device, char *why, size_t whylen);
     int (*start)(const feeder__gpu_config *cfg, feeder__gpu **out, char *why, size_t whylen);
-    int (*next)(feeder__gpu *g, feeder_batch **out);
+    int (*next)(feeder__gpu *gpu, feeder_batch **out);
     int (*release)(feeder_batch *b, void *stream);
     feeder__gpu *(*of)(const feeder_batch *b);
-    void *(*host)(const feeder__gpu *g);
-    const char *(*errmsg)(const feeder__gpu *g);
-    void (*drop)(feeder__gpu *g);
-    const char *(*describe)(const feeder__gpu *g);
-    void (*stats)(const feeder__gpu *g, feeder_stats *st);
-    void (*destroy)(feeder__gpu *g);
-    int (*pending)(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open);
-    int (*decodes)(const feeder__gpu *g);
-    const char *(*decode_why)(const feeder__gpu *g);
-    int (*packed_direct)(const feeder__gpu *g);
+    void *(*host)(const feeder__gpu *gpu);
+    const char *(*errmsg)(const feeder__gpu *gpu);
+    void (*drop)(feeder__gpu *gpu);
+    const char *(*describe)(const feeder__gpu *gpu);
+    void (*stats)(const feeder__gpu *gpu, feeder_stats *st);
+    void (*destroy)(feeder__gpu *gpu);
+    int (*pending)(const feeder__gpu *gpu, uint64_t epoch, uint64_t *out, int cap, int *open);
+    int (*decodes)(const feeder__gpu *gpu);
+    const char *(*decode_why)(const feeder__gpu *gpu);
+    int (*packed_direct)(const feeder__gpu *gpu);
     int (*owns)(const feeder_batch *b);
 } feeder__gpu_plugin;
 

@@ -13,72 +13,72 @@
  */
 #include "cuda/layer.h"
 
-static uint8_t *slot_at(const feeder__gpu *g, uint32_t s)
+static uint8_t *slot_at(const feeder__gpu *gpu, uint32_t s)
 {
-    return g->mem + (size_t)s * g->l->slot_bytes;
+    return gpu->mem + (size_t)s * gpu->l->slot_bytes;
 }
 
 /* Slot s's bytes; the last takes any tail of the area. */
-static size_t slot_len(const feeder__gpu *g, uint32_t s)
+static size_t slot_len(const feeder__gpu *gpu, uint32_t s)
 {
-    return s + 1 < g->nslots ? g->l->slot_bytes : g->mem_bytes - (size_t)s * g->l->slot_bytes;
+    return s + 1 < gpu->nslots ? gpu->l->slot_bytes : gpu->mem_bytes - (size_t)s * gpu->l->slot_bytes;
 }
 
 static void *register_rest(void *arg)
 {
-    feeder__gpu *g = arg;
-    if (cudaSetDevice(g->cfg.device) != cudaSuccess) /* per thread */
+    feeder__gpu *gpu = arg;
+    if (cudaSetDevice(gpu->cfg.device) != cudaSuccess) /* per thread */
         return NULL;
-    for (uint32_t s = 1; s < g->nslots && !atomic_load(&g->reg_stop); s++) {
+    for (uint32_t s = 1; s < gpu->nslots && !atomic_load(&gpu->reg_stop); s++) {
         uint64_t t0 = feeder__now_ns();
-        cudaError_t e = cudaHostRegister(slot_at(g, s), slot_len(g, s), cudaHostRegisterPortable);
-        feeder__trace_span(g->cfg.trace, g->tr_start, "slot registered (thread)", t0,
+        cudaError_t e = cudaHostRegister(slot_at(gpu, s), slot_len(gpu, s), cudaHostRegisterPortable);
+        feeder__trace_span(gpu->cfg.trace, gpu->tr_start, "slot registered (thread)", t0,
                            feeder__now_ns(), -1, (int64_t)s);
         if (e != cudaSuccess) {
             cudaGetLastError();
             break; /* the rest stay pageable: slower copies, the same bytes */
         }
-        atomic_store(&g->reg_done, s + 1);
+        atomic_store(&gpu->reg_done, s + 1);
     }
     return NULL;
 }
 
-void feeder__cuda_register_first(feeder__gpu *g)
+void feeder__cuda_register_first(feeder__gpu *gpu)
 {
-    if (g->pin_mode != FEEDER_PIN_REGISTER || g->nslots == 0)
+    if (gpu->pin_mode != FEEDER_PIN_REGISTER || gpu->nslots == 0)
         return;
-    cudaError_t e = cudaHostRegister(slot_at(g, 0), slot_len(g, 0), cudaHostRegisterPortable);
+    cudaError_t e = cudaHostRegister(slot_at(gpu, 0), slot_len(gpu, 0), cudaHostRegisterPortable);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        feeder__fmt(g->pin_note, sizeof(g->pin_note),
-                    " (cudaHostRegister of a %zu-byte slot failed: %s)", slot_len(g, 0),
+        feeder__fmt(gpu->pin_note, sizeof(gpu->pin_note),
+                    " (cudaHostRegister of a %zu-byte slot failed: %s)", slot_len(gpu, 0),
                     feeder__cuda_errtext(e));
-        g->pin_mode = g->decodes ? FEEDER_PIN_NONE : FEEDER_PIN_COPY;
+        gpu->pin_mode = gpu->decodes ? FEEDER_PIN_NONE : FEEDER_PIN_COPY;
         return;
     }
-    atomic_store(&g->reg_done, 1);
-    g->pinned_bytes += g->mem_bytes;
+    atomic_store(&gpu->reg_done, 1);
+    gpu->pinned_bytes += gpu->mem_bytes;
 }
 
-void feeder__cuda_register_rest(feeder__gpu *g)
+void feeder__cuda_register_rest(feeder__gpu *gpu)
 {
-    if (g->pin_mode != FEEDER_PIN_REGISTER || atomic_load(&g->reg_done) != 1 || g->nslots < 2)
+    if (gpu->pin_mode != FEEDER_PIN_REGISTER || atomic_load(&gpu->reg_done) != 1 || gpu->nslots < 2)
         return;
-    if (pthread_create(&g->reg_thread, NULL, register_rest, g) == 0)
-        g->reg_thread_live = 1;
-    feeder__fmt(g->reg_note, sizeof(g->reg_note), "%s",
-                g->reg_thread_live ? ", slots registered one by one on a thread" : "");
+    if (pthread_create(&gpu->reg_thread, NULL, register_rest, gpu) == 0)
+        gpu->reg_thread_live = 1;
+    feeder__fmt(gpu->reg_note, sizeof(gpu->reg_note), "%s",
+                gpu->reg_thread_live ? ", slots registered one by one on a thread" : "");
 }
 
-void feeder__cuda_unregister_slots(feeder__gpu *g)
+void feeder__cuda_unregister_slots(feeder__gpu *gpu)
 {
-    atomic_store(&g->reg_stop, 1);
-    if (g->reg_thread_live) {
-        pthread_join(g->reg_thread, NULL);
-        g->reg_thread_live = 0;
+    atomic_store(&gpu->reg_stop, 1);
+    if (gpu->reg_thread_live) {
+        pthread_join(gpu->reg_thread, NULL);
+        gpu->reg_thread_live = 0;
     }
-    uint32_t done = atomic_load(&g->reg_done);
+    uint32_t done = atomic_load(&gpu->reg_done);
     for (uint32_t s = 0; s < done; s++)
-        cudaHostUnregister(slot_at(g, s));
-    atomic_store(&g->reg_done, 0);
+        cudaHostUnregister(slot_at(gpu, s));
+    atomic_store(&gpu->reg_done, 0);
 }

@@ -34,22 +34,22 @@
  */
 #include "cuda/layer.h"
 
-const char *feeder__gpu_describe(const feeder__gpu *g) { return g ? g->describe : ""; }
+const char *feeder__gpu_describe(const feeder__gpu *gpu) { return gpu ? gpu->describe : ""; }
 
-int feeder__gpu_decodes(const feeder__gpu *g) { return g && g->decodes; }
+int feeder__gpu_decodes(const feeder__gpu *gpu) { return gpu && gpu->decodes; }
 
-int feeder__gpu_packed_direct(const feeder__gpu *g) { return g && g->pack_registered; }
+int feeder__gpu_packed_direct(const feeder__gpu *gpu) { return gpu && gpu->pack_registered; }
 
-const char *feeder__gpu_decode_why(const feeder__gpu *g) { return g ? g->dec_why : ""; }
+const char *feeder__gpu_decode_why(const feeder__gpu *gpu) { return gpu ? gpu->dec_why : ""; }
 
-int feeder__gpu_pending(const feeder__gpu *g, uint64_t epoch, uint64_t *out, int cap, int *open)
+int feeder__gpu_pending(const feeder__gpu *gpu, uint64_t epoch, uint64_t *out, int cap, int *open)
 {
     int n = 0;
     *open = 0;
-    for (int k = 0; k < g->len && n < cap; k++) {
-        const item *it = &g->fifo[(g->head + k) % (g->depth + 1)];
-        if (it->entry >= 0 && g->e[it->entry].pub.epoch == epoch) {
-            out[n++] = g->e[it->entry].pub.number;
+    for (int k = 0; k < gpu->len && n < cap; k++) {
+        const item *it = &gpu->fifo[(gpu->head + k) % (gpu->depth + 1)];
+        if (it->entry >= 0 && gpu->ring[it->entry].pub.epoch == epoch) {
+            out[n++] = gpu->ring[it->entry].pub.number;
             *open = 1;
         } else if (it->entry < 0 && it->epoch == epoch) {
             if (it->batch >= 0)
@@ -66,162 +66,162 @@ int feeder__gpu_owns(const feeder_batch *b)
 }
 
 /* Is the entry still the decode thread's (queued, not handed back)? */
-static int thread_holds(feeder__gpu *g, const entry *en)
+static int thread_holds(feeder__gpu *gpu, const ring_entry *entry)
 {
-    pthread_mutex_lock(&g->lock);
-    int queued = en->pin == PIN_QUEUED;
-    pthread_mutex_unlock(&g->lock);
+    pthread_mutex_lock(&gpu->lock);
+    int queued = entry->pin == PIN_QUEUED;
+    pthread_mutex_unlock(&gpu->lock);
     return queued;
 }
 
 /* Give back the host slot of every entry that is done with it. `block`:
  * wait for the oldest such copy when no slot could be freed otherwise. */
-static int reap(feeder__gpu *g, feeder_stats *d, int block)
+static int reap(feeder__gpu *gpu, feeder_stats *d, int block)
 {
     for (int pass = 0; pass < 2; pass++) {
         int freed = 0;
-        entry *oldest = NULL;
-        for (int i = 0; i < g->depth; i++) {
-            entry *en = &g->e[i];
+        ring_entry *oldest = NULL;
+        for (int i = 0; i < gpu->depth; i++) {
+            ring_entry *entry = &gpu->ring[i];
             int done = 0;
-            if (g->decode_thread && thread_holds(g, en))
+            if (gpu->decode_thread && thread_holds(gpu, entry))
                 continue;
-            if (g->pin_mode == FEEDER_PIN_COPY) {
+            if (gpu->pin_mode == FEEDER_PIN_COPY) {
                 /* The pin threads own an entry's events until it is enqueued. */
-                pthread_mutex_lock(&g->lock);
-                int enq = en->pin == PIN_ENQUEUED || en->pin == PIN_IDLE;
-                done = en->slot_done;
-                pthread_mutex_unlock(&g->lock);
-                if (!enq && !en->hb)
+                pthread_mutex_lock(&gpu->lock);
+                int enq = entry->pin == PIN_ENQUEUED || entry->pin == PIN_IDLE;
+                done = entry->slot_done;
+                pthread_mutex_unlock(&gpu->lock);
+                if (!enq && !entry->host)
                     continue;
                 if (!enq)
                     goto slot;
             }
-            if (en->timed) {
-                cudaError_t q = cudaEventQuery(en->h2d_ev);
+            if (entry->timed) {
+                cudaError_t q = cudaEventQuery(entry->h2d_ev);
                 if (q == cudaSuccess) {
-                    feeder__cuda_harvest(g, en, &d->h2d_ns);
-                    en->timed = 0;
-                    feeder__cuda_trace_copies(g, en, 1);
+                    feeder__cuda_harvest(gpu, entry, &d->h2d_ns);
+                    entry->timed = 0;
+                    feeder__cuda_trace_copies(gpu, entry, 1);
                 } else if (q != cudaErrorNotReady) {
-                    return feeder__cuda_fail(g, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
-                                               (unsigned long long)en->pub.number, g->cfg.device,
+                    return feeder__cuda_fail(gpu, FEEDER_ECUDA, "copy of batch %llu to device %d: %s",
+                                               (unsigned long long)entry->pub.number, gpu->cfg.device,
                                                feeder__cuda_errtext(q));
                 }
             }
         slot:
-            if (!en->hb)
+            if (!entry->host)
                 continue;
-            if (g->pin_mode != FEEDER_PIN_COPY)
-                done = en->used && !en->timed; /* h2d_ev has passed (checked above) */
+            if (gpu->pin_mode != FEEDER_PIN_COPY)
+                done = entry->used && !entry->timed; /* h2d_ev has passed (checked above) */
             if (done) {
-                feeder__cuda_host_release(g, en->hb);
-                en->hb = NULL;
-                g->held--;
+                feeder__cuda_host_release(gpu, entry->host);
+                entry->host = NULL;
+                gpu->held--;
                 freed = 1;
-            } else if (!oldest || en->pub.number < oldest->pub.number) {
-                oldest = en;
+            } else if (!oldest || entry->pub.number < oldest->pub.number) {
+                oldest = entry;
             }
         }
-        if (freed || !block || !oldest || g->held < (int)g->nslots)
+        if (freed || !block || !oldest || gpu->held < (int)gpu->nslots)
             return 0;
         /* Every host slot is in a copy: wait for the oldest. */
-        if (g->pin_mode == FEEDER_PIN_COPY) {
-            pthread_mutex_lock(&g->lock);
+        if (gpu->pin_mode == FEEDER_PIN_COPY) {
+            pthread_mutex_lock(&gpu->lock);
             while (!oldest->slot_done)
-                pthread_cond_wait(&g->cv_done, &g->lock);
-            pthread_mutex_unlock(&g->lock);
+                pthread_cond_wait(&gpu->cv_done, &gpu->lock);
+            pthread_mutex_unlock(&gpu->lock);
         } else {
             cudaError_t e = cudaEventSynchronize(oldest->h2d_ev);
             if (e != cudaSuccess)
-                return feeder__cuda_fail(g, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+                return feeder__cuda_fail(gpu, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
                                            (unsigned long long)oldest->pub.number, feeder__cuda_errtext(e));
         }
     }
     return 0;
 }
 
-static entry *free_entry(feeder__gpu *g)
+static ring_entry *free_entry(feeder__gpu *gpu)
 {
-    for (int i = 0; i < g->depth; i++)
-        if (g->e[i].state == E_FREE)
-            return &g->e[i];
+    for (int i = 0; i < gpu->depth; i++)
+        if (gpu->ring[i].state == E_FREE)
+            return &gpu->ring[i];
     return NULL;
 }
 
-static void push_status(feeder__gpu *g, int rc, const char *msg)
+static void push_status(feeder__gpu *gpu, int rc, const char *msg)
 {
-    item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
+    item *it = &gpu->fifo[(gpu->head + gpu->len++) % (gpu->depth + 1)];
     it->entry = -1;
     it->rc = rc;
-    it->batch = g->cfg.host.status_batch(g->cfg.host.ctx);
-    it->epoch = g->cfg.host.epoch(g->cfg.host.ctx);
+    it->batch = gpu->cfg.host.status_batch(gpu->cfg.host.ctx);
+    it->epoch = gpu->cfg.host.epoch(gpu->cfg.host.ctx);
     feeder__fmt(it->msg, sizeof(it->msg), "%s", msg);
-    g->paused = 1;
+    gpu->paused = 1;
 }
 
 /* Give back the host batch an entry still holds, waiting for its copy:
  * an entry freed by the user may be refilled before a reap saw its copy
  * end, and its old slot must not be lost. */
-static int drop_held(feeder__gpu *g, entry *en)
+static int drop_held(feeder__gpu *gpu, ring_entry *entry)
 {
-    if (!en->hb)
+    if (!entry->host)
         return 0;
-    if (g->pin_mode == FEEDER_PIN_COPY) {
-        pthread_mutex_lock(&g->lock);
-        while (!en->slot_done && !g->stop)
-            pthread_cond_wait(&g->cv_done, &g->lock);
-        pthread_mutex_unlock(&g->lock);
+    if (gpu->pin_mode == FEEDER_PIN_COPY) {
+        pthread_mutex_lock(&gpu->lock);
+        while (!entry->slot_done && !gpu->stop)
+            pthread_cond_wait(&gpu->cv_done, &gpu->lock);
+        pthread_mutex_unlock(&gpu->lock);
     } else {
-        cudaError_t e = cudaEventSynchronize(en->h2d_ev);
+        cudaError_t e = cudaEventSynchronize(entry->h2d_ev);
         if (e != cudaSuccess)
-            return feeder__cuda_fail(g, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
-                                       (unsigned long long)en->pub.number, feeder__cuda_errtext(e));
+            return feeder__cuda_fail(gpu, FEEDER_ECUDA, "waiting for the copy of batch %llu: %s",
+                                       (unsigned long long)entry->pub.number, feeder__cuda_errtext(e));
     }
-    feeder__cuda_host_release(g, en->hb);
-    en->hb = NULL;
-    g->held--;
+    feeder__cuda_host_release(gpu, entry->host);
+    entry->host = NULL;
+    gpu->held--;
     return 0;
 }
 
-/* Lend-to-be: entry `en` takes host batch `hb` (its labels, indices and
+/* Lend-to-be: `entry` takes the host batch `host` (its labels, indices and
  * shape) and its place at the FIFO's tail. */
-static item *take_host_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
+static item *take_host_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host)
 {
-    en->hb = hb;
-    g->held++;
-    en->count = hb->count;
-    en->in_bytes = (size_t)hb->count * g->l->sample_bytes;
-    if (hb->labels)
-        memcpy(en->labels, hb->labels, hb->count * sizeof(int64_t));
-    memcpy(en->indices, hb->indices, hb->count * sizeof(uint64_t));
-    feeder_batch *b = &en->pub;
+    entry->host = host;
+    gpu->held++;
+    entry->count = host->count;
+    entry->in_bytes = (size_t)host->count * gpu->l->sample_bytes;
+    if (host->labels)
+        memcpy(entry->labels, host->labels, host->count * sizeof(int64_t));
+    memcpy(entry->indices, host->indices, host->count * sizeof(uint64_t));
+    feeder_batch *b = &entry->pub;
     memset(b, 0, sizeof(*b));
-    b->labels = hb->labels ? en->labels : NULL;
-    b->indices = en->indices;
-    b->count = hb->count;
-    b->height = hb->height;
-    b->width = hb->width;
-    b->channels = hb->channels;
-    b->layout = g->cfg.dtype == FEEDER_DTYPE_UINT8 ? hb->layout : g->cfg.out_layout;
-    b->skipped = hb->skipped;
-    b->sample_bytes = g->out_sample_bytes;
-    b->epoch = hb->epoch;
-    b->number = hb->number;
-    b->device_data = en->dev;
-    b->ready_event = (void *)en->copy_ev;
-    b->device_labels = hb->labels ? en->dev_labels : NULL;
-    b->dtype = g->cfg.dtype;
-    b->device = g->cfg.device;
-    b->device_bytes = (size_t)hb->count * g->out_sample_bytes;
-    if (g->cfg.fields) {
-        en->fview = (feeder__fields_view){g->cfg.fields, en->meta, 0, en->stage, g->cfg.device};
-        b->fields_ = &en->fview;
+    b->labels = host->labels ? entry->labels : NULL;
+    b->indices = entry->indices;
+    b->count = host->count;
+    b->height = host->height;
+    b->width = host->width;
+    b->channels = host->channels;
+    b->layout = gpu->cfg.dtype == FEEDER_DTYPE_UINT8 ? host->layout : gpu->cfg.out_layout;
+    b->skipped = host->skipped;
+    b->sample_bytes = gpu->out_sample_bytes;
+    b->epoch = host->epoch;
+    b->number = host->number;
+    b->device_data = entry->dev;
+    b->ready_event = (void *)entry->copy_ev;
+    b->device_labels = host->labels ? entry->dev_labels : NULL;
+    b->dtype = gpu->cfg.dtype;
+    b->device = gpu->cfg.device;
+    b->device_bytes = (size_t)host->count * gpu->out_sample_bytes;
+    if (gpu->cfg.fields) {
+        entry->fview = (feeder__fields_view){gpu->cfg.fields, entry->meta, 0, entry->stage, gpu->cfg.device};
+        b->fields_ = &entry->fview;
     }
-    b->internal_ = en;
-    en->state = E_PENDING;
-    item *it = &g->fifo[(g->head + g->len++) % (g->depth + 1)];
-    it->entry = (int)(en - g->e);
+    b->internal_ = entry;
+    entry->state = E_PENDING;
+    item *it = &gpu->fifo[(gpu->head + gpu->len++) % (gpu->depth + 1)];
+    it->entry = (int)(entry - gpu->ring);
     it->rc = 0;
     return it;
 }
@@ -231,44 +231,44 @@ static item *take_host_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
  * recorded again (else the stats keep only the copies that happened to
  * finish before a reap, the short ones). It was enqueued two batches ago, so
  * this rarely waits. */
-static int settle_entry(feeder__gpu *g, entry *en)
+static int settle_entry(feeder__gpu *gpu, ring_entry *entry)
 {
-    if (en->timed || (en->used && g->pin_mode == FEEDER_PIN_COPY)) {
-        cudaError_t e = cudaEventSynchronize(en->h2d_ev);
+    if (entry->timed || (entry->used && gpu->pin_mode == FEEDER_PIN_COPY)) {
+        cudaError_t e = cudaEventSynchronize(entry->h2d_ev);
         if (e != cudaSuccess)
-            return feeder__cuda_fail(g, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
+            return feeder__cuda_fail(gpu, FEEDER_ECUDA, "waiting for the copy of a batch: %s",
                                      feeder__cuda_errtext(e));
-        if (en->timed)
-            feeder__cuda_harvest(g, en, &g->h2d_ns);
-        feeder__cuda_trace_copies(g, en, en->timed);
-        en->timed = 0;
+        if (entry->timed)
+            feeder__cuda_harvest(gpu, entry, &gpu->h2d_ns);
+        feeder__cuda_trace_copies(gpu, entry, entry->timed);
+        entry->timed = 0;
     }
-    feeder__cuda_trace_copies(g, en, 0); /* a normalise span still owed: now or never */
-    en->tr_norm = 0;
+    feeder__cuda_trace_copies(gpu, entry, 0); /* a normalise span still owed: now or never */
+    entry->tr_norm = 0;
     return 0;
 }
 
 /* PIN_COPY: hand the entry to the pin threads; the last of them enqueues. */
-static void queue_pin_job(feeder__gpu *g, entry *en, feeder_batch *hb, int id)
+static void queue_pin_job(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, int id)
 {
-    pthread_mutex_lock(&g->lock);
-    en->src = hb->data;
-    en->src_labels = hb->labels;
-    en->slot_done = 0;
-    en->chunks_taken = en->chunks_done = 0;
-    en->err = 0;
-    en->pin = PIN_QUEUED;
-    g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = id;
-    pthread_cond_broadcast(&g->cv_work);
-    pthread_mutex_unlock(&g->lock);
+    pthread_mutex_lock(&gpu->lock);
+    entry->src = host->data;
+    entry->src_labels = host->labels;
+    entry->slot_done = 0;
+    entry->chunks_taken = entry->chunks_done = 0;
+    entry->err = 0;
+    entry->pin = PIN_QUEUED;
+    gpu->jobs[(gpu->jhead + gpu->jlen++) % (gpu->depth + 1)] = id;
+    pthread_cond_broadcast(&gpu->cv_work);
+    pthread_mutex_unlock(&gpu->lock);
 }
 
 /* Does any sample of the slot wait for nvJPEG (bytes, not pixels)? */
-static int has_bitstreams(const feeder__gpu *g, const feeder_batch *hb)
+static int has_bitstreams(const feeder__gpu *gpu, const feeder_batch *host)
 {
-    const feeder__slot_layout *l = g->l;
-    const uint64_t *enc = feeder__slot_encoded(l, hb->data - l->data_off);
-    for (uint32_t i = 0; i < hb->count; i++)
+    const feeder__slot_layout *l = gpu->l;
+    const uint64_t *enc = feeder__slot_encoded(l, host->data - l->data_off);
+    for (uint32_t i = 0; i < host->count; i++)
         if (enc[i])
             return 1;
     return 0;
@@ -277,301 +277,301 @@ static int has_bitstreams(const feeder__gpu *g, const feeder_batch *hb)
 /* GPU decoders with the decode thread: take nvJPEG once it is made (here,
  * in the loader's thread: the shares it sets go to the host loader), then
  * hand the batch over. */
-static void queue_decode_job(feeder__gpu *g, entry *en, feeder_batch *hb, int id)
+static void queue_decode_job(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, int id)
 {
-    if (!g->dec)
-        feeder__cuda_decoder_ready(g, has_bitstreams(g, hb));
-    pthread_mutex_lock(&g->lock);
-    en->err = 0;
-    en->pin = PIN_QUEUED;
-    g->jobs[(g->jhead + g->jlen++) % (g->depth + 1)] = id;
-    pthread_cond_signal(&g->cv_work);
-    pthread_mutex_unlock(&g->lock);
+    if (!gpu->dec)
+        feeder__cuda_decoder_ready(gpu, has_bitstreams(gpu, host));
+    pthread_mutex_lock(&gpu->lock);
+    entry->err = 0;
+    entry->pin = PIN_QUEUED;
+    gpu->jobs[(gpu->jhead + gpu->jlen++) % (gpu->depth + 1)] = id;
+    pthread_cond_signal(&gpu->cv_work);
+    pthread_mutex_unlock(&gpu->lock);
 }
 
-/* Start moving host batch `hb` into entry `en`, by the layer's one path:
+/* Start moving the host batch `host` into `entry`, by the layer's one path:
  * the pin threads, the packed file's mapping, the GPU decoder, or a copy of
  * the slot. */
-static int start_batch(feeder__gpu *g, entry *en, feeder_batch *hb)
+static int start_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host)
 {
-    int rc = drop_held(g, en);
+    int rc = drop_held(gpu, entry);
     if (rc) {
-        feeder__cuda_host_release(g, hb);
+        feeder__cuda_host_release(gpu, host);
         return rc;
     }
-    item *it = take_host_batch(g, en, hb);
-    if ((rc = settle_entry(g, en)) || (rc = feeder__cuda_augment_draw(g, en, hb)))
+    item *it = take_host_batch(gpu, entry, host);
+    if ((rc = settle_entry(gpu, entry)) || (rc = feeder__cuda_augment_draw(gpu, entry, host)))
         return rc;
-    if (g->pin_mode == FEEDER_PIN_COPY) {
-        queue_pin_job(g, en, hb, it->entry);
+    if (gpu->pin_mode == FEEDER_PIN_COPY) {
+        queue_pin_job(gpu, entry, host, it->entry);
         return 0;
     }
-    if (g->decode_thread) {
-        queue_decode_job(g, en, hb, it->entry);
+    if (gpu->decode_thread) {
+        queue_decode_job(gpu, entry, host, it->entry);
         return 0;
     }
-    cudaError_t e = g->cfg.fields       ? feeder__cuda_enqueue_fields(g, en, hb)
-                    : g->pack_registered ? feeder__cuda_enqueue_direct(g, en, hb)
-                                         : feeder__cuda_enqueue(g, en, hb->data, hb->labels);
+    cudaError_t e = gpu->cfg.fields       ? feeder__cuda_enqueue_fields(gpu, entry, host)
+                    : gpu->pack_registered ? feeder__cuda_enqueue_direct(gpu, entry, host)
+                                         : feeder__cuda_enqueue(gpu, entry, host->data, host->labels);
     if (e != cudaSuccess)
-        return feeder__cuda_fail(g, FEEDER_ECUDA, "copying batch %llu of epoch %llu %sto device %d: %s",
-                                 (unsigned long long)hb->number, (unsigned long long)hb->epoch,
-                                 g->pack_registered ? "from the packed file " : "", g->cfg.device,
+        return feeder__cuda_fail(gpu, FEEDER_ECUDA, "copying batch %llu of epoch %llu %sto device %d: %s",
+                                 (unsigned long long)host->number, (unsigned long long)host->epoch,
+                                 gpu->pack_registered ? "from the packed file " : "", gpu->cfg.device,
                                  feeder__cuda_errtext(e));
     return 0;
 }
 
 /* Pull host batches into free entries: without waiting (try), or waiting for
  * one (the FIFO is empty and the user asked for a batch). */
-static int prefetch(feeder__gpu *g, int wait)
+static int prefetch(feeder__gpu *gpu, int wait)
 {
-    while (!g->paused) {
-        entry *en = free_entry(g);
-        if (!en)
+    while (!gpu->paused) {
+        ring_entry *entry = free_entry(gpu);
+        if (!entry)
             return 0;
-        int rc = drop_held(g, en);
+        int rc = drop_held(gpu, entry);
         if (rc)
             return rc;
-        if (g->held >= (int)g->nslots)
+        if (gpu->held >= (int)gpu->nslots)
             return 0; /* every slot is in a copy; reap frees them */
-        feeder_batch *hb = NULL;
+        feeder_batch *host = NULL;
         uint64_t t0 = feeder__now_ns();
-        rc = g->cfg.host.next(g->cfg.host.ctx, &hb, !wait);
+        rc = gpu->cfg.host.next(gpu->cfg.host.ctx, &host, !wait);
         /* The shares' signal: a free entry found no finished host batch (or
          * had to wait for one), so the workers are behind the GPU side. */
-        g->starved = rc == FEEDER__AGAIN || feeder__now_ns() - t0 > 200000;
+        gpu->starved = rc == FEEDER__AGAIN || feeder__now_ns() - t0 > 200000;
         if (rc == FEEDER__AGAIN)
             return 0;
         if (rc) {
-            push_status(g, rc, g->cfg.host.errmsg(g->cfg.host.ctx));
+            push_status(gpu, rc, gpu->cfg.host.errmsg(gpu->cfg.host.ctx));
             return 0;
         }
-        if ((rc = start_batch(g, en, hb)))
+        if ((rc = start_batch(gpu, entry, host)))
             return rc;
         wait = 0;
     }
     return 0;
 }
 
-static int mark_broken(feeder__gpu *g, int rc, const char *msg)
+static int mark_fatal(feeder__gpu *gpu, int rc, const char *msg)
 {
-    g->broken = rc;
-    feeder__fmt(g->broken_msg, sizeof(g->broken_msg), "%s", msg);
+    gpu->fatal = rc;
+    feeder__fmt(gpu->fatal_msg, sizeof(gpu->fatal_msg), "%s", msg);
     return rc;
 }
 
 /* Have at least one item in the FIFO: pull what is finished, and when
  * nothing is, wait for the host loader. */
-static int fill_fifo(feeder__gpu *g, feeder_stats *d)
+static int fill_fifo(feeder__gpu *gpu, feeder_stats *d)
 {
-    int rc = reap(g, d, 0);
+    int rc = reap(gpu, d, 0);
     if (!rc)
-        rc = prefetch(g, 0);
-    if (rc || g->len)
+        rc = prefetch(gpu, 0);
+    if (rc || gpu->len)
         return rc;
-    if (!free_entry(g))
-        return feeder__cuda_fail(g, FEEDER_EBUSY,
+    if (!free_entry(gpu))
+        return feeder__cuda_fail(gpu, FEEDER_EBUSY,
                                  "all %d device buffers are borrowed; release a batch first "
-                                 "(gpu_prefetch = %d)", g->depth, g->depth);
-    if (!(rc = reap(g, d, 1)))
-        rc = prefetch(g, 1);
-    if (!rc && g->len == 0)
-        rc = feeder__cuda_fail(g, FEEDER_EPROTO,
+                                 "(gpu_prefetch = %d)", gpu->depth, gpu->depth);
+    if (!(rc = reap(gpu, d, 1)))
+        rc = prefetch(gpu, 1);
+    if (!rc && gpu->len == 0)
+        rc = feeder__cuda_fail(gpu, FEEDER_EPROTO,
                                "GPU prefetcher: no batch could be pulled (%d of %u host slots "
-                               "in copies)", g->held, g->nslots);
+                               "in copies)", gpu->held, gpu->nslots);
     return rc;
 }
 
 /* PIN_COPY: the batch is lent once its copy is on the stream (the event is
  * recorded); the user's stream waits for the copy itself. */
-static int wait_pin_enqueued(feeder__gpu *g, entry *en)
+static int wait_pin_enqueued(feeder__gpu *gpu, ring_entry *entry)
 {
-    pthread_mutex_lock(&g->lock);
-    while (en->pin != PIN_ENQUEUED)
-        pthread_cond_wait(&g->cv_done, &g->lock);
-    int err = en->err;
-    char msg[sizeof(en->errmsg)];
-    memcpy(msg, en->errmsg, sizeof(msg));
-    pthread_mutex_unlock(&g->lock);
-    return err ? mark_broken(g, feeder__cuda_fail(g, err, "%s", msg), msg) : 0;
+    pthread_mutex_lock(&gpu->lock);
+    while (entry->pin != PIN_ENQUEUED)
+        pthread_cond_wait(&gpu->cv_done, &gpu->lock);
+    int err = entry->err;
+    char msg[sizeof(entry->errmsg)];
+    memcpy(msg, entry->errmsg, sizeof(msg));
+    pthread_mutex_unlock(&gpu->lock);
+    return err ? mark_fatal(gpu, feeder__cuda_fail(gpu, err, "%s", msg), msg) : 0;
 }
 
 /* The decode thread's hand-back of the batch to lend. A sample's error fails
  * the batch where it stands in the FIFO, as a worker's would, and its slot
  * goes back now (the thread waited for the stream); a CUDA error breaks the
  * layer. */
-static int wait_decoded(feeder__gpu *g, entry *en)
+static int wait_decoded(feeder__gpu *gpu, ring_entry *entry)
 {
-    pthread_mutex_lock(&g->lock);
-    while (en->pin == PIN_QUEUED)
-        pthread_cond_wait(&g->cv_done, &g->lock);
-    en->pin = PIN_IDLE;
-    int err = en->err, sample = en->sample_err;
-    pthread_mutex_unlock(&g->lock);
+    pthread_mutex_lock(&gpu->lock);
+    while (entry->pin == PIN_QUEUED)
+        pthread_cond_wait(&gpu->cv_done, &gpu->lock);
+    entry->pin = PIN_IDLE;
+    int err = entry->err, sample = entry->sample_err;
+    pthread_mutex_unlock(&gpu->lock);
     if (!err) {
-        feeder__cuda_rebalance(g, en);
+        feeder__cuda_rebalance(gpu, entry);
         return 0;
     }
     if (!sample)
-        return mark_broken(g, feeder__cuda_fail(g, err, "%s", en->errmsg), en->errmsg);
-    en->state = E_FREE;
-    feeder__cuda_host_release(g, en->hb);
-    en->hb = NULL;
-    g->held--;
-    return feeder__cuda_fail(g, err, "%s", en->errmsg);
+        return mark_fatal(gpu, feeder__cuda_fail(gpu, err, "%s", entry->errmsg), entry->errmsg);
+    entry->state = E_FREE;
+    feeder__cuda_host_release(gpu, entry->host);
+    entry->host = NULL;
+    gpu->held--;
+    return feeder__cuda_fail(gpu, err, "%s", entry->errmsg);
 }
 
 /* Move the counters gathered since the last call into the layer's stats. */
-static void flush_counters(feeder__gpu *g, feeder_stats *d, uint64_t t0)
+static void flush_counters(feeder__gpu *gpu, feeder_stats *d, uint64_t t0)
 {
-    pthread_mutex_lock(&g->lock);
-    d->pin_ns = g->pin_ns;
-    d->gpu_decoded = g->gpu_decoded;
-    d->gpu_fallback = g->gpu_fallback;
-    g->pin_ns = g->gpu_decoded = g->gpu_fallback = 0;
-    pthread_mutex_unlock(&g->lock);
-    d->h2d_ns += g->h2d_ns;
-    g->h2d_ns = 0;
-    d->gpu_decode_ns = g->dec_ns;
-    g->dec_ns = 0;
+    pthread_mutex_lock(&gpu->lock);
+    d->pin_ns = gpu->pin_ns;
+    d->gpu_decoded = gpu->gpu_decoded;
+    d->gpu_fallback = gpu->gpu_fallback;
+    gpu->pin_ns = gpu->gpu_decoded = gpu->gpu_fallback = 0;
+    pthread_mutex_unlock(&gpu->lock);
+    d->h2d_ns += gpu->h2d_ns;
+    gpu->h2d_ns = 0;
+    d->gpu_decode_ns = gpu->dec_ns;
+    gpu->dec_ns = 0;
     d->wait_ns = feeder__now_ns() - t0;
-    feeder__cuda_stats_add(g, d);
+    feeder__cuda_stats_add(gpu, d);
 }
 
 /* Lend the FIFO's head: a batch, or its status as the call's result. */
-static int lend_head(feeder__gpu *g, feeder_stats *d, feeder_batch **out)
+static int lend_head(feeder__gpu *gpu, feeder_stats *d, feeder_batch **out)
 {
-    item *it = &g->fifo[g->head];
-    g->head = (g->head + 1) % (g->depth + 1);
-    g->len--;
+    item *it = &gpu->fifo[gpu->head];
+    gpu->head = (gpu->head + 1) % (gpu->depth + 1);
+    gpu->len--;
     if (it->entry < 0) {
-        g->paused = 0;
-        return feeder__cuda_fail(g, it->rc, "%s", it->msg);
+        gpu->paused = 0;
+        return feeder__cuda_fail(gpu, it->rc, "%s", it->msg);
     }
-    entry *en = &g->e[it->entry];
-    int rc = g->pin_mode == FEEDER_PIN_COPY ? wait_pin_enqueued(g, en)
-             : g->decode_thread             ? wait_decoded(g, en)
+    ring_entry *entry = &gpu->ring[it->entry];
+    int rc = gpu->pin_mode == FEEDER_PIN_COPY ? wait_pin_enqueued(gpu, entry)
+             : gpu->decode_thread             ? wait_decoded(gpu, entry)
                                             : 0;
     if (rc)
         return rc;
-    en->state = E_LENT;
+    entry->state = E_LENT;
     d->gpu_batches = 1;
     /* What the copies moved in h2d_ns: pixels and labels. The bitstreams
      * nvJPEG reads from the slot cross PCIe during the decode instead, and
      * are counted in bytes_read. */
-    d->h2d_bytes = en->in_bytes + en->count * sizeof(int64_t);
-    *out = &en->pub;
+    d->h2d_bytes = entry->in_bytes + entry->count * sizeof(int64_t);
+    *out = &entry->pub;
     /* Batch k is out; start k+1 now, not at the next call. A failure here
      * is reported by a later call: batch k is valid either way. */
-    if ((rc = prefetch(g, 0)))
-        mark_broken(g, rc, g->errmsg);
+    if ((rc = prefetch(gpu, 0)))
+        mark_fatal(gpu, rc, gpu->errmsg);
     return 0;
 }
 
-int feeder__gpu_next(feeder__gpu *g, feeder_batch **out)
+int feeder__gpu_next(feeder__gpu *gpu, feeder_batch **out)
 {
-    if (g->broken)
-        return feeder__cuda_fail(g, g->broken, "%s", g->broken_msg);
+    if (gpu->fatal)
+        return feeder__cuda_fail(gpu, gpu->fatal, "%s", gpu->fatal_msg);
     uint64_t t0 = feeder__now_ns();
     feeder_stats d;
     memset(&d, 0, sizeof(d));
     devguard dg;
-    cudaError_t ce = feeder__cuda_enter(g, &dg);
+    cudaError_t ce = feeder__cuda_enter(gpu, &dg);
     if (ce != cudaSuccess)
-        return feeder__cuda_fail(g, FEEDER_ECUDA, "cudaSetDevice(%d): %s", g->cfg.device,
+        return feeder__cuda_fail(gpu, FEEDER_ECUDA, "cudaSetDevice(%d): %s", gpu->cfg.device,
                                  feeder__cuda_errtext(ce));
-    int rc = fill_fifo(g, &d);
+    int rc = fill_fifo(gpu, &d);
     if (rc && rc != FEEDER_EBUSY) /* every buffer borrowed: the user's to fix, not sticky */
-        rc = mark_broken(g, rc, g->errmsg);
+        rc = mark_fatal(gpu, rc, gpu->errmsg);
     else if (!rc)
-        rc = lend_head(g, &d, out);
+        rc = lend_head(gpu, &d, out);
     feeder__cuda_leave(&dg);
-    flush_counters(g, &d, t0);
+    flush_counters(gpu, &d, t0);
     return rc;
 }
 
 int feeder__gpu_release(feeder_batch *b, void *stream)
 {
-    entry *en = b->internal_;
-    feeder__gpu *g = en->g;
-    if (&en->pub != b)
+    ring_entry *entry = b->internal_;
+    feeder__gpu *gpu = entry->gpu;
+    if (&entry->pub != b)
         return FEEDER_EINVAL;
-    if (en->state != E_LENT) /* internal_ stays set: a second release is named */
-        return feeder__cuda_fail(g, FEEDER_EINVAL,
+    if (entry->state != E_LENT) /* internal_ stays set: a second release is named */
+        return feeder__cuda_fail(gpu, FEEDER_EINVAL,
                                  "feeder_batch_release: batch %llu of epoch %llu is not lent: "
                                  "released twice?",
                                  (unsigned long long)b->number, (unsigned long long)b->epoch);
-    feeder__trace_unhold(g->tr, b, feeder__now_ns());
+    feeder__trace_unhold(gpu->tr, b, feeder__now_ns());
     devguard dg;
-    cudaError_t e = feeder__cuda_enter(g, &dg);
+    cudaError_t e = feeder__cuda_enter(gpu, &dg);
     if (e == cudaSuccess)
-        e = cudaEventRecord(en->release_ev, (cudaStream_t)stream);
+        e = cudaEventRecord(entry->release_ev, (cudaStream_t)stream);
     if (e != cudaSuccess) {
         /* Without the event the buffer's readers are unknown: wait for the
          * whole device rather than risk overwriting what they read. */
         cudaDeviceSynchronize();
-        en->wait_release = 0;
+        entry->wait_release = 0;
     } else {
-        en->wait_release = 1;
+        entry->wait_release = 1;
     }
-    en->state = E_FREE;
+    entry->state = E_FREE;
     /* Refill the freed buffer now, so its copy overlaps the user's compute. */
-    if (!g->broken) {
+    if (!gpu->fatal) {
         feeder_stats d;
         memset(&d, 0, sizeof(d));
-        int rc = reap(g, &d, 0);
+        int rc = reap(gpu, &d, 0);
         if (!rc)
-            rc = prefetch(g, 0);
+            rc = prefetch(gpu, 0);
         if (rc)
-            mark_broken(g, rc, g->errmsg);
-        feeder__cuda_stats_add(g, &d);
+            mark_fatal(gpu, rc, gpu->errmsg);
+        feeder__cuda_stats_add(gpu, &d);
     }
     feeder__cuda_leave(&dg);
     return e == cudaSuccess ? 0
-                            : feeder__cuda_fail(g, FEEDER_ECUDA,
+                            : feeder__cuda_fail(gpu, FEEDER_ECUDA,
                                                   "feeder_batch_release: cudaEventRecord: %s",
                                                   feeder__cuda_errtext(e));
 }
 
-void feeder__gpu_drop(feeder__gpu *g)
+void feeder__gpu_drop(feeder__gpu *gpu)
 {
     devguard dg;
-    if (feeder__cuda_enter(g, &dg) != cudaSuccess)
+    if (feeder__cuda_enter(gpu, &dg) != cudaSuccess)
         return;
-    feeder__cuda_pin_quiesce(g);
-    cudaStreamSynchronize(g->stream);
+    feeder__cuda_pin_quiesce(gpu);
+    cudaStreamSynchronize(gpu->stream);
     feeder_stats d;
     memset(&d, 0, sizeof(d));
-    reap(g, &d, 0);
-    feeder__cuda_stats_add(g, &d);
-    for (; g->len; g->len--, g->head = (g->head + 1) % (g->depth + 1)) {
-        item *it = &g->fifo[g->head];
+    reap(gpu, &d, 0);
+    feeder__cuda_stats_add(gpu, &d);
+    for (; gpu->len; gpu->len--, gpu->head = (gpu->head + 1) % (gpu->depth + 1)) {
+        item *it = &gpu->fifo[gpu->head];
         if (it->entry >= 0)
-            g->e[it->entry].state = E_FREE;
+            gpu->ring[it->entry].state = E_FREE;
     }
-    g->paused = 0;
+    gpu->paused = 0;
     feeder__cuda_leave(&dg);
 }
 
-const char *feeder__gpu_errmsg(const feeder__gpu *g) { return g ? g->errmsg : ""; }
+const char *feeder__gpu_errmsg(const feeder__gpu *gpu) { return gpu ? gpu->errmsg : ""; }
 
-void feeder__gpu_stats(const feeder__gpu *g, feeder_stats *st)
+void feeder__gpu_stats(const feeder__gpu *gpu, feeder_stats *st)
 {
-    if (!g)
+    if (!gpu)
         return;
-    st->pin_ns += g->st.pin_ns;
-    st->h2d_ns += g->st.h2d_ns;
-    st->h2d_bytes += g->st.h2d_bytes;
-    st->gpu_batches += g->st.gpu_batches;
-    st->wait_ns += g->st.wait_ns;
-    st->gpu_decoded += g->st.gpu_decoded;
-    st->gpu_fallback += g->st.gpu_fallback;
-    st->gpu_decode_ns += g->st.gpu_decode_ns;
-    st->pinned_bytes = g->st.pinned_bytes;
-    st->device_bytes = g->st.device_bytes;
-    if (g->decodes)
-        st->hybrid_cpu_permille = g->st.hybrid_cpu_permille;
+    st->pin_ns += gpu->st.pin_ns;
+    st->h2d_ns += gpu->st.h2d_ns;
+    st->h2d_bytes += gpu->st.h2d_bytes;
+    st->gpu_batches += gpu->st.gpu_batches;
+    st->wait_ns += gpu->st.wait_ns;
+    st->gpu_decoded += gpu->st.gpu_decoded;
+    st->gpu_fallback += gpu->st.gpu_fallback;
+    st->gpu_decode_ns += gpu->st.gpu_decode_ns;
+    st->pinned_bytes = gpu->st.pinned_bytes;
+    st->device_bytes = gpu->st.device_bytes;
+    if (gpu->decodes)
+        st->hybrid_cpu_permille = gpu->st.hybrid_cpu_permille;
 }
 
-feeder__gpu *feeder__gpu_of(const feeder_batch *b) { return ((const entry *)b->internal_)->g; }
-void *feeder__gpu_host(const feeder__gpu *g) { return g->cfg.host.ctx; }
+feeder__gpu *feeder__gpu_of(const feeder_batch *b) { return ((const ring_entry *)b->internal_)->gpu; }
+void *feeder__gpu_host(const feeder__gpu *gpu) { return gpu->cfg.host.ctx; }

@@ -15,8 +15,9 @@
  */
 #include <feeder.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "fields_example.h"
 
 #define SIDE 64
 #define MAXBOX 16
@@ -84,14 +85,6 @@ static int scene_get(void *user, const feeder_sample_ctx *ctx, feeder_sample_out
     return rc;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* A batch against the scenes it came from; 0, or -1 after printing why. */
 static int check_batch(const feeder_batch *b, uint8_t *seen, uint64_t *sum)
 {
@@ -114,87 +107,31 @@ static int check_batch(const feeder_batch *b, uint8_t *seen, uint64_t *sum)
             return -1;
         }
     }
-    *sum = fnv(*sum, img.data, img.bytes);
-    *sum = fnv(*sum, box.data, box.bytes);
-    *sum = fnv(*sum, box.offsets, (b->count + 1) * 8);
-    *sum = fnv(*sum, cls.data, cls.bytes);
+    *sum = fx_fnv(*sum, img.data, img.bytes);
+    *sum = fx_fnv(*sum, box.data, box.bytes);
+    *sum = fx_fnv(*sum, box.offsets, (b->count + 1) * 8);
+    *sum = fx_fnv(*sum, cls.data, cls.bytes);
     return 0;
 }
 
-static int run(feeder_loader *ld, uint64_t images, int check)
+static uint64_t count_boxes(const feeder_batch *b)
 {
-    uint8_t *seen = calloc(images, 1);
-    uint64_t sum = 0xcbf29ce484222325ull, boxes = 0, batches = 0;
-    int rc = seen ? 0 : -1;
-    for (int epoch = 0; epoch < 2 && rc == 0; epoch++) {
-        memset(seen, 0, images);
-        feeder_batch *b;
-        while ((rc = feeder_next(ld, &b)) == 0) {
-            feeder_tensor box;
-            feeder_batch_field(b, "boxes", &box);
-            boxes += box.shape[0];
-            batches++;
-            rc = check ? check_batch(b, seen, &sum) : 0;
-            feeder_batch_release(b, NULL);
-            if (rc)
-                break;
-        }
-        for (uint64_t i = 0; check && rc == FEEDER_DONE && i < images; i++)
-            rc = seen[i] ? rc : -1;
-        rc = rc == FEEDER_DONE ? 0 : rc;
-    }
-    free(seen);
-    if (rc) {
-        fprintf(stderr, "%s\n", rc == -1 ? "check failed" : feeder_loader_errmsg(ld));
-        return 1;
-    }
-    printf("2 epochs: %llu batches, %llu boxes\n", (unsigned long long)batches,
-           (unsigned long long)boxes);
-    if (check)
-        printf("checked: every image, box and class; checksum %016llx\n",
-               (unsigned long long)sum);
-    return 0;
+    feeder_tensor box;
+    feeder_batch_field(b, "boxes", &box);
+    return box.shape[0];
 }
 
 int main(int argc, char **argv)
 {
-    int workers = 2, batch = 16, check = 0;
-    uint64_t images = 500;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--check"))
-            check = 1;
-        else if (i + 1 < argc && !strcmp(argv[i], "--workers"))
-            workers = atoi(argv[++i]);
-        else if (i + 1 < argc && !strcmp(argv[i], "--images"))
-            images = strtoull(argv[++i], NULL, 10);
-        else if (i + 1 < argc && !strcmp(argv[i], "--batch"))
-            batch = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: %s [--workers N] [--images N] [--batch N] [--check]\n",
-                    argv[0]);
-            return 2;
-        }
-    }
+    fx_args a = {.workers = 2, .batch = 16, .images = 500};
+    if (fx_parse(argc, argv, &a))
+        return 2;
     feeder_field fields[3] = {
         {"image", FEEDER_ELEM_U8, FEEDER_FIELD_FIXED, 3, {SIDE, SIDE, 3}, {0}},
         {"boxes", FEEDER_ELEM_F32, FEEDER_FIELD_RAGGED, 2, {MAXBOX, 4}, {0}},
         {"classes", FEEDER_ELEM_I64, FEEDER_FIELD_RAGGED, 1, {MAXBOX}, {0}},
     };
     feeder_fields_callbacks cb = {.len = images_len, .get = scene_get};
-    feeder_dataset *ds = NULL;
-    feeder_loader *ld = NULL;
-    char err[256];
-    int rc = feeder_dataset_create_fields(&cb, fields, 3, &images, &ds, err, sizeof(err));
-    if (rc)
-        fprintf(stderr, "%s\n", err);
-    if (!rc && !(rc = feeder_loader_create(ds, NULL, &ld))) {
-        feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, batch);
-        feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, workers);
-        feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1);
-        feeder_loader_set(ld, FEEDER_OPT_SEED, 3);
-        rc = run(ld, images, check);
-    }
-    feeder_loader_destroy(ld);
-    feeder_dataset_destroy(ds);
-    return rc ? 1 : 0;
+    return fx_run(&a, &cb, fields, 3, 3, count_boxes, check_batch, "boxes",
+                  "every image, box and class");
 }

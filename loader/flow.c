@@ -64,19 +64,20 @@ static uint64_t take_next_batch(feeder_loader *ld)
 static void drop_ahead(feeder_loader *ld);
 
 /* The epoch run ahead becomes the running one: its order, and its batches
- * already in slots. */
-static void adopt_ahead(feeder_loader *ld)
+ * already in slots. Returns the order's length. */
+static uint64_t adopt_ahead(feeder_loader *ld)
 {
     uint64_t *o = ld->order, cap = ld->order_cap;
     ld->order = ld->ahead.order;
     ld->order_cap = ld->ahead.order_cap;
     ld->ahead.order = o;
     ld->ahead.order_cap = cap;
-    ld->order_len = ld->ahead.order_len;
+    return ld->ahead.order_len;
 }
 
-/* The sampler's order of `epoch` into ld->order, checked. */
-static int fill_order(feeder_loader *ld, uint64_t epoch)
+/* The epoch's order from the sampler, checked against the dataset; the
+ * shard sets and tar shards are told what it will read. */
+static int fill_order(feeder_loader *ld, uint64_t epoch, uint64_t *out_len)
 {
     uint64_t len = feeder_sampler_len(ld->sampler, epoch);
     if (len > SIZE_MAX / sizeof(uint64_t))
@@ -100,34 +101,17 @@ static int fill_order(feeder_loader *ld, uint64_t epoch)
                         "the sampler gave index %llu at position %llu; the dataset has %llu samples",
                         (unsigned long long)ld->order[i], (unsigned long long)i,
                         (unsigned long long)ld->ds->n);
-    ld->order_len = len;
-    return 0;
-}
-
-static int begin_epoch(feeder_loader *ld)
-{
-    uint64_t epoch = feeder__resume_next_epoch(ld);
-    ld->next_set = 0;
-    int adopt = ld->ahead.on && ld->ahead.epoch == epoch && !ld->resume;
-    if (ld->ahead.on && !adopt)
-        drop_ahead(ld);
-    int rc = 0;
-    if (adopt)
-        adopt_ahead(ld);
-    else if ((rc = fill_order(ld, epoch)))
-        return rc;
-    uint64_t len = ld->order_len;
     if (ld->ds->kind == FEEDER__DS_PACKED)
         feeder__shards_plan(ld->ds->pack, ld->order, len);
     else if (ld->ds->kind == FEEDER__DS_TAR)
         feeder__tar_plan(ld->ds->tar, ld->order, len);
-    ld->epoch_t0 = feeder__now_ns();
-    ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
-                                      ld->plan.drop_last);
-    ld->dispatched = adopt ? ld->ahead.dispatched : 0;
-    ld->delivered = ld->next_in_order = 0;
-    ld->epoch_deaths = 0;
-    ld->deaths[0] = 0;
+    *out_len = len;
+    return 0;
+}
+
+/* The delivery map of the epoch's batches: empty, or the resume blob's. */
+static int reset_delivery(feeder_loader *ld)
+{
     size_t map = (size_t)(ld->nbatches / 8 + 1);
     if (map > ld->done_cap) {
         uint8_t *m = realloc(ld->done_map, map);
@@ -150,10 +134,13 @@ static int begin_epoch(feeder_loader *ld)
             if (ld->resume_st.map && ((ld->resume_st.map[b / 8] >> (b % 8)) & 1))
                 mark_delivered(ld, b);
     }
-    ld->first_seen = 0;
-    if (!adopt) /* adopted: its queued parts are its batches' */
-        ld->q.len = ld->q.head = 0;
-    ld->ahead.on = ld->ahead.tried = 0;
+    return 0;
+}
+
+/* The workers, or the calling thread's reader and decoder. */
+static int ready_readers(feeder_loader *ld)
+{
+    int rc;
     if (ld->nworkers && !ld->running && (rc = feeder__pool_spawn(ld)))
         return rc;
     if (!ld->nworkers && !ld->inline_ready) {
@@ -166,6 +153,38 @@ static int begin_epoch(feeder_loader *ld)
         }
         ld->inline_ready = 1;
     }
+    return 0;
+}
+
+static int begin_epoch(feeder_loader *ld)
+{
+    uint64_t epoch = feeder__resume_next_epoch(ld);
+    ld->next_set = 0;
+    int adopt = ld->ahead.on && ld->ahead.epoch == epoch && !ld->resume;
+    if (ld->ahead.on && !adopt)
+        drop_ahead(ld);
+    uint64_t len = 0;
+    int rc;
+    if (adopt)
+        len = adopt_ahead(ld);
+    else if ((rc = fill_order(ld, epoch, &len)))
+        return rc;
+    ld->epoch_t0 = feeder__now_ns();
+    ld->order_len = len;
+    ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
+                                      ld->plan.drop_last);
+    ld->dispatched = adopt ? ld->ahead.dispatched : 0;
+    ld->delivered = ld->next_in_order = 0;
+    ld->epoch_deaths = 0;
+    ld->deaths[0] = 0;
+    if ((rc = reset_delivery(ld)))
+        return rc;
+    ld->first_seen = 0;
+    if (!adopt) /* adopted: its queued parts are its batches' */
+        ld->q.len = ld->q.head = 0;
+    ld->ahead.on = ld->ahead.tried = 0;
+    if ((rc = ready_readers(ld)))
+        return rc;
     feeder__resume_drop(ld);
     ld->epoch = epoch;
     ld->have_epoch = 1;

@@ -57,15 +57,22 @@ typedef struct task_queue {
 /* num_workers 0: samples whose files the calling thread opens at once. */
 #define FEEDER__INLINE_FILES 64u
 
-/* What the parent's flow reads of the options, resolved once at start
- * (loader/start.c, resolve_flow): nothing reads those options after. */
-typedef struct feeder__flow_plan {
+/* What start resolves of the options (loader/start.c, resolve_shape and
+ * resolve_flow): nothing reads those options after, and nothing writes
+ * them. */
+typedef struct feeder__plan {
+    /* The sample's shape (feeder__options_shape): HEIGHT, WIDTH, CHANNELS
+     * and LAYOUT, or a RAW packed file's. `layout` is the batches' as asked;
+     * the slots' may differ (job.t.layout). */
+    uint32_t height, width, channels;
+    int layout;
+    /* The parent's flow and pool. */
     uint32_t batch;
     int drop_last, persistent, in_order;
     int64_t timeout_ms;   /* 0: none */
     int poll_ms;
     uint64_t max_restarts;
-} feeder__flow_plan;
+} feeder__plan;
 
 struct feeder_loader {
     feeder_dataset *ds;
@@ -73,13 +80,13 @@ struct feeder_loader {
     feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
     int64_t ival[FEEDER__NOPTS];
     double dval[FEEDER__NOPTS];
-    uint8_t given[FEEDER__NOPTS]; /* set by the user (packed RAW adopts the rest) */
+    uint8_t given[FEEDER__NOPTS]; /* set by the user (a RAW packed file fills the rest of its shape) */
     feeder_worker_init_fn init;
     void *init_user;
 
     int started;
     feeder__job job;
-    feeder__flow_plan plan;
+    feeder__plan plan;
     uint8_t *mem;
     size_t shm_bytes;
     uint32_t nslots;
@@ -175,9 +182,17 @@ int feeder__opt_index(int opt);
 #define dopt feeder__loader_dopt
 /* The sampler SHUFFLE and SEED pick when none was given. */
 int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out);
-/* The transform the options ask for (set or default): what start resolves
- * into the plan (job.t) and what the saved state records, read in one place. */
-void feeder__options_transform(const feeder_loader *ld, feeder__transform *t);
+/* The sample's shape the options ask for (set or default), except that a
+ * RAW packed file fixes height, width and channels, and the layout unless
+ * the user set it: what start resolves into the plan. 0, or FEEDER_ESHAPE
+ * with the options' shape in *plan when one the user set disagrees with the
+ * file (start names it). Writes only the shape's fields. */
+int feeder__options_shape(const feeder_loader *ld, feeder__plan *plan);
+/* The transform the options ask for (set or default), of the sample shape
+ * `shape` (feeder__options_shape's): what start resolves into job.t and what
+ * the saved state records, read in one place. */
+void feeder__options_transform(const feeder_loader *ld, const feeder__plan *shape,
+                               feeder__transform *t);
 
 /* ---- pool.c ---- */
 

@@ -114,6 +114,9 @@ const feeder__job *feeder__loader_job(const feeder_loader *ld);
 /* The value of an option as the loader holds it (set or default). */
 int64_t feeder__loader_iopt(const feeder_loader *ld, int opt);
 double feeder__loader_dopt(const feeder_loader *ld, int opt);
+/* The layout device batches are made in, as start resolved it: LAYOUT, or
+ * a RAW packed file's when it was not set (the slots' may differ). */
+int feeder__loader_out_layout(const feeder_loader *ld);
 /* HYBRID's first share of each batch (1/1000) for the workers. */
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld);
 /* FEEDER_OPT_AUGMENT_ON_DEVICE: 1 when the GPU layer is to run the augment

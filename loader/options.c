@@ -204,6 +204,12 @@ int feeder_loader_get(const feeder_loader *ld, feeder_option opt, double *value)
     if (i < 0 || !value)
         return FEEDER_EINVAL;
     *value = OPTS[i].is_double ? ld->dval[i] : (double)ld->ival[i];
+    if (ld->started) /* the shape in use: a RAW packed file's fills what was not set */
+        *value = opt == FEEDER_OPT_HEIGHT     ? ld->plan.height
+                 : opt == FEEDER_OPT_WIDTH    ? ld->plan.width
+                 : opt == FEEDER_OPT_CHANNELS ? ld->plan.channels
+                 : opt == FEEDER_OPT_LAYOUT   ? ld->plan.layout
+                                              : *value;
     return 0;
 }
 
@@ -347,13 +353,37 @@ double feeder__loader_dopt(const feeder_loader *ld, int opt)
     return ld->dval[feeder__opt_index(opt)];
 }
 
-void feeder__options_transform(const feeder_loader *ld, feeder__transform *t)
+int feeder__options_shape(const feeder_loader *ld, feeder__plan *plan)
+{
+    plan->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
+    plan->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
+    plan->channels = (uint32_t)iopt(ld, FEEDER_OPT_CHANNELS);
+    plan->layout = (int)iopt(ld, FEEDER_OPT_LAYOUT);
+    if (ld->ds->kind != FEEDER__DS_PACKED || ld->ds->pack->v.h.kind != FEEDER_RECORD_RAW)
+        return 0;
+    const feeder__pack_header *h = &ld->ds->pack->v.h;
+    if ((ld->given[feeder__opt_index(FEEDER_OPT_HEIGHT)] && plan->height != h->height) ||
+        (ld->given[feeder__opt_index(FEEDER_OPT_WIDTH)] && plan->width != h->width) ||
+        (ld->given[feeder__opt_index(FEEDER_OPT_CHANNELS)] && plan->channels != h->channels))
+        return FEEDER_ESHAPE;
+    plan->height = h->height;
+    plan->width = h->width;
+    plan->channels = h->channels;
+    /* A layout the user set is checked against the slots' once they are
+     * decided (start.c, check_packed_layout). */
+    if (!ld->given[feeder__opt_index(FEEDER_OPT_LAYOUT)])
+        plan->layout = (int)h->layout;
+    return 0;
+}
+
+void feeder__options_transform(const feeder_loader *ld, const feeder__plan *shape,
+                               feeder__transform *t)
 {
     t->pipeline = (int)iopt(ld, FEEDER_OPT_PIPELINE);
     t->decoder = (int)iopt(ld, FEEDER_OPT_DECODER);
-    t->layout = (int)iopt(ld, FEEDER_OPT_LAYOUT);
-    t->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
-    t->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
+    t->layout = shape->layout;
+    t->height = shape->height;
+    t->width = shape->width;
     t->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
     t->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
     t->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
@@ -361,8 +391,10 @@ void feeder__options_transform(const feeder_loader *ld, feeder__transform *t)
     t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
     t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
     t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
-    t->channels = (uint32_t)iopt(ld, FEEDER_OPT_CHANNELS);
+    t->channels = shape->channels;
 }
+
+int feeder__loader_out_layout(const feeder_loader *ld) { return ld->plan.layout; }
 
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld)
 {

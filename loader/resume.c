@@ -80,10 +80,10 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
     return 0;
 }
 
-int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
-                            int hold_epoch, feeder__state *st)
+/* What the state records of the loader's setup (dataset, options, whose sampler);
+ * the epoch's part is feeder__loader_describe's. */
+static void describe_options(const feeder_loader *ld, feeder__state *st)
 {
-    memset(st, 0, sizeof(*st));
     st->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
     st->dataset_size = ld->ds->n;
     st->fingerprint = ld->ds->fingerprint;
@@ -91,11 +91,16 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     st->drop_last = (uint32_t)iopt(ld, FEEDER_OPT_DROP_LAST);
     st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);
     st->user_sampler = ld->sampler && ld->sampler != ld->own_sampler;
-    /* The transform as the options ask for it, as start reads them; the
-     * decoder in use once started (the plan's). The layout stays the one
-     * asked for: float device batches come from NHWC slots whatever it is. */
+    /* The transform as the options ask for it, as start reads them, of the
+     * shape start resolves (the plan's once started: a blob saved then
+     * loads into a new loader before its start); the decoder in use once
+     * started. The layout stays the one asked for: float device batches
+     * come from NHWC slots whatever it is. */
+    feeder__plan shape = ld->plan;
+    if (!ld->started)
+        (void)feeder__options_shape(ld, &shape); /* a disagreement fails the start */
     feeder__transform t;
-    feeder__options_transform(ld, &t);
+    feeder__options_transform(ld, &shape, &t);
     if (ld->started)
         t.decoder = ld->job.t.decoder;
     st->pipeline = (uint32_t)t.pipeline;
@@ -111,6 +116,13 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     st->ratio_min = t.ratio_min;
     st->ratio_max = t.ratio_max;
     st->flip_prob = t.flip_prob;
+}
+
+int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int want_hash,
+                            int hold_epoch, feeder__state *st)
+{
+    memset(st, 0, sizeof(*st));
+    describe_options(ld, st);
     if (!at && (ld->in_epoch || hold_epoch)) {
         st->epoch = ld->epoch;
         st->sampler_len = ld->order_len;

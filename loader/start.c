@@ -62,57 +62,41 @@ static int validate(feeder_loader *ld)
      * shorter one, so the crop fits every image only if RESIZE covers both
      * (torchvision would pad with black; a source box cannot). */
     if (iopt(ld, FEEDER_OPT_PIPELINE) == FEEDER_PIPELINE_EVAL &&
-        (iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_HEIGHT) ||
-         iopt(ld, FEEDER_OPT_RESIZE) < iopt(ld, FEEDER_OPT_WIDTH)))
+        (iopt(ld, FEEDER_OPT_RESIZE) < ld->plan.height ||
+         iopt(ld, FEEDER_OPT_RESIZE) < ld->plan.width))
         return feeder__loader_fail(ld, FEEDER_ERANGE,
-                    "eval pipeline: resize %lld is smaller than the %lldx%lld crop",
-                    (long long)iopt(ld, FEEDER_OPT_RESIZE), (long long)iopt(ld, FEEDER_OPT_HEIGHT),
-                    (long long)iopt(ld, FEEDER_OPT_WIDTH));
+                    "eval pipeline: resize %lld is smaller than the %ux%u crop",
+                    (long long)iopt(ld, FEEDER_OPT_RESIZE), ld->plan.height, ld->plan.width);
     return 0;
 }
 
-static int packed_mismatch(feeder_loader *ld)
+/* `shape`: the options' (a set one disagrees with the file), or the plan's
+ * (the layout disagrees with the slots'). */
+static int packed_mismatch(feeder_loader *ld, const feeder__plan *shape)
 {
     const struct feeder__pack *pk = ld->ds->pack;
     const feeder__pack_header *h = &pk->v.h;
     return feeder__loader_fail(ld, FEEDER_ESHAPE,
-                "%s holds %ux%ux%u %s records, but the loader was set to height %lld, width "
-                "%lld, channels %lld, layout %s",
+                "%s holds %ux%ux%u %s records, but the loader was set to height %u, width "
+                "%u, channels %u, layout %s",
                 pk->path, h->height, h->width, h->channels, layout_text[h->layout],
-                (long long)iopt(ld, FEEDER_OPT_HEIGHT), (long long)iopt(ld, FEEDER_OPT_WIDTH),
-                (long long)iopt(ld, FEEDER_OPT_CHANNELS),
-                layout_text[iopt(ld, FEEDER_OPT_LAYOUT) ? 1 : 0]);
+                shape->height, shape->width, shape->channels, layout_text[shape->layout ? 1 : 0]);
 }
 
-/* A RAW packed file fixes the sample: the loader takes its height, width and
- * layout unless the user set them, and then they must agree. The layout is
- * checked against the slots' once they are decided (check_packed_layout). */
-static int adopt_packed_shape(feeder_loader *ld)
+/* The sample's shape, into the plan: the options', or a RAW packed file's
+ * (feeder__options_shape), which also takes no transform. */
+static int resolve_shape(feeder_loader *ld)
 {
-    const struct feeder__pack *pk = ld->ds->pack;
-    const feeder__pack_header *h = &pk->v.h;
-    if (h->kind != FEEDER_RECORD_RAW)
+    if (feeder__options_shape(ld, &ld->plan))
+        return packed_mismatch(ld, &ld->plan);
+    if (ld->ds->kind != FEEDER__DS_PACKED || ld->ds->pack->v.h.kind != FEEDER_RECORD_RAW)
         return 0;
-    /* CHANNELS sits before LAYOUT: it is checked and adopted like the sizes. */
-    const int opts[4] = {FEEDER_OPT_HEIGHT, FEEDER_OPT_WIDTH, FEEDER_OPT_CHANNELS,
-                         FEEDER_OPT_LAYOUT};
-    const int64_t file[4] = {h->height, h->width, h->channels, h->layout};
-    for (int k = 0; k < 3; k++)
-        if (ld->given[feeder__opt_index(opts[k])] && iopt(ld, opts[k]) != file[k])
-            return packed_mismatch(ld);
     int p = feeder__opt_index(FEEDER_OPT_PIPELINE);
     if (ld->given[p] && ld->ival[p] != FEEDER_PIPELINE_EVAL)
         return feeder__loader_fail(ld, FEEDER_ESHAPE,
                     "%s holds precomputed RAW records: pipeline %s cannot be applied to them "
                     "(pack JPEG records to transform them while loading)",
-                    pk->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
-    for (int k = 0; k < 4; k++) {
-        int i = feeder__opt_index(opts[k]);
-        if (k < 3 || !ld->given[i]) {
-            ld->ival[i] = file[k];
-            ld->dval[i] = (double)file[k];
-        }
-    }
+                    ld->ds->pack->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
     return 0;
 }
 
@@ -124,8 +108,8 @@ static int check_packed_layout(feeder_loader *ld, int slot_layout)
     const struct feeder__pack *pk = ld->ds->pack;
     if (pk->v.h.kind != FEEDER_RECORD_RAW || (uint32_t)slot_layout == pk->v.h.layout)
         return 0;
-    if (slot_layout == (int)iopt(ld, FEEDER_OPT_LAYOUT))
-        return packed_mismatch(ld);
+    if (slot_layout == ld->plan.layout)
+        return packed_mismatch(ld, &ld->plan);
     return feeder__loader_fail(ld, FEEDER_ESHAPE,
                 "%s holds %s records, but float batches are made on the GPU from %s slots: "
                 "pack the file with --layout nhwc",
@@ -142,7 +126,7 @@ static void resolve_job(feeder_loader *ld)
     job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
     job->packed_read = (int)iopt(ld, FEEDER_OPT_PACKED_READ);
     job->verify_crc = (int)iopt(ld, FEEDER_OPT_VERIFY_CRC);
-    feeder__options_transform(ld, &job->t); /* resolve_decoder and layout_slots refine it */
+    feeder__options_transform(ld, &ld->plan, &job->t); /* resolve_decoder and layout_slots refine it */
 }
 
 /* The read path: decided once so every worker agrees and the user can ask
@@ -390,14 +374,14 @@ static int map_slots(feeder_loader *ld)
 /* The options the parent's flow and pool read, fixed here. */
 static void resolve_flow(feeder_loader *ld)
 {
-    ld->plan = (feeder__flow_plan){
-        .batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE),
-        .drop_last = (int)iopt(ld, FEEDER_OPT_DROP_LAST),
-        .persistent = (int)iopt(ld, FEEDER_OPT_PERSISTENT_WORKERS),
-        .in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER),
-        .timeout_ms = iopt(ld, FEEDER_OPT_TIMEOUT_MS),
-        .poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS),
-        .max_restarts = (uint64_t)iopt(ld, FEEDER_OPT_MAX_RESTARTS)};
+    feeder__plan *p = &ld->plan;
+    p->batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    p->drop_last = (int)iopt(ld, FEEDER_OPT_DROP_LAST);
+    p->persistent = (int)iopt(ld, FEEDER_OPT_PERSISTENT_WORKERS);
+    p->in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
+    p->timeout_ms = iopt(ld, FEEDER_OPT_TIMEOUT_MS);
+    p->poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS);
+    p->max_restarts = (uint64_t)iopt(ld, FEEDER_OPT_MAX_RESTARTS);
 }
 
 int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
@@ -406,9 +390,7 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
         return ld->start_failed;
     ld->errmsg[0] = 0;
     int rc = 0;
-    if (ld->ds->kind == FEEDER__DS_PACKED && (rc = adopt_packed_shape(ld)))
-        return rc;
-    if ((rc = validate(ld)))
+    if ((rc = resolve_shape(ld)) || (rc = validate(ld)))
         return rc;
     if (!ld->sampler) {
         if ((rc = feeder__loader_default_sampler(ld, &ld->own_sampler)))

@@ -690,43 +690,6 @@ END_TEST
 
 /* ---- RAW packs ---- */
 
-/* A RAW pack of n records of hgt x wid x ch bytes (record i: byte j is
- * i * 7 + j), labels i % 3. */
-static void write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wid, uint32_t ch)
-{
-    feeder__pack_header h;
-    memset(&h, 0, sizeof(h));
-    h.version = FEEDER__PACK_VERSION;
-    h.header_bytes = 4096;
-    h.kind = FEEDER_RECORD_RAW;
-    h.dtype = FEEDER__PACK_DTYPE_UINT8;
-    h.layout = FEEDER_LAYOUT_NHWC;
-    h.height = hgt;
-    h.width = wid;
-    h.channels = ch;
-    h.label_type = FEEDER__PACK_LABEL_INT64;
-    h.count = n;
-    h.record_bytes = (uint64_t)hgt * wid * ch;
-    h.shard_count = 1;
-    h.total_records = n;
-    size_t len = (size_t)feeder__pack_layout(&h, 0, n * h.record_bytes);
-    ck_assert_uint_gt(len, 0);
-    uint8_t *buf = calloc(1, len);
-    for (uint64_t i = 0; i < n; i++) {
-        uint8_t *rec = buf + h.records_off + i * h.record_bytes;
-        for (uint64_t j = 0; j < h.record_bytes; j++)
-            rec[j] = (uint8_t)(i * 7 + j);
-        int64_t lab = (int64_t)(i % 3);
-        uint32_t seed = feeder__pack_crc_seed(h.version, lab);
-        feeder__pack_entry_encode(buf + h.index_off + i * 24, h.records_off + i * h.record_bytes,
-                                  h.record_bytes, feeder__crc32c(seed, rec, h.record_bytes));
-        memcpy(buf + h.labels_off + i * 8, &lab, 8);
-    }
-    feeder__pack_header_encode(&h, buf);
-    ck_assert_int_eq(bu_write_file(path, buf, len), 0);
-    free(buf);
-}
-
 static feeder_loader *pack_loader(const char *path, feeder_dataset **ds, int channels,
                                   int workers)
 {
@@ -746,8 +709,9 @@ START_TEST(raw_pack_channels)
     char p1[512], p3[512];
     tu_path(p1, sizeof(p1), "gray.pack");
     tu_path(p3, sizeof(p3), "rgb.pack");
-    write_raw_pack(p1, 10, 6, 5, 1);
-    write_raw_pack(p3, 10, 6, 5, 3);
+    feeder__pack_header h; /* record i's byte j: i * 7 + j; label i % 4 */
+    tu_write_raw_pack_ch(p1, 10, 6, 5, 1, FEEDER__PACK_VERSION, &h);
+    tu_write_raw_pack_ch(p3, 10, 6, 5, 3, FEEDER__PACK_VERSION, &h);
     feeder_dataset *ds;
     /* a gray pack is loaded as it is, channels adopted or given */
     for (int given = 0; given < 2; given++)
@@ -762,7 +726,7 @@ START_TEST(raw_pack_channels)
                     uint64_t i = b->indices[k];
                     for (uint32_t j = 0; j < 30; j++)
                         ck_assert_uint_eq(b->data[k * 30 + j], (uint8_t)(i * 7 + j));
-                    ck_assert_int_eq(b->labels[k], (int64_t)(i % 3));
+                    ck_assert_int_eq(b->labels[k], (int64_t)(i % 4));
                     seen++;
                 }
                 feeder_batch_release(b, NULL);

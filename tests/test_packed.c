@@ -706,6 +706,51 @@ START_TEST(test_shape_adopted_or_mismatch)
 }
 END_TEST
 
+/* The resume state records the shape start resolved: a RAW pack's, taken
+ * from the file when the options leave it unset. A blob saved mid-epoch
+ * then loads into a new loader before its start, and the new loader gives
+ * the batches the first one had not. */
+START_TEST(test_resume_takes_file_shape)
+{
+    mem_pack m = build_raw(11);
+    write_rel("r.pack", m.buf, m.len);
+    feeder_dataset *ds = open_pack("r.pack");
+    cfg c = defaults();
+    c.set_shape = 0;
+    c.workers = 0;
+    c.batch = 4;
+    feeder_loader *ld = make_loader(ds, &c);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    uint64_t first[4];
+    memcpy(first, b->indices, sizeof(first));
+    feeder_batch_release(b, NULL);
+    uint8_t blob[512];
+    size_t len;
+    ck_assert_int_eq(feeder_loader_state_save(ld, blob, sizeof(blob), &len), 0);
+    feeder_loader_destroy(ld);
+
+    ld = make_loader(ds, &c);
+    int rc = feeder_loader_state_load(ld, blob, len);
+    ck_assert_msg(rc == 0, "%s", feeder_loader_errmsg(ld));
+    uint64_t seen = 0;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        ck_assert_uint_eq(b->height, 2);
+        ck_assert_uint_eq(b->width, 3);
+        for (uint32_t k = 0; k < b->count; k++)
+            for (int j = 0; j < 4; j++)
+                ck_assert_uint_ne(b->indices[k], first[j]);
+        seen += b->count;
+        feeder_batch_release(b, NULL);
+    }
+    ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+    ck_assert_uint_eq(seen, 7);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    free(m.buf);
+}
+END_TEST
+
 /* A flipped byte in record 1: found only with VERIFY_CRC; FAIL fails the
  * batch with the record's name, SKIP replaces it by record 2. */
 START_TEST(test_crc_mismatch_fail_and_skip)
@@ -1401,6 +1446,7 @@ static Suite *packed_suite(void)
     tcase_add_test(tc, test_reject_not_a_file);
     tcase_add_test(tc, test_raw_records_labels_and_info);
     tcase_add_test(tc, test_shape_adopted_or_mismatch);
+    tcase_add_test(tc, test_resume_takes_file_shape);
     tcase_add_test(tc, test_crc_mismatch_fail_and_skip);
     tcase_add_test(tc, test_file_shrunk_after_open);
     tcase_add_test(tc, test_jpeg_record_decode_error);

@@ -89,8 +89,8 @@ feeder_loader *tu_small_loader(feeder_dataset *ds, int workers, int batch)
     return ld;
 }
 
-size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
-                         uint32_t version, feeder__pack_header *out)
+size_t tu_write_raw_pack_ch(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
+                            uint32_t channels, uint32_t version, feeder__pack_header *out)
 {
     feeder__pack_header h;
     memset(&h, 0, sizeof(h));
@@ -101,10 +101,10 @@ size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wi
     h.layout = FEEDER_LAYOUT_NHWC;
     h.height = hgt;
     h.width = wid;
-    h.channels = 3;
+    h.channels = channels;
     h.label_type = FEEDER__PACK_LABEL_INT64;
     h.count = n;
-    h.record_bytes = (uint64_t)hgt * wid * 3;
+    h.record_bytes = (uint64_t)hgt * wid * channels;
     h.shard_count = 1;
     h.total_records = n;
     size_t len = (size_t)feeder__pack_layout(&h, 0, n * h.record_bytes);
@@ -112,7 +112,8 @@ size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wi
     uint8_t *buf = calloc(1, len);
     for (uint64_t i = 0; i < n; i++) {
         uint8_t *rec = buf + h.records_off + i * h.record_bytes;
-        memset(rec, (int)(i & 0xff), h.record_bytes);
+        for (uint64_t j = 0; j < h.record_bytes; j++)
+            rec[j] = (uint8_t)(i * 7 + j);
         int64_t lab = (int64_t)(i % 4);
         uint32_t seed = feeder__pack_crc_seed(version, lab);
         feeder__pack_entry_encode(buf + h.index_off + i * 24, h.records_off + i * h.record_bytes,
@@ -124,5 +125,11 @@ size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wi
     free(buf);
     *out = h;
     return len;
+}
+
+size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
+                         uint32_t version, feeder__pack_header *out)
+{
+    return tu_write_raw_pack_ch(path, n, hgt, wid, 3, version, out);
 }
 

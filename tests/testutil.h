@@ -43,10 +43,13 @@ feeder_dataset *tu_open_folder(const char *dir, const char *rel);
  * 32x32 (resize 40), asserting every option is taken. */
 feeder_loader *tu_small_loader(feeder_dataset *ds, int workers, int batch);
 
-/* A RAW packed file of n records of hgt x wid x 3 bytes at `path` in format
- * `version` (record i: bytes i & 0xff, label i % 4); its header in *out
- * (the section offsets). Returns the file's size. */
+/* A RAW NHWC packed file of n records of hgt x wid x channels bytes at
+ * `path` in format `version` (record i: byte j is (i * 7 + j) & 0xff, label
+ * i % 4); its header in *out (the section offsets). Returns the file's size. */
 struct feeder__pack_header;
+size_t tu_write_raw_pack_ch(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
+                            uint32_t channels, uint32_t version, struct feeder__pack_header *out);
+/* tu_write_raw_pack_ch of 3 channels. */
 size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
                          uint32_t version, struct feeder__pack_header *out);
 

@@ -673,55 +673,49 @@ static PyObject *import_from_dlpack(int required)
     return f;
 }
 
-static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
+/* Loader.__init__'s arguments as PyArg_ParseTupleAndKeywords leaves them
+ * (borrowed; NULL: not given, where None has a meaning of its own). */
+typedef struct loader_args {
+    PyObject *ds, *batch, *shuffle, *workers, *prefetch, *persistent, *drop_last, *seed;
+    double timeout;
+    PyObject *pipeline, *size, *resize, *device, *dtype, *mean, *std, *layout, *decoder,
+             *in_order, *on_error, *io, *max_restarts, *scale, *ratio, *flip_prob, *as_torch;
+    PyObject *trace, *channels;
+} loader_args;
+
+static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
 {
     static char *kwlist[] = {"dataset", "batch_size", "shuffle", "num_workers", "prefetch_factor",
                              "persistent_workers", "drop_last", "timeout", "seed", "pipeline",
                              "size", "resize", "device", "dtype", "mean", "std", "layout",
                              "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
                              "ratio", "flip_prob", "as_torch", "trace", "channels", NULL};
-    PyObject *ds_o, *batch = NULL, *shuffle = Py_False, *workers = NULL, *prefetch = NULL,
-                    *persistent = Py_False, *drop_last = Py_False, *seed = NULL;
-    double timeout = 0;
-    PyObject *pipeline = NULL, *size = NULL, *resize = Py_None, *device = Py_None, *dtype = Py_None,
-             *mean = Py_None, *std = Py_None, *layout = NULL, *decoder = NULL,
-             *in_order = Py_True, *on_error = NULL, *io = NULL, *max_restarts = NULL,
-             *scale = Py_None, *ratio = Py_None, *flip_prob = Py_None, *as_torch = Py_None;
-    PyObject *trace = Py_None, *channels = NULL;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &ds_o, &batch,
-            &shuffle, &workers, &prefetch, &persistent, &drop_last, &timeout, &seed, &pipeline,
-            &size, &resize, &device, &dtype, &mean, &std, &layout, &decoder, &in_order, &on_error,
-            &io, &max_restarts, &scale, &ratio, &flip_prob, &as_torch, &trace, &channels))
-        return -1;
-    if (self->ld) {
-        PyErr_SetString(PyExc_RuntimeError, "Loader.__init__ called twice");
-        return -1;
-    }
-    DatasetObject *ds = (DatasetObject *)ds_o;
-    if (!dataset_ready(ds))
-        return -1;
-    if (timeout < 0) {
-        /* PyErr_Format has no %g (Python 3.12 raises SystemError on it). */
-        char msg[96];
-        snprintf(msg, sizeof(msg), "timeout=%g: expected seconds >= 0 (0: wait forever)", timeout);
-        PyErr_SetString(OptionError, msg);
-        return -1;
-    }
-    int rc = feeder_loader_create(ds->ds, NULL, &self->ld);
-    if (rc) {
-        raise_rc(rc, "feeder_loader_create");
-        return -1;
-    }
-    self->dataset = (DatasetObject *)Py_NewRef(ds_o);
-    self->fields = dataset_has_fields(ds);
-    self->timeout_s = timeout;
+    *a = (loader_args){.shuffle = Py_False, .persistent = Py_False, .drop_last = Py_False,
+                       .resize = Py_None, .device = Py_None, .dtype = Py_None, .mean = Py_None,
+                       .std = Py_None, .in_order = Py_True, .scale = Py_None,
+                       .ratio = Py_None, .flip_prob = Py_None, .as_torch = Py_None,
+                       .trace = Py_None};
+    return PyArg_ParseTupleAndKeywords(
+        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
+        &a->shuffle, &a->workers, &a->prefetch, &a->persistent, &a->drop_last, &a->timeout,
+        &a->seed, &a->pipeline, &a->size, &a->resize, &a->device, &a->dtype, &a->mean, &a->std,
+        &a->layout, &a->decoder, &a->in_order, &a->on_error, &a->io, &a->max_restarts, &a->scale,
+        &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels);
+}
 
+#define INTOPT(obj, name, opt) \
+    if ((obj) && (!parse_int((obj), name, &v) || !set_opt(self, (opt), v))) \
+        return 0;
+#define ENUMOPT(obj, name, tab, vals, opt) \
+    if ((obj) && (!lookup((obj), name, tab, vals, &e) || !set_opt(self, (opt), e))) \
+        return 0;
+
+/* The options that are an integer or a name each. */
+static int set_plain_options(LoaderObject *self, const loader_args *a)
+{
     static const char *const pipelines[] = {"eval", "train", "resize", NULL};
     static const int pipeline_v[] = {FEEDER_PIPELINE_EVAL, FEEDER_PIPELINE_TRAIN,
                                      FEEDER_PIPELINE_RESIZE};
-    static const char *const layouts[] = {"NCHW", "NHWC", NULL};
-    static const int layout_v[] = {FEEDER_LAYOUT_NCHW, FEEDER_LAYOUT_NHWC};
     static const char *const decoders[] = {"roi", "turbo", "nvjpeg", "hybrid", NULL};
     static const int decoder_v[] = {FEEDER_DECODER_ROI, FEEDER_DECODER_TURBO,
                                     FEEDER_DECODER_NVJPEG, FEEDER_DECODER_HYBRID};
@@ -729,111 +723,142 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     static const int policy_v[] = {FEEDER_ON_ERROR_FAIL, FEEDER_ON_ERROR_SKIP, FEEDER_ON_ERROR_DROP};
     static const char *const ios[] = {"auto", "uring", "pread", NULL};
     static const int io_v[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
-
     int64_t v;
     int e;
-#define INTOPT(obj, name, opt) \
-    if ((obj) && (!parse_int((obj), name, &v) || !set_opt(self, (opt), v))) \
-        return -1;
-#define ENUMOPT(obj, name, tab, vals, opt) \
-    if ((obj) && (!lookup((obj), name, tab, vals, &e) || !set_opt(self, (opt), e))) \
-        return -1;
-    INTOPT(batch, "batch_size", FEEDER_OPT_BATCH_SIZE)
-    INTOPT(shuffle, "shuffle", FEEDER_OPT_SHUFFLE)
-    INTOPT(workers, "num_workers", FEEDER_OPT_NUM_WORKERS)
-    INTOPT(prefetch, "prefetch_factor", FEEDER_OPT_PREFETCH_FACTOR)
-    INTOPT(persistent, "persistent_workers", FEEDER_OPT_PERSISTENT_WORKERS)
-    INTOPT(drop_last, "drop_last", FEEDER_OPT_DROP_LAST)
-    INTOPT(seed, "seed", FEEDER_OPT_SEED)
-    INTOPT(in_order, "in_order", FEEDER_OPT_IN_ORDER)
-    INTOPT(max_restarts, "max_restarts", FEEDER_OPT_MAX_RESTARTS)
-    INTOPT(channels, "channels", FEEDER_OPT_CHANNELS)
-    ENUMOPT(pipeline, "pipeline", pipelines, pipeline_v, FEEDER_OPT_PIPELINE)
-    ENUMOPT(decoder, "decoder", decoders, decoder_v, FEEDER_OPT_DECODER)
-    ENUMOPT(on_error, "on_error", policies, policy_v, FEEDER_OPT_ERROR_POLICY)
-    ENUMOPT(io, "io", ios, io_v, FEEDER_OPT_IO)
+    INTOPT(a->batch, "batch_size", FEEDER_OPT_BATCH_SIZE)
+    INTOPT(a->shuffle, "shuffle", FEEDER_OPT_SHUFFLE)
+    INTOPT(a->workers, "num_workers", FEEDER_OPT_NUM_WORKERS)
+    INTOPT(a->prefetch, "prefetch_factor", FEEDER_OPT_PREFETCH_FACTOR)
+    INTOPT(a->persistent, "persistent_workers", FEEDER_OPT_PERSISTENT_WORKERS)
+    INTOPT(a->drop_last, "drop_last", FEEDER_OPT_DROP_LAST)
+    INTOPT(a->seed, "seed", FEEDER_OPT_SEED)
+    INTOPT(a->in_order, "in_order", FEEDER_OPT_IN_ORDER)
+    INTOPT(a->max_restarts, "max_restarts", FEEDER_OPT_MAX_RESTARTS)
+    INTOPT(a->channels, "channels", FEEDER_OPT_CHANNELS)
+    ENUMOPT(a->pipeline, "pipeline", pipelines, pipeline_v, FEEDER_OPT_PIPELINE)
+    ENUMOPT(a->decoder, "decoder", decoders, decoder_v, FEEDER_OPT_DECODER)
+    ENUMOPT(a->on_error, "on_error", policies, policy_v, FEEDER_OPT_ERROR_POLICY)
+    ENUMOPT(a->io, "io", ios, io_v, FEEDER_OPT_IO)
+    return 1;
+}
+
+/* layout, size (N or (H, W)) and resize, which size sets unless given. */
+static int set_shape(LoaderObject *self, const loader_args *a)
+{
+    static const char *const layouts[] = {"NCHW", "NHWC", NULL};
+    static const int layout_v[] = {FEEDER_LAYOUT_NCHW, FEEDER_LAYOUT_NHWC};
+    int64_t v;
+    int e;
     /* PyTorch's convention: a batch of images is N x C x H x W. */
-    if (!layout)
+    if (!a->layout)
         e = FEEDER_LAYOUT_NCHW;
-    else if (!lookup(layout, "layout", layouts, layout_v, &e))
-        return -1;
+    else if (!lookup(a->layout, "layout", layouts, layout_v, &e))
+        return 0;
     if (!set_opt(self, FEEDER_OPT_LAYOUT, e))
-        return -1;
-    if (size) {
+        return 0;
+    if (a->size) {
         double h, w;
-        if (PyLong_Check(size)) {
-            if (!parse_int(size, "size", &v))
-                return -1;
+        if (PyLong_Check(a->size)) {
+            if (!parse_int(a->size, "size", &v))
+                return 0;
             h = w = (double)v;
-        } else if (!parse_pair_d(size, "size", &h, &w)) {
-            return -1;
+        } else if (!parse_pair_d(a->size, "size", &h, &w)) {
+            return 0;
         }
         if (!set_opt(self, FEEDER_OPT_HEIGHT, (int64_t)h) || !set_opt(self, FEEDER_OPT_WIDTH,
                                                                        (int64_t)w))
-            return -1;
+            return 0;
         /* torchvision's Resize(256) + CenterCrop(224), scaled to this size. */
-        if (resize == Py_None) {
+        if (a->resize == Py_None) {
             double side = (h > w ? h : w) * 256.0 / 224.0 + 0.5;
             if (!set_opt(self, FEEDER_OPT_RESIZE, (int64_t)side))
-                return -1;
+                return 0;
         }
     }
-    if (resize != Py_None)
-        INTOPT(resize, "resize", FEEDER_OPT_RESIZE)
-    if (!parse_device(device, &self->device))
-        return -1;
+    if (a->resize != Py_None)
+        INTOPT(a->resize, "resize", FEEDER_OPT_RESIZE)
+    return 1;
+}
+
+#undef INTOPT
+#undef ENUMOPT
+
+/* device, dtype (floats need a device), mean and std. */
+static int set_device_values(LoaderObject *self, const loader_args *a)
+{
+    int e;
+    if (!parse_device(a->device, &self->device))
+        return 0;
     if (!set_opt(self, FEEDER_OPT_DEVICE, self->device))
-        return -1;
-    if (!parse_dtype(dtype, &e))
-        return -1;
+        return 0;
+    if (!parse_dtype(a->dtype, &e))
+        return 0;
     if (e != FEEDER_DTYPE_UINT8 && self->device < 0) {
         PyErr_Format(OptionError,
                      "dtype=%R needs device='cuda:N': feeder normalises to floats on the GPU; "
                      "host batches are uint8 (convert with images.float())",
-                     dtype);
-        return -1;
+                     a->dtype);
+        return 0;
     }
     if (!set_opt(self, FEEDER_OPT_DTYPE, e))
-        return -1;
-    if (!parse_rgb(self, mean, "mean", FEEDER_OPT_MEAN_R) ||
-        !parse_rgb(self, std, "std", FEEDER_OPT_STD_R))
-        return -1;
-    double a, b;
-    if (scale != Py_None && (!parse_pair_d(scale, "scale", &a, &b) ||
-                             !set_optd(self, FEEDER_OPT_SCALE_MIN, a) ||
-                             !set_optd(self, FEEDER_OPT_SCALE_MAX, b)))
-        return -1;
-    if (ratio != Py_None && (!parse_pair_d(ratio, "ratio", &a, &b) ||
-                             !set_optd(self, FEEDER_OPT_RATIO_MIN, a) ||
-                             !set_optd(self, FEEDER_OPT_RATIO_MAX, b)))
-        return -1;
-    if (flip_prob != Py_None) {
-        a = PyFloat_AsDouble(flip_prob);
-        if ((a == -1.0 && PyErr_Occurred()) || !set_optd(self, FEEDER_OPT_FLIP_PROB, a))
-            return -1;
+        return 0;
+    return parse_rgb(self, a->mean, "mean", FEEDER_OPT_MEAN_R) &&
+           parse_rgb(self, a->std, "std", FEEDER_OPT_STD_R);
+}
+
+/* The train pipeline's scale, ratio and flip_prob. */
+static int set_crop_and_flip(LoaderObject *self, const loader_args *a)
+{
+    double lo, hi;
+    if (a->scale != Py_None && (!parse_pair_d(a->scale, "scale", &lo, &hi) ||
+                                !set_optd(self, FEEDER_OPT_SCALE_MIN, lo) ||
+                                !set_optd(self, FEEDER_OPT_SCALE_MAX, hi)))
+        return 0;
+    if (a->ratio != Py_None && (!parse_pair_d(a->ratio, "ratio", &lo, &hi) ||
+                                !set_optd(self, FEEDER_OPT_RATIO_MIN, lo) ||
+                                !set_optd(self, FEEDER_OPT_RATIO_MAX, hi)))
+        return 0;
+    if (a->flip_prob != Py_None) {
+        lo = PyFloat_AsDouble(a->flip_prob);
+        if ((lo == -1.0 && PyErr_Occurred()) || !set_optd(self, FEEDER_OPT_FLIP_PROB, lo))
+            return 0;
     }
-    if (trace != Py_None) {
-        PyObject *tb;
-        if (!PyUnicode_FSConverter(trace, &tb))
-            return -1;
-        rc = feeder_loader_set_trace(self->ld, PyBytes_AS_STRING(tb));
-        Py_DECREF(tb);
-        if (rc) {
-            raise_rc(rc, feeder_loader_errmsg(self->ld));
-            return -1;
-        }
-    }
-#undef INTOPT
-#undef ENUMOPT
+    return 1;
+}
+
+/* trace=path (str, bytes or os.PathLike). */
+static int set_trace(LoaderObject *self, PyObject *trace)
+{
+    if (trace == Py_None)
+        return 1;
+    PyObject *tb;
+    if (!PyUnicode_FSConverter(trace, &tb))
+        return 0;
+    int rc = feeder_loader_set_trace(self->ld, PyBytes_AS_STRING(tb));
+    Py_DECREF(tb);
+    if (rc)
+        raise_rc(rc, feeder_loader_errmsg(self->ld));
+    return rc == 0;
+}
+
+/* What the module sets whatever the arguments. */
+static int set_module_options(LoaderObject *self)
+{
     /* Waits come back every FPY_POLL_MS to look at signals; the user's
      * timeout is counted here across them. */
     if (!set_opt(self, FEEDER_OPT_TIMEOUT_MS, FPY_POLL_MS))
-        return -1;
-    rc = feeder_loader_set_worker_init(self->ld, worker_ignore_sigint, NULL);
-    if (rc) {
+        return 0;
+    int rc = feeder_loader_set_worker_init(self->ld, worker_ignore_sigint, NULL);
+    if (rc)
         raise_rc(rc, feeder_loader_errmsg(self->ld));
-        return -1;
-    }
+    return rc == 0;
+}
+
+/* as_torch: None (torch if it imports), True (torch, or the import's
+ * error) or False: torch.from_dlpack and torch's own shortcuts, kept in
+ * self. 0, or -1 with the error set. */
+static int bind_torch(LoaderObject *self, PyObject *as_torch)
+{
     PyObject *f;
     if (as_torch == Py_None) {
         f = import_from_dlpack(0);
@@ -864,6 +889,40 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     PyErr_Clear();
     self->cap_to_torch = direct ? direct : Py_NewRef(f);
     return 0;
+}
+
+static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
+{
+    loader_args a;
+    if (!parse_loader_args(args, kw, &a))
+        return -1;
+    if (self->ld) {
+        PyErr_SetString(PyExc_RuntimeError, "Loader.__init__ called twice");
+        return -1;
+    }
+    DatasetObject *ds = (DatasetObject *)a.ds;
+    if (!dataset_ready(ds))
+        return -1;
+    if (a.timeout < 0) {
+        /* PyErr_Format has no %g (Python 3.12 raises SystemError on it). */
+        char msg[96];
+        snprintf(msg, sizeof(msg), "timeout=%g: expected seconds >= 0 (0: wait forever)",
+                 a.timeout);
+        PyErr_SetString(OptionError, msg);
+        return -1;
+    }
+    int rc = feeder_loader_create(ds->ds, NULL, &self->ld);
+    if (rc) {
+        raise_rc(rc, "feeder_loader_create");
+        return -1;
+    }
+    self->dataset = (DatasetObject *)Py_NewRef(a.ds);
+    self->fields = dataset_has_fields(ds);
+    self->timeout_s = a.timeout;
+    if (!set_plain_options(self, &a) || !set_shape(self, &a) || !set_device_values(self, &a) ||
+        !set_crop_and_flip(self, &a) || !set_trace(self, a.trace) || !set_module_options(self))
+        return -1;
+    return bind_torch(self, a.as_torch);
 }
 
 static void loader_dealloc(LoaderObject *self)
@@ -1523,48 +1582,55 @@ static PyObject *fields_batch(LoaderObject *self, BatchObject *bo)
     return d;
 }
 
-static PyObject *loader_next_batch(LoaderObject *self)
+/* feeder_next without the GIL, its time added to last_next_ns. */
+static int timed_next(LoaderObject *self, feeder_batch **b)
 {
-    if (!loader_ready(self))
-        return NULL;
+    int rc;
+    feeder_loader *ld = self->ld;
+    uint64_t ns = 0;
+    self->in_next = 1;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = feeder_next(ld, b);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
+         (uint64_t)t0.tv_nsec;
+    Py_END_ALLOW_THREADS
+    self->last_next_ns += ns;
+    self->in_next = 0;
     drain_pending(self);
+    return rc;
+}
+
+/* The next batch in *b: 1; or 0 with an exception set, or with none at the
+ * epoch's end (StopIteration). Waits come back every FPY_POLL_MS for
+ * signals and the user's timeout; a full set of slots tries the garbage
+ * collector once. */
+static int wait_batch(LoaderObject *self, feeder_batch **b)
+{
     double deadline = self->timeout_s > 0 ? now_s() + self->timeout_s : 0;
     int tried_gc = 0;
-    feeder_batch *b = NULL;
     self->last_next_ns = 0;
     for (;;) {
-        int rc;
-        feeder_loader *ld = self->ld;
-        uint64_t ns = 0;
-        self->in_next = 1;
-        Py_BEGIN_ALLOW_THREADS
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        rc = feeder_next(ld, &b);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
-             (uint64_t)t0.tv_nsec;
-        Py_END_ALLOW_THREADS
-        self->last_next_ns += ns;
-        self->in_next = 0;
-        drain_pending(self);
+        int rc = timed_next(self, b);
         if (rc == 0)
-            break;
+            return 1;
         if (rc == FEEDER_DONE) {
             self->in_epoch = 0;
-            return NULL; /* StopIteration */
+            return 0; /* StopIteration */
         }
         if (rc == FEEDER_ETIMEDOUT) {
             if (PyErr_CheckSignals()) {
                 abandon_epoch(self);
-                return NULL;
+                return 0;
             }
             if (deadline && now_s() >= deadline) {
                 char msg[160];
                 snprintf(msg, sizeof(msg), "no batch within timeout=%g s (epoch %llu)",
                          self->timeout_s, (unsigned long long)self->cur_epoch);
                 raise_as(LoaderTimeoutError, rc, msg);
-                return NULL;
+                return 0;
             }
             continue;
         }
@@ -1583,13 +1649,19 @@ static PyObject *loader_next_batch(LoaderObject *self)
                 feeder_loader_errmsg(self->ld), self->outstanding);
             raise_as(BusyError, rc, msg ? PyUnicode_AsUTF8(msg) : NULL);
             Py_XDECREF(msg);
-            return NULL;
+            return 0;
         }
         if (rc == FEEDER_EWORKER)
             self->in_epoch = 0;
         raise_rc(rc, feeder_loader_errmsg(self->ld));
-        return NULL;
+        return 0;
     }
+}
+
+/* Lend batch b to Python: a fields batch's dict, or (images, labels) as
+ * arrays or torch tensors. NULL with the exception set (b released). */
+static PyObject *batch_result(LoaderObject *self, feeder_batch *b)
+{
 #ifndef FEEDER_PY_CUDA
     if (b->device_data) {
         feeder_batch_release(b, NULL);
@@ -1638,6 +1710,17 @@ static PyObject *loader_next_batch(LoaderObject *self)
         return NULL;
     }
     return Py_BuildValue("(NN)", ti, tl);
+}
+
+static PyObject *loader_next_batch(LoaderObject *self)
+{
+    if (!loader_ready(self))
+        return NULL;
+    drain_pending(self);
+    feeder_batch *b = NULL;
+    if (!wait_batch(self, &b))
+        return NULL;
+    return batch_result(self, b);
 }
 
 static PyObject *loaderiter_next(LoaderIterObject *it)
