@@ -103,6 +103,7 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     st->layout = (uint32_t)t.layout;
     st->height = t.height;
     st->width = t.width;
+    st->channels = (uint32_t)feeder__transform_channels(&t);
     st->resize = t.resize;
     st->policy = (uint32_t)iopt(ld, FEEDER_OPT_ERROR_POLICY);
     st->max_pixels = t.max_pixels;
