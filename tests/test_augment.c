@@ -617,10 +617,42 @@ static void ref_hue_pixel(float *rgb, float shift)
 }
 
 /* The reference ops on n interleaved RGB pixels. */
-enum { REF_GRAY, REF_SAT13, REF_SAT03, REF_HUE01, REF_HUEM03, REF_CONTRAST13, REF_SAT5E6, NREF };
+enum {
+    REF_GRAY,
+    REF_SAT13,
+    REF_SAT03,
+    REF_HUE01,
+    REF_HUEM03,
+    REF_CONTRAST13,
+    REF_SAT5E6,
+    REF_AUTOCONTRAST,
+    NREF
+};
+
+/* autocontrast as torchvision computes it: per channel, (v - min) * (255 /
+ * (max - min)) in float32, truncated; a flat channel as it is. */
+static void ref_autocontrast(uint8_t *px, size_t n)
+{
+    for (int c = 0; c < 3; c++) {
+        int lo = 255, hi = 0;
+        for (size_t i = 0; i < n; i++) {
+            lo = px[3 * i + c] < lo ? px[3 * i + c] : lo;
+            hi = px[3 * i + c] > hi ? px[3 * i + c] : hi;
+        }
+        if (hi <= lo)
+            continue;
+        float mn = (float)lo, scale = 255.0f / ((float)hi - (float)lo);
+        for (size_t i = 0; i < n; i++)
+            px[3 * i + c] = ref_trunc(((float)px[3 * i + c] - mn) * scale);
+    }
+}
 
 static void ref_op(int op, uint8_t *px, size_t n)
 {
+    if (op == REF_AUTOCONTRAST) {
+        ref_autocontrast(px, n);
+        return;
+    }
     if (op == REF_CONTRAST13) {
         uint64_t sum = 0;
         for (size_t i = 0; i < n; i++)
@@ -657,6 +689,7 @@ static void our_op(int op, feeder__aimg im)
     case REF_HUE01: feeder__aug_hue(im, 0.1); break;
     case REF_HUEM03: feeder__aug_hue(im, -0.3); break;
     case REF_SAT5E6: feeder__aug_saturation(im, 5e6); break; /* the float clamp */
+    case REF_AUTOCONTRAST: feeder__aug_autocontrast(im); break;
     default: feeder__aug_contrast(im, 1.3); break;
     }
 }
@@ -715,6 +748,9 @@ START_TEST(color_ops_exact_on_odd_sizes)
         ck_assert_ptr_nonnull(px);
         for (size_t i = 0; i < (size_t)3 * w * h; i++)
             px[i] = (uint8_t)(feeder_random(11, (uint64_t)k, i, 0) >> 24);
+        if (_i == REF_AUTOCONTRAST) /* a range per channel short of 0..255 */
+            for (size_t i = 0; i < (size_t)3 * w * h; i++)
+                px[i] = (uint8_t)(20 + (i % 3) * 10 + px[i] % (120 + i % 3));
         check_exact(_i, px, w, h);
         free(px);
     }
