@@ -74,6 +74,49 @@ SSSE3 static uint32_t swap_blocks(uint8_t *row, uint32_t w)
     return i + 5;
 }
 
+/* 16 pixels (48 bytes, three vectors) end for end: output vector k takes
+ * its bytes from at most three input vectors, one shuffle each. */
+SSSE3 static inline void rev16(const __m128i a[3], __m128i o[3])
+{
+#define M(...) _mm_setr_epi8(__VA_ARGS__)
+    const char z = -128;
+    o[0] = _mm_or_si128(
+        _mm_shuffle_epi8(a[2], M(13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, z)),
+        _mm_shuffle_epi8(a[1], M(z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, 14)));
+    o[1] = _mm_or_si128(
+        _mm_or_si128(
+            _mm_shuffle_epi8(a[1], M(15, z, 11, 12, 13, 8, 9, 10, 5, 6, 7, 2, 3, 4, z, 0)),
+            _mm_shuffle_epi8(a[0], M(z, z, z, z, z, z, z, z, z, z, z, z, z, z, 15, z))),
+        _mm_shuffle_epi8(a[2], M(z, 0, z, z, z, z, z, z, z, z, z, z, z, z, z, z)));
+    o[2] = _mm_or_si128(
+        _mm_shuffle_epi8(a[0], M(z, 12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2)),
+        _mm_shuffle_epi8(a[1], M(1, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z)));
+#undef M
+}
+
+/* Groups of 16 pixels from both ends of a row swapped end for end while
+ * two fit; returns how many pixels each end has done. */
+SSSE3 static uint32_t swap_groups(uint8_t *row, uint32_t w)
+{
+    uint32_t i = 0;
+    for (; 2 * (size_t)(i + 16) <= w; i += 16) {
+        __m128i *f = (__m128i *)(row + 3 * (size_t)i);
+        __m128i *b = (__m128i *)(row + 3 * (size_t)(w - i - 16));
+        __m128i a[3], c[3], ra[3], rc[3];
+        for (int k = 0; k < 3; k++) {
+            a[k] = _mm_loadu_si128(f + k);
+            c[k] = _mm_loadu_si128(b + k);
+        }
+        rev16(a, ra);
+        rev16(c, rc);
+        for (int k = 0; k < 3; k++) {
+            _mm_storeu_si128(f + k, rc[k]);
+            _mm_storeu_si128(b + k, ra[k]);
+        }
+    }
+    return i;
+}
+
 static inline void swap_pixel(uint8_t *a, uint8_t *b)
 {
     for (int c = 0; c < 3; c++) {
@@ -86,9 +129,13 @@ static inline void swap_pixel(uint8_t *a, uint8_t *b)
 SSSE3 void feeder__aug_hflip3_ssse3(uint8_t *p, uint32_t w, size_t rows)
 {
     for (size_t y = 0; y < rows; y++, p += 3 * (size_t)w) {
-        uint32_t i = swap_blocks(p, w);
-        for (; 2 * (size_t)i + 1 < w; i++)
-            swap_pixel(p + 3 * (size_t)i, p + 3 * (size_t)(w - 1 - i));
+        /* 16-pixel groups, then the middle (under 32 pixels) in 5-pixel
+         * blocks, then pixel by pixel */
+        uint32_t g = swap_groups(p, w), m = w - 2 * g;
+        uint8_t *mid = p + 3 * (size_t)g;
+        uint32_t i = swap_blocks(mid, m);
+        for (; 2 * (size_t)i + 1 < m; i++)
+            swap_pixel(mid + 3 * (size_t)i, mid + 3 * (size_t)(m - 1 - i));
     }
 }
 
