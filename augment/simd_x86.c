@@ -166,14 +166,20 @@ AVX2 static inline void coords(const feeder__vwarp *v, uint32_t x, float yt1, fl
                         half);
 }
 
-/* The source pixels (x, y) where `ok`, 0 elsewhere: byte c of a lane is
- * channel c. */
-AVX2 static inline __m256i gather(const feeder__vwarp *v, __m256i x, __m256i y, __m256i ok)
+/* Pixel `i`'s 4 bytes where `ok`, 0 elsewhere (masked lanes read nothing):
+ * byte c of a lane is channel c. */
+AVX2 static inline __m256i gather(const feeder__vwarp *v, __m256i i, __m256i ok)
 {
-    __m256i i = _mm256_add_epi32(_mm256_mullo_epi32(y, _mm256_set1_epi32((int)v->w)), x);
-    i = _mm256_and_si256(_mm256_mullo_epi32(i, _mm256_set1_epi32(v->bpp)), ok);
-    __m256i g = _mm256_i32gather_epi32((const int *)v->src, i, 1);
-    return _mm256_and_si256(g, ok);
+    __m256i off = v->bpp == 4   ? _mm256_slli_epi32(i, 2)
+                  : v->bpp == 3 ? _mm256_add_epi32(_mm256_slli_epi32(i, 1), i)
+                                : i;
+    return _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)v->src, off, ok, 1);
+}
+
+/* y * w + x, lane by lane. */
+AVX2 static inline __m256i pixel_index(const feeder__vwarp *v, __m256i x, __m256i y)
+{
+    return _mm256_add_epi32(_mm256_mullo_epi32(y, _mm256_set1_epi32((int)v->w)), x);
 }
 
 /* 0 <= a < n, lane by lane. */
@@ -211,12 +217,16 @@ AVX2 static __m256i bilinear8(const feeder__vwarp *v, __m256 ix, __m256 iy)
     __m256i okx[2] = {inside(xs[0], v->w), inside(xs[1], v->w)};
     __m256 acc[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 mask = _mm256_setzero_ps();
+    /* (x0 + dx, y0 + dy) is pixel i0 + dy * w + dx: one multiply */
+    __m256i i0 = pixel_index(v, x0, y0);
     for (int dy = 0; dy < 2; dy++) {
         __m256i oky = inside(ys[dy], v->h);
+        __m256i row = dy ? _mm256_add_epi32(i0, _mm256_set1_epi32((int)v->w)) : i0;
         for (int dx = 0; dx < 2; dx++) {
             __m256i ok = _mm256_and_si256(okx[dx], oky);
             __m256 wgt = _mm256_and_ps(_mm256_mul_ps(wx[dx], wy[dy]), _mm256_castsi256_ps(ok));
-            __m256i g = gather(v, xs[dx], ys[dy], ok);
+            __m256i at = dx ? _mm256_add_epi32(row, _mm256_set1_epi32(1)) : row;
+            __m256i g = gather(v, at, ok);
             for (int c = 0; c < v->nc; c++)
                 acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(wgt, channel(g, c)));
             mask = _mm256_add_ps(mask, wgt);
@@ -248,7 +258,7 @@ AVX2 static __m256i nearest8(const feeder__vwarp *v, __m256 ix, __m256 iy)
                                             _mm256_cmp_ps(ry, _mm256_set1_ps((float)v->h),
                                                           _CMP_LT_OQ)));
     __m256i ok = _mm256_castps_si256(in);
-    __m256i g = gather(v, _mm256_cvttps_epi32(rx), _mm256_cvttps_epi32(ry), ok);
+    __m256i g = gather(v, pixel_index(v, _mm256_cvttps_epi32(rx), _mm256_cvttps_epi32(ry)), ok);
     uint32_t f = v->fill < 0 ? 0 : (uint32_t)v->fill;
     __m256i fill = _mm256_set1_epi32((int)(f | f << 8 | f << 16));
     __m256i keep = _mm256_set1_epi32(v->nc == 1 ? 0xFF : 0xFFFFFF);
