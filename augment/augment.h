@@ -158,6 +158,36 @@ void feeder__aug_affine(feeder__aimg im, double angle, double tx, double ty, dou
 /* torchvision's rotate(angle) about the centre, expand False. */
 void feeder__aug_rotate(feeder__aimg im, double angle, int interp, int fill, void *scratch);
 
+/* simd_x86.c: the x86 vector loops, picked at run time where the CPU has
+ * the instructions (feeder__aug_have_*); none in builds with
+ * FEEDER_AUGMENT_NO_CLONES (test_augment_baseline) or off x86-64. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(FEEDER_AUGMENT_NO_CLONES)
+#define FEEDER__AUG_X86 1
+#else
+#define FEEDER__AUG_X86 0
+#endif
+int feeder__aug_have_ssse3(void);
+int feeder__aug_have_avx2(void);
+/* Horizontal flip of `rows` rows of w 3-byte pixels, in place. */
+void feeder__aug_hflip3_ssse3(uint8_t *p, uint32_t w, size_t rows);
+/* A warp's source and matrix for the AVX2 rows: pixel i's channels are
+ * bytes 0 .. nc - 1 of the 4 bytes at src + i * bpp (readable). */
+typedef struct feeder__vwarp {
+    const uint8_t *src;
+    int bpp, nc;
+    uint32_t w, h;
+    float t[6];
+    int interp, fill;
+} feeder__vwarp;
+/* Row y's pixels [0, w rounded down to 8) into dst (pixel stride ps,
+ * channel stride cs); returns where it stopped. */
+uint32_t feeder__aug_warp_row_avx2(const feeder__vwarp *v, uint32_t y, uint8_t *dst,
+                                   size_t ps, size_t cs);
+/* n pixels of three planes cs apart as 4-byte pixels. */
+void feeder__aug_planes_to_rgbx(const uint8_t *restrict p, size_t cs, size_t n,
+                                uint32_t *restrict q);
+
 /* erase.c: RandomErasing with step s's draws; returns 1 when it erased. */
 int feeder__aug_erase(feeder__aimg im, const feeder__aug_step *st, uint64_t seed,
                       uint64_t epoch, uint64_t index, uint32_t s);

@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "augment/augment.h"
@@ -83,6 +84,10 @@ void feeder__aug_flip(feeder__aimg im, int vertical)
 {
     if (vertical)
         vflip(im);
+#if FEEDER__AUG_X86
+    else if (im.ps == 3 && feeder__aug_have_ssse3())
+        feeder__aug_hflip3_ssse3(im.p, im.w, im.h);
+#endif
     else if (im.ps == 3)
         hflip_rows(im.p, 3, im.w, im.h);
     else
@@ -180,32 +185,72 @@ INLINE void sample_bilinear(const uint8_t *src, uint8_t *dst, size_t ps, size_t 
     }
 }
 
+/* Row y's pixels from x on. */
+INLINE void warp_pixels(const uint8_t *src, uint8_t *dst, size_t ps, size_t cs, uint32_t w,
+                        uint32_t h, const warp *wp, uint32_t y, uint32_t x)
+{
+    float fw = (float)w, fh = (float)h;
+    float yc = -fh * 0.5f + 0.5f + (float)y;
+    for (; x < w; x++) {
+        float xc = -fw * 0.5f + 0.5f + (float)x;
+        float gx = xc * wp->t[0] + yc * wp->t[1] + wp->t[2];
+        float gy = xc * wp->t[3] + yc * wp->t[4] + wp->t[5];
+        float ix = ((gx + 1.0f) * fw - 1.0f) / 2.0f;
+        float iy = ((gy + 1.0f) * fh - 1.0f) / 2.0f;
+        size_t o = (size_t)y * w + x;
+        /* nearest: mask < 0.5 is "the nearest source pixel lies outside" */
+        if (wp->interp == FEEDER_INTERP_NEAREST)
+            sample_nearest(src, dst, ps, cs, w, h, o, ix, iy, wp->fill);
+        else
+            sample_bilinear(src, dst, ps, cs, w, h, o, ix, iy, wp->fill);
+    }
+}
+
 INLINE void warp_loop(const uint8_t *src, uint8_t *dst, size_t ps, size_t cs, uint32_t w,
                       uint32_t h, const warp *wp)
 {
-    float fw = (float)w, fh = (float)h;
-    for (uint32_t y = 0; y < h; y++) {
-        float yc = -fh * 0.5f + 0.5f + (float)y;
-        for (uint32_t x = 0; x < w; x++) {
-            float xc = -fw * 0.5f + 0.5f + (float)x;
-            float gx = xc * wp->t[0] + yc * wp->t[1] + wp->t[2];
-            float gy = xc * wp->t[3] + yc * wp->t[4] + wp->t[5];
-            float ix = ((gx + 1.0f) * fw - 1.0f) / 2.0f;
-            float iy = ((gy + 1.0f) * fh - 1.0f) / 2.0f;
-            size_t o = (size_t)y * w + x;
-            /* nearest: mask < 0.5 is "the nearest source pixel lies outside" */
-            if (wp->interp == FEEDER_INTERP_NEAREST)
-                sample_nearest(src, dst, ps, cs, w, h, o, ix, iy, wp->fill);
-            else
-                sample_bilinear(src, dst, ps, cs, w, h, o, ix, iy, wp->fill);
-        }
-    }
+    for (uint32_t y = 0; y < h; y++)
+        warp_pixels(src, dst, ps, cs, w, h, wp, y, 0);
 }
+
+#if FEEDER__AUG_X86
+/* The rows' blocks of 8 pixels with AVX2 (simd_x86.c, the same bytes), the
+ * rest of each row as warp_loop does it. The gathers read 4 bytes a pixel:
+ * NHWC and gray images from the copy (3 zero bytes after it), NCHW ones
+ * from 4-byte pixels built after the copy. 0 where AVX2 is missing or the
+ * image is too large for 32-bit offsets. */
+static int warp_avx2(feeder__aimg im, const warp *wp, uint8_t *scratch)
+{
+    size_t n = (size_t)im.w * im.h;
+    if (im.w < 8 || 4 * n + 64 > INT32_MAX || !feeder__aug_have_avx2())
+        return 0;
+    size_t ps = im.nc == 1 ? 1 : im.ps, cs = im.nc == 1 ? 0 : im.cs;
+    feeder__vwarp v = {scratch, im.nc == 1 ? 1 : 3, (int)im.nc, im.w, im.h, {0}, wp->interp,
+                       wp->fill};
+    memcpy(v.t, wp->t, sizeof(v.t));
+    memcpy(scratch, im.p, im.nc * n);
+    memset(scratch + im.nc * n, 0, 4);
+    if (im.nc == 3 && im.ps == 1) {
+        uint32_t *q = (uint32_t *)(((uintptr_t)scratch + 3 * n + 3) & ~(uintptr_t)3);
+        feeder__aug_planes_to_rgbx(scratch, n, n, q);
+        v.src = (const uint8_t *)q;
+        v.bpp = 4;
+    }
+    for (uint32_t y = 0; y < im.h; y++) {
+        uint32_t x = feeder__aug_warp_row_avx2(&v, y, im.p, ps, cs);
+        if (ps == 3)
+            warp_pixels(scratch, im.p, 3, 1, im.w, im.h, wp, y, x);
+        else
+            warp_pixels(scratch, im.p, 1, cs, im.w, im.h, wp, y, x);
+    }
+    return 1;
+}
+#endif
 
 /* The AVX2 clone (which has SSE4.1's roundss) makes floorf and nearbyintf
  * one instruction each, where x86-64's baseline calls libm for them, five
  * times a bilinear pixel; the same exact roundings either way. */
-MULTIVERSION static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
+MULTIVERSION static void warp_scalar(feeder__aimg im, const warp *wp, void *scratch)
 {
     memcpy(scratch, im.p, im.nc * (size_t)im.w * im.h);
     if (im.nc == 1) /* cs 0: the three channels are the one plane, written alike */
@@ -214,6 +259,15 @@ MULTIVERSION static void warp_apply(feeder__aimg im, const warp *wp, void *scrat
         warp_loop(scratch, im.p, 3, 1, im.w, im.h, wp);
     else
         warp_loop(scratch, im.p, 1, im.cs, im.w, im.h, wp);
+}
+
+static void warp_apply(feeder__aimg im, const warp *wp, void *scratch)
+{
+#if FEEDER__AUG_X86
+    if (warp_avx2(im, wp, scratch))
+        return;
+#endif
+    warp_scalar(im, wp, scratch);
 }
 
 void feeder__aug_affine(feeder__aimg im, double angle, double tx, double ty, double scale,

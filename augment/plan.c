@@ -255,19 +255,27 @@ int feeder_augment_cutmix(feeder_augment *aug, double alpha, double p)
     return set_mix(aug, __func__, alpha, p, &aug->plan.cutmix_alpha, &aug->plan.cutmix_p);
 }
 
-int feeder_augment_apply(const feeder_augment *aug, uint8_t *img, uint32_t width,
-                         uint32_t height, int layout, uint64_t seed, uint64_t epoch,
-                         uint64_t index)
+int feeder_augment_apply_channels(const feeder_augment *aug, uint8_t *img, uint32_t width,
+                                  uint32_t height, uint32_t channels, int layout, uint64_t seed,
+                                  uint64_t epoch, uint64_t index)
 {
-    if (!aug || !img || !width || !height ||
+    if (!aug || !img || !width || !height || (channels != 1 && channels != 3) ||
         (layout != FEEDER_LAYOUT_NHWC && layout != FEEDER_LAYOUT_NCHW))
         return FEEDER_EINVAL;
     void *scratch = malloc(feeder__augment_scratch_bytes(width, height));
     if (!scratch)
         return -ENOMEM;
-    feeder__augment_apply(&aug->plan, img, width, height, layout, seed, epoch, index, scratch);
+    feeder__augment_apply_ch(&aug->plan, img, width, height, layout, (int)channels, seed, epoch,
+                             index, scratch);
     free(scratch);
     return 0;
+}
+
+int feeder_augment_apply(const feeder_augment *aug, uint8_t *img, uint32_t width,
+                         uint32_t height, int layout, uint64_t seed, uint64_t epoch,
+                         uint64_t index)
+{
+    return feeder_augment_apply_channels(aug, img, width, height, 3, layout, seed, epoch, index);
 }
 
 uint32_t feeder__augment_device_first(const feeder__augment_plan *p)

@@ -982,7 +982,9 @@ FEEDER_API size_t feeder_loader_state_size(const feeder_loader *ld);
  * refused with "the dataset's files differ", even when the count is the same.
  * The root is not part of it (a dataset moved elsewhere resumes), nor are the
  * files' bytes. Blobs of version 1 (before the fingerprint) still load,
- * unchecked on that point; user datasets have no fingerprint.
+ * unchecked on that point; user datasets have no fingerprint. From version 3
+ * the blob holds FEEDER_OPT_CHANNELS too ("channels is 1 in the blob, 3 in
+ * the loader"); version 2 blobs load unchecked on it.
  * Thread-safety: as feeder_next. */
 FEEDER_API int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len);
 
@@ -1226,12 +1228,24 @@ FEEDER_API int feeder_batch_soft_labels(const feeder_batch *b, uint32_t num_clas
 FEEDER_API int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment *aug);
 
 /* Apply the per-sample steps of `aug` to one image (width x height x 3
- * uint8 in `layout`) in place, as a worker would for sample `index` of
+ * uint8 in `layout`; gray ones: feeder_augment_apply_channels) in place, as a worker would for sample `index` of
  * `epoch` with `seed`. For tests and for users who augment outside a
  * loader. 0, FEEDER_EINVAL, or -ENOMEM. Thread-safe. */
 FEEDER_API int feeder_augment_apply(const feeder_augment *aug, uint8_t *img, uint32_t width,
                                     uint32_t height, int layout, uint64_t seed, uint64_t epoch,
                                     uint64_t index);
+/* The same for an image of `channels` 3 (as feeder_augment_apply) or 1
+ * (width x height gray bytes; NHWC and NCHW are the same bytes): every op
+ * runs on the one plane as torchvision's does on a 1-channel tensor (the
+ * flips, rotate, affine, brightness, contrast against the image's own
+ * mean, blur, sharpness, erasing, posterize, solarize, autocontrast,
+ * equalize, the TrivialAugment and RandAugment ops); saturation, hue and
+ * grayscale leave it as it is. A gray loader (FEEDER_OPT_CHANNELS 1) gives
+ * the same bytes. FEEDER_EINVAL for channels other than 1 and 3. */
+FEEDER_API int feeder_augment_apply_channels(const feeder_augment *aug, uint8_t *img,
+                                             uint32_t width, uint32_t height, uint32_t channels,
+                                             int layout, uint64_t seed, uint64_t epoch,
+                                             uint64_t index);
 
 /* ------------------------------------------------------------------------ */
 /* Fields: samples beyond one image and one label                            */

@@ -108,6 +108,7 @@ static void describe_options(const feeder_loader *ld, feeder__state *st)
     st->layout = (uint32_t)t.layout;
     st->height = t.height;
     st->width = t.width;
+    st->channels = (uint32_t)feeder__transform_channels(&t);
     st->resize = t.resize;
     st->policy = (uint32_t)iopt(ld, FEEDER_OPT_ERROR_POLICY);
     st->max_pixels = t.max_pixels;

@@ -4,7 +4,7 @@
  *
  *   off size  field
  *     0   4   magic "FDRS"
- *     4   4   version (2; 1 is still read)
+ *     4   4   version (3; 1 and 2 are still read)
  *     8   4   length of the whole blob
  *    12   4   CRC32C of the whole blob, this field taken as 0
  *    16   8   seed                 72   4   batch_size
@@ -13,14 +13,17 @@
  *    40   8   dataset_size         84   4   user_sampler
  *    48   8   sampler_len          88   4   pipeline, decoder, layout,
  *    56   8   nbatches                      height, width, resize,
- *    64   8   order_hash                    error_policy, 0 (8 x 4 bytes)
+ *    64   8   order_hash                    error_policy (7 x 4 bytes)
+ *                                116   4   channels (version 3; 0: unknown)
  *   120   8   max_pixels          128  40   scale_min, scale_max, ratio_min,
  *   168   8   map_bytes                     ratio_max, flip_prob (IEEE 754)
  *   176   8   dataset fingerprint (version 2; 0: unknown)
  *   184   map_bytes  bit b (LSB first) = batch b delivered
  *
  * Version 1 had no fingerprint and its map at 176; such a blob still loads,
- * with the fingerprint unknown (not compared).
+ * with the fingerprint unknown (not compared). Version 2 had 0 where
+ * version 3 has the output channels (FEEDER_OPT_CHANNELS, 1 or 3): its
+ * blobs load with the channels unknown (not compared), as version 1's.
  *
  * A bitmap, not a count: with in_order 0 batches are delivered as they
  * complete, so the delivered ones need not be a prefix (a slow batch 0 can
@@ -42,7 +45,7 @@
 #include "loader/state.h"
 
 #define STATE_MAGIC 0x53524446u /* "FDRS" little-endian */
-#define STATE_VERSION 2u
+#define STATE_VERSION 3u
 #define STATE_HEADER 184u
 #define STATE_HEADER_V1 176u
 
@@ -129,6 +132,7 @@ void feeder__state_encode(const feeder__state *st, uint8_t *b, size_t len)
     feeder__put_le32(b + 104, st->width);
     feeder__put_le32(b + 108, st->resize);
     feeder__put_le32(b + 112, st->policy);
+    feeder__put_le32(b + 116, st->channels);
     feeder__put_le64(b + 120, st->max_pixels);
     feeder__put_le64(b + 128, dbits(st->scale_min));
     feeder__put_le64(b + 136, dbits(st->scale_max));
@@ -157,7 +161,7 @@ static int check_frame(const uint8_t *b, size_t len, uint32_t *header, char *msg
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                           "%s: bad magic 0x%08x (not a feeder state blob)", pre, feeder__get_le32(b));
     uint32_t version = feeder__get_le32(b + 4);
-    if (version != 1 && version != STATE_VERSION)
+    if (version < 1 || version > STATE_VERSION)
         return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
                           "%s: version %u, this library reads versions 1 to %u", pre, version,
                           STATE_VERSION);
@@ -209,7 +213,9 @@ static void read_fields(const uint8_t *b, feeder__state *st)
     st->ratio_min = bitsd(feeder__get_le64(b + 144));
     st->ratio_max = bitsd(feeder__get_le64(b + 152));
     st->flip_prob = bitsd(feeder__get_le64(b + 160));
-    st->fingerprint = feeder__get_le32(b + 4) == 1 ? 0 : feeder__get_le64(b + 176);
+    uint32_t version = feeder__get_le32(b + 4);
+    st->fingerprint = version == 1 ? 0 : feeder__get_le64(b + 176);
+    st->channels = version < 3 ? 0 : feeder__get_le32(b + 116);
 }
 
 /* The delivered-batch map after the header: a CRC that matches says the
@@ -304,6 +310,8 @@ int feeder__state_compare(const feeder__state *b, const feeder__state *m, char *
     U(layout, "layout");
     U(height, "height");
     U(width, "width");
+    if (b->channels && m->channels)
+        U(channels, "channels");
     if (b->pipeline == FEEDER_PIPELINE_EVAL)
         U(resize, "resize");
     if (b->pipeline == FEEDER_PIPELINE_TRAIN) {

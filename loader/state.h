@@ -20,6 +20,9 @@ typedef struct feeder__state {
     uint64_t fingerprint;
     uint32_t batch_size, drop_last, shuffle, user_sampler;
     uint32_t pipeline, decoder, layout, height, width, resize, policy;
+    /* Output channels (FEEDER_OPT_CHANNELS: 1 or 3); 0 when unknown (a
+     * version 1 or 2 blob): then it is not compared. */
+    uint32_t channels;
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
     /* (nbatches + 7) / 8 bytes, bit b (LSB first) = batch b delivered; NULL
      * when nothing was. Borrowed. */

@@ -617,10 +617,42 @@ static void ref_hue_pixel(float *rgb, float shift)
 }
 
 /* The reference ops on n interleaved RGB pixels. */
-enum { REF_GRAY, REF_SAT13, REF_SAT03, REF_HUE01, REF_HUEM03, REF_CONTRAST13, REF_SAT5E6, NREF };
+enum {
+    REF_GRAY,
+    REF_SAT13,
+    REF_SAT03,
+    REF_HUE01,
+    REF_HUEM03,
+    REF_CONTRAST13,
+    REF_SAT5E6,
+    REF_AUTOCONTRAST,
+    NREF
+};
+
+/* autocontrast as torchvision computes it: per channel, (v - min) * (255 /
+ * (max - min)) in float32, truncated; a flat channel as it is. */
+static void ref_autocontrast(uint8_t *px, size_t n)
+{
+    for (int c = 0; c < 3; c++) {
+        int lo = 255, hi = 0;
+        for (size_t i = 0; i < n; i++) {
+            lo = px[3 * i + c] < lo ? px[3 * i + c] : lo;
+            hi = px[3 * i + c] > hi ? px[3 * i + c] : hi;
+        }
+        if (hi <= lo)
+            continue;
+        float mn = (float)lo, scale = 255.0f / ((float)hi - (float)lo);
+        for (size_t i = 0; i < n; i++)
+            px[3 * i + c] = ref_trunc(((float)px[3 * i + c] - mn) * scale);
+    }
+}
 
 static void ref_op(int op, uint8_t *px, size_t n)
 {
+    if (op == REF_AUTOCONTRAST) {
+        ref_autocontrast(px, n);
+        return;
+    }
     if (op == REF_CONTRAST13) {
         uint64_t sum = 0;
         for (size_t i = 0; i < n; i++)
@@ -657,6 +689,7 @@ static void our_op(int op, feeder__aimg im)
     case REF_HUE01: feeder__aug_hue(im, 0.1); break;
     case REF_HUEM03: feeder__aug_hue(im, -0.3); break;
     case REF_SAT5E6: feeder__aug_saturation(im, 5e6); break; /* the float clamp */
+    case REF_AUTOCONTRAST: feeder__aug_autocontrast(im); break;
     default: feeder__aug_contrast(im, 1.3); break;
     }
 }
@@ -715,6 +748,9 @@ START_TEST(color_ops_exact_on_odd_sizes)
         ck_assert_ptr_nonnull(px);
         for (size_t i = 0; i < (size_t)3 * w * h; i++)
             px[i] = (uint8_t)(feeder_random(11, (uint64_t)k, i, 0) >> 24);
+        if (_i == REF_AUTOCONTRAST) /* a range per channel short of 0..255 */
+            for (size_t i = 0; i < (size_t)3 * w * h; i++)
+                px[i] = (uint8_t)(20 + (i % 3) * 10 + px[i] % (120 + i % 3));
         check_exact(_i, px, w, h);
         free(px);
     }
@@ -751,6 +787,105 @@ START_TEST(hflip_exact_on_every_width)
 }
 END_TEST
 
+/* The warp's reference: geometry.c's scalar formulas (torchvision's
+ * affine on uint8, float32 grid), written again plainly, per pixel. */
+static void ref_theta(double angle, double tx, double ty, double scale, double shx, double shy,
+                      uint32_t w, uint32_t h, float t[6])
+{
+    double rot = angle * M_PI / 180.0, sx = shx * M_PI / 180.0, sy = shy * M_PI / 180.0;
+    double a = cos(rot - sy) / cos(sy);
+    double b = -cos(rot - sy) * tan(sx) / cos(sy) - sin(rot);
+    double c = sin(rot - sy) / cos(sy);
+    double d = -sin(rot - sy) * tan(sx) / cos(sy) + cos(rot);
+    double m[6] = {d / scale, -b / scale, 0.0, -c / scale, a / scale, 0.0};
+    m[2] += m[0] * -tx + m[1] * -ty;
+    m[5] += m[3] * -tx + m[4] * -ty;
+    float hw = 0.5f * (float)w, hh = 0.5f * (float)h;
+    for (int k = 0; k < 6; k++)
+        t[k] = (float)m[k] / (k < 3 ? hw : hh);
+}
+
+static uint8_t ref_round(float v)
+{
+    v = nearbyintf(v);
+    return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
+}
+
+/* Output pixel (x, y) channel c of a w x h x nc image `src` (NHWC). */
+static uint8_t ref_warp_px(const uint8_t *src, uint32_t w, uint32_t h, int nc, const float t[6],
+                           int interp, int fill, uint32_t x, uint32_t y, int c)
+{
+    float fw = (float)w, fh = (float)h;
+    float yc = -fh * 0.5f + 0.5f + (float)y, xc = -fw * 0.5f + 0.5f + (float)x;
+    float gx = xc * t[0] + yc * t[1] + t[2], gy = xc * t[3] + yc * t[4] + t[5];
+    float ix = ((gx + 1.0f) * fw - 1.0f) / 2.0f, iy = ((gy + 1.0f) * fh - 1.0f) / 2.0f;
+    if (interp == FEEDER_INTERP_NEAREST) {
+        float rx = nearbyintf(ix), ry = nearbyintf(iy);
+        if (!(rx >= 0.0f && ry >= 0.0f && rx < fw && ry < fh))
+            return (uint8_t)(fill < 0 ? 0 : fill);
+        return src[((size_t)ry * w + (size_t)rx) * nc + c];
+    }
+    float x0 = floorf(ix), y0 = floorf(iy), acc = 0.0f, mask = 0.0f;
+    float wx[2] = {(x0 + 1.0f) - ix, ix - x0}, wy[2] = {(y0 + 1.0f) - iy, iy - y0};
+    for (int dy = 0; dy < 2; dy++)
+        for (int dx = 0; dx < 2; dx++) {
+            float sx = x0 + (float)dx, sy = y0 + (float)dy;
+            if (sx < 0.0f || sy < 0.0f || sx >= fw || sy >= fh)
+                continue;
+            float wgt = wx[dx] * wy[dy];
+            acc += wgt * src[((size_t)sy * w + (size_t)sx) * nc + c];
+            mask += wgt;
+        }
+    if (fill >= 0)
+        acc = acc * mask + (1.0f - mask) * (float)fill;
+    return ref_round(acc);
+}
+
+/* Rotate and affine (whose rows the x86 build runs 8 pixels at a time with
+ * AVX2, the rest scalar) against the reference, exact: widths 1 to 21 and
+ * 67, NHWC, NCHW and gray, nearest and bilinear, with and without a fill. */
+START_TEST(warp_exact_on_odd_sizes)
+{
+    enum { MAXW = 67, MAXH = 13 };
+    static uint8_t px[3 * MAXW * MAXH], img[3 * MAXW * MAXH];
+    void *scratch = malloc(feeder__augment_scratch_bytes(MAXW, MAXH));
+    static const uint32_t widths[] = {1, 2, 5, 7, 8, 9, 15, 16, 17, 21, 67};
+    for (size_t k = 0; k < sizeof(widths) / sizeof(widths[0]); k++) {
+        uint32_t w = widths[k], h = k % 2 ? MAXH : 6;
+        size_t n = (size_t)w * h;
+        for (size_t i = 0; i < 3 * n; i++)
+            px[i] = (uint8_t)(feeder_random(13, w, i, 0) >> 24);
+        for (int v = 0; v < 8; v++) {
+            int interp = v & 1, fill = v & 2 ? 77 : FEEDER_FILL_NONE;
+            double angle = v & 4 ? 33.0 + k : -71.5 - k, sc = v & 4 ? 0.8 : 1.3;
+            float t[6];
+            ref_theta(angle, 1.0, -2.0, sc, 7.0, -4.0, w, h, t);
+            for (int form = 0; form < 3; form++) { /* NHWC, NCHW, gray */
+                int nc = form == 2 ? 1 : 3;
+                for (size_t i = 0; i < n; i++)
+                    for (int c = 0; c < nc; c++)
+                        img[form == 1 ? c * n + i : nc * i + c] = px[nc * i + c];
+                feeder__aimg im = feeder__aimg_make_ch(img, w, h, form == 1, nc);
+                feeder__aug_affine(im, angle, 1.0, -2.0, sc, 7.0, -4.0, NULL, interp, fill,
+                                   scratch);
+                for (uint32_t y = 0; y < h; y++)
+                    for (uint32_t x = 0; x < w; x++)
+                        for (int c = 0; c < nc; c++) {
+                            size_t i = (size_t)y * w + x;
+                            uint8_t want = ref_warp_px(px, w, h, nc, t, interp, fill, x, y, c);
+                            ck_assert_msg(img[form == 1 ? c * n + i : nc * i + c] == want,
+                                          "form %d, %ux%u, variant %d: (%u, %u) channel %d is "
+                                          "%u, the reference %u",
+                                          form, w, h, v, x, y, c,
+                                          img[form == 1 ? c * n + i : nc * i + c], want);
+                        }
+            }
+        }
+    }
+    free(scratch);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("augment");
@@ -772,6 +907,7 @@ int main(void)
     tcase_add_loop_test(te, color_ops_exact_on_every_colour, 0, NREF);
     tcase_add_loop_test(te, color_ops_exact_on_odd_sizes, 0, NREF);
     tcase_add_test(te, hflip_exact_on_every_width);
+    tcase_add_test(te, warp_exact_on_odd_sizes);
     suite_add_tcase(s, te);
     TCase *tl = tcase_create("loader");
     tcase_set_timeout(tl, 120);

@@ -153,6 +153,67 @@ START_TEST(test_resume_checks_dataset_fingerprint)
 }
 END_TEST
 
+static feeder_loader *channels_loader(feeder_dataset *ds, int channels)
+{
+    feeder_loader *ld = tu_small_loader(ds, 0, 2);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_CHANNELS, channels), 0);
+    return ld;
+}
+
+/* The state records FEEDER_OPT_CHANNELS (blob version 3): a blob of a gray
+ * loader does not resume an RGB one, nor the other way round; the same
+ * channels resume at the next batch; a version 2 blob (0 in the field)
+ * does not say and is not compared. */
+START_TEST(test_resume_checks_channels)
+{
+    tu_folder("d", 2, 4);
+    feeder_dataset *ds = tu_open_folder(tu_dir, "d");
+    size_t len[2];
+    uint8_t *blob[2];
+    for (int k = 0; k < 2; k++) {
+        feeder_loader *ld = channels_loader(ds, k ? 3 : 1);
+        feeder_batch *b;
+        ck_assert_int_eq(feeder_next(ld, &b), 0);
+        ck_assert_uint_eq(b->channels, k ? 3 : 1);
+        feeder_batch_release(b, NULL);
+        blob[k] = save_state(ld, &len[k]);
+        ck_assert_uint_eq(blob[k][4], 3);
+        ck_assert_uint_eq(blob[k][116], k ? 3 : 1);
+        feeder_loader_destroy(ld);
+    }
+    const char *want[2] = {
+        "state blob does not match the loader: channels is 1 in the blob, 3 in the loader",
+        "state blob does not match the loader: channels is 3 in the blob, 1 in the loader"};
+    for (int k = 0; k < 2; k++) {
+        feeder_loader *ld = channels_loader(ds, k ? 1 : 3);
+        ck_assert_int_eq(feeder_loader_state_load(ld, blob[k], len[k]), FEEDER_EMISMATCH);
+        ck_assert_str_eq(feeder_loader_errmsg(ld), want[k]);
+        feeder_loader_destroy(ld);
+        ld = channels_loader(ds, k ? 3 : 1);
+        ck_assert_msg(feeder_loader_state_load(ld, blob[k], len[k]) == 0, "%s",
+                      feeder_loader_errmsg(ld));
+        feeder_batch *b;
+        ck_assert_int_eq(feeder_next(ld, &b), 0);
+        ck_assert_uint_eq(b->number, 1);
+        ck_assert_uint_eq(b->channels, k ? 3 : 1);
+        feeder_batch_release(b, NULL);
+        feeder_loader_destroy(ld);
+    }
+    /* The gray loader's blob as version 2: the channels unknown, so an RGB
+     * loader takes it. */
+    blob[0][4] = 2;
+    memset(blob[0] + 116, 0, 4);
+    reseal(blob[0], len[0]);
+    feeder_loader *ld = channels_loader(ds, 3);
+    ck_assert_msg(feeder_loader_state_load(ld, blob[0], len[0]) == 0, "%s",
+                  feeder_loader_errmsg(ld));
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    free(blob[0]);
+    free(blob[1]);
+}
+END_TEST
+
 /* A label changed in a packed file: from format version 2 the record's CRC
  * covers it, so VERIFY_CRC names the record (every read path); a version 1
  * file's labels are not covered (documented). */
@@ -425,6 +486,7 @@ static Suite *badinput_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_list_file_streams_bounded);
     tcase_add_test(tc, test_resume_checks_dataset_fingerprint);
+    tcase_add_test(tc, test_resume_checks_channels);
     tcase_add_test(tc, test_pack_label_in_crc);
     tcase_add_test(tc, test_symlink_loop_named);
     tcase_add_test(tc, test_skip_message_small_dataset);

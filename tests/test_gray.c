@@ -910,6 +910,73 @@ START_TEST(augment_color_gray)
 }
 END_TEST
 
+/* The public feeder_augment_apply_channels on a gray image: what
+ * feeder_augment_apply gives each plane of the NCHW RGB image whose three
+ * planes are it, for a pipeline of the channel-wise ops (the draws are the
+ * same: they depend on the step, seed, epoch and index only). The colour
+ * ops leave it as it is; channels other than 1 and 3 are refused. */
+START_TEST(augment_apply_channels_gray)
+{
+    feeder_augment *a;
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    feeder_affine af = {10, {0.1, 0.1}, {0.9, 1.1}, {-5, 5, -5, 5}, FEEDER_INTERP_BILINEAR, 30};
+    ck_assert_int_eq(feeder_augment_flip(a, 0, 0.5), 0);
+    ck_assert_int_eq(feeder_augment_rotate(a, 20, FEEDER_INTERP_NEAREST, FEEDER_FILL_NONE), 0);
+    ck_assert_int_eq(feeder_augment_affine(a, &af), 0);
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0, 0, 0), 0);
+    ck_assert_int_eq(feeder_augment_blur(a, 5, 0.1, 2.0), 0);
+    ck_assert_int_eq(feeder_augment_erase(a, 0.5, 0.02, 0.33, 0.3, 3.3, 0), 0);
+    static uint8_t g[AW * AH], orig[AW * AH], rgb[AW * AH * 3];
+    int changed = 0;
+    for (uint64_t idx = 0; idx < 20; idx++) {
+        gray_pair(g, rgb);
+        memcpy(orig, g, sizeof(g));
+        ck_assert_int_eq(feeder_augment_apply_channels(a, g, AW, AH, 1, FEEDER_LAYOUT_NHWC, 9, 1,
+                                                       idx),
+                         0);
+        ck_assert_int_eq(feeder_augment_apply(a, rgb, AW, AH, FEEDER_LAYOUT_NCHW, 9, 1, idx), 0);
+        for (int c = 0; c < 3; c++)
+            ck_assert_msg(memcmp(g, rgb + c * AW * AH, AW * AH) == 0, "index %llu plane %d",
+                          (unsigned long long)idx, c);
+        changed += memcmp(g, orig, sizeof(g)) != 0;
+    }
+    ck_assert_int_eq(changed, 20); /* rotate, affine, jitter and blur always run */
+    /* The same bytes in either layout (one plane). */
+    static uint8_t h[AW * AH];
+    gray_pair(g, rgb);
+    memcpy(h, g, sizeof(g));
+    ck_assert_int_eq(feeder_augment_apply_channels(a, g, AW, AH, 1, FEEDER_LAYOUT_NHWC, 9, 1, 3), 0);
+    ck_assert_int_eq(feeder_augment_apply_channels(a, h, AW, AH, 1, FEEDER_LAYOUT_NCHW, 9, 1, 3), 0);
+    ck_assert_int_eq(memcmp(g, h, sizeof(g)), 0);
+    feeder_augment_destroy(a);
+    /* Saturation, hue and grayscale: the image as it was. */
+    ck_assert_int_eq(feeder_augment_create(&a), 0);
+    ck_assert_int_eq(feeder_augment_color_jitter(a, 0, 0, 0.9, 0.4), 0);
+    ck_assert_int_eq(feeder_augment_grayscale(a, 1.0), 0);
+    gray_pair(g, rgb);
+    memcpy(orig, g, sizeof(g));
+    for (uint64_t idx = 0; idx < 5; idx++)
+        ck_assert_int_eq(feeder_augment_apply_channels(a, g, AW, AH, 1, FEEDER_LAYOUT_NCHW, 2, 0,
+                                                       idx),
+                         0);
+    ck_assert_int_eq(memcmp(g, orig, sizeof(g)), 0);
+    /* ... where the RGB image changes (the test can fail). */
+    for (int i = 0; i < AW * AH; i++)
+        rgb[3 * i] = (uint8_t)(rgb[3 * i] / 2);
+    memcpy(orig, rgb, sizeof(orig));
+    ck_assert_int_eq(feeder_augment_apply_channels(a, rgb, AW, AH, 3, FEEDER_LAYOUT_NHWC, 2, 0, 0),
+                     0);
+    ck_assert_int_ne(memcmp(rgb, orig, sizeof(orig)), 0);
+    ck_assert_int_eq(feeder_augment_apply_channels(a, g, AW, AH, 2, FEEDER_LAYOUT_NHWC, 2, 0, 0),
+                     FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_augment_apply_channels(a, g, AW, AH, 0, FEEDER_LAYOUT_NHWC, 2, 0, 0),
+                     FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_augment_apply_channels(NULL, g, AW, AH, 1, FEEDER_LAYOUT_NHWC, 2, 0, 0),
+                     FEEDER_EINVAL);
+    feeder_augment_destroy(a);
+}
+END_TEST
+
 /* Mixup and cutmix of a gray batch: channel 0 of the RGB batch of the same
  * planes. */
 START_TEST(augment_mix_gray)
@@ -962,6 +1029,7 @@ int main(void)
     tcase_add_test(tc, png_gray_depths);
     tcase_add_test(tc, unknown_format_gray);
     tcase_add_test(tc, augment_ops_gray);
+    tcase_add_test(tc, augment_apply_channels_gray);
     tcase_add_test(tc, augment_color_gray);
     tcase_add_test(tc, augment_mix_gray);
     suite_add_tcase(s, tc);

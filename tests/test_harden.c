@@ -482,7 +482,7 @@ START_TEST(test_resume_blob_damage)
     } cases[] = {
         {20, 0x55, 0, 185, "state blob: CRC32C mismatch (stored 0x"},
         {0, 'X', 1, 185, "state blob: bad magic 0x53524458 (not a feeder state blob)"},
-        {4, 3, 1, 185, "state blob: version 3, this library reads versions 1 to 2"},
+        {4, 4, 1, 185, "state blob: version 4, this library reads versions 1 to 3"},
         {0, 'F', 0, 100, "state blob: 100 bytes, shorter than its 176-byte header"},
         {0, 'F', 0, 180, "state blob: 180 bytes, shorter than its 184-byte header"},
         {0, 'F', 0, 184, "state blob: its length field says 185 bytes, 184 were given"},
