@@ -14,10 +14,17 @@
  *   plain     tjDecompress2 of the whole image to RGB (CMYK/YCCK to CMYK: TurboJPEG
  *             has no CMYK-to-RGB), TurboJPEG's default ISLOW IDCT and fancy upsampling
  *   huffman   the entropy decode alone, whole image: jpeg_skip_scanlines over every
- *             row at 1/8 scale (skipped iMCU rows are entropy-decoded, not transformed)
+ *             row at 1/2 scale (skipped iMCU rows are entropy-decoded, not transformed)
  *   planes    tjDecompressToYUVPlanes: entropy decode + IDCT, no upsampling, no colour
  *             conversion (CMYK/YCCK: the plain row's decode, which has no YCbCr step)
  *   eval      feeder__decode_sample, ROI decoder, Resize 256 + CenterCrop 224, NHWC
+ *   eval-huffman, eval-ycc, eval-rgb
+ *             eval's decode, taken apart: the region the ROI decoder reads (its
+ *             crop, DCT scaling feeder__roi_scale and margin, repeated here from
+ *             decode/jpeg.c), decoded with libjpeg to its last row with
+ *             jpeg_skip_scanlines (entropy decode only), to YCbCr (+ IDCT and
+ *             upsampling; colour conversion is a copy), and to RGBX (+ colour
+ *             conversion: the pipeline's decode without the resize)
  *   train     the same, RandomResizedCrop 224 (0.08-1, 3/4-4/3) + flip 0.5
  *   eval-turbo  eval through the TURBO decoder (whole image, then resize)
  *
@@ -28,7 +35,9 @@
  * layout write, in the proportions of feeder__decode_times' wall times. "x plain" is plain's time over the row's: > 1 is cheaper
  * than a plain decode. The plain rows' split gives the decode's own
  * breakdown: Huffman = huffman, IDCT = planes - huffman, upsampling + colour
- * = plain - planes.
+ * = plain - planes. Eval's: Huffman = eval-huffman, IDCT + upsampling =
+ * eval-ycc - eval-huffman, colour = eval-rgb - eval-ycc, resize + write =
+ * eval - eval-rgb.
  *
  * The table and JSON go to stdout; --append-to FILE appends the record
  * (command, machine, table) to FILE, the only way this program writes into
@@ -47,6 +56,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <math.h>
+
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
@@ -58,14 +69,19 @@
 #define PROG "bench_core"
 #define MAX_ROUNDS 101
 
-enum { R_PLAIN, R_HUFF, R_PLANES, R_EVAL, R_TRAIN, R_EVAL_TURBO, R_COUNT };
-static const char *const row_names[R_COUNT + 1] = {"plain", "huffman", "planes",
-                                                   "eval", "train", "eval-turbo", NULL};
+enum { R_PLAIN, R_HUFF, R_PLANES, R_EVAL, R_EVAL_HUFF, R_EVAL_YCC, R_EVAL_RGB, R_TRAIN,
+       R_EVAL_TURBO, R_COUNT };
+static const char *const row_names[R_COUNT + 1] = {
+    "plain", "huffman", "planes", "eval", "eval-huffman", "eval-ycc", "eval-rgb",
+    "train", "eval-turbo", NULL};
 static const char *const row_what[R_COUNT] = {
     "plain decode: tjDecompress2, whole image to RGB",
     "  Huffman: jpeg_skip_scanlines over the whole image",
     "  Huffman + IDCT: tjDecompressToYUVPlanes (no upsampling, no colour)",
     "eval: ROI decode + Resize 256 + CenterCrop 224",
+    "  its Huffman: jpeg_skip_scanlines to the region's last row",
+    "  + IDCT, upsampling: the region decoded to YCbCr",
+    "  + colour: the region decoded to RGBX (no resize)",
     "train: ROI decode + RandomResizedCrop 224 + flip",
     "eval through the TURBO decoder (whole image, then resize)"};
 
@@ -217,8 +233,10 @@ static int plain(engine *e, const file *f)
 
 /* The entropy decode alone, as the ROI decoder pays it for rows it skips:
  * jpeg_skip_scanlines over every row but the last (libjpeg-turbo decodes the
- * Huffman data of a skipped iMCU row and discards it, no IDCT), at 1/8 scale
- * so the one iMCU row left costs next to nothing. */
+ * Huffman data of a skipped iMCU row and discards it, no IDCT), at 1/2 scale
+ * so the one iMCU row left costs little. Not 1/8: there libjpeg-turbo's
+ * Huffman decoder only steps over the AC coefficients (jdhuff.c's
+ * ac_needed), less work than at the other scales the decoders use. */
 static int huffman(engine *e, const file *f)
 {
     if (setjmp(e->jb)) {
@@ -229,7 +247,7 @@ static int huffman(engine *e, const file *f)
     jpeg_mem_src(ci, f->p, (unsigned long)f->len);
     jpeg_read_header(ci, TRUE);
     ci->scale_num = 1;
-    ci->scale_denom = 8;
+    ci->scale_denom = 2;
     jpeg_start_decompress(ci);
     if (ci->output_height > 1)
         (void)jpeg_skip_scanlines(ci, ci->output_height - 1);
@@ -259,6 +277,70 @@ static int planes(engine *e, const file *f)
     return tjDecompressToYUVPlanes(e->tj, f->p, (unsigned long)f->len, pl, w, strides, h, 0);
 }
 
+/* One axis of the region the ROI decoder reads, in scaled pixels: the box
+ * plus the resizer's reach plus one (decode/jpeg.c's roi_axis). */
+static void region_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t *r0,
+                        uint32_t *r1)
+{
+    double reach = blen / out > 1.0 ? blen / out : 1.0;
+    double m = ceil(reach) + 1.0;
+    double lo = floor(b0) - m, hi = ceil(b0 + blen) + m;
+    *r0 = lo < 0 ? 0 : (uint32_t)lo;
+    *r1 = hi > n ? n : (uint32_t)hi;
+    if (*r1 <= *r0)
+        *r1 = *r0 + 1 <= n ? *r0 + 1 : n;
+}
+
+/* Eval's region as the ROI decoder decodes it, stopped at one stage (row
+ * R_EVAL_HUFF, R_EVAL_YCC or R_EVAL_RGB). CMYK/YCCK files decode to CMYK. */
+static int eval_region(engine *e, const file *f, int row)
+{
+    if (setjmp(e->jb)) {
+        jpeg_abort_decompress(&e->ci);
+        return -1;
+    }
+    struct jpeg_decompress_struct *ci = &e->ci;
+    jpeg_mem_src(ci, f->p, (unsigned long)f->len);
+    jpeg_read_header(ci, TRUE);
+    feeder__crop c;
+    feeder__crop_compute(&e->eval, ci->image_width, ci->image_height, 1, 0, 0, &c);
+    unsigned m = feeder__roi_scale(&c, &e->eval);
+    int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    if (cmyk)
+        ci->out_color_space = JCS_CMYK;
+    else if (row == R_EVAL_RGB)
+        ci->out_color_space = JCS_EXT_RGBX;
+    else /* YCbCr, or gray, out as it is */
+        ci->out_color_space = ci->jpeg_color_space;
+    ci->scale_num = m;
+    ci->scale_denom = 8;
+    ci->dct_method = JDCT_ISLOW;
+    jpeg_start_decompress(ci);
+    double k = m / 8.0;
+    uint32_t x0, x1, y0, y1;
+    region_axis(c.fx * k, c.fw * k, e->eval.width, ci->output_width, &x0, &x1);
+    region_axis(c.fy * k, c.fh * k, e->eval.height, ci->output_height, &y0, &y1);
+    JDIMENSION xoff = x0, cw = x1 - x0;
+    if (cw < ci->output_width)
+        jpeg_crop_scanline(ci, &xoff, &cw);
+    if (row == R_EVAL_HUFF) {
+        (void)jpeg_skip_scanlines(ci, y1);
+        jpeg_abort_decompress(ci);
+        return 0;
+    }
+    size_t stride = (size_t)ci->output_width * 4;
+    uint8_t *buf = grow(&e->planes, &e->planes_cap, stride);
+    if (y0 > 0)
+        (void)jpeg_skip_scanlines(ci, y0);
+    while (ci->output_scanline < y1) {
+        JSAMPROW r = buf; /* one row buffer: the stage's work, not the stores */
+        if (jpeg_read_scanlines(ci, &r, 1) != 1)
+            break;
+    }
+    jpeg_abort_decompress(ci);
+    return 0;
+}
+
 static int pipeline(engine *e, const feeder__transform *t, const file *f, uint64_t round,
                     uint64_t index)
 {
@@ -282,6 +364,10 @@ static int run_one(engine *e, int row, const file *f, uint64_t round, uint64_t i
         return planes(e, f);
     case R_EVAL:
         return pipeline(e, &e->eval, f, round, index);
+    case R_EVAL_HUFF:
+    case R_EVAL_YCC:
+    case R_EVAL_RGB:
+        return eval_region(e, f, row);
     case R_TRAIN:
         return pipeline(e, &e->train, f, round, index);
     default: {
@@ -446,7 +532,13 @@ static void table_rows(const set_run *s, bu_table *t)
         snprintf(c[3], BU_TABLE_CELL, "%.0f", 1e6 / us);
         snprintf(c[4], BU_TABLE_CELL, "%.2fx", s->us[R_PLAIN] / us);
         snprintf(c[7], BU_TABLE_CELL, "%.2f", s->faults[row]);
-        if (row >= R_EVAL) {
+        if (row == R_EVAL && s->us[R_EVAL_HUFF] > 0 && s->us[R_EVAL_YCC] > 0 &&
+            s->us[R_EVAL_RGB] > 0) {
+            snprintf(c[5], BU_TABLE_CELL, "%.0f + %.0f + %.0f", s->us[R_EVAL_HUFF],
+                     s->us[R_EVAL_YCC] - s->us[R_EVAL_HUFF],
+                     s->us[R_EVAL_RGB] - s->us[R_EVAL_YCC]);
+            snprintf(c[6], BU_TABLE_CELL, "%.0f", us - s->us[R_EVAL_RGB]);
+        } else if (row == R_EVAL || row == R_TRAIN || row == R_EVAL_TURBO) {
             snprintf(c[5], BU_TABLE_CELL, "%.0f", s->dec_us[row]);
             snprintf(c[6], BU_TABLE_CELL, "%.0f", s->xform_us[row]);
         } else if (row == R_PLAIN && s->us[R_HUFF] > 0 && s->us[R_PLANES] > 0) {
@@ -487,11 +579,13 @@ static void json_set(const set_run *s, bu_sbuf *b)
 static const char notes[] =
     "Thread CPU time per image, median of the rounds; one thread. \"x plain\" is the plain\n"
     "decode's time over the row's (> 1: cheaper than a plain decode). The plain row's split is\n"
-    "Huffman + IDCT + (upsampling and colour conversion), from the two rows under it; the\n"
-    "pipeline rows' split is the decode of the region (header, Huffman, IDCT, upsampling,\n"
-    "colour) and the resize with the layout write, in the proportions of feeder__decode_times\n"
-    "(wall time, which on a shared machine includes slices lost to neighbours). Faults are\n"
-    "the thread's minor page faults per image (getrusage).\n";
+    "Huffman + IDCT + (upsampling and colour conversion), from the two rows under it; eval's\n"
+    "is Huffman + (IDCT and upsampling) + colour of the region it decodes, from the three\n"
+    "rows under it, and the resize with the layout write is eval less the region's RGBX decode.\n"
+    "The other pipeline rows' split is the decode of the region (header, Huffman, IDCT,\n"
+    "upsampling, colour) and the resize with the layout write, in the proportions of\n"
+    "feeder__decode_times (wall time, which on a shared machine includes slices lost to\n"
+    "neighbours). Faults are the thread's minor page faults per image (getrusage).\n";
 
 static void report(set_run *sets, unsigned nsets, const opts *o, int argc, char **argv)
 {

@@ -19,7 +19,7 @@
  * decode's edge columns differ (chroma upsampling treats the crop edge as the
  * image edge). ROI decodes a margin of (filter support + 1) pixels around the
  * box so the resizer sees the same neighbours in both paths. With DCT scaling
- * the box is carried in scaled pixels as a fractional box (source / denom), so
+ * the box is carried in scaled pixels as a fractional box (source x M/8), so
  * the geometry stays exact; what differs is the scaled IDCT's own low-pass
  * against the triangle filter (tests/test_decode.c states the tolerance).
  *
