@@ -18,13 +18,14 @@
  *   planes    tjDecompressToYUVPlanes: entropy decode + IDCT, no upsampling, no colour
  *             conversion (CMYK/YCCK: the plain row's decode, which has no YCbCr step)
  *   eval      feeder__decode_sample, ROI decoder, Resize 256 + CenterCrop 224, NHWC
- *   eval-huffman, eval-ycc, eval-rgb
+ *   eval-huffman, eval-rgb
  *             eval's decode, taken apart: the region the ROI decoder reads (its
  *             crop, DCT scaling feeder__roi_scale and margin, repeated here from
  *             decode/jpeg.c), decoded with libjpeg to its last row with
- *             jpeg_skip_scanlines (entropy decode only), to YCbCr (+ IDCT and
- *             upsampling; colour conversion is a copy), and to RGBX (+ colour
- *             conversion: the pipeline's decode without the resize)
+ *             jpeg_skip_scanlines (entropy decode only), and to RGBX (the
+ *             pipeline's decode without the resize). Not to YCbCr to split off
+ *             the colour conversion: libjpeg-turbo 2.1's YCbCr output is a scalar
+ *             copy (null_convert) that costs as much as its SIMD conversion.
  *   train     the same, RandomResizedCrop 224 (0.08-1, 3/4-4/3) + flip 0.5
  *   eval-turbo  eval through the TURBO decoder (whole image, then resize)
  *
@@ -35,9 +36,8 @@
  * layout write, in the proportions of feeder__decode_times' wall times. "x plain" is plain's time over the row's: > 1 is cheaper
  * than a plain decode. The plain rows' split gives the decode's own
  * breakdown: Huffman = huffman, IDCT = planes - huffman, upsampling + colour
- * = plain - planes. Eval's: Huffman = eval-huffman, IDCT + upsampling =
- * eval-ycc - eval-huffman, colour = eval-rgb - eval-ycc, resize + write =
- * eval - eval-rgb.
+ * = plain - planes. Eval's: Huffman = eval-huffman, IDCT + upsampling +
+ * colour = eval-rgb - eval-huffman, resize + write = eval - eval-rgb.
  *
  * The table and JSON go to stdout; --append-to FILE appends the record
  * (command, machine, table) to FILE, the only way this program writes into
@@ -69,19 +69,18 @@
 #define PROG "bench_core"
 #define MAX_ROUNDS 101
 
-enum { R_PLAIN, R_HUFF, R_PLANES, R_EVAL, R_EVAL_HUFF, R_EVAL_YCC, R_EVAL_RGB, R_TRAIN,
-       R_EVAL_TURBO, R_COUNT };
+enum { R_PLAIN, R_HUFF, R_PLANES, R_EVAL, R_EVAL_HUFF, R_EVAL_RGB, R_TRAIN, R_EVAL_TURBO,
+       R_COUNT };
 static const char *const row_names[R_COUNT + 1] = {
-    "plain", "huffman", "planes", "eval", "eval-huffman", "eval-ycc", "eval-rgb",
-    "train", "eval-turbo", NULL};
+    "plain", "huffman", "planes", "eval", "eval-huffman", "eval-rgb", "train", "eval-turbo",
+    NULL};
 static const char *const row_what[R_COUNT] = {
     "plain decode: tjDecompress2, whole image to RGB",
     "  Huffman: jpeg_skip_scanlines over the whole image",
     "  Huffman + IDCT: tjDecompressToYUVPlanes (no upsampling, no colour)",
     "eval: ROI decode + Resize 256 + CenterCrop 224",
     "  its Huffman: jpeg_skip_scanlines to the region's last row",
-    "  + IDCT, upsampling: the region decoded to YCbCr",
-    "  + colour: the region decoded to RGBX (no resize)",
+    "  + IDCT, upsampling, colour: the region decoded to RGBX",
     "train: ROI decode + RandomResizedCrop 224 + flip",
     "eval through the TURBO decoder (whole image, then resize)"};
 
@@ -291,8 +290,9 @@ static void region_axis(double b0, double blen, uint32_t out, uint32_t n, uint32
         *r1 = *r0 + 1 <= n ? *r0 + 1 : n;
 }
 
-/* Eval's region as the ROI decoder decodes it, stopped at one stage (row
- * R_EVAL_HUFF, R_EVAL_YCC or R_EVAL_RGB). CMYK/YCCK files decode to CMYK. */
+/* Eval's region as the ROI decoder decodes it, entropy decode only (row
+ * R_EVAL_HUFF) or to RGBX (R_EVAL_RGB), as the pipeline asks for it (CMYK/YCCK
+ * to CMYK). */
 static int eval_region(engine *e, const file *f, int row)
 {
     if (setjmp(e->jb)) {
@@ -306,12 +306,7 @@ static int eval_region(engine *e, const file *f, int row)
     feeder__crop_compute(&e->eval, ci->image_width, ci->image_height, 1, 0, 0, &c);
     unsigned m = feeder__roi_scale(&c, &e->eval);
     int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
-    if (cmyk)
-        ci->out_color_space = JCS_CMYK;
-    else if (row == R_EVAL_RGB)
-        ci->out_color_space = JCS_EXT_RGBX;
-    else /* YCbCr, or gray, out as it is */
-        ci->out_color_space = ci->jpeg_color_space;
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX;
     ci->scale_num = m;
     ci->scale_denom = 8;
     ci->dct_method = JDCT_ISLOW;
@@ -365,7 +360,6 @@ static int run_one(engine *e, int row, const file *f, uint64_t round, uint64_t i
     case R_EVAL:
         return pipeline(e, &e->eval, f, round, index);
     case R_EVAL_HUFF:
-    case R_EVAL_YCC:
     case R_EVAL_RGB:
         return eval_region(e, f, row);
     case R_TRAIN:
@@ -386,8 +380,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One row over the whole set, `rounds` times: the median round's CPU time
- * per image, and (pipeline rows) the decode / resize split of that round. */
 static long minor_faults(void)
 {
     struct rusage ru;
@@ -395,36 +387,47 @@ static long minor_faults(void)
     return ru.ru_minflt;
 }
 
-static void run_row(engine *e, set_run *s, int row, unsigned rounds)
+/* One round of one row over the whole set: CPU us per image, and (pipeline
+ * rows) the decode / resize split, and minor faults per image. */
+typedef struct round_fig {
+    double us, dec, xf, pf;
+} round_fig;
+
+static round_fig run_round(engine *e, set_run *s, int row, unsigned r)
 {
-    double us[MAX_ROUNDS], dec[MAX_ROUNDS], xf[MAX_ROUNDS], pf[MAX_ROUNDS], sorted[MAX_ROUNDS];
-    for (unsigned r = 0; r < rounds; r++) {
-        e->dec_ns = e->xform_ns = 0;
-        long f0 = minor_faults();
-        uint64_t t0 = thread_ns();
-        for (unsigned i = 0; i < s->n; i++)
-            if (run_one(e, row, &s->f[i], r, i))
-                e->failed++;
-        uint64_t t1 = thread_ns();
-        pf[r] = (double)(minor_faults() - f0) / s->n;
-        us[r] = (double)(t1 - t0) / 1e3 / s->n;
-        /* feeder__decode_times is wall time, which on a shared machine
-         * includes time slices lost to neighbours: its proportions split
-         * the CPU time. */
-        double wall = (double)(e->dec_ns + e->xform_ns);
-        dec[r] = wall > 0 ? us[r] * (double)e->dec_ns / wall : 0;
-        xf[r] = wall > 0 ? us[r] * (double)e->xform_ns / wall : 0;
-    }
-    memcpy(sorted, us, rounds * sizeof(double));
+    round_fig f;
+    e->dec_ns = e->xform_ns = 0;
+    long f0 = minor_faults();
+    uint64_t t0 = thread_ns();
+    for (unsigned i = 0; i < s->n; i++)
+        if (run_one(e, row, &s->f[i], r, i))
+            e->failed++;
+    uint64_t t1 = thread_ns();
+    f.pf = (double)(minor_faults() - f0) / s->n;
+    f.us = (double)(t1 - t0) / 1e3 / s->n;
+    /* feeder__decode_times is wall time, which on a shared machine includes
+     * time slices lost to neighbours: its proportions split the CPU time. */
+    double wall = (double)(e->dec_ns + e->xform_ns);
+    f.dec = wall > 0 ? f.us * (double)e->dec_ns / wall : 0;
+    f.xf = wall > 0 ? f.us * (double)e->xform_ns / wall : 0;
+    return f;
+}
+
+/* A row's figures: its median round. */
+static void keep_median(set_run *s, int row, const round_fig *f, unsigned rounds)
+{
+    double sorted[MAX_ROUNDS];
+    for (unsigned r = 0; r < rounds; r++)
+        sorted[r] = f[r].us;
     qsort(sorted, rounds, sizeof(double), cmp_double);
     double med = sorted[rounds / 2];
     for (unsigned r = 0; r < rounds; r++)
-        if (us[r] == med) {
+        if (f[r].us == med) {
             s->us[row] = med;
-            s->dec_us[row] = dec[r];
-            s->xform_us[row] = xf[r];
-            s->faults[row] = pf[r];
-            break;
+            s->dec_us[row] = f[r].dec;
+            s->xform_us[row] = f[r].xf;
+            s->faults[row] = f[r].pf;
+            return;
         }
 }
 
@@ -443,9 +446,18 @@ static void measure_set(set_run *s, const opts *o)
         for (unsigned i = 0; row_on(o, row) && i < s->n; i++)
             (void)run_one(&e, row, &s->f[i], 0, i);
     e.failed = 0;
+    /* Round-major: round r of every row, then round r + 1, so the rows of
+     * one round run within seconds of each other and a neighbour's load
+     * that comes and goes weighs on all of them alike (the breakdown
+     * subtracts rows from each other). */
+    static round_fig fig[R_COUNT][MAX_ROUNDS];
+    for (unsigned r = 0; r < o->rounds; r++)
+        for (int row = 0; row < R_COUNT; row++)
+            if (row_on(o, row))
+                fig[row][r] = run_round(&e, s, row, r);
     for (int row = 0; row < R_COUNT; row++)
         if (row_on(o, row))
-            run_row(&e, s, row, o->rounds);
+            keep_median(s, row, fig[row], o->rounds);
     if (e.failed)
         fprintf(stderr, "%s: %s: %llu decodes failed (their time is in the figures)\n", PROG,
                 s->name, (unsigned long long)e.failed);
@@ -532,11 +544,9 @@ static void table_rows(const set_run *s, bu_table *t)
         snprintf(c[3], BU_TABLE_CELL, "%.0f", 1e6 / us);
         snprintf(c[4], BU_TABLE_CELL, "%.2fx", s->us[R_PLAIN] / us);
         snprintf(c[7], BU_TABLE_CELL, "%.2f", s->faults[row]);
-        if (row == R_EVAL && s->us[R_EVAL_HUFF] > 0 && s->us[R_EVAL_YCC] > 0 &&
-            s->us[R_EVAL_RGB] > 0) {
-            snprintf(c[5], BU_TABLE_CELL, "%.0f + %.0f + %.0f", s->us[R_EVAL_HUFF],
-                     s->us[R_EVAL_YCC] - s->us[R_EVAL_HUFF],
-                     s->us[R_EVAL_RGB] - s->us[R_EVAL_YCC]);
+        if (row == R_EVAL && s->us[R_EVAL_HUFF] > 0 && s->us[R_EVAL_RGB] > 0) {
+            snprintf(c[5], BU_TABLE_CELL, "%.0f + %.0f", s->us[R_EVAL_HUFF],
+                     s->us[R_EVAL_RGB] - s->us[R_EVAL_HUFF]);
             snprintf(c[6], BU_TABLE_CELL, "%.0f", us - s->us[R_EVAL_RGB]);
         } else if (row == R_EVAL || row == R_TRAIN || row == R_EVAL_TURBO) {
             snprintf(c[5], BU_TABLE_CELL, "%.0f", s->dec_us[row]);
@@ -580,8 +590,8 @@ static const char notes[] =
     "Thread CPU time per image, median of the rounds; one thread. \"x plain\" is the plain\n"
     "decode's time over the row's (> 1: cheaper than a plain decode). The plain row's split is\n"
     "Huffman + IDCT + (upsampling and colour conversion), from the two rows under it; eval's\n"
-    "is Huffman + (IDCT and upsampling) + colour of the region it decodes, from the three\n"
-    "rows under it, and the resize with the layout write is eval less the region's RGBX decode.\n"
+    "is Huffman + (IDCT, upsampling and colour) of the region it decodes, from the two rows\n"
+    "under it, and the resize with the layout write is eval less the region's RGBX decode.\n"
     "The other pipeline rows' split is the decode of the region (header, Huffman, IDCT,\n"
     "upsampling, colour) and the resize with the layout write, in the proportions of\n"
     "feeder__decode_times (wall time, which on a shared machine includes slices lost to\n"

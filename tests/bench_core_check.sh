@@ -26,7 +26,7 @@ expect_exact "$d/err" "bench_core: --data needs --set web or --set imagenet (the
 (bench_core --help lists the options)"
 rc=0; "$core" --only fast 2> "$d/err" || rc=$?
 [[ $rc == 2 ]] || fail "--only fast exited $rc, want 2"
-expect_exact "$d/err" "bench_core: --only 'fast': expected one of plain|huffman|planes|eval|eval-huffman|eval-ycc|eval-rgb|train|eval-turbo
+expect_exact "$d/err" "bench_core: --only 'fast': expected one of plain|huffman|planes|eval|eval-huffman|eval-rgb|train|eval-turbo
 (bench_core --help lists the options)"
 # A folder that is not a make_set set: exit 1, naming it.
 mkdir "$d/empty"
@@ -42,8 +42,7 @@ expect_exact "$d/err" "bench_core: no JPEG files in $d/empty (is it a make_set s
 python3 - "$d" <<'PY'
 import json, sys
 d = sys.argv[1]
-rows = ["plain", "huffman", "planes", "eval", "eval-huffman", "eval-ycc", "eval-rgb", "train",
-        "eval-turbo"]
+rows = ["plain", "huffman", "planes", "eval", "eval-huffman", "eval-rgb", "train", "eval-turbo"]
 def load(name):
     j = json.load(open(f"{d}/{name}"))
     assert len(j["sets"]) == 1, j
