@@ -21,7 +21,9 @@
  * box so the resizer sees the same neighbours in both paths. With DCT scaling
  * the box is carried in scaled pixels as a fractional box (source x M/8), so
  * the geometry stays exact; what differs is the scaled IDCT's own low-pass
- * against the triangle filter (tests/test_decode.c states the tolerance).
+ * against the triangle filter and, where the scaled box is under the output
+ * size (down to 3/4 of it), the enlargement that follows (tests/test_decode.c
+ * states the tolerance; docs/ARCHITECTURE.md shows the difference).
  *
  * Errors: every libjpeg warning is an error (TurboJPEG: TJFLAG_STOPONWARNING;
  * libjpeg: emit_message longjmps on level -1). libjpeg answers a truncated
