@@ -14,10 +14,18 @@
  *   plain     tjDecompress2 of the whole image to RGB (CMYK/YCCK to CMYK: TurboJPEG
  *             has no CMYK-to-RGB), TurboJPEG's default ISLOW IDCT and fancy upsampling
  *   huffman   the entropy decode alone, whole image: jpeg_skip_scanlines over every
- *             row at 1/8 scale (skipped iMCU rows are entropy-decoded, not transformed)
+ *             row at 1/2 scale (skipped iMCU rows are entropy-decoded, not transformed)
  *   planes    tjDecompressToYUVPlanes: entropy decode + IDCT, no upsampling, no colour
  *             conversion (CMYK/YCCK: the plain row's decode, which has no YCbCr step)
  *   eval      feeder__decode_sample, ROI decoder, Resize 256 + CenterCrop 224, NHWC
+ *   eval-huffman, eval-rgb
+ *             eval's decode, taken apart: the region the ROI decoder reads (its
+ *             crop, DCT scaling feeder__roi_scale and margin, repeated here from
+ *             decode/jpeg.c), decoded with libjpeg to its last row with
+ *             jpeg_skip_scanlines (entropy decode only), and to RGBX (the
+ *             pipeline's decode without the resize). Not to YCbCr to split off
+ *             the colour conversion: libjpeg-turbo 2.1's YCbCr output is a scalar
+ *             copy (null_convert) that costs as much as its SIMD conversion.
  *   train     the same, RandomResizedCrop 224 (0.08-1, 3/4-4/3) + flip 0.5
  *   eval-turbo  eval through the TURBO decoder (whole image, then resize)
  *
@@ -28,7 +36,8 @@
  * layout write, in the proportions of feeder__decode_times' wall times. "x plain" is plain's time over the row's: > 1 is cheaper
  * than a plain decode. The plain rows' split gives the decode's own
  * breakdown: Huffman = huffman, IDCT = planes - huffman, upsampling + colour
- * = plain - planes.
+ * = plain - planes. Eval's: Huffman = eval-huffman, IDCT + upsampling +
+ * colour = eval-rgb - eval-huffman, resize + write = eval - eval-rgb.
  *
  * The table and JSON go to stdout; --append-to FILE appends the record
  * (command, machine, table) to FILE, the only way this program writes into
@@ -47,6 +56,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <math.h>
+
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
@@ -58,14 +69,18 @@
 #define PROG "bench_core"
 #define MAX_ROUNDS 101
 
-enum { R_PLAIN, R_HUFF, R_PLANES, R_EVAL, R_TRAIN, R_EVAL_TURBO, R_COUNT };
-static const char *const row_names[R_COUNT + 1] = {"plain", "huffman", "planes",
-                                                   "eval", "train", "eval-turbo", NULL};
+enum { R_PLAIN, R_HUFF, R_PLANES, R_EVAL, R_EVAL_HUFF, R_EVAL_RGB, R_TRAIN, R_EVAL_TURBO,
+       R_COUNT };
+static const char *const row_names[R_COUNT + 1] = {
+    "plain", "huffman", "planes", "eval", "eval-huffman", "eval-rgb", "train", "eval-turbo",
+    NULL};
 static const char *const row_what[R_COUNT] = {
     "plain decode: tjDecompress2, whole image to RGB",
     "  Huffman: jpeg_skip_scanlines over the whole image",
     "  Huffman + IDCT: tjDecompressToYUVPlanes (no upsampling, no colour)",
     "eval: ROI decode + Resize 256 + CenterCrop 224",
+    "  its Huffman: jpeg_skip_scanlines to the region's last row",
+    "  + IDCT, upsampling, colour: the region decoded to RGBX",
     "train: ROI decode + RandomResizedCrop 224 + flip",
     "eval through the TURBO decoder (whole image, then resize)"};
 
@@ -217,8 +232,10 @@ static int plain(engine *e, const file *f)
 
 /* The entropy decode alone, as the ROI decoder pays it for rows it skips:
  * jpeg_skip_scanlines over every row but the last (libjpeg-turbo decodes the
- * Huffman data of a skipped iMCU row and discards it, no IDCT), at 1/8 scale
- * so the one iMCU row left costs next to nothing. */
+ * Huffman data of a skipped iMCU row and discards it, no IDCT), at 1/2 scale
+ * so the one iMCU row left costs little. Not 1/8: there libjpeg-turbo's
+ * Huffman decoder only steps over the AC coefficients (jdhuff.c's
+ * ac_needed), less work than at the other scales the decoders use. */
 static int huffman(engine *e, const file *f)
 {
     if (setjmp(e->jb)) {
@@ -229,7 +246,7 @@ static int huffman(engine *e, const file *f)
     jpeg_mem_src(ci, f->p, (unsigned long)f->len);
     jpeg_read_header(ci, TRUE);
     ci->scale_num = 1;
-    ci->scale_denom = 8;
+    ci->scale_denom = 2;
     jpeg_start_decompress(ci);
     if (ci->output_height > 1)
         (void)jpeg_skip_scanlines(ci, ci->output_height - 1);
@@ -259,6 +276,66 @@ static int planes(engine *e, const file *f)
     return tjDecompressToYUVPlanes(e->tj, f->p, (unsigned long)f->len, pl, w, strides, h, 0);
 }
 
+/* One axis of the region the ROI decoder reads, in scaled pixels: the box
+ * plus the resizer's reach plus one (decode/jpeg.c's roi_axis). */
+static void region_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t *r0,
+                        uint32_t *r1)
+{
+    double reach = blen / out > 1.0 ? blen / out : 1.0;
+    double m = ceil(reach) + 1.0;
+    double lo = floor(b0) - m, hi = ceil(b0 + blen) + m;
+    *r0 = lo < 0 ? 0 : (uint32_t)lo;
+    *r1 = hi > n ? n : (uint32_t)hi;
+    if (*r1 <= *r0)
+        *r1 = *r0 + 1 <= n ? *r0 + 1 : n;
+}
+
+/* Eval's region as the ROI decoder decodes it, entropy decode only (row
+ * R_EVAL_HUFF) or to RGBX (R_EVAL_RGB), as the pipeline asks for it (CMYK/YCCK
+ * to CMYK). */
+static int eval_region(engine *e, const file *f, int row)
+{
+    if (setjmp(e->jb)) {
+        jpeg_abort_decompress(&e->ci);
+        return -1;
+    }
+    struct jpeg_decompress_struct *ci = &e->ci;
+    jpeg_mem_src(ci, f->p, (unsigned long)f->len);
+    jpeg_read_header(ci, TRUE);
+    feeder__crop c;
+    feeder__crop_compute(&e->eval, ci->image_width, ci->image_height, 1, 0, 0, &c);
+    unsigned m = feeder__roi_scale(&c, &e->eval);
+    int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX;
+    ci->scale_num = m;
+    ci->scale_denom = 8;
+    ci->dct_method = JDCT_ISLOW;
+    jpeg_start_decompress(ci);
+    double k = m / 8.0;
+    uint32_t x0, x1, y0, y1;
+    region_axis(c.fx * k, c.fw * k, e->eval.width, ci->output_width, &x0, &x1);
+    region_axis(c.fy * k, c.fh * k, e->eval.height, ci->output_height, &y0, &y1);
+    JDIMENSION xoff = x0, cw = x1 - x0;
+    if (cw < ci->output_width)
+        jpeg_crop_scanline(ci, &xoff, &cw);
+    if (row == R_EVAL_HUFF) {
+        (void)jpeg_skip_scanlines(ci, y1);
+        jpeg_abort_decompress(ci);
+        return 0;
+    }
+    size_t stride = (size_t)ci->output_width * 4;
+    uint8_t *buf = grow(&e->planes, &e->planes_cap, stride);
+    if (y0 > 0)
+        (void)jpeg_skip_scanlines(ci, y0);
+    while (ci->output_scanline < y1) {
+        JSAMPROW r = buf; /* one row buffer: the stage's work, not the stores */
+        if (jpeg_read_scanlines(ci, &r, 1) != 1)
+            break;
+    }
+    jpeg_abort_decompress(ci);
+    return 0;
+}
+
 static int pipeline(engine *e, const feeder__transform *t, const file *f, uint64_t round,
                     uint64_t index)
 {
@@ -282,6 +359,9 @@ static int run_one(engine *e, int row, const file *f, uint64_t round, uint64_t i
         return planes(e, f);
     case R_EVAL:
         return pipeline(e, &e->eval, f, round, index);
+    case R_EVAL_HUFF:
+    case R_EVAL_RGB:
+        return eval_region(e, f, row);
     case R_TRAIN:
         return pipeline(e, &e->train, f, round, index);
     default: {
@@ -300,8 +380,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One row over the whole set, `rounds` times: the median round's CPU time
- * per image, and (pipeline rows) the decode / resize split of that round. */
 static long minor_faults(void)
 {
     struct rusage ru;
@@ -309,36 +387,47 @@ static long minor_faults(void)
     return ru.ru_minflt;
 }
 
-static void run_row(engine *e, set_run *s, int row, unsigned rounds)
+/* One round of one row over the whole set: CPU us per image, and (pipeline
+ * rows) the decode / resize split, and minor faults per image. */
+typedef struct round_fig {
+    double us, dec, xf, pf;
+} round_fig;
+
+static round_fig run_round(engine *e, set_run *s, int row, unsigned r)
 {
-    double us[MAX_ROUNDS], dec[MAX_ROUNDS], xf[MAX_ROUNDS], pf[MAX_ROUNDS], sorted[MAX_ROUNDS];
-    for (unsigned r = 0; r < rounds; r++) {
-        e->dec_ns = e->xform_ns = 0;
-        long f0 = minor_faults();
-        uint64_t t0 = thread_ns();
-        for (unsigned i = 0; i < s->n; i++)
-            if (run_one(e, row, &s->f[i], r, i))
-                e->failed++;
-        uint64_t t1 = thread_ns();
-        pf[r] = (double)(minor_faults() - f0) / s->n;
-        us[r] = (double)(t1 - t0) / 1e3 / s->n;
-        /* feeder__decode_times is wall time, which on a shared machine
-         * includes time slices lost to neighbours: its proportions split
-         * the CPU time. */
-        double wall = (double)(e->dec_ns + e->xform_ns);
-        dec[r] = wall > 0 ? us[r] * (double)e->dec_ns / wall : 0;
-        xf[r] = wall > 0 ? us[r] * (double)e->xform_ns / wall : 0;
-    }
-    memcpy(sorted, us, rounds * sizeof(double));
+    round_fig f;
+    e->dec_ns = e->xform_ns = 0;
+    long f0 = minor_faults();
+    uint64_t t0 = thread_ns();
+    for (unsigned i = 0; i < s->n; i++)
+        if (run_one(e, row, &s->f[i], r, i))
+            e->failed++;
+    uint64_t t1 = thread_ns();
+    f.pf = (double)(minor_faults() - f0) / s->n;
+    f.us = (double)(t1 - t0) / 1e3 / s->n;
+    /* feeder__decode_times is wall time, which on a shared machine includes
+     * time slices lost to neighbours: its proportions split the CPU time. */
+    double wall = (double)(e->dec_ns + e->xform_ns);
+    f.dec = wall > 0 ? f.us * (double)e->dec_ns / wall : 0;
+    f.xf = wall > 0 ? f.us * (double)e->xform_ns / wall : 0;
+    return f;
+}
+
+/* A row's figures: its median round. */
+static void keep_median(set_run *s, int row, const round_fig *f, unsigned rounds)
+{
+    double sorted[MAX_ROUNDS];
+    for (unsigned r = 0; r < rounds; r++)
+        sorted[r] = f[r].us;
     qsort(sorted, rounds, sizeof(double), cmp_double);
     double med = sorted[rounds / 2];
     for (unsigned r = 0; r < rounds; r++)
-        if (us[r] == med) {
+        if (f[r].us == med) {
             s->us[row] = med;
-            s->dec_us[row] = dec[r];
-            s->xform_us[row] = xf[r];
-            s->faults[row] = pf[r];
-            break;
+            s->dec_us[row] = f[r].dec;
+            s->xform_us[row] = f[r].xf;
+            s->faults[row] = f[r].pf;
+            return;
         }
 }
 
@@ -357,9 +446,18 @@ static void measure_set(set_run *s, const opts *o)
         for (unsigned i = 0; row_on(o, row) && i < s->n; i++)
             (void)run_one(&e, row, &s->f[i], 0, i);
     e.failed = 0;
+    /* Round-major: round r of every row, then round r + 1, so the rows of
+     * one round run within seconds of each other and a neighbour's load
+     * that comes and goes weighs on all of them alike (the breakdown
+     * subtracts rows from each other). */
+    static round_fig fig[R_COUNT][MAX_ROUNDS];
+    for (unsigned r = 0; r < o->rounds; r++)
+        for (int row = 0; row < R_COUNT; row++)
+            if (row_on(o, row))
+                fig[row][r] = run_round(&e, s, row, r);
     for (int row = 0; row < R_COUNT; row++)
         if (row_on(o, row))
-            run_row(&e, s, row, o->rounds);
+            keep_median(s, row, fig[row], o->rounds);
     if (e.failed)
         fprintf(stderr, "%s: %s: %llu decodes failed (their time is in the figures)\n", PROG,
                 s->name, (unsigned long long)e.failed);
@@ -446,7 +544,11 @@ static void table_rows(const set_run *s, bu_table *t)
         snprintf(c[3], BU_TABLE_CELL, "%.0f", 1e6 / us);
         snprintf(c[4], BU_TABLE_CELL, "%.2fx", s->us[R_PLAIN] / us);
         snprintf(c[7], BU_TABLE_CELL, "%.2f", s->faults[row]);
-        if (row >= R_EVAL) {
+        if (row == R_EVAL && s->us[R_EVAL_HUFF] > 0 && s->us[R_EVAL_RGB] > 0) {
+            snprintf(c[5], BU_TABLE_CELL, "%.0f + %.0f", s->us[R_EVAL_HUFF],
+                     s->us[R_EVAL_RGB] - s->us[R_EVAL_HUFF]);
+            snprintf(c[6], BU_TABLE_CELL, "%.0f", us - s->us[R_EVAL_RGB]);
+        } else if (row == R_EVAL || row == R_TRAIN || row == R_EVAL_TURBO) {
             snprintf(c[5], BU_TABLE_CELL, "%.0f", s->dec_us[row]);
             snprintf(c[6], BU_TABLE_CELL, "%.0f", s->xform_us[row]);
         } else if (row == R_PLAIN && s->us[R_HUFF] > 0 && s->us[R_PLANES] > 0) {
@@ -487,11 +589,13 @@ static void json_set(const set_run *s, bu_sbuf *b)
 static const char notes[] =
     "Thread CPU time per image, median of the rounds; one thread. \"x plain\" is the plain\n"
     "decode's time over the row's (> 1: cheaper than a plain decode). The plain row's split is\n"
-    "Huffman + IDCT + (upsampling and colour conversion), from the two rows under it; the\n"
-    "pipeline rows' split is the decode of the region (header, Huffman, IDCT, upsampling,\n"
-    "colour) and the resize with the layout write, in the proportions of feeder__decode_times\n"
-    "(wall time, which on a shared machine includes slices lost to neighbours). Faults are\n"
-    "the thread's minor page faults per image (getrusage).\n";
+    "Huffman + IDCT + (upsampling and colour conversion), from the two rows under it; eval's\n"
+    "is Huffman + (IDCT, upsampling and colour) of the region it decodes, from the two rows\n"
+    "under it, and the resize with the layout write is eval less the region's RGBX decode.\n"
+    "The other pipeline rows' split is the decode of the region (header, Huffman, IDCT,\n"
+    "upsampling, colour) and the resize with the layout write, in the proportions of\n"
+    "feeder__decode_times (wall time, which on a shared machine includes slices lost to\n"
+    "neighbours). Faults are the thread's minor page faults per image (getrusage).\n";
 
 static void report(set_run *sets, unsigned nsets, const opts *o, int argc, char **argv)
 {

@@ -63,6 +63,11 @@ static inline int feeder__decoder_on_gpu(int decoder)
 void feeder__crop_compute(const feeder__transform *t, uint32_t src_w, uint32_t src_h,
                           uint64_t seed, uint64_t epoch, uint64_t index, feeder__crop *out);
 
+/* The ROI decoder's DCT scaling for crop `c` under `t`, as M of libjpeg's
+ * M/8: 1, 2 or 4 when the crop box scaled by M/8 is still at least 3/4 of the
+ * output on both axes (the smallest such), else 8. */
+unsigned feeder__roi_scale(const feeder__crop *c, const feeder__transform *t);
+
 /* One per worker (or per thread): TurboJPEG handle, libjpeg state, scratch
  * buffers that grow to the largest image seen and are then reused. */
 typedef struct feeder__decoder feeder__decoder;

@@ -6,8 +6,9 @@
  *        scratch, then the resizer samples the crop box out of it.
  * ROI:   the libjpeg API decodes only what the crop needs: a DCT scaling of
  *        1/8, 1/4 or 1/2 (the largest reduction that still leaves the crop at
- *        least as large as the output on both axes; only these three are SIMD
- *        in libjpeg-turbo, 3/8..7/8 measured slower than a full decode),
+ *        least 3/4 of the output on both axes, feeder__roi_scale; only these
+ *        three are SIMD in libjpeg-turbo, 3/8..7/8 measured slower than a
+ *        full decode),
  *        jpeg_crop_scanline for the columns, jpeg_skip_scanlines up to the
  *        first row, the crop's rows, then jpeg_abort_decompress without
  *        reading the rest of the file.
@@ -18,9 +19,11 @@
  * decode's edge columns differ (chroma upsampling treats the crop edge as the
  * image edge). ROI decodes a margin of (filter support + 1) pixels around the
  * box so the resizer sees the same neighbours in both paths. With DCT scaling
- * the box is carried in scaled pixels as a fractional box (source / denom), so
+ * the box is carried in scaled pixels as a fractional box (source x M/8), so
  * the geometry stays exact; what differs is the scaled IDCT's own low-pass
- * against the triangle filter (tests/test_decode.c states the tolerance).
+ * against the triangle filter and, where the scaled box is under the output
+ * size (down to 3/4 of it), the enlargement that follows (tests/test_decode.c
+ * states the tolerance; docs/ARCHITECTURE.md shows the difference).
  *
  * Errors: every libjpeg warning is an error (TurboJPEG: TJFLAG_STOPONWARNING;
  * libjpeg: emit_message longjmps on level -1). libjpeg answers a truncated
@@ -250,14 +253,18 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
     return 0;
 }
 
-/* The largest DCT reduction (8, 4, 2 or 1) that keeps the crop box at least
- * out_w x out_h. */
-static unsigned pick_denom(const feeder__crop *c, const feeder__transform *t)
+/* The ROI decoder's DCT scaling: the smallest of 1/8, 1/4 and 1/2 whose
+ * scaled crop box is still at least 3/4 of the output on both axes (the
+ * resizer enlarges it by up to 4/3), else 8/8. Only these three have SIMD
+ * IDCTs in libjpeg-turbo; the scalar 3/8, 5/8, 3/4 and 7/8 measured slower
+ * than the 8/8 decode they would replace (docs/ARCHITECTURE.md, "The CPU
+ * decode on one core"). fw * m / 8 >= 3/4 * width is fw * m >= 6 * width. */
+unsigned feeder__roi_scale(const feeder__crop *c, const feeder__transform *t)
 {
-    for (unsigned dn = 8; dn >= 2; dn /= 2)
-        if (c->fw >= (double)t->width * dn && c->fh >= (double)t->height * dn)
-            return dn;
-    return 1;
+    for (unsigned m = 1; m < 8; m *= 2)
+        if (c->fw * m >= 6.0 * t->width && c->fh * m >= 6.0 * t->height)
+            return m;
+    return 8;
 }
 
 /* One axis of the region to decode, in scaled pixels: the box plus the
@@ -294,14 +301,15 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     feeder__crop_compute(t, W, H, seed, epoch, index, &c);
     int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
     int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
-    unsigned dn = pick_denom(&c, t);
+    unsigned sn = feeder__roi_scale(&c, t);
     ci->out_color_space = cmyk ? JCS_CMYK : ch == 1 ? JCS_GRAYSCALE : JCS_EXT_RGBX;
-    ci->scale_num = 1;
-    ci->scale_denom = dn;
+    ci->scale_num = sn;
+    ci->scale_denom = 8;
     ci->dct_method = JDCT_ISLOW;
     jpeg_start_decompress(ci);
 
-    double bx = c.fx / dn, by = c.fy / dn, bw = c.fw / dn, bh = c.fh / dn;
+    double f = sn / 8.0;
+    double bx = c.fx * f, by = c.fy * f, bw = c.fw * f, bh = c.fh * f;
     uint32_t x0, x1, y0, y1;
     roi_axis(bx, bw, t->width, ci->output_width, &x0, &x1);
     roi_axis(by, bh, t->height, ci->output_height, &y0, &y1);

@@ -26,7 +26,7 @@ expect_exact "$d/err" "bench_core: --data needs --set web or --set imagenet (the
 (bench_core --help lists the options)"
 rc=0; "$core" --only fast 2> "$d/err" || rc=$?
 [[ $rc == 2 ]] || fail "--only fast exited $rc, want 2"
-expect_exact "$d/err" "bench_core: --only 'fast': expected one of plain|huffman|planes|eval|train|eval-turbo
+expect_exact "$d/err" "bench_core: --only 'fast': expected one of plain|huffman|planes|eval|eval-huffman|eval-rgb|train|eval-turbo
 (bench_core --help lists the options)"
 # A folder that is not a make_set set: exit 1, naming it.
 mkdir "$d/empty"
@@ -42,7 +42,7 @@ expect_exact "$d/err" "bench_core: no JPEG files in $d/empty (is it a make_set s
 python3 - "$d" <<'PY'
 import json, sys
 d = sys.argv[1]
-rows = ["plain", "huffman", "planes", "eval", "train", "eval-turbo"]
+rows = ["plain", "huffman", "planes", "eval", "eval-huffman", "eval-rgb", "train", "eval-turbo"]
 def load(name):
     j = json.load(open(f"{d}/{name}"))
     assert len(j["sets"]) == 1, j
@@ -56,6 +56,7 @@ us = s["us_per_image"]
 assert all(us[r] > 0 for r in rows), us
 # The breakdown's parts are parts: Huffman alone is cheaper than Huffman + IDCT.
 assert us["huffman"] < us["planes"], us
+assert us["eval-huffman"] < us["eval-rgb"], us
 for k, r in (("eval", "eval"), ("train", "train"), ("eval_turbo", "eval-turbo")):
     want = us["plain"] / us[r]
     assert abs(s["ratio_to_plain"][k] - want) < 0.01 * want + 0.002, (k, s["ratio_to_plain"], us)
