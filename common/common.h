@@ -24,6 +24,11 @@ void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
  * worker's spans and the parent's line up. */
 uint64_t feeder__now_ns(void);
 
+/* Bytes [off, off + len) of fd into dst, pread again after a short read or
+ * EINTR: how many it read (less than len only at the end of the file), or
+ * -errno. */
+long feeder__pread_full(int fd, uint64_t off, void *dst, size_t len);
+
 /* Little-endian numbers of files and blobs, byte by byte: the same on any
  * host and at any alignment. */
 static inline void feeder__put_le32(uint8_t *p, uint32_t v)

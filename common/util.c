@@ -1,6 +1,8 @@
 /* The clock and message formatting every room uses. */
+#include <errno.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/common.h"
 
@@ -19,4 +21,21 @@ uint64_t feeder__now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+long feeder__pread_full(int fd, uint64_t off, void *dst, size_t len)
+{
+    uint8_t *d = dst;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t k = pread(fd, d + got, len - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -errno;
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    return (long)got;
 }

@@ -134,17 +134,11 @@ static int read_cached(const struct feeder__shards *sh, uint32_t s, uint64_t off
     char path[4200];
     feeder__cache_name(((feeder__cache *)sh->cache)->dir, sh->names[s], path, sizeof(path));
     int fd = open(path, O_RDONLY | O_CLOEXEC), e = fd < 0 ? errno : 0;
-    size_t got = 0;
-    while (fd >= 0 && got < len) {
-        ssize_t k = pread(fd, dst + got, len - got, (off_t)(off + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            e = k < 0 ? errno : EIO; /* EIO: shorter than the cache recorded */
-            break;
-        }
-        got += (size_t)k;
-    }
+    long got = fd >= 0 ? feeder__pread_full(fd, off, dst, len) : 0;
+    if (fd >= 0 && got < 0)
+        e = (int)-got;
+    else if (fd >= 0 && (size_t)got < len)
+        e = EIO; /* shorter than the cache recorded */
     if (fd >= 0)
         close(fd);
     if (e)

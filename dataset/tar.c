@@ -35,19 +35,7 @@ void feeder__tar_free(feeder__tar *t)
 
 static long pread_src(void *ctx, uint64_t off, uint8_t *dst, size_t len)
 {
-    int fd = *(int *)ctx;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t k = pread(fd, dst + got, len - got, (off_t)(off + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        if (k == 0)
-            break;
-        got += (size_t)k;
-    }
-    return (long)got;
+    return feeder__pread_full(*(int *)ctx, off, dst, len);
 }
 
 static int64_t mtime_ns(const struct stat *st)

@@ -27,46 +27,7 @@
 
 /* ---- a tar writer ---- */
 
-typedef struct tarbuf {
-    uint8_t *b;
-    size_t len, cap;
-} tarbuf;
-
-static uint8_t *tb_grow(tarbuf *t, size_t n)
-{
-    if (t->len + n > t->cap) {
-        t->cap = (t->len + n) * 2;
-        t->b = realloc(t->b, t->cap);
-        ck_assert_ptr_nonnull(t->b);
-    }
-    memset(t->b + t->len, 0, n);
-    t->len += n;
-    return t->b + t->len - n;
-}
-
-static void tb_member(tarbuf *t, const char *name, char type, const void *data, size_t len)
-{
-    uint8_t *h = tb_grow(t, 512);
-    snprintf((char *)h, 100, "%s", name);
-    memcpy(h + 100, "0000644", 8);
-    memcpy(h + 108, "0000000", 8);
-    memcpy(h + 116, "0000000", 8);
-    snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)len);
-    memcpy(h + 136, "14000000000", 12);
-    h[156] = (uint8_t)type;
-    memcpy(h + 257, "ustar", 6);
-    memcpy(h + 263, "00", 2);
-    memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < 512; i++)
-        sum += h[i];
-    snprintf((char *)h + 148, 8, "%06o", sum);
-    h[155] = ' ';
-    if (len)
-        memcpy(tb_grow(t, (len + 511) / 512 * 512), data, len);
-}
-
-static void tb_write(tarbuf *t, const char *rel, size_t cut)
+static void tb_write(tu_tar *t, const char *rel, size_t cut)
 {
     char p[512];
     tu_path(p, sizeof(p), rel);
@@ -94,33 +55,33 @@ static void json_text(int s, int k, char *out, size_t len)
 }
 
 /* One key's members, in the order jpg, cls, json (skip: one left out). */
-static void add_key(tarbuf *t, int s, int k, const char *skip)
+static void add_key(tu_tar *t, int s, int k, const char *skip)
 {
     char name[64], text[128];
     uint8_t jpg[2048];
     jpg_bytes(s, k, jpg);
     snprintf(name, sizeof(name), "s%d/%03d.jpg", s, k);
     if (!skip || strcmp(skip, "jpg"))
-        tb_member(t, name, '0', jpg, jpg_len(s, k));
+        tu_tar_member(t, name, '0', jpg, jpg_len(s, k));
     snprintf(name, sizeof(name), "s%d/%03d.cls", s, k);
     snprintf(text, sizeof(text), "%lld\n", (long long)cls_of(s, k));
     if (!skip || strcmp(skip, "cls"))
-        tb_member(t, name, '0', text, strlen(text));
+        tu_tar_member(t, name, '0', text, strlen(text));
     snprintf(name, sizeof(name), "s%d/%03d.json", s, k);
     json_text(s, k, text, sizeof(text));
     if (!skip || strcmp(skip, "json"))
-        tb_member(t, name, '0', text, strlen(text));
+        tu_tar_member(t, name, '0', text, strlen(text));
 }
 
 /* S-0.tar, S-1.tar; key `skip_key` of shard 1 lacks member `skip`. */
 static void make_set(int skip_key, const char *skip)
 {
     for (int s = 0; s < SHARDS; s++) {
-        tarbuf t = {0};
-        tb_member(&t, "s/", '5', NULL, 0); /* a folder: no sample's */
+        tu_tar t = {0};
+        tu_tar_member(&t, "s/", '5', NULL, 0); /* a folder: no sample's */
         for (int k = 0; k < KEYS[s]; k++)
             add_key(&t, s, k, s == 1 && k == skip_key ? skip : NULL);
-        tb_grow(&t, 1024);
+        tu_tar_grow(&t, 1024);
         char rel[32];
         snprintf(rel, sizeof(rel), "S-%d.tar", s);
         tb_write(&t, rel, 0);
@@ -264,13 +225,13 @@ static void assert_set(const sample *got, uint64_t n, int fj, int fc, int fs)
 
 static long mem_read(void *ctx, uint64_t off, uint8_t *dst, size_t len)
 {
-    const tarbuf *t = ctx;
+    const tu_tar *t = ctx;
     size_t n = off >= t->len ? 0 : t->len - off < len ? t->len - off : len;
     memcpy(dst, t->b + off, n);
     return (long)n;
 }
 
-static int members_of(tarbuf *t, size_t size, feeder__tar_index *ix, char *err, size_t errlen)
+static int members_of(tu_tar *t, size_t size, feeder__tar_index *ix, char *err, size_t errlen)
 {
     feeder__tar_src src = {mem_read, t, size};
     return feeder__tar_members(&src, "m.tar", ix, err, errlen);
@@ -278,15 +239,15 @@ static int members_of(tarbuf *t, size_t size, feeder__tar_index *ix, char *err, 
 
 START_TEST(test_members_listed)
 {
-    tarbuf t = {0};
-    tb_member(&t, "d/", '5', NULL, 0);
-    tb_member(&t, "d/a.jpg", '0', "JJJ", 3);
-    tb_member(&t, "d/a.cls", '0', "7", 1);
-    tb_member(&t, "README", '0', "no key", 6);
-    tb_member(&t, "d/.hidden", '0', "x", 1);
-    tb_member(&t, "./d/b.seg.png", '0', "PNGPNG", 6);
-    tb_member(&t, "d/a.json", '0', "{}", 2);
-    tb_grow(&t, 1024);
+    tu_tar t = {0};
+    tu_tar_member(&t, "d/", '5', NULL, 0);
+    tu_tar_member(&t, "d/a.jpg", '0', "JJJ", 3);
+    tu_tar_member(&t, "d/a.cls", '0', "7", 1);
+    tu_tar_member(&t, "README", '0', "no key", 6);
+    tu_tar_member(&t, "d/.hidden", '0', "x", 1);
+    tu_tar_member(&t, "./d/b.seg.png", '0', "PNGPNG", 6);
+    tu_tar_member(&t, "d/a.json", '0', "{}", 2);
+    tu_tar_grow(&t, 1024);
     feeder__tar_index ix;
     char err[512] = "";
     ck_assert_msg(members_of(&t, t.len, &ix, err, sizeof(err)) == 0, "%s", err);
@@ -319,9 +280,9 @@ START_TEST(test_members_listed)
     free(t.b);
     /* A symbolic link with a key is damage too. */
     memset(&t, 0, sizeof(t));
-    tb_member(&t, "a.jpg", '0', "J", 1);
-    tb_member(&t, "a.json", '2', NULL, 0);
-    tb_grow(&t, 1024);
+    tu_tar_member(&t, "a.jpg", '0', "J", 1);
+    tu_tar_member(&t, "a.json", '2', NULL, 0);
+    tu_tar_grow(&t, 1024);
     ck_assert_int_eq(members_of(&t, t.len, &ix, err, sizeof(err)), FEEDER_EDATASET);
     ck_assert_str_eq(err, "m.tar: member a.json is a symbolic link (type '2'), not a regular "
                           "file");
@@ -361,8 +322,8 @@ START_TEST(test_tar_default_fields)
     feeder_dataset_destroy(ds);
     /* An empty first shard (end-of-archive blocks only): the fields come from
      * the first key there is; an empty set fails, named. */
-    tarbuf e = {0};
-    tb_grow(&e, 1024);
+    tu_tar e = {0};
+    tu_tar_grow(&e, 1024);
     tb_write(&e, "E.tar", 0);
     st = pack_tool("--mode fields --data '{E,S-0,S-1}.tar' --out E.pack", msg, sizeof(msg));
     ck_assert_msg(st == 0, "%s", msg);
@@ -532,13 +493,13 @@ START_TEST(test_truncated_and_bad_text)
         return;
     char msg[2048];
     /* S-1.tar cut inside key s1/001's jpg data (its header at 3072). */
-    tarbuf t = {0};
+    tu_tar t = {0};
     for (int k = 0; k < 2; k++)
         add_key(&t, 1, k, NULL);
     tb_write(&t, "S-1.tar", 3584 + 300);
-    t = (tarbuf){0};
+    t = (tu_tar){0};
     add_key(&t, 0, 0, NULL);
-    tb_grow(&t, 1024);
+    tu_tar_grow(&t, 1024);
     tb_write(&t, "S-0.tar", 0);
     int st = pack_tool("--mode fields --data 'S-{0..1}.tar' --out F.pack", msg, sizeof(msg));
     ck_assert_int_eq(st, 1);
@@ -546,10 +507,10 @@ START_TEST(test_truncated_and_bad_text)
                           "3584 run past the end of the shard (3884 bytes): truncated\n");
     assert_no_output();
     /* A .cls that holds no integer fails its sample, named. */
-    t = (tarbuf){0};
-    tb_member(&t, "a.jpg", '0', "J", 1);
-    tb_member(&t, "a.cls", '0', "dog", 3);
-    tb_grow(&t, 1024);
+    t = (tu_tar){0};
+    tu_tar_member(&t, "a.jpg", '0', "J", 1);
+    tu_tar_member(&t, "a.cls", '0', "dog", 3);
+    tu_tar_grow(&t, 1024);
     tb_write(&t, "S-1.tar", 0);
     st = pack_tool("--mode fields --data S-1.tar --out F.pack", msg, sizeof(msg));
     ck_assert_int_eq(st, 1);

@@ -50,69 +50,14 @@ static void path_in(char *buf, size_t len, const char *rel)
 
 /* ---- a tar writer: exact control over every header ---- */
 
-typedef struct tarbuf {
-    uint8_t *b;
-    size_t len, cap;
-} tarbuf;
-
-static uint8_t *tb_grow(tarbuf *t, size_t n)
+static void tb_file(tu_tar *t, const char *name, const char *text)
 {
-    if (t->len + n > t->cap) {
-        t->cap = (t->len + n) * 2;
-        t->b = realloc(t->b, t->cap);
-        ck_assert_ptr_nonnull(t->b);
-    }
-    memset(t->b + t->len, 0, n);
-    t->len += n;
-    return t->b + t->len - n;
+    tu_tar_member(t, name, '0', text, strlen(text));
 }
 
-static void tb_checksum(uint8_t *h)
-{
-    memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < 512; i++)
-        sum += h[i];
-    snprintf((char *)h + 148, 8, "%06o", sum);
-    h[155] = ' ';
-}
+static void tb_end(tu_tar *t) { tu_tar_grow(t, 1024); }
 
-/* One header and its data (`size` may claim more than `len` bytes given). */
-static size_t tb_member_sized(tarbuf *t, const char *name, char type, const void *data,
-                              size_t len, uint64_t size)
-{
-    size_t at = t->len;
-    uint8_t *h = tb_grow(t, 512);
-    snprintf((char *)h, 100, "%s", name);
-    memcpy(h + 100, "0000644", 8);
-    memcpy(h + 108, "0000000", 8);
-    memcpy(h + 116, "0000000", 8);
-    snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
-    memcpy(h + 136, "14000000000", 12);
-    h[156] = (uint8_t)type;
-    memcpy(h + 257, "ustar", 6);
-    memcpy(h + 263, "00", 2);
-    tb_checksum(h);
-    if (len) {
-        uint8_t *d = tb_grow(t, (len + 511) / 512 * 512);
-        memcpy(d, data, len);
-    }
-    return at;
-}
-
-static size_t tb_member(tarbuf *t, const char *name, char type, const void *data, size_t len)
-{
-    return tb_member_sized(t, name, type, data, len, len);
-}
-
-static void tb_file(tarbuf *t, const char *name, const char *text)
-{
-    tb_member(t, name, '0', text, strlen(text));
-}
-
-static void tb_end(tarbuf *t) { tb_grow(t, 1024); }
-
-static void tb_write(tarbuf *t, const char *rel)
+static void tb_write(tu_tar *t, const char *rel)
 {
     char p[512];
     path_in(p, sizeof(p), rel);
@@ -154,8 +99,8 @@ static uint8_t *jpeg(unsigned photo, size_t *len)
 
 START_TEST(test_groups_keys_and_members)
 {
-    tarbuf t = {0};
-    tb_member(&t, "a/", '5', NULL, 0);
+    tu_tar t = {0};
+    tu_tar_member(&t, "a/", '5', NULL, 0);
     tb_file(&t, "a/000.jpg", "J0");
     tb_file(&t, "a/000.cls", "3");
     tb_file(&t, "a/001.cls", " 7\n"); /* the label first, blanks around it */
@@ -226,12 +171,12 @@ START_TEST(test_long_names_gnu_and_pax)
     memset(longdir, 'd', 150);
     longdir[150] = 0;
     char name[256], rec[300];
-    tarbuf t = {0};
+    tu_tar t = {0};
     snprintf(name, sizeof(name), "%s/000.jpg", longdir);
-    tb_member(&t, "././@LongLink", 'L', name, strlen(name) + 1);
+    tu_tar_member(&t, "././@LongLink", 'L', name, strlen(name) + 1);
     tb_file(&t, "truncated-short-name.jpg", "L0");
     snprintf(name, sizeof(name), "%s/000.cls", longdir);
-    tb_member(&t, "././@LongLink", 'L', name, strlen(name) + 1);
+    tu_tar_member(&t, "././@LongLink", 'L', name, strlen(name) + 1);
     tb_file(&t, "truncated-short-name.cls", "2");
     snprintf(name, sizeof(name), "%s/001.jpg", longdir);
     int base = (int)strlen(name) + 7, n = base + 1; /* "N path=" + name + "\n" */
@@ -239,9 +184,9 @@ START_TEST(test_long_names_gnu_and_pax)
         n++;
     snprintf(rec, sizeof(rec), "%d path=%s\n", n, name);
     ck_assert_uint_eq(strlen(rec), (size_t)n);
-    tb_member(&t, "PaxHeaders/x", 'x', rec, strlen(rec));
+    tu_tar_member(&t, "PaxHeaders/x", 'x', rec, strlen(rec));
     tb_file(&t, "ignored.jpg", "X1");
-    tb_member(&t, "pax_global_header", 'g', "9 a=bcd\n", 9);
+    tu_tar_member(&t, "pax_global_header", 'g', "9 a=bcd\n", 9);
     snprintf(name, sizeof(name), "%s/001.cls", longdir);
     tb_file(&t, name + 60, "4"); /* under 100 bytes: a plain name */
     tb_end(&t);
@@ -260,7 +205,7 @@ END_TEST
 
 /* A pax path far past ustar's and PATH_MAX's lengths is a key like any
  * other; a pax header over the 64 KiB limit ends the walk, named. */
-static void pax_record(tarbuf *t, const char *key, const char *value)
+static void pax_record(tu_tar *t, const char *key, const char *value)
 {
     size_t base = strlen(key) + strlen(value) + 3, n = base + 1; /* "N key=value\n" */
     while ((size_t)snprintf(NULL, 0, "%zu", n) + base != n)
@@ -268,7 +213,7 @@ static void pax_record(tarbuf *t, const char *key, const char *value)
     char *rec = malloc(n + 1);
     snprintf(rec, n + 1, "%zu %s=%s\n", n, key, value);
     ck_assert_uint_eq(strlen(rec), n);
-    tb_member(t, "PaxHeaders/p", 'x', rec, n);
+    tu_tar_member(t, "PaxHeaders/p", 'x', rec, n);
     free(rec);
 }
 
@@ -277,7 +222,7 @@ START_TEST(test_pax_very_long_and_over_limit)
     char *path = malloc(10001);
     memset(path, 'p', 9990);
     memcpy(path + 9990, "/00.jpg", 8);
-    tarbuf t = {0};
+    tu_tar t = {0};
     pax_record(&t, "path", path);
     tb_file(&t, "short.jpg", "IMG");
     memcpy(path + 9990, "/00.cls", 8);
@@ -485,7 +430,7 @@ static feeder_tar_info info_of(const char *rel, feeder_dataset **keep)
 
 static void four_samples(const char *rel)
 {
-    tarbuf t = {0};
+    tu_tar t = {0};
     for (int i = 0; i < 4; i++) {
         char n[32], v[8];
         snprintf(n, sizeof(n), "k%d.jpg", i);
@@ -655,16 +600,16 @@ END_TEST
  * photo i, label i % 3. */
 static void bad_shard(const char *rel)
 {
-    tarbuf t = {0};
+    tu_tar t = {0};
     char n[64], v[16];
     for (int i = 0; i < 9; i++) {
         size_t len;
         uint8_t *j = jpeg((unsigned)i, &len);
         snprintf(n, sizeof(n), "s/%02d.jpg", i);
         if (i == 3)
-            tb_member(&t, n, '2', NULL, 0); /* a symbolic link */
+            tu_tar_member(&t, n, '2', NULL, 0); /* a symbolic link */
         else
-            tb_member(&t, n, '0', j, len);
+            tu_tar_member(&t, n, '0', j, len);
         free(j);
         snprintf(n, sizeof(n), "s/%02d.cls", i);
         snprintf(v, sizeof(v), "%d", i % 3);
@@ -800,11 +745,11 @@ static feeder_dataset *one_per_shard(int n)
 {
     char rel[32], name[32], pattern[512], err[1024];
     for (int k = 0; k < n; k++) {
-        tarbuf t = {0};
+        tu_tar t = {0};
         size_t len;
         uint8_t *j = jpeg((unsigned)k, &len);
         snprintf(name, sizeof(name), "%06d.jpg", k);
-        tb_member(&t, name, '0', j, len);
+        tu_tar_member(&t, name, '0', j, len);
         free(j);
         snprintf(name, sizeof(name), "%06d.cls", k);
         char v[8];
@@ -925,14 +870,14 @@ static void expect_bad(const char *rel, uint64_t n, uint64_t bad_at, const char 
     feeder_dataset_destroy(ds);
 }
 
-static size_t two_good(tarbuf *t)
+static size_t two_good(tu_tar *t)
 {
     for (int i = 0; i < 2; i++) {
         size_t len;
         uint8_t *j = jpeg((unsigned)i, &len);
         char n[32];
         snprintf(n, sizeof(n), "g%d.jpg", i);
-        tb_member(t, n, '0', j, len);
+        tu_tar_member(t, n, '0', j, len);
         free(j);
         snprintf(n, sizeof(n), "g%d.cls", i);
         tb_file(t, n, "1");
@@ -943,11 +888,11 @@ static size_t two_good(tarbuf *t)
 START_TEST(test_truncated_and_bad_checksum)
 {
     /* Cut inside the last member's data. */
-    tarbuf t = {0};
+    tu_tar t = {0};
     two_good(&t);
     tb_file(&t, "g2.cls", "1");
     size_t at = t.len;
-    tb_member(&t, "g2.jpg", '0', "0123456789abcdef", 16);
+    tu_tar_member(&t, "g2.jpg", '0', "0123456789abcdef", 16);
     size_t cut = at + 512 + 10;
     char what[256];
     snprintf(what, sizeof(what), "member g2.jpg: its 16 bytes at offset %zu run past the end of "
@@ -984,14 +929,14 @@ START_TEST(test_truncated_and_bad_checksum)
     expect_bad("t3.tar", 3, 2, key, -1, what);
     /* A member over the 1 GiB limit: its size claimed, the file made sparse. */
     two_good(&t);
-    at = tb_member_sized(&t, "g2.jpg", '0', NULL, 0, FEEDER__MAX_FILE_BYTES + 1);
+    at = tu_tar_member_sized(&t, "g2.jpg", '0', NULL, 0, FEEDER__MAX_FILE_BYTES + 1);
     tb_write(&t, "t4.tar");
     char p[512];
     path_in(p, sizeof(p), "t4.tar");
     int fd = open(p, O_WRONLY | O_APPEND);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(ftruncate(fd, (off_t)(at + 512 + FEEDER__MAX_FILE_BYTES + 512)), 0);
-    tarbuf tail = {0};
+    tu_tar tail = {0};
     tb_file(&tail, "g2.cls", "1");
     tb_end(&tail);
     ck_assert_int_eq(write(fd, tail.b, tail.len), (ssize_t)tail.len);

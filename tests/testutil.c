@@ -133,3 +133,54 @@ size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wi
     return tu_write_raw_pack_ch(path, n, hgt, wid, 3, version, out);
 }
 
+/* ---- tar archives in memory ---- */
+
+uint8_t *tu_tar_grow(tu_tar *t, size_t n)
+{
+    if (t->len + n > t->cap) {
+        t->cap = (t->len + n) * 2;
+        t->b = realloc(t->b, t->cap);
+        ck_assert_ptr_nonnull(t->b);
+    }
+    memset(t->b + t->len, 0, n);
+    t->len += n;
+    return t->b + t->len - n;
+}
+
+void tu_tar_checksum(uint8_t *h)
+{
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+}
+
+/* One header and its data (`size` may claim more than `len` bytes given). */
+size_t tu_tar_member_sized(tu_tar *t, const char *name, char type, const void *data,
+                              size_t len, uint64_t size)
+{
+    size_t at = t->len;
+    uint8_t *h = tu_tar_grow(t, 512);
+    snprintf((char *)h, 100, "%s", name);
+    memcpy(h + 100, "0000644", 8);
+    memcpy(h + 108, "0000000", 8);
+    memcpy(h + 116, "0000000", 8);
+    snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
+    memcpy(h + 136, "14000000000", 12);
+    h[156] = (uint8_t)type;
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    tu_tar_checksum(h);
+    if (len) {
+        uint8_t *d = tu_tar_grow(t, (len + 511) / 512 * 512);
+        memcpy(d, data, len);
+    }
+    return at;
+}
+
+size_t tu_tar_member(tu_tar *t, const char *name, char type, const void *data, size_t len)
+{
+    return tu_tar_member_sized(t, name, type, data, len, len);
+}

@@ -53,4 +53,19 @@ size_t tu_write_raw_pack_ch(const char *path, uint64_t n, uint32_t hgt, uint32_t
 size_t tu_write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
                          uint32_t version, struct feeder__pack_header *out);
 
+/* A tar archive built in memory, ustar headers, for the tar tests. */
+typedef struct tu_tar {
+    uint8_t *b;
+    size_t len, cap;
+} tu_tar;
+/* n zero bytes at the end; where they start. */
+uint8_t *tu_tar_grow(tu_tar *t, size_t n);
+/* A header's checksum field, from its other bytes. */
+void tu_tar_checksum(uint8_t *h);
+/* One header and its data, whose size field says `size` (it may claim more
+ * than the `len` bytes given); the header's offset. */
+size_t tu_tar_member_sized(tu_tar *t, const char *name, char type, const void *data, size_t len,
+                           uint64_t size);
+size_t tu_tar_member(tu_tar *t, const char *name, char type, const void *data, size_t len);
+
 #endif

@@ -199,19 +199,7 @@ static int parse_spec(fpk_fields *f, const char *spec, char *err, size_t errlen)
 
 static long pread_fd(void *ctx, uint64_t off, uint8_t *dst, size_t len)
 {
-    int fd = *(int *)ctx;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t k = pread(fd, dst + got, len - got, (off_t)(off + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        if (k == 0)
-            break;
-        got += (size_t)k;
-    }
-    return (long)got;
+    return feeder__pread_full(*(int *)ctx, off, dst, len);
 }
 
 /* Every member of shard `sh`. */
