@@ -12,7 +12,7 @@ const char *const layout_names[] = {"nhwc", "nchw", NULL};
 const char *const pin_names[] = {"none", "copy", "register", NULL};
 const char *const dtype_names[] = {"uint8", "fp16", "bf16", "fp32", NULL};
 const size_t dtype_size[] = {1, 2, 2, 4};
-const char *const packed_read_names[] = {"mmap", "uring", "direct", NULL};
+const char *const packed_read_names[] = {"mmap", "uring", "direct", "auto", NULL};
 
 static const char epilog[] =
     "Exit status: 0 done, 1 the loader failed, 2 bad arguments, 3 --checksum differs\n"
@@ -50,6 +50,7 @@ static void set_defaults(opts *o)
     o->pipeline = FEEDER_PIPELINE_EVAL;
     o->decoder = FEEDER_DECODER_ROI;
     o->io = FEEDER_IO_AUTO;
+    o->packed_read = FEEDER_PACKED_READ_AUTO;
     o->size = 224;
     o->layout = FEEDER_LAYOUT_NHWC;
     o->shuffle = -1;
@@ -164,7 +165,8 @@ static cli_opt table[] = {
                "of the batch and spins X ms (a stand-in training step);\n"
                "reports consumer stall and GPU idle share (0)"),
     CLI_ENUM("packed-read", A.packed_read, packed_read_names,
-             "how a packed file's records are read (mmap)"),
+             "how a packed file's records are read (auto: mmap while\n"
+             "the file fits in half the memory, else direct)"),
     CLI_FLAG("verify-crc", A.verify_crc, "check every packed record's crc32c while loading"),
     CLI_FLAG("drop-cache", A.drop_cache,
              "evict the dataset's files from the page cache before every\n"

@@ -660,7 +660,7 @@ typedef enum feeder_option {
     FEEDER_OPT_STD_G = 44,
     FEEDER_OPT_STD_B = 45,
     /* packed datasets (feeder_dataset_open_packed): */
-    FEEDER_OPT_PACKED_READ = 50,       /* feeder_packed_read; default FEEDER_PACKED_READ_MMAP */
+    FEEDER_OPT_PACKED_READ = 50,       /* feeder_packed_read; default FEEDER_PACKED_READ_AUTO */
     FEEDER_OPT_VERIFY_CRC = 51,        /* 0/1; check every record's crc32c on read; default 0 */
     FEEDER_OPT_MAX_RESTARTS = 60,      /* worker deaths per epoch survived by starting the
                                           worker again and re-running its parts; default 0 */
@@ -752,8 +752,15 @@ typedef enum feeder_packed_read {
                                      pread with num_workers 0) */
     FEEDER_PACKED_READ_URING = 1, /* read through the page cache with the worker's reader
                                      (io_uring, or pread as FEEDER_OPT_IO decides) */
-    FEEDER_PACKED_READ_DIRECT = 2 /* the same with O_DIRECT: no page cache; aligned
+    FEEDER_PACKED_READ_DIRECT = 2, /* the same with O_DIRECT: no page cache; aligned
                                      stretches land in the slot with no copy */
+    FEEDER_PACKED_READ_AUTO = 3   /* the default: MMAP while the file fits in half the memory
+                                     this process may use (MemAvailable, and the memory
+                                     cgroup's room), so the page cache keeps it between
+                                     epochs; DIRECT for a larger file, where the mapping and
+                                     the page cache thrash (URING where the file system has no
+                                     O_DIRECT); MMAP for shard sets. feeder_loader_io_backend
+                                     says which and why */
 } feeder_packed_read;
 
 typedef enum feeder_error_policy {

@@ -148,7 +148,8 @@ struct feeder_loader {
     } ahead;
 
     const char *io_backend;
-    char io_reason[256];
+    char io_reason[512];
+    char packed_read_why[256]; /* why FEEDER_PACKED_READ_AUTO did not map the file */
 
     /* What the entry points keep here for the GPU layer (api/): loader/
      * stores it and never calls cuda/. g.gpu is NULL when batches stay on

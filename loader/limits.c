@@ -179,6 +179,27 @@ static uint64_t cgroup_room(uint64_t *limit_out, uint64_t *used_out)
     return room;
 }
 
+uint64_t feeder__memory_room(void)
+{
+    uint64_t avail, limit, used;
+    uint64_t room = meminfo("MemAvailable", &avail) == 0 ? avail : UINT64_MAX;
+    uint64_t cg = cgroup_room(&limit, &used);
+    return cg < room ? cg : room;
+}
+
+/* A file larger than memory read through the mapping faults its pages in
+ * one by one and the page cache evicts what the next epoch needs; O_DIRECT
+ * reads each task's records at the disk's rate in either order (a 1.5 GB
+ * pack in a 1 GiB cgroup, 8 workers: DIRECT 1.75 GB/s shuffled, 2.0 in file
+ * order, URING 1.0-1.2, MMAP 0.44 shuffled; docs/BENCHMARKS.md). Half the
+ * room leaves the rest to the slots, the workers and the training itself. */
+int feeder__packed_read_auto(uint64_t file_bytes, uint64_t room, int shards, int direct_ok)
+{
+    if (shards || file_bytes <= room / 2)
+        return FEEDER_PACKED_READ_MMAP;
+    return direct_ok ? FEEDER_PACKED_READ_DIRECT : FEEDER_PACKED_READ_URING;
+}
+
 int feeder__check_slot_memory(uint32_t slots, size_t slot_bytes, char *msg, size_t msglen)
 {
     uint64_t need = (uint64_t)slots * slot_bytes; /* the caller checked the product */

@@ -40,6 +40,14 @@ int feeder__loader_fail(const feeder_loader *ld, int rc, const char *fmt, ...)
 /* Can the machine back `slots` batch slots of `slot_bytes`? 0, or
  * FEEDER_ELIMIT with "batch slots need ..." in msg. */
 int feeder__check_slot_memory(uint32_t slots, size_t slot_bytes, char *msg, size_t msglen);
+/* The memory this process may still use: MemAvailable, or less where a
+ * memory cgroup's limit leaves less room (page cache not counted as used);
+ * UINT64_MAX when neither can be read. */
+uint64_t feeder__memory_room(void);
+/* FEEDER_PACKED_READ_AUTO for a pack of file_bytes: MMAP when it fits in
+ * half of `room` or is a shard set, else DIRECT, or URING where the file
+ * system takes no O_DIRECT reads. */
+int feeder__packed_read_auto(uint64_t file_bytes, uint64_t room, int shards, int direct_ok);
 /* Is RLIMIT_NOFILE high enough for `workers` workers reading `ds`, each
  * opening up to `files_per_task` files at once (a tar dataset's readers keep
  * up to FEEDER__TAR_FDS_MAX shards open instead)? 0, or FEEDER_ELIMIT with

@@ -66,7 +66,7 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_STD_R, "std_r", 1, 1e-9, 1e6, 0.229},
     {FEEDER_OPT_STD_G, "std_g", 1, 1e-9, 1e6, 0.224},
     {FEEDER_OPT_STD_B, "std_b", 1, 1e-9, 1e6, 0.225},
-    {FEEDER_OPT_PACKED_READ, "packed_read", 0, 0, 2, FEEDER_PACKED_READ_MMAP},
+    {FEEDER_OPT_PACKED_READ, "packed_read", 0, 0, 3, FEEDER_PACKED_READ_AUTO},
     {FEEDER_OPT_VERIFY_CRC, "verify_crc", 0, 0, 1, 0},
     {FEEDER_OPT_MAX_RESTARTS, "max_restarts", 0, 0, 1000000, 0},
     {FEEDER_OPT_CHANNELS, "channels", 0, 1, 3, 3},

@@ -4,6 +4,7 @@
  * slots, tasks), the limits checked, the trace started, the slots made.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +118,39 @@ static int check_packed_layout(feeder_loader *ld, int slot_layout)
                 pk->path, layout_text[pk->v.h.layout], layout_text[slot_layout]);
 }
 
+/* Whether the file system takes O_DIRECT reads of fd (Linux 6.1+ says;
+ * older kernels do not, and every common disk file system does). */
+static int direct_supported(int fd)
+{
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN))
+        return sx.stx_dio_offset_align != 0;
+    return 1;
+}
+
+/* FEEDER_OPT_PACKED_READ, with AUTO decided from the file's size against the
+ * memory this process may use; why, into packed_read_why. */
+static int resolve_packed_read(feeder_loader *ld)
+{
+    int r = (int)iopt(ld, FEEDER_OPT_PACKED_READ);
+    ld->packed_read_why[0] = 0;
+    if (r != FEEDER_PACKED_READ_AUTO)
+        return r;
+    if (ld->ds->kind != FEEDER__DS_PACKED)
+        return FEEDER_PACKED_READ_MMAP;
+    const struct feeder__pack *pk = ld->ds->pack;
+    uint64_t room = feeder__memory_room();
+    r = feeder__packed_read_auto(pk->map_len, room, pk->shards != NULL,
+                                 !pk->shards && direct_supported(pk->fd));
+    if (r != FEEDER_PACKED_READ_MMAP)
+        feeder__fmt(ld->packed_read_why, sizeof(ld->packed_read_why),
+                    "packed_read auto: %s (%llu bytes) is more than half the memory this process "
+                    "may use (%llu bytes)%s",
+                    pk->path, (unsigned long long)pk->map_len, (unsigned long long)room,
+                    r == FEEDER_PACKED_READ_URING ? "; its file system takes no O_DIRECT" : "");
+    return r;
+}
+
 /* The options the workers read, copied into the job (and its transform). */
 static void resolve_job(feeder_loader *ld)
 {
@@ -124,7 +159,7 @@ static void resolve_job(feeder_loader *ld)
     job->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
     job->policy = (int)iopt(ld, FEEDER_OPT_ERROR_POLICY);
     job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
-    job->packed_read = (int)iopt(ld, FEEDER_OPT_PACKED_READ);
+    job->packed_read = resolve_packed_read(ld);
     job->verify_crc = (int)iopt(ld, FEEDER_OPT_VERIFY_CRC);
     feeder__options_transform(ld, &ld->plan, &job->t); /* resolve_decoder and layout_slots refine it */
 }
@@ -165,7 +200,9 @@ static int resolve_io(feeder_loader *ld)
         job->io_mode = rc ? FEEDER_IO_PREAD : FEEDER_IO_URING;
         ld->io_backend = direct ? (rc ? "pread+O_DIRECT" : "io_uring+O_DIRECT")
                                 : (rc ? "pread" : "io_uring");
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", rc ? why : "");
+        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s%s%s", rc ? why : "",
+                    rc && ld->packed_read_why[0] ? "; " : "", ld->packed_read_why);
+        rc = 0;
     }
     return rc;
 }

@@ -25,6 +25,7 @@
 #include "feeder.h"
 #include "dataset/pack.h"
 #include "decode/decode.h"
+#include "loader/loader.h"
 
 #ifndef FEEDER_PACK_TOOL
 #define FEEDER_PACK_TOOL ""
@@ -587,7 +588,7 @@ START_TEST(test_raw_records_labels_and_info)
      * runs that start and end inside 512-byte blocks (the O_DIRECT bounce
      * path) as well as whole blocks. */
     int direct = direct_works("r.pack");
-    for (int read = 0; read <= 2; read++)
+    for (int read = 0; read <= 3; read++)
         for (int workers = 0; workers <= 2; workers += 2)
             for (int shuffle = 0; shuffle <= 1; shuffle++) {
                 if (read == FEEDER_PACKED_READ_DIRECT && !direct)
@@ -625,8 +626,9 @@ START_TEST(test_raw_records_labels_and_info)
                 bytes = st.bytes_read;
                 ck_assert_uint_eq(bytes, 11 * 18);
                 const char *be = feeder_loader_io_backend(ld, NULL);
-                if (read == FEEDER_PACKED_READ_MMAP) /* the calling thread: pread */
-                    ck_assert_str_eq(be, workers ? "mmap" : "pread");
+                /* AUTO: a 198-byte file fits in half of any machine's memory */
+                if (read == FEEDER_PACKED_READ_MMAP || read == FEEDER_PACKED_READ_AUTO)
+                    ck_assert_str_eq(be, workers ? "mmap" : "pread"); /* calling thread: pread */
                 else if (read == FEEDER_PACKED_READ_URING)
                     ck_assert_msg(!strcmp(be, "io_uring") || !strcmp(be, "pread"), "%s", be);
                 else
@@ -693,16 +695,41 @@ START_TEST(test_shape_adopted_or_mismatch)
     /* Options 50 and 51 have names and bounds. */
     double lo, hi;
     ck_assert_int_eq(feeder_option_bounds(FEEDER_OPT_PACKED_READ, &lo, &hi), 0);
-    ck_assert(lo == 0 && hi == 2);
+    ck_assert(lo == 0 && hi == 3);
     ck_assert_str_eq(feeder_option_name(FEEDER_OPT_PACKED_READ), "packed_read");
     ck_assert_str_eq(feeder_option_name(FEEDER_OPT_VERIFY_CRC), "verify_crc");
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
-    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PACKED_READ, 3), FEEDER_ERANGE);
-    ck_assert_str_eq(feeder_loader_errmsg(ld), "packed_read = 3 is out of range [0, 2]");
+    double dflt = -1;
+    ck_assert_int_eq(feeder_loader_get(ld, FEEDER_OPT_PACKED_READ, &dflt), 0);
+    ck_assert(dflt == FEEDER_PACKED_READ_AUTO);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PACKED_READ, 4), FEEDER_ERANGE);
+    ck_assert_str_eq(feeder_loader_errmsg(ld), "packed_read = 4 is out of range [0, 3]");
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_VERIFY_CRC, 2), FEEDER_ERANGE);
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
     free(m.buf);
+}
+END_TEST
+
+/* FEEDER_PACKED_READ_AUTO's rule: the mapping while the file fits in half
+ * the memory the process may use, else O_DIRECT (pread through the page
+ * cache where the file system has none); shard sets keep their mappings. */
+START_TEST(test_packed_read_auto_rule)
+{
+    const uint64_t G = 1ull << 30;
+    ck_assert_int_eq(feeder__packed_read_auto(G, 4 * G, 0, 1), FEEDER_PACKED_READ_MMAP);
+    ck_assert_int_eq(feeder__packed_read_auto(2 * G, 4 * G, 0, 1), FEEDER_PACKED_READ_MMAP);
+    ck_assert_int_eq(feeder__packed_read_auto(2 * G + 1, 4 * G, 0, 1), FEEDER_PACKED_READ_DIRECT);
+    ck_assert_int_eq(feeder__packed_read_auto(3 * G / 2, G, 0, 1), FEEDER_PACKED_READ_DIRECT);
+    ck_assert_int_eq(feeder__packed_read_auto(3 * G / 2, G, 0, 0), FEEDER_PACKED_READ_URING);
+    ck_assert_int_eq(feeder__packed_read_auto(100 * G, G, 1, 1), FEEDER_PACKED_READ_MMAP);
+    ck_assert_int_eq(feeder__packed_read_auto(G, UINT64_MAX, 0, 1), FEEDER_PACKED_READ_MMAP);
+    /* Whatever the machine, some room and no more than it has. */
+    uint64_t room = feeder__memory_room();
+    ck_assert_uint_gt(room, 0);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0)
+        ck_assert_uint_le(room, (uint64_t)pages * (uint64_t)psz);
 }
 END_TEST
 
@@ -1445,6 +1472,7 @@ static Suite *packed_suite(void)
     tcase_add_test(tc, test_reject_index_and_labels);
     tcase_add_test(tc, test_reject_not_a_file);
     tcase_add_test(tc, test_raw_records_labels_and_info);
+    tcase_add_test(tc, test_packed_read_auto_rule);
     tcase_add_test(tc, test_shape_adopted_or_mismatch);
     tcase_add_test(tc, test_resume_takes_file_shape);
     tcase_add_test(tc, test_crc_mismatch_fail_and_skip);
