@@ -892,6 +892,72 @@ END_TEST
 /* VERIFY_CRC on the direct path: the workers check each record where it
  * lies, and a bad one fails its batch, naming the record, before the batch
  * is lent; the other batches arrive. */
+/* Every sampler's order takes the straight-from-the-file path: a rank's
+ * share, a subset and weighted draws (with repeats) reach the device with
+ * each record's exact bytes at its place. */
+START_TEST(test_packed_raw_direct_samplers)
+{
+    char path[512], err[512];
+    snprintf(path, sizeof(path), "%s/raw-samplers.pack", tmpdir);
+    write_raw_pack(path, 13, FEEDER_LAYOUT_NHWC);
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_open_packed(path, &ds, err, sizeof(err)), 0);
+    cudaStream_t s;
+    CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    uint8_t *host = malloc(4 * 40 * 56 * 3);
+    static const uint64_t subset[] = {12, 3, 7, 0, 5, 11};
+    double weights[13];
+    for (int i = 0; i < 13; i++)
+        weights[i] = i % 3 == 0 ? 0.0 : 1.0 + i;
+    for (int kind = 0; kind < 3; kind++) {
+        feeder_sampler *smp;
+        if (kind == 0)
+            ck_assert_int_eq(feeder_sampler_distributed(13, 1, 2, 1, 5, 0, &smp), 0);
+        else if (kind == 1)
+            ck_assert_int_eq(feeder_sampler_subset(subset, 6, 1, 5, &smp), 0);
+        else
+            ck_assert_int_eq(feeder_sampler_weighted(weights, 13, 17, 1, 5, &smp), 0);
+        uint64_t len = feeder_sampler_len(smp, 0), order[32];
+        ck_assert_int_eq(feeder_sampler_fill(smp, 0, order, len), 0);
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 4), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, 0), 0);
+        ck_assert_msg(feeder_loader_start(ld) == 0, "%s", feeder_loader_errmsg(ld));
+        const char *how;
+        ck_assert_int_eq(feeder_loader_gpu_status(ld, &how), 1);
+        ck_assert_msg(strstr(how, "records straight from the registered packed file") != NULL,
+                      "sampler %d: %s", kind, how);
+        feeder_batch *b;
+        int rc;
+        uint64_t seen = 0;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            CK_CUDA(feeder_batch_wait(b, s));
+            CK_CUDA(cudaMemcpyAsync(host, b->device_data, b->device_bytes,
+                                    cudaMemcpyDeviceToHost, s));
+            CK_CUDA(cudaStreamSynchronize(s));
+            for (uint32_t j = 0; j < b->count; j++) {
+                uint64_t i = b->indices[j];
+                ck_assert_uint_eq(i, order[seen + j]);
+                ck_assert_int_eq(b->labels[j], (int64_t)(i % 4));
+                for (size_t k = 0; k < b->sample_bytes; k++)
+                    ck_assert_uint_eq(host[j * b->sample_bytes + k], (uint8_t)(i * 7 + k));
+            }
+            seen += b->count;
+            ck_assert_int_eq(feeder_batch_release(b, s), 0);
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+        ck_assert_uint_eq(seen, len);
+        feeder_loader_destroy(ld);
+        feeder_sampler_destroy(smp);
+    }
+    free(host);
+    CK_CUDA(cudaStreamDestroy(s));
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(test_packed_raw_direct_crc)
 {
     char path[512], err[512];
@@ -1649,6 +1715,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_status_describes_path);
     tcase_add_test(tc, test_packed_raw_on_device);
     tcase_add_test(tc, test_packed_raw_direct_crc);
+    tcase_add_test(tc, test_packed_raw_direct_samplers);
     tcase_add_test(tc, test_resume_after_device_batches);
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
