@@ -109,8 +109,8 @@ print(f"feeder: libfeeder from {how}: {libdir}; CUDA {'ON (' + cuda[0] + ')' if 
       file=sys.stderr)
 
 # python/src: one concern a file (feederpy.h lists them).
-SOURCES = ["module.c", "errors.c", "dataset.c", "options.c", "loader.c", "iter.c", "batch.c",
-           "fields.c"]
+SOURCES = ["errors.c", "dataset.c", "loader_state.c", "options.c", "batch.c", "fields.c", "iter.c",
+           "loader.c", "module.c"]
 ext = Extension(
     "feeder._feeder",
     sources=[os.path.join("src", f) for f in SOURCES],

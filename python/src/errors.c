@@ -6,6 +6,10 @@
  */
 #include "feederpy.h"
 
+/* Made by PyInit__feeder (module.c). */
+PyObject *FeederError, *SampleError, *WorkerError, *LoaderTimeoutError, *BusyError, *OptionError,
+    *StateError, *DatasetError;
+
 void raise_as(PyObject *cls, int rc, const char *detail)
 {
     const char *text = detail && detail[0] ? detail : feeder_strerror(rc);

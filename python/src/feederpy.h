@@ -20,14 +20,16 @@
  * arrives then is queued and made as soon as feeder_next returns.
  *
  * Files, one concern each:
- *   module.c   PyInit__feeder: exception classes, types, constants, strerror
- *   errors.c   result codes -> exception classes and messages
- *   dataset.c  Dataset
- *   options.c  Loader.__init__: arguments -> feeder options, torch bound
- *   loader.c   Loader: life, close, epochs and resume state, counters, type
- *   iter.c     iter(loader), the LoaderIterator, waiting for the next batch
- *   batch.c    Batch, Array, DLPack export, torch hand-off, batch_result
- *   fields.c   fields batches as dicts
+ *   errors.c        result codes -> exception classes and messages
+ *   dataset.c       Dataset
+ *   loader_state.c  what the Loader's files share: usable?, destroy, epoch state
+ *   options.c       Loader.__init__: arguments -> feeder options, torch bound
+ *   batch.c         Batch, Array, DLPack export, torch hand-off
+ *   fields.c        fields batches as dicts
+ *   iter.c          iter(loader), the iterator, next(): wait, then lend the batch
+ *   loader.c        Loader: its methods (epochs, resume state, counters, close), type
+ *   module.c        PyInit__feeder: exception classes, types, constants, strerror
+ * Each uses only those above it.
  */
 #ifndef FEEDERPY_H
 #define FEEDERPY_H
@@ -47,11 +49,9 @@
 #define FPY_POLL_MS 100
 #define FPY_MAX_STREAMS 8
 
-/* module.c */
+/* errors.c (made by module.c) */
 extern PyObject *FeederError, *SampleError, *WorkerError, *LoaderTimeoutError, *BusyError,
     *OptionError, *StateError, *DatasetError;
-
-/* errors.c */
 void raise_as(PyObject *cls, int rc, const char *detail);
 void raise_rc(int rc, const char *detail);
 void raise_open(int rc, const char *err, const char *path);
@@ -68,7 +68,7 @@ extern PyTypeObject DatasetType;
 int dataset_ready(DatasetObject *self);
 int dataset_has_fields(const DatasetObject *self);
 
-/* loader.c (the type), options.c (__init__) */
+/* The Loader: loader_state.c, options.c (__init__), iter.c, loader.c (the type) */
 typedef struct pending_release {
     feeder_batch *b;
     void *stream;
@@ -105,15 +105,14 @@ typedef struct {
     uint64_t last_next_ns; /* time inside feeder_next for the last batch */
 } LoaderObject;
 
-extern PyTypeObject LoaderType;
-int loader_init(LoaderObject *self, PyObject *args, PyObject *kw);
+/* loader_state.c */
 int loader_ready(LoaderObject *self);
 void loader_destroy_now(LoaderObject *self);
+PyObject *state_save(LoaderObject *self, uint64_t epoch);
 void abandon_epoch(LoaderObject *self);
 
-/* iter.c */
-extern PyTypeObject LoaderIterType;
-PyObject *loader_iter(LoaderObject *self);
+/* options.c */
+int loader_init(LoaderObject *self, PyObject *args, PyObject *kw);
 
 /* batch.c */
 typedef struct {
@@ -137,9 +136,15 @@ typedef struct {
 
 extern PyTypeObject BatchType, ArrayType;
 PyObject *to_torch(LoaderObject *self, ArrayObject *a);
-PyObject *batch_result(LoaderObject *self, feeder_batch *b);
 
 /* fields.c */
 PyObject *fields_batch(LoaderObject *self, BatchObject *bo);
+
+/* iter.c */
+extern PyTypeObject LoaderIterType;
+PyObject *loader_iter(LoaderObject *self);
+
+/* loader.c */
+extern PyTypeObject LoaderType;
 
 #endif

@@ -2,9 +2,10 @@
  * An epoch's iteration: iter(loader) begins the next epoch (or the resumed
  * one) and returns a LoaderIterator; each next() waits for a batch without
  * the GIL (polling for signals and the user's timeout, one garbage
- * collection when every slot is held), then lends it (batch_result,
- * batch.c). Releases that arrive while feeder_next runs are queued by
- * loader_release (batch.c) and made here as soon as it returns.
+ * collection when every slot is held), then lends it: a Batch and its two
+ * Arrays (or torch tensors), or a fields batch's dict (fields.c). Releases
+ * that arrive while feeder_next runs are queued by loader_release (batch.c)
+ * and made here as soon as it returns.
  */
 #include "feederpy.h" /* first: it includes Python.h */
 
@@ -140,6 +141,119 @@ static int wait_batch(LoaderObject *self, feeder_batch **b)
         raise_rc(rc, feeder_loader_errmsg(self->ld));
         return 0;
     }
+}
+
+static ArrayObject *make_array(BatchObject *batch, int labels)
+{
+    ArrayObject *a = PyObject_New(ArrayObject, &ArrayType);
+    if (!a)
+        return NULL;
+    const feeder_batch *b = batch->b;
+    a->batch = (BatchObject *)Py_NewRef(batch);
+    int on_device = b->device >= 0 && b->device_data;
+    a->device = (DLDevice){on_device ? kDLCUDA : kDLCPU, on_device ? b->device : 0};
+    if (labels) {
+        a->data = (void *)(on_device ? b->device_labels : b->labels);
+        a->ndim = 1;
+        a->shape[0] = b->count;
+        a->dtype = (DLDataType){kDLInt, 64, 1};
+    } else {
+        a->data = on_device ? b->device_data : b->data;
+        a->ndim = 4;
+        a->shape[0] = b->count;
+        if (b->layout == FEEDER_LAYOUT_NCHW) {
+            a->shape[1] = b->channels;
+            a->shape[2] = b->height;
+            a->shape[3] = b->width;
+        } else {
+            a->shape[1] = b->height;
+            a->shape[2] = b->width;
+            a->shape[3] = b->channels;
+        }
+        switch (on_device ? b->dtype : FEEDER_DTYPE_UINT8) {
+        case FEEDER_DTYPE_FLOAT16:
+            a->dtype = (DLDataType){kDLFloat, 16, 1};
+            break;
+        case FEEDER_DTYPE_BFLOAT16:
+            a->dtype = (DLDataType){kDLBfloat, 16, 1};
+            break;
+        case FEEDER_DTYPE_FLOAT32:
+            a->dtype = (DLDataType){kDLFloat, 32, 1};
+            break;
+        default:
+            a->dtype = (DLDataType){kDLUInt, 8, 1};
+        }
+    }
+    int64_t st = 1;
+    for (int i = a->ndim - 1; i >= 0; i--) {
+        a->strides[i] = st;
+        st *= a->shape[i];
+    }
+    return a;
+}
+
+static void warn_host_batches(LoaderObject *self)
+{
+    self->warned_host = 1;
+    const char *why = "";
+    feeder_loader_gpu_status(self->ld, &why);
+    PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                     "feeder: device=cuda:%d was asked for, but batches are on the host: %s",
+                     self->device, why && why[0] ? why : "no reason given");
+}
+
+/* Lend batch b to Python: a fields batch's dict, or (images, labels) as
+ * arrays or torch tensors. NULL with the exception set (b released). */
+static PyObject *batch_result(LoaderObject *self, feeder_batch *b)
+{
+#ifndef FEEDER_PY_CUDA
+    if (b->device_data) {
+        feeder_batch_release(b, NULL);
+        PyErr_SetString(FeederError,
+                        "feeder delivered a CUDA batch, but this build of feeder's Python module "
+                        "has no CUDA (cuda_runtime_api.h was not found when it was compiled): "
+                        "rebuild it with CUDA_HOME set (python/setup.py)");
+        return NULL;
+    }
+#endif
+    self->last_data = (uintptr_t)(b->device_data ? b->device_data : b->data);
+    self->last_labels = (uintptr_t)(b->device_data ? (const void *)b->device_labels
+                                                   : (const void *)b->labels);
+    self->last_epoch = b->epoch;
+    self->last_number = b->number;
+    self->last_count = b->count;
+
+    BatchObject *bo = PyObject_New(BatchObject, &BatchType);
+    if (!bo) {
+        feeder_batch_release(b, NULL);
+        return NULL;
+    }
+    bo->loader = (LoaderObject *)Py_NewRef(self);
+    bo->b = b;
+    bo->nstreams = 0;
+    self->outstanding++;
+    if (self->device >= 0 && !b->device_data && !self->warned_host)
+        warn_host_batches(self);
+    if (self->fields)
+        return fields_batch(self, bo);
+    ArrayObject *images = make_array(bo, 0);
+    ArrayObject *labels = images ? make_array(bo, 1) : NULL;
+    Py_DECREF(bo);
+    if (!labels) {
+        Py_XDECREF(images);
+        return NULL;
+    }
+    if (!self->to_torch)
+        return Py_BuildValue("(NN)", images, labels);
+    PyObject *ti = to_torch(self, images);
+    Py_DECREF(images);
+    PyObject *tl = ti ? to_torch(self, labels) : NULL;
+    Py_DECREF(labels);
+    if (!tl) {
+        Py_XDECREF(ti);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", ti, tl);
 }
 
 static PyObject *loader_next_batch(LoaderObject *self)

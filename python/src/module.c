@@ -4,9 +4,6 @@
  */
 #include "feederpy.h"
 
-PyObject *FeederError, *SampleError, *WorkerError, *LoaderTimeoutError, *BusyError, *OptionError,
-    *StateError, *DatasetError;
-
 static PyObject *mod_strerror(PyObject *m, PyObject *arg)
 {
     long rc = PyLong_AsLong(arg);
