@@ -143,6 +143,7 @@ static int wait_batch(LoaderObject *self, feeder_batch **b)
     }
 }
 
+/* An image batch's images (labels 0) or labels as an Array. */
 static ArrayObject *make_array(BatchObject *batch, int labels)
 {
     ArrayObject *a = PyObject_New(ArrayObject, &ArrayType);
