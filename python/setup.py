@@ -108,16 +108,22 @@ if cuda:
 print(f"feeder: libfeeder from {how}: {libdir}; CUDA {'ON (' + cuda[0] + ')' if cuda else 'OFF'}",
       file=sys.stderr)
 
+# python/src: one concern a file (feederpy.h lists them).
+SOURCES = ["errors.c", "dataset.c", "loader_state.c", "options.c", "batch.c", "fields.c", "iter.c",
+           "loader.c", "module.c"]
 ext = Extension(
     "feeder._feeder",
-    sources=[os.path.join("src", "feedermodule.c")],
+    sources=[os.path.join("src", f) for f in SOURCES],
     include_dirs=include_dirs,
     library_dirs=library_dirs,
     libraries=libraries,
     runtime_library_dirs=rpaths,
     define_macros=macros,
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
-                        "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
+                        "-Wno-missing-field-initializers", "-Wno-cast-function-type",
+                        # only PyInit__feeder is exported (PyMODINIT_FUNC), as when the
+                        # module was one file: calls between its files stay direct
+                        "-fvisibility=hidden"],
 )
 
 setup(

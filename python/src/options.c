@@ -1,0 +1,469 @@
+/*
+ * Loader.__init__: its arguments checked and set as the feeder_loader's
+ * options (names to enum values, sizes, device and dtype, mean and std, the
+ * train crop, the trace), what the module itself sets (the poll timeout,
+ * workers that ignore SIGINT), and the torch hand-off bound once.
+ */
+#include "feederpy.h" /* first: it includes Python.h */
+
+#include <signal.h>
+
+static int worker_ignore_sigint(void *user, int worker_id)
+{
+    /* Ctrl-C reaches the whole process group: the parent turns it into
+     * KeyboardInterrupt and destroys the loader, which stops the workers.
+     * Without this the workers would run the parent's Python signal handler,
+     * which sets a flag no one reads. */
+    (void)user;
+    (void)worker_id;
+    signal(SIGINT, SIG_IGN);
+    return 0;
+}
+
+static int lookup(PyObject *value, const char *arg, const char *const *names, const int *values,
+                  int *out)
+{
+    if (!PyUnicode_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a string, got %R", arg, value);
+        return 0;
+    }
+    const char *s = PyUnicode_AsUTF8(value);
+    if (!s)
+        return 0;
+    for (int i = 0; names[i]; i++)
+        if (strcasecmp(s, names[i]) == 0) {
+            *out = values[i];
+            return 1;
+        }
+    PyObject *choices = PyUnicode_FromString("");
+    for (int i = 0; names[i] && choices; i++) {
+        PyObject *c = PyUnicode_FromFormat("%U%s'%s'", choices, i ? ", " : "", names[i]);
+        Py_SETREF(choices, c);
+    }
+    if (choices) {
+        PyErr_Format(OptionError, "%s=%R: expected one of %U", arg, value, choices);
+        Py_DECREF(choices);
+    }
+    return 0;
+}
+
+static int set_opt(LoaderObject *self, feeder_option opt, int64_t v)
+{
+    int rc = feeder_loader_set(self->ld, opt, v);
+    if (rc)
+        raise_rc(rc, feeder_loader_errmsg(self->ld));
+    return rc == 0;
+}
+
+static int set_optd(LoaderObject *self, feeder_option opt, double v)
+{
+    int rc = feeder_loader_set_double(self->ld, opt, v);
+    if (rc)
+        raise_rc(rc, feeder_loader_errmsg(self->ld));
+    return rc == 0;
+}
+
+static int parse_int(PyObject *o, const char *arg, int64_t *out)
+{
+    if (PyBool_Check(o)) {
+        *out = o == Py_True;
+        return 1;
+    }
+    if (!PyLong_Check(o) && !PyIndex_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected an integer, got %R", arg, o);
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(OptionError, "%s=%R: out of range", arg, o);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* An int or a pair: size=224 or size=(h, w); scale=(lo, hi). */
+static int parse_pair_d(PyObject *o, const char *arg, double *a, double *b)
+{
+    PyObject *seq = PySequence_Fast(o, "");
+    if (!seq || PySequence_Fast_GET_SIZE(seq) != 2) {
+        Py_XDECREF(seq);
+        PyErr_Clear();
+        PyErr_Format(OptionError, "%s=%R: expected a pair (min, max)", arg, o);
+        return 0;
+    }
+    *a = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, 0));
+    *b = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, 1));
+    Py_DECREF(seq);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(OptionError, "%s=%R: expected two numbers", arg, o);
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_rgb(LoaderObject *self, PyObject *o, const char *arg, feeder_option first)
+{
+    if (o == Py_None)
+        return 1;
+    PyObject *seq = PySequence_Fast(o, "");
+    if (!seq || PySequence_Fast_GET_SIZE(seq) != 3) {
+        Py_XDECREF(seq);
+        PyErr_Clear();
+        PyErr_Format(OptionError, "%s=%R: expected three numbers (R, G, B)", arg, o);
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            PyErr_Clear();
+            PyErr_Format(OptionError, "%s=%R: expected three numbers (R, G, B)", arg, o);
+            return 0;
+        }
+        if (!set_optd(self, (feeder_option)(first + i), v)) {
+            Py_DECREF(seq);
+            return 0;
+        }
+    }
+    Py_DECREF(seq);
+    return 1;
+}
+
+/* device=None, "cpu", "cuda", "cuda:N", N, or a torch.device. */
+static int parse_device(PyObject *o, int *out)
+{
+    *out = -1;
+    if (o == Py_None)
+        return 1;
+    if (PyLong_Check(o)) {
+        long v = PyLong_AsLong(o);
+        if (v < -1 || v > 1023) {
+            PyErr_Format(OptionError, "device=%R: expected -1 or a CUDA ordinal", o);
+            return 0;
+        }
+        *out = (int)v;
+        return 1;
+    }
+    PyObject *s = PyObject_Str(o);
+    if (!s)
+        return 0;
+    const char *c = PyUnicode_AsUTF8(s);
+    int ok = 1;
+    if (!c) {
+        ok = 0;
+    } else if (strcmp(c, "cpu") == 0) {
+        *out = -1;
+    } else if (strcmp(c, "cuda") == 0) {
+        *out = 0;
+    } else if (strncmp(c, "cuda:", 5) == 0 && c[5] >= '0' && c[5] <= '9') {
+        char *end;
+        long v = strtol(c + 5, &end, 10);
+        if (*end || v > 1023)
+            ok = 0;
+        *out = (int)v;
+    } else {
+        ok = 0;
+    }
+    if (!ok && !PyErr_Occurred())
+        PyErr_Format(OptionError, "device=%R: expected None, 'cpu', 'cuda' or 'cuda:N'", o);
+    Py_DECREF(s);
+    return ok;
+}
+
+/* dtype=None, a name ("float32"), or a torch/numpy dtype (its str). */
+static int parse_dtype(PyObject *o, int *out)
+{
+    static const char *const names[] = {"uint8", "float16", "half", "bfloat16", "float32",
+                                        "float", NULL};
+    static const int values[] = {FEEDER_DTYPE_UINT8,    FEEDER_DTYPE_FLOAT16, FEEDER_DTYPE_FLOAT16,
+                                 FEEDER_DTYPE_BFLOAT16, FEEDER_DTYPE_FLOAT32, FEEDER_DTYPE_FLOAT32};
+    *out = FEEDER_DTYPE_UINT8;
+    if (o == Py_None)
+        return 1;
+    PyObject *s = PyObject_Str(o);
+    if (!s)
+        return 0;
+    const char *c = PyUnicode_AsUTF8(s);
+    if (c && strncmp(c, "torch.", 6) == 0) {
+        PyObject *t = PyUnicode_FromString(c + 6);
+        Py_SETREF(s, t);
+        if (!s)
+            return 0;
+    }
+    int ok = lookup(s, "dtype", names, values, out);
+    Py_DECREF(s);
+    return ok;
+}
+
+static PyObject *import_from_dlpack(int required)
+{
+    PyObject *torch = PyImport_ImportModule("torch");
+    if (!torch) {
+        if (required)
+            return NULL;
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    PyObject *f = PyObject_GetAttrString(torch, "from_dlpack");
+    Py_DECREF(torch);
+    if (!f && !required) {
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    return f;
+}
+
+/* Loader.__init__'s arguments as PyArg_ParseTupleAndKeywords leaves them
+ * (borrowed; NULL: not given, where None has a meaning of its own). */
+typedef struct loader_args {
+    PyObject *ds, *batch, *shuffle, *workers, *prefetch, *persistent, *drop_last, *seed;
+    double timeout;
+    PyObject *pipeline, *size, *resize, *device, *dtype, *mean, *std, *layout, *decoder,
+             *in_order, *on_error, *io, *max_restarts, *scale, *ratio, *flip_prob, *as_torch;
+    PyObject *trace, *channels;
+} loader_args;
+
+static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
+{
+    static char *kwlist[] = {"dataset", "batch_size", "shuffle", "num_workers", "prefetch_factor",
+                             "persistent_workers", "drop_last", "timeout", "seed", "pipeline",
+                             "size", "resize", "device", "dtype", "mean", "std", "layout",
+                             "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
+                             "ratio", "flip_prob", "as_torch", "trace", "channels", NULL};
+    *a = (loader_args){.shuffle = Py_False, .persistent = Py_False, .drop_last = Py_False,
+                       .resize = Py_None, .device = Py_None, .dtype = Py_None, .mean = Py_None,
+                       .std = Py_None, .in_order = Py_True, .scale = Py_None,
+                       .ratio = Py_None, .flip_prob = Py_None, .as_torch = Py_None,
+                       .trace = Py_None};
+    return PyArg_ParseTupleAndKeywords(
+        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
+        &a->shuffle, &a->workers, &a->prefetch, &a->persistent, &a->drop_last, &a->timeout,
+        &a->seed, &a->pipeline, &a->size, &a->resize, &a->device, &a->dtype, &a->mean, &a->std,
+        &a->layout, &a->decoder, &a->in_order, &a->on_error, &a->io, &a->max_restarts, &a->scale,
+        &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels);
+}
+
+#define INTOPT(obj, name, opt) \
+    if ((obj) && (!parse_int((obj), name, &v) || !set_opt(self, (opt), v))) \
+        return 0;
+#define ENUMOPT(obj, name, tab, vals, opt) \
+    if ((obj) && (!lookup((obj), name, tab, vals, &e) || !set_opt(self, (opt), e))) \
+        return 0;
+
+/* The options that are an integer or a name each. */
+static int set_plain_options(LoaderObject *self, const loader_args *a)
+{
+    static const char *const pipelines[] = {"eval", "train", "resize", NULL};
+    static const int pipeline_v[] = {FEEDER_PIPELINE_EVAL, FEEDER_PIPELINE_TRAIN,
+                                     FEEDER_PIPELINE_RESIZE};
+    static const char *const decoders[] = {"roi", "turbo", "nvjpeg", "hybrid", NULL};
+    static const int decoder_v[] = {FEEDER_DECODER_ROI, FEEDER_DECODER_TURBO,
+                                    FEEDER_DECODER_NVJPEG, FEEDER_DECODER_HYBRID};
+    static const char *const policies[] = {"fail", "skip", "drop", NULL};
+    static const int policy_v[] = {FEEDER_ON_ERROR_FAIL, FEEDER_ON_ERROR_SKIP, FEEDER_ON_ERROR_DROP};
+    static const char *const ios[] = {"auto", "uring", "pread", NULL};
+    static const int io_v[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
+    int64_t v;
+    int e;
+    INTOPT(a->batch, "batch_size", FEEDER_OPT_BATCH_SIZE)
+    INTOPT(a->shuffle, "shuffle", FEEDER_OPT_SHUFFLE)
+    INTOPT(a->workers, "num_workers", FEEDER_OPT_NUM_WORKERS)
+    INTOPT(a->prefetch, "prefetch_factor", FEEDER_OPT_PREFETCH_FACTOR)
+    INTOPT(a->persistent, "persistent_workers", FEEDER_OPT_PERSISTENT_WORKERS)
+    INTOPT(a->drop_last, "drop_last", FEEDER_OPT_DROP_LAST)
+    INTOPT(a->seed, "seed", FEEDER_OPT_SEED)
+    INTOPT(a->in_order, "in_order", FEEDER_OPT_IN_ORDER)
+    INTOPT(a->max_restarts, "max_restarts", FEEDER_OPT_MAX_RESTARTS)
+    INTOPT(a->channels, "channels", FEEDER_OPT_CHANNELS)
+    ENUMOPT(a->pipeline, "pipeline", pipelines, pipeline_v, FEEDER_OPT_PIPELINE)
+    ENUMOPT(a->decoder, "decoder", decoders, decoder_v, FEEDER_OPT_DECODER)
+    ENUMOPT(a->on_error, "on_error", policies, policy_v, FEEDER_OPT_ERROR_POLICY)
+    ENUMOPT(a->io, "io", ios, io_v, FEEDER_OPT_IO)
+    return 1;
+}
+
+/* layout, size (N or (H, W)) and resize, which size sets unless given. */
+static int set_shape(LoaderObject *self, const loader_args *a)
+{
+    static const char *const layouts[] = {"NCHW", "NHWC", NULL};
+    static const int layout_v[] = {FEEDER_LAYOUT_NCHW, FEEDER_LAYOUT_NHWC};
+    int64_t v;
+    int e;
+    /* PyTorch's convention: a batch of images is N x C x H x W. */
+    if (!a->layout)
+        e = FEEDER_LAYOUT_NCHW;
+    else if (!lookup(a->layout, "layout", layouts, layout_v, &e))
+        return 0;
+    if (!set_opt(self, FEEDER_OPT_LAYOUT, e))
+        return 0;
+    if (a->size) {
+        double h, w;
+        if (PyLong_Check(a->size)) {
+            if (!parse_int(a->size, "size", &v))
+                return 0;
+            h = w = (double)v;
+        } else if (!parse_pair_d(a->size, "size", &h, &w)) {
+            return 0;
+        }
+        if (!set_opt(self, FEEDER_OPT_HEIGHT, (int64_t)h) || !set_opt(self, FEEDER_OPT_WIDTH,
+                                                                       (int64_t)w))
+            return 0;
+        /* torchvision's Resize(256) + CenterCrop(224), scaled to this size. */
+        if (a->resize == Py_None) {
+            double side = (h > w ? h : w) * 256.0 / 224.0 + 0.5;
+            if (!set_opt(self, FEEDER_OPT_RESIZE, (int64_t)side))
+                return 0;
+        }
+    }
+    if (a->resize != Py_None)
+        INTOPT(a->resize, "resize", FEEDER_OPT_RESIZE)
+    return 1;
+}
+
+#undef INTOPT
+#undef ENUMOPT
+
+/* device, dtype (floats need a device), mean and std. */
+static int set_device_values(LoaderObject *self, const loader_args *a)
+{
+    int e;
+    if (!parse_device(a->device, &self->device))
+        return 0;
+    if (!set_opt(self, FEEDER_OPT_DEVICE, self->device))
+        return 0;
+    if (!parse_dtype(a->dtype, &e))
+        return 0;
+    if (e != FEEDER_DTYPE_UINT8 && self->device < 0) {
+        PyErr_Format(OptionError,
+                     "dtype=%R needs device='cuda:N': feeder normalises to floats on the GPU; "
+                     "host batches are uint8 (convert with images.float())",
+                     a->dtype);
+        return 0;
+    }
+    if (!set_opt(self, FEEDER_OPT_DTYPE, e))
+        return 0;
+    return parse_rgb(self, a->mean, "mean", FEEDER_OPT_MEAN_R) &&
+           parse_rgb(self, a->std, "std", FEEDER_OPT_STD_R);
+}
+
+/* The train pipeline's scale, ratio and flip_prob. */
+static int set_crop_and_flip(LoaderObject *self, const loader_args *a)
+{
+    double lo, hi;
+    if (a->scale != Py_None && (!parse_pair_d(a->scale, "scale", &lo, &hi) ||
+                                !set_optd(self, FEEDER_OPT_SCALE_MIN, lo) ||
+                                !set_optd(self, FEEDER_OPT_SCALE_MAX, hi)))
+        return 0;
+    if (a->ratio != Py_None && (!parse_pair_d(a->ratio, "ratio", &lo, &hi) ||
+                                !set_optd(self, FEEDER_OPT_RATIO_MIN, lo) ||
+                                !set_optd(self, FEEDER_OPT_RATIO_MAX, hi)))
+        return 0;
+    if (a->flip_prob != Py_None) {
+        lo = PyFloat_AsDouble(a->flip_prob);
+        if ((lo == -1.0 && PyErr_Occurred()) || !set_optd(self, FEEDER_OPT_FLIP_PROB, lo))
+            return 0;
+    }
+    return 1;
+}
+
+/* trace=path (str, bytes or os.PathLike). */
+static int set_trace(LoaderObject *self, PyObject *trace)
+{
+    if (trace == Py_None)
+        return 1;
+    PyObject *tb;
+    if (!PyUnicode_FSConverter(trace, &tb))
+        return 0;
+    int rc = feeder_loader_set_trace(self->ld, PyBytes_AS_STRING(tb));
+    Py_DECREF(tb);
+    if (rc)
+        raise_rc(rc, feeder_loader_errmsg(self->ld));
+    return rc == 0;
+}
+
+/* What the module sets whatever the arguments. */
+static int set_module_options(LoaderObject *self)
+{
+    /* Waits come back every FPY_POLL_MS to look at signals; the user's
+     * timeout is counted here across them. */
+    if (!set_opt(self, FEEDER_OPT_TIMEOUT_MS, FPY_POLL_MS))
+        return 0;
+    int rc = feeder_loader_set_worker_init(self->ld, worker_ignore_sigint, NULL);
+    if (rc)
+        raise_rc(rc, feeder_loader_errmsg(self->ld));
+    return rc == 0;
+}
+
+/* as_torch: None (torch if it imports), True (torch, or the import's
+ * error) or False: torch.from_dlpack and torch's own shortcuts, kept in
+ * self. 0, or -1 with the error set. */
+static int bind_torch(LoaderObject *self, PyObject *as_torch)
+{
+    PyObject *f;
+    if (as_torch == Py_None) {
+        f = import_from_dlpack(0);
+    } else {
+        int yes = PyObject_IsTrue(as_torch);
+        if (yes < 0)
+            return -1;
+        f = yes ? import_from_dlpack(1) : Py_NewRef(Py_None);
+    }
+    if (!f)
+        return -1;
+    if (f == Py_None) {
+        Py_DECREF(f);
+        return 0;
+    }
+    self->to_torch = f;
+    /* torch.from_dlpack(capsule) only forwards a capsule to this; calling
+     * it directly saves a Python frame per tensor. */
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *tc = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+    PyObject *direct = tc ? PyObject_GetAttrString(tc, "_from_dlpack") : NULL;
+    /* torch's current stream without torch.cuda's Python frames: the
+     * device batches' hand-off costs ~90 us through torch.from_dlpack. */
+    self->raw_stream = tc && direct ? PyObject_GetAttrString(tc, "_cuda_getCurrentRawStream")
+                                    : NULL;
+    Py_XDECREF(torch);
+    Py_XDECREF(tc);
+    PyErr_Clear();
+    self->cap_to_torch = direct ? direct : Py_NewRef(f);
+    return 0;
+}
+
+int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
+{
+    loader_args a;
+    if (!parse_loader_args(args, kw, &a))
+        return -1;
+    if (self->ld) {
+        PyErr_SetString(PyExc_RuntimeError, "Loader.__init__ called twice");
+        return -1;
+    }
+    DatasetObject *ds = (DatasetObject *)a.ds;
+    if (!dataset_ready(ds))
+        return -1;
+    if (a.timeout < 0) {
+        /* PyErr_Format has no %g (Python 3.12 raises SystemError on it). */
+        char msg[96];
+        snprintf(msg, sizeof(msg), "timeout=%g: expected seconds >= 0 (0: wait forever)",
+                 a.timeout);
+        PyErr_SetString(OptionError, msg);
+        return -1;
+    }
+    int rc = feeder_loader_create(ds->ds, NULL, &self->ld);
+    if (rc) {
+        raise_rc(rc, "feeder_loader_create");
+        return -1;
+    }
+    self->dataset = (DatasetObject *)Py_NewRef(a.ds);
+    self->fields = dataset_has_fields(ds);
+    self->timeout_s = a.timeout;
+    if (!set_plain_options(self, &a) || !set_shape(self, &a) || !set_device_values(self, &a) ||
+        !set_crop_and_flip(self, &a) || !set_trace(self, a.trace) || !set_module_options(self))
+        return -1;
+    return bind_torch(self, a.as_torch);
+}
