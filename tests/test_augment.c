@@ -886,6 +886,42 @@ START_TEST(warp_exact_on_odd_sizes)
 }
 END_TEST
 
+/* Grayscale's AVX2 steps (32 NHWC pixels, 16 NCHW) and the scalar pixels
+ * after them: every pixel count 1 to 100 as one row and as 3 rows, both
+ * layouts, against the float formula, and the 64 bytes past the image
+ * (which a step's 16-byte loads come near) left as they were. */
+START_TEST(grayscale_exact_on_every_width)
+{
+    enum { MAXW = 100, GUARD = 64 };
+    static uint8_t px[3 * MAXW * 3], img[3 * MAXW * 3 + GUARD];
+    for (uint32_t w = 1; w <= MAXW; w++)
+        for (uint32_t h = 1; h <= 3; h += 2) {
+            size_t n = (size_t)w * h;
+            for (size_t i = 0; i < 3 * n; i++)
+                px[i] = (uint8_t)(feeder_random(14, w * 4 + h, i, 0) >> 24);
+            for (int layout = 0; layout < 2; layout++) {
+                for (size_t i = 0; i < n; i++)
+                    for (int c = 0; c < 3; c++)
+                        img[layout ? c * n + i : 3 * i + c] = px[3 * i + c];
+                memset(img + 3 * n, 0xA5, GUARD);
+                feeder__aug_grayscale(feeder__aimg_make(
+                    img, w, h, layout ? FEEDER_LAYOUT_NCHW : FEEDER_LAYOUT_NHWC));
+                for (size_t i = 0; i < n; i++) {
+                    uint8_t want = ref_luma(px[3 * i], px[3 * i + 1], px[3 * i + 2]);
+                    for (int c = 0; c < 3; c++)
+                        ck_assert_msg(img[layout ? c * n + i : 3 * i + c] == want,
+                                      "%s %ux%u: pixel %zu channel %d is %u, the formula %u",
+                                      layout ? "NCHW" : "NHWC", w, h, i, c,
+                                      img[layout ? c * n + i : 3 * i + c], want);
+                }
+                for (size_t i = 0; i < GUARD; i++)
+                    ck_assert_msg(img[3 * n + i] == 0xA5, "%ux%u: byte %zu past the image",
+                                  w, h, i);
+            }
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("augment");
@@ -908,6 +944,7 @@ int main(void)
     tcase_add_loop_test(te, color_ops_exact_on_odd_sizes, 0, NREF);
     tcase_add_test(te, hflip_exact_on_every_width);
     tcase_add_test(te, warp_exact_on_odd_sizes);
+    tcase_add_test(te, grayscale_exact_on_every_width);
     suite_add_tcase(s, te);
     TCase *tl = tcase_create("loader");
     tcase_set_timeout(tl, 120);
