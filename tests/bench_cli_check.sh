@@ -38,7 +38,7 @@ pack=$d/data-32.pack
 grep -qx "bench_loader: packing the RAW pack $pack from $d/data (32x32, resize 37, nhwc)" "$d/err" ||
     { cat "$d/err" >&2; fail "first raw run did not pack"; }
 [[ -s $pack ]] || fail "no $pack"
-grep -q "packed RAW 32x32x3 nhwc, read by mmap" "$d/out" || { cat "$d/out" >&2; fail "raw run did not read the pack"; }
+grep -q "packed RAW 32x32x3 nhwc, read by auto" "$d/out" || { cat "$d/out" >&2; fail "raw run did not read the pack"; }
 grep -qE "^\|  +1 \| raw pack \| -  +\| mmap \|" "$d/out" || { cat "$d/out" >&2; fail "raw row"; }
 m1=$(stat -c %Y.%y "$pack")
 # ...reused while it is not older than the dataset...
