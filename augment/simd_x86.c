@@ -1,6 +1,7 @@
 /*
  * The x86 vector versions of the ops GCC does not vectorise by itself:
- * the NHWC horizontal flip (SSSE3 byte shuffles) and the rotate / affine
+ * the NHWC horizontal flip (AVX-512 VBMI byte permutes, else SSSE3 byte
+ * shuffles) and the rotate / affine
  * warp (AVX2 gathers). Each is picked at run time (the CPU says what it
  * has); geometry.c keeps the portable loops for other CPUs, for the pixels
  * left over at the end of a row, and for builds with
@@ -126,16 +127,93 @@ static inline void swap_pixel(uint8_t *a, uint8_t *b)
     }
 }
 
+/* One row: 16-pixel groups, then the middle (under 32 pixels) in 5-pixel
+ * blocks, then pixel by pixel. */
+SSSE3 static inline void flip_row_ssse3(uint8_t *p, uint32_t w)
+{
+    uint32_t g = swap_groups(p, w), m = w - 2 * g;
+    uint8_t *mid = p + 3 * (size_t)g;
+    uint32_t i = swap_blocks(mid, m);
+    for (; 2 * (size_t)i + 1 < m; i++)
+        swap_pixel(mid + 3 * (size_t)i, mid + 3 * (size_t)(m - 1 - i));
+}
+
 SSSE3 void feeder__aug_hflip3_ssse3(uint8_t *p, uint32_t w, size_t rows)
 {
+    for (size_t y = 0; y < rows; y++, p += 3 * (size_t)w)
+        flip_row_ssse3(p, w);
+}
+
+/* 64 pixels (192 bytes) end for end with AVX-512 VBMI: output byte j is
+ * input byte 189 - j + 2 (j mod 3), so output vector k (bytes 64k ..
+ * 64k + 63) takes bytes from a 66-byte span, inside the 128 bytes of two
+ * loads at base[k] and base[k] + 64: one two-source byte permute each
+ * (vpermt2b), three per group, where SSSE3 needs seven shuffles per 16
+ * pixels. */
+#define RIX(j, base) (uint8_t)(189 - (j) + 2 * ((j) % 3) - (base))
+#define RIX4(j, b) RIX(j, b), RIX((j) + 1, b), RIX((j) + 2, b), RIX((j) + 3, b)
+#define RIX16(j, b) RIX4(j, b), RIX4((j) + 4, b), RIX4((j) + 8, b), RIX4((j) + 12, b)
+#define RIX64(j, b) RIX16(j, b), RIX16((j) + 16, b), RIX16((j) + 32, b), RIX16((j) + 48, b)
+static const uint8_t rev64_idx[3][64] __attribute__((aligned(64))) = {
+    {RIX64(0, 64)}, {RIX64(64, 32)}, {RIX64(128, 0)}};
+#undef RIX64
+#undef RIX16
+#undef RIX4
+#undef RIX
+
+#define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi,ssse3")))
+
+int feeder__aug_have_vbmi(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi");
+}
+
+/* The five loads a group's permutes read: bytes 0, 32, 64, 96 and 128 on. */
+typedef struct g64 {
+    __m512i l[5];
+} g64;
+
+VBMI static inline g64 load64(const uint8_t *p)
+{
+    g64 g;
+    for (int k = 0; k < 5; k++)
+        g.l[k] = _mm512_loadu_si512(p + 32 * k);
+    return g;
+}
+
+/* Group g reversed, stored at p. */
+VBMI static inline void store64_reversed(uint8_t *p, g64 g)
+{
+    const __m512i *ix = (const __m512i *)rev64_idx;
+    _mm512_storeu_si512(p, _mm512_permutex2var_epi8(g.l[2], _mm512_load_si512(ix), g.l[4]));
+    _mm512_storeu_si512(p + 64,
+                        _mm512_permutex2var_epi8(g.l[1], _mm512_load_si512(ix + 1), g.l[3]));
+    _mm512_storeu_si512(p + 128,
+                        _mm512_permutex2var_epi8(g.l[0], _mm512_load_si512(ix + 2), g.l[2]));
+}
+
+/* Groups of 64 pixels from both ends of a row swapped end for end while
+ * two fit, both loaded before either is stored (in place); returns how
+ * many pixels each end has done. */
+VBMI static uint32_t swap_groups64(uint8_t *row, uint32_t w)
+{
+    uint32_t i = 0;
+    for (; 2 * (size_t)(i + 64) <= w; i += 64) {
+        uint8_t *f = row + 3 * (size_t)i, *b = row + 3 * (size_t)(w - i - 64);
+        g64 gf = load64(f), gb = load64(b);
+        store64_reversed(f, gb);
+        store64_reversed(b, gf);
+    }
+    return i;
+}
+
+VBMI void feeder__aug_hflip3_vbmi(uint8_t *p, uint32_t w, size_t rows)
+{
     for (size_t y = 0; y < rows; y++, p += 3 * (size_t)w) {
-        /* 16-pixel groups, then the middle (under 32 pixels) in 5-pixel
-         * blocks, then pixel by pixel */
-        uint32_t g = swap_groups(p, w), m = w - 2 * g;
-        uint8_t *mid = p + 3 * (size_t)g;
-        uint32_t i = swap_blocks(mid, m);
-        for (; 2 * (size_t)i + 1 < m; i++)
-            swap_pixel(mid + 3 * (size_t)i, mid + 3 * (size_t)(m - 1 - i));
+        /* 64-pixel groups, then the middle (under 128 pixels) as SSSE3 does */
+        uint32_t g = swap_groups64(p, w);
+        flip_row_ssse3(p + 3 * (size_t)g, w - 2 * g);
     }
 }
 
