@@ -171,7 +171,7 @@ int feeder__aug_have_ssse3(void);
 int feeder__aug_have_avx2(void);
 int feeder__aug_have_vbmi(void); /* AVX-512 F, BW and VBMI */
 /* Horizontal flip of `rows` rows of w 3-byte pixels, in place: SSSE3, and
- * AVX-512 VBMI (64-pixel groups, the rest of each row as SSSE3 does). */
+ * AVX-512 VBMI (64-pixel groups from both ends, then the middle at once). */
 void feeder__aug_hflip3_ssse3(uint8_t *p, uint32_t w, size_t rows);
 void feeder__aug_hflip3_vbmi(uint8_t *p, uint32_t w, size_t rows);
 /* A warp's source and matrix for the AVX2 rows: pixel i's channels are

@@ -161,7 +161,7 @@ static const uint8_t rev64_idx[3][64] __attribute__((aligned(64))) = {
 #undef RIX4
 #undef RIX
 
-#define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi,ssse3")))
+#define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
 int feeder__aug_have_vbmi(void)
 {
