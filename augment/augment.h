@@ -169,8 +169,11 @@ void feeder__aug_rotate(feeder__aimg im, double angle, int interp, int fill, voi
 #endif
 int feeder__aug_have_ssse3(void);
 int feeder__aug_have_avx2(void);
-/* Horizontal flip of `rows` rows of w 3-byte pixels, in place. */
+int feeder__aug_have_vbmi(void); /* AVX-512 F, BW and VBMI */
+/* Horizontal flip of `rows` rows of w 3-byte pixels, in place: SSSE3, and
+ * AVX-512 VBMI (64-pixel groups from both ends, then the middle at once). */
 void feeder__aug_hflip3_ssse3(uint8_t *p, uint32_t w, size_t rows);
+void feeder__aug_hflip3_vbmi(uint8_t *p, uint32_t w, size_t rows);
 /* A warp's source and matrix for the AVX2 rows: pixel i's channels are
  * bytes 0 .. nc - 1 of the 4 bytes at src + i * bpp (readable). */
 typedef struct feeder__vwarp {

@@ -85,6 +85,8 @@ void feeder__aug_flip(feeder__aimg im, int vertical)
     if (vertical)
         vflip(im);
 #if FEEDER__AUG_X86
+    else if (im.ps == 3 && feeder__aug_have_vbmi())
+        feeder__aug_hflip3_vbmi(im.p, im.w, im.h);
     else if (im.ps == 3 && feeder__aug_have_ssse3())
         feeder__aug_hflip3_ssse3(im.p, im.w, im.h);
 #endif

@@ -1,6 +1,7 @@
 /*
  * The x86 vector versions of the ops GCC does not vectorise by itself:
- * the NHWC horizontal flip (SSSE3 byte shuffles) and the rotate / affine
+ * the NHWC horizontal flip (AVX-512 VBMI byte permutes, else SSSE3 byte
+ * shuffles) and the rotate / affine
  * warp (AVX2 gathers). Each is picked at run time (the CPU says what it
  * has); geometry.c keeps the portable loops for other CPUs, for the pixels
  * left over at the end of a row, and for builds with
@@ -126,16 +127,195 @@ static inline void swap_pixel(uint8_t *a, uint8_t *b)
     }
 }
 
+/* One row: 16-pixel groups, then the middle (under 32 pixels) in 5-pixel
+ * blocks, then pixel by pixel. */
+SSSE3 static inline void flip_row_ssse3(uint8_t *p, uint32_t w)
+{
+    uint32_t g = swap_groups(p, w), m = w - 2 * g;
+    uint8_t *mid = p + 3 * (size_t)g;
+    uint32_t i = swap_blocks(mid, m);
+    for (; 2 * (size_t)i + 1 < m; i++)
+        swap_pixel(mid + 3 * (size_t)i, mid + 3 * (size_t)(m - 1 - i));
+}
+
 SSSE3 void feeder__aug_hflip3_ssse3(uint8_t *p, uint32_t w, size_t rows)
 {
+    for (size_t y = 0; y < rows; y++, p += 3 * (size_t)w)
+        flip_row_ssse3(p, w);
+}
+
+/* 64 pixels (192 bytes) end for end with AVX-512 VBMI: output byte j is
+ * input byte 189 - j + 2 (j mod 3), so output vector k (bytes 64k ..
+ * 64k + 63) takes bytes from a 66-byte span, inside the 128 bytes of two
+ * loads at base[k] and base[k] + 64: one two-source byte permute each
+ * (vpermt2b), three per group, where SSSE3 needs seven shuffles per 16
+ * pixels. */
+#define RIX(j, base) (uint8_t)(189 - (j) + 2 * ((j) % 3) - (base))
+#define RIX4(j, b) RIX(j, b), RIX((j) + 1, b), RIX((j) + 2, b), RIX((j) + 3, b)
+#define RIX16(j, b) RIX4(j, b), RIX4((j) + 4, b), RIX4((j) + 8, b), RIX4((j) + 12, b)
+#define RIX64(j, b) RIX16(j, b), RIX16((j) + 16, b), RIX16((j) + 32, b), RIX16((j) + 48, b)
+static const uint8_t rev64_idx[3][64] __attribute__((aligned(64))) = {
+    {RIX64(0, 64)}, {RIX64(64, 32)}, {RIX64(128, 0)}};
+#undef RIX64
+#undef RIX16
+#undef RIX4
+#undef RIX
+
+#define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+
+int feeder__aug_have_vbmi(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi");
+}
+
+/* The five loads a group's permutes read: bytes 0, 32, 64, 96 and 128 on. */
+typedef struct g64 {
+    __m512i l[5];
+} g64;
+
+VBMI static inline g64 load64(const uint8_t *p)
+{
+    g64 g;
+    for (int k = 0; k < 5; k++)
+        g.l[k] = _mm512_loadu_si512(p + 32 * k);
+    return g;
+}
+
+/* Group g reversed, stored at p. */
+VBMI static inline void store64_reversed(uint8_t *p, g64 g)
+{
+    const __m512i *ix = (const __m512i *)rev64_idx;
+    _mm512_storeu_si512(p, _mm512_permutex2var_epi8(g.l[2], _mm512_load_si512(ix), g.l[4]));
+    _mm512_storeu_si512(p + 64,
+                        _mm512_permutex2var_epi8(g.l[1], _mm512_load_si512(ix + 1), g.l[3]));
+    _mm512_storeu_si512(p + 128,
+                        _mm512_permutex2var_epi8(g.l[0], _mm512_load_si512(ix + 2), g.l[2]));
+}
+
+/* Groups of 64 pixels from both ends of a row swapped end for end while
+ * two fit, both loaded before either is stored (in place); returns how
+ * many pixels each end has done. */
+VBMI static uint32_t swap_groups64(uint8_t *row, uint32_t w)
+{
+    uint32_t i = 0;
+    for (; 2 * (size_t)(i + 64) <= w; i += 64) {
+        uint8_t *f = row + 3 * (size_t)i, *b = row + 3 * (size_t)(w - i - 64);
+        g64 gf = load64(f), gb = load64(b);
+        store64_reversed(f, gb);
+        store64_reversed(b, gf);
+    }
+    return i;
+}
+
+/* Output byte j's source is byte 3m - 3 - j + 2 (j mod 3) in a run of m
+ * pixels: 2 (j mod 3) - j, mod 256, for j < 384, plus a constant. */
+#define MIX(j) (uint8_t)(2 * ((j) % 3) - (j))
+#define MIX4(j) MIX(j), MIX((j) + 1), MIX((j) + 2), MIX((j) + 3)
+#define MIX16(j) MIX4(j), MIX4((j) + 4), MIX4((j) + 8), MIX4((j) + 12)
+#define MIX64(j) MIX16(j), MIX16((j) + 16), MIX16((j) + 32), MIX16((j) + 48)
+static const uint8_t mid_idx[384] = {MIX64(0),   MIX64(64),  MIX64(128),
+                                     MIX64(192), MIX64(256), MIX64(320)};
+#undef MIX64
+#undef MIX16
+#undef MIX4
+#undef MIX
+
+/* The middle of every row, m < 128 pixels (under 384 bytes) left by the
+ * groups, end for end in one go, all loads before any store: output vector
+ * k (64 bytes at out[k]; the last one ends at the middle's end, overlapping
+ * the one before with the same bytes) reads a 66-byte span, inside the 128
+ * bytes from base[k]. Where the middle has 128 bytes and more, every
+ * vector lies inside it; in a shorter one the bytes past its end are
+ * masked off (then the loads and stores cost more, and may overlap the
+ * groups' stores just before). */
+typedef struct mid {
+    int n, masked;
+    uint32_t base[6], out[6];
+    __mmask64 lo[6], hi[6], keep[6];
+    __m512i ix[6];
+} mid;
+
+static __mmask64 first_bytes(int64_t n)
+{
+    return n >= 64 ? ~(__mmask64)0 : n <= 0 ? 0 : ((__mmask64)1 << n) - 1;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v > hi ? hi : v < lo ? lo : v;
+}
+
+VBMI static void mid_plan(mid *md, uint32_t m)
+{
+    int64_t len = 3 * (int64_t)m;
+    md->n = (int)((len + 63) / 64);
+    md->masked = len < 128;
+    for (int k = 0; k < md->n; k++) {
+        int64_t out = clamp64(len - 64, 0, 64 * k);
+        int64_t base = clamp64(len - out - 66, 0, len < 128 ? 0 : len - 128);
+        md->out[k] = (uint32_t)out;
+        md->base[k] = (uint32_t)base;
+        md->lo[k] = first_bytes(len - base);
+        md->hi[k] = first_bytes(len - base - 64);
+        md->keep[k] = first_bytes(len - out);
+        md->ix[k] = _mm512_add_epi8(_mm512_loadu_si512(mid_idx + out),
+                                    _mm512_set1_epi8((char)(uint8_t)(len - 3 - base)));
+    }
+}
+
+/* n is a constant where this is inlined: the vectors stay in registers. */
+VBMI static inline __attribute__((always_inline)) void mid_flip(uint8_t *p, const mid *md,
+                                                                const int n)
+{
+    __m512i lo[6], hi[6];
+    for (int k = 0; k < n; k++) {
+        lo[k] = _mm512_loadu_si512(p + md->base[k]);
+        hi[k] = _mm512_loadu_si512(p + md->base[k] + 64);
+    }
+    for (int k = 0; k < n; k++)
+        _mm512_storeu_si512(p + md->out[k], _mm512_permutex2var_epi8(lo[k], md->ix[k], hi[k]));
+}
+
+VBMI static void mid_flip_masked(uint8_t *p, const mid *md)
+{
+    __m512i lo[2], hi[2];
+    for (int k = 0; k < md->n; k++) {
+        lo[k] = _mm512_maskz_loadu_epi8(md->lo[k], p + md->base[k]);
+        hi[k] = _mm512_maskz_loadu_epi8(md->hi[k], p + md->base[k] + 64);
+    }
+    for (int k = 0; k < md->n; k++)
+        _mm512_mask_storeu_epi8(p + md->out[k], md->keep[k],
+                                _mm512_permutex2var_epi8(lo[k], md->ix[k], hi[k]));
+}
+
+/* Rows of w pixels: 64-pixel groups (g from each end), then the middle
+ * of n vectors (0: a masked one). */
+VBMI static inline __attribute__((always_inline)) void flip_rows(uint8_t *p, uint32_t w,
+                                                                 size_t rows, uint32_t g,
+                                                                 const mid *md, const int n)
+{
     for (size_t y = 0; y < rows; y++, p += 3 * (size_t)w) {
-        /* 16-pixel groups, then the middle (under 32 pixels) in 5-pixel
-         * blocks, then pixel by pixel */
-        uint32_t g = swap_groups(p, w), m = w - 2 * g;
-        uint8_t *mid = p + 3 * (size_t)g;
-        uint32_t i = swap_blocks(mid, m);
-        for (; 2 * (size_t)i + 1 < m; i++)
-            swap_pixel(mid + 3 * (size_t)i, mid + 3 * (size_t)(m - 1 - i));
+        swap_groups64(p, w);
+        if (n)
+            mid_flip(p + 3 * (size_t)g, md, n);
+        else
+            mid_flip_masked(p + 3 * (size_t)g, md);
+    }
+}
+
+VBMI void feeder__aug_hflip3_vbmi(uint8_t *p, uint32_t w, size_t rows)
+{
+    uint32_t g = 64 * (w / 128);
+    mid md;
+    mid_plan(&md, w - 2 * g);
+    switch (md.masked ? 0 : md.n) { /* 2 .. 6 vectors where not masked */
+    case 2: flip_rows(p, w, rows, g, &md, 2); break;
+    case 3: flip_rows(p, w, rows, g, &md, 3); break;
+    case 4: flip_rows(p, w, rows, g, &md, 4); break;
+    case 5: flip_rows(p, w, rows, g, &md, 5); break;
+    case 6: flip_rows(p, w, rows, g, &md, 6); break;
+    default: flip_rows(p, w, rows, g, &md, 0);
     }
 }
 

@@ -757,35 +757,76 @@ START_TEST(color_ops_exact_on_odd_sizes)
 }
 END_TEST
 
-/* hflip's vectorised row reversal, every width from 1 to 70 (odd ones, and
- * tails past the 16- and 32-byte vectors), both layouts, exact. */
+/* Whether img (w x h, NHWC or NCHW) is px (NHWC) flipped end for end. */
+static void check_hflip(const uint8_t *px, const uint8_t *img, uint32_t w, uint32_t h,
+                        int layout, const char *path)
+{
+    size_t n = (size_t)w * h;
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++)
+            for (int c = 0; c < 3; c++) {
+                size_t i = (size_t)y * w + x, j = (size_t)y * w + (w - 1 - x);
+                ck_assert_msg(img[layout ? c * n + i : 3 * i + c] == px[3 * j + c],
+                              "hflip %s %s, width %u: (%u, %u) channel %d",
+                              layout ? "NCHW" : "NHWC", path, w, x, y, c);
+            }
+}
+
+enum { HF_H = 3, HF_MAXW = 260 };
+
+static void hflip_source(uint8_t *px, uint32_t w)
+{
+    for (size_t i = 0; i < 3 * (size_t)w * HF_H; i++)
+        px[i] = (uint8_t)(feeder_random(12, w, i, 0) >> 24);
+}
+
+/* hflip's vectorised row reversal, every width from 1 to 260 (odd ones,
+ * and tails past the 16- and 32-byte vectors and the 64-pixel groups),
+ * both layouts, in place, exact. */
 START_TEST(hflip_exact_on_every_width)
 {
-    enum { H = 3, MAXW = 70 };
-    static uint8_t px[3 * MAXW * H], img[3 * MAXW * H];
-    for (uint32_t w = 1; w <= MAXW; w++) {
-        size_t n = (size_t)w * H;
-        for (size_t i = 0; i < 3 * n; i++)
-            px[i] = (uint8_t)(feeder_random(12, w, i, 0) >> 24);
+    static uint8_t px[3 * HF_MAXW * HF_H], img[3 * HF_MAXW * HF_H];
+    for (uint32_t w = 1; w <= HF_MAXW; w++) {
+        size_t n = (size_t)w * HF_H;
+        hflip_source(px, w);
         for (int layout = 0; layout < 2; layout++) {
             for (size_t i = 0; i < n; i++)
                 for (int c = 0; c < 3; c++)
                     img[layout ? c * n + i : 3 * i + c] = px[3 * i + c];
-            feeder__aug_flip(feeder__aimg_make(img, w, H,
+            feeder__aug_flip(feeder__aimg_make(img, w, HF_H,
                                                layout ? FEEDER_LAYOUT_NCHW : FEEDER_LAYOUT_NHWC),
                              0);
-            for (uint32_t y = 0; y < H; y++)
-                for (uint32_t x = 0; x < w; x++)
-                    for (int c = 0; c < 3; c++) {
-                        size_t i = (size_t)y * w + x, j = (size_t)y * w + (w - 1 - x);
-                        ck_assert_msg(img[layout ? c * n + i : 3 * i + c] == px[3 * j + c],
-                                      "hflip %s, width %u: (%u, %u) channel %d",
-                                      layout ? "NCHW" : "NHWC", w, x, y, c);
-                    }
+            check_hflip(px, img, w, HF_H, layout, "feeder__aug_flip");
         }
     }
 }
 END_TEST
+
+#if FEEDER__AUG_X86
+/* Each x86 NHWC flip the CPU can run, called directly (feeder__aug_flip
+ * picks only the best), on every width from 1 to 260, in place, exact. */
+START_TEST(hflip_x86_paths_exact)
+{
+    static uint8_t px[3 * HF_MAXW * HF_H], img[3 * HF_MAXW * HF_H];
+    const struct {
+        const char *name;
+        int (*have)(void);
+        void (*flip)(uint8_t *, uint32_t, size_t);
+    } paths[] = {{"ssse3", feeder__aug_have_ssse3, feeder__aug_hflip3_ssse3},
+                 {"vbmi", feeder__aug_have_vbmi, feeder__aug_hflip3_vbmi}};
+    for (size_t k = 0; k < sizeof(paths) / sizeof(paths[0]); k++) {
+        if (!paths[k].have())
+            continue;
+        for (uint32_t w = 1; w <= HF_MAXW; w++) {
+            hflip_source(px, w);
+            memcpy(img, px, 3 * (size_t)w * HF_H);
+            paths[k].flip(img, w, HF_H);
+            check_hflip(px, img, w, HF_H, 0, paths[k].name);
+        }
+    }
+}
+END_TEST
+#endif
 
 /* The warp's reference: geometry.c's scalar formulas (torchvision's
  * affine on uint8, float32 grid), written again plainly, per pixel. */
@@ -943,6 +984,9 @@ int main(void)
     tcase_add_loop_test(te, color_ops_exact_on_every_colour, 0, NREF);
     tcase_add_loop_test(te, color_ops_exact_on_odd_sizes, 0, NREF);
     tcase_add_test(te, hflip_exact_on_every_width);
+#if FEEDER__AUG_X86
+    tcase_add_test(te, hflip_x86_paths_exact);
+#endif
     tcase_add_test(te, warp_exact_on_odd_sizes);
     tcase_add_test(te, grayscale_exact_on_every_width);
     suite_add_tcase(s, te);
