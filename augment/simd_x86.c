@@ -428,8 +428,10 @@ AVX2 static __m256i bilinear8(const feeder__vwarp *v, __m256 ix, __m256 iy)
  * that lies outside. */
 AVX2 static __m256i nearest8(const feeder__vwarp *v, __m256 ix, __m256 iy)
 {
-    const int mode = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    __m256 rx = _mm256_round_ps(ix, mode), ry = _mm256_round_ps(iy, mode);
+    /* The rounding mode must be a constant expression for clang's builtin. */
+#define ROUND_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+    __m256 rx = _mm256_round_ps(ix, ROUND_NEAREST), ry = _mm256_round_ps(iy, ROUND_NEAREST);
+#undef ROUND_NEAREST
     __m256 z = _mm256_setzero_ps();
     __m256 in = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(rx, z, _CMP_GE_OQ),
                                             _mm256_cmp_ps(ry, z, _CMP_GE_OQ)),
