@@ -68,6 +68,7 @@ static void to_row(const run_res *r, int decoder, int shuffled, bd_row *w)
     w->gpu_decode_us = r->gpu_decode_us;
     w->gpu_decoded = r->gpu_decoded;
     w->gpu_fallback = r->gpu_fallback;
+    memcpy(w->routed, r->routed, sizeof(w->routed));
     w->cpu_share_pct = decoder == FEEDER_DECODER_HYBRID ? r->hybrid_permille / 10.0 : -1;
 }
 

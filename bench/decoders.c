@@ -241,15 +241,36 @@ static int gpu_decoder(const bd_row *r)
     return strcmp(r->backend, "nvjpeg") == 0 || strcmp(r->backend, "hybrid") == 0;
 }
 
+static const char *const route_names[FEEDER_ROUTES] = {"progressive", "cmyk", "subsampling",
+                                                        "size", "corrupt", "other"};
+
+void bd_routes_cell(char *cell, size_t cap, const uint64_t *routed)
+{
+    snprintf(cell, cap, "%llu/%llu/%llu/%llu/%llu/%llu", (unsigned long long)routed[0],
+             (unsigned long long)routed[1], (unsigned long long)routed[2],
+             (unsigned long long)routed[3], (unsigned long long)routed[4],
+             (unsigned long long)routed[5]);
+}
+
+void bd_routes_json(bu_sbuf *b, const uint64_t *routed)
+{
+    bu_sb_printf(b, ", \"cpu_routed\": {");
+    for (int r = 0; r < FEEDER_ROUTES; r++)
+        bu_sb_printf(b, "%s\"%s\": %llu", r ? ", " : "", route_names[r],
+                     (unsigned long long)routed[r]);
+    bu_sb_printf(b, "}");
+}
+
 void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
 {
     static const char *const head[] = {"backend", "order", "images/s", "MB/s",
                                        "CPU cores busy", "GPU busy %", "stall ms/epoch",
                                        "read µs/img", "decode µs/img", "transform µs/img",
-                                       "GPU decode µs/img", "GPU fallback", "CPU share %"};
-    static const int right[] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+                                       "GPU decode µs/img", "GPU fallback",
+                                       "CPU routes p/c/s/z/x/o", "CPU share %"};
+    static const int right[] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     bu_table t;
-    bu_table_init(&t, 13, head, right);
+    bu_table_init(&t, 14, head, right);
     for (unsigned i = 0; i < n; i++) {
         const bd_row *r = &rows[i];
         char(*row)[BU_TABLE_CELL] = bu_table_row(&t);
@@ -258,7 +279,7 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
         char(*c)[BU_TABLE_CELL] = row + 1; /* the figures, from c[1] */
         if (r->na) {
             snprintf(c[1], BU_TABLE_CELL, "%s", r->reason);
-            for (unsigned k = 2; k < 12; k++)
+            for (unsigned k = 2; k < 13; k++)
                 snprintf(c[k], BU_TABLE_CELL, "-");
             continue;
         }
@@ -276,14 +297,16 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
         if (gpu_decoder(r)) {
             snprintf(c[9], BU_TABLE_CELL, "%.1f", r->gpu_decode_us);
             snprintf(c[10], BU_TABLE_CELL, "%llu", (unsigned long long)r->gpu_fallback);
+            bd_routes_cell(c[11], BU_TABLE_CELL, r->routed);
         } else {
             snprintf(c[9], BU_TABLE_CELL, "-");
             snprintf(c[10], BU_TABLE_CELL, "-");
+            snprintf(c[11], BU_TABLE_CELL, "-");
         }
         if (r->cpu_share_pct >= 0)
-            snprintf(c[11], BU_TABLE_CELL, "%.1f", r->cpu_share_pct);
+            snprintf(c[12], BU_TABLE_CELL, "%.1f", r->cpu_share_pct);
         else
-            snprintf(c[11], BU_TABLE_CELL, "-");
+            snprintf(c[12], BU_TABLE_CELL, "-");
     }
     bu_table_render(&t, b);
     bu_table_free(&t);
@@ -301,6 +324,10 @@ void bd_notes(const bd_row *rows, unsigned n, const char *raw_pack, bu_sbuf *b)
         "read, decode, transform µs/img = worker time per delivered image, summed over workers",
         "GPU decode µs/img = GPU decode + resize, timed on the GPU, per delivered image",
         "GPU fallback = images of GPU-decoded batches decoded on the CPU instead",
+        "CPU routes p/c/s/z/x/o = images the workers decoded because their header sends them to "
+        "the CPU: progressive, CMYK/YCCK, a sampling the engine refuses, size (over 2 MP at the "
+        "engine's scale, or no room in the task), corrupt header, other (12-bit, arithmetic, "
+        "lossless)",
         "CPU share % = HYBRID's share of each batch the workers decode",
         "n/a = the GPU decoder did not run here (ROI would have), so nothing is reported",
         "order = the sampler's: shuffled, or sequential (file order); the decoders run in the "
@@ -350,6 +377,8 @@ void bd_json_rows(const bd_row *rows, unsigned n, bu_sbuf *b)
         json_num(b, "gpu_decode_us_per_image", r->gpu_decode_us, gpu_decoder(r));
         json_num(b, "gpu_decoded", (double)r->gpu_decoded, gpu_decoder(r));
         json_num(b, "gpu_fallback", (double)r->gpu_fallback, gpu_decoder(r));
+        if (gpu_decoder(r))
+            bd_routes_json(b, r->routed);
         json_num(b, "hybrid_cpu_share_pct", r->cpu_share_pct, r->cpu_share_pct >= 0);
         bu_sb_printf(b, ", \"images_per_s_per_epoch\": [");
         for (unsigned e = 0; e < r->nep; e++)

@@ -84,8 +84,15 @@ typedef struct bd_row {
     double stall_ms;        /* consumer wait (feeder_stats.wait_ns) per epoch */
     double read_us, decode_us, xform_us, gpu_decode_us; /* per delivered image */
     uint64_t gpu_decoded, gpu_fallback;                 /* over the timed epochs */
+    uint64_t routed[FEEDER_ROUTES]; /* over the timed epochs: feeder_stats.cpu_routed */
     double cpu_share_pct;   /* HYBRID: workers' share of each batch; -1 otherwise */
 } bd_row;
+
+/* A GPU decoder's images the workers kept by their header, by reason:
+ * "progressive/cmyk/subsampling/size/corrupt/other" counts, "294/113/0/12/0/0". */
+void bd_routes_cell(char *cell, size_t cap, const uint64_t *routed);
+/* `, "cpu_routed": {"progressive": N, ...}` */
+void bd_routes_json(bu_sbuf *b, const uint64_t *routed);
 
 /* "shuffled" or "sequential", as the table and JSON say a row's order. */
 const char *bd_order_name(int shuffled);

@@ -99,6 +99,7 @@ typedef struct epoch_res {
     uint64_t out_bytes; /* delivered sample bytes */
     uint64_t bytes, read_ns, decode_ns, transform_ns, wait_ns, skipped;
     uint64_t gpu_decoded, gpu_fallback, gpu_decode_ns, h2d_ns;
+    uint64_t routed[FEEDER_ROUTES];
     uint64_t cpu_ns; /* loader process + workers (bd_cpu_end) */
 } epoch_res;
 
@@ -127,6 +128,7 @@ typedef struct run_res {
     char na_reason[512];      /* "n/a: why" */
     uint64_t hybrid_permille; /* level at the end */
     uint64_t gpu_decoded, gpu_fallback;
+    uint64_t routed[FEEDER_ROUTES]; /* over the epochs: feeder_stats.cpu_routed */
     double cpu_cores, gpu_busy_pct, gpu_decode_us;
 } run_res;
 

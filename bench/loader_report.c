@@ -35,9 +35,10 @@ static void table_columns(const opts *o, bu_table *t, unsigned *gcol, unsigned *
     if (o->decoder == FEEDER_DECODER_NVJPEG || o->decoder == FEEDER_DECODER_HYBRID) {
         t->head[ncols] = "GPU decode µs/img";
         t->head[ncols + 1] = "GPU fallback";
-        t->head[ncols + 2] = "CPU share %";
-        t->right[ncols] = t->right[ncols + 1] = t->right[ncols + 2] = 1;
-        ncols += o->decoder == FEEDER_DECODER_HYBRID ? 3 : 2;
+        t->head[ncols + 2] = "CPU routes p/c/s/z/x/o";
+        t->head[ncols + 3] = "CPU share %";
+        t->right[ncols] = t->right[ncols + 1] = t->right[ncols + 2] = t->right[ncols + 3] = 1;
+        ncols += o->decoder == FEEDER_DECODER_HYBRID ? 4 : 3;
     }
     t->ncols = ncols;
 }
@@ -100,8 +101,9 @@ void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
         if (dcol < t.ncols) {
             snprintf(row[dcol], 160, "%.1f", r->gpu_decode_us);
             snprintf(row[dcol + 1], 160, "%llu", (unsigned long long)r->gpu_fallback);
+            bd_routes_cell(row[dcol + 2], 160, r->routed);
             if (o->decoder == FEEDER_DECODER_HYBRID)
-                snprintf(row[dcol + 2], 160, "%.1f", r->hybrid_permille / 10.0);
+                snprintf(row[dcol + 3], 160, "%.1f", r->hybrid_permille / 10.0);
         }
         measured_cells(o, r, row);
         if (o->device >= 0)
@@ -320,6 +322,7 @@ static void json_run(const opts *o, const run_res *r, bu_sbuf *b)
                  "\"gpu_fallback\": %llu, \"hybrid_cpu_permille\": %llu",
                  r->gpu_decode_us, (unsigned long long)r->gpu_decoded,
                  (unsigned long long)r->gpu_fallback, (unsigned long long)r->hybrid_permille);
+    bd_routes_json(b, r->routed);
     bu_sb_printf(b, ", \"shm_bytes\": %llu, \"slots\": %llu, \"checksum\": ",
               (unsigned long long)r->shm_bytes, (unsigned long long)r->slots);
     if (o->checksum)

@@ -188,6 +188,8 @@ static void backend_figures(run_res *r)
         gdec += ep->gpu_decode_ns;
         r->gpu_decoded += ep->gpu_decoded;
         r->gpu_fallback += ep->gpu_fallback;
+        for (int k = 0; k < FEEDER_ROUTES; k++)
+            r->routed[k] += ep->routed[k];
     }
     r->cpu_cores = bu_median(cores, r->nep);
     r->gpu_busy_pct = r->gpu ? bu_median(busy, r->nep) : -1;
@@ -368,6 +370,8 @@ static void epoch_stats(run_res *r, epoch_res *ep, const feeder_stats *s0,
     ep->h2d_ns = s1->h2d_ns - s0->h2d_ns;
     ep->gpu_decoded = s1->gpu_decoded - s0->gpu_decoded;
     ep->gpu_fallback = s1->gpu_fallback - s0->gpu_fallback;
+    for (int k = 0; k < FEEDER_ROUTES; k++)
+        ep->routed[k] = s1->cpu_routed[k] - s0->cpu_routed[k];
     ep->gpu_decode_ns = s1->gpu_decode_ns - s0->gpu_decode_ns;
     r->hybrid_permille = s1->hybrid_cpu_permille;
 }
