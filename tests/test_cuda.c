@@ -1490,11 +1490,14 @@ static void gray_close(const run *ref, const run *got, const char *what, uint32_
  * (libjpeg's JCS_GRAYSCALE: a YCbCr file's Y, a gray file's plane). Against
  * TURBO (the same full-size plane) only the IDCTs (the engine's against
  * libjpeg's ISLOW) and the resamplers (float against fixed point, which
- * rounds between its passes) differ: mean |d| < 1 level, at most 1 byte in
- * 1000 off by more than 4. Against ROI, the loader's CPU default (and
- * HYBRID's worker share), the RGB test's tolerance (close_batches). 292 x
- * 292 = 85,264-byte samples: every test JPEG (< 84 KB) fits its place, so
- * all 36 go to the engine. NHWC and NCHW are the same bytes. */
+ * rounds between its passes) differ: mean |d| < 1 level, at most 5 bytes in
+ * 1000 off by more than 4. An emulation on the CPU (docs/ARCHITECTURE.md,
+ * "Grayscale output") put the resamplers alone at mean 0.14, max 1, and
+ * with libjpeg's least accurate IDCT (IFAST) standing in for the engine's
+ * at mean 0.56, 1.9 per 1000 over 4. Against ROI, the loader's CPU default
+ * (and HYBRID's worker share), the RGB test's tolerance (close_batches).
+ * 292 x 292 = 85,264-byte samples: every test JPEG (< 84 KB) fits its place,
+ * so all 36 go to the engine. NHWC and NCHW are the same bytes. */
 START_TEST(test_nvjpeg_gray_close_to_cpu)
 {
     for (int pipeline = 0; pipeline < 2; pipeline++) {
@@ -1523,7 +1526,7 @@ START_TEST(test_nvjpeg_gray_close_to_cpu)
             ck_assert_uint_eq(last_stats.gpu_decoded, 36); /* 18 images, 2 epochs */
             ck_assert_uint_eq(last_stats.gpu_fallback, 0);
             ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_SIZE], 0);
-            gray_close(turbo, got, pipeline ? "TURBO (train)" : "TURBO (eval)", 292, 1.0, 4, 1);
+            gray_close(turbo, got, pipeline ? "TURBO (train)" : "TURBO (eval)", 292, 1.0, 4, 5);
             close_batches(roi, got);
             if (first)
                 same_batches(first, got); /* one plane: the layouts are the same bytes */
