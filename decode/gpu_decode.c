@@ -22,7 +22,8 @@
  * and initialising again reallocates nvJPEG's buffers and waits for the
  * device. So the size is fixed at the largest batch offered, and a batch with
  * fewer accepted images is filled up with this 16x16 grey JPEG (TurboJPEG,
- * 4:2:0, quality 50), decoded into a scrap area nobody reads. */
+ * 4:2:0, quality 50), decoded into a scrap area nobody reads (room for RGB;
+ * its Y plane takes a third). */
 static const unsigned char filler_jpeg[] = {
     0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01,
     0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0xff, 0xdb, 0x00, 0x43,
@@ -87,6 +88,7 @@ struct feeder__gpu_decoder {
     nvjpegJpegStream_t js;
     int hardware;
     int batch_init; /* batch size nvjpegDecodeBatchedInitialize was last called with, or -1 */
+    int batch_fmt;  /* and its output format (nvjpegOutputFormat_t) */
     char name[96];
     uint8_t *buf;   /* decoded images */
     size_t buf_cap;
@@ -268,10 +270,11 @@ static int takes(feeder__gpu_decoder *d, const feeder__transform *t, const feede
 
 /* Step 1, on the host: parse every header, refuse what the batched decoder
  * does not take, and list the rest with their scratch offsets (in
- * out[].channel[0] until the buffer is known) and resize jobs. The number
- * listed; their scratch bytes into *total. */
+ * out[].channel[0] until the buffer is known) and resize jobs; each decoded
+ * image is `ch` bytes a pixel (3: RGB, 1: the Y plane). The number listed;
+ * their scratch bytes into *total. */
 static uint32_t list_images(feeder__gpu_decoder *d, const feeder__transform *t, uint64_t seed,
-                            uint64_t epoch, const feeder__gpu_image *img, uint32_t n,
+                            uint64_t epoch, const feeder__gpu_image *img, uint32_t n, uint32_t ch,
                             uint32_t *refused, uint32_t *nrefused, size_t *total)
 {
     uint32_t m = 0;
@@ -289,11 +292,11 @@ static uint32_t list_images(feeder__gpu_decoder *d, const feeder__transform *t, 
         d->data[m] = im->jpeg;
         d->lens[m] = im->len;
         memset(&d->out[m], 0, sizeof(d->out[m]));
-        d->out[m].pitch[0] = (size_t)w * 3;
+        d->out[m].pitch[0] = (size_t)w * ch;
         d->out[m].channel[0] = (unsigned char *)(uintptr_t)*total;
-        *total += ((size_t)w * 3 * h + 255) & ~(size_t)255;
+        *total += ((size_t)w * ch * h + 255) & ~(size_t)255;
         d->jobs[m] = (feeder__gpu_resize_job){
-            .src = NULL, .src_w = w, .src_h = h, .src_pitch = w * 3, .pos = im->pos,
+            .src = NULL, .src_w = w, .src_h = h, .src_pitch = w * ch, .pos = im->pos,
             .bx = (float)c.fx, .by = (float)c.fy, .bw = (float)c.fw, .bh = (float)c.fh,
             .flip = c.flip};
         d->which[m] = k;
@@ -303,8 +306,8 @@ static uint32_t list_images(feeder__gpu_decoder *d, const feeder__transform *t, 
 }
 
 /* Step 2: point the m listed images into the scratch buffer and fill the
- * batch up to `size` with filler images. */
-static void place_outputs(feeder__gpu_decoder *d, uint32_t m, uint32_t size)
+ * batch up to `size` with filler images (`ch` bytes a pixel). */
+static void place_outputs(feeder__gpu_decoder *d, uint32_t m, uint32_t size, uint32_t ch)
 {
     for (uint32_t i = 0; i < m; i++) {
         uintptr_t off = (uintptr_t)d->out[i].channel[0];
@@ -315,19 +318,23 @@ static void place_outputs(feeder__gpu_decoder *d, uint32_t m, uint32_t size)
         d->data[i] = filler_jpeg;
         d->lens[i] = sizeof(filler_jpeg);
         memset(&d->out[i], 0, sizeof(d->out[i]));
-        d->out[i].pitch[0] = FILLER_SIDE * 3;
+        d->out[i].pitch[0] = FILLER_SIDE * ch;
         d->out[i].channel[0] = d->scrap + (size_t)(i - m) * FILLER_BYTES;
     }
 }
 
-/* Step 3: one batched decode of `size` images, initialising the batch size
- * again only when it changed. */
-static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, cudaStream_t s)
+/* Step 3: one batched decode of `size` images to interleaved RGB (ch 3) or
+ * the Y plane (ch 1: a YCbCr JPEG's luma, a gray JPEG's plane), initialising
+ * the batch again only when its size or format changed. */
+static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, uint32_t ch,
+                                   cudaStream_t s)
 {
     nvjpegStatus_t ns = NVJPEG_STATUS_SUCCESS;
-    if (d->batch_init != (int)size) {
-        ns = nvjpegDecodeBatchedInitialize(d->h, d->st, (int)size, 1, NVJPEG_OUTPUT_RGBI);
+    nvjpegOutputFormat_t fmt = ch == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGBI;
+    if (d->batch_init != (int)size || d->batch_fmt != (int)fmt) {
+        ns = nvjpegDecodeBatchedInitialize(d->h, d->st, (int)size, 1, fmt);
         d->batch_init = ns == NVJPEG_STATUS_SUCCESS ? (int)size : -1;
+        d->batch_fmt = (int)fmt;
     }
     if (ns == NVJPEG_STATUS_SUCCESS)
         ns = nvjpegDecodeBatched(d->h, d->st, d->data, d->lens, d->out, s);
@@ -349,7 +356,8 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
         return feeder__decode_fail(err, errlen, -ENOMEM,
                                    "GPU decoder: out of memory for %u images", n);
     size_t total;
-    uint32_t m = list_images(d, t, seed, epoch, img, n, refused, nrefused, &total);
+    uint32_t ch = (uint32_t)feeder__transform_channels(t);
+    uint32_t m = list_images(d, t, seed, epoch, img, n, ch, refused, nrefused, &total);
     if (m == 0)
         return 0;
     /* The batch size stays at the largest batch offered (see filler_jpeg). */
@@ -359,8 +367,8 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
         return feeder__decode_fail(err, errlen, FEEDER_ECUDA,
                                    "GPU decoder: %zu bytes of device memory for %u "
                                    "decoded images: %s", total, m, cudaGetErrorString(e));
-    place_outputs(d, m, size);
-    if (decode_batch(d, size, s) != NVJPEG_STATUS_SUCCESS) {
+    place_outputs(d, m, size, ch);
+    if (decode_batch(d, size, ch, s) != NVJPEG_STATUS_SUCCESS) {
         /* One bad bitstream fails the call: every image goes to the CPU,
          * which names the bad one. */
         for (uint32_t i = 0; i < m; i++)
@@ -369,7 +377,7 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
     }
     /* Step 4: crop, resize, flip, layout. */
     e = (cudaError_t)feeder__gpu_resize_launch(d->jobs, m, d->jobs_dev, dst, sample_bytes,
-                                               t->width, t->height, t->layout, s);
+                                               t->width, t->height, t->layout, (int)ch, s);
     if (e != cudaSuccess)
         return feeder__decode_fail(err, errlen, FEEDER_ECUDA, "GPU decoder: resize kernel: %s",
                                    cudaGetErrorString(e));

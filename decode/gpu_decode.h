@@ -9,13 +9,16 @@
  *      decoder takes it (the hardware engine refuses progressive JPEGs,
  *      4:1:0 and 4:1:1, among others);
  *   2. the accepted ones are decoded with one nvjpegDecodeBatched call into a
- *      device scratch buffer, full size, interleaved RGB: the hardware JPEG
- *      engine where the GPU has one (A100, H100, ...), else nvJPEG's GPU
+ *      device scratch buffer, full size: interleaved RGB (NVJPEG_OUTPUT_RGBI),
+ *      or with grayscale output (t->channels 1) the Y plane alone
+ *      (NVJPEG_OUTPUT_Y: the luma of a YCbCr JPEG, the plane of a gray one,
+ *      as libjpeg's JCS_GRAYSCALE gives the CPU decoders); on the hardware
+ *      JPEG engine where the GPU has one (A100, H100, ...), else nvJPEG's GPU
  *      hybrid backend;
  *   3. one kernel crops, resizes (the CPU resizer's antialiased triangle
- *      filter, in float), flips and lays out every sample, with the crop boxes
- *      computed on the host by feeder__crop_compute, so the same samples and
- *      boxes as the CPU decoders.
+ *      filter, in float), flips and lays out every sample (3 channels or 1),
+ *      with the crop boxes computed on the host by feeder__crop_compute, so
+ *      the same samples and boxes as the CPU decoders.
  *
  * What the decoder refuses is handed back to the caller, which decodes it
  * on the CPU. Depends on decode.h, nvJPEG and the CUDA runtime; built only
@@ -58,8 +61,9 @@ typedef struct feeder__gpu_image {
     uint32_t pos;         /* place in the output batch */
 } feeder__gpu_image;
 
-/* Decode `n` images and write each transformed sample (t->height x t->width x 3
- * uint8, t->layout) to dst + pos * sample_bytes (device memory), on `stream`.
+/* Decode `n` images and write each transformed sample (t->height x t->width x
+ * feeder__transform_channels(t) uint8, t->layout) to dst + pos * sample_bytes
+ * (device memory), on `stream`.
  * Images the decoder does not take are not written: their numbers in
  * img[] go to refused[] (capacity n), their count to *nrefused. Returns 0
  * once the work is enqueued (the host bytes may be reused only after the
@@ -75,7 +79,7 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
 /* The crop, resize, flip and layout kernel on its own (resize_gpu.cu), for
  * decoded images already on the device. */
 typedef struct feeder__gpu_resize_job {
-    const uint8_t *src;   /* device, interleaved RGB */
+    const uint8_t *src;   /* device: interleaved RGB, or one gray plane (the launch's channels) */
     uint32_t src_w, src_h;
     uint32_t src_pitch;   /* bytes between rows */
     uint32_t pos;         /* output place */
@@ -83,12 +87,15 @@ typedef struct feeder__gpu_resize_job {
     int flip;
 } feeder__gpu_resize_job;
 
-/* Launch the kernel for `n` jobs (host array, copied). `scratch` is a device
- * buffer of at least n * sizeof(feeder__gpu_resize_job) bytes that the stream
- * owns until the kernel ends. Returns a cudaError_t. */
+/* Launch the kernel for `n` jobs (host array, copied). `channels` is every
+ * source's and every sample's: 3 (RGB in, out_h x out_w x 3 in `layout`) or
+ * 1 (a gray plane in, one plane out, the same bytes in either layout); any
+ * other count is cudaErrorInvalidValue. `scratch` is a device buffer of at
+ * least n * sizeof(feeder__gpu_resize_job) bytes that the stream owns until
+ * the kernel ends. Returns a cudaError_t. */
 int feeder__gpu_resize_launch(const feeder__gpu_resize_job *jobs, uint32_t n, void *scratch,
                               uint8_t *dst, size_t sample_bytes, uint32_t out_w,
-                              uint32_t out_h, int layout, void *stream);
+                              uint32_t out_h, int layout, int channels, void *stream);
 
 #ifdef __cplusplus
 }

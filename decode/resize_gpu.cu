@@ -1,7 +1,8 @@
 /*
  * The GPU half of the GPU decoders: crop, resize, flip and lay out decoded
  * images into their places in a device batch. One thread per output pixel
- * (all three channels), one grid for the whole batch (blockIdx.z = image).
+ * (all its channels: 3 for RGB, 1 for gray output), one grid for the whole
+ * batch (blockIdx.z = image).
  *
  * The filter is the CPU resizer's (decode/resize.c, Pillow's BILINEAR with
  * antialiasing): for output i along an axis the taps are the input pixels
@@ -56,6 +57,10 @@ __device__ float weight(const taps &a, int x)
     return fmaxf(0.0f, 1.0f - fabsf((x + a.first - a.centre + 0.5f) / a.fscale)) * a.inv_sum;
 }
 
+/* One output pixel of job blockIdx.z: CH channels (3: RGB, 1: gray) read
+ * interleaved from the source and written in NHWC or NCHW (one plane: the
+ * same bytes). The sums run in the same order for every CH. */
+template <int CH>
 __global__ void resize_kernel(const feeder__gpu_resize_job *jobs, uint8_t *dst,
                               size_t sample_bytes, uint32_t out_w, uint32_t out_h, int nchw)
 {
@@ -69,34 +74,36 @@ __global__ void resize_kernel(const feeder__gpu_resize_job *jobs, uint8_t *dst,
     uint32_t sx = j.flip ? out_w - 1 - ox : ox;
     taps ax = axis(j.src_w, j.bx, j.bw / out_w, sx);
     taps ay = axis(j.src_h, j.by, j.bh / out_h, oy);
-    float r = 0.0f, g = 0.0f, b = 0.0f;
+    float acc[CH];
+#pragma unroll
+    for (int c = 0; c < CH; c++)
+        acc[c] = 0.0f;
     for (int y = 0; y < ay.n; y++) {
         float wy = weight(ay, y);
-        const uint8_t *row = j.src + (size_t)(ay.first + y) * j.src_pitch + (size_t)ax.first * 3;
-        float rr = 0.0f, gg = 0.0f, bb = 0.0f;
+        const uint8_t *row = j.src + (size_t)(ay.first + y) * j.src_pitch + (size_t)ax.first * CH;
+        float line[CH];
+#pragma unroll
+        for (int c = 0; c < CH; c++)
+            line[c] = 0.0f;
         for (int x = 0; x < ax.n; x++) {
             float wx = weight(ax, x);
-            rr += wx * row[3 * x];
-            gg += wx * row[3 * x + 1];
-            bb += wx * row[3 * x + 2];
+#pragma unroll
+            for (int c = 0; c < CH; c++)
+                line[c] += wx * row[CH * x + c];
         }
-        r += wy * rr;
-        g += wy * gg;
-        b += wy * bb;
+#pragma unroll
+        for (int c = 0; c < CH; c++)
+            acc[c] += wy * line[c];
     }
     uint8_t *out = dst + (size_t)j.pos * sample_bytes;
-    uint8_t vr = (uint8_t)fminf(fmaxf(r + 0.5f, 0.0f), 255.0f);
-    uint8_t vg = (uint8_t)fminf(fmaxf(g + 0.5f, 0.0f), 255.0f);
-    uint8_t vb = (uint8_t)fminf(fmaxf(b + 0.5f, 0.0f), 255.0f);
     size_t plane = (size_t)out_w * out_h, p = (size_t)oy * out_w + ox;
-    if (nchw) {
-        out[p] = vr;
-        out[plane + p] = vg;
-        out[2 * plane + p] = vb;
-    } else {
-        out[3 * p] = vr;
-        out[3 * p + 1] = vg;
-        out[3 * p + 2] = vb;
+#pragma unroll
+    for (int c = 0; c < CH; c++) {
+        uint8_t v = (uint8_t)fminf(fmaxf(acc[c] + 0.5f, 0.0f), 255.0f);
+        if (nchw)
+            out[c * plane + p] = v;
+        else
+            out[CH * p + c] = v;
     }
 }
 
@@ -105,8 +112,10 @@ __global__ void resize_kernel(const feeder__gpu_resize_job *jobs, uint8_t *dst,
 extern "C" int feeder__gpu_resize_launch(const feeder__gpu_resize_job *jobs, uint32_t n,
                                          void *scratch, uint8_t *dst, size_t sample_bytes,
                                          uint32_t out_w, uint32_t out_h, int layout,
-                                         void *stream)
+                                         int channels, void *stream)
 {
+    if (channels != 1 && channels != 3)
+        return cudaErrorInvalidValue;
     if (n == 0)
         return cudaSuccess;
     cudaStream_t s = (cudaStream_t)stream;
@@ -121,9 +130,12 @@ extern "C" int feeder__gpu_resize_launch(const feeder__gpu_resize_job *jobs, uin
     for (uint32_t at = 0; at < n; at += 65535) {
         uint32_t m = n - at < 65535 ? n - at : 65535;
         dim3 grid((out_w + block.x - 1) / block.x, (out_h + block.y - 1) / block.y, m);
-        resize_kernel<<<grid, block, 0, s>>>((const feeder__gpu_resize_job *)scratch + at, dst,
-                                             sample_bytes, out_w, out_h,
-                                             layout == FEEDER_LAYOUT_NCHW);
+        const feeder__gpu_resize_job *js = (const feeder__gpu_resize_job *)scratch + at;
+        int nchw = layout == FEEDER_LAYOUT_NCHW;
+        if (channels == 1)
+            resize_kernel<1><<<grid, block, 0, s>>>(js, dst, sample_bytes, out_w, out_h, nchw);
+        else
+            resize_kernel<3><<<grid, block, 0, s>>>(js, dst, sample_bytes, out_w, out_h, nchw);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
     }

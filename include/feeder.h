@@ -689,8 +689,9 @@ typedef enum feeder_option {
  * a 1-channel tensor (saturation, hue and grayscale leave it as it is;
  * contrast blends with the image's mean); the mixes mix it. Device batches:
  * uint8 as on the host; the float dtypes use MEAN_R and STD_R only. The GPU
- * decoders (NVJPEG, HYBRID) make RGB: with CHANNELS 1 the workers decode
- * (ROI) and feeder_loader_decoder() says why. Values other than 1 and 3
+ * decoders (NVJPEG, HYBRID) decode the Y plane on the GPU (nvJPEG's
+ * NVJPEG_OUTPUT_Y, the same definition; bytes close to the CPU's, as for
+ * RGB); what their workers keep decodes as above. Values other than 1 and 3
  * fail with FEEDER_ERANGE. */
 
 typedef enum feeder_pipeline {

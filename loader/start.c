@@ -225,14 +225,9 @@ static int resolve_decoder(feeder_loader *ld, int gpu_ok)
         t->decoder = FEEDER_DECODER_ROI;
     }
 
-    /* nvJPEG's gray output (NVJPEG_OUTPUT_Y) is not wired into the GPU
-     * decoders' batched plan, which makes RGB. */
-    if (feeder__decoder_on_gpu(t->decoder) && feeder__transform_channels(t) == 1) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
-                    "grayscale output (channels 1): the GPU decoders make RGB, so the CPU "
-                    "decodes");
-        t->decoder = FEEDER_DECODER_ROI;
-    }
+    /* Grayscale output (channels 1) stays on the GPU decoders: nvJPEG
+     * decodes the Y plane (NVJPEG_OUTPUT_Y, decode/gpu_decode.c), the CPU's
+     * JCS_GRAYSCALE; what the workers keep decodes to gray as on the CPU. */
 
     /* FEEDER_OPT_AUGMENT_ON_DEVICE: the plan's trailing photometric steps
      * and its mixes run on the device batch (cuda/augment.cu), on RGB

@@ -632,23 +632,30 @@ START_TEST(loader_augment_gray)
 }
 END_TEST
 
-/* A GPU decoder asked for with gray output decodes on the CPU and says why
- * (no device is needed for the plan's decision). */
-START_TEST(gpu_decoder_falls_back)
+/* A GPU decoder asked for with gray output keeps it (nvJPEG decodes the Y
+ * plane, test_cuda's test_nvjpeg_gray_close_to_cpu); without a device, as
+ * for RGB, the workers decode and the reason is the missing GPU path, and
+ * the batches are ROI's gray batches byte for byte. */
+START_TEST(gpu_decoder_without_device_decodes_on_cpu)
 {
     mixed_folder("m");
     feeder_dataset *ds = tu_open_folder(tu_dir, "m");
     feeder_loader *ld = gray_loader(ds, 0, FEEDER_LAYOUT_NHWC, FEEDER_PIPELINE_EVAL, NULL);
+    batches ref;
+    collect(ld, &ref);
+    feeder_loader_destroy(ld);
+    ld = gray_loader(ds, 0, FEEDER_LAYOUT_NHWC, FEEDER_PIPELINE_EVAL, NULL);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DECODER, FEEDER_DECODER_NVJPEG), 0);
     ck_assert_int_eq(feeder_loader_start(ld), 0);
     const char *why = NULL;
     ck_assert_int_eq(feeder_loader_decoder(ld, &why), FEEDER_DECODER_ROI);
-    ck_assert_str_eq(why, "grayscale output (channels 1): the GPU decoders make RGB, so the CPU "
-                          "decodes");
+    ck_assert_str_eq(why, "no GPU path: device = -1: host batches");
     batches got;
     collect(ld, &got);
     ck_assert_uint_eq(got.n, 3);
+    same_batches(&ref, &got, "NVJPEG without a device");
     batches_free(&got);
+    batches_free(&ref);
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
 }
@@ -1043,7 +1050,7 @@ int main(void)
     tcase_add_test(tl, option_bounds);
     tcase_add_test(tl, loader_every_worker_count);
     tcase_add_test(tl, loader_augment_gray);
-    tcase_add_test(tl, gpu_decoder_falls_back);
+    tcase_add_test(tl, gpu_decoder_without_device_decodes_on_cpu);
     tcase_add_test(tl, raw_pack_channels);
     tcase_add_test(tl, user_dataset_gray);
 #ifdef FEEDER_PACK_TOOL
