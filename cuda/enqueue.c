@@ -310,10 +310,13 @@ static cudaError_t gather_samples(feeder__gpu *gpu, ring_entry *entry, feeder_ba
 static int nvjpeg_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, uint32_t n,
                         uint32_t *nref, cudaError_t *cuda, char *derr, size_t derrlen)
 {
+    uint64_t t0 = feeder__now_ns();
     if ((*cuda = cudaEventSynchronize(gpu->dec_read_ev)) != cudaSuccess)
         return FEEDER_ECUDA;
+    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "wait: last resize", t0, feeder__now_ns(),
+                         (int64_t)host->epoch, (int64_t)host->number, -1);
     FEEDER_NVTX_PUSH("nvJPEG batch");
-    uint64_t t0 = feeder__now_ns();
+    t0 = feeder__now_ns();
     int rc = feeder__gpu_decode(gpu->dec, gpu->cfg.transform, gpu->cfg.seed, host->epoch, gpu->imgs, n,
                                 entry->stage, gpu->l->sample_bytes, gpu->stream, gpu->refused, nref, derr,
                                 derrlen);
