@@ -317,6 +317,36 @@ static cudaError_t gather_samples(feeder__gpu *gpu, ring_entry *entry, feeder_ba
     return cudaSuccess;
 }
 
+/* nvJPEG's call for the n listed images. The hardware backend writes its
+ * scratch when it is called, not in stream order (docs/RELIABILITY.md,
+ * issue 20): the host first waits until the last batch's resize, which
+ * reads that scratch, has run (dec_read_ev), else a copy stream held back
+ * (by a release on a busy user stream, by other work on the GPU) resizes
+ * the next batch's images into the last batch. 0, FEEDER_ECUDA with *cuda
+ * set, or nvJPEG's error with derr set. */
+static int nvjpeg_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, uint32_t n,
+                        uint32_t *nref, cudaError_t *cuda, char *derr, size_t derrlen)
+{
+    uint64_t t0 = feeder__now_ns();
+    if ((*cuda = cudaEventSynchronize(gpu->dec_read_ev)) != cudaSuccess)
+        return FEEDER_ECUDA;
+    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "wait: last resize", t0, feeder__now_ns(),
+                         (int64_t)host->epoch, (int64_t)host->number, -1);
+    FEEDER_NVTX_PUSH("nvJPEG batch");
+    t0 = feeder__now_ns();
+    int rc = feeder__gpu_decode(gpu->dec, gpu->cfg.transform, gpu->cfg.seed, host->epoch, gpu->imgs, n,
+                                entry->stage, gpu->l->sample_bytes, gpu->stream, gpu->refused, nref, derr,
+                                derrlen);
+    /* Whether nvJPEG's call returns at once or holds the thread for the
+     * decode shows here. */
+    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "nvJPEG submit", t0, feeder__now_ns(),
+                         (int64_t)host->epoch, (int64_t)host->number, -1);
+    FEEDER_NVTX_POP();
+    if ((*cuda = cudaEventRecord(gpu->dec_read_ev, gpu->stream)) != cudaSuccess)
+        return FEEDER_ECUDA;
+    return rc;
+}
+
 /* nvJPEG's decode of the n listed images into the batch, and the CPU decode
  * of what it refuses (from a scratch sample: a pageable copy returns once it
  * has read the scratch, so the next one may reuse it). 0; a CUDA failure
@@ -328,16 +358,9 @@ static int decode_images(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host
     int rc = 0;
     *nref = 0;
     if (gpu->dec) { /* taken by the loader's thread before the batch was handed over */
-        FEEDER_NVTX_PUSH("nvJPEG batch");
-        uint64_t t0 = feeder__now_ns();
-        rc = feeder__gpu_decode(gpu->dec, gpu->cfg.transform, gpu->cfg.seed, host->epoch, gpu->imgs, n,
-                                entry->stage, gpu->l->sample_bytes, gpu->stream, gpu->refused, nref, derr,
-                                sizeof(derr));
-        /* Whether nvJPEG's call returns at once or holds the loader's
-         * thread for the decode shows here. */
-        feeder__trace_span_e(gpu->tr, gpu->tr_submit, "nvJPEG submit", t0, feeder__now_ns(),
-                             (int64_t)host->epoch, (int64_t)host->number, -1);
-        FEEDER_NVTX_POP();
+        rc = nvjpeg_batch(gpu, entry, host, n, nref, cuda, derr, sizeof(derr));
+        if (rc == FEEDER_ECUDA && *cuda != cudaSuccess)
+            return rc;
     } else {
         for (; *nref < n; (*nref)++) /* nvJPEG could not start: the CPU decodes them */
             gpu->refused[*nref] = *nref;

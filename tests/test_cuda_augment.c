@@ -5,9 +5,11 @@
  * settings (device -1: the workers' CPU ops): every byte within +-1 (equal
  * for the ops whose arithmetic has no rounding to differ in), the labels,
  * indices and mix entries equal, for both layouts, every pin mode and
- * worker counts 0..2, the short last batch included. Needs a CUDA device:
- * without one the program exits 77 (skipped); as in test_cuda, only forked
- * children touch CUDA.
+ * worker counts 0..2, the short last batch included; and behind a training
+ * loop whose slow steps hold the copy stream back (lag_step), with nvJPEG
+ * decoding too (its batches the same bytes as without the steps). Needs a
+ * CUDA device: without one the program exits 77 (skipped); as in
+ * test_cuda, only forked children touch CUDA.
  */
 #include <check.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #include "augment/augment.h"
 #include "benchutil.h"
+#include "cuda_kernels.h"
 #include "feeder.h"
 #include "feeder_cuda.h"
 
@@ -29,7 +32,8 @@
         ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));       \
     } while (0)
 
-enum { MAXB = 64, MAXC = 16, SEED = 3 };
+enum { MAXB = 64, MAXC = 16, SEED = 3, BATCH = 5 };
+enum { LAGB = 16 }; /* batches a run behind training steps may have */
 
 static char tmpdir[256];
 static feeder_dataset *jpegs;
@@ -58,6 +62,7 @@ static void teardown(void)
 typedef struct cfg {
     int device, on_device, pin, layout, workers, decoder, size;
     int gray; /* FEEDER_OPT_CHANNELS 1 */
+    uint64_t lag_ns; /* device runs: each batch's training step (see lag_step), or 0 */
 } cfg;
 
 static cfg host_cfg(int layout)
@@ -94,7 +99,7 @@ static feeder_loader *make(const cfg *c, const feeder_augment *aug)
 {
     feeder_loader *ld;
     ck_assert_int_eq(feeder_loader_create(jpegs, NULL, &ld), 0);
-    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, BATCH), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, c->workers), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 1), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, SEED), 0);
@@ -115,7 +120,72 @@ static feeder_loader *make(const cfg *c, const feeder_augment *aug)
     return ld;
 }
 
-static void take_batch(run *r, const feeder_batch *b, int on, cudaStream_t s)
+/* cfg.lag_ns: a training loop on the device batches, which never waits on
+ * the host: each batch's step goes on a stream of its own (the batch is
+ * released there), waits for the batch, copies it back into pinned memory
+ * (read once the run is over), spins lag_ns and sums its bytes and labels
+ * (tk_spin_sum). The steps queue up, and the copy stream, which waits for a
+ * release before it refills an entry, runs behind the loader's and the
+ * decode thread's calls by as many steps as the ring and the host slots let
+ * the loader run ahead: the timing under which host-side work that is not
+ * in stream order (nvJPEG's hardware decode, docs/RELIABILITY.md) or a
+ * buffer rewritten too early lands in a batch the stream has not finished. */
+typedef struct lag {
+    cudaStream_t s;           /* the steps' stream; NULL: no steps */
+    unsigned long long *sums; /* device: batch i's sum at [i] */
+    uint8_t *host;            /* pinned: batch i's bytes, as its step saw them, at [i * per] */
+    size_t per;
+} lag;
+
+/* Everything the steps use, allocated first: an allocation in the loop
+ * might wait for the device. */
+static void lag_start(lag *g, const cfg *c, int on)
+{
+    memset(g, 0, sizeof(*g));
+    if (!on || !c->lag_ns)
+        return;
+    g->per = (size_t)BATCH * (c->size ? c->size : 40) * (c->size ? c->size : 56) * 3;
+    CK_CUDA(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+    CK_CUDA(cudaMalloc((void **)&g->sums, LAGB * sizeof(*g->sums)));
+    CK_CUDA(cudaMemset(g->sums, 0, LAGB * sizeof(*g->sums)));
+    CK_CUDA(cudaMallocHost((void **)&g->host, LAGB * g->per));
+}
+
+/* Batch i's step. */
+static void lag_step(lag *g, uint32_t i, const feeder_batch *b, size_t nbytes, uint64_t ns)
+{
+    ck_assert_uint_lt(i, LAGB);
+    ck_assert_uint_le(nbytes, g->per);
+    CK_CUDA(feeder_batch_wait(b, g->s));
+    CK_CUDA(cudaMemcpyAsync(g->host + i * g->per, b->device_data, nbytes, cudaMemcpyDeviceToHost,
+                            g->s));
+    CK_CUDA((cudaError_t)tk_spin_sum(b->device_data, nbytes, b->device_labels, b->count, ns,
+                                     &g->sums[i], g->s));
+}
+
+/* The bytes every step copied back, and every step's sum of the batch: the
+ * same bytes, so nothing rewrote a batch before its release had passed. */
+static void lag_end(lag *g, run *r)
+{
+    if (!g->s)
+        return;
+    unsigned long long got[LAGB];
+    CK_CUDA(cudaStreamSynchronize(g->s));
+    CK_CUDA(cudaMemcpy(got, g->sums, r->nb * sizeof(*got), cudaMemcpyDeviceToHost));
+    for (uint32_t i = 0; i < r->nb; i++) {
+        memcpy(r->bytes[i], g->host + i * g->per, r->nbytes[i]);
+        ck_assert_msg(got[i] == tk_host_sum(r->bytes[i], r->nbytes[i], r->labels[i], r->count[i]),
+                      "batch %u changed while its training step read it", i);
+    }
+    CK_CUDA(cudaFreeHost(g->host));
+    CK_CUDA(cudaFree(g->sums));
+    CK_CUDA(cudaStreamDestroy(g->s));
+}
+
+/* A batch's facts and bytes into r: host bytes now; device bytes now on
+ * `s`, or through its step (g). The stream to release it on. */
+static cudaStream_t take_batch(run *r, const feeder_batch *b, int on, cudaStream_t s, lag *g,
+                               uint64_t lag_ns)
 {
     uint32_t i = r->nb++;
     ck_assert_uint_lt(i, MAXB);
@@ -133,14 +203,19 @@ static void take_batch(run *r, const feeder_batch *b, int on, cudaStream_t s)
     if (!on) {
         ck_assert_ptr_nonnull(b->data);
         memcpy(r->bytes[i], b->data, r->nbytes[i]);
-        return;
+        return s;
     }
     ck_assert_ptr_nonnull(b->device_data);
     ck_assert_uint_eq(b->device_bytes, r->nbytes[i]);
+    if (g->s) {
+        lag_step(g, i, b, r->nbytes[i], lag_ns);
+        return g->s;
+    }
     CK_CUDA(feeder_batch_wait(b, s));
     CK_CUDA(cudaMemcpyAsync(r->bytes[i], b->device_data, r->nbytes[i], cudaMemcpyDeviceToHost,
                             s));
     CK_CUDA(cudaStreamSynchronize(s));
+    return s;
 }
 
 static run *collect(const cfg *c, const feeder_augment *aug)
@@ -153,16 +228,17 @@ static run *collect(const cfg *c, const feeder_augment *aug)
     cudaStream_t s = NULL;
     if (on)
         CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    lag g;
+    lag_start(&g, c, on);
     run *r = calloc(1, sizeof(*r));
     for (int e = 0; e < 2; e++) {
         feeder_batch *b;
         int rc;
-        while ((rc = feeder_next(ld, &b)) == 0) {
-            take_batch(r, b, on, s);
-            ck_assert_int_eq(feeder_batch_release(b, s), 0);
-        }
+        while ((rc = feeder_next(ld, &b)) == 0)
+            ck_assert_int_eq(feeder_batch_release(b, take_batch(r, b, on, s, &g, c->lag_ns)), 0);
         ck_assert_msg(rc == FEEDER_DONE, "%s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
     }
+    lag_end(&g, r);
     ck_assert_int_eq(feeder_loader_stats(ld, &r->st), 0);
     const char *dwhy;
     r->decoder = feeder_loader_decoder(ld, &dwhy);
@@ -208,8 +284,9 @@ static void close_runs(const run *a, const run *b, int tol, const char *what)
 }
 
 /* The device runs against the host run of `aug`, for both layouts, each
- * pin mode with its own worker count. */
-static void device_matches_host(const feeder_augment *aug, int tol, const char *what)
+ * pin mode with its own worker count; behind training steps of lag_ns. */
+static void matches_host_behind(const feeder_augment *aug, int tol, const char *what,
+                                uint64_t lag_ns)
 {
     static const int pins[] = {FEEDER_PIN_REGISTER, FEEDER_PIN_COPY, FEEDER_PIN_NONE};
     static const int workers[] = {2, 0, 1};
@@ -223,6 +300,7 @@ static void device_matches_host(const feeder_augment *aug, int tol, const char *
             d.device = 0;
             d.pin = pins[p];
             d.workers = workers[p];
+            d.lag_ns = lag_ns;
             run *got = collect(&d, aug);
             close_runs(ref, got, tol, what);
             run_free(got);
@@ -230,6 +308,16 @@ static void device_matches_host(const feeder_augment *aug, int tol, const char *
         run_free(ref);
     }
 }
+
+static void device_matches_host(const feeder_augment *aug, int tol, const char *what)
+{
+    matches_host_behind(aug, tol, what, 0);
+}
+
+/* A training step of 50 ms: the copy stream falls steps behind the host's
+ * calls (with nvJPEG, from the third batch of an epoch on, a ring of 2: a
+ * step behind when the decode thread makes its next nvJPEG call). */
+#define STEP_NS 50000000ull
 
 static feeder_augment *new_aug(void)
 {
@@ -341,6 +429,10 @@ START_TEST(test_jitter_gray_mixup_plan)
     ck_assert_int_eq(feeder_augment_mixup(a, 0.4, 0.8), 0);
     ck_assert_int_eq(feeder_augment_cutmix(a, 1.0, 0.8), 0);
     device_matches_host(a, 1, "jitter + grayscale + blur + mixup/cutmix");
+    /* The per-layer parameter, sum, blur and mix buffers and the entries'
+     * pinned parameters are reused only in stream order, with the copy
+     * stream steps behind the draws. */
+    matches_host_behind(a, 1, "the same behind slow steps", STEP_NS);
     feeder_augment_destroy(a);
 }
 END_TEST
@@ -432,34 +524,75 @@ static void augment_on_host(run *r, const feeder_augment *a, uint32_t w, uint32_
     free(scratch);
 }
 
+/* nvJPEG's batches of `layout` at 224 x 224 (every test JPEG fits its
+ * sample's place), with the plan `a` (or none) on the device, behind
+ * training steps of lag_ns; NULL, with nothing collected, when this build
+ * has no nvJPEG. */
+static run *nvjpeg_run(int layout, const feeder_augment *a, uint64_t lag_ns)
+{
+    cfg d = host_cfg(layout);
+    d.device = 0;
+    d.decoder = FEEDER_DECODER_NVJPEG;
+    d.size = 224;
+    d.lag_ns = lag_ns;
+    run *r = collect(&d, a);
+    if (r->decoder != FEEDER_DECODER_NVJPEG) { /* built without nvJPEG */
+        run_free(r);
+        return NULL;
+    }
+    ck_assert_uint_eq(r->st.gpu_decoded, 36); /* 18 images, 2 epochs */
+    return r;
+}
+
+START_TEST(test_nvjpeg_batches_whole_behind_slow_steps)
+{
+    /* nvJPEG's hardware decode writes its scratch when called, not in
+     * stream order: without the host's wait for the last batch's resize
+     * (cuda/enqueue.c), the next batch's images land in a batch whose
+     * resize still waits for a release. Behind slow steps the batches are
+     * the same bytes as without them. */
+    for (int layout = 0; layout < 2; layout++) {
+        run *ref = nvjpeg_run(layout, NULL, 0);
+        if (!ref)
+            return;
+        run *slow = nvjpeg_run(layout, NULL, STEP_NS);
+        ck_assert_ptr_nonnull(slow);
+        close_runs(ref, slow, 0, "nvJPEG behind slow steps");
+        run_free(slow);
+        run_free(ref);
+    }
+}
+END_TEST
+
 START_TEST(test_nvjpeg_keeps_decoding_with_device_augment)
 {
     /* Every per-sample step photometric: nvJPEG keeps decoding and the
-     * device augments after it. Reference: nvJPEG's batches without the
-     * plan, augmented on the host. Without the option the loader decodes
-     * on the CPU as before. */
+     * device augments after it, with and without slow steps. Reference:
+     * nvJPEG's batches without the plan, augmented on the host. Without the
+     * option the loader decodes on the CPU as before. */
     feeder_augment *a = new_aug();
     ck_assert_int_eq(feeder_augment_color_jitter(a, 0.4, 0.4, 0.4, 0.1), 0);
     ck_assert_int_eq(feeder_augment_grayscale(a, 0.2), 0);
     ck_assert_int_eq(feeder_augment_mixup(a, 0.4, 1.0), 0);
     for (int layout = 0; layout < 2; layout++) {
-        cfg d = host_cfg(layout);
-        d.device = 0;
-        d.decoder = FEEDER_DECODER_NVJPEG;
-        d.size = 224; /* every test JPEG fits its sample's place */
-        run *plain = collect(&d, NULL);
-        if (plain->decoder != FEEDER_DECODER_NVJPEG) { /* built without nvJPEG */
-            run_free(plain);
+        run *plain = nvjpeg_run(layout, NULL, 0);
+        if (!plain)
             break;
-        }
-        run *got = collect(&d, a);
-        ck_assert_int_eq(got->decoder, FEEDER_DECODER_NVJPEG);
-        ck_assert_uint_eq(got->st.gpu_decoded, 36); /* 18 images, 2 epochs */
+        run *got = nvjpeg_run(layout, a, 0);
+        run *slow = nvjpeg_run(layout, a, STEP_NS);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_ptr_nonnull(slow);
         augment_on_host(plain, a, 224, 224, layout);
         close_runs(plain, got, 1, "nvJPEG + device augment");
+        close_runs(plain, slow, 1, "nvJPEG + device augment behind slow steps");
+        run_free(slow);
         run_free(got);
         run_free(plain);
 
+        cfg d = host_cfg(layout);
+        d.device = 0;
+        d.decoder = FEEDER_DECODER_NVJPEG;
+        d.size = 224;
         d.on_device = 0;
         run *cpu = collect(&d, a);
         ck_assert_int_eq(cpu->decoder, FEEDER_DECODER_ROI);
@@ -489,6 +622,7 @@ static Suite *cuda_augment_suite(void)
     tcase_add_test(tc, test_photometric_before_geometric_stays_on_cpu);
     tcase_add_test(tc, test_option_off_workers_augment_and_mix_is_lent);
     tcase_add_test(tc, test_gray_output_augments_on_the_host);
+    tcase_add_test(tc, test_nvjpeg_batches_whole_behind_slow_steps);
     tcase_add_test(tc, test_nvjpeg_keeps_decoding_with_device_augment);
     suite_add_tcase(s, tc);
     return s;
