@@ -162,7 +162,12 @@ static void rebalance(feeder__gpu *gpu)
     uint32_t step = 60 / gpu->nslots ? 60 / gpu->nslots : 1;
     int hybrid = gpu->cfg.decoder == FEEDER_DECODER_HYBRID;
     uint32_t cpu = gpu->cpu_share, large = gpu->large_share;
-    if (gpu->starved) {
+    /* The decode thread busy 85 % of its time is the GPU side at its limit,
+     * whatever the last pull saw: a batch of large photos costs the engine
+     * ~3 ms each, so the pull's signal alone, which lags by the slots in
+     * flight, overshoots. */
+    int gpu_full = atomic_load(&gpu->dec_busy) > 850;
+    if (gpu->starved && !gpu_full) {
         if (hybrid && cpu > 20)
             cpu = cpu > 20 + step ? cpu - step : 20;
         else
@@ -258,7 +263,8 @@ cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *gpu, ring_entry *entry, fee
  * loader): the GPU decoders move the work between the two sides. */
 void feeder__cuda_rebalance(feeder__gpu *gpu, const ring_entry *entry)
 {
-    if (entry->gpu_part)
+    (void)entry;
+    if (gpu->dec) /* not while the workers decode everything, nvJPEG starting */
         rebalance(gpu);
 }
 

@@ -145,6 +145,8 @@ struct feeder__gpu {
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int starved;          /* the last pull found no finished host batch, or waited for one */
+    atomic_uint dec_busy; /* decode thread: share of its time (1/1000, smoothed over ~8
+                             batches) spent on batches rather than waiting for one */
     int decode_thread;    /* the GPU decoders' batches go through the decode thread */
     /* The last batch's resize has read nvJPEG's scratch: the decode thread
      * waits for it on the host before the next nvJPEG call (cuda/enqueue.c). */
