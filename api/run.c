@@ -30,9 +30,9 @@ static const char *host_errmsg(void *ctx) { return feeder_loader_errmsg(ctx); }
 static int64_t host_status_batch(void *ctx) { return feeder__loader_status_batch(ctx); }
 static uint64_t host_epoch(void *ctx) { return feeder__loader_epoch(ctx); }
 
-static void host_set_shares(void *ctx, uint32_t cpu, uint32_t large)
+static void host_set_cpu_share(void *ctx, uint32_t permille)
 {
-    feeder__loader_set_shares(ctx, cpu, large);
+    feeder__loader_set_cpu_share(ctx, permille);
 }
 
 static int host_decode_cpu(void *ctx, const uint8_t *jpeg, size_t len, uint64_t epoch,
@@ -88,7 +88,7 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     c->cpu_share = feeder__loader_first_cpu_share(ld);
     c->warmup = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_WARMUP);
     c->host = (feeder__host_ops){ld,           host_next,       host_release,      host_errmsg,
-                                 host_status_batch, host_epoch, host_set_shares,
+                                 host_status_batch, host_epoch, host_set_cpu_share,
                                  host_decode_cpu};
     c->layout = feeder__loader_layout(ld);
     c->slot_mem = feeder__loader_mem(ld, &c->slot_mem_bytes);

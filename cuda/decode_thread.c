@@ -26,20 +26,6 @@ static ring_entry *take_job(feeder__gpu *gpu)
     return entry;
 }
 
-/* The balance's second signal (cuda/enqueue.c, rebalance): how much of its
- * time the thread spends on batches (nvJPEG's engine call returns when the
- * engine is done) against waiting for the next one. */
-static void note_busy(feeder__gpu *gpu, uint64_t t0, uint64_t *last)
-{
-    uint64_t t1 = feeder__now_ns(), wall = t1 - *last;
-    *last = t1;
-    if (!wall)
-        return;
-    uint64_t now = (t1 - t0) * 1000 / wall;
-    uint32_t old = atomic_load(&gpu->dec_busy);
-    atomic_store(&gpu->dec_busy, (uint32_t)((old * 7 + (now > 1000 ? 1000 : now)) / 8));
-}
-
 void *feeder__cuda_decode_thread(void *arg)
 {
     feeder__gpu *gpu = arg;
@@ -47,15 +33,12 @@ void *feeder__cuda_decode_thread(void *arg)
     char msg[sizeof(((ring_entry *)0)->errmsg)];
     pthread_mutex_lock(&gpu->lock);
     ring_entry *entry;
-    uint64_t last = feeder__now_ns();
     while ((entry = take_job(gpu))) {
         feeder_batch *host = entry->host;
         pthread_mutex_unlock(&gpu->lock);
         int sample_err = 0;
         msg[0] = 0;
-        uint64_t t0 = feeder__now_ns();
         int rc = feeder__cuda_enqueue_decode(gpu, entry, host, &sample_err, msg, sizeof(msg));
-        note_busy(gpu, t0, &last);
         pthread_mutex_lock(&gpu->lock);
         entry->err = rc;
         entry->sample_err = sample_err;

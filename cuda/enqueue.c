@@ -141,16 +141,10 @@ static cudaError_t copy_pixels(feeder__gpu *gpu, ring_entry *entry, const uint8_
                            cudaMemcpyHostToDevice, gpu->stream);
 }
 
-/* Move the work between the workers and the GPU towards the point where
+/* HYBRID: move the workers' share of each batch towards the point where
  * neither side waits for the other. A host batch that was already finished
  * when a free entry asked for it means the workers are ahead: give them more;
  * none finished (or one waited for) means they are behind: give them less.
- * The work moves along one line: from the GPU's end, first the photos over
- * the engine's 2 MP come back to the workers (the large share falls to 0:
- * each costs the engine the time of ~25 ordinary images and the workers,
- * whose DCT scaling decodes it at 1/8, about the same as the engine's
- * batch time for it), then, with HYBRID, the workers' share of each batch
- * grows; towards the GPU, the same steps in reverse.
  * The split follows what the pipeline does rather than a cost model, whose
  * per-image decode times leave out reading, scheduling and the cores the
  * loader's thread and the driver take (docs/ARCHITECTURE.md). A step shows only in batches
@@ -160,25 +154,9 @@ static cudaError_t copy_pixels(feeder__gpu *gpu, ring_entry *entry, const uint8_
 static void rebalance(feeder__gpu *gpu)
 {
     uint32_t step = 60 / gpu->nslots ? 60 / gpu->nslots : 1;
-    int hybrid = gpu->cfg.decoder == FEEDER_DECODER_HYBRID;
-    uint32_t cpu = gpu->cpu_share, large = gpu->large_share;
-    /* The decode thread busy 85 % of its time is the GPU side at its limit,
-     * whatever the last pull saw: a batch of large photos costs the engine
-     * ~3 ms each, so the pull's signal alone, which lags by the slots in
-     * flight, overshoots. */
-    int gpu_full = atomic_load(&gpu->dec_busy) > 850;
-    if (gpu->starved && !gpu_full) {
-        if (hybrid && cpu > 20)
-            cpu = cpu > 20 + step ? cpu - step : 20;
-        else
-            large = large + step < 1000 ? large + step : 1000;
-    } else {
-        if (large > 0)
-            large = large > step ? large - step : 0;
-        else if (hybrid)
-            cpu = cpu + step < 980 ? cpu + step : 980;
-    }
-    feeder__cuda_set_shares(gpu, cpu, large);
+    uint32_t pm = gpu->cpu_share;
+    pm = gpu->starved ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
+    feeder__cuda_set_cpu_share(gpu, pm);
 }
 
 /* The runs of a RAW packed batch: records that follow each other both in
@@ -259,12 +237,11 @@ cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *gpu, ring_entry *entry, fee
     return batch_end(gpu, entry, host->labels, 0, (int64_t)host->epoch, (int64_t)host->number);
 }
 
-/* After a decoded batch, in the loader's thread (the shares go to the host
- * loader): the GPU decoders move the work between the two sides. */
+/* After a decoded batch, in the loader's thread (the share goes to the host
+ * loader): HYBRID moves the workers' share. */
 void feeder__cuda_rebalance(feeder__gpu *gpu, const ring_entry *entry)
 {
-    (void)entry;
-    if (gpu->dec) /* not while the workers decode everything, nvJPEG starting */
+    if (gpu->cfg.decoder == FEEDER_DECODER_HYBRID && entry->gpu_part)
         rebalance(gpu);
 }
 
@@ -284,7 +261,7 @@ int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait)
         return 0;
     }
     gpu->dec = gpu->dec_made;
-    feeder__cuda_set_shares(gpu, gpu->cfg.cpu_share, 0);
+    feeder__cuda_set_cpu_share(gpu, gpu->cfg.cpu_share);
     return 1;
 }
 

@@ -58,11 +58,9 @@ typedef struct feeder__host_ops {
     int64_t (*status_batch)(void *ctx);
     /* The epoch the host loader is in (or was last in). */
     uint64_t (*epoch)(void *ctx);
-    /* The GPU decoders' balance, from the next dispatched batch on (both in
-     * 1/1000): `cpu`, HYBRID's share of each batch the workers decode; `large`,
-     * the share of photos over the engine's 2 MP the workers send to the
-     * engine rather than decode themselves (decode/jpeg_header.h). */
-    void (*set_shares)(void *ctx, uint32_t cpu, uint32_t large);
+    /* HYBRID: the share of each batch (1/1000) the workers decode, from the
+     * next dispatched batch on. */
+    void (*set_cpu_share)(void *ctx, uint32_t permille);
     /* Decode one sample the way the workers do it (errors name index and
      * path), into dst: the GPU decoder's CPU fallback. */
     int (*decode_cpu)(void *ctx, const uint8_t *jpeg, size_t len, uint64_t epoch,

@@ -100,7 +100,6 @@ struct feeder__gpu {
     char errmsg[1024];       /* the last failed call's message (feeder__gpu_errmsg) */
     feeder_stats st;         /* the layer's counters and levels (feeder__gpu_stats) */
     uint32_t cpu_share;      /* HYBRID: the workers' share the layer last set (1/1000) */
-    uint32_t large_share;    /* photos over 2 MP the workers send to the engine (1/1000) */
     cudaStream_t stream;
     int own_stream;
     const feeder__slot_layout *l;
@@ -145,8 +144,6 @@ struct feeder__gpu {
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int starved;          /* the last pull found no finished host batch, or waited for one */
-    atomic_uint dec_busy; /* decode thread: share of its time (1/1000, smoothed over ~8
-                             batches) spent on batches rather than waiting for one */
     int decode_thread;    /* the GPU decoders' batches go through the decode thread */
     /* The last batch's resize has read nvJPEG's scratch: the decode thread
      * waits for it on the host before the next nvJPEG call (cuda/enqueue.c). */
@@ -202,7 +199,7 @@ typedef struct devguard {
 int feeder__cuda_fail(feeder__gpu *gpu, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int feeder__cuda_host_release(feeder__gpu *gpu, feeder_batch *host);
-void feeder__cuda_set_shares(feeder__gpu *gpu, uint32_t cpu, uint32_t large);
+void feeder__cuda_set_cpu_share(feeder__gpu *gpu, uint32_t permille);
 void feeder__cuda_stats_add(feeder__gpu *gpu, const feeder_stats *d);
 const char *feeder__cuda_errtext(cudaError_t e);
 cudaError_t feeder__cuda_enter(const feeder__gpu *gpu, devguard *d);

@@ -19,12 +19,11 @@ int feeder__cuda_host_release(feeder__gpu *gpu, feeder_batch *host)
     return gpu->cfg.host.release(gpu->cfg.host.ctx, host);
 }
 
-void feeder__cuda_set_shares(feeder__gpu *gpu, uint32_t cpu, uint32_t large)
+void feeder__cuda_set_cpu_share(feeder__gpu *gpu, uint32_t permille)
 {
-    gpu->cpu_share = cpu > 1000 ? 1000 : cpu;
-    gpu->large_share = large > 1000 ? 1000 : large;
+    gpu->cpu_share = permille > 1000 ? 1000 : permille;
     gpu->st.hybrid_cpu_permille = gpu->cpu_share;
-    gpu->cfg.host.set_shares(gpu->cfg.host.ctx, gpu->cpu_share, gpu->large_share);
+    gpu->cfg.host.set_cpu_share(gpu->cfg.host.ctx, gpu->cpu_share);
 }
 
 /* Add one batch's (or drop's) counters to the layer's. */

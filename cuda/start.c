@@ -100,7 +100,7 @@ static int start_decoder(feeder__gpu *gpu, char *why, size_t whylen)
         feeder__fmt(gpu->pin_note, sizeof(gpu->pin_note),
                     " (pin copy asked for: the GPU decoder reads the slots)");
     }
-    feeder__cuda_set_shares(gpu, gpu->cfg.warmup ? 1000 : gpu->cfg.cpu_share, 0);
+    feeder__cuda_set_cpu_share(gpu, gpu->cfg.warmup ? 1000 : gpu->cfg.cpu_share);
     /* (without warm-up the first decode waits for the decoder) */
     int err = pthread_create(&gpu->dec_thread, NULL, make_decoder, gpu);
     if (err) {

@@ -37,8 +37,7 @@ enum {
     FEEDER__ROUTE_CMYK = 2,       /* 4 components: CMYK or YCCK */
     FEEDER__ROUTE_SUBSAMPLING = 3,/* a sampling the engine refuses (4:1:1, 4:1:0, ...) */
     FEEDER__ROUTE_SIZE = 4,       /* over the pixel limit, over 2 MP (the CPU's DCT scaling
-                                     decodes it for less) unless the balance sends it to the
-                                     engine, or too large for its task's room */
+                                     decodes it for less), or too large for its task's room */
     FEEDER__ROUTE_CORRUPT = 5,    /* no readable frame header: the CPU decoder names it */
     FEEDER__ROUTE_OTHER = 6,      /* 12-bit, arithmetic coding, lossless */
     FEEDER__ROUTES = 7
@@ -49,9 +48,8 @@ enum {
 int feeder__jpeg_probe(const uint8_t *buf, size_t len, feeder__jpeg_info *out);
 
 /* The route of an image with header `in` (NULL: unreadable) under a pixel
- * limit (0: none). `large`: the engine takes photos over its 2 MP too (the
- * GPU decoders' balance sends it some, cuda/enqueue.c). */
-int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels, int large);
+ * limit (0: none). */
+int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels);
 
 /* "gpu", "progressive", "cmyk", "subsampling", "size", "corrupt", "other". */
 const char *feeder__jpeg_route_name(int route);

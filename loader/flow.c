@@ -228,7 +228,7 @@ static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
         feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
         *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, epoch, b,
                                 (uint32_t)(((uint64_t)(hi - lo) * ld->cpu_permille + 500) / 1000),
-                                count, ld->large_permille, 0};
+                                count};
     }
 }
 
@@ -546,7 +546,7 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
         uint32_t n = count - lo < FEEDER__INLINE_FILES ? count - lo : FEEDER__INLINE_FILES;
         feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b,
                               (uint32_t)(((uint64_t)n * ld->cpu_permille + 500) / 1000),
-                              count, ld->large_permille, 0};
+                              count};
         feeder__run_task(&ld->inline_ctx, &t, &r);
         feeder__pool_complete_part(ld, &r);
         if (r.status)

@@ -113,7 +113,7 @@ uint64_t feeder__loader_epoch(const feeder_loader *ld);
 struct feeder__trace *feeder__loader_trace(const feeder_loader *ld);
 /* HYBRID: the share of each batch (1/1000) the workers decode from the next
  * dispatched batch on. */
-void feeder__loader_set_shares(feeder_loader *ld, uint32_t cpu, uint32_t large);
+void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille);
 /* Decode one sample the way the workers do it (the plan's CPU decoder;
  * errors name index and path): the GPU layer's CPU fallback. */
 int feeder__loader_decode_cpu(feeder_loader *ld, const uint8_t *jpeg, size_t len, uint64_t epoch,

@@ -313,12 +313,13 @@ int64_t feeder__loader_status_batch(const feeder_loader *ld) { return ld->status
 
 uint64_t feeder__loader_epoch(const feeder_loader *ld) { return ld->epoch; }
 
-void feeder__loader_set_shares(feeder_loader *ld, uint32_t cpu, uint32_t large)
+void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
 {
-    ld->cpu_permille = cpu > 1000 ? 1000 : cpu;
-    ld->large_permille = large > 1000 ? 1000 : large;
+    if (permille > 1000)
+        permille = 1000;
+    ld->cpu_permille = permille;
     pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.hybrid_cpu_permille = ld->cpu_permille;
+    ld->stats.hybrid_cpu_permille = permille;
     pthread_mutex_unlock(&ld->stats_lock);
 }
 

@@ -464,7 +464,7 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
     if (feeder__decoder_on_gpu(t->decoder) && !gpu_decodes) {
         feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s", decode_why);
         t->decoder = job->cpu_decoder;
-        feeder__loader_set_shares(ld, 0, 0);
+        feeder__loader_set_cpu_share(ld, 0);
     }
     /* Before the workers fork: they inherit it. */
     job->packed_direct = packed_direct;

@@ -1250,77 +1250,6 @@ START_TEST(test_nvjpeg_routes_by_header)
 }
 END_TEST
 
-/* A w x h baseline 4:2:0 JPEG of smooth gradients and a coarse pattern
- * (quality 85: small enough to fit its task's room). */
-static void write_large(const char *path, int w, int h, unsigned seed)
-{
-    uint8_t *px = malloc((size_t)w * h * 3);
-    ck_assert_ptr_nonnull(px);
-    for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++) {
-            uint8_t *p = px + ((size_t)y * w + x) * 3;
-            p[0] = (uint8_t)(x * 255 / w);
-            p[1] = (uint8_t)(y * 255 / h);
-            p[2] = (uint8_t)((((x / 97) ^ (y / 89)) + seed) * 53);
-        }
-    tjhandle c = tjInitCompress();
-    unsigned char *out = NULL;
-    unsigned long len = 0;
-    ck_assert_int_eq(tjCompress2(c, px, w, 0, h, TJPF_RGB, &out, &len, TJSAMP_420, 85, 0), 0);
-    write_file(path, out, len);
-    tjFree(out);
-    tjDestroy(c);
-    free(px);
-}
-
-START_TEST(test_nvjpeg_large_photos_share)
-{
-    /* Twelve photos just over the engine's 2 MP: the workers (0 here: the
-     * loader's thread reads) are the slow side, so the balance sends a
-     * growing share of them to the engine. Every image is decoded once, by
-     * one side or the other, and the batches are the CPU's within the GPU
-     * tolerance. */
-    char dir[512], path[600];
-    snprintf(dir, sizeof(dir), "%s/large", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
-    snprintf(dir, sizeof(dir), "%s/large/c", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
-    for (int i = 0; i < 12; i++) {
-        snprintf(path, sizeof(path), "%s/%03d.jpg", dir, i);
-        write_large(path, 2000 + 16 * i, 1100, (unsigned)i);
-    }
-    char err[256];
-    feeder_dataset *ds;
-    snprintf(dir, sizeof(dir), "%s/large", tmpdir);
-    ck_assert_int_eq(feeder_dataset_open_folder(dir, &ds, err, sizeof(err)), 0);
-    cfg h = base();
-    h.size = 224;
-    h.batch = 4;
-    h.epochs = 8;
-    h.workers = 0;
-    h.pipeline = FEEDER_PIPELINE_EVAL;
-    run *ref = collect(ds, &h, NULL, NULL);
-    cfg d = h;
-    d.device = 0;
-    d.decoder = FEEDER_DECODER_NVJPEG;
-    run *got = collect(ds, &d, NULL, NULL);
-    if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
-        fprintf(stderr, "large photos: %llu on the engine, %llu on the CPU of 96\n",
-                (unsigned long long)last_stats.gpu_decoded,
-                (unsigned long long)last_stats.cpu_routed[FEEDER_ROUTE_SIZE]);
-        ck_assert_uint_eq(last_stats.gpu_decoded + last_stats.cpu_routed[FEEDER_ROUTE_SIZE], 96);
-        ck_assert_uint_gt(last_stats.gpu_decoded, 0);
-        ck_assert_uint_eq(last_stats.gpu_fallback, 0);
-        close_batches(ref, got);
-    } else {
-        same_batches(ref, got);
-    }
-    run_free(ref);
-    run_free(got);
-    feeder_dataset_destroy(ds);
-}
-END_TEST
-
 /* A JPEG pack of the files of `ds`, in dataset order, with its labels. */
 static void write_jpeg_pack(const char *path, const feeder_dataset *ds)
 {
@@ -1923,7 +1852,6 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
     tcase_add_test(tc, test_nvjpeg_warmup_decodes_on_workers_first);
     tcase_add_test(tc, test_nvjpeg_routes_by_header);
-    tcase_add_test(tc, test_nvjpeg_large_photos_share);
     tcase_add_test(tc, test_packed_jpeg_on_gpu_decoder);
     tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);
     tcase_add_test(tc, test_hybrid_splits_every_batch);

@@ -13,7 +13,6 @@
 #include <jpeglib.h>
 
 #include "decode/jpeg_header.h"
-#include "worker/worker.h"
 
 typedef struct spec {
     unsigned w, h;
@@ -83,7 +82,7 @@ static int route_of(const spec *s, feeder__jpeg_info *info)
     int rc = feeder__jpeg_probe(j, len, info);
     ck_assert_int_eq(rc, 0);
     free(j);
-    return feeder__jpeg_route(info, 178956970, 0);
+    return feeder__jpeg_route(info, 178956970);
 }
 
 START_TEST(baseline_subsamplings_go_to_the_engine)
@@ -161,26 +160,21 @@ START_TEST(size_limits)
 {
     feeder__jpeg_info in = {.width = 2048, .height = 1024, .sof = 0xC0, .precision = 8,
                             .components = 3, .h = {2, 1, 1}, .v = {2, 1, 1}};
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_GPU);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024, 0), FEEDER__ROUTE_GPU);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024 - 1, 0), FEEDER__ROUTE_SIZE);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_GPU);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024), FEEDER__ROUTE_GPU);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024 - 1), FEEDER__ROUTE_SIZE);
     in.height = 1025; /* past 2 MP: the CPU's DCT scaling decodes it for less */
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_SIZE);
-    /* The balance's large share lets a photo past 2 MP go to the engine,
-     * but not past the pixel limit or the engine's side. */
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 1), FEEDER__ROUTE_GPU);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024, 1), FEEDER__ROUTE_SIZE);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_SIZE);
     in.height = 1024;
     in.width = 16385;
     in.height = 10;
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_SIZE);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 1), FEEDER__ROUTE_SIZE);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_SIZE);
     in.precision = 12;
     in.width = 100;
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_OTHER);
-    ck_assert_int_eq(feeder__jpeg_route(NULL, 0, 0), FEEDER__ROUTE_CORRUPT);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_OTHER);
+    ck_assert_int_eq(feeder__jpeg_route(NULL, 0), FEEDER__ROUTE_CORRUPT);
     in.width = 0;
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_CORRUPT);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_CORRUPT);
 }
 END_TEST
 
@@ -230,7 +224,7 @@ START_TEST(truncated_and_garbage)
     ck_assert_int_eq(feeder__jpeg_probe(ok, sizeof(ok), &in), 0);
     ck_assert_uint_eq(in.width, 9);
     ck_assert_uint_eq(in.height, 8);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_GPU);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_GPU);
     ck_assert_int_eq(feeder__jpeg_probe(NULL, 0, &in), -1);
     free(j);
 }
@@ -250,28 +244,6 @@ START_TEST(route_names)
 }
 END_TEST
 
-/* The balance's draw: none at share 0, all at 1000, and in between a
- * share of the indices that does not depend on who asks or when. */
-START_TEST(large_share_draws)
-{
-    uint32_t n500 = 0, n100 = 0;
-    for (uint64_t i = 0; i < 10000; i++) {
-        ck_assert_int_eq(feeder__worker_sends_large(7, 2, i, 0), 0);
-        ck_assert_int_eq(feeder__worker_sends_large(7, 2, i, 1000), 1);
-        int a = feeder__worker_sends_large(7, 2, i, 500);
-        ck_assert_int_eq(feeder__worker_sends_large(7, 2, i, 500), a);
-        /* A larger share keeps every index a smaller one sent. */
-        if (feeder__worker_sends_large(7, 2, i, 100)) {
-            ck_assert_int_eq(a, 1);
-            n100++;
-        }
-        n500 += (uint32_t)a;
-    }
-    ck_assert_msg(n500 > 4800 && n500 < 5200, "share 500 sent %u of 10000", n500);
-    ck_assert_msg(n100 > 900 && n100 < 1100, "share 100 sent %u of 10000", n100);
-}
-END_TEST
-
 static Suite *header_suite(void)
 {
     Suite *s = suite_create("jpeg_header");
@@ -283,7 +255,6 @@ static Suite *header_suite(void)
     tcase_add_test(tc, size_limits);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, route_names);
-    tcase_add_test(tc, large_share_draws);
     suite_add_tcase(s, tc);
     return s;
 }

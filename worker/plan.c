@@ -32,22 +32,12 @@ int feeder__worker_part_reserve(feeder__worker_ctx *w, uint32_t n)
     return 0;
 }
 
-/* Whether sample `index` of `epoch`, if a photo over the engine's 2 MP,
- * goes to the engine: a draw against the task's large share, so the share
- * is kept whatever order or worker the samples come in. */
-int feeder__worker_sends_large(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t share)
-{
-    return feeder_random(seed, epoch, index, FEEDER__LARGE_DRAW) % 1000 < share;
-}
-
-static int gpu_route(const feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
-                     const uint8_t *data, size_t len)
+static int gpu_route(const feeder__worker_ctx *w, const uint8_t *data, size_t len)
 {
     feeder__jpeg_info info;
     if (feeder__jpeg_probe(data, len, &info))
         return FEEDER__ROUTE_CORRUPT;
-    int large = t->large && feeder__worker_sends_large(w->job->seed, t->epoch, index, t->large);
-    return feeder__jpeg_route(&info, w->job->t.max_pixels, large);
+    return feeder__jpeg_route(&info, w->job->t.max_pixels);
 }
 
 void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg *t,
@@ -56,10 +46,8 @@ void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg 
     const feeder__slot_layout *l = &w->job->layout;
     const uint8_t **bytes = w->part.bytes;
     size_t *len = w->part.len;
-    const uint64_t *idx = feeder__slot_indices(l, slot) + t->first;
     for (uint32_t k = 0; k < t->count; k++) {
-        int route = k < t->cpu_count || !bytes[k] || !len[k]
-                        ? -1 : gpu_route(w, t, idx[k], bytes[k], len[k]);
+        int route = k < t->cpu_count || !bytes[k] || !len[k] ? -1 : gpu_route(w, bytes[k], len[k]);
         w->part.gpu[k] = route == FEEDER__ROUTE_GPU;
         if (route > FEEDER__ROUTE_GPU)
             res->routed[route - 1]++;

@@ -73,9 +73,6 @@ typedef struct feeder__task_msg {
     uint64_t batch;
     uint32_t cpu_count;
     uint32_t total;    /* samples in the batch (fields datasets: which part is last) */
-    uint32_t large;    /* GPU decoders: share (1/1000) of photos over the engine's 2 MP
-                          that go to the engine (feeder__worker_sends_large) */
-    uint32_t pad_;
 } feeder__task_msg;
 
 /* Worker -> main. */
@@ -165,12 +162,6 @@ int feeder__worker_part_reserve(feeder__worker_ctx *w, uint32_t n);
  * Routes other than the GPU are counted in res->routed. */
 void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg *t,
                                   uint8_t *slot, feeder__result_msg *res);
-/* The counter of the large-photo draw: far from the crop's (0-40) and the
- * augment ops' (augment/draw.c), so it draws independently of them. */
-#define FEEDER__LARGE_DRAW 0x4C41524745ull /* "LARGE" */
-/* Whether sample `index` of `epoch`, if a photo over the engine's 2 MP,
- * goes to the engine under a large share of `share` (1/1000). */
-int feeder__worker_sends_large(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t share);
 /* Where sample i of a slot is written: its place in the batch, or with a GPU
  * decoder the place its task's plan gave it. */
 uint8_t *feeder__worker_sample_dst(const feeder__worker_ctx *w, uint8_t *slot, uint32_t i);

@@ -10,6 +10,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     feeder__jpeg_info in;
     int rc = feeder__jpeg_probe(data, size, &in);
-    (void)feeder__jpeg_route(rc ? NULL : &in, 178956970, 0);
+    (void)feeder__jpeg_route(rc ? NULL : &in, 178956970);
     return 0;
 }
