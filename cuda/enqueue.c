@@ -302,18 +302,20 @@ static cudaError_t gather_samples(feeder__gpu *gpu, ring_entry *entry, feeder_ba
 
 /* nvJPEG's call for the n listed images. The hardware backend writes its
  * scratch when it is called, not in stream order (docs/RELIABILITY.md,
- * issue 20): the host first waits until the last batch's resize, which
- * reads that scratch, has run (dec_read_ev), else a copy stream held back
+ * issue 20): the host first waits until the resize that last read the
+ * scratch buffer this call takes has run (dec_read_ev of that buffer: the
+ * batch before last, the decoder having two), else a copy stream held back
  * (by a release on a busy user stream, by other work on the GPU) resizes
- * the next batch's images into the last batch. 0, FEEDER_ECUDA with *cuda
+ * a later batch's images into an earlier one. 0, FEEDER_ECUDA with *cuda
  * set, or nvJPEG's error with derr set. */
 static int nvjpeg_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, uint32_t n,
                         uint32_t *nref, cudaError_t *cuda, char *derr, size_t derrlen)
 {
     uint64_t t0 = feeder__now_ns();
-    if ((*cuda = cudaEventSynchronize(gpu->dec_read_ev)) != cudaSuccess)
+    cudaEvent_t read_ev = gpu->dec_read_ev[feeder__gpu_decoder_scratch(gpu->dec)];
+    if ((*cuda = cudaEventSynchronize(read_ev)) != cudaSuccess)
         return FEEDER_ECUDA;
-    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "wait: last resize", t0, feeder__now_ns(),
+    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "wait: scratch's last resize", t0, feeder__now_ns(),
                          (int64_t)host->epoch, (int64_t)host->number, -1);
     FEEDER_NVTX_PUSH("nvJPEG batch");
     t0 = feeder__now_ns();
@@ -325,7 +327,7 @@ static int nvjpeg_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host,
     feeder__trace_span_e(gpu->tr, gpu->tr_submit, "nvJPEG submit", t0, feeder__now_ns(),
                          (int64_t)host->epoch, (int64_t)host->number, -1);
     FEEDER_NVTX_POP();
-    if ((*cuda = cudaEventRecord(gpu->dec_read_ev, gpu->stream)) != cudaSuccess)
+    if ((*cuda = cudaEventRecord(read_ev, gpu->stream)) != cudaSuccess)
         return FEEDER_ECUDA;
     return rc;
 }

@@ -145,9 +145,10 @@ struct feeder__gpu {
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int starved;          /* the last pull found no finished host batch, or waited for one */
     int decode_thread;    /* the GPU decoders' batches go through the decode thread */
-    /* The last batch's resize has read nvJPEG's scratch: the decode thread
-     * waits for it on the host before the next nvJPEG call (cuda/enqueue.c). */
-    cudaEvent_t dec_read_ev;
+    /* A batch's resize has read its nvJPEG scratch buffer: the decode thread
+     * waits for it on the host before the call that takes that buffer again
+     * (cuda/enqueue.c, decode/gpu_decode.h), one event a buffer. */
+    cudaEvent_t dec_read_ev[FEEDER__GPU_SCRATCH];
 
     /* RAW packed files: records copied from the file's registered mapping */
     const struct feeder__pack *pack;

@@ -88,10 +88,12 @@ static int start_decoder(feeder__gpu *gpu, char *why, size_t whylen)
         return -ENOMEM;
     }
     /* Its wait may last a user's training step: the thread sleeps, not spins. */
-    cudaError_t e = cudaEventCreateWithFlags(&gpu->dec_read_ev,
-                                             cudaEventDisableTiming | cudaEventBlockingSync);
-    if (e != cudaSuccess)
-        return feeder__cuda_setup_fail(gpu, why, whylen, "the GPU decoder's cudaEventCreate", e);
+    for (unsigned k = 0; k < FEEDER__GPU_SCRATCH; k++) {
+        cudaError_t e = cudaEventCreateWithFlags(&gpu->dec_read_ev[k],
+                                                 cudaEventDisableTiming | cudaEventBlockingSync);
+        if (e != cudaSuccess)
+            return feeder__cuda_setup_fail(gpu, why, whylen, "the GPU decoder's cudaEventCreate", e);
+    }
     /* nvJPEG reads the bitstreams from the slots: registered slots (or
      * pageable ones) serve it; pinned copies of whole slots would copy mostly
      * empty space. */
@@ -452,8 +454,9 @@ void feeder__gpu_destroy(feeder__gpu *gpu)
             gpu->dec = gpu->dec_made;
     }
     feeder__gpu_decoder_destroy(gpu->dec);
-    if (gpu->dec_read_ev)
-        cudaEventDestroy(gpu->dec_read_ev);
+    for (unsigned k = 0; k < FEEDER__GPU_SCRATCH; k++)
+        if (gpu->dec_read_ev[k])
+            cudaEventDestroy(gpu->dec_read_ev[k]);
     free(gpu->imgs);
     free(gpu->refused);
     free(gpu->fb);

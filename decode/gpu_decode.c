@@ -90,8 +90,13 @@ struct feeder__gpu_decoder {
     int batch_init; /* batch size nvjpegDecodeBatchedInitialize was last called with, or -1 */
     int batch_fmt;  /* and its output format (nvjpegOutputFormat_t) */
     char name[96];
-    uint8_t *buf;   /* decoded images */
-    size_t buf_cap;
+    /* Decoded images: two scratch buffers, one call each in turn. The
+     * engine writes a buffer when it is called, not in stream order, so
+     * the caller waits until the resize of the call before last has read
+     * this one (FEEDER__GPU_SCRATCH, feeder__gpu_decoder_scratch). */
+    uint8_t *buf[FEEDER__GPU_SCRATCH];
+    size_t buf_cap[FEEDER__GPU_SCRATCH];
+    unsigned cur;   /* the buffer of the next call */
     void *jobs_dev;
     size_t jobs_cap; /* in jobs */
     uint8_t *scrap;  /* FILLER_BYTES per filler image */
@@ -177,7 +182,8 @@ void feeder__gpu_decoder_destroy(feeder__gpu_decoder *d)
         nvjpegJpegStateDestroy(d->st);
     if (d->h)
         nvjpegDestroy(d->h);
-    cudaFree(d->buf);
+    for (unsigned k = 0; k < FEEDER__GPU_SCRATCH; k++)
+        cudaFree(d->buf[k]);
     cudaFree(d->jobs_dev);
     cudaFree(d->scrap);
     free(d->data);
@@ -189,6 +195,11 @@ void feeder__gpu_decoder_destroy(feeder__gpu_decoder *d)
 }
 
 const char *feeder__gpu_decoder_name(const feeder__gpu_decoder *d) { return d ? d->name : ""; }
+
+unsigned feeder__gpu_decoder_scratch(const feeder__gpu_decoder *d)
+{
+    return (d->cur + 1) % FEEDER__GPU_SCRATCH;
+}
 
 static int grow_host(feeder__gpu_decoder *d, uint32_t n)
 {
@@ -220,21 +231,22 @@ static cudaError_t grow_dev(feeder__gpu_decoder *d, size_t bytes, uint32_t njobs
                             uint32_t nfill, cudaStream_t s)
 {
     cudaError_t e;
-    if (bytes > d->buf_cap || njobs > d->jobs_cap || nfill > d->scrap_cap) {
+    unsigned k = d->cur;
+    if (bytes > d->buf_cap[k] || njobs > d->jobs_cap || nfill > d->scrap_cap) {
         if ((e = cudaStreamSynchronize(s)) != cudaSuccess)
             return e;
     }
-    if (bytes > d->buf_cap) {
-        cudaFree(d->buf);
-        d->buf = NULL;
-        d->buf_cap = 0;
+    if (bytes > d->buf_cap[k]) {
+        cudaFree(d->buf[k]);
+        d->buf[k] = NULL;
+        d->buf_cap[k] = 0;
         /* Twice the batch: growing waits for the stream and frees, so it
          * should happen a few times in a run, not every time a batch of
          * larger images comes. */
         size_t want = bytes * 2;
-        if ((e = cudaMalloc((void **)&d->buf, want)) != cudaSuccess)
+        if ((e = cudaMalloc((void **)&d->buf[k], want)) != cudaSuccess)
             return e;
-        d->buf_cap = want;
+        d->buf_cap[k] = want;
     }
     if (njobs > d->jobs_cap) {
         cudaFree(d->jobs_dev);
@@ -311,8 +323,8 @@ static void place_outputs(feeder__gpu_decoder *d, uint32_t m, uint32_t size, uin
 {
     for (uint32_t i = 0; i < m; i++) {
         uintptr_t off = (uintptr_t)d->out[i].channel[0];
-        d->out[i].channel[0] = d->buf + off;
-        d->jobs[i].src = d->buf + off;
+        d->out[i].channel[0] = d->buf[d->cur] + off;
+        d->jobs[i].src = d->buf[d->cur] + off;
     }
     for (uint32_t i = m; i < size; i++) {
         d->data[i] = filler_jpeg;
@@ -350,6 +362,9 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
 {
     cudaStream_t s = (cudaStream_t)stream;
     *nrefused = 0;
+    /* Every call takes the next buffer, whatever it does with it, so the
+     * caller's count of calls says which one (feeder__gpu_decoder_scratch). */
+    d->cur = (d->cur + 1) % FEEDER__GPU_SCRATCH;
     if (n == 0)
         return 0;
     if (grow_host(d, n))

@@ -53,6 +53,15 @@ void feeder__gpu_decoder_destroy(feeder__gpu_decoder *d);
 /* "nvJPEG hardware (N engines)" or "nvJPEG GPU hybrid". Static or owned. */
 const char *feeder__gpu_decoder_name(const feeder__gpu_decoder *d);
 
+/* The scratch buffers the decoded images go through, used one call each in
+ * turn. The hardware engine writes one when feeder__gpu_decode is called,
+ * not in stream order: before a call, the caller waits on the host until
+ * the work it enqueued after the call FEEDER__GPU_SCRATCH calls back (its
+ * resize, the last reader of the same buffer) has run. Which buffer the
+ * next call takes: 0 .. FEEDER__GPU_SCRATCH - 1. */
+#define FEEDER__GPU_SCRATCH 2
+unsigned feeder__gpu_decoder_scratch(const feeder__gpu_decoder *d);
+
 /* One image of a batch for the GPU. */
 typedef struct feeder__gpu_image {
     const uint8_t *jpeg;  /* host bytes (pinned or registered memory is faster) */

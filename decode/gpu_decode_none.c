@@ -19,6 +19,12 @@ const char *feeder__gpu_decoder_name(const feeder__gpu_decoder *d)
     return "";
 }
 
+unsigned feeder__gpu_decoder_scratch(const feeder__gpu_decoder *d)
+{
+    (void)d;
+    return 0;
+}
+
 int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint64_t seed,
                        uint64_t epoch, const feeder__gpu_image *img, uint32_t n, uint8_t *dst,
                        size_t sample_bytes, void *stream, uint32_t *refused,
