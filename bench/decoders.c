@@ -325,8 +325,8 @@ void bd_notes(const bd_row *rows, unsigned n, const char *raw_pack, bu_sbuf *b)
         "GPU decode µs/img = GPU decode + resize, timed on the GPU, per delivered image",
         "GPU fallback = images of GPU-decoded batches decoded on the CPU instead",
         "CPU routes p/c/s/z/x/o = images the workers decoded because their header sends them to "
-        "the CPU: progressive, CMYK/YCCK, a sampling the engine refuses, size (over 2 MP at the "
-        "engine's scale, or no room in the task), corrupt header, other (12-bit, arithmetic, "
+        "the CPU: progressive, CMYK/YCCK, a sampling the engine refuses, size (over 2 MP, over "
+        "the pixel limit, or no room in the task), corrupt header, other (12-bit, arithmetic, "
         "lossless)",
         "CPU share % = HYBRID's share of each batch the workers decode",
         "n/a = the GPU decoder did not run here (ROI would have), so nothing is reported",
