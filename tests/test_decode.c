@@ -271,6 +271,12 @@ START_TEST(resize_vs_reference)
         {3, 5, 0, 0, 3, 5, 2, 4},                         /* narrower than 4 taps */
         {1, 1, 0, 0, 1, 1, 4, 4},                         /* one pixel */
         {7, 300, 0, 0, 7, 300, 1, 1},                     /* one output pixel */
+        /* The AVX2 pass's two kinds of window: eval's 1/2-scale regions. */
+        {203, 207, 3.25, 4.5, 197.5, 198.0, 224, 224},   /* up: 2 taps */
+        {221, 219, 2.5, 3.0, 215.0, 213.0, 223, 221},    /* up, odd output */
+        {230, 230, 3, 3, 224, 224, 224, 224},             /* 1:1, 2 taps */
+        {350, 347, 3, 2, 335.5, 334, 224, 223},           /* down 1.5: 4 taps */
+        {2, 9, 0, 0, 2, 9, 5, 5},                         /* 2 px wide, up */
     };
     feeder__resizer rs = {0};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
