@@ -54,8 +54,15 @@
 
 #include <jerror.h>
 #include <jpeglib.h>
-/* After jpeglib.h: cinfo->entropy, the MCU decoder (see skip_cols). */
+/* After jpeglib.h: cinfo->entropy and cinfo->master (see skip_cols). Debian
+ * and Ubuntu install libjpeg-turbo's jpegint.h, upstream's install does not;
+ * without it the MCUs beside the crop are decoded in full as before. */
+#if defined(__has_include)
+#if __has_include(<jpegint.h>)
 #include <jpegint.h>
+#define FEEDER_JPEG_SKIP_COLS 1
+#endif
+#endif
 #include <turbojpeg.h>
 
 #include "common/common.h"
@@ -293,6 +300,7 @@ static void roi_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t 
  * left and right of those are needed for the bit position and the DC
  * predictors only, which is what the decoder does when handed no block
  * (jpeg_skip_scanlines relies on it): this hook hands it none there. */
+#ifdef FEEDER_JPEG_SKIP_COLS
 static boolean decode_mcu_cropped(j_decompress_ptr ci, JBLOCKROW *data)
 {
     feeder__decoder *d = (feeder__decoder *)(void *)((char *)ci -
@@ -309,7 +317,7 @@ static boolean decode_mcu_cropped(j_decompress_ptr ci, JBLOCKROW *data)
 static void skip_cols(feeder__decoder *d)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
-    if (jpeg_has_multiple_scans(ci))
+    if (jpeg_has_multiple_scans(ci) || !ci->entropy->decode_mcu)
         return;
     d->col_lo = ci->master->first_iMCU_col;
     d->col_hi = ci->master->last_iMCU_col;
@@ -318,6 +326,9 @@ static void skip_cols(feeder__decoder *d)
     d->decode_mcu = ci->entropy->decode_mcu;
     ci->entropy->decode_mcu = decode_mcu_cropped;
 }
+#else
+static void skip_cols(feeder__decoder *d) { (void)d; }
+#endif
 
 /* Everything that can longjmp; decode_roi holds the setjmp. */
 static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
