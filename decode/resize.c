@@ -421,7 +421,7 @@ static void vpass_sse2(const axis *a, uint32_t o, const uint8_t *tmp, size_t tst
 typedef struct hctx {
     __m128i pairs;  /* r0 r1 g0 g1 b0 b1 x0 x1 of two neighbouring pixels */
     __m256i spread; /* taps 0-1 to lane 0, taps 2-3 to lane 1 */
-    __m256i half;   /* rounding: lane 0 only (4 taps), both lanes (2 taps) */
+    __m256i half;   /* rounding: both lanes (one group a row), else lane 0 only */
     __m256i rgb;    /* packed RGBX RGBX to RGB RGB, in each lane */
 } hctx;
 
@@ -446,6 +446,25 @@ __attribute__((target("avx2"))) static inline __m256i hsum4(const hctx *h, const
     }
     return _mm256_add_epi32(_mm256_permute2x128_si256(a0, a1, 0x20),
                             _mm256_permute2x128_si256(a0, a1, 0x31));
+}
+
+/* The same for an axis whose every count is 4: 16 bytes of each row, one
+ * row a lane, taps 0-1 and 2-3 widened apart. */
+__attribute__((target("avx2"))) static inline __m256i hsum4x1(const hctx *h, const axis *a,
+                                                              uint32_t i, const uint8_t *s0,
+                                                              const uint8_t *s1)
+{
+    size_t off = (size_t)a->start[i] * 4;
+    const int16_t *w = a->w + (size_t)i * a->ksize;
+    __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(s0 + off))),
+        _mm_loadu_si128((const __m128i *)(s1 + off)), 1);
+    v = _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(h->pairs));
+    __m256i lo = _mm256_unpacklo_epi8(v, _mm256_setzero_si256());
+    __m256i hi = _mm256_unpackhi_epi8(v, _mm256_setzero_si256());
+    __m256i acc = _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi32(pair(w))),
+                                   _mm256_madd_epi16(hi, _mm256_set1_epi32(pair(w + 2))));
+    return _mm256_add_epi32(h->half, acc);
 }
 
 /* The same for an axis whose every count is 2: 8 bytes of each row. */
@@ -487,6 +506,9 @@ __attribute__((target("avx2"))) static void hrows_avx2(const hctx *h, const axis
         if (a->maxcount == 2) {
             si = hsum2(h, a, i, s0, s1);
             sj = hsum2(h, a, j, s0, s1);
+        } else if (a->maxcount == 4) {
+            si = hsum4x1(h, a, i, s0, s1);
+            sj = hsum4x1(h, a, j, s0, s1);
         } else {
             si = hsum4(h, a, i, s0, s1);
             sj = hsum4(h, a, j, s0, s1);
@@ -502,7 +524,7 @@ __attribute__((target("avx2"))) static void hpass_avx2(const axis *a, const uint
                                                        uint8_t *tmp, size_t tstride,
                                                        uint32_t out_w)
 {
-    const int32_t r = 1 << (a->prec - 1), l1 = a->maxcount == 2 ? r : 0;
+    const int32_t r = 1 << (a->prec - 1), l1 = a->maxcount <= 4 ? r : 0;
     hctx h;
     h.pairs = _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
     h.spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
