@@ -114,7 +114,8 @@ static int axis_taps(uint32_t in_len, double box0, double scale, double fscale, 
     double sum = 0.0;
     int n = xmax - xmin;
     for (int x = 0; x < n; x++) {
-        k[x] = triangle((x + xmin - centre + 0.5) / fscale);
+        double d = x + xmin - centre + 0.5;
+        k[x] = triangle(fscale == 1.0 ? d : d / fscale); /* d / 1.0 is d */
         sum += k[x];
     }
     if (sum > 0.0) {
@@ -204,7 +205,8 @@ static void axis_build(axis *a, void *mem, uint32_t in_len, double box0, double 
         int16_t *w = a->w + (size_t)o * a->ksize;
         int n = a->count[o];
         for (int x = 0; x < a->ksize; x++)
-            w[x] = x < n ? (int16_t)floor(k[x] * (double)(1 << prec) + 0.5) : 0;
+            /* k >= 0: truncation is floor, without a libm call */
+            w[x] = x < n ? (int16_t)(int32_t)(k[x] * (double)(1 << prec) + 0.5) : 0;
     }
 }
 
