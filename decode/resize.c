@@ -412,13 +412,14 @@ static void vpass_sse2(const axis *a, uint32_t o, const uint8_t *tmp, size_t tst
  * AVX2 (chosen at run time). The horizontal pass works on two rows and two
  * outputs at a time: an output's sums for two rows end up in one register
  * (lane 0 the first row, lane 1 the second, RGBX as int32), two outputs'
- * registers are shifted, packed and stored together, 6 bytes a row. On an
- * axis padded to 4 (a reduction) pshufb pairs up neighbouring pixels'
- * channels, vpmovzxbw widens them and one pmaddwd takes four taps of a row
- * (lane 0 taps 0-1, lane 1 taps 2-3; the lanes are then added). On an axis
- * whose every count is 2 (an enlargement: the triangle spans two pixels) one
- * pmaddwd takes both taps of both rows. The vertical pass goes 32 bytes at a
- * time. Same integer arithmetic as the other paths.
+ * registers are shifted, packed and stored together, 6 bytes a row. pshufb
+ * pairs up neighbouring pixels' channels for pmaddwd. On an axis whose every
+ * count is 2 (an enlargement: the triangle spans two pixels) one pmaddwd
+ * takes both taps of both rows; whose every count is 4 (a reduction up to
+ * about 1.5x), two pmaddwd take taps 0-1 and 2-3 of both rows; with longer
+ * windows each group of four taps of a row is one pmaddwd (lane 0 taps 0-1,
+ * lane 1 taps 2-3) and the lanes are added at the end. The vertical pass goes
+ * 32 bytes at a time. Same integer arithmetic as the other paths.
  */
 typedef struct hctx {
     __m128i pairs;  /* r0 r1 g0 g1 b0 b1 x0 x1 of two neighbouring pixels */
@@ -476,8 +477,9 @@ __attribute__((target("avx2"))) static inline __m256i hsum2(const hctx *h, const
 {
     size_t off = (size_t)a->start[i] * 4;
     const int16_t *w = a->w + (size_t)i * a->ksize;
-    __m128i v = _mm_loadl_epi64((const __m128i *)(s0 + off));
-    v = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(v), (const double *)(s1 + off)));
+    int64_t q;
+    memcpy(&q, s1 + off, 8);
+    __m128i v = _mm_insert_epi64(_mm_loadl_epi64((const __m128i *)(s0 + off)), q, 1);
     __m256i p = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, h->pairs));
     return _mm256_add_epi32(h->half, _mm256_madd_epi16(p, _mm256_set1_epi32(pair(w))));
 }
