@@ -54,6 +54,15 @@
 
 #include <jerror.h>
 #include <jpeglib.h>
+/* After jpeglib.h: cinfo->entropy and cinfo->master (see skip_cols). Debian
+ * and Ubuntu install libjpeg-turbo's jpegint.h, upstream's install does not;
+ * without it the MCUs beside the crop are decoded in full as before. */
+#if defined(__has_include)
+#if __has_include(<jpegint.h>)
+#include <jpegint.h>
+#define FEEDER_JPEG_SKIP_COLS 1
+#endif
+#endif
 #include <turbojpeg.h>
 
 #include "common/common.h"
@@ -75,6 +84,10 @@ struct feeder__decoder {
     feeder__buf pix;  /* decoded pixels, RGBX or CMYK */
     feeder__buf rows; /* JSAMPROW table for jpeg_read_scanlines */
     feeder__resizer rs;
+    /* skip_cols: libjpeg's own MCU decoder, the MCU columns the crop
+     * reads [col_lo, col_hi], MCUs a row, the column of the next call. */
+    boolean (*decode_mcu)(j_decompress_ptr ci, JBLOCKROW *data);
+    JDIMENSION col_lo, col_hi, cols, col;
 };
 
 /* libjpeg's error hooks: keep the text, never print, never exit. */
@@ -282,6 +295,41 @@ static void roi_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t 
         *r1 = *r0 + 1 <= n ? *r0 + 1 : n;
 }
 
+/* libjpeg decodes every MCU of a row in full (its coefficients stored) and
+ * then runs the IDCT only on the columns jpeg_crop_scanline kept. The MCUs
+ * left and right of those are needed for the bit position and the DC
+ * predictors only, which is what the decoder does when handed no block
+ * (jpeg_skip_scanlines relies on it): this hook hands it none there. */
+#ifdef FEEDER_JPEG_SKIP_COLS
+static boolean decode_mcu_cropped(j_decompress_ptr ci, JBLOCKROW *data)
+{
+    feeder__decoder *d = (feeder__decoder *)(void *)((char *)ci -
+                                                     offsetof(feeder__decoder, cinfo));
+    JDIMENSION c = d->col;
+    d->col = c + 1 == d->cols ? 0 : c + 1;
+    return d->decode_mcu(ci, c >= d->col_lo && c <= d->col_hi ? data : NULL);
+}
+
+/* Install decode_mcu_cropped after jpeg_crop_scanline, which set the MCU
+ * columns the IDCT will see (cinfo->master), on a single scan only: there
+ * every call decodes the next MCU of the row, left to right. A multi-scan
+ * file was entropy-decoded whole in jpeg_start_decompress. */
+static void skip_cols(feeder__decoder *d)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    if (jpeg_has_multiple_scans(ci) || !ci->entropy->decode_mcu)
+        return;
+    d->col_lo = ci->master->first_iMCU_col;
+    d->col_hi = ci->master->last_iMCU_col;
+    d->cols = ci->MCUs_per_row;
+    d->col = 0;
+    d->decode_mcu = ci->entropy->decode_mcu;
+    ci->entropy->decode_mcu = decode_mcu_cropped;
+}
+#else
+static void skip_cols(feeder__decoder *d) { (void)d; }
+#endif
+
 /* Everything that can longjmp; decode_roi holds the setjmp. */
 static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
                    size_t len, uint64_t seed, uint64_t epoch, uint64_t index, uint8_t *dst,
@@ -317,6 +365,7 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     if (cw < ci->output_width) {
         /* Moves xoff down to an iMCU boundary and widens cw to match. */
         jpeg_crop_scanline(ci, &xoff, &cw);
+        skip_cols(d);
     } else {
         xoff = 0;
         cw = ci->output_width;

@@ -88,7 +88,8 @@ typedef struct axis {
     int16_t *w;
     int ksize;  /* stride of w, a multiple of the padding */
     int prec;   /* fractional bits of w */
-    int padded; /* every count is a multiple of 4 (see axis_build) */
+    int padded; /* every count is a multiple of the padding (see axis_build) */
+    int maxcount; /* the largest count */
 } axis;
 
 static double triangle(double x)
@@ -113,7 +114,8 @@ static int axis_taps(uint32_t in_len, double box0, double scale, double fscale, 
     double sum = 0.0;
     int n = xmax - xmin;
     for (int x = 0; x < n; x++) {
-        k[x] = triangle((x + xmin - centre + 0.5) / fscale);
+        double d = x + xmin - centre + 0.5;
+        k[x] = triangle(fscale == 1.0 ? d : d / fscale); /* d / 1.0 is d */
         sum += k[x];
     }
     if (sum > 0.0) {
@@ -145,17 +147,18 @@ static size_t axis_bytes(int ksize, uint32_t out_len)
 }
 
 /* Fill `a` (its arrays carved from `mem`) for one axis. `flip` reverses the
- * output order. With pad 4 every tap count is rounded up to a multiple of 4
- * with zero weights, the window moved left where it would pass the last
- * pixel, so the AVX2 pass reads whole groups of 4 pixels without tails and
- * without reading past the row (a->padded says whether that worked for every
- * output; a zero weight changes no sum, so the output is the same). */
+ * output order. With `fit` every tap count is rounded up to a multiple of
+ * `pad` with zero weights, the window moved left where it would pass the last
+ * pixel, so the SIMD passes read whole groups of `pad` pixels without tails
+ * and without reading past the row (a->padded says whether that worked for
+ * every output; a zero weight changes no sum, so the output is the same). */
 static void axis_build(axis *a, void *mem, uint32_t in_len, double box0, double box_len,
-                       uint32_t out_len, int flip, int pad, double *kd)
+                       uint32_t out_len, int flip, int pad, int fit, double *kd)
 {
     double scale, fscale, support;
     a->ksize = axis_ksize(box_len, out_len, pad, &scale, &fscale, &support);
-    a->padded = pad == 4;
+    a->padded = fit;
+    a->maxcount = 0;
     a->start = mem;
     a->count = a->start + out_len;
     a->w = (int16_t *)(a->count + out_len);
@@ -170,8 +173,8 @@ static void axis_build(axis *a, void *mem, uint32_t in_len, double box0, double 
         for (int x = 0; x < n; x++)
             if (k[x] > wmax)
                 wmax = k[x];
-        if (pad == 4) {
-            int n4 = (n + 3) & ~3, shift = first + n4 - (int)in_len;
+        if (fit) {
+            int n4 = (n + pad - 1) / pad * pad, shift = first + n4 - (int)in_len;
             if (shift > first) {
                 a->padded = 0; /* fewer pixels than the padded window */
             } else {
@@ -189,6 +192,8 @@ static void axis_build(axis *a, void *mem, uint32_t in_len, double box0, double 
         uint32_t o = flip ? out_len - 1 - i : i;
         a->start[o] = first;
         a->count[o] = n;
+        if (n > a->maxcount)
+            a->maxcount = n;
     }
     int prec = 22;
     while (prec > 8 && wmax * (double)(1 << prec) + 0.5 > 32767.0)
@@ -200,7 +205,8 @@ static void axis_build(axis *a, void *mem, uint32_t in_len, double box0, double 
         int16_t *w = a->w + (size_t)o * a->ksize;
         int n = a->count[o];
         for (int x = 0; x < a->ksize; x++)
-            w[x] = x < n ? (int16_t)floor(k[x] * (double)(1 << prec) + 0.5) : 0;
+            /* k >= 0: truncation is floor, without a libm call */
+            w[x] = x < n ? (int16_t)(int32_t)(k[x] * (double)(1 << prec) + 0.5) : 0;
     }
 }
 
@@ -213,10 +219,11 @@ static inline uint8_t clip8(int32_t v, int prec)
 /*
  * The passes. The intermediate image (horizontally resized rows) is packed
  * RGB, 3 bytes a pixel, rows `tstride` bytes apart, tstride a multiple of 32
- * with at least one spare byte: the SIMD horizontal passes store 4 bytes per
- * pixel at 3-byte steps (the next pixel overwrites the spare byte), and the
- * vertical passes work on whole 16/32-byte blocks of a row. The vertical pass
- * then yields rows that are already NHWC.
+ * with at least five spare bytes: the SSE2 horizontal pass stores 4 bytes per
+ * pixel at 3-byte steps and the AVX2 one 8 bytes per pair of pixels at 6-byte
+ * steps (the next store overwrites the spare bytes; an odd last pixel is
+ * stored as a pair), and the vertical passes work on whole 16/32-byte blocks
+ * of a row. The vertical pass then yields rows that are already NHWC.
  */
 
 /* Horizontal pass, portable: rows [y0, y1) of src into tmp. */
@@ -402,86 +409,138 @@ static void vpass_sse2(const axis *a, uint32_t o, const uint8_t *tmp, size_t tst
 
 #ifdef FEEDER_RESIZE_AVX2
 /*
- * AVX2 (chosen at run time): the horizontal pass takes four taps per
- * pmaddwd (pshufb pairs up neighbouring pixels' channels, vpmovzxbw widens
- * them, lane 0 holds taps 0-1 and lane 1 taps 2-3) and four rows per weight
- * load; the vertical pass 32 bytes at a time. Same integer arithmetic as the
- * other paths.
+ * AVX2 (chosen at run time). The horizontal pass works on two rows and two
+ * outputs at a time: an output's sums for two rows end up in one register
+ * (lane 0 the first row, lane 1 the second, RGBX as int32), two outputs'
+ * registers are shifted, packed and stored together, 6 bytes a row. pshufb
+ * pairs up neighbouring pixels' channels for pmaddwd. On an axis whose every
+ * count is 2 (an enlargement: the triangle spans two pixels) one pmaddwd
+ * takes both taps of both rows; whose every count is 4 (a reduction up to
+ * about 1.5x), two pmaddwd take taps 0-1 and 2-3 of both rows; with longer
+ * windows each group of four taps of a row is one pmaddwd (lane 0 taps 0-1,
+ * lane 1 taps 2-3) and the lanes are added at the end. The vertical pass goes
+ * 32 bytes at a time. Same integer arithmetic as the other paths.
  */
-/* One group of 4 taps for one row: 16 bytes of pixels, paired up, widened,
- * multiplied and summed into acc. */
-#define HTAP4(acc, s)                                                                      \
-    do {                                                                                   \
-        __m128i v_ = _mm_loadu_si128((const __m128i *)((s) + off));                        \
-        __m256i w_ = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v_, pairs));                    \
-        (acc) = _mm256_add_epi32((acc), _mm256_madd_epi16(w_, c));                         \
-    } while (0)
+typedef struct hctx {
+    __m128i pairs;  /* r0 r1 g0 g1 b0 b1 x0 x1 of two neighbouring pixels */
+    __m256i spread; /* taps 0-1 to lane 0, taps 2-3 to lane 1 */
+    __m256i half;   /* rounding: both lanes (one group a row), else lane 0 only */
+    __m256i rgb;    /* packed RGBX RGBX to RGB RGB, in each lane */
+} hctx;
 
-/* Lane 0 + lane 1, shift, saturate, store 4 bytes at d (3 used). */
-#define HSTORE(acc, d)                                                                     \
-    do {                                                                                   \
-        __m128i v_ = _mm_add_epi32(_mm256_castsi256_si128(acc),                           \
-                                   _mm256_extracti128_si256((acc), 1));                    \
-        v_ = _mm_srai_epi32(v_, prec);                                                     \
-        v_ = _mm_packus_epi16(_mm_packs_epi32(v_, v_), v_);                                \
-        int32_t px_ = _mm_cvtsi128_si32(v_);                                               \
-        memcpy((d), &px_, 4);                                                              \
-    } while (0)
+/* Output i of rows s0 and s1 on an axis padded to 4: the rounded-up sums,
+ * lane 0 for s0, lane 1 for s1. */
+__attribute__((target("avx2"))) static inline __m256i hsum4(const hctx *h, const axis *a,
+                                                            uint32_t i, const uint8_t *s0,
+                                                            const uint8_t *s1)
+{
+    size_t off = (size_t)a->start[i] * 4;
+    const int16_t *w = a->w + (size_t)i * a->ksize, *we = w + a->count[i];
+    __m256i a0 = h->half, a1 = h->half;
+    for (; w < we; w += 4, off += 16) {
+        __m256i c = _mm256_permutevar8x32_epi32(
+            _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)w)), h->spread);
+        __m128i v0 = _mm_loadu_si128((const __m128i *)(s0 + off));
+        __m128i v1 = _mm_loadu_si128((const __m128i *)(s1 + off));
+        __m256i p0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v0, h->pairs));
+        __m256i p1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v1, h->pairs));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(p0, c));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, c));
+    }
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a0, a1, 0x20),
+                            _mm256_permute2x128_si256(a0, a1, 0x31));
+}
 
-/* Needs a padded axis: every count a multiple of 4, every window inside the
- * row. Four rows share each weight load. */
+/* The same for an axis whose every count is 4: 16 bytes of each row, one
+ * row a lane, taps 0-1 and 2-3 widened apart. */
+__attribute__((target("avx2"))) static inline __m256i hsum4x1(const hctx *h, const axis *a,
+                                                              uint32_t i, const uint8_t *s0,
+                                                              const uint8_t *s1)
+{
+    size_t off = (size_t)a->start[i] * 4;
+    const int16_t *w = a->w + (size_t)i * a->ksize;
+    __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(s0 + off))),
+        _mm_loadu_si128((const __m128i *)(s1 + off)), 1);
+    v = _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(h->pairs));
+    __m256i lo = _mm256_unpacklo_epi8(v, _mm256_setzero_si256());
+    __m256i hi = _mm256_unpackhi_epi8(v, _mm256_setzero_si256());
+    __m256i acc = _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi32(pair(w))),
+                                   _mm256_madd_epi16(hi, _mm256_set1_epi32(pair(w + 2))));
+    return _mm256_add_epi32(h->half, acc);
+}
+
+/* The same for an axis whose every count is 2: 8 bytes of each row. */
+__attribute__((target("avx2"))) static inline __m256i hsum2(const hctx *h, const axis *a,
+                                                            uint32_t i, const uint8_t *s0,
+                                                            const uint8_t *s1)
+{
+    size_t off = (size_t)a->start[i] * 4;
+    const int16_t *w = a->w + (size_t)i * a->ksize;
+    int64_t q;
+    memcpy(&q, s1 + off, 8);
+    __m128i v = _mm_insert_epi64(_mm_loadl_epi64((const __m128i *)(s0 + off)), q, 1);
+    __m256i p = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, h->pairs));
+    return _mm256_add_epi32(h->half, _mm256_madd_epi16(p, _mm256_set1_epi32(pair(w))));
+}
+
+/* Outputs i and i + 1 (sums si, sj) of two rows: shift, saturate, 6 bytes
+ * to d0 (first row) and d1 (second), 8 written. */
+__attribute__((target("avx2"))) static inline void hstore2(const hctx *h, __m256i si,
+                                                           __m256i sj, int prec, uint8_t *d0,
+                                                           uint8_t *d1)
+{
+    __m256i v = _mm256_packs_epi32(_mm256_srai_epi32(si, prec), _mm256_srai_epi32(sj, prec));
+    v = _mm256_shuffle_epi8(_mm256_packus_epi16(v, v), h->rgb);
+    _mm_storel_epi64((__m128i *)d0, _mm256_castsi256_si128(v));
+    _mm_storel_epi64((__m128i *)d1, _mm256_extracti128_si256(v, 1));
+}
+
+/* Rows s0 and s1 into d0 and d1 (the same pointers twice for a last odd
+ * row). An odd last output is computed twice and stored as a pair whose
+ * second half lands in the row's spare bytes. */
+__attribute__((target("avx2"))) static void hrows_avx2(const hctx *h, const axis *a,
+                                                       const uint8_t *s0, const uint8_t *s1,
+                                                       uint8_t *d0, uint8_t *d1,
+                                                       uint32_t out_w)
+{
+    for (uint32_t i = 0; i < out_w; i += 2) {
+        uint32_t j = i + 1 < out_w ? i + 1 : i;
+        __m256i si, sj;
+        if (a->maxcount == 2) {
+            si = hsum2(h, a, i, s0, s1);
+            sj = hsum2(h, a, j, s0, s1);
+        } else if (a->maxcount == 4) {
+            si = hsum4x1(h, a, i, s0, s1);
+            sj = hsum4x1(h, a, j, s0, s1);
+        } else {
+            si = hsum4(h, a, i, s0, s1);
+            sj = hsum4(h, a, j, s0, s1);
+        }
+        hstore2(h, si, sj, a->prec, d0 + 3 * (size_t)i, d1 + 3 * (size_t)i);
+    }
+}
+
+/* Needs a padded axis whose counts are all 2, or all multiples of 4 (every
+ * window inside the row), and tmp rows with 5 spare bytes. */
 __attribute__((target("avx2"))) static void hpass_avx2(const axis *a, const uint8_t *src,
                                                        size_t stride, uint32_t y0, uint32_t y1,
                                                        uint8_t *tmp, size_t tstride,
                                                        uint32_t out_w)
 {
-    const __m128i pairs = _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-    const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    const int32_t h = 1 << (a->prec - 1);
-    const __m256i half = _mm256_setr_epi32(h, h, h, h, 0, 0, 0, 0);
-    const int prec = a->prec;
-    uint32_t y = y0;
-    for (; y + 4 <= y1; y += 4) {
-        const uint8_t *s0 = src + (size_t)y * stride, *s1 = s0 + stride, *s2 = s1 + stride,
-                      *s3 = s2 + stride;
-        uint8_t *d0 = tmp + (size_t)(y - y0) * tstride, *d1 = d0 + tstride, *d2 = d1 + tstride,
-                *d3 = d2 + tstride;
-        for (uint32_t i = 0; i < out_w; i++) {
-            size_t off = (size_t)a->start[i] * 4;
-            const int16_t *w = a->w + (size_t)i * a->ksize, *we = w + a->count[i];
-            __m256i a0 = half, a1 = half, a2 = half, a3 = half;
-            for (; w < we; w += 4, off += 16) {
-                __m256i c = _mm256_permutevar8x32_epi32(
-                    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)w)), spread);
-                HTAP4(a0, s0);
-                HTAP4(a1, s1);
-                HTAP4(a2, s2);
-                HTAP4(a3, s3);
-            }
-            HSTORE(a0, d0 + 3 * i);
-            HSTORE(a1, d1 + 3 * i);
-            HSTORE(a2, d2 + 3 * i);
-            HSTORE(a3, d3 + 3 * i);
-        }
-    }
-    for (; y < y1; y++) {
-        const uint8_t *s0 = src + (size_t)y * stride;
-        uint8_t *d0 = tmp + (size_t)(y - y0) * tstride;
-        for (uint32_t i = 0; i < out_w; i++) {
-            size_t off = (size_t)a->start[i] * 4;
-            const int16_t *w = a->w + (size_t)i * a->ksize, *we = w + a->count[i];
-            __m256i a0 = half;
-            for (; w < we; w += 4, off += 16) {
-                __m256i c = _mm256_permutevar8x32_epi32(
-                    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)w)), spread);
-                HTAP4(a0, s0);
-            }
-            HSTORE(a0, d0 + 3 * i);
-        }
+    const int32_t r = 1 << (a->prec - 1), l1 = a->maxcount <= 4 ? r : 0;
+    hctx h;
+    h.pairs = _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+    h.spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    h.half = _mm256_setr_epi32(r, r, r, r, l1, l1, l1, l1);
+    h.rgb = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1,
+                             2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (uint32_t y = y0; y < y1; y += 2) {
+        const uint8_t *s0 = src + (size_t)y * stride, *s1 = y + 1 < y1 ? s0 + stride : s0;
+        uint8_t *d0 = tmp + (size_t)(y - y0) * tstride, *d1 = y + 1 < y1 ? d0 + tstride : d0;
+        hrows_avx2(&h, a, s0, s1, d0, d1, out_w);
     }
 }
-#undef HTAP4
-#undef HSTORE
 
 /* 32 bytes at a time; nbytes is a multiple of 32. The in-lane unpacks and the
  * in-lane packs undo each other, so the bytes come back in order. */
@@ -578,7 +637,7 @@ static int simd_level(const feeder__resizer *r)
  * in one buffer of the resizer. */
 static int build_axes(feeder__resizer *r, uint32_t src_w, uint32_t src_h, double bx, double by,
                       double bw, double bh, uint32_t out_w, uint32_t out_h, int flip, int padx,
-                      axis *ax, axis *ay)
+                      int fitx, axis *ax, axis *ay)
 {
     double s_, f_, sup_;
     int kx = axis_ksize(bw, out_w, padx, &s_, &f_, &sup_);
@@ -590,8 +649,8 @@ static int build_axes(feeder__resizer *r, uint32_t src_w, uint32_t src_h, double
     if (rc)
         return rc;
     double *kd = (double *)(void *)(r->coef.p + dbl_off);
-    axis_build(ax, r->coef.p, src_w, bx, bw, out_w, flip, padx, kd);
-    axis_build(ay, r->coef.p + hx, src_h, by, bh, out_h, 0, 2, kd);
+    axis_build(ax, r->coef.p, src_w, bx, bw, out_w, flip, padx, fitx, kd);
+    axis_build(ay, r->coef.p + hx, src_h, by, bh, out_h, 0, 2, 0, kd);
     return 0;
 }
 
@@ -673,19 +732,23 @@ int feeder__resize(feeder__resizer *r, const uint8_t *src, uint32_t src_w, uint3
     /* RGBX: AVX2 or SSE2; RGB: portable; gray: SSE2 (level 1) on a padded
      * axis, else portable. */
     int hlevel = src_channels == 4 ? level : src_channels == 1 && level ? 1 : 0;
-    int padx = hlevel == 2 || (src_channels == 1 && hlevel) ? 4 : 2;
+    /* AVX2 enlarging (every window 2 pixels): pairs; else groups of 4. */
+    int two = hlevel == 2 && bw <= out_w;
+    int padx = two ? 2 : hlevel == 2 || (src_channels == 1 && hlevel) ? 4 : 2;
     axis ax, ay;
-    int rc = build_axes(r, src_w, src_h, bx, by, bw, bh, out_w, out_h, flip, padx, &ax, &ay);
+    int rc = build_axes(r, src_w, src_h, bx, by, bw, bh, out_w, out_h, flip, padx,
+                        padx == 4 || two, &ax, &ay);
     if (rc)
         return rc;
-    if (hlevel == 2 && !ax.padded)
+    if (hlevel == 2 && !(ax.padded && (!two || ax.maxcount == 2)))
         hlevel = 1;
     if (src_channels == 1 && !ax.padded)
         hlevel = 0;
     uint32_t y0, y1;
     rows_read(&ay, out_h, &y0, &y1);
     int oc = src_channels == 1 ? 1 : 3;
-    size_t nbytes = (size_t)out_w * oc, tstride = (nbytes + 1 + 31) & ~(size_t)31;
+    /* 5 spare bytes a row: the AVX2 pass stores 8 bytes for 3 or 6. */
+    size_t nbytes = (size_t)out_w * oc, tstride = (nbytes + 5 + 31) & ~(size_t)31;
     if ((rc = feeder__buf_reserve(&r->tmp, tstride * (y1 - y0))) ||
         (rc = feeder__buf_reserve(&r->row, tstride)))
         return rc;

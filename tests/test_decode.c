@@ -271,6 +271,12 @@ START_TEST(resize_vs_reference)
         {3, 5, 0, 0, 3, 5, 2, 4},                         /* narrower than 4 taps */
         {1, 1, 0, 0, 1, 1, 4, 4},                         /* one pixel */
         {7, 300, 0, 0, 7, 300, 1, 1},                     /* one output pixel */
+        /* The AVX2 pass's two kinds of window: eval's 1/2-scale regions. */
+        {203, 207, 3.25, 4.5, 197.5, 198.0, 224, 224},   /* up: 2 taps */
+        {221, 219, 2.5, 3.0, 215.0, 213.0, 223, 221},    /* up, odd output */
+        {230, 230, 3, 3, 224, 224, 224, 224},             /* 1:1, 2 taps */
+        {350, 347, 3, 2, 335.5, 334, 224, 223},           /* down 1.5: 4 taps */
+        {2, 9, 0, 0, 2, 9, 5, 5},                         /* 2 px wide, up */
     };
     feeder__resizer rs = {0};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -529,6 +535,80 @@ START_TEST(roi_vs_turbo)
            "worst mean %.4f max %d\n",
            count[0], worst_mean[0], worst_max[0], count[1], worst_mean[1], worst_max[1]);
     ck_assert_uint_gt(count[1], 0);
+    feeder__decoder_destroy(d);
+}
+END_TEST
+
+/* A baseline JPEG of an RGB image through the libjpeg API, luma sampled
+ * hs x vs, a restart marker every `ri` MCUs (TurboJPEG writes none). */
+static void make_restart(const uint8_t *rgb, uint32_t w, uint32_t h, int hs, int vs, unsigned ri,
+                         uint8_t **j, size_t *len)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr e;
+    c.err = jpeg_std_error(&e);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    unsigned long olen = 0;
+    jpeg_mem_dest(&c, &out, &olen);
+    c.image_width = w;
+    c.image_height = h;
+    c.input_components = 3;
+    c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 92, TRUE);
+    c.comp_info[0].h_samp_factor = hs;
+    c.comp_info[0].v_samp_factor = vs;
+    c.restart_interval = ri;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < h) {
+        JSAMPROW r = (JSAMPROW)(rgb + (size_t)c.next_scanline * w * 3);
+        jpeg_write_scanlines(&c, &r, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    *j = malloc(olen);
+    memcpy(*j, out, olen);
+    *len = olen;
+    free(out);
+}
+
+/* ROI hands libjpeg's MCU decoder no block for the MCU columns left and
+ * right of the crop (decode/jpeg.c, decode_mcu_cropped): with restart
+ * markers every 1 or 7 MCUs, 4:4:4, 4:2:2 and 4:2:0, wide images and narrow
+ * train crops, unscaled ROI output stays TURBO's byte for byte. */
+START_TEST(roi_restart_intervals_exact)
+{
+    static const int samp[][2] = {{1, 1}, {2, 1}, {2, 2}};
+    static const unsigned ri[] = {1, 7};
+    static const uint32_t wh[][2] = {{300, 260}, {900, 250}};
+    feeder__decoder *d;
+    ck_assert_int_eq(feeder__decoder_create(&d), 0);
+    for (size_t z = 0; z < 2; z++) {
+        uint8_t *rgb = pattern(wh[z][0], wh[z][1], 3);
+        for (size_t k = 0; k < 3; k++)
+            for (size_t r = 0; r < 2; r++) {
+                uint8_t *j;
+                size_t len;
+                make_restart(rgb, wh[z][0], wh[z][1], samp[k][0], samp[k][1], ri[r], &j, &len);
+                for (int pi = 0; pi < 2; pi++)
+                    for (uint64_t idx = 0; idx < 4; idx++) {
+                        feeder__transform t = mk(pipelines[pi], FEEDER_DECODER_TURBO, 0, 224, 224);
+                        ck_assert_uint_eq(roi_scale(&t, wh[z][0], wh[z][1], idx), 8);
+                        uint8_t *a = decode_ok(d, &t, j, len, idx);
+                        t.decoder = FEEDER_DECODER_ROI;
+                        uint8_t *b = decode_ok(d, &t, j, len, idx);
+                        REQUIRE(memcmp(a, b, 224 * 224 * 3) == 0,
+                                "%ux%u %dx%d restart %u pipeline %d idx %llu: ROI != TURBO",
+                                wh[z][0], wh[z][1], samp[k][0], samp[k][1], ri[r], pipelines[pi],
+                                (unsigned long long)idx);
+                        free(a);
+                        free(b);
+                    }
+                free(j);
+            }
+        free(rgb);
+    }
     feeder__decoder_destroy(d);
 }
 END_TEST
@@ -914,6 +994,7 @@ static Suite *decode_suite(void)
     tcase_add_test(px, solid_colour);
     tcase_add_test(px, flip_and_layout_exact);
     tcase_add_test(px, roi_vs_turbo);
+    tcase_add_test(px, roi_restart_intervals_exact);
     tcase_add_test(px, grayscale_is_rgb);
     tcase_add_test(px, cmyk_colours);
     tcase_add_test(px, progressive_same_as_baseline);
