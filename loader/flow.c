@@ -75,32 +75,56 @@ static uint64_t adopt_ahead(feeder_loader *ld)
     return ld->ahead.order_len;
 }
 
+/* Epoch `epoch`'s order from the sampler into *buf (grown, *cap its
+ * capacity), every index checked against the dataset: 0 and *out_len, or
+ * the error with `why` saying what is wrong. Serves the running epoch and
+ * the one run ahead. */
+static int sample_order(const feeder_loader *ld, uint64_t epoch, uint64_t **buf, uint64_t *cap,
+                        uint64_t *out_len, char *why, size_t whylen)
+{
+    uint64_t len = feeder_sampler_len(ld->sampler, epoch);
+    if (len > SIZE_MAX / sizeof(uint64_t)) {
+        feeder__fmt(why, whylen, "the sampler's %llu indices for epoch %llu overflow a size",
+                    (unsigned long long)len, (unsigned long long)epoch);
+        return FEEDER_EOVERFLOW;
+    }
+    if (len > *cap) {
+        uint64_t *o = realloc(*buf, len * sizeof(*o));
+        if (!o) {
+            feeder__fmt(why, whylen, "out of memory for the epoch's order (%llu indices)",
+                        (unsigned long long)len);
+            return -ENOMEM;
+        }
+        *buf = o;
+        *cap = len;
+    }
+    int rc = feeder_sampler_fill(ld->sampler, epoch, *buf, len);
+    if (rc) {
+        feeder__fmt(why, whylen, "the sampler failed for epoch %llu: %s", (unsigned long long)epoch,
+                    feeder_strerror(rc));
+        return rc;
+    }
+    for (uint64_t i = 0; i < len; i++)
+        if ((*buf)[i] >= ld->ds->n) {
+            feeder__fmt(why, whylen,
+                        "the sampler gave index %llu at position %llu; the dataset has %llu samples",
+                        (unsigned long long)(*buf)[i], (unsigned long long)i,
+                        (unsigned long long)ld->ds->n);
+            return FEEDER_EINVAL;
+        }
+    *out_len = len;
+    return 0;
+}
+
 /* The epoch's order from the sampler, checked against the dataset; the
  * shard sets and tar shards are told what it will read. */
 static int fill_order(feeder_loader *ld, uint64_t epoch, uint64_t *out_len)
 {
-    uint64_t len = feeder_sampler_len(ld->sampler, epoch);
-    if (len > SIZE_MAX / sizeof(uint64_t))
-        return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "the sampler's %llu indices for epoch %llu overflow a size",
-                    (unsigned long long)len, (unsigned long long)epoch);
-    if (len > ld->order_cap) {
-        uint64_t *o = realloc(ld->order, len * sizeof(*o));
-        if (!o)
-            return feeder__loader_fail(ld, -ENOMEM, "out of memory for the epoch's order (%llu indices)",
-                        (unsigned long long)len);
-        ld->order = o;
-        ld->order_cap = len;
-    }
-    int rc = feeder_sampler_fill(ld->sampler, epoch, ld->order, len);
+    char why[256];
+    uint64_t len;
+    int rc = sample_order(ld, epoch, &ld->order, &ld->order_cap, &len, why, sizeof(why));
     if (rc)
-        return feeder__loader_fail(ld, rc, "the sampler failed for epoch %llu: %s", (unsigned long long)epoch,
-                    feeder_strerror(rc));
-    for (uint64_t i = 0; i < len; i++)
-        if (ld->order[i] >= ld->ds->n)
-            return feeder__loader_fail(ld, FEEDER_EINVAL,
-                        "the sampler gave index %llu at position %llu; the dataset has %llu samples",
-                        (unsigned long long)ld->order[i], (unsigned long long)i,
-                        (unsigned long long)ld->ds->n);
+        return feeder__loader_fail(ld, rc, "%s", why);
     if (ld->ds->kind == FEEDER__DS_PACKED)
         feeder__shards_plan(ld->ds->pack, ld->order, len);
     else if (ld->ds->kind == FEEDER__DS_TAR)
@@ -262,22 +286,11 @@ static int may_run_ahead(const feeder_loader *ld)
 static int start_ahead(feeder_loader *ld)
 {
     ld->ahead.tried = 1;
-    uint64_t epoch = feeder__resume_next_epoch(ld);
-    uint64_t len = feeder_sampler_len(ld->sampler, epoch);
-    if (len == 0 || len > SIZE_MAX / sizeof(uint64_t))
+    uint64_t epoch = feeder__resume_next_epoch(ld), len;
+    char why[256];
+    if (feeder_sampler_len(ld->sampler, epoch) == 0 ||
+        sample_order(ld, epoch, &ld->ahead.order, &ld->ahead.order_cap, &len, why, sizeof(why)))
         return 0;
-    if (len > ld->ahead.order_cap) {
-        uint64_t *o = realloc(ld->ahead.order, len * sizeof(*o));
-        if (!o)
-            return 0;
-        ld->ahead.order = o;
-        ld->ahead.order_cap = len;
-    }
-    if (feeder_sampler_fill(ld->sampler, epoch, ld->ahead.order, len))
-        return 0;
-    for (uint64_t i = 0; i < len; i++)
-        if (ld->ahead.order[i] >= ld->ds->n)
-            return 0;
     ld->ahead.epoch = epoch;
     ld->ahead.order_len = len;
     ld->ahead.nbatches = feeder_batch_count(len, ld->job.layout.batch, ld->plan.drop_last);
