@@ -20,8 +20,8 @@
  *   eval      feeder__decode_sample, ROI decoder, Resize 256 + CenterCrop 224, NHWC
  *   eval-huffman, eval-rgb
  *             eval's decode, taken apart: the region the ROI decoder reads (its
- *             crop, DCT scaling feeder__roi_scale and margin, repeated here from
- *             decode/jpeg.c), decoded with libjpeg to its last row with
+ *             crop, DCT scaling feeder__roi_scale and region feeder__roi_axis,
+ *             the decoder's own), decoded with libjpeg to its last row with
  *             jpeg_skip_scanlines (entropy decode only), and to RGBX (the
  *             pipeline's decode without the resize). Not to YCbCr to split off
  *             the colour conversion: libjpeg-turbo 2.1's YCbCr output is a scalar
@@ -56,7 +56,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <math.h>
 
 #include <jpeglib.h>
 #include <turbojpeg.h>
@@ -276,20 +275,6 @@ static int planes(engine *e, const file *f)
     return tjDecompressToYUVPlanes(e->tj, f->p, (unsigned long)f->len, pl, w, strides, h, 0);
 }
 
-/* One axis of the region the ROI decoder reads, in scaled pixels: the box
- * plus the resizer's reach plus one (decode/jpeg.c's roi_axis). */
-static void region_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t *r0,
-                        uint32_t *r1)
-{
-    double reach = blen / out > 1.0 ? blen / out : 1.0;
-    double m = ceil(reach) + 1.0;
-    double lo = floor(b0) - m, hi = ceil(b0 + blen) + m;
-    *r0 = lo < 0 ? 0 : (uint32_t)lo;
-    *r1 = hi > n ? n : (uint32_t)hi;
-    if (*r1 <= *r0)
-        *r1 = *r0 + 1 <= n ? *r0 + 1 : n;
-}
-
 /* Eval's region as the ROI decoder decodes it, entropy decode only (row
  * R_EVAL_HUFF) or to RGBX (R_EVAL_RGB), as the pipeline asks for it (CMYK/YCCK
  * to CMYK). */
@@ -313,8 +298,8 @@ static int eval_region(engine *e, const file *f, int row)
     jpeg_start_decompress(ci);
     double k = m / 8.0;
     uint32_t x0, x1, y0, y1;
-    region_axis(c.fx * k, c.fw * k, e->eval.width, ci->output_width, &x0, &x1);
-    region_axis(c.fy * k, c.fh * k, e->eval.height, ci->output_height, &y0, &y1);
+    feeder__roi_axis(c.fx * k, c.fw * k, e->eval.width, ci->output_width, &x0, &x1);
+    feeder__roi_axis(c.fy * k, c.fh * k, e->eval.height, ci->output_height, &y0, &y1);
     JDIMENSION xoff = x0, cw = x1 - x0;
     if (cw < ci->output_width)
         jpeg_crop_scanline(ci, &xoff, &cw);

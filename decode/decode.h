@@ -68,6 +68,12 @@ void feeder__crop_compute(const feeder__transform *t, uint32_t src_w, uint32_t s
  * output on both axes (the smallest such), else 8. */
 unsigned feeder__roi_scale(const feeder__crop *c, const feeder__transform *t);
 
+/* One axis of the region the ROI decoder decodes, in scaled pixels: the crop
+ * box [b0, b0 + blen) plus the resizer's reach for an `out`-pixel output,
+ * plus one, clamped to [0, n): rows or columns [*r0, *r1). */
+void feeder__roi_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t *r0,
+                      uint32_t *r1);
+
 /* One per worker (or per thread): TurboJPEG handle, libjpeg state, scratch
  * buffers that grow to the largest image seen and are then reused. */
 typedef struct feeder__decoder feeder__decoder;

@@ -283,8 +283,8 @@ unsigned feeder__roi_scale(const feeder__crop *c, const feeder__transform *t)
 /* One axis of the region to decode, in scaled pixels: the box plus the
  * resizer's reach (its triangle's support, 1 output pixel wide in input
  * pixels, or 1 when enlarging) plus one, clamped to the image. */
-static void roi_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t *r0,
-                     uint32_t *r1)
+void feeder__roi_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t *r0,
+                      uint32_t *r1)
 {
     double reach = blen / out > 1.0 ? blen / out : 1.0;
     double m = ceil(reach) + 1.0;
@@ -359,8 +359,8 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     double f = sn / 8.0;
     double bx = c.fx * f, by = c.fy * f, bw = c.fw * f, bh = c.fh * f;
     uint32_t x0, x1, y0, y1;
-    roi_axis(bx, bw, t->width, ci->output_width, &x0, &x1);
-    roi_axis(by, bh, t->height, ci->output_height, &y0, &y1);
+    feeder__roi_axis(bx, bw, t->width, ci->output_width, &x0, &x1);
+    feeder__roi_axis(by, bh, t->height, ci->output_height, &y0, &y1);
     JDIMENSION xoff = x0, cw = x1 - x0;
     if (cw < ci->output_width) {
         /* Moves xoff down to an iMCU boundary and widens cw to match. */
