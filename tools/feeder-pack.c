@@ -46,13 +46,12 @@
 #include "feeder.h"
 #include "packer.h"
 
-#define PROG "feeder-pack"
-#define die_usage(...) cli_die_usage(PROG, __VA_ARGS__)
+#define FPK_PROG "feeder-pack"
+#define fpk_usage_die(...) cli_die_usage(FPK_PROG, __VA_ARGS__)
 
-typedef fpk_opts opts;
 
 static const char *const mode_names[] = {"raw", "jpeg", "fields", NULL};
-static const char *const layout_names[] = {"nhwc", "nchw", NULL};
+static const char *const fpk_layout_names[] = {"nhwc", "nchw", NULL};
 static const int layout_values[] = {FEEDER_LAYOUT_NHWC, FEEDER_LAYOUT_NCHW};
 static const char *const io_names[] = {"auto", "uring", "pread", NULL};
 static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
@@ -98,7 +97,7 @@ static void parse_max_bytes(const char *prog, const char *s, void *dest)
 /* --size N or HxW. */
 static void parse_size(const char *prog, const char *s, void *dest)
 {
-    opts *o = dest;
+    fpk_opts *o = dest;
     const char *x = strchr(s, 'x');
     if (!x) {
         o->height = o->width = (uint32_t)cli_parse_uint(prog, "--size", s, 1, 65535);
@@ -114,43 +113,43 @@ static void parse_size(const char *prog, const char *s, void *dest)
 }
 
 /* The defaults that depend on other options, and the pairs that exclude each other. */
-static void check_args(opts *o, int raw_opt)
+static void check_args(fpk_opts *o, int raw_opt)
 {
     if (!o->data || !o->out)
-        die_usage("--data and --out are required");
+        fpk_usage_die("--data and --out are required");
     if (o->jpeg && raw_opt)
-        die_usage("--size, --resize and --layout apply to --mode raw only (JPEG records are "
-                  "stored as they are)");
+        fpk_usage_die("--size, --resize and --layout apply to --mode raw only (JPEG records are "
+                      "stored as they are)");
     if (o->fields && raw_opt)
-        die_usage("--size, --resize and --layout apply to --mode raw only (fields records are "
-                  "the members' bytes)");
+        fpk_usage_die("--size, --resize and --layout apply to --mode raw only (fields records are "
+                      "the members' bytes)");
     if (!o->resize) {
         uint32_t m = o->height > o->width ? o->height : o->width;
         o->resize = (uint32_t)(((uint64_t)m * 256 + 112) / 224);
     }
     if (o->resize < o->height || o->resize < o->width)
-        die_usage("--resize %u is smaller than the %ux%u crop", o->resize, o->height, o->width);
+        fpk_usage_die("--resize %u is smaller than the %ux%u crop", o->resize, o->height, o->width);
     if (o->progress && o->quiet)
-        die_usage("--progress and --quiet exclude each other");
+        fpk_usage_die("--progress and --quiet exclude each other");
     if (!o->quiet && !o->progress && isatty(2))
         o->progress = 1;
 }
 
 /* --mode fields and its options: given[] says whether --fields, --max-bytes
  * and --shard-size were; other is any RAW or JPEG option. */
-static void check_fields(const opts *o, const int *given, int other)
+static void check_fields(const fpk_opts *o, const int *given, int other)
 {
     if (!o->fields && (given[0] || given[1]))
-        die_usage("--fields and --max-bytes apply to --mode fields only");
+        fpk_usage_die("--fields and --max-bytes apply to --mode fields only");
     if (o->fields && given[2])
-        die_usage("--shard-size applies to --mode raw and jpeg only (a fields pack is one file: "
-                  "pack each shard set apart to split it)");
+        fpk_usage_die("--shard-size applies to --mode raw and jpeg only (a fields pack is one "
+                      "file: pack each shard set apart to split it)");
     if (o->fields && other)
-        die_usage("--channels, --max-side and --quality apply to --mode raw or jpeg only "
-                  "(fields records are the members' bytes)");
+        fpk_usage_die("--channels, --max-side and --quality apply to --mode raw or jpeg only "
+                      "(fields records are the members' bytes)");
 }
 
-static void parse_args(opts *o, int argc, char **argv)
+static void fpk_parse_args(fpk_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
     o->height = o->width = 224;
@@ -176,7 +175,8 @@ static void parse_args(opts *o, int argc, char **argv)
         CLI_FUNC("size", "N|HxW", parse_size, o, "raw: output height x width (224)"),
         CLI_UINT("resize", "N", o->resize, 1, 65535,
                  "raw: shorter side before the centre crop (size*256/224)"),
-        CLI_ENUMV("layout", o->layout, layout_names, layout_values, "raw: sample layout (nhwc)"),
+        CLI_ENUMV("layout", o->layout, fpk_layout_names, layout_values,
+                  "raw: sample layout (nhwc)"),
         CLI_UINT("workers", "N", o->workers, 0, 1024,
                  "raw: decoding worker processes (number of cores)"),
         CLI_UINT("batch", "N", o->batch, 1, 65536, "raw: samples per loader batch (64)"),
@@ -218,8 +218,8 @@ static void parse_args(opts *o, int argc, char **argv)
     t[5].given = &raw[2];
     t[10].given = &shrink[0];
     t[11].given = &shrink[1];
-    cli_spec spec = {.prog = PROG, .opts = t,
-                     .usage = "usage: " PROG " --data DIR|LIST --out FILE.pack [options]\n",
+    cli_spec spec = {.prog = FPK_PROG, .opts = t,
+                     .usage = "usage: " FPK_PROG " --data DIR|LIST --out FILE.pack [options]\n",
                      .epilog = "Exit status: 0 done, 1 failed (nothing written), 2 bad "
                                "arguments.\n"};
     cli_parse(&spec, argc, argv);
@@ -227,20 +227,22 @@ static void parse_args(opts *o, int argc, char **argv)
     o->fields = mode == 2;
     check_args(o, raw[0] | raw[1] | raw[2]);
     if (o->jpeg && raw[3])
-        die_usage("--channels applies to --mode raw only (JPEG records are stored as they are)");
+        fpk_usage_die("--channels applies to --mode raw only (JPEG records are stored as they "
+                      "are)");
     if (o->channels == 2)
-        die_usage("--channels 2: expected 3 (RGB) or 1 (grayscale)");
+        fpk_usage_die("--channels 2: expected 3 (RGB) or 1 (grayscale)");
     check_fields(o, fields, raw[3] | shrink[0] | shrink[1]);
     if (shrink[0] && !o->jpeg)
-        die_usage("--max-side applies to --mode jpeg only (--mode raw resizes every image)");
+        fpk_usage_die("--max-side applies to --mode jpeg only (--mode raw resizes every image)");
     if (shrink[1] && !shrink[0])
-        die_usage("--quality applies with --max-side only (other JPEGs are stored as they are)");
+        fpk_usage_die("--quality applies with --max-side only (other JPEGs are stored as they "
+                      "are)");
 }
 
 int main(int argc, char **argv)
 {
-    opts o;
-    parse_args(&o, argc, argv);
-    fpk_pack(PROG, &o);
+    fpk_opts o;
+    fpk_parse_args(&o, argc, argv);
+    fpk_pack(FPK_PROG, &o);
     return 0;
 }

@@ -22,7 +22,6 @@
 #include "packer.h"
 #include "shrink.h"
 
-typedef fpk_opts opts;
 
 /* The program named in messages (fpk_pack's `prog`). */
 static const char *g_prog = "feeder-pack";
@@ -33,8 +32,8 @@ static const char *g_prog = "feeder-pack";
 
 static void cleanup_tmp(void);
 
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_usage(const char *fmt, ...)
+static void fpk_usage_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void fpk_usage_die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -46,8 +45,8 @@ static void die_usage(const char *fmt, ...)
 }
 
 /* Fatal: remove the temporary output, say why, exit 1. */
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
+static void fpk_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void fpk_die(const char *fmt, ...)
 {
     cleanup_tmp();
     va_list ap;
@@ -180,10 +179,10 @@ static shard *plan_shards(const uint64_t *sizes, uint64_t n, uint64_t limit,
         while (i < n) {
             uint64_t size = layout_size(&h, i - first + 1, classes_bytes, data + sizes[i]);
             if (size == 0)
-                die("the output would be too large for a 64-bit size");
+                fpk_die("the output would be too large for a 64-bit size");
             if (limit && size > limit) {
                 if (i == first)
-                    die("--shard-size %llu is smaller than a shard holding record %llu alone "
+                    fpk_die("--shard-size %llu is smaller than a shard holding record %llu alone "
                         "(%llu bytes)",
                         (unsigned long long)limit, (unsigned long long)i,
                         (unsigned long long)size);
@@ -195,7 +194,7 @@ static shard *plan_shards(const uint64_t *sizes, uint64_t n, uint64_t limit,
         if (ns == cap) {
             cap = cap ? cap * 2 : 16;
             if (!(v = realloc(v, cap * sizeof(*v))))
-                die("out of memory");
+                fpk_die("out of memory");
         }
         memset(&v[ns], 0, sizeof(v[ns]));
         v[ns].first = first;
@@ -204,7 +203,7 @@ static shard *plan_shards(const uint64_t *sizes, uint64_t n, uint64_t limit,
         v[ns].fd = -1;
         ns++;
         if (ns > 99999)
-            die("--shard-size %llu makes more than 99999 shards", (unsigned long long)limit);
+            fpk_die("--shard-size %llu makes more than 99999 shards", (unsigned long long)limit);
     }
     *nshards = ns;
     return v;
@@ -220,17 +219,17 @@ static char *xstrdup_printf(const char *fmt, ...)
         s = NULL;
     va_end(ap);
     if (!s)
-        die("out of memory");
+        fpk_die("out of memory");
     return s;
 }
 
-static void name_shards(const opts *o, shard *v, uint32_t ns)
+static void name_shards(const fpk_opts *o, shard *v, uint32_t ns)
 {
     size_t len = strlen(o->out);
     int suffix = len > 5 && strcmp(o->out + len - 5, ".pack") == 0;
     tmp_names = calloc(ns, sizeof(char *));
     if (!tmp_names)
-        die("out of memory");
+        fpk_die("out of memory");
     for (uint32_t s = 0; s < ns; s++) {
         if (!o->shard_size)
             v[s].name = xstrdup_printf("%s", o->out);
@@ -250,7 +249,7 @@ static void pwrite_all(const shard *s, const void *data, size_t len, uint64_t of
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0)
-            die("%s: write of %zu bytes at offset %llu: %s", s->tmp, len,
+            fpk_die("%s: write of %zu bytes at offset %llu: %s", s->tmp, len,
                 (unsigned long long)off, strerror(errno));
         p += k;
         off += (uint64_t)k;
@@ -275,14 +274,14 @@ static void open_shards(shard *v, uint32_t ns, const feeder__pack_header *proto,
         sh->file_bytes = feeder__pack_layout(&sh->h, classes_bytes, sh->data_bytes);
         sh->fd = open(sh->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (sh->fd < 0)
-            die("%s: cannot create: %s", sh->tmp, strerror(errno));
+            fpk_die("%s: cannot create: %s", sh->tmp, strerror(errno));
         if (ftruncate(sh->fd, (off_t)sh->file_bytes) < 0)
-            die("%s: cannot size to %llu bytes: %s", sh->tmp, (unsigned long long)sh->file_bytes,
-                strerror(errno));
+            fpk_die("%s: cannot size to %llu bytes: %s", sh->tmp,
+                    (unsigned long long)sh->file_bytes, strerror(errno));
         sh->index = calloc(sh->count, FEEDER__PACK_ENTRY_BYTES);
         sh->labels = calloc(sh->count, sizeof(int64_t));
         if (!sh->index || !sh->labels)
-            die("out of memory for the index of %llu records", (unsigned long long)sh->count);
+            fpk_die("out of memory for the index of %llu records", (unsigned long long)sh->count);
     }
 }
 
@@ -292,7 +291,7 @@ static void finish_shard(shard *sh, const char *classes, uint64_t classes_bytes)
     pwrite_all(sh, sh->index, sh->count * FEEDER__PACK_ENTRY_BYTES, sh->h.index_off);
     uint8_t *lab = malloc(sh->count * 8);
     if (!lab)
-        die("out of memory");
+        fpk_die("out of memory");
     for (uint64_t i = 0; i < sh->count; i++)
         for (int b = 0; b < 8; b++)
             lab[i * 8 + b] = (uint8_t)((uint64_t)sh->labels[i] >> (8 * b));
@@ -304,9 +303,9 @@ static void finish_shard(shard *sh, const char *classes, uint64_t classes_bytes)
     feeder__pack_header_encode(&sh->h, page);
     pwrite_all(sh, page, sizeof(page), 0);
     if (fdatasync(sh->fd) < 0)
-        die("%s: fdatasync: %s", sh->tmp, strerror(errno));
+        fpk_die("%s: fdatasync: %s", sh->tmp, strerror(errno));
     if (close(sh->fd) < 0)
-        die("%s: close: %s", sh->tmp, strerror(errno));
+        fpk_die("%s: close: %s", sh->tmp, strerror(errno));
     sh->fd = -1;
 }
 
@@ -343,25 +342,25 @@ static feeder_dataset *open_source(const char *path, int allow_escape)
     /* WebDataset shards: a brace range of them, or one. */
     if (strchr(path, '{') || (stat(path, &st) == 0 && S_ISREG(st.st_mode) && is_tar(path))) {
         if ((rc = feeder_dataset_open_tar_pattern(path, &ds, err, sizeof(err))))
-            die("%s", err[0] ? err : feeder_strerror(rc));
+            fpk_die("%s", err[0] ? err : feeder_strerror(rc));
         return ds;
     }
     if (stat(path, &st) != 0)
-        die_usage("--data '%s': %s", path, strerror(errno));
+        fpk_usage_die("--data '%s': %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode))
         rc = feeder_dataset_open_folder(path, &ds, err, sizeof(err));
     else if (S_ISREG(st.st_mode))
         rc = feeder_dataset_open_list2(path, NULL, allow_escape ? FEEDER_LIST_ALLOW_ESCAPE : 0,
                                        &ds, err, sizeof(err));
     else
-        die_usage("--data '%s': neither a folder nor a list file", path);
+        fpk_usage_die("--data '%s': neither a folder nor a list file", path);
     /* The library's message names its flag; this tool's user has an option. */
     const char *flag = "FEEDER_LIST_ALLOW_ESCAPE allows it";
     char *at = rc == FEEDER_EPATH ? strstr(err, flag) : NULL;
     if (at)
-        die("%.*s--allow-escape allows it%s", (int)(at - err), err, at + strlen(flag));
+        fpk_die("%.*s--allow-escape allows it%s", (int)(at - err), err, at + strlen(flag));
     if (rc)
-        die("%s", err[0] ? err : feeder_strerror(rc));
+        fpk_die("%s", err[0] ? err : feeder_strerror(rc));
     return ds;
 }
 
@@ -376,7 +375,7 @@ static char *class_block(const feeder_dataset *ds, uint64_t *bytes, uint64_t *co
         len += strlen(feeder_dataset_class_name(ds, k)) + 1;
     char *b = malloc(len);
     if (!b)
-        die("out of memory");
+        fpk_die("out of memory");
     char *p = b;
     for (uint64_t k = 0; k < n; k++) {
         size_t l = strlen(feeder_dataset_class_name(ds, k)) + 1;
@@ -396,22 +395,22 @@ static void set_opt(feeder_loader *ld, feeder_option opt, int64_t v)
 {
     int rc = feeder_loader_set(ld, opt, v);
     if (rc)
-        die("setting %s to %lld: %s", feeder_option_name(opt), (long long)v,
+        fpk_die("setting %s to %lld: %s", feeder_option_name(opt), (long long)v,
             feeder_loader_errmsg(ld));
 }
 
 /* Channels of a RAW record: 1 (grayscale) or 3. */
-static uint32_t raw_channels(const opts *o) { return o->channels == 1 ? 1 : 3; }
+static uint32_t raw_channels(const fpk_opts *o) { return o->channels == 1 ? 1 : 3; }
 
 /* RAW: the loader decodes (EVAL, sequential, N workers); batches are written
  * as they come, each batch's share of a shard in one write. */
-static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t ns,
+static uint64_t write_raw(const fpk_opts *o, feeder_dataset *ds, shard *v, uint32_t ns,
                           uint64_t rb, progress *pg)
 {
     feeder_loader *ld;
     int rc = feeder_loader_create(ds, NULL, &ld);
     if (rc)
-        die("feeder_loader_create: %s", feeder_strerror(rc));
+        fpk_die("feeder_loader_create: %s", feeder_strerror(rc));
     set_opt(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_EVAL);
     set_opt(ld, FEEDER_OPT_SHUFFLE, 0);
     set_opt(ld, FEEDER_OPT_BATCH_SIZE, o->batch);
@@ -429,7 +428,7 @@ static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t 
         uint32_t j = 0;
         while (j < b->count) {
             if (b->indices[j] != next + j)
-                die("internal error: the loader delivered sample %llu where %llu was due",
+                fpk_die("internal error: the loader delivered sample %llu where %llu was due",
                     (unsigned long long)b->indices[j], (unsigned long long)(next + j));
             s = shard_of(v, ns, next + j, s);
             shard *sh = &v[s];
@@ -454,7 +453,7 @@ static uint64_t write_raw(const opts *o, feeder_dataset *ds, shard *v, uint32_t 
         progress_draw(pg, next, bytes, 0);
     }
     if (rc != FEEDER_DONE)
-        die("%s", feeder_loader_errmsg(ld));
+        fpk_die("%s", feeder_loader_errmsg(ld));
     feeder_loader_destroy(ld);
     return bytes;
 }
@@ -585,17 +584,17 @@ static void read_jpeg(tjhandle tj, const feeder_dataset *ds, uint64_t i, uint8_t
 {
     int rc = read_source(ds, i, buf, size, path, pathlen);
     if (rc == -EIO)
-        die("%s: changed size while being packed", path);
+        fpk_die("%s: changed size while being packed", path);
     if (rc)
-        die("%s: %s", path, strerror(-rc));
+        fpk_die("%s: %s", path, strerror(-rc));
     /* A stream cut short after its tables "succeeds" without a frame: the
      * size must be set too. */
     hd->w = hd->h = 0;
     if (tjDecompressHeader3(tj, buf, (unsigned long)size, &hd->w, &hd->h, &hd->ss, &hd->cs) != 0 ||
         hd->w <= 0 || hd->h <= 0)
-        die("%s: not a JPEG TurboJPEG can read: %s", path, tjGetErrorStr2(tj));
+        fpk_die("%s: not a JPEG TurboJPEG can read: %s", path, tjGetErrorStr2(tj));
     if (!jpeg_reaches_eoi(buf, size))
-        die("%s: truncated JPEG: no end-of-image marker (FF D9) after its last scan "
+        fpk_die("%s: truncated JPEG: no end-of-image marker (FF D9) after its last scan "
             "(--verify decodes every record)",
             path);
 }
@@ -620,7 +619,7 @@ static const uint8_t *record_bytes(fpk_shrinker *sk, const char *path, const uin
     int rc = fpk_shrink(sk, buf, size, hd->w, hd->h, hd->ss, hd->cs, &out, &olen, err,
                         sizeof(err));
     if (rc < 0)
-        die("%s: --max-side: %s", path, err);
+        fpk_die("%s: --max-side: %s", path, err);
     if (rc == 0)
         return buf;
     *rlen = olen;
@@ -634,7 +633,7 @@ static uint8_t *alloc_biggest(const uint64_t *sizes, uint64_t n)
         biggest = sizes[i] > biggest ? sizes[i] : biggest;
     uint8_t *buf = malloc(biggest ? biggest : 1);
     if (!buf)
-        die("out of memory for a %llu-byte file", (unsigned long long)biggest);
+        fpk_die("out of memory for a %llu-byte file", (unsigned long long)biggest);
     return buf;
 }
 
@@ -644,7 +643,7 @@ static fpk_shrinker *open_shrinker(const fpk_opts *o)
         return NULL;
     fpk_shrinker *sk = fpk_shrinker_create(o->max_side, o->quality);
     if (!sk)
-        die("out of memory for the --max-side encoder");
+        fpk_die("out of memory for the --max-side encoder");
     return sk;
 }
 
@@ -656,7 +655,7 @@ static void plan_shrunk(const fpk_opts *o, feeder_dataset *ds, const uint64_t *f
 {
     tjhandle tj = tjInitDecompress();
     if (!tj)
-        die("tjInitDecompress: %s", tjGetErrorStr2(NULL));
+        fpk_die("tjInitDecompress: %s", tjGetErrorStr2(NULL));
     fpk_shrinker *sk = open_shrinker(o);
     uint64_t n = feeder_dataset_size(ds);
     uint8_t *buf = alloc_biggest(fsizes, n);
@@ -685,7 +684,7 @@ static uint64_t write_jpeg(const fpk_opts *o, feeder_dataset *ds, const uint64_t
 {
     tjhandle tj = tjInitDecompress();
     if (!tj)
-        die("tjInitDecompress: %s", tjGetErrorStr2(NULL));
+        fpk_die("tjInitDecompress: %s", tjGetErrorStr2(NULL));
     fpk_shrinker *sk = open_shrinker(o);
     uint64_t n = feeder_dataset_size(ds), bytes = 0;
     uint8_t *buf = alloc_biggest(fsizes, n);
@@ -698,7 +697,7 @@ static uint64_t write_jpeg(const fpk_opts *o, feeder_dataset *ds, const uint64_t
         uint64_t rlen;
         const uint8_t *rec = record_bytes(sk, path, buf, fsizes[i], &hd, &rlen);
         if (rlen != sizes[i])
-            die("%s: re-encoded to %llu bytes, %llu when the pack was planned", path,
+            fpk_die("%s: re-encoded to %llu bytes, %llu when the pack was planned", path,
                 (unsigned long long)rlen, (unsigned long long)sizes[i]);
         uint32_t ns_before = s;
         s = shard_of(v, ns, i, s);
@@ -723,17 +722,17 @@ static uint64_t write_jpeg(const fpk_opts *o, feeder_dataset *ds, const uint64_t
 }
 
 /* Read every output file back through the loader with VERIFY_CRC on. */
-static void verify(const opts *o, const shard *v, uint32_t ns, int jpeg)
+static void verify(const fpk_opts *o, const shard *v, uint32_t ns, int jpeg)
 {
     for (uint32_t s = 0; s < ns; s++) {
         char err[1024];
         feeder_dataset *ds;
         int rc = feeder_dataset_open_packed(v[s].name, &ds, err, sizeof(err));
         if (rc)
-            die("verify: %s", err);
+            fpk_die("verify: %s", err);
         feeder_loader *ld;
         if ((rc = feeder_loader_create(ds, NULL, &ld)))
-            die("verify: feeder_loader_create: %s", feeder_strerror(rc));
+            fpk_die("verify: feeder_loader_create: %s", feeder_strerror(rc));
         set_opt(ld, FEEDER_OPT_VERIFY_CRC, 1);
         set_opt(ld, FEEDER_OPT_NUM_WORKERS, o->workers);
         set_opt(ld, FEEDER_OPT_BATCH_SIZE, o->batch);
@@ -748,16 +747,16 @@ static void verify(const opts *o, const shard *v, uint32_t ns, int jpeg)
         while ((rc = feeder_next(ld, &b)) == 0) {
             for (uint32_t k = 0; k < b->count; k++)
                 if (b->labels[k] != v[s].labels[b->indices[k]])
-                    die("verify: %s: record %llu has label %lld, %lld was written", v[s].name,
+                    fpk_die("verify: %s: record %llu has label %lld, %lld was written", v[s].name,
                         (unsigned long long)b->indices[k], (long long)b->labels[k],
                         (long long)v[s].labels[b->indices[k]]);
             seen += b->count;
             feeder_batch_release(b, NULL);
         }
         if (rc != FEEDER_DONE)
-            die("verify: %s", feeder_loader_errmsg(ld));
+            fpk_die("verify: %s", feeder_loader_errmsg(ld));
         if (seen != v[s].count)
-            die("verify: %s: read %llu records, %llu were written", v[s].name,
+            fpk_die("verify: %s: read %llu records, %llu were written", v[s].name,
                 (unsigned long long)seen, (unsigned long long)v[s].count);
         feeder_loader_destroy(ld);
         feeder_dataset_destroy(ds);
@@ -770,9 +769,9 @@ static uint64_t tar_member_size(const feeder_dataset *ds, uint64_t i)
     const char *tar, *key, *problem;
     uint64_t size;
     if (feeder_dataset_tar_sample(ds, i, &tar, &key, NULL, &size, &problem))
-        die("%s: key %s: %s", tar, key, problem);
+        fpk_die("%s: key %s: %s", tar, key, problem);
     if (size == 0)
-        die("%s: key %s: empty image member", tar, key);
+        fpk_die("%s: key %s: empty image member", tar, key);
     return size;
 }
 
@@ -798,11 +797,11 @@ static uint64_t plan_records(const fpk_opts *o, feeder_dataset *ds, uint64_t n,
                 continue;
             }
             if (stat(p, &st) != 0)
-                die("%s: %s", p, strerror(errno));
+                fpk_die("%s: %s", p, strerror(errno));
             if (!S_ISREG(st.st_mode))
-                die("%s: not a regular file", p);
+                fpk_die("%s: not a regular file", p);
             if (st.st_size == 0)
-                die("%s: empty file", p);
+                fpk_die("%s: empty file", p);
             sizes[i] = (uint64_t)st.st_size;
         }
         return 0;
@@ -829,7 +828,7 @@ static void publish(const fpk_opts *o, shard *v, uint32_t ns)
             int e = errno;
             for (uint32_t k = 0; k < s; k++)
                 unlink(v[k].name);
-            die("rename %s to %s: %s", v[s].tmp, v[s].name, strerror(e));
+            fpk_die("rename %s to %s: %s", v[s].tmp, v[s].name, strerror(e));
         }
     }
     tmp_count = 0;
@@ -900,7 +899,7 @@ static shard fields_output(const fpk_opts *o, uint64_t n)
     shard one = {.count = n, .fd = -1, .name = xstrdup_printf("%s", o->out)};
     one.tmp = xstrdup_printf("%s.tmp.%d", o->out, (int)getpid());
     if (!(tmp_names = calloc(2, sizeof(char *))))
-        die("out of memory");
+        fpk_die("out of memory");
     tmp_names[0] = one.tmp;
     tmp_names[1] = xstrdup_printf("%s.tmp", one.tmp);
     tmp_count = 2;
@@ -919,18 +918,18 @@ static void pack_fields(const fpk_opts *o)
     fpk_fields *f;
     int rc = fpk_fields_open(&fo, &f, err, sizeof(err));
     if (rc == 2)
-        die_usage("%s", err);
+        fpk_usage_die("%s", err);
     if (rc)
-        die("%s", err);
+        fpk_die("%s", err);
     uint64_t n = fpk_fields_count(f);
     pg.total = n;
     shard one = fields_output(o, n);
     if (feeder_pack_fields(fpk_fields_dataset(f), one.tmp, err, sizeof(err)))
-        die("%s", fpk_fields_last_error(f) ? fpk_fields_last_error(f) : err);
+        fpk_die("%s", fpk_fields_last_error(f) ? fpk_fields_last_error(f) : err);
     progress_draw(&pg, n, g_fields_bytes, 1);
     if (o->verify && fpk_fields_verify(f, one.tmp, o->out, o->workers, o->batch, err,
                                        sizeof(err)))
-        die("verify: %s", err);
+        fpk_die("verify: %s", err);
     struct stat st;
     one.file_bytes = stat(one.tmp, &st) == 0 ? (uint64_t)st.st_size : 0;
     tmp_count = 1;
@@ -962,13 +961,13 @@ void fpk_pack(const char *prog, const fpk_opts *op)
     char *classes = class_block(ds, &classes_bytes, &num_classes);
     uint64_t *sizes = malloc((n ? n : 1) * sizeof(*sizes));
     if (!sizes)
-        die("out of memory");
+        fpk_die("out of memory");
     feeder__pack_header proto;
     uint64_t rb = plan_records(&o, ds, n, num_classes, &proto, sizes);
     uint64_t *fsizes = sizes;
     if (o.jpeg && o.max_side) {
         if (!(fsizes = malloc((n ? n : 1) * sizeof(*fsizes))))
-            die("out of memory");
+            fpk_die("out of memory");
         memcpy(fsizes, sizes, n * sizeof(*fsizes));
         progress pp = {.on = o.progress, .what = "sizing --max-side", .total = n, .t0 = now_ns()};
         plan_shrunk(&o, ds, fsizes, sizes, &pp);
