@@ -62,6 +62,7 @@ typedef struct opts {
     int device;        /* -1: host batches */
     int pin;
     int gpu_prefetch;
+    int gpu_room;      /* FEEDER_OPT_GPU_ROOM, 0 = automatic */
     int dtype;
     double compute_ms; /* the stand-in training step, per batch */
     /* packed files */

@@ -158,6 +158,9 @@ static cli_opt table[] = {
             "deliver batches on CUDA device N (-1: host batches)"),
     CLI_ENUM("pin", A.pin, pin_names, "how slots reach the GPU (register)"),
     CLI_UINT("gpu-prefetch", "N", A.gpu_prefetch, 2, 64, "device buffers in the ring (2)"),
+    CLI_UINT("gpu-room", "BYTES", A.gpu_room, 0, 1u << 30,
+             "nvjpeg/hybrid: slot room per sample for the encoded\nfiles, 0 = automatic "
+             "(FEEDER_OPT_GPU_ROOM; 0)"),
     CLI_ENUM("dtype", A.dtype, dtype_names,
              "device batch type; floats are normalised on\nthe GPU (uint8)"),
     CLI_DOUBLE("compute-ms", "X", A.compute_ms, 0, 60000,

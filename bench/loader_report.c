@@ -35,7 +35,7 @@ static void table_columns(const opts *o, bu_table *t, unsigned *gcol, unsigned *
     if (o->decoder == FEEDER_DECODER_NVJPEG || o->decoder == FEEDER_DECODER_HYBRID) {
         t->head[ncols] = "GPU decode µs/img";
         t->head[ncols + 1] = "GPU fallback";
-        t->head[ncols + 2] = "CPU routes p/c/s/z/x/o";
+        t->head[ncols + 2] = "CPU routes p/c/s/z/x/o/r";
         t->head[ncols + 3] = "CPU share %";
         t->right[ncols] = t->right[ncols + 1] = t->right[ncols + 2] = t->right[ncols + 3] = 1;
         ncols += o->decoder == FEEDER_DECODER_HYBRID ? 4 : 3;
@@ -268,11 +268,11 @@ static void json_gpu(const opts *o, const run_res *r, bu_sbuf *b)
         return;
     }
     bu_sb_printf(b, "{\"device\": %d, \"pin\": \"%s\", \"dtype\": \"%s\", "
-              "\"gpu_prefetch\": %d, \"compute_ms\": %.3f, \"h2d_gb_per_s\": %.2f, "
+              "\"gpu_prefetch\": %d, \"gpu_room\": %d, \"compute_ms\": %.3f, \"h2d_gb_per_s\": %.2f, "
               "\"h2d_bytes\": %llu, \"pin_ns\": %llu, \"median_stall_pct_after_first\": %.3f, "
               "\"median_gpu_idle_pct\": %.2f, \"median_epoch_over_compute_alone\": %.4f, "
               "\"status\": ",
-              o->device, pin_names[o->pin], dtype_names[o->dtype], o->gpu_prefetch,
+              o->device, pin_names[o->pin], dtype_names[o->dtype], o->gpu_prefetch, o->gpu_room,
               o->compute_ms, r->h2d_gbps, (unsigned long long)r->h2d_bytes,
               (unsigned long long)r->pin_ns, r->med_stall_pct, r->med_idle_pct,
               r->med_vs_alone);

@@ -6,17 +6,20 @@
  *
  *   [ labels: batch x int64 | indices: batch x uint64 | encoded: batch x uint64
  *     | place: batch x uint64 ]
- *   [ data: batch x sample_bytes ]                        (page aligned)
+ *   [ data: batch x room_bytes ]                          (page aligned)
  *
  * `encoded` and `place` serve the GPU decoders (FEEDER_DECODER_NVJPEG,
- * HYBRID). A task's share of the data area (count x sample_bytes from its
- * first sample's place) holds its samples packed one after another, each
+ * HYBRID). Each sample has room_bytes of the data area: sample_bytes with
+ * the CPU decoders, more with the GPU decoders (feeder__slot_layout_room,
+ * FEEDER_OPT_GPU_ROOM), since an encoded file is often larger than its
+ * decoded 224x224 sample. A task's share (count x room_bytes from
+ * first x room_bytes) holds its samples packed one after another, each
  * either the JPEG bytes the GPU decodes (encoded[i] = their length) or
- * decoded pixels (encoded[i] = 0), at place[i] bytes from the data area's
- * start (feeder__slot_plan_part decides). Small files leave room for large
- * ones, so a file larger than a sample still goes to the GPU when its task
- * has the room. With the CPU decoders sample i sits at i x sample_bytes and
- * `place` is not read.
+ * decoded pixels (encoded[i] = 0, sample_bytes), at place[i] bytes from the
+ * data area's start (feeder__slot_plan_part decides). Small files leave room
+ * for large ones, so a file larger than its room still goes to the GPU when
+ * its task has the room. With the CPU decoders sample i sits at
+ * i x sample_bytes and `place` is not read.
  *
  * The data area starts on a page so it can be registered with the GPU driver
  * and read with O_DIRECT; slots are whole pages so a slot never shares a page
@@ -33,6 +36,7 @@ typedef struct feeder__slot_layout {
     uint32_t height, width, channels;
     int layout;           /* feeder_layout */
     size_t sample_bytes;  /* height * width * channels */
+    size_t room_bytes;    /* a sample's share of the data area, >= sample_bytes */
     size_t labels_off;    /* from the slot start */
     size_t indices_off;
     size_t encoded_off;
@@ -44,6 +48,11 @@ typedef struct feeder__slot_layout {
  * for a zero dimension. */
 int feeder__slot_layout_init(feeder__slot_layout *l, uint32_t batch, uint32_t height,
                              uint32_t width, uint32_t channels, int layout);
+
+/* Give every sample `room` bytes of the data area (the GPU decoders' encoded
+ * files); less than sample_bytes means sample_bytes. FEEDER_EOVERFLOW when
+ * the slot's size overflows (the layout is then unchanged). */
+int feeder__slot_layout_room(feeder__slot_layout *l, size_t room);
 
 /* Bytes for `slots` slots, or FEEDER_EOVERFLOW. */
 int feeder__slot_total(const feeder__slot_layout *l, uint32_t slots, size_t *bytes);
@@ -76,13 +85,13 @@ static inline uint8_t *feeder__slot_sample(const feeder__slot_layout *l, uint8_t
 }
 
 /* A GPU decoder's task of `count` samples: where each goes in the task's
- * share of the data area (count x sample_bytes). On entry gpu[k] says
+ * share of the data area (count x l->room_bytes). On entry gpu[k] says
  * whether sample k is to go to the GPU as len[k] bytes (else: decoded
  * pixels, sample_bytes); when they do not all fit, the largest files move
  * to the CPU first (gpu[k] cleared, and counted in *moved). On return off[k]
  * is each sample's offset from the share's start, in order, and the share
  * holds them all: pixels never need more than the share gives a sample. */
-void feeder__slot_plan_part(size_t sample_bytes, uint32_t count, const size_t *len, int *gpu,
-                            uint64_t *off, uint32_t *moved);
+void feeder__slot_plan_part(const feeder__slot_layout *l, uint32_t count, const size_t *len,
+                            int *gpu, uint64_t *off, uint32_t *moved);
 
 #endif

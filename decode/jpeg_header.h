@@ -37,7 +37,8 @@ enum {
     FEEDER__ROUTE_CMYK = 2,       /* 4 components: CMYK or YCCK */
     FEEDER__ROUTE_SUBSAMPLING = 3,/* a sampling the engine refuses (4:1:1, 4:1:0, ...) */
     FEEDER__ROUTE_SIZE = 4,       /* over the pixel limit, over 2 MP (the CPU's DCT scaling
-                                     decodes it for less), or too large for its task's room */
+                                     decodes it for less); a file too large for its task's room
+                                     is counted as FEEDER_ROUTE_ROOM by the plan (worker/plan.c) */
     FEEDER__ROUTE_CORRUPT = 5,    /* no readable frame header: the CPU decoder names it */
     FEEDER__ROUTE_OTHER = 6,      /* 12-bit, arithmetic coding, lossless */
     FEEDER__ROUTES = 7

@@ -650,6 +650,14 @@ typedef enum feeder_option {
                                           the host's, mixes equal), so a GPU decoder keeps
                                           decoding; default 0: device batches stay
                                           byte-equal to host batches */
+    FEEDER_OPT_GPU_ROOM = 37,          /* GPU decoders: bytes of each batch slot per sample for
+                                          the encoded files nvJPEG reads (a task's files share
+                                          their room, so small ones leave it to large ones; a
+                                          file that does not fit is decoded by the worker,
+                                          FEEDER_ROUTE_ROOM). Less than a decoded sample means a
+                                          sample. 0: the larger of a sample and 192 KiB, which
+                                          holds ImageNet-sized files at quality 90+ (256 x 192
+                                          KiB = 48 MiB a slot); default 0 */
     /* double-valued: per-channel mean and std for the float dtypes, in units
      * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
      * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
@@ -1001,10 +1009,11 @@ typedef enum feeder_route {
     FEEDER_ROUTE_PROGRESSIVE = 0,
     FEEDER_ROUTE_CMYK = 1,
     FEEDER_ROUTE_SUBSAMPLING = 2,
-    FEEDER_ROUTE_SIZE = 3,
+    FEEDER_ROUTE_SIZE = 3,        /* over 2 MP or the pixel limit (the CPU's DCT scaling wins) */
     FEEDER_ROUTE_CORRUPT = 4,
     FEEDER_ROUTE_OTHER = 5,
-    FEEDER_ROUTES = 6
+    FEEDER_ROUTE_ROOM = 6,        /* its task's room in the slot was full (FEEDER_OPT_GPU_ROOM) */
+    FEEDER_ROUTES = 7
 } feeder_route;
 
 /* A snapshot of the loader's counters (C: counter, monotonic) and levels (L).
@@ -1038,8 +1047,9 @@ typedef struct feeder_stats {
     /* C: images of GPU-decoded batches that the workers decoded on the CPU
      * because their header sends them there, by reason (FEEDER_ROUTE_*):
      * progressive, CMYK/YCCK, a sampling the JPEG engine refuses, too large,
-     * unreadable header, other (12-bit, arithmetic, lossless). */
-    uint64_t cpu_routed[6];
+     * unreadable header, other (12-bit, arithmetic, lossless), no room left
+     * in the slot for the file. */
+    uint64_t cpu_routed[FEEDER_ROUTES];
     uint64_t cpu_shared;       /* C: images of GPU-decoded batches the workers decoded as their
                                   share: HYBRID's, and every image while nvJPEG is starting */
     uint64_t dropped;          /* C: samples left out under FEEDER_ON_ERROR_DROP */

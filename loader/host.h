@@ -15,7 +15,7 @@
 /* Parts a worker may have outstanding. */
 #define FEEDER__WORKER_QUEUE 2
 /* Entries of the option table (options.c). */
-#define FEEDER__NOPTS 43
+#define FEEDER__NOPTS 44
 
 enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
 
@@ -54,6 +54,11 @@ typedef struct task_queue {
 
 /* FEEDER_OPT_SPLIT 0: samples per task the loader aims at. */
 #define FEEDER__TASK_SAMPLES 16
+/* FEEDER_OPT_GPU_ROOM 0: bytes of slot room per sample for the GPU decoders'
+ * encoded files (at least a decoded sample). Shuffled tasks of 16 from an
+ * ImageNet-sized set (400-800 px, quality 90-98, 133 KB mean) overflowed a
+ * 224x224x3 room for 1.5 % of the files, 192 KiB for 0.3 % (docs/ARCHITECTURE.md). */
+#define FEEDER__GPU_ROOM ((int64_t)192 * 1024)
 /* num_workers 0: samples whose files the calling thread opens at once. */
 #define FEEDER__INLINE_FILES 64u
 

@@ -252,6 +252,24 @@ static int resolve_decoder(feeder_loader *ld, int gpu_ok)
     return rc;
 }
 
+/* The GPU decoders' encoded files get room of their own in the slot
+ * (collate/slot.h): a 224x224x3 sample is 147 KiB, ImageNet-sized files at
+ * quality 90+ are often larger, and a file without room is decoded by its
+ * worker (FEEDER_ROUTE_ROOM). */
+static int gpu_room(feeder_loader *ld)
+{
+    feeder__slot_layout *l = &ld->job.layout;
+    if (!feeder__decoder_on_gpu(ld->job.t.decoder) || ld->ds->nfields)
+        return 0;
+    int64_t room = iopt(ld, FEEDER_OPT_GPU_ROOM);
+    if (room == 0)
+        room = FEEDER__GPU_ROOM;
+    if (feeder__slot_layout_room(l, (size_t)room))
+        return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "gpu_room %lld x batch_size %u overflows "
+                                   "a size", (long long)room, l->batch);
+    return 0;
+}
+
 /* The slots' layout, count and the task size. */
 static int layout_slots(feeder_loader *ld, int gpu_ok)
 {
@@ -280,6 +298,8 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
     if (rc)
         return feeder__loader_fail(ld, rc, "batch_size %u x %ux%ux%d overflows a size", batch,
                     t->height, t->width, feeder__transform_channels(t));
+    if ((rc = gpu_room(ld)))
+        return rc;
     ld->nworkers = (int)iopt(ld, FEEDER_OPT_NUM_WORKERS);
     uint64_t nslots = (uint64_t)(ld->nworkers ? ld->nworkers : 1) *
                       (uint64_t)iopt(ld, FEEDER_OPT_PREFETCH_FACTOR);

@@ -62,6 +62,7 @@ typedef struct cfg {
     int decoder, size;
     int warmup; /* FEEDER_OPT_GPU_WARMUP: off unless a test is about it (exact counts) */
     int channels; /* FEEDER_OPT_CHANNELS; 0 leaves the default (3) */
+    int room;     /* FEEDER_OPT_GPU_ROOM; 0 leaves the default (192 KiB) */
 } cfg;
 
 static cfg base(void)
@@ -123,6 +124,8 @@ static feeder_loader *make(feeder_dataset *ds, const cfg *c)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_WARMUP, c->warmup), 0);
     if (c->channels)
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_CHANNELS, c->channels), 0);
+    if (c->room)
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_ROOM, c->room), 0);
     return ld;
 }
 
@@ -1145,17 +1148,54 @@ END_TEST
 
 START_TEST(test_nvjpeg_oversize_files_decode_on_cpu)
 {
-    /* 8 x 8 x 3 = 192 bytes a sample: no JPEG fits, the workers decode every
+    /* 8 x 8 x 3 = 192 bytes a sample and no more room (FEEDER_OPT_GPU_ROOM
+     * under a sample means a sample): no JPEG fits, the workers decode every
      * one as the CPU decoder would, byte for byte. */
     cfg h = base();
     h.size = 8;
+    h.room = 1;
     run *ref, *got;
     if (gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
         ck_assert_uint_eq(last_stats.gpu_decoded, 0);
         ck_assert_uint_eq(last_stats.gpu_fallback, 0);
-        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_SIZE], 36);
+        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_ROOM], 36);
+        ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_SIZE], 0);
     }
     same_batches(ref, got);
+    run_free(ref);
+    run_free(got);
+}
+END_TEST
+
+START_TEST(test_nvjpeg_files_have_room_of_their_own)
+{
+    /* 64 x 64 x 3 = 12,288 bytes a sample, smaller than the 292 x 292 test
+     * JPEGs: with a sample's room some move to the workers; with the default
+     * room (192 KiB a sample) every one is decoded by nvJPEG, from its
+     * place past the samples' pixel size, and the batches match the CPU's. */
+    cfg h = base();
+    h.size = 64;
+    h.room = 1;
+    run *ref, *got;
+    if (!gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
+        same_batches(ref, got);
+        run_free(ref);
+        run_free(got);
+        return;
+    }
+    uint64_t moved = last_stats.cpu_routed[FEEDER_ROUTE_ROOM];
+    ck_assert_uint_gt(moved, 0);
+    ck_assert_uint_eq(last_stats.gpu_decoded + moved, 36);
+    close_batches(ref, got);
+    run_free(got);
+    h.room = 0;
+    h.device = 0;
+    h.decoder = FEEDER_DECODER_NVJPEG;
+    got = collect(jpegs, &h, NULL, NULL);
+    ck_assert_uint_eq(last_stats.gpu_decoded, 36); /* 18 images, 2 epochs */
+    ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_ROOM], 0);
+    ck_assert_uint_eq(last_stats.gpu_fallback, 0);
+    close_batches(ref, got);
     run_free(ref);
     run_free(got);
 }
@@ -1527,6 +1567,7 @@ START_TEST(test_nvjpeg_gray_close_to_cpu)
             ck_assert_uint_eq(last_stats.gpu_decoded, 36); /* 18 images, 2 epochs */
             ck_assert_uint_eq(last_stats.gpu_fallback, 0);
             ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_SIZE], 0);
+            ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_ROOM], 0);
             gray_close(turbo, got, pipeline ? "TURBO (train)" : "TURBO (eval)", 292, 1.0, 4, 5);
             gray_close(roi, got, pipeline ? "ROI (train)" : "ROI (eval)", 292, 3.0, 24, 10);
             if (first)
@@ -1850,6 +1891,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_resume_after_device_batches);
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
+    tcase_add_test(tc, test_nvjpeg_files_have_room_of_their_own);
     tcase_add_test(tc, test_nvjpeg_warmup_decodes_on_workers_first);
     tcase_add_test(tc, test_nvjpeg_routes_by_header);
     tcase_add_test(tc, test_packed_jpeg_on_gpu_decoder);

@@ -54,14 +54,13 @@ void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg 
         res->shared += k < t->cpu_count;
     }
     uint32_t moved;
-    feeder__slot_plan_part(l->sample_bytes, t->count, w->part.len, w->part.gpu, w->part.off,
-                           &moved);
-    res->routed[FEEDER_ROUTE_SIZE] += moved;
+    feeder__slot_plan_part(l, t->count, w->part.len, w->part.gpu, w->part.off, &moved);
+    res->routed[FEEDER_ROUTE_ROOM] += moved;
     uint64_t *enc = feeder__slot_encoded(l, slot) + t->first;
     uint64_t *place = feeder__slot_place(l, slot) + t->first;
     for (uint32_t k = 0; k < t->count; k++) {
         enc[k] = w->part.gpu[k] ? len[k] : 0;
-        place[k] = (uint64_t)t->first * l->sample_bytes + w->part.off[k];
+        place[k] = (uint64_t)t->first * l->room_bytes + w->part.off[k];
     }
 }
 
