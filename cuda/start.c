@@ -122,7 +122,7 @@ static int start_trace_ref(feeder__gpu *gpu, char *why, size_t whylen)
     gpu->tr_copy = feeder__trace_track(gpu->tr, "copy stream (GPU)");
     if (gpu->decodes) {
         gpu->tr_dec = feeder__trace_track(gpu->tr, "gpu decode (GPU)");
-        gpu->tr_submit = feeder__trace_track(gpu->tr, "nvJPEG calls (loader thread)");
+        gpu->tr_submit = feeder__trace_track(gpu->tr, "nvJPEG calls (decode thread)");
     }
     cudaError_t e;
     if ((e = cudaEventCreate(&gpu->tr_ref)) != cudaSuccess ||
