@@ -71,7 +71,7 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     memset(c, 0, sizeof(*c));
     c->device = (int)feeder__loader_iopt(ld, FEEDER_OPT_DEVICE);
     c->pin_mode = (int)feeder__loader_iopt(ld, FEEDER_OPT_PIN_MODE);
-    c->depth = feeder__loader_gpu_prefetch(ld);
+    c->depth = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_PREFETCH);
     c->dtype = (int)feeder__loader_iopt(ld, FEEDER_OPT_DTYPE);
     c->pin_threads = (int)feeder__loader_iopt(ld, FEEDER_OPT_PIN_THREADS);
     c->out_layout = feeder__loader_out_layout(ld);

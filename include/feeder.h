@@ -634,8 +634,7 @@ typedef enum feeder_option {
     /* GPU delivery (feeder_cuda.h; needs a CUDA build and a device): */
     FEEDER_OPT_DEVICE = 30,            /* CUDA device of the batches, -1 = host batches; default -1 */
     FEEDER_OPT_PIN_MODE = 31,          /* feeder_pin_mode; default FEEDER_PIN_REGISTER */
-    FEEDER_OPT_GPU_PREFETCH = 32,      /* device buffers in the ring, >= 2; default 2, and 4 with
-                                          a GPU decoder (NVJPEG, HYBRID) when not set */
+    FEEDER_OPT_GPU_PREFETCH = 32,      /* device buffers in the ring, >= 2; default 2 */
     FEEDER_OPT_DTYPE = 33,             /* feeder_dtype of device batches; default FEEDER_DTYPE_UINT8 */
     FEEDER_OPT_PIN_THREADS = 34,       /* memcpy threads of FEEDER_PIN_COPY; default 4 */
     FEEDER_OPT_GPU_WARMUP = 35,        /* 0/1; GPU decoders: the workers decode every image while

@@ -59,8 +59,6 @@ typedef struct task_queue {
  * ImageNet-sized set (400-800 px, quality 90-98, 133 KB mean) overflowed a
  * 224x224x3 room for 1.5 % of the files, 192 KiB for 0.3 % (docs/ARCHITECTURE.md). */
 #define FEEDER__GPU_ROOM ((int64_t)192 * 1024)
-/* FEEDER_OPT_GPU_PREFETCH not set, with a GPU decoder: device buffers. */
-#define FEEDER__GPU_DECODE_PREFETCH 4
 /* num_workers 0: samples whose files the calling thread opens at once. */
 #define FEEDER__INLINE_FILES 64u
 

@@ -122,10 +122,6 @@ const feeder__job *feeder__loader_job(const feeder_loader *ld);
 /* The value of an option as the loader holds it (set or default). */
 int64_t feeder__loader_iopt(const feeder_loader *ld, int opt);
 double feeder__loader_dopt(const feeder_loader *ld, int opt);
-/* The device buffers of the GPU layer's ring: FEEDER_OPT_GPU_PREFETCH when
- * set, else its default, or with a GPU decoder (NVJPEG, HYBRID) 4: the decode
- * thread then runs further ahead of the user (docs/BENCHMARKS.md, session 6). */
-int feeder__loader_gpu_prefetch(const feeder_loader *ld);
 /* The layout device batches are made in, as start resolved it: LAYOUT, or
  * a RAW packed file's when it was not set (the slots' may differ). */
 int feeder__loader_out_layout(const feeder_loader *ld);

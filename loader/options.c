@@ -349,14 +349,6 @@ int64_t feeder__loader_iopt(const feeder_loader *ld, int opt)
     return ld->ival[feeder__opt_index(opt)];
 }
 
-int feeder__loader_gpu_prefetch(const feeder_loader *ld)
-{
-    int i = feeder__opt_index(FEEDER_OPT_GPU_PREFETCH);
-    if (!ld->given[i] && feeder__decoder_on_gpu(ld->job.t.decoder))
-        return FEEDER__GPU_DECODE_PREFETCH;
-    return (int)ld->ival[i];
-}
-
 double feeder__loader_dopt(const feeder_loader *ld, int opt)
 {
     return ld->dval[feeder__opt_index(opt)];

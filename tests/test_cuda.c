@@ -119,8 +119,7 @@ static feeder_loader *make(feeder_dataset *ds, const cfg *c)
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DEVICE, c->device), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_MODE, c->pin), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DTYPE, c->dtype), 0);
-    if (c->gpu_prefetch) /* 0: left unset */
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_PREFETCH, c->gpu_prefetch), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_PREFETCH, c->gpu_prefetch), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PIN_THREADS, 3), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_WARMUP, c->warmup), 0);
     if (c->channels)
@@ -1168,28 +1167,6 @@ START_TEST(test_nvjpeg_oversize_files_decode_on_cpu)
 }
 END_TEST
 
-START_TEST(test_gpu_decoder_ring_is_deeper)
-{
-    /* FEEDER_OPT_GPU_PREFETCH left unset, a GPU decoder's ring has 4 device
-     * buffers, not 2: two more batches (and their labels) of device memory,
-     * and the same batches. */
-    cfg h = base();
-    h.size = 224;
-    h.device = 0;
-    h.decoder = FEEDER_DECODER_NVJPEG;
-    run *two = collect(jpegs, &h, NULL, NULL);
-    uint64_t bytes2 = last_stats.device_bytes;
-    int ran = last_decoder == FEEDER_DECODER_NVJPEG;
-    h.gpu_prefetch = 0;
-    run *four = collect(jpegs, &h, NULL, NULL);
-    if (ran)
-        ck_assert_uint_eq(last_stats.device_bytes - bytes2, 2 * 5 * (224 * 224 * 3 + 8));
-    same_batches(two, four);
-    run_free(two);
-    run_free(four);
-}
-END_TEST
-
 START_TEST(test_nvjpeg_files_have_room_of_their_own)
 {
     /* 64 x 64 x 3 = 12,288 bytes a sample, smaller than the 292 x 292 test
@@ -1918,7 +1895,6 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
     tcase_add_test(tc, test_nvjpeg_files_have_room_of_their_own);
-    tcase_add_test(tc, test_gpu_decoder_ring_is_deeper);
     tcase_add_test(tc, test_nvjpeg_warmup_decodes_on_workers_first);
     tcase_add_test(tc, test_nvjpeg_routes_by_header);
     tcase_add_test(tc, test_packed_jpeg_on_gpu_decoder);
