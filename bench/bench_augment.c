@@ -225,6 +225,28 @@ static void gpu_rows(const uint8_t *hwc, const uint8_t *chw, double seconds, bu_
     bu_table_free(&t);
 }
 
+/* The image and layout the ops run on: l 0 NHWC, 1 NCHW. */
+static void set_layout(ctx *c, int l, uint8_t *hwc, uint8_t *chw)
+{
+    c->pristine = l ? chw : hwc;
+    c->im = feeder__aimg_make(c->img, W, H, l ? FEEDER_LAYOUT_NCHW : FEEDER_LAYOUT_NHWC);
+    if (l) /* the mixes take the layout from c->im.ps */
+        c->im.ps = 1;
+}
+
+/* The op's pipeline or batch mix, and its draws from the start. */
+static void set_op(ctx *c, const bench_op *o)
+{
+    memset(&c->mixplan, 0, sizeof(c->mixplan));
+    if (o->pipeline == 1)
+        make_pipeline(c, o->name);
+    else if (o->pipeline == 2)
+        c->mixplan.mixup_alpha = 0.2, c->mixplan.mixup_p = 1.0;
+    else if (o->pipeline == 3)
+        c->mixplan.cutmix_alpha = 1.0, c->mixplan.cutmix_p = 1.0;
+    c->index = 0;
+}
+
 int main(int argc, char **argv)
 {
     double seconds = 1.0;
@@ -251,24 +273,16 @@ int main(int argc, char **argv)
     make_image(hwc);
     to_chw(hwc, chw);
     double us[NOPS][2];
-    for (int l = 0; l < 2; l++) {
-        c.pristine = l ? chw : hwc;
-        c.im = feeder__aimg_make(c.img, W, H, l ? FEEDER_LAYOUT_NCHW : FEEDER_LAYOUT_NHWC);
-        if (l) /* the mixes take the layout from c.im.ps */
-            c.im.ps = 1;
-        for (int k = 0; k < NOPS; k++) {
-            memset(&c.mixplan, 0, sizeof(c.mixplan));
-            if (ops[k].pipeline == 1)
-                make_pipeline(&c, ops[k].name);
-            else if (ops[k].pipeline == 2)
-                c.mixplan.mixup_alpha = 0.2, c.mixplan.mixup_p = 1.0;
-            else if (ops[k].pipeline == 3)
-                c.mixplan.cutmix_alpha = 1.0, c.mixplan.cutmix_p = 1.0;
-            c.index = 0;
+    /* Each op's two layouts one after the other, so a host whose speed
+     * drifts during the run moves an op's NHWC and NCHW rows alike. */
+    for (int k = 0; k < NOPS; k++) {
+        for (int l = 0; l < 2; l++) {
             if (k >= 2 && !listed(only, ops[k].name)) {
                 us[k][l] = -1.0; /* not asked for: left out of the output */
                 continue;
             }
+            set_layout(&c, l, hwc, chw);
+            set_op(&c, &ops[k]);
             us[k][l] = time_op(&c, &ops[k], seconds);
             if (ops[k].pipeline >= 2 && ops[k].pipeline <= 3)
                 us[k][l] -= us[1][l]; /* the batch's restore, per image */
