@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
@@ -126,11 +127,32 @@ ext = Extension(
                         "-fvisibility=hidden"],
 )
 
+
+class build_ext_for_config(build_ext):
+    """Rebuild when the configuration changed: the sources do not say whether
+    FEEDER_PY_CUDA or the library folder differ from the last build, so
+    setuptools would reuse objects of the other kind from build/."""
+
+    def run(self):
+        config = repr((macros, include_dirs, library_dirs, libraries))
+        stamp = os.path.join(self.build_temp, "feeder-config")
+        try:
+            with open(stamp) as f:
+                self.force = self.force or f.read() != config
+        except OSError:
+            self.force = True
+        super().run()
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w") as f:
+            f.write(config)
+
+
 setup(
     name="feeder",
     version="0.1.0",
     description="Python binding of feeder, a C data loader: zero-copy batches through DLPack",
     packages=["feeder"],
     ext_modules=[ext],
+    cmdclass={"build_ext": build_ext_for_config},
     python_requires=">=3.9",
 )
