@@ -1062,6 +1062,38 @@ START_TEST(test_options)
 }
 END_TEST
 
+START_TEST(test_gpu_room_option)
+{
+    double lo, hi;
+    ck_assert_str_eq(feeder_option_name(FEEDER_OPT_GPU_ROOM), "gpu_room");
+    ck_assert_int_eq(feeder_option_bounds(FEEDER_OPT_GPU_ROOM, &lo, &hi), 0);
+    ck_assert_double_eq(lo, 0);
+    ck_assert_double_eq(hi, 1 << 30);
+    user_ds d = {.n = 8, .exit_at = -1, .fail_at = -1};
+    feeder_dataset *ds = make_user(&d);
+    uint64_t shm[3];
+    for (int k = 0; k < 3; k++) {
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_ROOM, -1), FEEDER_ERANGE);
+        ck_assert_ptr_nonnull(strstr(feeder_loader_errmsg(ld), "gpu_room = -1 is out of range [0, "));
+        if (k > 0)
+            ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_ROOM, 1 << 20), 0);
+        if (k == 2) /* host batches: the CPU decodes, whatever was asked */
+            ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DECODER, FEEDER_DECODER_NVJPEG), 0);
+        ck_assert_int_eq(feeder_loader_start(ld), 0);
+        feeder_stats st;
+        ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+        shm[k] = st.shm_bytes;
+        feeder_loader_destroy(ld);
+    }
+    /* Only a GPU decoder that runs gets the room: the slots keep a sample's. */
+    ck_assert_uint_eq(shm[1], shm[0]);
+    ck_assert_uint_eq(shm[2], shm[0]);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(test_errors_text)
 {
     ck_assert_str_eq(feeder_strerror(FEEDER_DONE), "end of epoch");
@@ -1256,6 +1288,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_list_file_paths_with_spaces_and_utf8);
     tcase_add_test(tc, test_list_file_errors);
     tcase_add_test(tc, test_options);
+    tcase_add_test(tc, test_gpu_room_option);
     tcase_add_test(tc, test_errors_text);
     tcase_add_test(tc, test_io_backend_reported);
     tcase_add_test(tc, test_stats_counts);
