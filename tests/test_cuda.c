@@ -63,6 +63,7 @@ typedef struct cfg {
     int warmup; /* FEEDER_OPT_GPU_WARMUP: off unless a test is about it (exact counts) */
     int channels; /* FEEDER_OPT_CHANNELS; 0 leaves the default (3) */
     int room;     /* FEEDER_OPT_GPU_ROOM; 0 leaves the default (192 KiB) */
+    int policy;   /* FEEDER_OPT_ERROR_POLICY; 0 leaves the default (FAIL) */
 } cfg;
 
 static cfg base(void)
@@ -126,6 +127,8 @@ static feeder_loader *make(feeder_dataset *ds, const cfg *c)
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_CHANNELS, c->channels), 0);
     if (c->room)
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_ROOM, c->room), 0);
+    if (c->policy)
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, c->policy), 0);
     return ld;
 }
 
@@ -1446,6 +1449,79 @@ START_TEST(test_nvjpeg_bad_files_fail_their_batches)
 }
 END_TEST
 
+/* A smooth w x h RGB gradient, baseline 4:2:0 at quality 92, to `path`. */
+static void write_gradient(const char *path, int w, int h)
+{
+    uint8_t *px = malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint8_t *p = px + ((size_t)y * w + x) * 3;
+            p[0] = (uint8_t)(x * 255 / (w - 1));
+            p[1] = (uint8_t)(y * 255 / (h - 1));
+            p[2] = (uint8_t)(255 - p[0] / 2 - p[1] / 2);
+        }
+    tjhandle c = tjInitCompress();
+    unsigned char *out = NULL;
+    unsigned long len = 0;
+    ck_assert_int_eq(tjCompress2(c, px, w, 0, h, TJPF_RGB, &out, &len, TJSAMP_420, 92, 0), 0);
+    write_file(path, out, len);
+    tjFree(out);
+    tjDestroy(c);
+    free(px);
+}
+
+START_TEST(test_nvjpeg_drop_keeps_each_file_its_bytes)
+{
+    /* Ten files of ten sizes, two of them not JPEGs. Under DROP the batch of
+     * ten closes the gaps the bad ones leave: every entry the GPU decoder
+     * reads (the bytes' length and place) moves with its sample, so each
+     * image is decoded from its own bytes at its own size and the batches
+     * match the CPU decoder's. */
+    static const int sizes[10][2] = {{64, 48},  {200, 120}, {0, 0},    {96, 160},  {130, 130},
+                                     {0, 0},    {48, 200},  {250, 90}, {112, 144}, {77, 61}};
+    char dir[512], path[600];
+    snprintf(dir, sizeof(dir), "%s/drop", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(dir, sizeof(dir), "%s/drop/c", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    for (int i = 0; i < 10; i++) {
+        snprintf(path, sizeof(path), "%s/%03d.jpg", dir, i);
+        if (sizes[i][0])
+            write_gradient(path, sizes[i][0], sizes[i][1]);
+        else
+            write_file(path, "not a JPEG at all", 17);
+    }
+    char err[256];
+    feeder_dataset *ds;
+    snprintf(dir, sizeof(dir), "%s/drop", tmpdir);
+    ck_assert_int_eq(feeder_dataset_open_folder(dir, &ds, err, sizeof(err)), 0);
+    cfg h = base();
+    h.size = 96;
+    h.batch = 10;
+    h.policy = FEEDER_ON_ERROR_DROP;
+    run *ref = collect(ds, &h, NULL, NULL);
+    cfg d = h;
+    d.device = 0;
+    d.decoder = FEEDER_DECODER_NVJPEG;
+    run *got = collect(ds, &d, NULL, NULL);
+    for (uint32_t i = 0; i < got->nb; i++) {
+        ck_assert_uint_eq(got->count[i], 8);
+        for (uint32_t k = 0; k < 8; k++)
+            ck_assert(got->idx[i][k] != 2 && got->idx[i][k] != 5);
+    }
+    if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+        ck_assert_uint_eq(last_stats.gpu_decoded, 16); /* 8 images, 2 epochs */
+        ck_assert_uint_eq(last_stats.gpu_fallback, 0);
+        close_batches(ref, got);
+    } else {
+        same_batches(ref, got);
+    }
+    run_free(ref);
+    run_free(got);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(test_hybrid_splits_every_batch)
 {
     /* Batches of 16 in two parts of 8: a 10% share is one image a part. */
@@ -1899,6 +1975,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_nvjpeg_routes_by_header);
     tcase_add_test(tc, test_packed_jpeg_on_gpu_decoder);
     tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);
+    tcase_add_test(tc, test_nvjpeg_drop_keeps_each_file_its_bytes);
     tcase_add_test(tc, test_hybrid_splits_every_batch);
     tcase_add_test(tc, test_nvjpeg_gray_close_to_cpu);
     tcase_add_test(tc, test_hybrid_gray_splits_every_batch);
