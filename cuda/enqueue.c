@@ -143,8 +143,14 @@ static cudaError_t copy_pixels(feeder__gpu *gpu, ring_entry *entry, const uint8_
 
 /* HYBRID: move the workers' share of each batch towards the point where
  * neither side waits for the other. A host batch that was already finished
- * when a free entry asked for it means the workers are ahead: give them more;
- * none finished (or one waited for) means they are behind: give them less.
+ * when a free entry asked for it means the workers are ahead; none finished
+ * (or one waited for) means they are behind: give them less. Ahead, they get
+ * more only while the GPU side is near its limit (the decode thread busy
+ * FEEDER__HYBRID_BUSY_PM of the time in nvJPEG's calls): with the engines
+ * idle part of the time, images the workers take from them cost CPU that
+ * reads and routes the rest, and on the web mix at 15 workers the pull
+ * alone settled at 154 permille with the engines 64 % busy, 10 % under
+ * NVJPEG alone (docs/BENCHMARKS.md, session 7).
  * The split follows what the pipeline does rather than a cost model, whose
  * per-image decode times leave out reading, scheduling and the cores the
  * loader's thread and the driver take (docs/ARCHITECTURE.md). A step shows only in batches
@@ -153,9 +159,18 @@ static cudaError_t copy_pixels(feeder__gpu *gpu, ring_entry *entry, const uint8_
  * by at most 6%, and it does not swing from one side to the other. */
 static void rebalance(feeder__gpu *gpu)
 {
+    uint64_t now = feeder__now_ns(), busy = atomic_load(&gpu->dec_busy_ns);
+    if (gpu->bal_ns && now > gpu->bal_ns) {
+        uint64_t pm_now = (busy - gpu->bal_busy_ns) * 1000 / (now - gpu->bal_ns);
+        pm_now = pm_now > 1000 ? 1000 : pm_now;
+        gpu->bal_busy_pm = (uint32_t)((3 * (uint64_t)gpu->bal_busy_pm + pm_now) / 4);
+    }
+    gpu->bal_ns = now;
+    gpu->bal_busy_ns = busy;
     uint32_t step = 60 / gpu->nslots ? 60 / gpu->nslots : 1;
     uint32_t pm = gpu->cpu_share;
-    pm = gpu->starved ? (pm > 20 + step ? pm - step : 20) : (pm + step < 980 ? pm + step : 980);
+    int more = !gpu->starved && gpu->bal_busy_pm >= FEEDER__HYBRID_BUSY_PM;
+    pm = more ? (pm + step < 980 ? pm + step : 980) : (pm > 20 + step ? pm - step : 20);
     feeder__cuda_set_cpu_share(gpu, pm);
 }
 
@@ -323,9 +338,12 @@ static int nvjpeg_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host,
                                 entry->stage, gpu->l->sample_bytes, gpu->stream, gpu->refused, nref, derr,
                                 derrlen);
     /* Whether nvJPEG's call returns at once or holds the thread for the
-     * decode shows here. */
-    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "nvJPEG submit", t0, feeder__now_ns(),
-                         (int64_t)host->epoch, (int64_t)host->number, -1);
+     * decode shows here. The hardware backend's call lasts until the engines
+     * are done, so this time is the GPU side's busy time (HYBRID's balance). */
+    uint64_t t1 = feeder__now_ns();
+    atomic_fetch_add(&gpu->dec_busy_ns, t1 - t0);
+    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "nvJPEG submit", t0, t1, (int64_t)host->epoch,
+                         (int64_t)host->number, -1);
     FEEDER_NVTX_POP();
     if ((*cuda = cudaEventRecord(read_ev, gpu->stream)) != cudaSuccess)
         return FEEDER_ECUDA;

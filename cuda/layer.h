@@ -29,6 +29,9 @@
 
 #define ENTRY_MAGIC 0xFEEDC0DAu
 #define CHUNK_ALIGN 4096
+/* HYBRID gives the workers more only while the decode thread is this busy
+ * (1/1000 of the time, in nvJPEG's calls): the GPU side is the bound. */
+#define FEEDER__HYBRID_BUSY_PM 950u
 
 enum { E_FREE = 0, E_PENDING, E_LENT };
 /* How a shuffled RAW packed batch reaches the device (FEEDER_PACKED_GATHER). */
@@ -144,6 +147,12 @@ struct feeder__gpu {
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int starved;          /* the last pull found no finished host batch, or waited for one */
+    /* HYBRID's second signal: the decode thread's time in nvJPEG's batch
+     * calls (it adds, the loader's thread reads), and the busy share the
+     * balance last measured from it (1/1000, smoothed) with its last reading. */
+    atomic_uint_fast64_t dec_busy_ns;
+    uint64_t bal_busy_ns, bal_ns;
+    uint32_t bal_busy_pm;
     int decode_thread;    /* the GPU decoders' batches go through the decode thread */
     /* A batch's resize has read its nvJPEG scratch buffer: the decode thread
      * waits for it on the host before the call that takes that buffer again
