@@ -1215,6 +1215,26 @@ static void write_file(const char *path, const void *p, size_t n)
     fclose(f);
 }
 
+/* Make tmpdir/name with one class folder, whose path goes into dir (the
+ * test writes its files there). */
+static void class_dir(const char *name, char *dir, size_t len)
+{
+    snprintf(dir, len, "%s/%s", tmpdir, name);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(dir, len, "%s/%s/c", tmpdir, name);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+}
+
+/* The folder dataset tmpdir/name. */
+static feeder_dataset *open_dir(const char *name)
+{
+    char dir[512], err[256];
+    feeder_dataset *ds;
+    snprintf(dir, sizeof(dir), "%s/%s", tmpdir, name);
+    ck_assert_msg(feeder_dataset_open_folder(dir, &ds, err, sizeof(err)) == 0, "%s: %s", dir, err);
+    return ds;
+}
+
 /* Re-encode a photo crop of `jpegs` sample i with TurboJPEG: pf TJPF_RGB or
  * TJPF_CMYK (which TurboJPEG writes as YCCK), any subsampling and flags. */
 static void write_kind(const char *path, uint64_t i, int pf, int subsamp, int flags)
@@ -1252,10 +1272,7 @@ START_TEST(test_nvjpeg_routes_by_header)
      * counted by reason) and the GPU decodes the baseline ones; nothing
      * reaches nvJPEG that it refuses. */
     char dir[512], path[600];
-    snprintf(dir, sizeof(dir), "%s/kinds", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
-    snprintf(dir, sizeof(dir), "%s/kinds/c", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    class_dir("kinds", dir, sizeof(dir));
     for (int i = 0; i < 9; i++) {
         snprintf(path, sizeof(path), "%s/%03d.jpg", dir, i);
         if (i < 3)
@@ -1267,10 +1284,7 @@ START_TEST(test_nvjpeg_routes_by_header)
         else
             write_kind(path, (uint64_t)i, TJPF_RGB, TJSAMP_420, 0);
     }
-    char err[256];
-    feeder_dataset *ds;
-    snprintf(dir, sizeof(dir), "%s/kinds", tmpdir);
-    ck_assert_int_eq(feeder_dataset_open_folder(dir, &ds, err, sizeof(err)), 0);
+    feeder_dataset *ds = open_dir("kinds");
     cfg h = base();
     h.size = 224;
     run *ref = collect(ds, &h, NULL, NULL);
@@ -1384,10 +1398,7 @@ START_TEST(test_nvjpeg_bad_files_fail_their_batches)
      * two fail, the others arrive. (The garbage one is routed to the CPU by
      * its unreadable header, so the workers name both.) */
     char dir[512], path[600];
-    snprintf(dir, sizeof(dir), "%s/bad", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
-    snprintf(dir, sizeof(dir), "%s/bad/c", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    class_dir("bad", dir, sizeof(dir));
     for (int i = 0; i < 6; i++) {
         snprintf(path, sizeof(path), "%s/%03d.jpg", dir, i);
         if (i == 2) {
@@ -1407,10 +1418,7 @@ START_TEST(test_nvjpeg_bad_files_fail_their_batches)
             write_file(path, buf, n);
         }
     }
-    char err[256];
-    feeder_dataset *ds;
-    snprintf(dir, sizeof(dir), "%s/bad", tmpdir);
-    ck_assert_int_eq(feeder_dataset_open_folder(dir, &ds, err, sizeof(err)), 0);
+    feeder_dataset *ds = open_dir("bad");
     cfg d = base();
     d.device = 0;
     d.decoder = FEEDER_DECODER_NVJPEG;
@@ -1480,10 +1488,7 @@ START_TEST(test_nvjpeg_drop_keeps_each_file_its_bytes)
     static const int sizes[10][2] = {{64, 48},  {200, 120}, {0, 0},    {96, 160},  {130, 130},
                                      {0, 0},    {48, 200},  {250, 90}, {112, 144}, {77, 61}};
     char dir[512], path[600];
-    snprintf(dir, sizeof(dir), "%s/drop", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
-    snprintf(dir, sizeof(dir), "%s/drop/c", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    class_dir("drop", dir, sizeof(dir));
     for (int i = 0; i < 10; i++) {
         snprintf(path, sizeof(path), "%s/%03d.jpg", dir, i);
         if (sizes[i][0])
@@ -1491,10 +1496,7 @@ START_TEST(test_nvjpeg_drop_keeps_each_file_its_bytes)
         else
             write_file(path, "not a JPEG at all", 17);
     }
-    char err[256];
-    feeder_dataset *ds;
-    snprintf(dir, sizeof(dir), "%s/drop", tmpdir);
-    ck_assert_int_eq(feeder_dataset_open_folder(dir, &ds, err, sizeof(err)), 0);
+    feeder_dataset *ds = open_dir("drop");
     cfg h = base();
     h.size = 96;
     h.batch = 10;
