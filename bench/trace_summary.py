@@ -78,7 +78,7 @@ def main():
         sys.exit(2)
     wall, rows = summarise(args[0], after)
     rows = merge_workers(rows)
-    skipped = f" (after the first {after:.0f} ms)" if after else ""
+    skipped = f" (after the first {after:g} ms)" if after else ""
     print(f"trace {args[0]}: {wall:.1f} ms from the first span to the last{skipped}")
     print()
     print("| track | span | count | total ms | mean µs | share of wall % |")
