@@ -1089,16 +1089,16 @@ static int gpu_decoder_ran(int want)
     return 0;
 }
 
-/* Host batches of the CPU decoder under `h`, then device batches of `decoder`
- * under the same settings; whether the GPU decoder ran (else the fallback's
- * reason is checked). */
-static int gpu_vs_cpu(const cfg *h, int decoder, run **ref, run **got)
+/* Host batches of the CPU decoder on `ds` under `h`, then device batches of
+ * `decoder` under the same settings; whether the GPU decoder ran (else the
+ * fallback's reason is checked). */
+static int gpu_vs_cpu(feeder_dataset *ds, const cfg *h, int decoder, run **ref, run **got)
 {
-    *ref = collect(jpegs, h, NULL, NULL);
+    *ref = collect(ds, h, NULL, NULL);
     cfg d = *h;
     d.device = 0;
     d.decoder = decoder;
-    *got = collect(jpegs, &d, NULL, NULL);
+    *got = collect(ds, &d, NULL, NULL);
     return gpu_decoder_ran(decoder);
 }
 
@@ -1112,7 +1112,7 @@ START_TEST(test_nvjpeg_close_to_cpu)
             h.size = 224; /* 150,528-byte samples: every test JPEG (< 113 KB) fits its place */
             h.workers = layout ? 0 : 2; /* the calling thread's loading too */
             run *ref, *got;
-            if (gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
+            if (gpu_vs_cpu(jpegs, &h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
                 ck_assert_uint_eq(last_stats.gpu_decoded, 36); /* 18 images, 2 epochs */
                 ck_assert_uint_eq(last_stats.gpu_fallback, 0);
                 ck_assert_uint_gt(last_stats.gpu_decode_ns, 0);
@@ -1136,7 +1136,7 @@ START_TEST(test_nvjpeg_warmup_decodes_on_workers_first)
     h.size = 224;
     h.warmup = 1;
     run *ref, *got;
-    if (gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
+    if (gpu_vs_cpu(jpegs, &h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
         ck_assert_uint_eq(last_stats.gpu_decoded + last_stats.cpu_shared, 36);
         ck_assert_uint_gt(last_stats.cpu_shared, 0); /* the first batch comes before nvJPEG */
         ck_assert_uint_eq(last_stats.gpu_fallback, 0);
@@ -1158,7 +1158,7 @@ START_TEST(test_nvjpeg_oversize_files_decode_on_cpu)
     h.size = 8;
     h.room = 1;
     run *ref, *got;
-    if (gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
+    if (gpu_vs_cpu(jpegs, &h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
         ck_assert_uint_eq(last_stats.gpu_decoded, 0);
         ck_assert_uint_eq(last_stats.gpu_fallback, 0);
         ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_ROOM], 36);
@@ -1183,7 +1183,7 @@ START_TEST(test_nvjpeg_files_have_room_of_their_own)
     h.room = 1;
     h.decoder = FEEDER_DECODER_TURBO;
     run *ref, *got;
-    if (!gpu_vs_cpu(&h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
+    if (!gpu_vs_cpu(jpegs, &h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
         run_free(ref); /* ROI against TURBO: nothing of the room to test */
         run_free(got);
         return;
@@ -1287,12 +1287,8 @@ START_TEST(test_nvjpeg_routes_by_header)
     feeder_dataset *ds = open_dir("kinds");
     cfg h = base();
     h.size = 224;
-    run *ref = collect(ds, &h, NULL, NULL);
-    cfg d = h;
-    d.device = 0;
-    d.decoder = FEEDER_DECODER_NVJPEG;
-    run *got = collect(ds, &d, NULL, NULL);
-    if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+    run *ref, *got;
+    if (gpu_vs_cpu(ds, &h, FEEDER_DECODER_NVJPEG, &ref, &got)) {
         ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_PROGRESSIVE], 6); /* 2 epochs */
         ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_CMYK], 4);
         ck_assert_uint_eq(last_stats.cpu_routed[FEEDER_ROUTE_SUBSAMPLING], 2);
@@ -1501,17 +1497,14 @@ START_TEST(test_nvjpeg_drop_keeps_each_file_its_bytes)
     h.size = 96;
     h.batch = 10;
     h.policy = FEEDER_ON_ERROR_DROP;
-    run *ref = collect(ds, &h, NULL, NULL);
-    cfg d = h;
-    d.device = 0;
-    d.decoder = FEEDER_DECODER_NVJPEG;
-    run *got = collect(ds, &d, NULL, NULL);
+    run *ref, *got;
+    int ran = gpu_vs_cpu(ds, &h, FEEDER_DECODER_NVJPEG, &ref, &got);
     for (uint32_t i = 0; i < got->nb; i++) {
         ck_assert_uint_eq(got->count[i], 8);
         for (uint32_t k = 0; k < 8; k++)
             ck_assert(got->idx[i][k] != 2 && got->idx[i][k] != 5);
     }
-    if (gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+    if (ran) {
         ck_assert_uint_eq(last_stats.gpu_decoded, 16); /* 8 images, 2 epochs */
         ck_assert_uint_eq(last_stats.gpu_fallback, 0);
         close_batches(ref, got);
@@ -1531,7 +1524,7 @@ START_TEST(test_hybrid_splits_every_batch)
     h.size = 224;
     h.batch = 16;
     run *ref, *got;
-    if (gpu_vs_cpu(&h, FEEDER_DECODER_HYBRID, &ref, &got)) {
+    if (gpu_vs_cpu(jpegs, &h, FEEDER_DECODER_HYBRID, &ref, &got)) {
         /* Both sides decode part of the run; the GPU's samples are close to
          * the CPU's, the workers' ones are the CPU's. */
         ck_assert_uint_gt(last_stats.gpu_decoded, 0);
@@ -1674,7 +1667,7 @@ START_TEST(test_hybrid_gray_splits_every_batch)
     h.batch = 16;
     h.channels = 1;
     run *ref, *got;
-    if (gpu_vs_cpu(&h, FEEDER_DECODER_HYBRID, &ref, &got)) {
+    if (gpu_vs_cpu(jpegs, &h, FEEDER_DECODER_HYBRID, &ref, &got)) {
         ck_assert_uint_gt(last_stats.gpu_decoded, 0);
         ck_assert_uint_lt(last_stats.gpu_decoded, 36);
         ck_assert_uint_eq(last_stats.gpu_fallback, 0);
