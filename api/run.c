@@ -87,6 +87,7 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     c->decoder = job->t.decoder;
     c->cpu_share = feeder__loader_first_cpu_share(ld);
     c->warmup = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_WARMUP);
+    c->decode_threads = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_DECODE_THREADS);
     c->host = (feeder__host_ops){ld,           host_next,       host_release,      host_errmsg,
                                  host_status_batch, host_epoch, host_set_cpu_share,
                                  host_decode_cpu};

@@ -63,6 +63,7 @@ typedef struct opts {
     int pin;
     int gpu_prefetch;
     int gpu_room;      /* FEEDER_OPT_GPU_ROOM, 0 = automatic */
+    int gpu_decode_threads; /* FEEDER_OPT_GPU_DECODE_THREADS, 0 = automatic */
     int dtype;
     double compute_ms; /* the stand-in training step, per batch */
     /* packed files */

@@ -161,6 +161,9 @@ static cli_opt table[] = {
     CLI_UINT("gpu-room", "BYTES", A.gpu_room, 0, 1u << 30,
              "nvjpeg/hybrid: slot room per sample for the encoded\nfiles, 0 = automatic "
              "(FEEDER_OPT_GPU_ROOM; 0)"),
+    CLI_UINT("gpu-decode-threads", "N", A.gpu_decode_threads, 0, 4,
+             "nvjpeg/hybrid: nvJPEG decoders side by side, each on\na thread of its own, "
+             "0 = automatic (FEEDER_OPT_GPU_DECODE_THREADS; 0)"),
     CLI_ENUM("dtype", A.dtype, dtype_names,
              "device batch type; floats are normalised on\nthe GPU (uint8)"),
     CLI_DOUBLE("compute-ms", "X", A.compute_ms, 0, 60000,

@@ -268,12 +268,12 @@ static void json_gpu(const opts *o, const run_res *r, bu_sbuf *b)
         return;
     }
     bu_sb_printf(b, "{\"device\": %d, \"pin\": \"%s\", \"dtype\": \"%s\", "
-              "\"gpu_prefetch\": %d, \"gpu_room\": %d, \"compute_ms\": %.3f, \"h2d_gb_per_s\": %.2f, "
+              "\"gpu_prefetch\": %d, \"gpu_room\": %d, \"gpu_decode_threads\": %d, \"compute_ms\": %.3f, \"h2d_gb_per_s\": %.2f, "
               "\"h2d_bytes\": %llu, \"pin_ns\": %llu, \"median_stall_pct_after_first\": %.3f, "
               "\"median_gpu_idle_pct\": %.2f, \"median_epoch_over_compute_alone\": %.4f, "
               "\"status\": ",
               o->device, pin_names[o->pin], dtype_names[o->dtype], o->gpu_prefetch, o->gpu_room,
-              o->compute_ms, r->h2d_gbps, (unsigned long long)r->h2d_bytes,
+              o->gpu_decode_threads, o->compute_ms, r->h2d_gbps, (unsigned long long)r->h2d_bytes,
               (unsigned long long)r->pin_ns, r->med_stall_pct, r->med_idle_pct,
               r->med_vs_alone);
     bu_sb_json_str(b, r->gpu_how);

@@ -245,6 +245,7 @@ static void configure(run_state *st)
     set_opt(ld, FEEDER_OPT_PIN_MODE, o->pin, "--pin");
     set_opt(ld, FEEDER_OPT_GPU_PREFETCH, o->gpu_prefetch, "--gpu-prefetch");
     set_opt(ld, FEEDER_OPT_GPU_ROOM, o->gpu_room, "--gpu-room");
+    set_opt(ld, FEEDER_OPT_GPU_DECODE_THREADS, o->gpu_decode_threads, "--gpu-decode-threads");
     set_opt(ld, FEEDER_OPT_DTYPE, o->dtype, "--dtype");
     set_opt(ld, FEEDER_OPT_AUGMENT_ON_DEVICE, o->augment_on_device, "--augment-on-device");
     feeder_augment *aug = bl_make_augment(o->augment);

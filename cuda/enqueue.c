@@ -22,9 +22,10 @@ void feeder__cuda_harvest(feeder__gpu *gpu, ring_entry *entry, uint64_t *h2d_ns)
     }
 }
 
-/* Every batch's head on the copy stream: wait until the user's stream has
- * passed the entry's last release, then mark the start. */
-static cudaError_t batch_begin(ring_entry *entry, cudaStream_t s)
+/* Every batch's head on stream s (the copy stream, or a decode lane's): wait
+ * until the user's stream has passed the entry's last release, then mark
+ * the start. */
+cudaError_t feeder__cuda_batch_begin(ring_entry *entry, cudaStream_t s)
 {
     cudaError_t e;
     if (entry->wait_release && (e = cudaStreamWaitEvent(s, entry->release_ev, 0)) != cudaSuccess)
@@ -33,13 +34,13 @@ static cudaError_t batch_begin(ring_entry *entry, cudaStream_t s)
     return cudaEventRecord(entry->start_ev, s);
 }
 
-/* Every batch's tail: the labels, the H2D event (the slot may go back to
+/* Every batch's tail, on the copy stream: the labels, the H2D event (the slot may go back to
  * the workers once it passes), the device augment (cuda/augment_params.c),
  * the normalise kernel for float output, the
  * batch's ready event, and the entry's bookkeeping. `decoded`: the batch's
  * time has a GPU decode part (dec_ev..h2d_ev). */
-static cudaError_t batch_end(feeder__gpu *gpu, ring_entry *entry, const int64_t *labels, int decoded,
-                             int64_t epoch, int64_t batch)
+cudaError_t feeder__cuda_batch_end(feeder__gpu *gpu, ring_entry *entry, const int64_t *labels, int decoded,
+                                  int64_t epoch, int64_t batch)
 {
     cudaStream_t s = gpu->stream;
     cudaError_t e;
@@ -70,11 +71,11 @@ static cudaError_t enqueue_copies(feeder__gpu *gpu, ring_entry *entry, const uin
                                   const int64_t *labels)
 {
     cudaError_t e;
-    if ((e = batch_begin(entry, gpu->stream)) != cudaSuccess ||
+    if ((e = feeder__cuda_batch_begin(entry, gpu->stream)) != cudaSuccess ||
         (e = cudaMemcpyAsync(entry->stage, src, entry->in_bytes, cudaMemcpyHostToDevice, gpu->stream)) !=
             cudaSuccess)
         return e;
-    return batch_end(gpu, entry, labels, 0, (int64_t)entry->pub.epoch, (int64_t)entry->pub.number);
+    return feeder__cuda_batch_end(gpu, entry, labels, 0, (int64_t)entry->pub.epoch, (int64_t)entry->pub.number);
 }
 
 cudaError_t feeder__cuda_enqueue(feeder__gpu *gpu, ring_entry *entry, const uint8_t *src,
@@ -113,7 +114,7 @@ void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d)
         /* GPU decoders: the copies of the workers' pixels and the labels,
          * then nvJPEG + the resize kernel (+ any CPU fallback's copies). */
         feeder__gpu_trace_events(gpu, gpu->tr_copy, "H2D", entry->start_ev, entry->dec_ev, ep, b);
-        feeder__gpu_trace_events(gpu, gpu->tr_dec, "nvJPEG decode + resize", entry->dec_ev, entry->h2d_ev,
+        feeder__gpu_trace_events(gpu, gpu->lanes[entry->lane].tr_dec, "nvJPEG decode + resize", entry->dec_ev, entry->h2d_ev,
                                  ep, b);
         entry->tr_norm = gpu->cfg.dtype != FEEDER_DTYPE_UINT8 || gpu->aug_on;
     } else if (h2d) {
@@ -130,22 +131,11 @@ void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d)
     }
 }
 
-/* Copy n decoded samples from src (host) to places [i, i + n) of the device
- * batch. */
-static cudaError_t copy_pixels(feeder__gpu *gpu, ring_entry *entry, const uint8_t *src, uint32_t i,
-                               uint32_t n)
-{
-    size_t sb = gpu->l->sample_bytes;
-    entry->in_bytes += (size_t)n * sb;
-    return cudaMemcpyAsync(entry->stage + (size_t)i * sb, src, (size_t)n * sb,
-                           cudaMemcpyHostToDevice, gpu->stream);
-}
-
 /* HYBRID: move the workers' share of each batch towards the point where
  * neither side waits for the other. A host batch that was already finished
  * when a free entry asked for it means the workers are ahead; none finished
  * (or one waited for) means they are behind: give them less. Ahead, they get
- * more only while the GPU side is near its limit (the decode thread busy
+ * more only while the GPU side is near its limit (each decode thread busy
  * FEEDER__HYBRID_BUSY_PM of the time in nvJPEG's calls): with the engines
  * idle part of the time, images the workers take from them cost CPU that
  * reads and routes the rest, and on the web mix at 15 workers the pull
@@ -160,8 +150,9 @@ static cudaError_t copy_pixels(feeder__gpu *gpu, ring_entry *entry, const uint8_
 static void rebalance(feeder__gpu *gpu)
 {
     uint64_t now = feeder__now_ns(), busy = atomic_load(&gpu->dec_busy_ns);
+    uint64_t live = (uint64_t)atomic_load(&gpu->lanes_live);
     if (gpu->bal_ns && now > gpu->bal_ns) {
-        uint64_t pm_now = (busy - gpu->bal_busy_ns) * 1000 / (now - gpu->bal_ns);
+        uint64_t pm_now = (busy - gpu->bal_busy_ns) * 1000 / ((now - gpu->bal_ns) * (live ? live : 1));
         pm_now = pm_now > 1000 ? 1000 : pm_now;
         gpu->bal_busy_pm = (uint32_t)((3 * (uint64_t)gpu->bal_busy_pm + pm_now) / 4);
     }
@@ -239,7 +230,7 @@ static cudaError_t copy_runs(feeder__gpu *gpu, uint32_t nr)
 cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host)
 {
     cudaError_t e;
-    if ((e = batch_begin(entry, gpu->stream)) != cudaSuccess)
+    if ((e = feeder__cuda_batch_begin(entry, gpu->stream)) != cudaSuccess)
         return e;
     uint32_t nr = list_runs(gpu, entry, host);
     if (gpu->gather_mode == FEEDER__GATHER_KERNEL && nr > 1)
@@ -249,7 +240,7 @@ cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *gpu, ring_entry *entry, fee
     if (e != cudaSuccess)
         return e;
     entry->in_bytes = (size_t)host->count * gpu->l->sample_bytes;
-    return batch_end(gpu, entry, host->labels, 0, (int64_t)host->epoch, (int64_t)host->number);
+    return feeder__cuda_batch_end(gpu, entry, host->labels, 0, (int64_t)host->epoch, (int64_t)host->number);
 }
 
 /* After a decoded batch, in the loader's thread (the share goes to the host
@@ -276,156 +267,16 @@ int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait)
         return 0;
     }
     gpu->dec = gpu->dec_made;
+    atomic_fetch_add(&gpu->lanes_live, 1);
+    if (!gpu->cfg.warmup) { /* every batch waits for nvJPEG: for every lane's */
+        pthread_mutex_lock(&gpu->lock);
+        while (gpu->decode_thread && gpu->lanes_settled < gpu->nlanes - 1)
+            pthread_cond_wait(&gpu->cv_done, &gpu->lock);
+        pthread_mutex_unlock(&gpu->lock);
+    }
     feeder__cuda_set_cpu_share(gpu, gpu->cfg.cpu_share);
     return 1;
 }
-
-/* The GPU decoders' work for one host batch: copy what the workers decoded,
- * decode the rest with nvJPEG, and decode on the CPU here what nvJPEG
- * refuses. 0; a CUDA failure (FEEDER_ECUDA, fatal for the layer); or a
- * sample's error with *sample_err set and `msg` naming the sample (the batch
- * fails, the layer goes on). */
-/* Each sample of a GPU decoder's batch is at its place in the slot
- * (collate/slot.h): JPEG bytes, listed in gpu->imgs for nvJPEG, or pixels the
- * workers decoded, copied in runs that follow each other both in the slot
- * and in the batch. The number of images listed, or a cudaError_t < 0. */
-static cudaError_t gather_samples(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, uint32_t *nimg)
-{
-    const feeder__slot_layout *l = gpu->l;
-    uint8_t *data = host->data;
-    const uint64_t *enc = feeder__slot_encoded(l, data - l->data_off);
-    const uint64_t *place = feeder__slot_place(l, data - l->data_off);
-    size_t sb = l->sample_bytes;
-    uint32_t n = 0, run = UINT32_MAX;
-    cudaError_t e;
-    for (uint32_t i = 0; i <= host->count; i++) {
-        int pixels = i < host->count && enc[i] == 0;
-        int joins = pixels && run != UINT32_MAX && place[i] == place[run] + (i - run) * sb;
-        if (run != UINT32_MAX && !joins) {
-            if ((e = copy_pixels(gpu, entry, data + place[run], run, i - run)) != cudaSuccess)
-                return e;
-            run = UINT32_MAX;
-        }
-        if (pixels && run == UINT32_MAX)
-            run = i;
-        if (i < host->count && enc[i])
-            gpu->imgs[n++] = (feeder__gpu_image){data + place[i], (size_t)enc[i], host->indices[i], i};
-    }
-    *nimg = n;
-    return cudaSuccess;
-}
-
-/* nvJPEG's call for the n listed images. The hardware backend writes its
- * scratch when it is called, not in stream order (docs/RELIABILITY.md,
- * issue 20): the host first waits until the resize that last read the
- * scratch buffer this call takes has run (dec_read_ev of that buffer: the
- * batch before last, the decoder having two), else a copy stream held back
- * (by a release on a busy user stream, by other work on the GPU) resizes
- * a later batch's images into an earlier one. 0, FEEDER_ECUDA with *cuda
- * set, or nvJPEG's error with derr set. */
-static int nvjpeg_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, uint32_t n,
-                        uint32_t *nref, cudaError_t *cuda, char *derr, size_t derrlen)
-{
-    uint64_t t0 = feeder__now_ns();
-    cudaEvent_t read_ev = gpu->dec_read_ev[feeder__gpu_decoder_scratch(gpu->dec)];
-    if ((*cuda = cudaEventSynchronize(read_ev)) != cudaSuccess)
-        return FEEDER_ECUDA;
-    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "wait: scratch's last resize", t0, feeder__now_ns(),
-                         (int64_t)host->epoch, (int64_t)host->number, -1);
-    FEEDER_NVTX_PUSH("nvJPEG batch");
-    t0 = feeder__now_ns();
-    int rc = feeder__gpu_decode(gpu->dec, gpu->cfg.transform, gpu->cfg.seed, host->epoch, gpu->imgs, n,
-                                entry->stage, gpu->l->sample_bytes, gpu->stream, gpu->refused, nref, derr,
-                                derrlen);
-    /* Whether nvJPEG's call returns at once or holds the thread for the
-     * decode shows here. The hardware backend's call lasts until the engines
-     * are done, so this time is the GPU side's busy time (HYBRID's balance). */
-    uint64_t t1 = feeder__now_ns();
-    atomic_fetch_add(&gpu->dec_busy_ns, t1 - t0);
-    feeder__trace_span_e(gpu->tr, gpu->tr_submit, "nvJPEG submit", t0, t1, (int64_t)host->epoch,
-                         (int64_t)host->number, -1);
-    FEEDER_NVTX_POP();
-    if ((*cuda = cudaEventRecord(read_ev, gpu->stream)) != cudaSuccess)
-        return FEEDER_ECUDA;
-    return rc;
-}
-
-/* nvJPEG's decode of the n listed images into the batch, and the CPU decode
- * of what it refuses (from a scratch sample: a pageable copy returns once it
- * has read the scratch, so the next one may reuse it). 0; a CUDA failure
- * (*cuda set); or a sample's error with *sample_err set. */
-static int decode_images(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, uint32_t n, uint32_t *nref,
-                         int *sample_err, cudaError_t *cuda, char *msg, size_t msglen)
-{
-    char derr[300] = "";
-    int rc = 0;
-    *nref = 0;
-    if (gpu->dec) { /* taken by the loader's thread before the batch was handed over */
-        rc = nvjpeg_batch(gpu, entry, host, n, nref, cuda, derr, sizeof(derr));
-        if (rc == FEEDER_ECUDA && *cuda != cudaSuccess)
-            return rc;
-    } else {
-        for (; *nref < n; (*nref)++) /* nvJPEG could not start: the CPU decodes them */
-            gpu->refused[*nref] = *nref;
-    }
-    if (rc) {
-        feeder__fmt(msg, msglen, "decoding batch %llu of epoch %llu on device %d: %s",
-                    (unsigned long long)host->number, (unsigned long long)host->epoch,
-                    gpu->cfg.device, derr);
-        return rc;
-    }
-    for (uint32_t r = 0; r < *nref; r++) {
-        const feeder__gpu_image *im = &gpu->imgs[gpu->refused[r]];
-        rc = gpu->cfg.host.decode_cpu(gpu->cfg.host.ctx, im->jpeg, im->len, host->epoch, im->index,
-                                    gpu->fb, msg, msglen);
-        if (rc) {
-            *sample_err = 1;
-            /* Nothing of this batch may still read the slot when it goes
-             * back: the rare path waits. */
-            cudaStreamSynchronize(gpu->stream);
-            return rc;
-        }
-        if ((*cuda = copy_pixels(gpu, entry, gpu->fb, im->pos, 1)) != cudaSuccess)
-            return FEEDER_ECUDA;
-    }
-    return 0;
-}
-
-int feeder__cuda_enqueue_decode(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, int *sample_err,
-                                char *msg, size_t msglen)
-{
-    cudaError_t e = cudaSuccess;
-    uint32_t n = 0, nref = 0;
-    *sample_err = 0;
-    entry->in_bytes = 0;
-    entry->gpu_part = 0;
-    if ((e = batch_begin(entry, gpu->stream)) != cudaSuccess ||
-        (e = gather_samples(gpu, entry, host, &n)) != cudaSuccess ||
-        (e = cudaMemcpyAsync(entry->dev_labels, host->labels, host->count * sizeof(int64_t),
-                             cudaMemcpyHostToDevice, gpu->stream)) != cudaSuccess ||
-        (e = cudaEventRecord(entry->dec_ev, gpu->stream)) != cudaSuccess)
-        goto cuda_fail;
-    int rc = decode_images(gpu, entry, host, n, &nref, sample_err, &e, msg, msglen);
-    if (rc == FEEDER_ECUDA && e != cudaSuccess)
-        goto cuda_fail;
-    if (rc)
-        return rc;
-    pthread_mutex_lock(&gpu->lock); /* flush_counters reads them in the loader's thread */
-    gpu->gpu_decoded += n - nref;
-    gpu->gpu_fallback += nref;
-    pthread_mutex_unlock(&gpu->lock);
-    entry->gpu_part = n > nref;
-    if ((e = batch_end(gpu, entry, NULL, n > nref, (int64_t)host->epoch, (int64_t)host->number)) !=
-        cudaSuccess)
-        goto cuda_fail;
-    return 0;
-cuda_fail:
-    feeder__fmt(msg, msglen, "copying batch %llu of epoch %llu to device %d: %s",
-                (unsigned long long)host->number, (unsigned long long)host->epoch, gpu->cfg.device,
-                feeder__cuda_errtext(e));
-    return FEEDER_ECUDA;
-}
-
 
 /* Copy `len` bytes at `p` (inside the host slot) to the same offset of the
  * device copy, and, for lengths and offsets, of the host snapshot. */
@@ -448,7 +299,7 @@ cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *gpu, ring_entry *entry, fee
     entry->in_bytes = 0;
     /* The control block says how far each padded field was padded. */
     memcpy(entry->meta + fl->ctrl_off, slot + fl->ctrl_off, sizeof(feeder__batch_ctrl));
-    cudaError_t e = batch_begin(entry, gpu->stream);
+    cudaError_t e = feeder__cuda_batch_begin(entry, gpu->stream);
     for (uint32_t k = 0; k < fl->nfields && e == cudaSuccess; k++) {
         feeder_tensor t;
         feeder__fields_tensor(hv, host->count, k, &t);
@@ -461,5 +312,5 @@ cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *gpu, ring_entry *entry, fee
     entry->pub.device_bytes = entry->in_bytes;
     if (e != cudaSuccess)
         return e;
-    return batch_end(gpu, entry, host->labels, 0, (int64_t)entry->pub.epoch, (int64_t)entry->pub.number);
+    return feeder__cuda_batch_end(gpu, entry, host->labels, 0, (int64_t)entry->pub.epoch, (int64_t)entry->pub.number);
 }

@@ -80,6 +80,7 @@ typedef struct feeder__gpu_config {
     int decoder;      /* feeder_decoder in use (the plan's): NVJPEG and HYBRID decode here */
     uint32_t cpu_share; /* HYBRID: the workers' first share (1/1000) */
     int warmup;         /* the workers decode everything while nvJPEG starts */
+    int decode_threads; /* FEEDER_OPT_GPU_DECODE_THREADS: nvJPEG decoders side by side, 0 = automatic */
 
     /* The host loader's facts, fixed at start. Borrowed: they outlive the layer. */
     feeder__host_ops host;

@@ -32,6 +32,9 @@
 /* HYBRID gives the workers more only while the decode thread is this busy
  * (1/1000 of the time, in nvJPEG's calls): the GPU side is the bound. */
 #define FEEDER__HYBRID_BUSY_PM 950u
+/* FEEDER_OPT_GPU_DECODE_THREADS: the most, and what 0 (automatic) gives. */
+#define FEEDER__DEC_LANES_MAX 4
+#define FEEDER__DEC_LANES_AUTO 2
 
 enum { E_FREE = 0, E_PENDING, E_LENT };
 /* How a shuffled RAW packed batch reaches the device (FEEDER_PACKED_GATHER). */
@@ -73,6 +76,7 @@ typedef struct ring_entry {
     char errmsg[1024];
     int sample_err;         /* decode thread: err is a sample's (the batch fails, not the layer) */
     int gpu_part;           /* decode thread: nvJPEG decoded some of the batch */
+    int lane;               /* decode thread: the lane that took the batch (its trace track) */
     /* Fields datasets: the device copy of the slot is `stage`; `meta` a
      * host copy of its control block, lengths and offsets (slot_bytes, only
      * those parts written); fview the lent batch's fields_. */
@@ -89,6 +93,26 @@ typedef struct ring_entry {
     feeder__mix_draw mixd;
     feeder_mix *mix;
 } ring_entry;
+
+/* A GPU decoder's decode thread and what only it uses (cuda/decode_thread.c):
+ * its nvJPEG decoder, the stream of its batches' copies, decode and resize,
+ * the scratch buffers' last-read events, the images of the batch at hand,
+ * and its trace tracks. Lane 0's decoder is gpu->dec (made on the start-up
+ * thread, taken by the loader's thread); the others make theirs on their
+ * own thread at start, and take no batch until then. */
+typedef struct dec_lane {
+    feeder__gpu *gpu;
+    int id;
+    feeder__gpu_decoder *dec; /* lanes > 0 */
+    cudaStream_t stream;      /* gpu->stream with one lane, else the lane's own */
+    cudaEvent_t read_ev[FEEDER__GPU_SCRATCH];
+    cudaEvent_t done_ev;      /* own stream: the batch's decode is done (the tail waits) */
+    feeder__gpu_image *imgs;
+    uint32_t *refused;
+    uint8_t *fb;              /* one decoded sample of the CPU fallback */
+    int tr_submit, tr_dec;
+    char why[300];            /* lanes > 0: why the lane does not decode */
+} dec_lane;
 
 typedef struct item {
     int entry; /* >= 0: a batch; -1: a status */
@@ -141,9 +165,14 @@ struct feeder__gpu {
     char dec_why[300];
     char dec_err[300];             /* dec_thread's message */
     char pin_note[300], pack_note[300];
-    feeder__gpu_image *imgs;
-    uint32_t *refused;
-    uint8_t *fb;          /* one decoded sample of the CPU fallback */
+    dec_lane lanes[FEEDER__DEC_LANES_MAX];
+    int nlanes;           /* decode threads (FEEDER_OPT_GPU_DECODE_THREADS) */
+    atomic_int lanes_live; /* of them, those with a decoder (HYBRID's busy share is per lane) */
+    int lanes_settled;     /* lanes > 0 whose decoder is made or failed, under lock */
+    /* Each batch's tail (labels, events, augment, normalise) goes on the
+     * copy stream one batch at a time: the augment buffers are used in
+     * stream order. */
+    pthread_mutex_t tail_lock;
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int starved;          /* the last pull found no finished host batch, or waited for one */
@@ -154,10 +183,6 @@ struct feeder__gpu {
     uint64_t bal_busy_ns, bal_ns;
     uint32_t bal_busy_pm;
     int decode_thread;    /* the GPU decoders' batches go through the decode thread */
-    /* A batch's resize has read its nvJPEG scratch buffer: the decode thread
-     * waits for it on the host before the call that takes that buffer again
-     * (cuda/enqueue.c, decode/gpu_decode.h), one event a buffer. */
-    cudaEvent_t dec_read_ev[FEEDER__GPU_SCRATCH];
 
     /* RAW packed files: records copied from the file's registered mapping */
     const struct feeder__pack *pack;
@@ -196,8 +221,6 @@ struct feeder__gpu {
      * tr_ref, an event known to have passed at host time tr_ref_ns. */
     feeder__trace *tr;
     int tr_copy; /* the copy stream's track */
-    int tr_dec;  /* the GPU decoder's track (same stream, its own row) */
-    int tr_submit; /* the loader thread's time in nvJPEG's calls (host) */
     cudaEvent_t tr_ref;
     uint64_t tr_ref_ns;
 };
@@ -219,14 +242,20 @@ void feeder__cuda_dev_free(feeder__gpu *gpu, void *p);
 void *feeder__cuda_pin_alloc(feeder__gpu *gpu, size_t bytes, cudaError_t *err);
 void feeder__cuda_pin_free(feeder__gpu *gpu, void *p);
 void feeder__cuda_harvest(feeder__gpu *gpu, ring_entry *entry, uint64_t *h2d_ns);
+/* A batch's head (on stream s: the release wait, start_ev) and its tail (on
+ * the copy stream: labels, h2d_ev, augment, normalise, copy_ev), in
+ * cuda/enqueue.c for every path. */
+cudaError_t feeder__cuda_batch_begin(ring_entry *entry, cudaStream_t s);
+cudaError_t feeder__cuda_batch_end(feeder__gpu *gpu, ring_entry *entry, const int64_t *labels, int decoded,
+                                  int64_t epoch, int64_t batch);
 cudaError_t feeder__cuda_enqueue(feeder__gpu *gpu, ring_entry *entry, const uint8_t *src,
                                  const int64_t *labels);
 void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d);
 cudaError_t feeder__cuda_enqueue_direct(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host);
 /* A fields dataset's batch: each field's used bytes, lengths and offsets. */
 cudaError_t feeder__cuda_enqueue_fields(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host);
-int feeder__cuda_enqueue_decode(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, int *sample_err,
-                          char *msg, size_t msglen);
+int feeder__cuda_enqueue_decode(dec_lane *ln, ring_entry *entry, feeder_batch *host, int *sample_err,
+                                char *msg, size_t msglen);
 void *feeder__cuda_pin_thread(void *arg);
 void *feeder__cuda_decode_thread(void *arg);
 int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait);

@@ -372,7 +372,7 @@ static int fill_fifo(feeder__gpu *gpu, feeder_stats *d)
     if (!free_entry(gpu))
         return feeder__cuda_fail(gpu, FEEDER_EBUSY,
                                  "all %d device buffers are borrowed; release a batch first "
-                                 "(gpu_prefetch = %d)", gpu->depth, gpu->depth);
+                                 "(gpu_prefetch = %d)", gpu->depth, gpu->cfg.depth);
     if (!(rc = reap(gpu, d, 1)))
         rc = prefetch(gpu, 1);
     if (!rc && gpu->len == 0)

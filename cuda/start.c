@@ -19,6 +19,7 @@ static feeder__gpu *layer_new(const feeder__gpu_config *cfg)
     gpu->depth = cfg->depth;
     gpu->pin_mode = cfg->pin_mode;
     pthread_mutex_init(&gpu->lock, NULL);
+    pthread_mutex_init(&gpu->tail_lock, NULL);
     pthread_cond_init(&gpu->cv_work, NULL);
     pthread_cond_init(&gpu->cv_done, NULL);
     static const size_t esize[] = {1, 2, 2, 4};
@@ -60,7 +61,8 @@ static int start_stream(feeder__gpu *gpu, char *why, size_t whylen)
 /* nvJPEG's handles take a large part of a second to make
  * (docs/ARCHITECTURE.md): they are made on this thread while the workers
  * decode the first batches on the CPU (a share of 1000, with warm-up), and
- * the share drops when the decoder is ready. */
+ * the share drops when the decoder is ready. The other decode lanes make
+ * theirs on their own threads meanwhile. */
 static void *make_decoder(void *arg)
 {
     feeder__gpu *gpu = arg;
@@ -71,6 +73,54 @@ static void *make_decoder(void *arg)
     return NULL;
 }
 
+/* What decode lane k uses alone: its image lists, fallback sample, events
+ * and, with more than one lane, its own stream. */
+static int start_lane(feeder__gpu *gpu, int k, char *why, size_t whylen)
+{
+    dec_lane *ln = &gpu->lanes[k];
+    ln->gpu = gpu;
+    ln->id = k;
+    ln->imgs = calloc(gpu->l->batch, sizeof(*ln->imgs));
+    ln->refused = calloc(gpu->l->batch, sizeof(*ln->refused));
+    ln->fb = malloc(gpu->l->sample_bytes);
+    if (!ln->imgs || !ln->refused || !ln->fb) {
+        feeder__fmt(why, whylen, "out of memory");
+        return -ENOMEM;
+    }
+    /* Its wait may last a user's training step: the thread sleeps, not spins. */
+    cudaError_t e = cudaSuccess;
+    for (unsigned j = 0; j < FEEDER__GPU_SCRATCH && e == cudaSuccess; j++)
+        e = cudaEventCreateWithFlags(&ln->read_ev[j], cudaEventDisableTiming | cudaEventBlockingSync);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&ln->done_ev, cudaEventDisableTiming);
+    ln->stream = gpu->stream;
+    if (e == cudaSuccess && gpu->nlanes > 1)
+        e = cudaStreamCreateWithFlags(&ln->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        ln->stream = gpu->stream;
+        return feeder__cuda_setup_fail(gpu, why, whylen, "a GPU decode thread's events and stream", e);
+    }
+    return 0;
+}
+
+static void free_lane(dec_lane *ln)
+{
+    feeder__gpu_decoder_destroy(ln->dec);
+    for (unsigned j = 0; j < FEEDER__GPU_SCRATCH; j++)
+        if (ln->read_ev[j])
+            cudaEventDestroy(ln->read_ev[j]);
+    if (ln->done_ev)
+        cudaEventDestroy(ln->done_ev);
+    if (ln->stream && ln->gpu && ln->stream != ln->gpu->stream)
+        cudaStreamDestroy(ln->stream);
+    free(ln->imgs);
+    free(ln->refused);
+    free(ln->fb);
+}
+
+/* The GPU decoders' lanes (FEEDER_OPT_GPU_DECODE_THREADS; each holds a
+ * batch of its own, so the ring gets a buffer more per lane after the
+ * first) and the thread that makes lane 0's decoder. */
 static int start_decoder(feeder__gpu *gpu, char *why, size_t whylen)
 {
     if (!feeder__decoder_on_gpu(gpu->cfg.decoder))
@@ -80,19 +130,13 @@ static int start_decoder(feeder__gpu *gpu, char *why, size_t whylen)
         return 0;
     }
     gpu->decodes = 1;
-    gpu->imgs = calloc(gpu->l->batch, sizeof(*gpu->imgs));
-    gpu->refused = calloc(gpu->l->batch, sizeof(*gpu->refused));
-    gpu->fb = malloc(gpu->l->sample_bytes);
-    if (!gpu->imgs || !gpu->refused || !gpu->fb) {
-        feeder__fmt(why, whylen, "out of memory");
-        return -ENOMEM;
-    }
-    /* Its wait may last a user's training step: the thread sleeps, not spins. */
-    for (unsigned k = 0; k < FEEDER__GPU_SCRATCH; k++) {
-        cudaError_t e = cudaEventCreateWithFlags(&gpu->dec_read_ev[k],
-                                                 cudaEventDisableTiming | cudaEventBlockingSync);
-        if (e != cudaSuccess)
-            return feeder__cuda_setup_fail(gpu, why, whylen, "the GPU decoder's cudaEventCreate", e);
+    int n = gpu->cfg.decode_threads;
+    gpu->nlanes = n <= 0 ? FEEDER__DEC_LANES_AUTO : n > FEEDER__DEC_LANES_MAX ? FEEDER__DEC_LANES_MAX : n;
+    gpu->depth += gpu->nlanes - 1;
+    for (int k = 0; k < gpu->nlanes; k++) {
+        int rc = start_lane(gpu, k, why, whylen);
+        if (rc)
+            return rc;
     }
     /* nvJPEG reads the bitstreams from the slots: registered slots (or
      * pageable ones) serve it; pinned copies of whole slots would copy mostly
@@ -120,9 +164,14 @@ static int start_trace_ref(feeder__gpu *gpu, char *why, size_t whylen)
     if (!(gpu->tr = gpu->cfg.trace))
         return 0;
     gpu->tr_copy = feeder__trace_track(gpu->tr, "copy stream (GPU)");
-    if (gpu->decodes) {
-        gpu->tr_dec = feeder__trace_track(gpu->tr, "gpu decode (GPU)");
-        gpu->tr_submit = feeder__trace_track(gpu->tr, "nvJPEG calls (decode thread)");
+    for (int k = 0; gpu->decodes && k < gpu->nlanes; k++) {
+        char dec[64] = "gpu decode (GPU)", sub[64] = "nvJPEG calls (decode thread)";
+        if (gpu->nlanes > 1) {
+            feeder__fmt(dec, sizeof(dec), "gpu decode (GPU, decode thread %d)", k);
+            feeder__fmt(sub, sizeof(sub), "nvJPEG calls (decode thread %d)", k);
+        }
+        gpu->lanes[k].tr_dec = feeder__trace_track(gpu->tr, dec);
+        gpu->lanes[k].tr_submit = feeder__trace_track(gpu->tr, sub);
     }
     cudaError_t e;
     if ((e = cudaEventCreate(&gpu->tr_ref)) != cudaSuccess ||
@@ -285,17 +334,16 @@ static int start_pin_threads(feeder__gpu *gpu, char *why, size_t whylen)
     gpu->decode_thread = gpu->decodes && !gpu->pack_registered && gpu->pin_mode != FEEDER_PIN_COPY;
     if (gpu->pin_mode != FEEDER_PIN_COPY && !gpu->decode_thread)
         return 0;
-    gpu->nthr = gpu->decode_thread ? 1 : gpu->cfg.pin_threads;
+    gpu->nthr = gpu->decode_thread ? gpu->nlanes : gpu->cfg.pin_threads;
     gpu->thr = calloc((size_t)gpu->nthr, sizeof(*gpu->thr));
     if (!gpu->thr) {
         feeder__fmt(why, whylen, "out of memory");
         return -ENOMEM;
     }
     for (int i = 0; i < gpu->nthr; i++) {
-        int err = pthread_create(&gpu->thr[i], NULL,
-                                 gpu->decode_thread ? feeder__cuda_decode_thread
-                                                  : feeder__cuda_pin_thread,
-                                 gpu);
+        int err = gpu->decode_thread
+                      ? pthread_create(&gpu->thr[i], NULL, feeder__cuda_decode_thread, &gpu->lanes[i])
+                      : pthread_create(&gpu->thr[i], NULL, feeder__cuda_pin_thread, gpu);
         if (err) {
             gpu->nthr = i;
             feeder__fmt(why, whylen, "starting %s thread %d: %s",
@@ -312,16 +360,18 @@ static void describe_layer(feeder__gpu *gpu)
     static const char *pins[] = {"none (pageable copies)", "copy", "register"};
     static const char *dtypes[] = {"uint8", "float16", "bfloat16", "float32"};
     const feeder__gpu_config *cfg = &gpu->cfg;
-    char thr[32] = "";
+    char thr[32] = "", dec[96] = "";
     if (gpu->pin_mode == FEEDER_PIN_COPY)
         feeder__fmt(thr, sizeof(thr), " (%d thread%s)", gpu->nthr, gpu->nthr == 1 ? "" : "s");
+    if (gpu->decodes)
+        feeder__fmt(dec, sizeof(dec), ", decoder nvJPEG (%d decode thread%s, made while the workers "
+                    "decode the first batches)", gpu->nlanes, gpu->nlanes == 1 ? "" : "s");
     int nchw = cfg->dtype == FEEDER_DTYPE_UINT8 ? gpu->l->layout == FEEDER_LAYOUT_NCHW
                                                 : cfg->out_layout == FEEDER_LAYOUT_NCHW;
     feeder__fmt(gpu->describe, sizeof(gpu->describe),
-                "device %d, pin %s%s, %d device buffers of %zu bytes, %s %s%s%s%s%s%s",
+                "device %d, pin %s%s, %d device buffers of %zu bytes, %s %s%s%s%s%s",
                 cfg->device, pins[gpu->pin_mode], thr, gpu->depth, gpu->out_bytes, dtypes[cfg->dtype],
-                nchw ? "NCHW" : "NHWC", gpu->reg_note, gpu->pin_note, gpu->decodes ? ", decoder nvJPEG" : "",
-                gpu->decodes ? " (made while the workers decode the first batches)" : "",
+                nchw ? "NCHW" : "NHWC", gpu->reg_note, gpu->pin_note, dec,
                 gpu->pack_registered ? (gpu->gather_mode == FEEDER__GATHER_KERNEL
                                           ? ", records straight from the registered packed file "
                                             "(shuffled: gather kernel)"
@@ -417,6 +467,9 @@ void feeder__gpu_destroy(feeder__gpu *gpu)
     }
     if (entered && gpu->stream)
         cudaStreamSynchronize(gpu->stream);
+    for (int k = 0; entered && k < gpu->nlanes; k++)
+        if (gpu->lanes[k].stream)
+            cudaStreamSynchronize(gpu->lanes[k].stream);
     for (int i = 0; entered && gpu->tr && gpu->ring && i < gpu->depth; i++)
         if (gpu->ring[i].start_ev)
             feeder__cuda_trace_copies(gpu, &gpu->ring[i], gpu->ring[i].timed);
@@ -454,12 +507,8 @@ void feeder__gpu_destroy(feeder__gpu *gpu)
             gpu->dec = gpu->dec_made;
     }
     feeder__gpu_decoder_destroy(gpu->dec);
-    for (unsigned k = 0; k < FEEDER__GPU_SCRATCH; k++)
-        if (gpu->dec_read_ev[k])
-            cudaEventDestroy(gpu->dec_read_ev[k]);
-    free(gpu->imgs);
-    free(gpu->refused);
-    free(gpu->fb);
+    for (int k = 0; k < gpu->nlanes; k++)
+        free_lane(&gpu->lanes[k]);
     feeder__cuda_unregister_slots(gpu);
     if (gpu->own_stream)
         cudaStreamDestroy(gpu->stream);
@@ -474,5 +523,6 @@ void feeder__gpu_destroy(feeder__gpu *gpu)
     pthread_cond_destroy(&gpu->cv_work);
     pthread_cond_destroy(&gpu->cv_done);
     pthread_mutex_destroy(&gpu->lock);
+    pthread_mutex_destroy(&gpu->tail_lock);
     free(gpu);
 }

@@ -61,6 +61,7 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_GPU_WARMUP, "gpu_warmup", 0, 0, 1, 1},
     {FEEDER_OPT_AUGMENT_ON_DEVICE, "augment_on_device", 0, 0, 1, 0},
     {FEEDER_OPT_GPU_ROOM, "gpu_room", 0, 0, 1 << 30, 0},
+    {FEEDER_OPT_GPU_DECODE_THREADS, "gpu_decode_threads", 0, 0, 4, 0},
     {FEEDER_OPT_MEAN_R, "mean_r", 1, -1e6, 1e6, 0.485},
     {FEEDER_OPT_MEAN_G, "mean_g", 1, -1e6, 1e6, 0.456},
     {FEEDER_OPT_MEAN_B, "mean_b", 1, -1e6, 1e6, 0.406},

@@ -64,6 +64,8 @@ typedef struct cfg {
     int channels; /* FEEDER_OPT_CHANNELS; 0 leaves the default (3) */
     int room;     /* FEEDER_OPT_GPU_ROOM; 0 leaves the default (192 KiB) */
     int policy;   /* FEEDER_OPT_ERROR_POLICY; 0 leaves the default (FAIL) */
+    int threads;  /* FEEDER_OPT_GPU_DECODE_THREADS; 0 leaves the default (automatic) */
+    const char *trace; /* feeder_loader_set_trace's path, or NULL */
 } cfg;
 
 static cfg base(void)
@@ -129,6 +131,10 @@ static feeder_loader *make(feeder_dataset *ds, const cfg *c)
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_ROOM, c->room), 0);
     if (c->policy)
         ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_ERROR_POLICY, c->policy), 0);
+    if (c->threads)
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_DECODE_THREADS, c->threads), 0);
+    if (c->trace)
+        ck_assert_int_eq(feeder_loader_set_trace(ld, c->trace), 0);
     return ld;
 }
 
@@ -1698,6 +1704,85 @@ static int trace_tid(const char *text, const char *name)
     return -1;
 }
 
+/* How many "nvJPEG submit" spans each decode thread's track of the trace at
+ * `path` holds (lanes tracks, into per[]); their sum. */
+static int submits_per_lane(const char *path, int lanes, int *per)
+{
+    uint8_t *data;
+    size_t len;
+    ck_assert_int_eq(bu_read_file(path, &data, &len), 0);
+    char *text = realloc(data, len + 1);
+    text[len] = 0;
+    int tid[4], sum = 0;
+    for (int k = 0; k < lanes; k++) {
+        char name[64];
+        snprintf(name, sizeof(name), "nvJPEG calls (decode thread %d)", k);
+        tid[k] = trace_tid(text, lanes > 1 ? name : "nvJPEG calls (decode thread)");
+        ck_assert_msg(tid[k] >= 0, "no track %s", name);
+        per[k] = 0;
+    }
+    for (char *l = strstr(text, "\"name\":\"nvJPEG submit\""); l;
+         l = strstr(l + 1, "\"name\":\"nvJPEG submit\"")) {
+        int t = -1;
+        char *end = strchr(l, '\n');
+        char *at = strstr(l, "\"tid\":");
+        ck_assert(at && (!end || at < end) && sscanf(at, "\"tid\":%d", &t) == 1);
+        for (int k = 0; k < lanes; k++)
+            if (t == tid[k]) {
+                per[k]++;
+                sum++;
+            }
+    }
+    free(text);
+    return sum;
+}
+
+/* FEEDER_OPT_GPU_DECODE_THREADS: one to four decode threads, each with its
+ * own nvJPEG decoder and stream, give the same bytes, labels, indices and
+ * order (nvJPEG is deterministic; the tails go on the copy stream one at a
+ * time); every image is decoded once, on the GPU; every batch's nvJPEG call
+ * is on one thread's track, and with four threads more than one takes
+ * batches (no warm-up: the loader waits until every thread has its
+ * decoder). */
+START_TEST(test_nvjpeg_decode_threads_same_batches)
+{
+    cfg h = base();
+    h.size = 224;
+    h.batch = 2; /* 9 batches an epoch */
+    h.device = 0;
+    h.decoder = FEEDER_DECODER_NVJPEG;
+    run *ref = NULL;
+    for (int t = 1; t <= 4; t++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/lanes-%d.json", tmpdir, t);
+        cfg d = h;
+        d.threads = t;
+        d.trace = path;
+        run *got = collect(jpegs, &d, NULL, NULL);
+        if (!gpu_decoder_ran(FEEDER_DECODER_NVJPEG)) {
+            run_free(got);
+            break;
+        }
+        ck_assert_uint_eq(last_stats.gpu_decoded, 36); /* 18 images, 2 epochs */
+        ck_assert_uint_eq(last_stats.gpu_fallback, 0);
+        int per[4], used = 0;
+        ck_assert_int_eq(submits_per_lane(path, t, per), 18);
+        for (int k = 0; k < t; k++)
+            used += per[k] > 0;
+        if (t == 4)
+            ck_assert_msg(used >= 2, "4 decode threads, %d took batches", used);
+        if (!ref) {
+            ref = got;
+            continue;
+        }
+        same_batches(ref, got);
+        run_free(got);
+    }
+    if (ref)
+        run_free(ref);
+}
+END_TEST
+
 /* A GPU loader's trace: an "H2D" span on the copy-stream track for every
  * batch of every epoch, inside the run (GPU times mapped to the host clock),
  * one "pin copy" per pin thread and batch with PIN_COPY, and the normalise
@@ -1964,6 +2049,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_packed_raw_direct_samplers);
     tcase_add_test(tc, test_resume_after_device_batches);
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
+    tcase_add_test(tc, test_nvjpeg_decode_threads_same_batches);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
     tcase_add_test(tc, test_nvjpeg_files_have_room_of_their_own);
     tcase_add_test(tc, test_nvjpeg_warmup_decodes_on_workers_first);

@@ -1094,6 +1094,37 @@ START_TEST(test_gpu_room_option)
 }
 END_TEST
 
+/* FEEDER_OPT_GPU_DECODE_THREADS: 0 (automatic) to 4, named in the error;
+ * host batches run as before whatever it says. */
+START_TEST(test_gpu_decode_threads_option)
+{
+    double lo, hi;
+    ck_assert_str_eq(feeder_option_name(FEEDER_OPT_GPU_DECODE_THREADS), "gpu_decode_threads");
+    ck_assert_int_eq(feeder_option_bounds(FEEDER_OPT_GPU_DECODE_THREADS, &lo, &hi), 0);
+    ck_assert_double_eq(lo, 0);
+    ck_assert_double_eq(hi, 4);
+    user_ds d = {.n = 8, .exit_at = -1, .fail_at = -1};
+    feeder_dataset *ds = make_user(&d);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_DECODE_THREADS, 5), FEEDER_ERANGE);
+    ck_assert_str_eq(feeder_loader_errmsg(ld), "gpu_decode_threads = 5 is out of range [0, 4]");
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_DECODE_THREADS, -1), FEEDER_ERANGE);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_GPU_DECODE_THREADS, 3), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DECODER, FEEDER_DECODER_NVJPEG), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    feeder_batch *b;
+    uint32_t seen = 0;
+    while (feeder_next(ld, &b) == 0) {
+        seen += b->count;
+        ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    }
+    ck_assert_uint_eq(seen, 8);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(test_errors_text)
 {
     ck_assert_str_eq(feeder_strerror(FEEDER_DONE), "end of epoch");
@@ -1289,6 +1320,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_list_file_errors);
     tcase_add_test(tc, test_options);
     tcase_add_test(tc, test_gpu_room_option);
+    tcase_add_test(tc, test_gpu_decode_threads_option);
     tcase_add_test(tc, test_errors_text);
     tcase_add_test(tc, test_io_backend_reported);
     tcase_add_test(tc, test_stats_counts);
