@@ -35,11 +35,13 @@ static void host_set_cpu_share(void *ctx, uint32_t permille)
     feeder__loader_set_cpu_share(ctx, permille);
 }
 
-static int host_decode_cpu(void *ctx, const uint8_t *jpeg, size_t len, uint64_t epoch,
+static int host_decode_cpu(void *ctx, unsigned who, const uint8_t *jpeg, size_t len, uint64_t epoch,
                            uint64_t index, uint8_t *dst, char *msg, size_t msglen)
 {
-    return feeder__loader_decode_cpu(ctx, jpeg, len, epoch, index, dst, msg, msglen);
+    return feeder__loader_decode_cpu(ctx, who, jpeg, len, epoch, index, dst, msg, msglen);
 }
+_Static_assert(FEEDER__GPU_DECODE_THREADS_MAX <= FEEDER__FALLBACK_DECODERS,
+               "a CPU fallback decoder for every GPU decode thread");
 
 _Static_assert(FEEDER__AGAIN == FEEDER__HOST_AGAIN, "one 'not yet' for both layers");
 

@@ -114,8 +114,8 @@ static int decode_refused(dec_lane *ln, ring_entry *entry, feeder_batch *host, u
     feeder__gpu *gpu = ln->gpu;
     for (uint32_t r = 0; r < nref; r++) {
         const feeder__gpu_image *im = &ln->imgs[ln->refused[r]];
-        int rc = gpu->cfg.host.decode_cpu(gpu->cfg.host.ctx, im->jpeg, im->len, host->epoch, im->index,
-                                          ln->fb, msg, msglen);
+        int rc = gpu->cfg.host.decode_cpu(gpu->cfg.host.ctx, (unsigned)ln->id, im->jpeg, im->len,
+                                          host->epoch, im->index, ln->fb, msg, msglen);
         if (rc) {
             *sample_err = 1;
             /* Nothing of this batch may still read the slot when it goes

@@ -62,10 +62,16 @@ typedef struct feeder__host_ops {
      * next dispatched batch on. */
     void (*set_cpu_share)(void *ctx, uint32_t permille);
     /* Decode one sample the way the workers do it (errors name index and
-     * path), into dst: the GPU decoder's CPU fallback. */
-    int (*decode_cpu)(void *ctx, const uint8_t *jpeg, size_t len, uint64_t epoch,
+     * path), into dst: the GPU decoder's CPU fallback. `who`: the decode
+     * thread (0 .. FEEDER__GPU_DECODE_THREADS_MAX - 1); calls with
+     * different `who` may run at once. */
+    int (*decode_cpu)(void *ctx, unsigned who, const uint8_t *jpeg, size_t len, uint64_t epoch,
                       uint64_t index, uint8_t *dst, char *msg, size_t msglen);
 } feeder__host_ops;
+
+/* FEEDER_OPT_GPU_DECODE_THREADS' upper bound: the decode threads of a GPU
+ * decoder, each with a CPU fallback decoder of its own in the host loader. */
+#define FEEDER__GPU_DECODE_THREADS_MAX 4
 
 typedef struct feeder__gpu_config {
     int device;

@@ -22,7 +22,7 @@
 #define FEEDER__PLUGIN_FILE "libfeeder_cuda.so.0"
 #define FEEDER__PLUGIN_SYMBOL "feeder__cuda_plugin_v1"
 /* Raised whenever a function is added to, removed from or changed in the table. */
-#define FEEDER__PLUGIN_ABI 1
+#define FEEDER__PLUGIN_ABI 2
 
 typedef struct feeder__gpu_plugin {
     uint32_t abi;        /* FEEDER__PLUGIN_ABI */

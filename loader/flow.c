@@ -734,7 +734,8 @@ void feeder__host_free(feeder_loader *ld)
     free(ld->trace_path);
     if (ld->inline_ready)
         feeder__worker_ctx_free(&ld->inline_ctx);
-    feeder__decoder_destroy(ld->fallback_dec);
+    for (int k = 0; k < FEEDER__FALLBACK_DECODERS; k++)
+        feeder__decoder_destroy(ld->fallback_dec[k]);
     if (ld->mem)
         munmap(ld->mem, ld->shm_bytes);
     feeder__pool_close_fd(&ld->job.memfd);

@@ -163,7 +163,9 @@ struct feeder_loader {
     int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
     char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
     uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
-    feeder__decoder *fallback_dec; /* the GPU layer's CPU fallback, made on first use */
+    /* The GPU layer's CPU fallback, one decoder per decode thread (a
+     * decoder is one thread's), each made on first use. */
+    feeder__decoder *fallback_dec[FEEDER__FALLBACK_DECODERS];
     uint8_t *mix_scratch;          /* one sample for job.aug's batch mixes, made at first use */
     /* FEEDER_OPT_AUGMENT_ON_DEVICE: the GPU layer may run job.aug's steps
      * [aug_first, nsteps) and its mixes (resolve_decoder); once it took them,

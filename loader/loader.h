@@ -114,10 +114,15 @@ struct feeder__trace *feeder__loader_trace(const feeder_loader *ld);
 /* HYBRID: the share of each batch (1/1000) the workers decode from the next
  * dispatched batch on. */
 void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille);
+/* CPU fallback decoders the GPU layer may use at once (its decode threads,
+ * FEEDER_OPT_GPU_DECODE_THREADS at most 4; api/run.c checks the two agree). */
+#define FEEDER__FALLBACK_DECODERS 4
 /* Decode one sample the way the workers do it (the plan's CPU decoder;
- * errors name index and path): the GPU layer's CPU fallback. */
-int feeder__loader_decode_cpu(feeder_loader *ld, const uint8_t *jpeg, size_t len, uint64_t epoch,
-                              uint64_t index, uint8_t *dst, char *msg, size_t msglen);
+ * errors name index and path): the GPU layer's CPU fallback. `who`: the
+ * calling decode thread, 0 .. FEEDER__FALLBACK_DECODERS - 1 (each has a
+ * decoder of its own; -EINVAL beyond). */
+int feeder__loader_decode_cpu(feeder_loader *ld, unsigned who, const uint8_t *jpeg, size_t len,
+                              uint64_t epoch, uint64_t index, uint8_t *dst, char *msg, size_t msglen);
 const feeder__job *feeder__loader_job(const feeder_loader *ld);
 /* The value of an option as the loader holds it (set or default). */
 int64_t feeder__loader_iopt(const feeder_loader *ld, int opt);

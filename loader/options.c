@@ -327,15 +327,18 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
 
 const feeder__job *feeder__loader_job(const feeder_loader *ld) { return &ld->job; }
 
-int feeder__loader_decode_cpu(feeder_loader *ld, const uint8_t *jpeg, size_t len, uint64_t epoch,
-                              uint64_t index, uint8_t *dst, char *msg, size_t msglen)
+int feeder__loader_decode_cpu(feeder_loader *ld, unsigned who, const uint8_t *jpeg, size_t len,
+                              uint64_t epoch, uint64_t index, uint8_t *dst, char *msg, size_t msglen)
 {
-    if (!ld->fallback_dec && feeder__decoder_create(&ld->fallback_dec))
+    if (who >= FEEDER__FALLBACK_DECODERS)
+        return -EINVAL;
+    feeder__decoder **dec = &ld->fallback_dec[who];
+    if (!*dec && feeder__decoder_create(dec))
         return -ENOMEM;
     feeder__transform t = ld->job.t;
     t.decoder = ld->job.cpu_decoder;
     char derr[512] = "";
-    int rc = feeder__decode_sample(ld->fallback_dec, &t, jpeg, len, ld->job.seed, epoch, index,
+    int rc = feeder__decode_sample(*dec, &t, jpeg, len, ld->job.seed, epoch, index,
                                    dst, NULL, derr, sizeof(derr));
     if (rc) {
         const char *path = feeder_dataset_path(ld->ds, index);

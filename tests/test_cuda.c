@@ -1721,17 +1721,21 @@ static int submits_per_lane(const char *path, int lanes, int *per)
         ck_assert_msg(tid[k] >= 0, "no track %s", name);
         per[k] = 0;
     }
-    for (char *l = strstr(text, "\"name\":\"nvJPEG submit\""); l;
-         l = strstr(l + 1, "\"name\":\"nvJPEG submit\"")) {
-        int t = -1;
+    for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
         char *end = strchr(l, '\n');
-        char *at = strstr(l, "\"tid\":");
-        ck_assert(at && (!end || at < end) && sscanf(at, "\"tid\":%d", &t) == 1);
-        for (int k = 0; k < lanes; k++)
-            if (t == tid[k]) {
-                per[k]++;
-                sum++;
-            }
+        if (end)
+            *end = 0;
+        int t = -1;
+        if (strstr(l, "\"name\":\"nvJPEG submit\"")) {
+            ck_assert(strstr(l, "\"tid\":") && sscanf(strstr(l, "\"tid\":"), "\"tid\":%d", &t) == 1);
+            for (int k = 0; k < lanes; k++)
+                if (t == tid[k]) {
+                    per[k]++;
+                    sum++;
+                }
+        }
+        if (end)
+            *end = '\n';
     }
     free(text);
     return sum;
