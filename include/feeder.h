@@ -663,7 +663,8 @@ typedef enum feeder_option {
                                           by side, so the JPEG engines decode one thread's batch
                                           while another parses its headers; each holds a device
                                           buffer more than GPU_PREFETCH. 1 to 4, 0 = automatic
-                                          (2); default 0 */
+                                          (1: docs/ARCHITECTURE.md, "Decode threads", says why);
+                                          default 0 */
     /* double-valued: per-channel mean and std for the float dtypes, in units
      * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
      * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
