@@ -235,8 +235,10 @@ static int lane_start(dec_lane *ln)
 {
     feeder__gpu *gpu = ln->gpu;
     int rc = feeder__gpu_decoder_create(&ln->dec, ln->why, sizeof(ln->why));
-    if (rc == 0)
+    if (rc == 0) {
+        feeder__gpu_decoder_share_engines(ln->dec, &gpu->engine_lock);
         atomic_fetch_add(&gpu->lanes_live, 1);
+    }
     pthread_mutex_lock(&gpu->lock);
     gpu->lanes_settled++;
     pthread_cond_broadcast(&gpu->cv_done);

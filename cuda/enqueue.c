@@ -267,6 +267,8 @@ int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait)
         return 0;
     }
     gpu->dec = gpu->dec_made;
+    if (gpu->nlanes > 1)
+        feeder__gpu_decoder_share_engines(gpu->dec, &gpu->engine_lock);
     atomic_fetch_add(&gpu->lanes_live, 1);
     if (!gpu->cfg.warmup) { /* every batch waits for nvJPEG: for every lane's */
         pthread_mutex_lock(&gpu->lock);

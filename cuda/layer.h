@@ -173,6 +173,9 @@ struct feeder__gpu {
      * copy stream one batch at a time: the augment buffers are used in
      * stream order. */
     pthread_mutex_t tail_lock;
+    /* With several lanes, one batched hardware decode at a time: two at once
+     * hung nvJPEG (docs/RELIABILITY.md); the parse and set-up still overlap. */
+    pthread_mutex_t engine_lock;
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int starved;          /* the last pull found no finished host batch, or waited for one */

@@ -20,6 +20,7 @@ static feeder__gpu *layer_new(const feeder__gpu_config *cfg)
     gpu->pin_mode = cfg->pin_mode;
     pthread_mutex_init(&gpu->lock, NULL);
     pthread_mutex_init(&gpu->tail_lock, NULL);
+    pthread_mutex_init(&gpu->engine_lock, NULL);
     pthread_cond_init(&gpu->cv_work, NULL);
     pthread_cond_init(&gpu->cv_done, NULL);
     static const size_t esize[] = {1, 2, 2, 4};
@@ -524,5 +525,6 @@ void feeder__gpu_destroy(feeder__gpu *gpu)
     pthread_cond_destroy(&gpu->cv_done);
     pthread_mutex_destroy(&gpu->lock);
     pthread_mutex_destroy(&gpu->tail_lock);
+    pthread_mutex_destroy(&gpu->engine_lock);
     free(gpu);
 }

@@ -9,6 +9,7 @@
  * Both are used in stream order only, so one of each serves every batch.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,7 @@ struct feeder__gpu_decoder {
     int hardware;
     int batch_init; /* batch size nvjpegDecodeBatchedInitialize was last called with, or -1 */
     int batch_fmt;  /* and its output format (nvjpegOutputFormat_t) */
+    pthread_mutex_t *engines; /* held around each batched call, or NULL */
     char name[96];
     /* Decoded images: two scratch buffers, one call each in turn. The
      * engine writes a buffer when it is called, not in stream order, so
@@ -195,6 +197,8 @@ void feeder__gpu_decoder_destroy(feeder__gpu_decoder *d)
 }
 
 const char *feeder__gpu_decoder_name(const feeder__gpu_decoder *d) { return d ? d->name : ""; }
+
+void feeder__gpu_decoder_share_engines(feeder__gpu_decoder *d, void *lock) { d->engines = lock; }
 
 unsigned feeder__gpu_decoder_scratch(const feeder__gpu_decoder *d)
 {
@@ -343,6 +347,8 @@ static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, uint32
 {
     nvjpegStatus_t ns = NVJPEG_STATUS_SUCCESS;
     nvjpegOutputFormat_t fmt = ch == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGBI;
+    if (d->engines)
+        pthread_mutex_lock(d->engines);
     if (d->batch_init != (int)size || d->batch_fmt != (int)fmt) {
         ns = nvjpegDecodeBatchedInitialize(d->h, d->st, (int)size, 1, fmt);
         d->batch_init = ns == NVJPEG_STATUS_SUCCESS ? (int)size : -1;
@@ -350,6 +356,8 @@ static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, uint32
     }
     if (ns == NVJPEG_STATUS_SUCCESS)
         ns = nvjpegDecodeBatched(d->h, d->st, d->data, d->lens, d->out, s);
+    if (d->engines)
+        pthread_mutex_unlock(d->engines);
     if (ns != NVJPEG_STATUS_SUCCESS)
         d->batch_init = -1; /* initialised again next time */
     return ns;

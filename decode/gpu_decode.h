@@ -50,6 +50,11 @@ int feeder__gpu_decoder_built(void);
  * with the reason in `why`, or -ENOMEM. */
 int feeder__gpu_decoder_create(feeder__gpu_decoder **out, char *why, size_t whylen);
 void feeder__gpu_decoder_destroy(feeder__gpu_decoder *d);
+/* Decoders that share the device's JPEG engines hold `lock` around each
+ * batched decode call (the header parse and set-up stay outside it): two
+ * hardware decode calls at once have hung nvJPEG for good on the web set
+ * (docs/RELIABILITY.md). NULL: no lock. */
+void feeder__gpu_decoder_share_engines(feeder__gpu_decoder *d, void *lock);
 /* "nvJPEG hardware (N engines)" or "nvJPEG GPU hybrid". Static or owned. */
 const char *feeder__gpu_decoder_name(const feeder__gpu_decoder *d);
 

@@ -38,4 +38,10 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
     return n ? FEEDER_EUNSUPPORTED : 0;
 }
 
+void feeder__gpu_decoder_share_engines(feeder__gpu_decoder *d, void *lock)
+{
+    (void)d;
+    (void)lock;
+}
+
 int feeder__gpu_decoder_built(void) { return 0; }
