@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
@@ -92,7 +91,6 @@ struct feeder__gpu_decoder {
     int batch_init; /* batch size nvjpegDecodeBatchedInitialize was last called with, or -1 */
     int batch_fmt;  /* and its output format (nvjpegOutputFormat_t) */
     pthread_mutex_t *engines; /* held around each batched call, or NULL */
-    uint64_t last_end;        /* CLOCK_MONOTONIC ns when the last batched call returned */
     char name[96];
     /* Decoded images: two scratch buffers, one call each in turn. The
      * engine writes a buffer when it is called, not in stream order, so
@@ -341,30 +339,6 @@ static void place_outputs(feeder__gpu_decoder *d, uint32_t m, uint32_t size, uin
     }
 }
 
-/* A decoder's batched calls on the hardware engine at least this far apart
- * (µs from one's return to the next's start); 0: no wait. An experiment on
- * the hang of docs/RELIABILITY.md ("The hardware JPEG backend that never
- * returns"), set at build time. */
-#ifndef FEEDER_NVJPEG_GAP_US
-#define FEEDER_NVJPEG_GAP_US 0
-#endif
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void keep_gap(const feeder__gpu_decoder *d)
-{
-    uint64_t want = d->last_end + (uint64_t)FEEDER_NVJPEG_GAP_US * 1000u, now = mono_ns();
-    if (FEEDER_NVJPEG_GAP_US == 0 || !d->last_end || now >= want)
-        return;
-    struct timespec ts = {(time_t)((want - now) / 1000000000u), (long)((want - now) % 1000000000u)};
-    nanosleep(&ts, NULL);
-}
-
 /* Step 3: one batched decode of `size` images to interleaved RGB (ch 3) or
  * the Y plane (ch 1: a YCbCr JPEG's luma, a gray JPEG's plane), initialising
  * the batch again only when its size or format changed. */
@@ -375,7 +349,6 @@ static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, uint32
     nvjpegOutputFormat_t fmt = ch == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGBI;
     if (d->engines)
         pthread_mutex_lock(d->engines);
-    keep_gap(d);
     if (d->batch_init != (int)size || d->batch_fmt != (int)fmt) {
         ns = nvjpegDecodeBatchedInitialize(d->h, d->st, (int)size, 1, fmt);
         d->batch_init = ns == NVJPEG_STATUS_SUCCESS ? (int)size : -1;
@@ -383,7 +356,6 @@ static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, uint32
     }
     if (ns == NVJPEG_STATUS_SUCCESS)
         ns = nvjpegDecodeBatched(d->h, d->st, d->data, d->lens, d->out, s);
-    d->last_end = mono_ns();
     if (d->engines)
         pthread_mutex_unlock(d->engines);
     if (ns != NVJPEG_STATUS_SUCCESS)
