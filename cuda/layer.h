@@ -34,7 +34,7 @@
 #define FEEDER__HYBRID_BUSY_PM 950u
 /* FEEDER_OPT_GPU_DECODE_THREADS: the most, and what 0 (automatic) gives. */
 #define FEEDER__DEC_LANES_MAX FEEDER__GPU_DECODE_THREADS_MAX
-#define FEEDER__DEC_LANES_AUTO 1
+#define FEEDER__DEC_LANES_AUTO 2
 
 enum { E_FREE = 0, E_PENDING, E_LENT };
 /* How a shuffled RAW packed batch reaches the device (FEEDER_PACKED_GATHER). */

@@ -659,12 +659,11 @@ typedef enum feeder_option {
                                           holds ImageNet-sized files at quality 90+ (256 x 192
                                           KiB = 48 MiB a slot); default 0 */
     FEEDER_OPT_GPU_DECODE_THREADS = 38, /* GPU decoders: threads that each own an nvJPEG decoder
-                                          (handle, state, stream) and decode whole batches side
-                                          by side, so the JPEG engines decode one thread's batch
-                                          while another parses its headers; each holds a device
-                                          buffer more than GPU_PREFETCH. 1 to 4, 0 = automatic
-                                          (1: docs/ARCHITECTURE.md, "Decode threads", says why);
-                                          default 0 */
+                                          (handle, state, stream) and take whole batches, so the
+                                          JPEG engines decode one thread's batch while another
+                                          parses its headers (one hardware call at a time); each
+                                          thread past the first holds a device buffer more than
+                                          GPU_PREFETCH. 1 to 4, 0 = automatic (2); default 0 */
     /* double-valued: per-channel mean and std for the float dtypes, in units
      * of the [0, 1] pixel range: out = (pixel / 255 - mean) / std.
      * Defaults are ImageNet's (0.485, 0.456, 0.406) and (0.229, 0.224, 0.225). */
