@@ -18,6 +18,8 @@
  * the host, the engines decode the other's (docs/ARCHITECTURE.md, "Decode
  * threads"). Each batch's tail goes on the copy stream, one at a time.
  */
+#include <time.h>
+
 #include "cuda/layer.h"
 
 /* The lane's decoder: lane 0's is the one the loader's thread took. */
@@ -88,6 +90,9 @@ static int nvjpeg_batch(dec_lane *ln, ring_entry *entry, feeder_batch *host, uin
                          (int64_t)host->epoch, (int64_t)host->number, -1);
     FEEDER_NVTX_PUSH("nvJPEG batch");
     t0 = feeder__now_ns();
+    atomic_store(&ln->call_batch, host->number);
+    atomic_store(&ln->call_epoch, host->epoch);
+    atomic_store(&ln->call_t0, t0);
     int rc = feeder__gpu_decode(dec, gpu->cfg.transform, gpu->cfg.seed, host->epoch, ln->imgs, n,
                                 entry->stage, gpu->l->sample_bytes, ln->stream, ln->refused, nref, derr,
                                 derrlen);
@@ -95,6 +100,7 @@ static int nvjpeg_batch(dec_lane *ln, ring_entry *entry, feeder_batch *host, uin
      * decode shows here. The hardware backend's call lasts until the engines
      * are done, so this time is the GPU side's busy time (HYBRID's balance). */
     uint64_t t1 = feeder__now_ns();
+    atomic_store(&ln->call_t0, 0);
     atomic_fetch_add(&gpu->dec_busy_ns, t1 - t0);
     feeder__trace_span_e(gpu->tr, ln->tr_submit, "nvJPEG submit", t0, t1, (int64_t)host->epoch,
                          (int64_t)host->number, -1);
@@ -246,9 +252,8 @@ static int lane_start(dec_lane *ln)
     return rc ? -1 : 0;
 }
 
-void *feeder__cuda_decode_thread(void *arg)
+static void *lane_run(dec_lane *ln)
 {
-    dec_lane *ln = arg;
     feeder__gpu *gpu = ln->gpu;
     cudaSetDevice(gpu->cfg.device); /* the runtime's current device is per thread */
     if (ln->id > 0 && lane_start(ln))
@@ -271,4 +276,58 @@ void *feeder__cuda_decode_thread(void *arg)
     }
     pthread_mutex_unlock(&gpu->lock);
     return NULL;
+}
+
+void *feeder__cuda_decode_thread(void *arg)
+{
+    dec_lane *ln = arg;
+    lane_run(ln);
+    atomic_store(&ln->exited, 1);
+    return NULL;
+}
+
+/* ---- the watchdog ---- */
+
+int feeder__cuda_stuck_lane(const feeder__gpu *gpu, uint64_t now, uint64_t limit_ns)
+{
+    for (int k = 0; k < gpu->nlanes; k++) {
+        uint64_t t0 = atomic_load(&gpu->lanes[k].call_t0);
+        if (t0 && now > t0 && now - t0 > limit_ns)
+            return k;
+    }
+    return -1;
+}
+
+void feeder__cuda_wait_done_slice(feeder__gpu *gpu)
+{
+    uint64_t slice = gpu->stuck_ns / 4 < 100000000u ? gpu->stuck_ns / 4 : 100000000u;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* cv_done's clock */
+    uint64_t ns = (uint64_t)ts.tv_nsec + (slice ? slice : 1000000u);
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(&gpu->cv_done, &gpu->lock, &ts);
+}
+
+int feeder__cuda_lanes_join(feeder__gpu *gpu)
+{
+    uint64_t limit = gpu->stuck_ns > 10000000000ull ? gpu->stuck_ns : 10000000000ull;
+    int left = 0;
+    for (int k = 0; k < gpu->nthr; k++) {
+        dec_lane *ln = &gpu->lanes[k];
+        while (!atomic_load(&ln->exited)) {
+            uint64_t t0 = atomic_load(&ln->call_t0), now = feeder__now_ns();
+            if (t0 && now > t0 && now - t0 > limit)
+                break;
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+        if (atomic_load(&ln->exited)) {
+            pthread_join(gpu->thr[k], NULL);
+        } else { /* in nvJPEG for good: it keeps what it may touch */
+            pthread_detach(gpu->thr[k]);
+            left = 1;
+        }
+    }
+    return left;
 }

@@ -35,6 +35,10 @@
 /* FEEDER_OPT_GPU_DECODE_THREADS: the most, and what 0 (automatic) gives. */
 #define FEEDER__DEC_LANES_MAX FEEDER__GPU_DECODE_THREADS_MAX
 #define FEEDER__DEC_LANES_AUTO 2
+/* An nvJPEG call that lasts this long has stopped for good (the hardware
+ * backend's hang, docs/RELIABILITY.md): feeder_next fails instead of waiting
+ * (FEEDER_NVJPEG_STUCK_MS overrides it), and destroy leaves the thread. */
+#define FEEDER__NVJPEG_STUCK_MS 10000u
 
 enum { E_FREE = 0, E_PENDING, E_LENT };
 /* How a shuffled RAW packed batch reaches the device (FEEDER_PACKED_GATHER). */
@@ -112,6 +116,11 @@ typedef struct dec_lane {
     uint8_t *fb;              /* one decoded sample of the CPU fallback */
     int tr_submit, tr_dec;
     char why[300];            /* lanes > 0: why the lane does not decode */
+    /* The watchdog's view (any thread): when the lane's nvJPEG call began
+     * (0: in none) and its batch; the thread has returned. */
+    atomic_uint_fast64_t call_t0;
+    atomic_uint_fast64_t call_batch, call_epoch;
+    atomic_int exited;
 } dec_lane;
 
 typedef struct item {
@@ -176,6 +185,8 @@ struct feeder__gpu {
     /* With several lanes, one batched hardware decode at a time: two at once
      * hung nvJPEG (docs/RELIABILITY.md); the parse and set-up still overlap. */
     pthread_mutex_t engine_lock;
+    uint64_t stuck_ns;    /* FEEDER__NVJPEG_STUCK_MS, or FEEDER_NVJPEG_STUCK_MS's */
+    int wedged;           /* a lane's call passed stuck_ns: the layer failed for good */
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int starved;          /* the last pull found no finished host batch, or waited for one */
@@ -261,10 +272,19 @@ int feeder__cuda_enqueue_decode(dec_lane *ln, ring_entry *entry, feeder_batch *h
                                 char *msg, size_t msglen);
 void *feeder__cuda_pin_thread(void *arg);
 void *feeder__cuda_decode_thread(void *arg);
+/* The first decode lane whose nvJPEG call has lasted over `limit_ns` at
+ * `now`, or -1. Any thread. */
+int feeder__cuda_stuck_lane(const feeder__gpu *gpu, uint64_t now, uint64_t limit_ns);
+/* Wait on cv_done (gpu->lock held) for a slice of the watchdog's period. */
+void feeder__cuda_wait_done_slice(feeder__gpu *gpu);
+/* Destroy: stop the decode lanes and join them; a lane still in an nvJPEG
+ * call after max(stuck_ns, 10 s) is left running (detached). 1 when one
+ * was: the layer's memory must then stay as it is (it leaks). */
+int feeder__cuda_lanes_join(feeder__gpu *gpu);
 int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait);
 void feeder__cuda_rebalance(feeder__gpu *gpu, const ring_entry *entry);
 int feeder__cuda_setup_fail(feeder__gpu *gpu, char *why, size_t whylen, const char *what, cudaError_t e);
-void feeder__cuda_pin_quiesce(feeder__gpu *gpu);
+int feeder__cuda_pin_quiesce(feeder__gpu *gpu);
 /* PIN_REGISTER: register slot 0 (on failure, fall back to pin copy, or
  * pageable with a GPU decoder, and say why in pin_note); then, once the ring
  * is allocated, the other slots on a thread of their own. cuda/register.c. */

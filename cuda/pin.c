@@ -75,14 +75,19 @@ void *feeder__cuda_pin_thread(void *arg)
     return NULL;
 }
 
-/* Wait until the pin threads are done with every queued entry. */
-void feeder__cuda_pin_quiesce(feeder__gpu *gpu)
+/* Wait until the pin (or decode) threads are done with every queued entry;
+ * -1, or the decode lane whose nvJPEG call is stuck (the wait ends there). */
+int feeder__cuda_pin_quiesce(feeder__gpu *gpu)
 {
+    int stuck = -1;
     if (gpu->pin_mode != FEEDER_PIN_COPY && !gpu->decode_thread)
-        return;
+        return -1;
     pthread_mutex_lock(&gpu->lock);
-    for (int i = 0; i < gpu->depth; i++)
-        while (gpu->ring[i].pin == PIN_QUEUED && !gpu->stop)
-            pthread_cond_wait(&gpu->cv_done, &gpu->lock);
+    for (int i = 0; i < gpu->depth && stuck < 0; i++)
+        while (gpu->ring[i].pin == PIN_QUEUED && !gpu->stop && !gpu->wedged &&
+               (stuck = gpu->decode_thread ? feeder__cuda_stuck_lane(gpu, feeder__now_ns(), gpu->stuck_ns)
+                                           : -1) < 0)
+            feeder__cuda_wait_done_slice(gpu);
     pthread_mutex_unlock(&gpu->lock);
+    return stuck;
 }

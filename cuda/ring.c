@@ -400,11 +400,36 @@ static int wait_pin_enqueued(feeder__gpu *gpu, ring_entry *entry)
  * the batch where it stands in the FIFO, as a worker's would, and its slot
  * goes back now (the thread waited for the stream); a CUDA error breaks the
  * layer. */
+/* A decode lane's nvJPEG call has not returned in stuck_ns: the engines
+ * stopped answering (docs/RELIABILITY.md). The layer fails for good. */
+static int decoder_wedged(feeder__gpu *gpu, int k)
+{
+    const dec_lane *ln = &gpu->lanes[k];
+    gpu->wedged = 1;
+    int rc = feeder__cuda_fail(gpu, FEEDER_ETIMEDOUT,
+                               "nvJPEG's hardware decode of batch %llu of epoch %llu on device %d has "
+                               "not returned in %llu ms (decode thread %d): the JPEG engines stopped "
+                               "answering, and the GPU decoders cannot go on in this process "
+                               "(docs/RELIABILITY.md)",
+                               (unsigned long long)atomic_load(&ln->call_batch),
+                               (unsigned long long)atomic_load(&ln->call_epoch), gpu->cfg.device,
+                               (unsigned long long)(gpu->stuck_ns / 1000000u), k);
+    return mark_fatal(gpu, rc, gpu->errmsg);
+}
+
+/* Wait until the decode thread has handed the entry back, or a lane's
+ * nvJPEG call is stuck (the watchdog). */
 static int wait_decoded(feeder__gpu *gpu, ring_entry *entry)
 {
     pthread_mutex_lock(&gpu->lock);
-    while (entry->pin == PIN_QUEUED)
-        pthread_cond_wait(&gpu->cv_done, &gpu->lock);
+    int stuck = -1;
+    while (entry->pin == PIN_QUEUED &&
+           (stuck = feeder__cuda_stuck_lane(gpu, feeder__now_ns(), gpu->stuck_ns)) < 0)
+        feeder__cuda_wait_done_slice(gpu);
+    if (entry->pin == PIN_QUEUED) {
+        pthread_mutex_unlock(&gpu->lock);
+        return decoder_wedged(gpu, stuck);
+    }
     entry->pin = PIN_IDLE;
     int err = entry->err, sample = entry->sample_err;
     pthread_mutex_unlock(&gpu->lock);
@@ -538,8 +563,11 @@ void feeder__gpu_drop(feeder__gpu *gpu)
     devguard dg;
     if (feeder__cuda_enter(gpu, &dg) != cudaSuccess)
         return;
-    feeder__cuda_pin_quiesce(gpu);
-    cudaStreamSynchronize(gpu->stream);
+    int stuck = feeder__cuda_pin_quiesce(gpu);
+    if (stuck >= 0 && !gpu->wedged)
+        decoder_wedged(gpu, stuck);
+    if (!gpu->wedged)
+        cudaStreamSynchronize(gpu->stream);
     feeder_stats d;
     memset(&d, 0, sizeof(d));
     reap(gpu, &d, 0);

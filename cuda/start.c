@@ -6,6 +6,17 @@
 
 #include "cuda/layer.h"
 
+/* The watchdog's limit: FEEDER__NVJPEG_STUCK_MS, or FEEDER_NVJPEG_STUCK_MS
+ * (1 .. 3,600,000 ms; tests make it short to see the path a real hang
+ * takes: the wait ends, the call still returns). */
+static uint64_t stuck_ms(void)
+{
+    const char *v = getenv("FEEDER_NVJPEG_STUCK_MS");
+    char *end;
+    unsigned long long ms = v ? strtoull(v, &end, 10) : 0;
+    return v && *v && !*end && ms >= 1 && ms <= 3600000 ? ms : FEEDER__NVJPEG_STUCK_MS;
+}
+
 static feeder__gpu *layer_new(const feeder__gpu_config *cfg)
 {
     feeder__gpu *gpu = calloc(1, sizeof(*gpu));
@@ -21,6 +32,7 @@ static feeder__gpu *layer_new(const feeder__gpu_config *cfg)
     pthread_mutex_init(&gpu->lock, NULL);
     pthread_mutex_init(&gpu->tail_lock, NULL);
     pthread_mutex_init(&gpu->engine_lock, NULL);
+    gpu->stuck_ns = stuck_ms() * 1000000ull;
     pthread_cond_init(&gpu->cv_work, NULL);
     pthread_cond_init(&gpu->cv_done, NULL);
     static const size_t esize[] = {1, 2, 2, 4};
@@ -462,7 +474,14 @@ void feeder__gpu_destroy(feeder__gpu *gpu)
         pthread_cond_broadcast(&gpu->cv_work);
         pthread_cond_broadcast(&gpu->cv_done);
         pthread_mutex_unlock(&gpu->lock);
-        for (int i = 0; i < gpu->nthr; i++)
+        if (gpu->decode_thread && feeder__cuda_lanes_join(gpu)) {
+            /* A thread stays in nvJPEG for good: everything of the layer
+             * it may touch stays too (docs/RELIABILITY.md). */
+            if (entered)
+                feeder__cuda_leave(&dg);
+            return;
+        }
+        for (int i = 0; !gpu->decode_thread && i < gpu->nthr; i++)
             pthread_join(gpu->thr[i], NULL);
         free(gpu->thr);
     }

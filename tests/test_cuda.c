@@ -1787,6 +1787,43 @@ START_TEST(test_nvjpeg_decode_threads_same_batches)
 }
 END_TEST
 
+/* The watchdog on nvJPEG's calls: with FEEDER_NVJPEG_STUCK_MS=1 every call
+ * outlasts it, the path a hardware call that never returns takes
+ * (docs/RELIABILITY.md): feeder_next fails with FEEDER_ETIMEDOUT naming the
+ * batch and the thread, every later call fails the same way, and destroy
+ * returns (the calls do return here, so the threads are joined). */
+START_TEST(test_nvjpeg_watchdog_fails_a_stuck_call)
+{
+    ck_assert_int_eq(setenv("FEEDER_NVJPEG_STUCK_MS", "1", 1), 0);
+    cfg d = base();
+    d.device = 0;
+    d.decoder = FEEDER_DECODER_NVJPEG;
+    d.size = 224;
+    feeder_loader *ld = make(jpegs, &d);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    feeder_batch *b;
+    int rc;
+    for (int e = 0; e < 2; e++)
+        while ((rc = feeder_next(ld, &b)) == 0)
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    const char *why;
+    if (feeder_loader_decoder(ld, &why) != FEEDER_DECODER_NVJPEG) {
+        ck_assert_int_eq(rc, FEEDER_DONE);
+        fprintf(stderr, "GPU decoder not available here: %s\n", why);
+    } else {
+        ck_assert_msg(rc == FEEDER_ETIMEDOUT, "%s: %s", feeder_strerror(rc), feeder_loader_errmsg(ld));
+        const char *msg = feeder_loader_errmsg(ld);
+        ck_assert_msg(strstr(msg, "nvJPEG's hardware decode of batch ") &&
+                          strstr(msg, " on device 0 has not returned in 1 ms (decode thread ") &&
+                          strstr(msg, "the JPEG engines stopped answering"),
+                      "%s", msg);
+        ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ETIMEDOUT);
+    }
+    feeder_loader_destroy(ld);
+    ck_assert_int_eq(unsetenv("FEEDER_NVJPEG_STUCK_MS"), 0);
+}
+END_TEST
+
 /* A GPU loader's trace: an "H2D" span on the copy-stream track for every
  * batch of every epoch, inside the run (GPU times mapped to the host clock),
  * one "pin copy" per pin thread and batch with PIN_COPY, and the normalise
@@ -2054,6 +2091,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_resume_after_device_batches);
     tcase_add_test(tc, test_nvjpeg_close_to_cpu);
     tcase_add_test(tc, test_nvjpeg_decode_threads_same_batches);
+    tcase_add_test(tc, test_nvjpeg_watchdog_fails_a_stuck_call);
     tcase_add_test(tc, test_nvjpeg_oversize_files_decode_on_cpu);
     tcase_add_test(tc, test_nvjpeg_files_have_room_of_their_own);
     tcase_add_test(tc, test_nvjpeg_warmup_decodes_on_workers_first);
