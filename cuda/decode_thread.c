@@ -233,14 +233,21 @@ static ring_entry *take_job(feeder__gpu *gpu)
     return entry;
 }
 
-/* Lanes after the first make their own decoder on their thread, while
- * lane 0's is made on the start-up thread, then say they are settled
- * (cv_done: without warm-up the loader's thread waits for every lane). 0, or
- * -1 when nvJPEG failed here (ln->why says; the other lanes decode). */
+/* Lanes after the first make their own decoder on their thread once lane
+ * 0's is made (the start-up thread broadcasts cv_work): two nvJPEG start-ups
+ * at once hold the driver longer while the first batches are copied. Then
+ * they say they are settled (cv_done: without warm-up the loader's thread
+ * waits for every lane). 0, or -1 when the lane is not to decode (the layer
+ * stops, nvJPEG failed; ln->why says; the other lanes decode). */
 static int lane_start(dec_lane *ln)
 {
     feeder__gpu *gpu = ln->gpu;
-    int rc = feeder__gpu_decoder_create(&ln->dec, ln->why, sizeof(ln->why));
+    pthread_mutex_lock(&gpu->lock);
+    while (!gpu->stop && atomic_load(&gpu->dec_state) == 0)
+        pthread_cond_wait(&gpu->cv_work, &gpu->lock);
+    int go = !gpu->stop && atomic_load(&gpu->dec_state) > 0;
+    pthread_mutex_unlock(&gpu->lock);
+    int rc = go ? feeder__gpu_decoder_create(&ln->dec, ln->why, sizeof(ln->why)) : -1;
     if (rc == 0) {
         feeder__gpu_decoder_share_engines(ln->dec, &gpu->engine_lock);
         atomic_fetch_add(&gpu->lanes_live, 1);

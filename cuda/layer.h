@@ -103,7 +103,7 @@ typedef struct ring_entry {
  * the scratch buffers' last-read events, the images of the batch at hand,
  * and its trace tracks. Lane 0's decoder is gpu->dec (made on the start-up
  * thread, taken by the loader's thread); the others make theirs on their
- * own thread at start, and take no batch until then. */
+ * own thread once lane 0's is made, and take no batch until then. */
 typedef struct dec_lane {
     feeder__gpu *gpu;
     int id;

@@ -285,7 +285,8 @@ static void queue_decode_job(feeder__gpu *gpu, ring_entry *entry, feeder_batch *
     entry->err = 0;
     entry->pin = PIN_QUEUED;
     gpu->jobs[(gpu->jhead + gpu->jlen++) % (gpu->depth + 1)] = id;
-    pthread_cond_signal(&gpu->cv_work);
+    /* every lane: one still waiting for its decoder also waits on cv_work */
+    pthread_cond_broadcast(&gpu->cv_work);
     pthread_mutex_unlock(&gpu->lock);
 }
 

@@ -75,14 +75,17 @@ static int start_stream(feeder__gpu *gpu, char *why, size_t whylen)
  * (docs/ARCHITECTURE.md): they are made on this thread while the workers
  * decode the first batches on the CPU (a share of 1000, with warm-up), and
  * the share drops when the decoder is ready. The other decode lanes make
- * theirs on their own threads meanwhile. */
+ * theirs on their own threads after it. */
 static void *make_decoder(void *arg)
 {
     feeder__gpu *gpu = arg;
     int rc = cudaSetDevice(gpu->cfg.device) == cudaSuccess
                  ? feeder__gpu_decoder_create(&gpu->dec_made, gpu->dec_err, sizeof(gpu->dec_err))
                  : FEEDER_EUNSUPPORTED;
+    pthread_mutex_lock(&gpu->lock); /* the other lanes wait for it (cv_work) */
     atomic_store(&gpu->dec_state, rc == 0 ? 1 : -1);
+    pthread_cond_broadcast(&gpu->cv_work);
+    pthread_mutex_unlock(&gpu->lock);
     return NULL;
 }
 
