@@ -22,10 +22,12 @@
 
 #include "cuda/layer.h"
 
-/* The lane's decoder: lane 0's is the one the loader's thread took. */
+/* The lane's decoder for the batch at hand (NULL: nvJPEG is not ready or
+ * could not start): lane 0's is the one the loader's thread took, read
+ * with the job under gpu->lock (lane_run). */
 static feeder__gpu_decoder *lane_decoder(const dec_lane *ln)
 {
-    return ln->id == 0 ? ln->gpu->dec : ln->dec;
+    return ln->id == 0 ? ln->dec0 : ln->dec;
 }
 
 /* Copy n decoded samples from src (host) to places [i, i + n) of the device
@@ -270,6 +272,7 @@ static void *lane_run(dec_lane *ln)
     ring_entry *entry;
     while ((entry = take_job(gpu))) {
         feeder_batch *host = entry->host;
+        ln->dec0 = gpu->dec;
         pthread_mutex_unlock(&gpu->lock);
         int sample_err = 0;
         msg[0] = 0;

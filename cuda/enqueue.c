@@ -266,9 +266,11 @@ int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait)
         feeder__fmt(gpu->dec_why, sizeof(gpu->dec_why), "nvJPEG could not start: %s", gpu->dec_err);
         return 0;
     }
-    gpu->dec = gpu->dec_made;
     if (gpu->nlanes > 1)
-        feeder__gpu_decoder_share_engines(gpu->dec, &gpu->engine_lock);
+        feeder__gpu_decoder_share_engines(gpu->dec_made, &gpu->engine_lock);
+    pthread_mutex_lock(&gpu->lock); /* lane 0 reads it with each job */
+    gpu->dec = gpu->dec_made;
+    pthread_mutex_unlock(&gpu->lock);
     atomic_fetch_add(&gpu->lanes_live, 1);
     if (!gpu->cfg.warmup) { /* every batch waits for nvJPEG: for every lane's */
         pthread_mutex_lock(&gpu->lock);

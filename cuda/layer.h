@@ -108,6 +108,7 @@ typedef struct dec_lane {
     feeder__gpu *gpu;
     int id;
     feeder__gpu_decoder *dec; /* lanes > 0 */
+    feeder__gpu_decoder *dec0; /* lane 0: gpu->dec as it was when the batch was taken */
     cudaStream_t stream;      /* gpu->stream with one lane, else the lane's own */
     cudaEvent_t read_ev[FEEDER__GPU_SCRATCH];
     cudaEvent_t done_ev;      /* own stream: the batch's decode is done (the tail waits) */
