@@ -29,8 +29,8 @@
 
 #define ENTRY_MAGIC 0xFEEDC0DAu
 #define CHUNK_ALIGN 4096
-/* HYBRID gives the workers more only while the decode thread is this busy
- * (1/1000 of the time, in nvJPEG's calls): the GPU side is the bound. */
+/* HYBRID gives the workers more only while the decode threads are this busy
+ * (1/1000 of each one's time, in nvJPEG's calls): the GPU side is the bound. */
 #define FEEDER__HYBRID_BUSY_PM 950u
 /* FEEDER_OPT_GPU_DECODE_THREADS: the most, and what 0 (automatic) gives. */
 #define FEEDER__DEC_LANES_MAX FEEDER__GPU_DECODE_THREADS_MAX
@@ -191,13 +191,13 @@ struct feeder__gpu {
     uint64_t dec_ns;      /* decode times harvested, not yet in the stats */
     uint64_t gpu_decoded, gpu_fallback; /* not yet in the stats */
     int starved;          /* the last pull found no finished host batch, or waited for one */
-    /* HYBRID's second signal: the decode thread's time in nvJPEG's batch
-     * calls (it adds, the loader's thread reads), and the busy share the
+    /* HYBRID's second signal: the decode threads' time in nvJPEG's batch
+     * calls (they add, the loader's thread reads), and the busy share the
      * balance last measured from it (1/1000, smoothed) with its last reading. */
     atomic_uint_fast64_t dec_busy_ns;
     uint64_t bal_busy_ns, bal_ns;
     uint32_t bal_busy_pm;
-    int decode_thread;    /* the GPU decoders' batches go through the decode thread */
+    int decode_thread;    /* the GPU decoders' batches go through the decode threads (lanes) */
 
     /* RAW packed files: records copied from the file's registered mapping */
     const struct feeder__pack *pack;

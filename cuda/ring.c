@@ -65,7 +65,7 @@ int feeder__gpu_owns(const feeder_batch *b)
     return b && b->internal_ && *(const uint32_t *)b->internal_ == ENTRY_MAGIC;
 }
 
-/* Is the entry still the decode thread's (queued, not handed back)? */
+/* Is the entry still a decode thread's (queued, not handed back)? */
 static int thread_holds(feeder__gpu *gpu, const ring_entry *entry)
 {
     pthread_mutex_lock(&gpu->lock);
@@ -274,7 +274,7 @@ static int has_bitstreams(const feeder__gpu *gpu, const feeder_batch *host)
     return 0;
 }
 
-/* GPU decoders with the decode thread: take nvJPEG once it is made (here,
+/* GPU decoders with decode threads: take nvJPEG once it is made (here,
  * in the loader's thread: the shares it sets go to the host loader), then
  * hand the batch over. */
 static void queue_decode_job(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host, int id)
@@ -397,7 +397,7 @@ static int wait_pin_enqueued(feeder__gpu *gpu, ring_entry *entry)
     return err ? mark_fatal(gpu, feeder__cuda_fail(gpu, err, "%s", msg), msg) : 0;
 }
 
-/* The decode thread's hand-back of the batch to lend. A sample's error fails
+/* A decode thread's hand-back of the batch to lend. A sample's error fails
  * the batch where it stands in the FIFO, as a worker's would, and its slot
  * goes back now (the thread waited for the stream); a CUDA error breaks the
  * layer. */
@@ -418,7 +418,7 @@ static int decoder_wedged(feeder__gpu *gpu, int k)
     return mark_fatal(gpu, rc, gpu->errmsg);
 }
 
-/* Wait until the decode thread has handed the entry back, or a lane's
+/* Wait until a decode thread has handed the entry back, or a lane's
  * nvJPEG call is stuck (the watchdog). */
 static int wait_decoded(feeder__gpu *gpu, ring_entry *entry)
 {

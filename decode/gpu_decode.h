@@ -24,8 +24,9 @@
  * on the CPU. Depends on decode.h, nvJPEG and the CUDA runtime; built only
  * when nvJPEG is found (gpu_decode_none.c otherwise).
  *
- * Threading: one decoder per thread (the loader's); the stream is the
- * caller's.
+ * Threading: a decoder is one thread's (each GPU decode thread has its
+ * own); decoders on one device share the JPEG engines' lock
+ * (feeder__gpu_decoder_share_engines); the stream is the caller's.
  */
 #ifndef FEEDER_DECODE_GPU_DECODE_H
 #define FEEDER_DECODE_GPU_DECODE_H
