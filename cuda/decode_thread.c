@@ -92,9 +92,8 @@ static int nvjpeg_batch(dec_lane *ln, ring_entry *entry, feeder_batch *host, uin
                          (int64_t)host->epoch, (int64_t)host->number, -1);
     FEEDER_NVTX_PUSH("nvJPEG batch");
     t0 = feeder__now_ns();
-    atomic_store(&ln->call_batch, host->number);
+    atomic_store(&ln->call_batch, host->number); /* the decoder stamps call_t0 */
     atomic_store(&ln->call_epoch, host->epoch);
-    atomic_store(&ln->call_t0, t0);
     int rc = feeder__gpu_decode(dec, gpu->cfg.transform, gpu->cfg.seed, host->epoch, ln->imgs, n,
                                 entry->stage, gpu->l->sample_bytes, ln->stream, ln->refused, nref, derr,
                                 derrlen);
@@ -102,7 +101,6 @@ static int nvjpeg_batch(dec_lane *ln, ring_entry *entry, feeder_batch *host, uin
      * decode shows here. The hardware backend's call lasts until the engines
      * are done, so this time is the GPU side's busy time (HYBRID's balance). */
     uint64_t t1 = feeder__now_ns();
-    atomic_store(&ln->call_t0, 0);
     atomic_fetch_add(&gpu->dec_busy_ns, t1 - t0);
     feeder__trace_span_e(gpu->tr, ln->tr_submit, "nvJPEG submit", t0, t1, (int64_t)host->epoch,
                          (int64_t)host->number, -1);
@@ -252,6 +250,7 @@ static int lane_start(dec_lane *ln)
     int rc = go ? feeder__gpu_decoder_create(&ln->dec, ln->why, sizeof(ln->why)) : -1;
     if (rc == 0) {
         feeder__gpu_decoder_share_engines(ln->dec, &gpu->engine_lock);
+        feeder__gpu_decoder_watch(ln->dec, &ln->call_t0);
         atomic_fetch_add(&gpu->lanes_live, 1);
     }
     pthread_mutex_lock(&gpu->lock);

@@ -268,6 +268,7 @@ int feeder__cuda_decoder_ready(feeder__gpu *gpu, int wait)
     }
     if (gpu->nlanes > 1)
         feeder__gpu_decoder_share_engines(gpu->dec_made, &gpu->engine_lock);
+    feeder__gpu_decoder_watch(gpu->dec_made, &gpu->lanes[0].call_t0);
     pthread_mutex_lock(&gpu->lock); /* lane 0 reads it with each job */
     gpu->dec = gpu->dec_made;
     pthread_mutex_unlock(&gpu->lock);

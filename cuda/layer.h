@@ -119,7 +119,7 @@ typedef struct dec_lane {
     char why[300];            /* lanes > 0: why the lane does not decode */
     /* The watchdog's view (any thread): when the lane's nvJPEG call began
      * (0: in none) and its batch; the thread has returned. */
-    atomic_uint_fast64_t call_t0;
+    _Atomic uint64_t call_t0; /* stamped by the decoder (feeder__gpu_decoder_watch) */
     atomic_uint_fast64_t call_batch, call_epoch;
     atomic_int exited;
 } dec_lane;

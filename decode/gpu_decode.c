@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
+#include "common/common.h"
 #include "decode/gpu_decode.h"
 
 /* The batched API decodes exactly the batch size it was initialised with,
@@ -91,6 +93,7 @@ struct feeder__gpu_decoder {
     int batch_init; /* batch size nvjpegDecodeBatchedInitialize was last called with, or -1 */
     int batch_fmt;  /* and its output format (nvjpegOutputFormat_t) */
     pthread_mutex_t *engines; /* held around each batched call, or NULL */
+    _Atomic uint64_t *stamp;  /* the watchdog's: the call's start, 0 outside it; or NULL */
     char name[96];
     /* Decoded images: two scratch buffers, one call each in turn. The
      * engine writes a buffer when it is called, not in stream order, so
@@ -199,6 +202,14 @@ void feeder__gpu_decoder_destroy(feeder__gpu_decoder *d)
 const char *feeder__gpu_decoder_name(const feeder__gpu_decoder *d) { return d ? d->name : ""; }
 
 void feeder__gpu_decoder_share_engines(feeder__gpu_decoder *d, void *lock) { d->engines = lock; }
+
+void feeder__gpu_decoder_watch(feeder__gpu_decoder *d, void *stamp) { d->stamp = stamp; }
+
+static void stamp_call(feeder__gpu_decoder *d, int begin)
+{
+    if (d->stamp)
+        atomic_store(d->stamp, begin ? feeder__now_ns() : 0);
+}
 
 unsigned feeder__gpu_decoder_scratch(const feeder__gpu_decoder *d)
 {
@@ -347,6 +358,7 @@ static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, uint32
 {
     nvjpegStatus_t ns = NVJPEG_STATUS_SUCCESS;
     nvjpegOutputFormat_t fmt = ch == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGBI;
+    stamp_call(d, 1);
     if (d->engines)
         pthread_mutex_lock(d->engines);
     if (d->batch_init != (int)size || d->batch_fmt != (int)fmt) {
@@ -358,6 +370,7 @@ static nvjpegStatus_t decode_batch(feeder__gpu_decoder *d, uint32_t size, uint32
         ns = nvjpegDecodeBatched(d->h, d->st, d->data, d->lens, d->out, s);
     if (d->engines)
         pthread_mutex_unlock(d->engines);
+    stamp_call(d, 0);
     if (ns != NVJPEG_STATUS_SUCCESS)
         d->batch_init = -1; /* initialised again next time */
     return ns;

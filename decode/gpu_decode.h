@@ -56,6 +56,11 @@ void feeder__gpu_decoder_destroy(feeder__gpu_decoder *d);
  * hardware decode calls at once have hung nvJPEG for good on the web set
  * (docs/RELIABILITY.md). NULL: no lock. */
 void feeder__gpu_decoder_share_engines(feeder__gpu_decoder *d, void *lock);
+/* A watchdog's stamp (an _Atomic uint64_t, CLOCK_MONOTONIC ns): set when a
+ * batched hardware call (with its wait for the engines' lock) begins, 0 when
+ * it returns; the header parse and the buffers' growth, which may wait for
+ * the stream (and so for a user's slow step), stay outside it. NULL: none. */
+void feeder__gpu_decoder_watch(feeder__gpu_decoder *d, void *stamp);
 /* "nvJPEG hardware (N engines)" or "nvJPEG GPU hybrid". Static or owned. */
 const char *feeder__gpu_decoder_name(const feeder__gpu_decoder *d);
 

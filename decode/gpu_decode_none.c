@@ -44,4 +44,10 @@ void feeder__gpu_decoder_share_engines(feeder__gpu_decoder *d, void *lock)
     (void)lock;
 }
 
+void feeder__gpu_decoder_watch(feeder__gpu_decoder *d, void *stamp)
+{
+    (void)d;
+    (void)stamp;
+}
+
 int feeder__gpu_decoder_built(void) { return 0; }
