@@ -297,22 +297,28 @@ void *feeder__cuda_decode_thread(void *arg)
 
 /* ---- the watchdog ---- */
 
+/* Has the lane been in one nvJPEG call for over limit_ns at `now`? */
+static int call_over(const dec_lane *ln, uint64_t now, uint64_t limit_ns)
+{
+    uint64_t t0 = atomic_load(&ln->call_t0);
+    return t0 && now > t0 && now - t0 > limit_ns;
+}
+
 int feeder__cuda_stuck_lane(const feeder__gpu *gpu, uint64_t now, uint64_t limit_ns)
 {
-    for (int k = 0; k < gpu->nlanes; k++) {
-        uint64_t t0 = atomic_load(&gpu->lanes[k].call_t0);
-        if (t0 && now > t0 && now - t0 > limit_ns)
+    for (int k = 0; k < gpu->nlanes; k++)
+        if (call_over(&gpu->lanes[k], now, limit_ns))
             return k;
-    }
     return -1;
 }
 
 void feeder__cuda_wait_done_slice(feeder__gpu *gpu)
 {
+    /* stuck_ns is at least 1 ms (start.c), so the slice at least 250 us */
     uint64_t slice = gpu->stuck_ns / 4 < 100000000u ? gpu->stuck_ns / 4 : 100000000u;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* cv_done's clock */
-    uint64_t ns = (uint64_t)ts.tv_nsec + (slice ? slice : 1000000u);
+    uint64_t ns = (uint64_t)ts.tv_nsec + slice;
     ts.tv_sec += (time_t)(ns / 1000000000u);
     ts.tv_nsec = (long)(ns % 1000000000u);
     pthread_cond_timedwait(&gpu->cv_done, &gpu->lock, &ts);
@@ -324,10 +330,7 @@ int feeder__cuda_lanes_join(feeder__gpu *gpu)
     int left = 0;
     for (int k = 0; k < gpu->nthr; k++) {
         dec_lane *ln = &gpu->lanes[k];
-        while (!atomic_load(&ln->exited)) {
-            uint64_t t0 = atomic_load(&ln->call_t0), now = feeder__now_ns();
-            if (t0 && now > t0 && now - t0 > limit)
-                break;
+        while (!atomic_load(&ln->exited) && !call_over(ln, feeder__now_ns(), limit)) {
             struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
         }

@@ -85,8 +85,7 @@ int feeder__cuda_pin_quiesce(feeder__gpu *gpu)
     pthread_mutex_lock(&gpu->lock);
     for (int i = 0; i < gpu->depth && stuck < 0; i++)
         while (gpu->ring[i].pin == PIN_QUEUED && !gpu->stop && !gpu->wedged &&
-               (stuck = gpu->decode_thread ? feeder__cuda_stuck_lane(gpu, feeder__now_ns(), gpu->stuck_ns)
-                                           : -1) < 0)
+               (stuck = feeder__cuda_stuck_lane(gpu, feeder__now_ns(), gpu->stuck_ns)) < 0)
             feeder__cuda_wait_done_slice(gpu);
     pthread_mutex_unlock(&gpu->lock);
     return stuck;
