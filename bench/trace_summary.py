@@ -3,24 +3,38 @@
 bench_loader --trace FILE): per track and span name, how many spans, their
 total and mean length, and the share of the run's wall time they cover.
 
-    python3 bench/trace_summary.py trace.json [--after-ms MS]
+    python3 bench/trace_summary.py trace.json [--after-ms MS] [--until-ms MS] [--epoch N]
 
 --after-ms MS leaves out the first MS milliseconds (spans that start before
 them), so the shares are those of the steady part of a run: start-up and the
 first epoch (when the GPU decoders' workers decode every image until nvJPEG
-is ready) otherwise weigh on every track.
+is ready) otherwise weigh on every track. --until-ms MS leaves out the spans
+that start after MS (at or after it). --epoch N keeps
+the spans that start while epoch N runs: from the first span tagged with
+epoch N (a worker's read or decode, the consumer's next) to the end of the
+last one, so two epochs of one run can be set side by side.
 
 A track's busy share says whether that stage is the bottleneck: a track busy
 ~100% of the time (the workers' decode, the GPU decoder's track) is the one
 everything else waits on; a consumer whose `next` spans cover much of the run
 is waiting for the loader.
 """
+import argparse
 import json
 import sys
 from collections import defaultdict
 
 
-def summarise(path, after_ms=0.0):
+def epoch_window(events, epoch):
+    """(start, end) in µs of the spans tagged with `epoch`; None if none are."""
+    tagged = [e for e in events
+              if e.get("ph") == "X" and e.get("args", {}).get("epoch") == epoch]
+    if not tagged:
+        return None
+    return (min(e["ts"] for e in tagged), max(e["ts"] + e["dur"] for e in tagged))
+
+
+def summarise(path, after_ms=0.0, until_ms=None, epoch=None):
     with open(path) as f:
         doc = json.load(f)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
@@ -28,10 +42,18 @@ def summarise(path, after_ms=0.0):
     spans = defaultdict(list)  # (tid, name) -> [(ts, dur)]
     t0, t1 = None, None
     first = min((e["ts"] for e in events if e.get("ph") == "X"), default=0.0)
+    lo, hi = first + after_ms * 1e3, float("inf")
+    if until_ms is not None:
+        hi = first + until_ms * 1e3
+    if epoch is not None:
+        w = epoch_window(events, epoch)
+        if w is None:
+            raise ValueError(f"no span of epoch {epoch} in {path}")
+        lo, hi = max(lo, w[0]), min(hi, w[1])
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "thread_name":
             names[e["tid"]] = e["args"]["name"]
-        elif e.get("ph") == "X" and e["ts"] >= first + after_ms * 1e3:
+        elif e.get("ph") == "X" and lo <= e["ts"] < hi:
             spans[(e["tid"], e["name"])].append((e["ts"], e["dur"]))
             t0 = e["ts"] if t0 is None else min(t0, e["ts"])
             t1 = e["ts"] + e["dur"] if t1 is None else max(t1, e["ts"] + e["dur"])
@@ -64,22 +86,29 @@ def merge_workers(rows):
 
 
 def main():
-    args = sys.argv[1:]
-    after = 0.0
-    if len(args) == 3 and args[1] == "--after-ms":
-        try:
-            after = float(args[2])
-        except ValueError:
-            print(f"trace_summary: --after-ms wants milliseconds, not '{args[2]}'", file=sys.stderr)
-            sys.exit(2)
-        args = args[:1]
-    if len(args) != 1:
-        print(__doc__, file=sys.stderr)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 usage="trace_summary.py trace.json [--after-ms MS] "
+                                       "[--until-ms MS] [--epoch N]")
+    ap.add_argument("trace")
+    ap.add_argument("--after-ms", type=float, default=0.0)
+    ap.add_argument("--until-ms", type=float, default=None)
+    ap.add_argument("--epoch", type=int, default=None)
+    a = ap.parse_args()
+    try:
+        wall, rows = summarise(a.trace, a.after_ms, a.until_ms, a.epoch)
+    except (OSError, ValueError) as err:
+        print(f"trace_summary: {err}", file=sys.stderr)
         sys.exit(2)
-    wall, rows = summarise(args[0], after)
     rows = merge_workers(rows)
-    skipped = f" (after the first {after:g} ms)" if after else ""
-    print(f"trace {args[0]}: {wall:.1f} ms from the first span to the last{skipped}")
+    parts = []
+    if a.after_ms:
+        parts.append(f"after the first {a.after_ms:g} ms")
+    if a.until_ms is not None:
+        parts.append(f"until {a.until_ms:g} ms")
+    if a.epoch is not None:
+        parts.append(f"epoch {a.epoch}")
+    skipped = f" ({', '.join(parts)})" if parts else ""
+    print(f"trace {a.trace}: {wall:.1f} ms from the first span to the last{skipped}")
     print()
     print("| track | span | count | total ms | mean µs | share of wall % |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")

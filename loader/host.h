@@ -175,6 +175,8 @@ struct feeder_loader {
     int start_failed; /* a start that failed after allocating: its error, for good */
     char *trace_path;     /* feeder_loader_set_trace, copied */
     feeder__trace *trace; /* made at start when trace_path is set */
+    uint64_t prepare_ns;  /* when feeder__host_prepare began (its trace span) */
+    int tr_startup;       /* the trace's "loader start-up" track */
     char errmsg[2048];
 
     pthread_mutex_t stats_lock;

@@ -375,6 +375,7 @@ static int start_trace(feeder_loader *ld)
             return feeder__loader_fail(ld, rc, "%s", err);
         }
         job->trace = ld->trace;
+        ld->tr_startup = feeder__trace_track(ld->trace, "loader start-up (loader thread)");
     }
     return rc;
 }
@@ -423,6 +424,14 @@ static int map_slots(feeder_loader *ld)
     return rc;
 }
 
+/* A start-up step of the loader's thread, as a span of the trace (what the
+ * first batch waits for before the workers read: docs/ARCHITECTURE.md). */
+static void startup_span(feeder_loader *ld, const char *what, uint64_t t0)
+{
+    if (ld->trace)
+        feeder__trace_span(ld->trace, ld->tr_startup, what, t0, feeder__now_ns(), -1, -1);
+}
+
 /* The options the parent's flow and pool read, fixed here. */
 static void resolve_flow(feeder_loader *ld)
 {
@@ -441,6 +450,7 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
     if (ld->start_failed)
         return ld->start_failed;
     ld->errmsg[0] = 0;
+    ld->prepare_ns = feeder__now_ns();
     int rc = 0;
     if ((rc = resolve_shape(ld)) || (rc = validate(ld)))
         return rc;
@@ -453,9 +463,10 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
     resolve_flow(ld);
     if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld, gpu_ok)) ||
         (rc = layout_slots(ld, gpu_ok)) || (rc = check_limits(ld)) || (rc = start_trace(ld)) ||
-        (rc = skip_order(ld)))
+        (rc = skip_order(ld)) || (rc = map_slots(ld)))
         return rc;
-    return map_slots(ld);
+    startup_span(ld, "prepare (options, order, slots mapped)", ld->prepare_ns);
+    return 0;
 }
 
 void feeder__host_start_failed(feeder_loader *ld, int rc) { ld->start_failed = rc; }
@@ -496,5 +507,9 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
     if (packed_direct && !job->verify_crc && !iopt(ld, FEEDER_OPT_SPLIT))
         ld->parts = 1;
     ld->started = 1;
-    return ld->nworkers ? feeder__pool_spawn(ld) : 0;
+    uint64_t t0 = feeder__now_ns();
+    int rc = ld->nworkers ? feeder__pool_spawn(ld) : 0;
+    if (!rc && ld->nworkers)
+        startup_span(ld, "workers forked", t0);
+    return rc;
 }
