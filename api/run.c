@@ -150,8 +150,14 @@ int feeder_loader_start(feeder_loader *ld)
         snprintf(why, sizeof(why), "%s", feeder__gpu_decode_why(g->gpu));
     else
         snprintf(why, sizeof(why), "no GPU path: %s", g->reason);
-    return feeder__host_commit(ld, feeder__gpu_decodes(g->gpu), why,
-                               feeder__gpu_packed_direct(g->gpu));
+    if ((rc = feeder__host_commit(ld, feeder__gpu_decodes(g->gpu), why,
+                                  feeder__gpu_packed_direct(g->gpu))) || !g->gpu)
+        return rc;
+    /* The workers read their first tasks while the slots are registered. */
+    feeder__gpu_finish_start(g->gpu);
+    snprintf(feeder__loader_gpu_part(ld)->reason, sizeof(g->reason), "%s",
+             feeder__gpu_describe(g->gpu));
+    return 0;
 }
 
 /* ---- iteration ---- */

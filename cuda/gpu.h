@@ -126,6 +126,16 @@ int feeder__gpu_probe(int device, char *why, size_t whylen);
 int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *why,
                       size_t whylen);
 
+/* Once the workers are forked and have their first tasks
+ * (feeder__host_kick): the start-up steps that would otherwise hold them
+ * back. The slots are registered with the driver here (the first now, the
+ * rest on a thread): a registration holds the process's memory map, which a
+ * fork waits for, and the driver, which the loader's first dispatch waited
+ * for (docs/ARCHITECTURE.md, "The first batch"). Where registration fails,
+ * the layer copies through pinned buffers (or pageable memory). Never
+ * fails. */
+void feeder__gpu_finish_start(feeder__gpu *gpu);
+
 /* feeder_next() with the GPU layer on. An error leaves its message in
  * feeder__gpu_errmsg(). */
 int feeder__gpu_next(feeder__gpu *gpu, feeder_batch **out);

@@ -177,6 +177,13 @@ int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *wh
     return t ? t->start(cfg, out, why, whylen) : feeder__gpu_probe(cfg->device, why, whylen);
 }
 
+void feeder__gpu_finish_start(feeder__gpu *gpu)
+{
+    const feeder__gpu_plugin *t = plugin();
+    if (t)
+        t->finish_start(gpu);
+}
+
 int feeder__gpu_next(feeder__gpu *gpu, feeder_batch **out)
 {
     const feeder__gpu_plugin *t = plugin();

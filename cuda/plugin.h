@@ -22,7 +22,7 @@
 #define FEEDER__PLUGIN_FILE "libfeeder_cuda.so.0"
 #define FEEDER__PLUGIN_SYMBOL "feeder__cuda_plugin_v1"
 /* Raised whenever a function is added to, removed from or changed in the table. */
-#define FEEDER__PLUGIN_ABI 2
+#define FEEDER__PLUGIN_ABI 3
 
 typedef struct feeder__gpu_plugin {
     uint32_t abi;        /* FEEDER__PLUGIN_ABI */
@@ -34,6 +34,7 @@ typedef struct feeder__gpu_plugin {
     /* cuda/gpu.h's functions of the same names, less feeder__gpu_. */
     int (*probe)(int device, char *why, size_t whylen);
     int (*start)(const feeder__gpu_config *cfg, feeder__gpu **out, char *why, size_t whylen);
+    void (*finish_start)(feeder__gpu *gpu);
     int (*next)(feeder__gpu *gpu, feeder_batch **out);
     int (*release)(feeder_batch *b, void *stream);
     feeder__gpu *(*of)(const feeder_batch *b);

@@ -17,6 +17,7 @@ static const feeder__gpu_plugin TABLE = {
     .batch_size = sizeof(feeder_batch),
     .probe = feeder__gpu_probe,
     .start = feeder__gpu_start,
+    .finish_start = feeder__gpu_finish_start,
     .next = feeder__gpu_next,
     .release = feeder__gpu_release,
     .of = feeder__gpu_of,

@@ -1,11 +1,13 @@
 /*
  * cuda/register.c: the batch slots registered with the driver
- * (FEEDER_PIN_REGISTER) one slot at a time. The first slot is registered at
- * start, which tells whether registration works here at all (if not, the
- * layer copies through pinned buffers, or pageable memory with a GPU
- * decoder); the others on a thread of their own while the workers fill the
- * first batches, once the device ring is allocated (a cudaMalloc waits for
- * a cudaHostRegister in flight). Registering the whole slot area at once
+ * (FEEDER_PIN_REGISTER) one slot at a time, once the workers are forked and
+ * have their first tasks (feeder__gpu_finish_start: a registration holds the
+ * memory map a fork needs, and the driver). The first slot is registered on
+ * the loader's thread, which tells whether registration works here at all
+ * (if not, the layer copies through pinned buffers, or pageable memory with
+ * a GPU decoder); the others on a thread of their own while the workers fill
+ * the first batches, after the device ring is allocated (a cudaMalloc waits
+ * for a cudaHostRegister in flight). Registering the whole slot area at once
  * (its pages faulted in and pinned) held the first batch back by hundreds of
  * milliseconds at 15 workers (docs/BENCHMARKS.md, "the first batch"). A slot
  * not registered yet is copied from pageable memory meanwhile: the same

@@ -276,6 +276,18 @@ static void register_pack(feeder__gpu *gpu)
 /* PIN_REGISTER: the whole slot mapping, so every slot's labels and data are
  * DMA-able; workers keep writing through their own mappings. */
 /* Device (and PIN_COPY pinned) buffers and events of ring entry i. */
+/* PIN_COPY: entry i's pinned buffer, which the pin threads copy a slot into. */
+static int alloc_pinned(feeder__gpu *gpu, int i, char *why, size_t whylen)
+{
+    size_t bytes = gpu->in_bytes + (size_t)gpu->l->batch * sizeof(int64_t);
+    cudaError_t e;
+    if ((gpu->ring[i].pinned = feeder__cuda_pin_alloc(gpu, bytes, &e)))
+        return 0;
+    char what[160];
+    feeder__fmt(what, sizeof(what), "allocating %zu bytes of pinned memory for buffer %d", bytes, i);
+    return feeder__cuda_setup_fail(gpu, why, whylen, what, e);
+}
+
 static int alloc_entry(feeder__gpu *gpu, int i, char *why, size_t whylen)
 {
     ring_entry *entry = &gpu->ring[i];
@@ -283,6 +295,7 @@ static int alloc_entry(feeder__gpu *gpu, int i, char *why, size_t whylen)
     entry->gpu = gpu;
     char what[160];
     cudaError_t e;
+    int rc;
     size_t labels = (size_t)gpu->l->batch * sizeof(int64_t);
     if (!(entry->stage = feeder__cuda_dev_alloc(gpu, gpu->in_bytes ? gpu->in_bytes : 1, &e))) {
         feeder__fmt(what, sizeof(what), "allocating %zu bytes of device memory for batch buffer %d",
@@ -302,12 +315,8 @@ static int alloc_entry(feeder__gpu *gpu, int i, char *why, size_t whylen)
         feeder__fmt(why, whylen, "out of memory");
         return -ENOMEM;
     }
-    if (gpu->pin_mode == FEEDER_PIN_COPY &&
-        !(entry->pinned = feeder__cuda_pin_alloc(gpu, gpu->in_bytes + labels, &e))) {
-        feeder__fmt(what, sizeof(what), "allocating %zu bytes of pinned memory for buffer %d",
-                    gpu->in_bytes + labels, i);
-        return feeder__cuda_setup_fail(gpu, why, whylen, what, e);
-    }
+    if (gpu->pin_mode == FEEDER_PIN_COPY && (rc = alloc_pinned(gpu, i, why, whylen)))
+        return rc;
     size_t offs = (size_t)gpu->l->batch * sizeof(uint64_t);
     if (gpu->pack_registered && gpu->gather_mode == FEEDER__GATHER_KERNEL &&
         (!(entry->gather_host = feeder__cuda_pin_alloc(gpu, offs, &e)) ||
@@ -410,8 +419,9 @@ static void describe_layer(feeder__gpu *gpu)
 static int lap(feeder__gpu *gpu, int k, uint64_t *t)
 {
     static const char *const step[] = {"stream",           "decoder (its thread started)",
-                                       "packed file registered", "first slot registered",
-                                       "device ring",      "pin or decode threads"};
+                                       "packed file registered", "device ring",
+                                       "pin or decode threads", "first slot registered",
+                                       "pin copy set up (registration failed)"};
     uint64_t now = feeder__now_ns();
     feeder__trace_span(gpu->cfg.trace, gpu->tr_start, step[k], *t, now, -1, -1);
     *t = now;
@@ -445,13 +455,10 @@ int feeder__gpu_start(const feeder__gpu_config *cfg, feeder__gpu **out, char *wh
     register_pack(gpu);
     lap(gpu, 2, &t);
     fields_pin_mode(gpu);
-    feeder__cuda_register_first(gpu);
-    lap(gpu, 3, &t);
     if ((rc = alloc_ring(gpu, why, whylen)) || (rc = feeder__cuda_augment_start(gpu, why, whylen)) ||
-        (rc = lap(gpu, 4, &t)))
+        (rc = lap(gpu, 3, &t)))
         goto fail;
-    feeder__cuda_register_rest(gpu);
-    if ((rc = start_pin_threads(gpu, why, whylen)) || (rc = lap(gpu, 5, &t)))
+    if ((rc = start_pin_threads(gpu, why, whylen)) || (rc = lap(gpu, 4, &t)))
         goto fail;
     describe_layer(gpu);
     gpu->st.pinned_bytes = gpu->pinned_bytes;
@@ -463,6 +470,42 @@ fail:
     feeder__cuda_leave(&dg);
     feeder__gpu_destroy(gpu);
     return rc;
+}
+
+/* The first slot's registration failed without a GPU decoder: the layer
+ * copies through pinned buffers, which start did not make (it expected
+ * registered slots); pageable copies if they cannot be had either. */
+static void pin_copy_late(feeder__gpu *gpu)
+{
+    char why[256];
+    int rc = 0;
+    for (int i = 0; i < gpu->depth && !rc; i++)
+        rc = alloc_pinned(gpu, i, why, sizeof(why));
+    if (!rc)
+        rc = start_pin_threads(gpu, why, sizeof(why));
+    if (rc) {
+        size_t n = strlen(gpu->pin_note);
+        feeder__fmt(gpu->pin_note + n, sizeof(gpu->pin_note) - n, "; no pin copy either (%s)", why);
+        gpu->pin_mode = FEEDER_PIN_NONE;
+    }
+}
+
+void feeder__gpu_finish_start(feeder__gpu *gpu)
+{
+    devguard dg;
+    if (feeder__cuda_enter(gpu, &dg) != cudaSuccess)
+        return; /* the slots stay pageable: the same bytes, slower copies */
+    uint64_t t = feeder__now_ns();
+    feeder__cuda_register_first(gpu);
+    lap(gpu, 5, &t);
+    if (gpu->pin_mode == FEEDER_PIN_COPY) {
+        pin_copy_late(gpu);
+        lap(gpu, 6, &t);
+    }
+    feeder__cuda_register_rest(gpu);
+    describe_layer(gpu);
+    gpu->st.pinned_bytes = gpu->pinned_bytes;
+    feeder__cuda_leave(&dg);
 }
 
 void feeder__gpu_destroy(feeder__gpu *gpu)

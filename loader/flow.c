@@ -250,9 +250,7 @@ static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
         uint32_t lo = (uint32_t)((uint64_t)p * count / parts);
         uint32_t hi = (uint32_t)((uint64_t)(p + 1) * count / parts);
         feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
-        *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, epoch, b,
-                                (uint32_t)(((uint64_t)(hi - lo) * ld->cpu_permille + 500) / 1000),
-                                count};
+        *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, epoch, b, count, 0};
     }
 }
 
@@ -348,11 +346,20 @@ static void dispatch(feeder_loader *ld)
                 give_slot(ld, s, ld->ahead.epoch, ld->ahead.dispatched++, ld->ahead.order,
                           ld->ahead.order_len);
                 pthread_mutex_lock(&ld->stats_lock);
-                ld->stats.batches_ahead++;
+                ld->stats.batches_ahead += ld->have_epoch; /* not the first epoch's (kick) */
                 pthread_mutex_unlock(&ld->stats_lock);
             }
     }
     send_parts(ld);
+}
+
+void feeder__host_kick(feeder_loader *ld)
+{
+    if (!ld->running || ld->have_epoch || ld->resume || ld->start_failed || ld->workers_failed ||
+        plans_fetches(ld->ds) || !feeder__sampler_pure(ld->sampler))
+        return;
+    if (start_ahead(ld))
+        dispatch(ld);
 }
 
 /* FEEDER_ON_ERROR_DROP: close the gaps the marked samples (label -1) leave,
@@ -557,9 +564,7 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     static _Thread_local feeder__result_msg r;
     for (uint32_t lo = 0; lo < count && ss->state == SLOT_FILLING; lo += FEEDER__INLINE_FILES) {
         uint32_t n = count - lo < FEEDER__INLINE_FILES ? count - lo : FEEDER__INLINE_FILES;
-        feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b,
-                              (uint32_t)(((uint64_t)n * ld->cpu_permille + 500) / 1000),
-                              count};
+        feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b, count, 0};
         feeder__run_task(&ld->inline_ctx, &t, &r);
         feeder__pool_complete_part(ld, &r);
         if (r.status)

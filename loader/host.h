@@ -93,7 +93,9 @@ struct feeder_loader {
     feeder__job job;
     feeder__plan plan;
     uint8_t *mem;
-    size_t shm_bytes;
+    size_t shm_bytes;   /* the memfd: the slots (slots_bytes), then the live page */
+    size_t slots_bytes;
+    feeder__live *live; /* in mem, after the slots (worker/worker.h) */
     uint32_t nslots;
     slot_state *slots;
     uint32_t parts;

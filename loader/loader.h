@@ -74,6 +74,13 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
 /* A start that failed after allocating (the GPU layer's): every later start
  * returns rc. */
 void feeder__host_start_failed(feeder_loader *ld, int rc);
+/* Right after the workers fork: the first epoch's first batches go to them
+ * now, begun ahead as a next epoch is (loader/flow.c; the same conditions,
+ * bar persistent workers), so the GPU layer's slow start-up steps (slot
+ * registrations) overlap the first reads and decodes instead of coming
+ * before them. The first feeder_next adopts them; feeder_loader_set_epoch
+ * to another epoch, or a state blob, drops them. */
+void feeder__host_kick(feeder_loader *ld);
 
 /* ---- the host loader as the entry points and the GPU layer see it ---- */
 

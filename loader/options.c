@@ -305,7 +305,7 @@ const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld) { retu
 
 uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes)
 {
-    *bytes = ld->shm_bytes;
+    *bytes = ld->slots_bytes; /* not the live page after them */
     return ld->mem;
 }
 
@@ -320,6 +320,8 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
     if (permille > 1000)
         permille = 1000;
     ld->cpu_permille = permille;
+    if (ld->live) /* the workers read it as it is now */
+        atomic_store_explicit(&ld->live->cpu_permille, permille, memory_order_relaxed);
     pthread_mutex_lock(&ld->stats_lock);
     ld->stats.hybrid_cpu_permille = permille;
     pthread_mutex_unlock(&ld->stats_lock);

@@ -303,10 +303,12 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
     ld->nworkers = (int)iopt(ld, FEEDER_OPT_NUM_WORKERS);
     uint64_t nslots = (uint64_t)(ld->nworkers ? ld->nworkers : 1) *
                       (uint64_t)iopt(ld, FEEDER_OPT_PREFETCH_FACTOR);
-    if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->shm_bytes))
+    if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->slots_bytes) ||
+        __builtin_add_overflow(ld->slots_bytes, FEEDER__LIVE_BYTES, &ld->shm_bytes))
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "%llu slots of %zu bytes overflow a size",
                     (unsigned long long)nslots, job->layout.slot_bytes);
     ld->nslots = (uint32_t)nslots;
+    job->live_off = ld->slots_bytes; /* page-aligned: every slot is */
     /* Tasks of about 16 samples by default (at least one per worker): a
      * batch then does not wait for the slowest worker's quarter, and each
      * task's files are still in cache when they are decoded
@@ -409,6 +411,8 @@ static int map_slots(feeder_loader *ld)
      * a worker of another loader would otherwise keep these slots' memory
      * alive after this loader is destroyed. */
     (void)madvise(ld->mem, ld->shm_bytes, MADV_DONTFORK);
+    ld->live = (feeder__live *)(ld->mem + ld->slots_bytes);
+    atomic_store(&ld->live->cpu_permille, ld->cpu_permille);
     ld->slots = calloc(ld->nslots, sizeof(*ld->slots));
     ld->workers = calloc(ld->nworkers ? (size_t)ld->nworkers : 1, sizeof(*ld->workers));
     ld->q.cap = (size_t)ld->nslots * ld->parts;
@@ -509,7 +513,11 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
     ld->started = 1;
     uint64_t t0 = feeder__now_ns();
     int rc = ld->nworkers ? feeder__pool_spawn(ld) : 0;
-    if (!rc && ld->nworkers)
-        startup_span(ld, "workers forked", t0);
-    return rc;
+    if (rc || !ld->nworkers)
+        return rc;
+    startup_span(ld, "workers forked", t0);
+    t0 = feeder__now_ns();
+    feeder__host_kick(ld);
+    startup_span(ld, "first tasks sent", t0);
+    return 0;
 }

@@ -13,6 +13,7 @@
 #include <jpeglib.h>
 
 #include "decode/jpeg_header.h"
+#include "worker/worker.h"
 
 typedef struct spec {
     unsigned w, h;
@@ -244,6 +245,73 @@ START_TEST(route_names)
 }
 END_TEST
 
+/* A GPU decoder's part plan reads the live share when it runs, not when the
+ * part was queued: the first share of the part stays on the CPU (as does a
+ * file that failed to read, and one the engine cannot take); the others go
+ * over as their bytes, packed in the part's room. */
+START_TEST(part_plan_takes_the_live_share)
+{
+    feeder__job job;
+    memset(&job, 0, sizeof(job));
+    job.t.max_pixels = 178956970;
+    ck_assert_int_eq(feeder__slot_layout_init(&job.layout, 4, 16, 16, 3, 0), 0);
+    ck_assert_int_eq(feeder__slot_layout_room(&job.layout, 4096), 0);
+    job.live_off = job.layout.slot_bytes;
+    uint8_t *mem = calloc(1, job.live_off + FEEDER__LIVE_BYTES);
+    feeder__live *live = (feeder__live *)(mem + job.live_off);
+    feeder__worker_ctx w;
+    memset(&w, 0, sizeof(w));
+    w.job = &job;
+    w.mem = mem;
+    w.live = live;
+    ck_assert_int_eq(feeder__worker_part_reserve(&w, 4), 0);
+    spec base = {.w = 16, .h = 16, .comps = 3, .out_cs = JCS_YCbCr, .h0 = 2, .v0 = 2};
+    spec prog = base;
+    prog.progressive = 1;
+    unsigned long len[4];
+    uint8_t *jpg[4] = {make(&base, &len[0]), make(&base, &len[1]), make(&prog, &len[2]),
+                       make(&base, &len[3])};
+    /* share (permille) -> samples on the CPU's share, and which go over */
+    static const struct { uint32_t permille, shared; int gpu[4]; } want[] = {
+        {0, 0, {1, 1, 0, 1}}, {500, 2, {0, 0, 0, 1}}, {1000, 4, {0, 0, 0, 0}}, {250, 1, {0, 1, 0, 1}},
+    };
+    feeder__task_msg t = {FEEDER__MSG_TASK, 0, 0, 4, 0, 0, 4, 0};
+    for (unsigned c = 0; c < sizeof(want) / sizeof(want[0]); c++) {
+        atomic_store(&live->cpu_permille, want[c].permille);
+        for (unsigned k = 0; k < 4; k++) {
+            w.part.bytes[k] = jpg[k];
+            w.part.len[k] = len[k];
+        }
+        feeder__result_msg res;
+        memset(&res, 0, sizeof(res));
+        feeder__worker_plan_gpu_part(&w, &t, mem, &res);
+        ck_assert_uint_eq(res.shared, want[c].shared);
+        const uint64_t *enc = feeder__slot_encoded(&job.layout, mem);
+        for (unsigned k = 0; k < 4; k++) {
+            ck_assert_int_eq(w.part.gpu[k], want[c].gpu[k]);
+            ck_assert_uint_eq(enc[k], want[c].gpu[k] ? len[k] : 0);
+        }
+        /* the progressive file is counted as routed only when the share left it to the engine */
+        ck_assert_uint_eq(res.routed[FEEDER__ROUTE_PROGRESSIVE - 1], want[c].shared < 3);
+    }
+    /* A file that failed to read stays on the CPU, counted nowhere. */
+    atomic_store(&live->cpu_permille, 0);
+    w.part.bytes[1] = NULL;
+    feeder__result_msg res;
+    memset(&res, 0, sizeof(res));
+    feeder__worker_plan_gpu_part(&w, &t, mem, &res);
+    ck_assert_int_eq(w.part.gpu[1], 0);
+    ck_assert_uint_eq(res.shared, 0);
+    for (unsigned k = 0; k < 4; k++)
+        free(jpg[k]);
+    free(w.part.bytes);
+    free(w.part.len);
+    free(w.part.gpu);
+    free(w.part.off);
+    free(mem);
+}
+END_TEST
+
 static Suite *header_suite(void)
 {
     Suite *s = suite_create("jpeg_header");
@@ -255,6 +323,7 @@ static Suite *header_suite(void)
     tcase_add_test(tc, size_limits);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, route_names);
+    tcase_add_test(tc, part_plan_takes_the_live_share);
     suite_add_tcase(s, tc);
     return s;
 }

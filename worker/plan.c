@@ -46,12 +46,15 @@ void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg 
     const feeder__slot_layout *l = &w->job->layout;
     const uint8_t **bytes = w->part.bytes;
     size_t *len = w->part.len;
+    /* The share now, not when the part was queued (worker.h: feeder__live). */
+    uint32_t permille = atomic_load_explicit(&w->live->cpu_permille, memory_order_relaxed);
+    uint32_t cpu = (uint32_t)(((uint64_t)t->count * permille + 500) / 1000);
     for (uint32_t k = 0; k < t->count; k++) {
-        int route = k < t->cpu_count || !bytes[k] || !len[k] ? -1 : gpu_route(w, bytes[k], len[k]);
+        int route = k < cpu || !bytes[k] || !len[k] ? -1 : gpu_route(w, bytes[k], len[k]);
         w->part.gpu[k] = route == FEEDER__ROUTE_GPU;
         if (route > FEEDER__ROUTE_GPU)
             res->routed[route - 1]++;
-        res->shared += k < t->cpu_count;
+        res->shared += k < cpu;
     }
     uint32_t moved;
     feeder__slot_plan_part(l, t->count, w->part.len, w->part.gpu, w->part.off, &moved);

@@ -34,6 +34,7 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
     w->job = job;
     w->id = id;
     w->mem = mem;
+    w->live = (const feeder__live *)(mem + job->live_off);
     w->cpu_t = job->t;
     w->cpu_t.decoder = job->cpu_decoder;
     w->gpu_dec = feeder__decoder_on_gpu(job->t.decoder);

@@ -8,6 +8,7 @@
 #ifndef FEEDER_WORKER_H
 #define FEEDER_WORKER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -33,7 +34,8 @@ typedef struct feeder__job {
     int io_mode;       /* FEEDER_IO_URING or FEEDER_IO_PREAD, resolved */
     unsigned queue_depth;
     int memfd;
-    size_t shm_bytes;
+    size_t shm_bytes;  /* the slots, then the live page at live_off */
+    size_t live_off;
     /* packed datasets (worker/packed_read.c) */
     int packed_read;   /* feeder_packed_read */
     int verify_crc;
@@ -54,6 +56,18 @@ typedef struct feeder__job {
     void *collate_user;
 } feeder__job;
 
+/* What the loader changes while the workers run, read by them as it changes:
+ * a page of the slot memfd after the last slot (each process reaches it
+ * through its own mapping, like the slots). */
+typedef struct feeder__live {
+    /* GPU decoders: the share of each part the workers decode themselves
+     * (1000 while nvJPEG starts; HYBRID's share after). A part reads it when
+     * it plans its samples, so the warm-up ends for every part not begun
+     * when nvJPEG is ready, not for the slots given after. */
+    _Atomic uint32_t cpu_permille;
+} feeder__live;
+#define FEEDER__LIVE_BYTES ((size_t)4096)
+
 enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
 #define FEEDER__ERRMSG_LEN 768
 /* Candidates a bad sample's replacement may try (include/feeder.h gives the
@@ -62,8 +76,8 @@ enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
 
 /* Main -> worker: fill samples [first, first+count) of `slot`; the dataset
  * indices are already in the slot's index area. With a GPU decoder
- * (NVJPEG, HYBRID) the worker decodes the first cpu_count of them and only
- * reads the rest (collate/slot.h: `encoded`). */
+ * (NVJPEG, HYBRID) the worker decodes the first of them, the live share
+ * (feeder__live), and only reads the rest (collate/slot.h: `encoded`). */
 typedef struct feeder__task_msg {
     uint32_t kind;
     uint32_t slot;
@@ -71,8 +85,8 @@ typedef struct feeder__task_msg {
     uint32_t count;
     uint64_t epoch;
     uint64_t batch;
-    uint32_t cpu_count;
     uint32_t total;    /* samples in the batch (fields datasets: which part is last) */
+    uint32_t pad_;
 } feeder__task_msg;
 
 /* Worker -> main. */
@@ -93,7 +107,7 @@ typedef struct feeder__result_msg {
     /* GPU decoders: images decoded here instead, by route (cpu_routed[r - 1],
      * decode/jpeg_header.h). */
     uint32_t routed[FEEDER_ROUTES];
-    uint32_t shared; /* GPU decoders: the task's first cpu_count, decoded here as the CPU's share */
+    uint32_t shared; /* GPU decoders: the task's first samples, decoded here as the CPU's share */
     char errmsg[FEEDER__ERRMSG_LEN];
 } feeder__result_msg;
 
@@ -101,6 +115,7 @@ typedef struct feeder__worker_ctx {
     const feeder__job *job;
     int id;            /* -1: the calling thread */
     uint8_t *mem;      /* this process's own mapping of the slots */
+    const feeder__live *live; /* in it, after the slots */
     feeder__reader *rd;
     feeder__decoder *dec;
     feeder__file *files;
@@ -155,7 +170,7 @@ int feeder__worker_watch_parent(pid_t parent, int *pidfd);
 int feeder__worker_part_reserve(feeder__worker_ctx *w, uint32_t n);
 /* A GPU decoder's task, whose samples' bytes the caller put in
  * w->part.bytes[k] and w->part.len[k] (NULL: it failed to read): route each
- * by its header (the first t->cpu_count and the failed ones stay on the
+ * by its header (the live share's first and the failed ones stay on the
  * CPU), then plan where each lands in the task's share of the data area
  * (collate/slot.h: feeder__slot_plan_part). Sets the slot's encoded[] and
  * place[] of the task and w->part.gpu[k]: sample k goes over as its bytes.
