@@ -496,9 +496,10 @@ void feeder__gpu_finish_start(feeder__gpu *gpu)
     if (feeder__cuda_enter(gpu, &dg) != cudaSuccess)
         return; /* the slots stay pageable: the same bytes, slower copies */
     uint64_t t = feeder__now_ns();
+    int asked = gpu->pin_mode;
     feeder__cuda_register_first(gpu);
     lap(gpu, 5, &t);
-    if (gpu->pin_mode == FEEDER_PIN_COPY) {
+    if (asked == FEEDER_PIN_REGISTER && gpu->pin_mode == FEEDER_PIN_COPY) {
         pin_copy_late(gpu);
         lap(gpu, 6, &t);
     }

@@ -162,6 +162,7 @@ static void run_free(run *r)
 static feeder_stats last_stats;
 static int last_decoder;
 static char last_reason[512];
+static char last_gpu_how[1024]; /* feeder_loader_gpu_status's text, at start */
 
 static run *collect(feeder_dataset *ds, const cfg *c, const feeder_allocator *dev,
                     const feeder_allocator *pin)
@@ -173,6 +174,7 @@ static run *collect(feeder_dataset *ds, const cfg *c, const feeder_allocator *de
     const char *why;
     int on = feeder_loader_gpu_status(ld, &why);
     ck_assert_msg(on == (c->device >= 0), "gpu_status %d: %s", on, why);
+    snprintf(last_gpu_how, sizeof(last_gpu_how), "%s", why);
     cudaStream_t s = NULL;
     if (on)
         CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -281,6 +283,35 @@ START_TEST(test_device_matches_host)
         }
         run_free(ref);
     }
+}
+END_TEST
+
+START_TEST(test_register_refused_copies_through_pinned_buffers)
+{
+    /* Where the first slot cannot be registered (after the workers fork),
+     * the layer copies through pinned buffers it makes then: the same
+     * batches, one pinned buffer per device buffer, and the status says why. */
+    cfg h = base();
+    run *ref = collect(jpegs, &h, NULL, NULL);
+    setenv("FEEDER_GPU_REGISTER_FAIL", "1", 1);
+    for (int w = 0; w <= 2; w += 2) {
+        cfg d = h;
+        d.device = 0;
+        d.pin = FEEDER_PIN_REGISTER;
+        d.workers = w;
+        poison_allocs = pinned_allocs = 0;
+        feeder_allocator dev = {poison_alloc, poison_free, &poison_allocs};
+        feeder_allocator pin = {pinned_alloc, pinned_free, &pinned_allocs};
+        run *got = collect(jpegs, &d, &dev, &pin);
+        same_batches(ref, got);
+        ck_assert_int_eq(pinned_allocs, d.gpu_prefetch);
+        ck_assert_msg(strstr(last_gpu_how, "pin copy (") &&
+                          strstr(last_gpu_how, "slot failed: "),
+                      "status: %s", last_gpu_how);
+        run_free(got);
+    }
+    unsetenv("FEEDER_GPU_REGISTER_FAIL");
+    run_free(ref);
 }
 END_TEST
 
@@ -2075,6 +2106,7 @@ static Suite *cuda_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_device_matches_host);
+    tcase_add_test(tc, test_register_refused_copies_through_pinned_buffers);
     tcase_add_test(tc, test_normalize_matches_cpu);
     tcase_add_test(tc, test_normalize_custom_mean_std);
     tcase_add_test(tc, test_gray_device_matches_host);
