@@ -247,7 +247,14 @@ static int lane_start(dec_lane *ln)
         pthread_cond_wait(&gpu->cv_work, &gpu->lock);
     int go = !gpu->stop && atomic_load(&gpu->dec_state) > 0;
     pthread_mutex_unlock(&gpu->lock);
+    uint64_t t0 = feeder__now_ns();
     int rc = go ? feeder__gpu_decoder_create(&ln->dec, ln->why, sizeof(ln->why)) : -1;
+    _Static_assert(FEEDER__DEC_LANES_MAX == 4, "one span name per decode thread");
+    static const char *const made[FEEDER__DEC_LANES_MAX] = {
+        "nvJPEG decoder made (decode thread 0)", "nvJPEG decoder made (decode thread 1)",
+        "nvJPEG decoder made (decode thread 2)", "nvJPEG decoder made (decode thread 3)"};
+    if (go) /* the trace keeps the name: a static one */
+        feeder__trace_span(gpu->cfg.trace, gpu->tr_nvstart, made[ln->id], t0, feeder__now_ns(), -1, -1);
     if (rc == 0) {
         feeder__gpu_decoder_share_engines(ln->dec, &gpu->engine_lock);
         feeder__gpu_decoder_watch(ln->dec, &ln->call_t0);

@@ -162,6 +162,7 @@ struct feeder__gpu {
     char fatal_msg[512];
     char describe[640];
     int tr_start; /* trace track of the start-up steps and slot registrations */
+    int tr_nvstart; /* trace track of the decoders' making (their threads) */
     uint64_t device_bytes, pinned_bytes;
     uint64_t h2d_ns; /* copy times harvested at reuse, not yet in the stats */
 

@@ -79,9 +79,12 @@ static int start_stream(feeder__gpu *gpu, char *why, size_t whylen)
 static void *make_decoder(void *arg)
 {
     feeder__gpu *gpu = arg;
+    uint64_t t0 = feeder__now_ns();
     int rc = cudaSetDevice(gpu->cfg.device) == cudaSuccess
                  ? feeder__gpu_decoder_create(&gpu->dec_made, gpu->dec_err, sizeof(gpu->dec_err))
                  : FEEDER_EUNSUPPORTED;
+    feeder__trace_span(gpu->cfg.trace, gpu->tr_nvstart, "nvJPEG decoder made (decode thread 0)", t0,
+                       feeder__now_ns(), -1, -1);
     pthread_mutex_lock(&gpu->lock); /* the other lanes wait for it (cv_work) */
     atomic_store(&gpu->dec_state, rc == 0 ? 1 : -1);
     pthread_cond_broadcast(&gpu->cv_work);
@@ -163,6 +166,7 @@ static int start_decoder(feeder__gpu *gpu, char *why, size_t whylen)
                     " (pin copy asked for: the GPU decoder reads the slots)");
     }
     feeder__cuda_set_cpu_share(gpu, gpu->cfg.warmup ? 1000 : gpu->cfg.cpu_share);
+    gpu->tr_nvstart = feeder__trace_track(gpu->cfg.trace, "nvJPEG start-up (its threads)");
     /* (without warm-up the first decode waits for the decoder) */
     int err = pthread_create(&gpu->dec_thread, NULL, make_decoder, gpu);
     if (err) {
