@@ -194,11 +194,14 @@ int feeder__cuda_enqueue_decode(dec_lane *ln, ring_entry *entry, feeder_batch *h
     entry->in_bytes = 0;
     entry->gpu_part = 0;
     entry->lane = ln->id;
-    if ((e = feeder__cuda_batch_begin(entry, ln->stream)) != cudaSuccess ||
-        (e = gather_samples(ln, entry, host, &n)) != cudaSuccess ||
+    feeder__cuda_copies_begin(gpu);
+    if ((e = feeder__cuda_batch_begin(entry, ln->stream)) == cudaSuccess &&
+        (e = gather_samples(ln, entry, host, &n)) == cudaSuccess &&
         (e = cudaMemcpyAsync(entry->dev_labels, host->labels, host->count * sizeof(int64_t),
-                             cudaMemcpyHostToDevice, ln->stream)) != cudaSuccess ||
-        (e = cudaEventRecord(entry->dec_ev, ln->stream)) != cudaSuccess)
+                             cudaMemcpyHostToDevice, ln->stream)) == cudaSuccess)
+        e = cudaEventRecord(entry->dec_ev, ln->stream);
+    feeder__cuda_copies_end(gpu);
+    if (e != cudaSuccess)
         goto cuda_fail;
     int rc = decode_images(ln, entry, host, n, &nref, sample_err, &e, msg, msglen);
     if (rc == FEEDER_ECUDA && e != cudaSuccess)

@@ -146,6 +146,9 @@ struct feeder__gpu {
      * that registers all but the first. */
     atomic_uint reg_done;
     atomic_int reg_stop;
+    /* Threads enqueuing a batch's copies now (feeder__cuda_copies_begin):
+     * the registration thread starts no registration meanwhile. */
+    atomic_int copying;
     pthread_t reg_thread;
     int reg_thread_live;
     char reg_note[80];
@@ -291,6 +294,15 @@ int feeder__cuda_pin_quiesce(feeder__gpu *gpu);
  * pageable with a GPU decoder, and say why in pin_note); then, once the ring
  * is allocated, the other slots on a thread of their own. cuda/register.c. */
 void feeder__cuda_register_first(feeder__gpu *gpu);
+/* Around the calls that enqueue a batch's copies. A cudaHostRegister holds
+ * the driver for the 20-40 ms it pins a slot, and every CUDA call of any
+ * thread waits for it: a batch enqueued with one call per run of samples
+ * (17 for a GPU decoder's first batch) waited for one registration after
+ * another, 0.5-0.7 s at 15 workers (docs/ARCHITECTURE.md, "The first
+ * batch"). Between begin and end no registration starts, so the copies wait
+ * for at most the one in flight. */
+void feeder__cuda_copies_begin(feeder__gpu *gpu);
+void feeder__cuda_copies_end(feeder__gpu *gpu);
 void feeder__cuda_register_rest(feeder__gpu *gpu);
 /* Stop that thread and unregister every slot registered. */
 void feeder__cuda_unregister_slots(feeder__gpu *gpu);

@@ -13,6 +13,8 @@
  * not registered yet is copied from pageable memory meanwhile: the same
  * bytes, through the driver's staging buffer.
  */
+#include <time.h>
+
 #include "cuda/layer.h"
 
 static uint8_t *slot_at(const feeder__gpu *gpu, uint32_t s)
@@ -26,12 +28,27 @@ static size_t slot_len(const feeder__gpu *gpu, uint32_t s)
     return s + 1 < gpu->nslots ? gpu->l->slot_bytes : gpu->mem_bytes - (size_t)s * gpu->l->slot_bytes;
 }
 
+void feeder__cuda_copies_begin(feeder__gpu *gpu) { atomic_fetch_add(&gpu->copying, 1); }
+
+void feeder__cuda_copies_end(feeder__gpu *gpu) { atomic_fetch_sub(&gpu->copying, 1); }
+
+/* Until no batch's copies are being enqueued, for at most 50 ms (a copy
+ * section lasts well under a millisecond; the bound keeps the registrations
+ * going whatever happens to one). */
+static void wait_copies(feeder__gpu *gpu)
+{
+    const struct timespec nap = {0, 100000};
+    for (int i = 0; i < 500 && atomic_load(&gpu->copying) > 0 && !atomic_load(&gpu->reg_stop); i++)
+        nanosleep(&nap, NULL);
+}
+
 static void *register_rest(void *arg)
 {
     feeder__gpu *gpu = arg;
     if (cudaSetDevice(gpu->cfg.device) != cudaSuccess) /* per thread */
         return NULL;
     for (uint32_t s = 1; s < gpu->nslots && !atomic_load(&gpu->reg_stop); s++) {
+        wait_copies(gpu);
         uint64_t t0 = feeder__now_ns();
         cudaError_t e = cudaHostRegister(slot_at(gpu, s), slot_len(gpu, s), cudaHostRegisterPortable);
         feeder__trace_span(gpu->cfg.trace, gpu->tr_start, "slot registered (thread)", t0,

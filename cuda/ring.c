@@ -311,9 +311,11 @@ static int start_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host)
         queue_decode_job(gpu, entry, host, it->entry);
         return 0;
     }
+    feeder__cuda_copies_begin(gpu);
     cudaError_t e = gpu->cfg.fields       ? feeder__cuda_enqueue_fields(gpu, entry, host)
                     : gpu->pack_registered ? feeder__cuda_enqueue_direct(gpu, entry, host)
                                          : feeder__cuda_enqueue(gpu, entry, host->data, host->labels);
+    feeder__cuda_copies_end(gpu);
     if (e != cudaSuccess)
         return feeder__cuda_fail(gpu, FEEDER_ECUDA, "copying batch %llu of epoch %llu %sto device %d: %s",
                                  (unsigned long long)host->number, (unsigned long long)host->epoch,
