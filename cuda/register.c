@@ -42,11 +42,27 @@ static void wait_copies(feeder__gpu *gpu)
         nanosleep(&nap, NULL);
 }
 
+/* With a GPU decoder, until nvJPEG's start-up thread is done (for at most
+ * 5 s): its hundreds of CUDA calls waited for one registration after
+ * another, and nvJPEG was ready 0.4-0.8 s later with the slots registered
+ * beside it than without (15 workers, docs/BENCHMARKS.md, session 9). The
+ * slots are copied from pageable memory meanwhile, which the warm-up's
+ * batches can afford. */
+static void wait_decoder(feeder__gpu *gpu)
+{
+    const struct timespec nap = {0, 1000000};
+    for (int i = 0; gpu->decodes && i < 5000 && atomic_load(&gpu->dec_state) == 0 &&
+                    !atomic_load(&gpu->reg_stop);
+         i++)
+        nanosleep(&nap, NULL);
+}
+
 static void *register_rest(void *arg)
 {
     feeder__gpu *gpu = arg;
     if (cudaSetDevice(gpu->cfg.device) != cudaSuccess) /* per thread */
         return NULL;
+    wait_decoder(gpu);
     for (uint32_t s = 1; s < gpu->nslots && !atomic_load(&gpu->reg_stop); s++) {
         wait_copies(gpu);
         uint64_t t0 = feeder__now_ns();
