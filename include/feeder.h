@@ -638,8 +638,9 @@ typedef enum feeder_option {
     FEEDER_OPT_DTYPE = 33,             /* feeder_dtype of device batches; default FEEDER_DTYPE_UINT8 */
     FEEDER_OPT_PIN_THREADS = 34,       /* memcpy threads of FEEDER_PIN_COPY; default 4 */
     FEEDER_OPT_GPU_WARMUP = 35,        /* 0/1; GPU decoders: the workers decode every image while
-                                          nvJPEG starts (about 0.6 s), so the first batch is not
-                                          held back; which batches that covers depends on timing
+                                          nvJPEG starts (0.5-1 s), so the first batch is not
+                                          held back; every task begun after nvJPEG is ready goes
+                                          to it; which batches that covers depends on timing
                                           (stats.cpu_shared counts them). 0: every batch waits for
                                           nvJPEG and the decoder of each image depends on its
                                           header alone; default 1 */
@@ -845,7 +846,10 @@ FEEDER_API int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_in
 /* Validate the options, allocate the batch slots (one memfd, sized once) and
  * start the workers (their pids exist once this returns; a worker's own
  * start-up, which runs worker_init, reports to the first feeder_next).
- * Optional: feeder_next() starts a loader that was not.
+ * With the library's sampler, the workers begin the first epoch's batches
+ * (the epoch set with feeder_loader_set_epoch, or the next) before this
+ * returns; feeder_loader_set_epoch to another epoch, or a state loaded,
+ * drops them. Optional: feeder_next() starts a loader that was not.
  * Returns -errno when memory, memfd or fork fail; the message says which. FEEDER_ELIMIT, before
  * anything is allocated, when the slots need more memory than the machine
  * (MemAvailable, the cgroup's limit) can give, or when RLIMIT_NOFILE is too
