@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,7 @@ typedef struct user_ds {
     int64_t exit_at;       /* index whose load calls _exit(exit_code), or -1 */
     int exit_code;
     int64_t fail_at;       /* index that fails, or -1 */
+    int note_fd;           /* > 0: each load writes its epoch's low byte there */
 } user_ds;
 
 static uint64_t user_len(void *u) { return ((user_ds *)u)->n; }
@@ -115,6 +117,9 @@ static int user_get(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t 
     for (size_t i = 0; i < bytes; i++)
         dst[i] = (uint8_t)(feeder_random(ctx->seed, ctx->epoch, ctx->index, i / 8) >> (8 * (i % 8)));
     *label = (int64_t)(ctx->index % 10);
+    uint8_t e = (uint8_t)ctx->epoch;
+    if (d->note_fd > 0 && write(d->note_fd, &e, 1) != 1)
+        return -5;
     return 0;
 }
 
@@ -439,6 +444,66 @@ START_TEST(test_run_ahead_set_epoch)
     ck_assert_uint_eq(epoch_hash(ld, 4, NULL), reference_epoch(ds, &c, 4));
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* Read n notes (user_ds.note_fd) from fd within 30 s; each must be `epoch`. */
+static void expect_notes(int fd, int n, uint8_t epoch)
+{
+    for (int got = 0; got < n;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ck_assert_msg(poll(&p, 1, 30000) == 1, "%d of %d samples loaded", got, n);
+        uint8_t buf[64];
+        ssize_t k = read(fd, buf, sizeof(buf) < (size_t)(n - got) ? sizeof(buf) : (size_t)(n - got));
+        ck_assert_int_gt(k, 0);
+        for (ssize_t i = 0; i < k; i++)
+            ck_assert_uint_eq(buf[i], epoch);
+        got += (int)k;
+    }
+}
+
+static void drain_notes(int fd)
+{
+    uint8_t buf[256];
+    while (read(fd, buf, sizeof(buf)) > 0)
+        ;
+}
+
+START_TEST(test_start_begins_the_first_epoch)
+{
+    /* feeder_loader_start gives the workers the first epoch's batches
+     * before it returns (loader/flow.c, feeder__host_kick): 4 slots of 5
+     * samples, 2 parts a batch (one per worker), and each worker holds 2
+     * parts at a time (FEEDER__WORKER_QUEUE), so batches 0 and 1, 10
+     * samples, are loaded before any feeder_next. The
+     * epoch is the one set before start; set after start to another, the
+     * begun batches are dropped and that epoch comes whole. Neither counts
+     * as batches_ahead, and the bytes are the reference's. */
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_NONBLOCK), 0);
+    user_ds d = {.n = 20, .exit_at = -1, .fail_at = -1, .note_fd = p[1]};
+    feeder_dataset *ds = make_user(&d);
+    run_cfg c = defaults();
+    uint64_t ref2 = reference_epoch(ds, &c, 2), ref5 = reference_epoch(ds, &c, 5), ahead = 1;
+    drain_notes(p[0]);
+    feeder_loader *ld = make_loader(ds, &c);
+    ck_assert_int_eq(feeder_loader_set_epoch(ld, 2), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    expect_notes(p[0], 10, 2);
+    ck_assert_uint_eq(epoch_hash(ld, 2, &ahead), ref2);
+    ck_assert_uint_eq(ahead, 0);
+    feeder_loader_destroy(ld);
+    drain_notes(p[0]);
+    ld = make_loader(ds, &c);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    expect_notes(p[0], 10, 0);
+    ck_assert_int_eq(feeder_loader_set_epoch(ld, 5), 0);
+    ck_assert_uint_eq(epoch_hash(ld, 5, &ahead), ref5);
+    ck_assert_uint_eq(ahead, 0);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+    close(p[0]);
+    close(p[1]);
 }
 END_TEST
 
@@ -1301,6 +1366,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_persistent_workers);
     tcase_add_test(tc, test_run_ahead_same_output);
     tcase_add_test(tc, test_run_ahead_set_epoch);
+    tcase_add_test(tc, test_start_begins_the_first_epoch);
     tcase_add_test(tc, test_run_ahead_state_and_user_sampler);
     tcase_add_test(tc, test_worker_init);
     tcase_add_test(tc, test_worker_sigkill_mid_epoch);
