@@ -255,6 +255,20 @@ static void same_batches(const run *a, const run *b)
 
 /* ---- device batches are the host batches ---- */
 
+/* h on device 0 with pin mode `pin` and `workers` workers, through the
+ * counting allocators (poison_allocs, pinned_allocs: reset here). */
+static run *collect_counted(const cfg *h, int pin, int workers)
+{
+    cfg d = *h;
+    d.device = 0;
+    d.pin = pin;
+    d.workers = workers;
+    poison_allocs = pinned_allocs = 0;
+    feeder_allocator dev = {poison_alloc, poison_free, &poison_allocs};
+    feeder_allocator pinned = {pinned_alloc, pinned_free, &pinned_allocs};
+    return collect(jpegs, &d, &dev, &pinned);
+}
+
 START_TEST(test_device_matches_host)
 {
     static const int pins[] = {FEEDER_PIN_NONE, FEEDER_PIN_COPY, FEEDER_PIN_REGISTER};
@@ -266,18 +280,11 @@ START_TEST(test_device_matches_host)
         ck_assert_uint_eq(ref->count[3], 3);
         for (int p = 0; p < 3; p++) {
             for (int w = 0; w <= 2; w += 2) {
-                cfg d = h;
-                d.device = 0;
-                d.pin = pins[p];
-                d.workers = w;
-                poison_allocs = pinned_allocs = 0;
-                feeder_allocator dev = {poison_alloc, poison_free, &poison_allocs};
-                feeder_allocator pin = {pinned_alloc, pinned_free, &pinned_allocs};
-                run *got = collect(jpegs, &d, &dev, &pin);
+                run *got = collect_counted(&h, pins[p], w);
                 same_batches(ref, got);
                 /* Data and labels for each of the gpu_prefetch buffers. */
-                ck_assert_int_eq(poison_allocs, 2 * d.gpu_prefetch);
-                ck_assert_int_eq(pinned_allocs, pins[p] == FEEDER_PIN_COPY ? d.gpu_prefetch : 0);
+                ck_assert_int_eq(poison_allocs, 2 * h.gpu_prefetch);
+                ck_assert_int_eq(pinned_allocs, pins[p] == FEEDER_PIN_COPY ? h.gpu_prefetch : 0);
                 run_free(got);
             }
         }
@@ -295,16 +302,9 @@ START_TEST(test_register_refused_copies_through_pinned_buffers)
     run *ref = collect(jpegs, &h, NULL, NULL);
     setenv("FEEDER_GPU_REGISTER_FAIL", "1", 1);
     for (int w = 0; w <= 2; w += 2) {
-        cfg d = h;
-        d.device = 0;
-        d.pin = FEEDER_PIN_REGISTER;
-        d.workers = w;
-        poison_allocs = pinned_allocs = 0;
-        feeder_allocator dev = {poison_alloc, poison_free, &poison_allocs};
-        feeder_allocator pin = {pinned_alloc, pinned_free, &pinned_allocs};
-        run *got = collect(jpegs, &d, &dev, &pin);
+        run *got = collect_counted(&h, FEEDER_PIN_REGISTER, w);
         same_batches(ref, got);
-        ck_assert_int_eq(pinned_allocs, d.gpu_prefetch);
+        ck_assert_int_eq(pinned_allocs, h.gpu_prefetch);
         ck_assert_msg(strstr(last_gpu_how, "pin copy (") &&
                           strstr(last_gpu_how, "slot failed: "),
                       "status: %s", last_gpu_how);
