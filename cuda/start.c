@@ -277,9 +277,6 @@ static void register_pack(feeder__gpu *gpu)
         gpu->pin_mode = FEEDER_PIN_REGISTER; /* the slots hold only labels */
 }
 
-/* PIN_REGISTER: the whole slot mapping, so every slot's labels and data are
- * DMA-able; workers keep writing through their own mappings. */
-/* Device (and PIN_COPY pinned) buffers and events of ring entry i. */
 /* PIN_COPY: entry i's pinned buffer, which the pin threads copy a slot into. */
 static int alloc_pinned(feeder__gpu *gpu, int i, char *why, size_t whylen)
 {
@@ -292,6 +289,7 @@ static int alloc_pinned(feeder__gpu *gpu, int i, char *why, size_t whylen)
     return feeder__cuda_setup_fail(gpu, why, whylen, what, e);
 }
 
+/* Device (and PIN_COPY pinned) buffers and events of ring entry i. */
 static int alloc_entry(feeder__gpu *gpu, int i, char *why, size_t whylen)
 {
     ring_entry *entry = &gpu->ring[i];
@@ -500,12 +498,13 @@ void feeder__gpu_finish_start(feeder__gpu *gpu)
     if (feeder__cuda_enter(gpu, &dg) != cudaSuccess)
         return; /* the slots stay pageable: the same bytes, slower copies */
     uint64_t t = feeder__now_ns();
-    int asked = gpu->pin_mode;
-    feeder__cuda_register_first(gpu);
-    lap(gpu, 5, &t);
-    if (asked == FEEDER_PIN_REGISTER && gpu->pin_mode == FEEDER_PIN_COPY) {
-        pin_copy_late(gpu);
-        lap(gpu, 6, &t);
+    if (gpu->pin_mode == FEEDER_PIN_REGISTER) {
+        feeder__cuda_register_first(gpu);
+        lap(gpu, 5, &t);
+        if (gpu->pin_mode == FEEDER_PIN_COPY) { /* it failed, with no GPU decoder */
+            pin_copy_late(gpu);
+            lap(gpu, 6, &t);
+        }
     }
     feeder__cuda_register_rest(gpu);
     describe_layer(gpu);
