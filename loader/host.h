@@ -164,7 +164,6 @@ struct feeder_loader {
     feeder__loader_gpu g;
     int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
     char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
-    uint32_t cpu_permille;    /* GPU decoders: share of each part the workers decode */
     /* The GPU layer's CPU fallback, one decoder per decode thread (a
      * decoder is one thread's), each made on first use. */
     feeder__decoder *fallback_dec[FEEDER__FALLBACK_DECODERS];

@@ -319,8 +319,9 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
 {
     if (permille > 1000)
         permille = 1000;
-    ld->cpu_permille = permille;
-    if (ld->live) /* the workers read it as it is now */
+    /* The GPU layer sets it once the slots are mapped; the workers read it
+     * as it is now. */
+    if (ld->live)
         atomic_store_explicit(&ld->live->cpu_permille, permille, memory_order_relaxed);
     pthread_mutex_lock(&ld->stats_lock);
     ld->stats.hybrid_cpu_permille = permille;

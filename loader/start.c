@@ -411,8 +411,7 @@ static int map_slots(feeder_loader *ld)
      * a worker of another loader would otherwise keep these slots' memory
      * alive after this loader is destroyed. */
     (void)madvise(ld->mem, ld->shm_bytes, MADV_DONTFORK);
-    ld->live = (feeder__live *)(ld->mem + ld->slots_bytes);
-    atomic_store(&ld->live->cpu_permille, ld->cpu_permille);
+    ld->live = (feeder__live *)(ld->mem + ld->slots_bytes); /* a new memfd: share 0 */
     ld->slots = calloc(ld->nslots, sizeof(*ld->slots));
     ld->workers = calloc(ld->nworkers ? (size_t)ld->nworkers : 1, sizeof(*ld->workers));
     ld->q.cap = (size_t)ld->nslots * ld->parts;
