@@ -264,19 +264,26 @@ static int plans_fetches(const feeder_dataset *ds)
     return 0;
 }
 
-/* Whether the next epoch may begin before the user asks for it: the workers
- * stay between epochs, every batch of this epoch has its slot, nothing is
- * to be resumed, the sampler gives any epoch's order at any time, and the
- * dataset plans nothing per epoch (shards from URLs and tar sets plan their
- * fetches from the epoch's order). */
+/* Whether an epoch may begin before the user asks for it, at start or at
+ * the end of the one before: nothing is to be resumed, nothing failed, the
+ * sampler gives any epoch's order at any time, and the dataset plans nothing
+ * per epoch (shards from URLs and tar sets plan their fetches from the
+ * epoch's order). */
+static int may_begin_early(const feeder_loader *ld)
+{
+    return !ld->resume && !ld->start_failed && !ld->workers_failed && !plans_fetches(ld->ds) &&
+           feeder__sampler_pure(ld->sampler);
+}
+
+/* Whether the next epoch may begin now: as above, the workers stay between
+ * epochs, and every batch of this epoch has its slot. */
 static int may_run_ahead(const feeder_loader *ld)
 {
-    if (ld->ahead.tried || !ld->plan.persistent || !ld->nworkers || !ld->have_epoch ||
-        ld->resume || ld->start_failed || ld->workers_failed)
+    if (ld->ahead.tried || !ld->plan.persistent || !ld->nworkers || !ld->have_epoch)
         return 0;
     if (ld->in_epoch && ld->dispatched < ld->nbatches)
         return 0;
-    return !plans_fetches(ld->ds) && feeder__sampler_pure(ld->sampler);
+    return may_begin_early(ld);
 }
 
 /* Ask the sampler for the next epoch's order now. 0 leaves it to
@@ -355,10 +362,7 @@ static void dispatch(feeder_loader *ld)
 
 void feeder__host_kick(feeder_loader *ld)
 {
-    if (!ld->running || ld->have_epoch || ld->resume || ld->start_failed || ld->workers_failed ||
-        plans_fetches(ld->ds) || !feeder__sampler_pure(ld->sampler))
-        return;
-    if (start_ahead(ld))
+    if (ld->running && !ld->have_epoch && may_begin_early(ld) && start_ahead(ld))
         dispatch(ld);
 }
 
