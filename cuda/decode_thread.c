@@ -300,6 +300,9 @@ static void *lane_run(dec_lane *ln)
 void *feeder__cuda_decode_thread(void *arg)
 {
     dec_lane *ln = arg;
+    char name[16]; /* for ps, top -H and gdb; nvJPEG's own threads inherit it */
+    feeder__fmt(name, sizeof(name), "feeder-dec%d", ln->id);
+    pthread_setname_np(pthread_self(), name);
     lane_run(ln);
     atomic_store(&ln->exited, 1);
     return NULL;

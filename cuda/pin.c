@@ -8,6 +8,7 @@
 void *feeder__cuda_pin_thread(void *arg)
 {
     feeder__gpu *gpu = arg;
+    pthread_setname_np(pthread_self(), "feeder-pin"); /* for ps, top -H and gdb */
     /* The runtime's current device is per thread. */
     cudaSetDevice(gpu->cfg.device);
     int track = feeder__trace_track_next(gpu->tr, "pin thread");

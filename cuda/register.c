@@ -60,6 +60,7 @@ static void wait_decoder(feeder__gpu *gpu)
 static void *register_rest(void *arg)
 {
     feeder__gpu *gpu = arg;
+    pthread_setname_np(pthread_self(), "feeder-register"); /* for ps, top -H and gdb */
     if (cudaSetDevice(gpu->cfg.device) != cudaSuccess) /* per thread */
         return NULL;
     wait_decoder(gpu);

@@ -79,6 +79,8 @@ static int start_stream(feeder__gpu *gpu, char *why, size_t whylen)
 static void *make_decoder(void *arg)
 {
     feeder__gpu *gpu = arg;
+    /* for ps, top -H and gdb; nvJPEG's own threads inherit it */
+    pthread_setname_np(pthread_self(), "feeder-nvmake");
     uint64_t t0 = feeder__now_ns();
     int rc = cudaSetDevice(gpu->cfg.device) == cudaSuccess
                  ? feeder__gpu_decoder_create(&gpu->dec_made, gpu->dec_err, sizeof(gpu->dec_err))
