@@ -384,7 +384,8 @@ def feeder_point(args, bench, data, pipeline, workers, decoder, device):
 def sweep_table(res):
     decs = res["config"]["feeder_decoders"]
     head = (["workers", "pipeline", "torch img/s", "torch GPU-decode img/s"]
-            + [f"feeder {d} img/s" for d in decs] + ["feeder (Python) img/s"]
+            + [f"feeder {d} img/s" for d in decs]
+            + [f"feeder (Python, {res['config']['python_decoder']}) img/s"]
             + [f"{d} / torch" for d in decs])
     rows = []
     for r in res["rows"]:
@@ -471,6 +472,7 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
                            prefetch=args.prefetch, epochs=args.epochs, runs=args.runs,
                            size=args.size, resize=args.resize, seed=args.seed,
                            feeder_decoders=args.feeder_decoders, feeder_device=device, skip_first=args.skip_first,
+                           python_decoder=args.python_decoder,
                            augment=args.augment, persistent=args.persistent,
                            bench_loader=bench),
                rows=[])
@@ -508,6 +510,11 @@ def parse_decoders(s):
             f"'{s}': expected a comma-separated list of turbo, roi, nvjpeg, hybrid")
     return ds
 
+
+def parse_decoder(s):
+    if s not in ("turbo", "roi", "nvjpeg", "hybrid"):
+        raise argparse.ArgumentTypeError(f"'{s}': expected one of turbo, roi, nvjpeg, hybrid")
+    return s
 
 
 def main():
@@ -549,6 +556,8 @@ def main():
                          "(steady state; needs --epochs >= 2)")
     sw.add_argument("--feeder-decoders", type=parse_decoders, default=["roi"],
                     help="bench_loader --decoder values, e.g. roi,nvjpeg,hybrid (roi)")
+    sw.add_argument("--python-decoder", type=parse_decoder, default="roi",
+                    help="the decoder of the feeder (Python) column (roi)")
     sw.add_argument("--feeder-device", type=int, default=None,
                     help="bench_loader --device (default: 0 with CUDA, else -1)")
     sw.add_argument("--bench-loader", default=None,

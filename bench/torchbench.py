@@ -170,13 +170,15 @@ def import_feeder(bench_loader=None):
 
 
 def feeder_python_run(args, feeder, data, pipeline, workers, device):
-    """One run through the Python binding with bench_loader's options: every
-    epoch timed from iter() (which starts the loader and its workers) to the
-    end, doing nothing with the batches."""
+    """One run through the Python binding with bench_loader's options and
+    --python-decoder: every epoch timed from iter() (which starts the loader
+    and its workers) to the end, doing nothing with the batches. A GPU
+    decoder that falls back to the CPU fails the run (with its reason)
+    rather than give a figure under its name."""
     ds = feeder.ImageFolder(data) if os.path.isdir(data) else feeder.FileList(data)
     shuffle = pipeline == "train" if args.shuffle is None else bool(args.shuffle)
     kw = dict(batch_size=args.batch, shuffle=shuffle, num_workers=workers, seed=args.seed,
-              pipeline=pipeline, size=args.size, decoder="roi", layout="NHWC",
+              pipeline=pipeline, size=args.size, decoder=args.python_decoder, layout="NHWC",
               as_torch=False)
     if workers > 0:
         kw["prefetch_factor"] = args.prefetch
@@ -186,6 +188,7 @@ def feeder_python_run(args, feeder, data, pipeline, workers, device):
         kw["device"] = f"cuda:{device}"
     loader = feeder.Loader(ds, **kw)
     epochs = []
+    ran = None
     for e in range(args.epochs):
         images, first = 0, None
         t0 = time.perf_counter()
@@ -194,6 +197,11 @@ def feeder_python_run(args, feeder, data, pipeline, workers, device):
                 first = time.perf_counter() - t0
             images += x.shape[0]
             del x
+            if ran is None:  # the decoder the loader runs, once it has started
+                ran = loader.backends()
+                if ran["decoder"] != args.python_decoder:
+                    raise RuntimeError(f"decoder {args.python_decoder} cannot run here: "
+                                       f"{ran['decoder_reason']}")
         epochs.append(epoch_record(images, time.perf_counter() - t0, first))
         print(f"feeder (Python) {pipeline:5s} workers {workers:2d}  epoch {e + 1}/{args.epochs}"
               f"  {epochs[-1]['images_per_s']:8.0f} images/s", file=sys.stderr)

@@ -33,6 +33,7 @@ assert doc["dataset"] == {"path": sys.argv[3], "images": 30}, doc["dataset"]
 c = doc["config"]
 assert c["workers"] == [1, 2] and c["pipelines"] == ["eval", "train"], c
 assert c["runs"] == 3 and c["feeder_decoders"] == ["roi", "nvjpeg"] and c["feeder_device"] == -1, c
+assert c["python_decoder"] == "roi", c
 assert [(r["pipeline"], r["workers"]) for r in doc["rows"]] == \
     [("eval", 1), ("eval", 2), ("train", 1), ("train", 2)], doc["rows"]
 for r in doc["rows"]:
@@ -56,7 +57,10 @@ for r in doc["rows"]:
         (py["status"] == "unavailable" and cells[6].startswith("unavailable: ")), (py, cells)
     assert cells[7:] == ["-", "-"], cells
 assert ": feeder vs PyTorch, worker sweep" in md and "testbox" in md, md[:300]
-assert "| workers | pipeline | torch img/s | torch GPU-decode img/s | feeder roi img/s |" in md, md
+head = [l for l in md.splitlines() if l.startswith("| workers |")]
+assert [x.strip() for x in head[0].strip("|").split("|")][:7] == [
+    "workers", "pipeline", "torch img/s", "torch GPU-decode img/s", "feeder roi img/s",
+    "feeder nvjpeg img/s", "feeder (Python, roi) img/s"], head
 print("compare_torch.py --sweep --no-torch: 4 points, 3 runs each, n/a rows, table appended")
 PY
 
@@ -78,6 +82,29 @@ assert turbo["status"] == "ok" and turbo["median_images_per_s"] > 0, turbo
 assert "failed: RuntimeError: failure injected by FEEDER_COMPARE_FAIL=roi" in out, out
 print("compare_torch.py: a failing column is reported as failed, the rest runs")
 PY
+
+# --python-decoder picks the Python column's decoder; one that falls back to
+# the CPU (no GPU path at device -1) is a failed column with the binding's
+# reason, never a figure under its name; a bad name is refused.
+"$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --runs 1 --epochs 1 --batch 8 \
+    --size 32 --pipeline eval --data "$d/data" --bench-loader "$bench" --python-decoder nvjpeg \
+    --feeder-device -1 --json-out "$d/pyd.json" > "$d/out" 2> "$d/err" || { cat "$d/err" >&2; exit 1; }
+"$py" - "$d/pyd.json" "$d/out" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read()
+assert doc["config"]["python_decoder"] == "nvjpeg", doc["config"]
+(r,) = doc["rows"]
+py = r["feeder_python"]
+assert py["status"] == "unavailable" or (
+    py["status"] == "failed" and py["reason"].startswith("RuntimeError: decoder nvjpeg cannot run here: ")), py
+assert "| feeder (Python, nvjpeg) img/s " in out, out
+print("compare_torch.py --python-decoder nvjpeg: the fallback is reported, not measured:", py["status"])
+PY
+if "$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --python-decoder jpeg > /dev/null 2> "$d/err"; then
+    echo "FAIL: compare_torch.py took --python-decoder jpeg"; exit 1
+fi
+grep -q "'jpeg': expected one of turbo, roi, nvjpeg, hybrid" "$d/err" || { cat "$d/err"; exit 1; }
 
 # --augment and --persistent reach bench_loader: its JSON config names the
 # list, the sweep's config and description say it, and a bad name is refused.
