@@ -169,6 +169,23 @@ def import_feeder(bench_loader=None):
                   "python/setup.py)")
 
 
+def feeder_python_kwargs(args, pipeline, workers, device):
+    """feeder.Loader's arguments for bench_loader's options: the same batch,
+    order, workers, prefetch, persistence (--persistent), pipeline, sizes,
+    decoder (--python-decoder) and device."""
+    shuffle = pipeline == "train" if args.shuffle is None else bool(args.shuffle)
+    kw = dict(batch_size=args.batch, shuffle=shuffle, num_workers=workers, seed=args.seed,
+              pipeline=pipeline, size=args.size, decoder=args.python_decoder, layout="NHWC",
+              as_torch=False, persistent_workers=bool(getattr(args, "persistent", False)))
+    if workers > 0:
+        kw["prefetch_factor"] = args.prefetch
+    if pipeline == "eval":
+        kw["resize"] = args.resize
+    if device is not None and device >= 0:
+        kw["device"] = f"cuda:{device}"
+    return kw
+
+
 def feeder_python_run(args, feeder, data, pipeline, workers, device):
     """One run through the Python binding with bench_loader's options and
     --python-decoder: every epoch timed from iter() (which starts the loader
@@ -176,17 +193,7 @@ def feeder_python_run(args, feeder, data, pipeline, workers, device):
     decoder that falls back to the CPU fails the run (with its reason)
     rather than give a figure under its name."""
     ds = feeder.ImageFolder(data) if os.path.isdir(data) else feeder.FileList(data)
-    shuffle = pipeline == "train" if args.shuffle is None else bool(args.shuffle)
-    kw = dict(batch_size=args.batch, shuffle=shuffle, num_workers=workers, seed=args.seed,
-              pipeline=pipeline, size=args.size, decoder=args.python_decoder, layout="NHWC",
-              as_torch=False)
-    if workers > 0:
-        kw["prefetch_factor"] = args.prefetch
-    if pipeline == "eval":
-        kw["resize"] = args.resize
-    if device is not None and device >= 0:
-        kw["device"] = f"cuda:{device}"
-    loader = feeder.Loader(ds, **kw)
+    loader = feeder.Loader(ds, **feeder_python_kwargs(args, pipeline, workers, device))
     epochs = []
     ran = None
     for e in range(args.epochs):

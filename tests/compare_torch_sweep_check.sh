@@ -106,6 +106,22 @@ if "$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --python-decoder jpe
 fi
 grep -q "'jpeg': expected one of turbo, roi, nvjpeg, hybrid" "$d/err" || { cat "$d/err"; exit 1; }
 
+# The Python column's Loader gets bench_loader's options, --persistent included.
+PYTHONPATH="$src/bench" "$py" - <<'PY'
+import argparse, torchbench
+a = argparse.Namespace(batch=8, shuffle=1, seed=3, size=32, resize=36, prefetch=2,
+                       python_decoder="hybrid", persistent=True)
+kw = torchbench.feeder_python_kwargs(a, "eval", 4, 0)
+assert kw == dict(batch_size=8, shuffle=True, num_workers=4, seed=3, pipeline="eval", size=32,
+                  decoder="hybrid", layout="NHWC", as_torch=False, persistent_workers=True,
+                  prefetch_factor=2, resize=36, device="cuda:0"), kw
+a.persistent, a.shuffle = False, None
+kw = torchbench.feeder_python_kwargs(a, "train", 0, -1)
+assert kw["persistent_workers"] is False and kw["shuffle"] is True and "device" not in kw, kw
+assert "prefetch_factor" not in kw and "resize" not in kw, kw
+print("torchbench.feeder_python_kwargs: bench_loader's options, --persistent included")
+PY
+
 # --augment and --persistent reach bench_loader: its JSON config names the
 # list, the sweep's config and description say it, and a bad name is refused.
 "$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --runs 1 --epochs 2 --batch 8 \
