@@ -77,6 +77,17 @@ static cfg base(void)
                  .decoder = FEEDER_DECODER_ROI, .size = 0};
 }
 
+/* base() with nvJPEG on device 0 and 224x224 samples (150,528 bytes: every
+ * test JPEG fits its place). */
+static cfg nvjpeg_cfg(void)
+{
+    cfg c = base();
+    c.size = 224;
+    c.device = 0;
+    c.decoder = FEEDER_DECODER_NVJPEG;
+    return c;
+}
+
 static int poison_allocs;
 static void *poison_alloc(void *user, size_t n)
 {
@@ -1782,11 +1793,8 @@ static int submits_per_lane(const char *path, int lanes, int *per)
  * decoder). */
 START_TEST(test_nvjpeg_decode_threads_same_batches)
 {
-    cfg h = base();
-    h.size = 224;
+    cfg h = nvjpeg_cfg();
     h.batch = 2; /* 9 batches an epoch */
-    h.device = 0;
-    h.decoder = FEEDER_DECODER_NVJPEG;
     run *ref = NULL;
     for (int t = 1; t <= 4; t++) {
         char path[512];
@@ -1827,10 +1835,7 @@ END_TEST
 START_TEST(test_nvjpeg_watchdog_fails_a_stuck_call)
 {
     ck_assert_int_eq(setenv("FEEDER_NVJPEG_STUCK_MS", "1", 1), 0);
-    cfg d = base();
-    d.device = 0;
-    d.decoder = FEEDER_DECODER_NVJPEG;
-    d.size = 224;
+    cfg d = nvjpeg_cfg();
     feeder_loader *ld = make(jpegs, &d);
     ck_assert_int_eq(feeder_loader_start(ld), 0);
     feeder_batch *b;
@@ -1887,10 +1892,7 @@ static int threads_named(const char *name)
  * the pin threads are joined by destroy. */
 START_TEST(test_threads_carry_names)
 {
-    cfg d = base();
-    d.size = 224;
-    d.device = 0;
-    d.decoder = FEEDER_DECODER_NVJPEG;
+    cfg d = nvjpeg_cfg();
     d.threads = 2;
     feeder_loader *ld = make(jpegs, &d);
     ck_assert_int_eq(feeder_loader_start(ld), 0);
