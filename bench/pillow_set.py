@@ -31,9 +31,9 @@ def short_side(r):
     return r.randint(lo, hi)
 
 
-def one(job):
-    i, seed, photos, out, classes = job
-    r = random.Random(seed * 1_000_003 + i)
+def cut(r, photos):
+    """A photo cropped at a random place and aspect, scaled to a drawn short
+    side, flipped half the time and brightened or darkened."""
     im = Image.open(photos[r.randrange(len(photos))]).convert("RGB")
     w, h = im.size
     area = r.uniform(0.15, 1.0) * w * h
@@ -42,13 +42,17 @@ def one(job):
     ch = max(16, min(h, int((area / aspect) ** 0.5)))
     x, y = r.randint(0, w - cw), r.randint(0, h - ch)
     im = im.crop((x, y, x + cw, y + ch))
-    s = short_side(r)
-    k = s / min(cw, ch)
+    k = short_side(r) / min(cw, ch)
     im = im.resize((max(8, round(cw * k)), max(8, round(ch * k))), Image.BILINEAR)
     if r.random() < 0.5:
         im = im.transpose(Image.FLIP_LEFT_RIGHT)
-    im = ImageEnhance.Brightness(im).enhance(r.uniform(0.7, 1.3))
-    name = os.path.join(out, f"class_{i % classes:02d}", f"p{i:06d}.jpg")
+    return ImageEnhance.Brightness(im).enhance(r.uniform(0.7, 1.3))
+
+
+def save(r, im, name):
+    """im as a PNG (rarely) or a JPEG of a drawn kind, subsampling, quality,
+    progression and Huffman tables; (kind, subsampling, progressive, bytes,
+    short side)."""
     u = r.random()
     if u < 0.0002:
         im.save(name, "PNG")
@@ -66,6 +70,14 @@ def one(job):
         kw["exif"] = ex.tobytes()
     im.save(name, "JPEG", **kw)
     return (mode, SUB[sub] if mode == "rgb" else "", prog, os.path.getsize(name), min(im.size))
+
+
+def one(job):
+    """File i of the set: a pure function of (seed, i)."""
+    i, seed, photos, out, classes = job
+    r = random.Random(seed * 1_000_003 + i)
+    im = cut(r, photos)
+    return save(r, im, os.path.join(out, f"class_{i % classes:02d}", f"p{i:06d}.jpg"))
 
 
 def main():
