@@ -7,11 +7,8 @@
 set -euo pipefail
 tool=$1
 src=$2
-py=""
-for p in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [[ -n $p ]] && "$p" -c 'import numpy' >/dev/null 2>&1 && { py=$p; break; }
-done
-[[ -n $py ]] || { echo "no python3 with numpy: skipped"; exit 77; }
+source "$(dirname "$0")/python_for.sh"
+python_for 'import numpy' "with numpy"
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 # Paths in a list file stay under its folder (absolute ones are refused).

@@ -9,12 +9,8 @@
 set -euo pipefail
 bench=$1
 src=$2
-py=""
-for p in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [[ -n $p ]] && "$p" -c 'import sys; sys.exit(sys.version_info < (3, 7))' >/dev/null 2>&1 &&
-        { py=$p; break; }
-done
-[[ -n $py ]] || { echo "no python3 >= 3.7: skipped"; exit 77; }
+source "$(dirname "$0")/python_for.sh"
+python_for 'import sys; sys.exit(sys.version_info < (3, 7))' ">= 3.7"
 d=$(mktemp -d /tmp/feeder-sweep-check-XXXXXX)
 trap 'rm -rf "$d"' EXIT
 FEEDER_DATA=$d/data "$bench" --images 30 --size 32 --epochs 1 --workers 1 --no-append \

@@ -8,11 +8,8 @@
 set -euo pipefail
 bench=$1
 src=$2
-py=""
-for p in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [[ -n $p ]] && "$p" -c 'import PIL' >/dev/null 2>&1 && { py=$p; break; }
-done
-[[ -n $py ]] || { echo "no python3 with Pillow: skipped"; exit 77; }
+source "$(dirname "$0")/python_for.sh"
+python_for 'import PIL' "with Pillow"
 d=$(mktemp -d /tmp/feeder-pillow-set-XXXXXX)
 trap 'rm -rf "$d"' EXIT
 "$py" "$src/bench/pillow_set.py" --photos "$src/bench/photos" --seed 5 "$d/a" 200 > "$d/out"

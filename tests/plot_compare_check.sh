@@ -7,11 +7,8 @@
 #   plot_compare_check.sh SOURCE_DIR
 set -euo pipefail
 src=$1
-py=""
-for p in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [[ -n $p ]] && "$p" -c 'import matplotlib' >/dev/null 2>&1 && { py=$p; break; }
-done
-[[ -n $py ]] || { echo "no python3 with matplotlib: skipped"; exit 77; }
+source "$(dirname "$0")/python_for.sh"
+python_for 'import matplotlib' "with matplotlib"
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 "$py" "$src/bench/plot_compare.py" "$src/bench/testdata/compare_torch_sweep.FIXTURE.json" \

@@ -7,11 +7,8 @@
 #   trace_summary_check.sh SOURCE_DIR
 set -euo pipefail
 src=$1
-py=""
-for p in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [[ -n $p ]] && command -v "$p" >/dev/null 2>&1 && { py=$p; break; }
-done
-[[ -n $py ]] || { echo "no python3: skipped"; exit 77; }
+source "$(dirname "$0")/python_for.sh"
+python_for 'pass'
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 # Two workers and the consumer; times in microseconds. Worker 0 reads 1 ms at
