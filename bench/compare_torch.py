@@ -502,9 +502,12 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
                       res["command"], desc + "\n" + tbl)
 
 
+DECODERS = ("turbo", "roi", "nvjpeg", "hybrid")  # bench_loader --decoder's names
+
+
 def parse_decoders(s):
     ds = [x for x in s.split(",") if x]
-    bad = [x for x in ds if x not in ("turbo", "roi", "nvjpeg", "hybrid")]
+    bad = [x for x in ds if x not in DECODERS]
     if not ds or bad:
         raise argparse.ArgumentTypeError(
             f"'{s}': expected a comma-separated list of turbo, roi, nvjpeg, hybrid")
@@ -512,7 +515,7 @@ def parse_decoders(s):
 
 
 def parse_decoder(s):
-    if s not in ("turbo", "roi", "nvjpeg", "hybrid"):
+    if s not in DECODERS:
         raise argparse.ArgumentTypeError(f"'{s}': expected one of turbo, roi, nvjpeg, hybrid")
     return s
 
