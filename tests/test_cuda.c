@@ -7,7 +7,6 @@
  * with a fresh CUDA context, as a forked child must.
  */
 #include <check.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "cuda_kernels.h"
 #include "feeder.h"
 #include "feeder_cuda.h"
+#include "testutil.h"
 #include "dataset/pack.h"
 
 #define CK_CUDA(call)                                                                    \
@@ -1865,28 +1865,6 @@ END_TEST
  * batch of every epoch, inside the run (GPU times mapped to the host clock),
  * one "pin copy" per pin thread and batch with PIN_COPY, and the normalise
  * kernel's spans for float batches. */
-/* How many of this process's threads are named `name` (/proc/self/task). */
-static int threads_named(const char *name)
-{
-    DIR *d = opendir("/proc/self/task");
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(comm, sizeof(comm), f))
-            comm[strcspn(comm, "\n")] = 0;
-        fclose(f);
-        n += strcmp(comm, name) == 0;
-    }
-    closedir(d);
-    return n;
-}
-
 /* The GPU layer's threads carry names that say what they are (ps, top -H,
  * gdb): each decode thread its lane's, each pin thread "feeder-pin", and
  * the pin threads are joined by destroy. */
@@ -1901,9 +1879,9 @@ START_TEST(test_threads_carry_names)
     const char *why;
     if (feeder_loader_decoder(ld, &why) == FEEDER_DECODER_NVJPEG) {
         /* at least: threads nvJPEG starts from a decode thread inherit its name */
-        ck_assert_int_ge(threads_named("feeder-dec0"), 1);
-        ck_assert_int_ge(threads_named("feeder-dec1"), 1);
-        ck_assert_int_eq(threads_named("feeder-pin"), 0);
+        ck_assert_int_ge(tu_threads_named("feeder-dec0"), 1);
+        ck_assert_int_ge(tu_threads_named("feeder-dec1"), 1);
+        ck_assert_int_eq(tu_threads_named("feeder-pin"), 0);
     }
     ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
     feeder_loader_destroy(ld);
@@ -1913,11 +1891,11 @@ START_TEST(test_threads_carry_names)
     ld = make(jpegs, &d); /* 3 pin threads (make) */
     ck_assert_int_eq(feeder_loader_start(ld), 0);
     ck_assert_int_eq(feeder_next(ld, &b), 0);
-    ck_assert_int_eq(threads_named("feeder-pin"), 3);
-    ck_assert_int_eq(threads_named("feeder-dec0"), 0);
+    ck_assert_int_eq(tu_threads_named("feeder-pin"), 3);
+    ck_assert_int_eq(tu_threads_named("feeder-dec0"), 0);
     ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
     feeder_loader_destroy(ld);
-    ck_assert_int_eq(threads_named("feeder-pin"), 0);
+    ck_assert_int_eq(tu_threads_named("feeder-pin"), 0);
 }
 END_TEST
 

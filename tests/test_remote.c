@@ -1345,27 +1345,6 @@ START_TEST(test_tar_shards_faults)
 }
 END_TEST
 
-/* The threads of this process named `name` (/proc/self/task/N/comm). */
-static int threads_named(const char *name)
-{
-    DIR *d = opendir("/proc/self/task");
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char p[300], comm[64] = "";
-        snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = e->d_name[0] != '.' ? fopen(p, "r") : NULL;
-        if (!f)
-            continue;
-        if (fgets(comm, sizeof(comm), f))
-            n += strncmp(comm, name, strlen(name)) == 0 && comm[strlen(name)] == '\n';
-        fclose(f);
-    }
-    closedir(d);
-    return n;
-}
-
 /* Tar shard URLs with <shard>.idx files beside them on the server (a local
  * open writes them), so that open downloads no shard; `l` is the local set. */
 static void tar_with_server_idx(feeder_dataset **l)
@@ -1456,7 +1435,7 @@ START_TEST(test_tar_fetch_ahead_stop)
     feeder_shard_options opt = {.fetch_ahead = 1};
     feeder_dataset *ds;
     ck_assert_msg(feeder_dataset_open_shards(pat, &opt, &ds, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_eq(threads_named("feeder-ahead"), 0);
+    ck_assert_int_eq(tu_threads_named("feeder-ahead"), 0);
     feeder_loader *ld;
     ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 2), 0);
@@ -1469,12 +1448,12 @@ START_TEST(test_tar_fetch_ahead_stop)
         usleep(10000); /* until s-1's request is at the proxy, which holds it 1 s */
     ck_assert_int_eq(count_lines(proxy_log(), "GET /s-1.tar -"), 1);
     ck_assert_int_eq(cache_files(".tar.meta"), 1);
-    ck_assert_int_eq(threads_named("feeder-ahead"), 1); /* one thread: fetch_ahead 1 */
+    ck_assert_int_eq(tu_threads_named("feeder-ahead"), 1); /* one thread: fetch_ahead 1 */
     double t0 = now_s();
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
     ck_assert_double_ge(now_s() - t0, 0.3); /* it waited for s-1's transfer */
-    ck_assert_int_eq(threads_named("feeder-ahead"), 0);
+    ck_assert_int_eq(tu_threads_named("feeder-ahead"), 0);
     ck_assert_int_eq(cache_files(".tmp."), 0);
     ck_assert_int_eq(cache_files(".tar.meta"), 2); /* s-0 and s-1, whole */
     ck_assert_int_eq(count_lines(proxy_log(), "GET /s-2.tar -"), 0);

@@ -1,5 +1,6 @@
 /* See testutil.h. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,4 +184,24 @@ size_t tu_tar_member_sized(tu_tar *t, const char *name, char type, const void *d
 size_t tu_tar_member(tu_tar *t, const char *name, char type, const void *data, size_t len)
 {
     return tu_tar_member_sized(t, name, type, data, len, len);
+}
+
+int tu_threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char p[300], comm[64] = "";
+        snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = e->d_name[0] != '.' ? fopen(p, "r") : NULL;
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            n += strncmp(comm, name, strlen(name)) == 0 && comm[strlen(name)] == '\n';
+        fclose(f);
+    }
+    closedir(d);
+    return n;
 }

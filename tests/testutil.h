@@ -39,6 +39,9 @@ void tu_make_folder(const bu_photos *photos, const char *dir, const char *rel, i
 /* feeder_dataset_open_folder(dir/rel), asserting it succeeds. */
 feeder_dataset *tu_open_folder(const char *dir, const char *rel);
 
+/* How many of this process's threads are named `name` (/proc/self/task/N/comm). */
+int tu_threads_named(const char *name);
+
 /* A loader of `workers` workers and batches of `batch`, eval pipeline at
  * 32x32 (resize 40), asserting every option is taken. */
 feeder_loader *tu_small_loader(feeder_dataset *ds, int workers, int batch);
