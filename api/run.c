@@ -215,6 +215,14 @@ int feeder_batch_release(feeder_batch *batch, void *stream)
     return feeder__host_release(batch);
 }
 
+int feeder_batch_payload(const feeder_batch *b, void **data, size_t *len, void **extra,
+                         size_t *extra_len)
+{
+    if (!b || !b->internal_ || feeder__gpu_owns(b) || !feeder__host_batch_loader(b))
+        return FEEDER_EINVAL;
+    return feeder__host_payload(b, data, len, extra, extra_len);
+}
+
 int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
 {
     if (!ld)

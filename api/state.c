@@ -49,7 +49,8 @@ size_t feeder_loader_state_size(const feeder_loader *ld)
 {
     feeder__state st;
     size_t len;
-    if (!ld || describe_for_save(ld, 0, &st) || feeder__state_size(&st, &len))
+    if (!ld || feeder__host_no_resume(ld) || describe_for_save(ld, 0, &st) ||
+        feeder__state_size(&st, &len))
         return 0;
     return len;
 }
@@ -59,6 +60,9 @@ int feeder_loader_state_save(const feeder_loader *ld, void *buf, size_t cap, siz
     if (!ld || !len)
         return FEEDER_EINVAL;
     feeder__loader_clear_error((feeder_loader *)ld);
+    const char *why = feeder__host_no_resume(ld);
+    if (why)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_state_save: %s", why);
     feeder__state st;
     int rc = describe_for_save(ld, buf != NULL, &st);
     if (rc)
@@ -86,6 +90,9 @@ int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len)
     feeder__loader_clear_error(ld);
     if (!buf)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_state_load: buf is NULL");
+    const char *why = feeder__host_no_resume(ld);
+    if (why)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_state_load: %s", why);
     if (feeder__loader_started(ld))
         return feeder__loader_fail(ld, FEEDER_ESTATE,
                                    "feeder_loader_state_load: the loader started; load the state "

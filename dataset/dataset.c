@@ -43,6 +43,22 @@ int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user, feeder
     return 0;
 }
 
+int feeder_dataset_create_batches(const feeder_batches_callbacks *cb, void *user,
+                                  feeder_dataset **out)
+{
+    if (!cb || !cb->len || !cb->get || !out)
+        return FEEDER_EINVAL;
+    feeder_dataset *ds;
+    int rc = feeder__dataset_alloc(FEEDER__DS_USER, &ds);
+    if (rc)
+        return rc;
+    ds->bcb = *cb;
+    ds->user = user;
+    ds->n = cb->len(user);
+    *out = ds;
+    return 0;
+}
+
 /* The schema and its names in one allocation, so the copy is one free. */
 static feeder_field *copy_fields(const feeder_field *fields, uint32_t n)
 {
@@ -95,6 +111,8 @@ void feeder__dataset_drop(feeder_dataset *ds)
         return;
     if (ds->kind == FEEDER__DS_USER && ds->cb.destroy)
         ds->cb.destroy(ds->user);
+    if (ds->bcb.get && ds->bcb.destroy)
+        ds->bcb.destroy(ds->user);
     if (ds->nfields && ds->fcb.destroy)
         ds->fcb.destroy(ds->user);
     free(ds->fields);

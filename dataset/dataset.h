@@ -63,6 +63,9 @@ struct feeder_dataset {
     feeder_field *fields;
     uint32_t nfields;
     feeder_fields_callbacks fcb;
+    /* A batch dataset (feeder_dataset_create_batches): kind USER with
+     * bcb.get set (cb.get is NULL); its workers make whole batches. */
+    feeder_batches_callbacks bcb;
 };
 
 /* A new dataset of `kind` holding one reference; 0 or -ENOMEM. */

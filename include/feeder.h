@@ -631,6 +631,10 @@ typedef enum feeder_option {
     FEEDER_OPT_SPLIT = 20,             /* tasks per batch, 0 = automatic: tasks of ~16 samples,
                                           at least one per worker; default 0 */
     FEEDER_OPT_QUEUE_DEPTH = 21,       /* io_uring entries per worker; default 256 */
+    FEEDER_OPT_BATCH_ROOM = 22,        /* batch datasets (feeder_dataset_create_batches): bytes
+                                          of each slot's room for a batch; pages are backed only
+                                          once written, so a large room costs only its address
+                                          space; default 64 MiB */
     /* GPU delivery (feeder_cuda.h; needs a CUDA build and a device): */
     FEEDER_OPT_DEVICE = 30,            /* CUDA device of the batches, -1 = host batches; default -1 */
     FEEDER_OPT_PIN_MODE = 31,          /* feeder_pin_mode; default FEEDER_PIN_REGISTER */
@@ -1532,6 +1536,125 @@ FEEDER_API int feeder_pair_crop_image(const feeder_pair_crop *c, const uint8_t *
  * alike. Returns the number kept. Thread-safe. */
 FEEDER_API uint64_t feeder_pair_crop_boxes(const feeder_pair_crop *c, float *boxes,
                                            int64_t *classes, uint64_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Batch datasets: the dataset makes whole batches                           */
+/* ------------------------------------------------------------------------ */
+
+/* A batch dataset hands each batch whole to one worker, which writes it into
+ * the batch's slot in a format of the dataset's own choosing (a language
+ * binding's objects, serialised; records of any length). The loader moves
+ * the indices to the worker and the bytes back, in order, with its usual
+ * guarantees (timeouts, worker deaths named, restarts, nothing leaked).
+ * The Python binding's DataLoader runs Python datasets this way. */
+
+/* What a batch dataset's get callback is handed for one batch. */
+typedef struct feeder_batch_ctx {
+    uint64_t epoch;           /* the epoch */
+    uint64_t number;          /* the batch's number within the epoch, from 0 */
+    uint64_t seed;            /* the loader's seed */
+    const uint64_t *indices;  /* the sampler's count dataset indices; borrowed for the call */
+    uint32_t count;           /* may be 0 (a batch sampler's empty batch) */
+    int32_t worker_id;        /* -1 in the calling thread (num_workers 0) */
+    uint32_t num_workers;
+    uint32_t reserved_[5];
+} feeder_batch_ctx;
+
+/* Where the callback writes the batch: `data` is the slot's room
+ * (`capacity` bytes, FEEDER_OPT_BATCH_ROOM rounded up to pages, page
+ * aligned); the callback sets `used` to the bytes it wrote there. A batch
+ * larger than the room may put the rest in a descriptor of its own (a
+ * memfd, sized with ftruncate): `extra_fd` and `extra_bytes`; the loader
+ * takes the descriptor (the worker closes its copy once it is sent) and
+ * maps it for the batch's borrower (feeder_batch_payload). */
+typedef struct feeder_batch_out {
+    void *data;
+    size_t capacity;
+    size_t used;          /* set by the callback, <= capacity */
+    int32_t extra_fd;     /* -1 (preset), or a descriptor the loader takes */
+    uint32_t reserved0_;
+    size_t extra_bytes;   /* bytes of extra_fd to map, > 0 when extra_fd is set */
+    uint64_t reserved_[4];
+} feeder_batch_out;
+
+/* A batch dataset's callbacks. `len` gives the number of samples (0 for a
+ * dataset with no indices, such as a stream each worker reads on its own:
+ * its batch sampler then gives empty batches). `get` makes batch
+ * ctx->number from ctx->indices into `out` and returns 0, or a negative
+ * value to fail the batch (FEEDER_ECALLBACK for a positive one), leaving a
+ * message of at most errlen bytes in `err`; the batch's error names the
+ * batch and carries that text. `get` runs in worker processes (forked) or,
+ * with num_workers 0, in the calling thread; it must not depend on state
+ * changed in the parent after the workers were forked. */
+typedef struct feeder_batches_callbacks {
+    uint64_t (*len)(void *user);
+    int (*get)(void *user, const feeder_batch_ctx *ctx, feeder_batch_out *out, char *err,
+               size_t errlen);
+    /* Optional: called once per dataset destroy. */
+    void (*destroy)(void *user);
+} feeder_batches_callbacks;
+
+/* Wrap callbacks as a batch dataset. `cb` is copied; `user` is borrowed and
+ * handed to every callback. A loader over it gives each batch to one
+ * worker whole (FEEDER_OPT_SPLIT does not apply), gives host batches only
+ * (FEEDER_OPT_DEVICE must stay -1) and takes no augment pipeline or collate
+ * callback; its batches have `indices` and `count` and no labels, and
+ * their bytes come from feeder_batch_payload. The resume state is not
+ * available for it (feeder_loader_state_save returns FEEDER_EINVAL).
+ * FEEDER_EINVAL when len or get is missing. Destroy with
+ * feeder_dataset_destroy. Thread-safety: any thread. */
+FEEDER_API int feeder_dataset_create_batches(const feeder_batches_callbacks *cb, void *user,
+                                             feeder_dataset **out);
+
+/* A batch dataset's batch: its bytes in the slot (*data, *len: what the
+ * callback wrote) and those of its extra descriptor (*extra, *extra_len;
+ * NULL and 0 when it set none), both mapped readable and writable. Any out
+ * pointer may be NULL. FEEDER_EINVAL for a batch of another dataset, or a
+ * NULL batch. Lifetime: valid until feeder_batch_release. Thread-safety: as
+ * the batch. */
+FEEDER_API int feeder_batch_payload(const feeder_batch *b, void **data, size_t *len,
+                                    void **extra, size_t *extra_len);
+
+/* A batch sampler: each epoch is a list of batches of any lengths (each at
+ * most FEEDER_OPT_BATCH_SIZE indices, which sizes the slots' index room;
+ * empty batches are allowed), and each batch may name the worker that must
+ * make it (PyTorch's DataLoader sends batch k to worker k mod num_workers,
+ * and a worker that reads a stream of its own must get its own batches).
+ * `nbatches` gives the epoch's number of batches and `len` its total number
+ * of indices; `fill` writes the indices of every batch one after another
+ * (len entries), each batch's length (nbatches entries) and each batch's
+ * worker (nbatches entries, -1 for any worker; a worker id >= num_workers
+ * fails the epoch), and returns 0 or a negative error. The loader asks once
+ * per epoch, when the epoch begins, in the thread that calls feeder_next,
+ * and never runs an epoch ahead of time with such a sampler. BATCH_SIZE
+ * and DROP_LAST do not cut its batches. `cb` copied, `user` borrowed.
+ * feeder_sampler_fill gives the indices alone. The resume state is not
+ * available for it. */
+typedef struct feeder_batch_sampler_callbacks {
+    uint64_t (*nbatches)(void *user, uint64_t epoch);
+    uint64_t (*len)(void *user, uint64_t epoch);
+    int (*fill)(void *user, uint64_t epoch, uint64_t *indices, uint64_t len, uint32_t *lengths,
+                int32_t *workers, uint64_t nbatches);
+    void (*destroy)(void *user);
+} feeder_batch_sampler_callbacks;
+FEEDER_API int feeder_sampler_create_batches(const feeder_batch_sampler_callbacks *cb,
+                                             void *user, feeder_sampler **out);
+
+/* Calls around every fork of a worker, for a language runtime that must be
+ * in a consistent state when its process is copied (CPython: hold the GIL
+ * and call PyOS_BeforeFork, then PyOS_AfterFork_Parent or _Child).
+ * `prepare` runs in the thread that forks, before the fork; `parent` in it
+ * after the fork (also when the fork failed); `child` in the new worker
+ * before anything else, worker_init included. Any may be NULL. Before start
+ * only (FEEDER_ESTATE after); `h` is copied, `h->user` borrowed.
+ * Thread-safety: as feeder_next. */
+typedef struct feeder_fork_hooks {
+    void (*prepare)(void *user);
+    void (*parent)(void *user);
+    void (*child)(void *user);
+    void *user;
+} feeder_fork_hooks;
+FEEDER_API int feeder_loader_set_fork_hooks(feeder_loader *ld, const feeder_fork_hooks *h);
 
 #ifdef __cplusplus
 }

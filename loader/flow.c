@@ -116,6 +116,78 @@ static int sample_order(const feeder_loader *ld, uint64_t epoch, uint64_t **buf,
     return 0;
 }
 
+/* A batch sampler's batches: their lengths into ld->boff (running
+ * offsets) and their workers into ld->bworker, each checked against the
+ * slots' index room and the worker count. */
+static int take_batches(feeder_loader *ld, uint64_t epoch, const uint32_t *lengths,
+                        const int32_t *workers, uint64_t nb)
+{
+    free(ld->boff);
+    free(ld->bworker);
+    ld->bworker = NULL;
+    if (!(ld->boff = malloc((size_t)(nb + 1) * sizeof(*ld->boff))) ||
+        !(ld->bworker = malloc((size_t)(nb ? nb : 1) * sizeof(*ld->bworker))))
+        return feeder__loader_fail(ld, -ENOMEM, "out of memory for %llu batches",
+                                   (unsigned long long)nb);
+    ld->boff[0] = 0;
+    for (uint64_t b = 0; b < nb; b++) {
+        if (lengths[b] > ld->job.layout.batch)
+            return feeder__loader_fail(ld, FEEDER_ERANGE,
+                        "the batch sampler's batch %llu of epoch %llu has %u indices; the "
+                        "slots hold at most batch_size = %u", (unsigned long long)b,
+                        (unsigned long long)epoch, lengths[b], ld->job.layout.batch);
+        if (workers[b] >= ld->nworkers || workers[b] < -1 || (workers[b] >= 0 && !ld->nworkers))
+            return feeder__loader_fail(ld, FEEDER_ERANGE,
+                        "the batch sampler gave batch %llu of epoch %llu to worker %d; the "
+                        "loader has %d", (unsigned long long)b, (unsigned long long)epoch,
+                        workers[b], ld->nworkers);
+        ld->boff[b + 1] = ld->boff[b] + lengths[b];
+        ld->bworker[b] = workers[b];
+    }
+    return 0;
+}
+
+/* A batch sampler's epoch: its order (checked against the dataset) and its
+ * batches. *out_len indices, *nb batches. */
+static int fill_batches(feeder_loader *ld, uint64_t epoch, uint64_t *out_len, uint64_t *nb)
+{
+    uint64_t len = feeder_sampler_len(ld->sampler, epoch);
+    if (len > SIZE_MAX / sizeof(uint64_t))
+        return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "the sampler's %llu indices for epoch "
+                                   "%llu overflow a size", (unsigned long long)len,
+                                   (unsigned long long)epoch);
+    if (len > ld->order_cap) {
+        uint64_t *o = realloc(ld->order, len * sizeof(*o));
+        if (!o)
+            return feeder__loader_fail(ld, -ENOMEM, "out of memory for the epoch's order (%llu "
+                                       "indices)", (unsigned long long)len);
+        ld->order = o;
+        ld->order_cap = len;
+    }
+    uint32_t *lengths;
+    int32_t *workers;
+    int rc = feeder__sampler_batches(ld->sampler, epoch, ld->order, len, &lengths, &workers, nb);
+    if (rc == FEEDER_EINVAL)
+        rc = feeder__loader_fail(ld, rc, "the batch sampler's batch lengths for epoch %llu do "
+                                 "not add up to its %llu indices", (unsigned long long)epoch,
+                                 (unsigned long long)len);
+    else if (rc)
+        rc = feeder__loader_fail(ld, rc, "the batch sampler failed for epoch %llu: %s",
+                                 (unsigned long long)epoch, feeder_strerror(rc));
+    else
+        rc = take_batches(ld, epoch, lengths, workers, *nb);
+    free(lengths);
+    free(workers);
+    for (uint64_t i = 0; !rc && i < len; i++)
+        if (ld->order[i] >= ld->ds->n)
+            rc = feeder__loader_fail(ld, FEEDER_EINVAL, "the sampler gave index %llu at position "
+                                     "%llu; the dataset has %llu samples",
+                                     (unsigned long long)ld->order[i], (unsigned long long)i,
+                                     (unsigned long long)ld->ds->n);
+    *out_len = len;
+    return rc;
+}
+
 /* The epoch's order from the sampler, checked against the dataset; the
  * shard sets and tar shards are told what it will read. */
 static int fill_order(feeder_loader *ld, uint64_t epoch, uint64_t *out_len)
@@ -187,16 +259,17 @@ static int begin_epoch(feeder_loader *ld)
     int adopt = ld->ahead.on && ld->ahead.epoch == epoch && !ld->resume;
     if (ld->ahead.on && !adopt)
         drop_ahead(ld);
-    uint64_t len = 0;
+    uint64_t len = 0, nb = 0;
     int rc;
+    int batched = feeder__sampler_batched(ld->sampler);
     if (adopt)
         len = adopt_ahead(ld);
-    else if ((rc = fill_order(ld, epoch, &len)))
+    else if ((rc = batched ? fill_batches(ld, epoch, &len, &nb) : fill_order(ld, epoch, &len)))
         return rc;
     ld->epoch_t0 = feeder__now_ns();
     ld->order_len = len;
-    ld->nbatches = feeder_batch_count(len, ld->job.layout.batch,
-                                      ld->plan.drop_last);
+    ld->nbatches = batched ? nb : feeder_batch_count(len, ld->job.layout.batch,
+                                                     ld->plan.drop_last);
     ld->dispatched = adopt ? ld->ahead.dispatched : 0;
     ld->delivered = ld->next_in_order = 0;
     ld->epoch_deaths = 0;
@@ -223,6 +296,19 @@ static void end_epoch(feeder_loader *ld)
         feeder__pool_stop(ld, 0);
 }
 
+/* A batch dataset's extra descriptor of the slot's last batch, closed when
+ * the slot is filled again (or the loader is destroyed), whatever became of
+ * that batch: delivered, dropped with its epoch, or failed. */
+static void forget_extra(slot_state *ss)
+{
+    if (ss->extra_map)
+        munmap(ss->extra_map, ss->extra_bytes);
+    feeder__pool_close_fd(&ss->extra_fd);
+    ss->extra_map = NULL;
+    ss->extra_bytes = 0;
+    ss->used = 0;
+}
+
 /* Batch b of `epoch` (its order `order`, order_len long) takes free slot s:
  * its indices go into the slot, its parts into the FIFO. */
 static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
@@ -230,8 +316,11 @@ static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
 {
     slot_state *ss = &ld->slots[s];
     uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
-    uint64_t first = b * batch;
-    uint32_t count = (uint32_t)(order_len - first < batch ? order_len - first : batch);
+    uint64_t first = ld->boff ? ld->boff[b] : b * batch;
+    uint64_t end = ld->boff ? ld->boff[b + 1] : order_len;
+    uint32_t count = (uint32_t)(end - first < batch ? end - first : batch);
+    int32_t want = ld->bworker ? ld->bworker[b] : -1;
+    forget_extra(ss);
     ss->state = SLOT_FILLING;
     ss->epoch = epoch;
     ss->batch = b;
@@ -244,13 +333,15 @@ static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
     memcpy(feeder__slot_indices(&ld->job.layout, base), order + first, count * sizeof(uint64_t));
     if (ld->job.fields.nfields)
         feeder__fields_reset(&ld->job.fields, base);
-    uint32_t parts = ld->parts < count ? ld->parts : count;
+    /* An empty batch (a batch sampler's) is still one task: the dataset
+     * may have something to say for it. */
+    uint32_t parts = !count ? 1 : ld->parts < count ? ld->parts : count;
     ss->parts_left = parts;
     for (uint32_t p = 0; p < parts; p++) {
         uint32_t lo = (uint32_t)((uint64_t)p * count / parts);
         uint32_t hi = (uint32_t)((uint64_t)(p + 1) * count / parts);
         feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
-        *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, epoch, b, count, 0};
+        *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, epoch, b, count, want};
     }
 }
 
@@ -312,12 +403,15 @@ static void send_parts(feeder_loader *ld)
 {
     while (ld->q.len) {
         worker *best = NULL;
+        int want = ld->q.v[ld->q.head].want;
         for (int i = 0; i < ld->nworkers; i++) {
             worker *w = &ld->workers[i];
             if (w->chan >= 0 && !w->broken && w->outstanding < FEEDER__WORKER_QUEUE &&
-                (!best || w->outstanding < best->outstanding))
+                (want < 0 || want == i) && (!best || w->outstanding < best->outstanding))
                 best = w;
         }
+        /* A part given to a busy worker waits at the head, in order, as
+         * PyTorch's worker queues do. */
         if (!best)
             break;
         feeder__task_msg *t = &ld->q.v[ld->q.head];
@@ -461,6 +555,38 @@ static int deliver_fields(feeder_loader *ld, slot_state *ss, uint8_t *base, feed
     return lend(ld, ss, out);
 }
 
+/* A batch dataset's batch: the room's bytes, and the extra descriptor's
+ * mapped for the borrower. */
+static int deliver_payload(feeder_loader *ld, slot_state *ss, uint8_t *base, feeder_batch **out)
+{
+    const feeder__slot_layout *l = &ld->job.layout;
+    if (ss->extra_fd >= 0) {
+        void *m = mmap(NULL, ss->extra_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ss->extra_fd, 0);
+        if (m == MAP_FAILED) {
+            int rc = feeder__loader_fail(ld, -errno, "batch %llu of epoch %llu: mapping its %zu "
+                                         "extra bytes: %s", (unsigned long long)ss->batch,
+                                         (unsigned long long)ss->epoch, ss->extra_bytes,
+                                         strerror(errno));
+            forget_extra(ss);
+            ss->state = SLOT_FREE;
+            dispatch(ld);
+            return rc;
+        }
+        ss->extra_map = m;
+    }
+    feeder_batch *b = &ss->pub;
+    memset(b, 0, sizeof(*b));
+    b->data = feeder__slot_sample(l, base, 0);
+    b->indices = feeder__slot_indices(l, base);
+    b->count = ss->count;
+    b->epoch = ss->epoch;
+    b->number = ss->batch;
+    b->device = -1;
+    b->dtype = FEEDER_DTYPE_UINT8;
+    b->internal_ = ss;
+    return lend(ld, ss, out);
+}
+
 static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
     uint32_t s = (uint32_t)(ss - ld->slots);
@@ -480,6 +606,8 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     uint8_t *base = feeder__slot_base(l, ld->mem, s);
     if (ld->job.fields.nfields)
         return deliver_fields(ld, ss, base, out);
+    if (feeder__batch_dataset(ld))
+        return deliver_payload(ld, ss, base, out);
     if (ss->dropped)
         leave_out_dropped(ld, ss, base);
     int mixed = 0;
@@ -546,8 +674,10 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
                     ld->nslots);
     uint32_t s = (uint32_t)(ss - ld->slots);
     uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
-    uint64_t b = take_next_batch(ld), first = b * batch;
-    uint32_t count = (uint32_t)(ld->order_len - first < batch ? ld->order_len - first : batch);
+    uint64_t b = take_next_batch(ld), first = feeder__flow_batch_first(ld, b);
+    uint64_t end = ld->boff ? ld->boff[b + 1] : ld->order_len;
+    uint32_t count = (uint32_t)(end - first < batch ? end - first : batch);
+    forget_extra(ss);
     ss->epoch = ld->epoch;
     ss->batch = b;
     ss->count = count;
@@ -557,7 +687,8 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     /* In groups of FEEDER__INLINE_FILES samples: the reader opens a
      * group's files at once, so a batch of 2048 does not need 2048
      * descriptors. A failed group ends the batch (its error is the batch's). */
-    uint32_t groups = (count + FEEDER__INLINE_FILES - 1) / FEEDER__INLINE_FILES;
+    int whole = feeder__batch_dataset(ld); /* its batch is one task, even an empty one */
+    uint32_t groups = whole ? 1 : (count + FEEDER__INLINE_FILES - 1) / FEEDER__INLINE_FILES;
     ss->parts_left = groups;
     ss->state = SLOT_FILLING;
     uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, s);
@@ -566,9 +697,11 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     if (ld->job.fields.nfields)
         feeder__fields_reset(&ld->job.fields, base);
     static _Thread_local feeder__result_msg r;
-    for (uint32_t lo = 0; lo < count && ss->state == SLOT_FILLING; lo += FEEDER__INLINE_FILES) {
-        uint32_t n = count - lo < FEEDER__INLINE_FILES ? count - lo : FEEDER__INLINE_FILES;
-        feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b, count, 0};
+    for (uint32_t lo = 0; (lo < count || (whole && lo == 0)) && ss->state == SLOT_FILLING;
+         lo += FEEDER__INLINE_FILES) {
+        uint32_t n = whole ? count : count - lo < FEEDER__INLINE_FILES ? count - lo
+                                                                       : FEEDER__INLINE_FILES;
+        feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b, count, -1};
         feeder__run_task(&ld->inline_ctx, &t, &r);
         feeder__pool_complete_part(ld, &r);
         if (r.status)
@@ -648,6 +781,32 @@ feeder_loader *feeder__host_batch_loader(const feeder_batch *b)
     return ss && &ss->pub == b ? ss->ld : NULL;
 }
 
+int feeder__host_payload(const feeder_batch *b, void **data, size_t *len, void **extra,
+                         size_t *extra_len)
+{
+    slot_state *ss = b->internal_;
+    if (&ss->pub != b || ss->state != SLOT_LENT || !feeder__batch_dataset(ss->ld))
+        return FEEDER_EINVAL;
+    if (data)
+        *data = b->data;
+    if (len)
+        *len = ss->used;
+    if (extra)
+        *extra = ss->extra_map;
+    if (extra_len)
+        *extra_len = ss->extra_map ? ss->extra_bytes : 0;
+    return 0;
+}
+
+const char *feeder__host_no_resume(const feeder_loader *ld)
+{
+    if (feeder__batch_dataset(ld))
+        return "a batch dataset (feeder_dataset_create_batches) has no resume state";
+    if (feeder__sampler_batched(ld->sampler))
+        return "a batch sampler (feeder_sampler_create_batches) has no resume state";
+    return NULL;
+}
+
 int feeder__host_release(feeder_batch *batch)
 {
     if (!batch || !batch->internal_)
@@ -666,6 +825,7 @@ int feeder__host_release(feeder_batch *batch)
                                    (unsigned long long)batch->number,
                                    (unsigned long long)batch->epoch);
     ld->errmsg[0] = 0;
+    forget_extra(ss);
     ss->state = SLOT_FREE;
     /* Refill at once so the workers need not wait for the next feeder_next. */
     dispatch(ld);
@@ -757,8 +917,12 @@ void feeder__host_free(feeder_loader *ld)
     else if (ld->ds && ld->ds->kind == FEEDER__DS_TAR)
         feeder__tar_plan(ld->ds->tar, NULL, 0);
     feeder__dataset_drop(ld->ds); /* the dataset goes if the user destroyed it already */
-    for (uint32_t s = 0; ld->slots && s < ld->nslots; s++)
+    for (uint32_t s = 0; ld->slots && s < ld->nslots; s++) {
         free(ld->slots[s].mix);
+        forget_extra(&ld->slots[s]);
+    }
+    free(ld->boff);
+    free(ld->bworker);
     free(ld->mix_scratch);
     free(ld->slots);
     free(ld->workers);

@@ -15,7 +15,7 @@
 /* Parts a worker may have outstanding. */
 #define FEEDER__WORKER_QUEUE 2
 /* Entries of the option table (options.c). */
-#define FEEDER__NOPTS 45
+#define FEEDER__NOPTS 46
 
 enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
 
@@ -33,6 +33,13 @@ typedef struct slot_state {
     feeder_loader *ld;
     feeder_mix *mix; /* batch entries when job.aug mixes batches, made at first use */
     feeder__fields_view fview; /* a fields dataset's lent batch (feeder_batch.fields_) */
+    /* A batch dataset's batch: the bytes its worker wrote in the room, and
+     * its extra descriptor (taken from the worker's result; -1 none),
+     * mapped while the batch is lent. */
+    size_t used;
+    int extra_fd;
+    size_t extra_bytes;
+    void *extra_map;
 } slot_state;
 
 typedef struct worker {
@@ -88,6 +95,7 @@ struct feeder_loader {
     uint8_t given[FEEDER__NOPTS]; /* set by the user (a RAW packed file fills the rest of its shape) */
     feeder_worker_init_fn init;
     void *init_user;
+    feeder_fork_hooks hooks; /* feeder_loader_set_fork_hooks; zero: none */
 
     int started;
     feeder__job job;
@@ -118,6 +126,11 @@ struct feeder_loader {
     uint64_t *order;
     uint64_t order_len, order_cap;
     uint64_t nbatches;
+    /* A batch sampler's epoch (feeder_sampler_create_batches): batch b is
+     * order[boff[b] .. boff[b + 1]) and goes to worker bworker[b] (-1: any).
+     * NULL for every other sampler, whose batches are BATCH_SIZE long. */
+    uint64_t *boff;
+    int32_t *bworker;
     uint64_t dispatched; /* next batch number to give a slot (delivered ones are skipped) */
     /* Delivery, kept by mark_delivered() alone: how many batches of the
      * epoch were handed to the user (as a batch or as its error), which ones
@@ -231,11 +244,32 @@ static inline const uint64_t *feeder__flow_order(const feeder_loader *ld, uint64
     return ld->ahead.on && epoch == ld->ahead.epoch ? ld->ahead.order : ld->order;
 }
 
+/* Where batch b of `epoch` begins in its order: BATCH_SIZE apart, or where
+ * a batch sampler put it (never run ahead, so always the running epoch). */
+static inline uint64_t feeder__flow_batch_first(const feeder_loader *ld, uint64_t b)
+{
+    return ld->boff ? ld->boff[b] : b * (uint64_t)ld->job.layout.batch;
+}
+
+/* Whether the dataset makes whole batches (feeder_dataset_create_batches). */
+static inline int feeder__batch_dataset(const feeder_loader *ld)
+{
+    return ld->ds->bcb.get != NULL;
+}
+
 /* ---- sampler.c ---- */
 
 /* Whether the sampler's order is a pure function of the epoch (every kind
  * but a user's callbacks), so it may be asked for an epoch early. */
 int feeder__sampler_pure(const feeder_sampler *s);
+/* A batch sampler (feeder_sampler_create_batches). */
+int feeder__sampler_batched(const feeder_sampler *s);
+/* A batch sampler's epoch: indices[0..len) and, allocated for the caller
+ * to free (also on failure), each batch's length and worker; *nb batches.
+ * 0, -ENOMEM, FEEDER_EINVAL when the lengths do not add up to len, or the
+ * callback's error. */
+int feeder__sampler_batches(const feeder_sampler *s, uint64_t epoch, uint64_t *indices,
+                            uint64_t len, uint32_t **lengths, int32_t **workers, uint64_t *nb);
 
 /* ---- resume.c ---- */
 

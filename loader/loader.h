@@ -95,6 +95,12 @@ void feeder__host_kick(feeder_loader *ld);
 int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only);
 /* Give a host batch's slot back. */
 int feeder__host_release(feeder_batch *b);
+/* A batch dataset's batch bytes (feeder_batch_payload); FEEDER_EINVAL for
+ * another batch. */
+int feeder__host_payload(const feeder_batch *b, void **data, size_t *len, void **extra,
+                         size_t *extra_len);
+/* Why the loader has no resume state (a batch dataset or sampler), or NULL. */
+const char *feeder__host_no_resume(const feeder_loader *ld);
 /* The loader that lent host batch b (NULL when b is none of its). */
 feeder_loader *feeder__host_batch_loader(const feeder_batch *b);
 /* feeder_loader_set_epoch's host half: wait for parts in flight, end the epoch. */

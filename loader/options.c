@@ -53,6 +53,7 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_POLL_MS, "poll_ms", 0, 1, 60000, 100},
     {FEEDER_OPT_SPLIT, "split", 0, 0, 1 << 20, 0},
     {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 0, 4, 32768, 256},
+    {FEEDER_OPT_BATCH_ROOM, "batch_room", 0, 4096, 1099511627776.0, 64 << 20},
     {FEEDER_OPT_DEVICE, "device", 0, -1, 1023, -1},
     {FEEDER_OPT_PIN_MODE, "pin_mode", 0, 0, 2, FEEDER_PIN_REGISTER},
     {FEEDER_OPT_GPU_PREFETCH, "gpu_prefetch", 0, 2, 64, 2},
@@ -224,6 +225,20 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_worker_init: the loader started");
     ld->init = fn;
     ld->init_user = user;
+    return 0;
+}
+
+int feeder_loader_set_fork_hooks(feeder_loader *ld, const feeder_fork_hooks *h)
+{
+    if (!ld)
+        return FEEDER_EINVAL;
+    ld->errmsg[0] = 0;
+    if (ld->started)
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_fork_hooks: the loader started");
+    if (h)
+        ld->hooks = *h;
+    else
+        memset(&ld->hooks, 0, sizeof(ld->hooks));
     return 0;
 }
 

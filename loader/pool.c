@@ -141,16 +141,24 @@ static int spawn_one(feeder_loader *ld, int i)
     int by_main = (pid_t)syscall(SYS_gettid) == self;
     /* Held across fork so no other thread's loader changes the registry
      * between the child's copy of it and the fork itself. */
+    if (ld->hooks.prepare)
+        ld->hooks.prepare(ld->hooks.user);
     pthread_mutex_lock(&reg_lock);
     pid_t pid = fork();
     if (pid == 0) {
         close(sv[0]);
+        if (ld->hooks.child)
+            ld->hooks.child(ld->hooks.user);
         /* The child's copy of the lock is held; it only reads the list. */
         feeder__worker_main(&ld->job, i, sv[1], self, by_main, reg_fds, (int)reg_len, ld->init,
                             ld->init_user);
     }
+    int fork_errno = errno;
     pthread_mutex_unlock(&reg_lock);
+    if (ld->hooks.parent)
+        ld->hooks.parent(ld->hooks.user);
     if (pid < 0) {
+        errno = fork_errno;
         int rc = feeder__loader_fail(ld, -errno, "fork of worker %d: %s", i, strerror(errno));
         close(sv[0]);
         close(sv[1]);
@@ -215,6 +223,13 @@ void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r)
 {
     slot_state *ss = &ld->slots[r->slot];
     account(ld, r);
+    ss->used = r->used;
+    if (r->extra_fd >= 0) { /* a batch dataset's; the slot closes it when it is filled again */
+        feeder__pool_close_fd(&ss->extra_fd);
+        ss->extra_fd = r->extra_fd;
+        feeder__pool_register_fd(ss->extra_fd); /* no worker forked later holds it */
+        ss->extra_bytes = r->extra_bytes;
+    }
     ss->skipped += r->skipped + r->dropped;
     ss->dropped += r->dropped;
     if (r->status && !ss->status) {
@@ -231,7 +246,6 @@ void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r)
  * gives the bytes the first run would have. */
 static void requeue(feeder_loader *ld, worker *w)
 {
-    uint32_t bs = ld->job.layout.batch;
     for (unsigned k = w->outstanding; k-- > 0;) {
         const feeder__task_msg *t = &w->inflight[k];
         slot_state *ss = &ld->slots[t->slot];
@@ -241,7 +255,8 @@ static void requeue(feeder_loader *ld, worker *w)
         /* A fields batch packed already holds its indices packed too. */
         if (!ld->job.fields.nfields || !feeder__fields_ctrl(&ld->job.fields, base)->packed)
             memcpy(feeder__slot_indices(&ld->job.layout, base) + t->first,
-                   feeder__flow_order(ld, t->epoch) + t->batch * bs + t->first,
+                   feeder__flow_order(ld, t->epoch) + feeder__flow_batch_first(ld, t->batch) +
+                       t->first,
                    (size_t)t->count * sizeof(uint64_t));
         ld->q.head = (ld->q.head + ld->q.cap - 1) % ld->q.cap;
         ld->q.v[ld->q.head] = *t;
@@ -361,6 +376,40 @@ int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
     return worker_died(ld, i, why, 1);
 }
 
+/* One message from a worker's channel, without waiting, as recv() returns;
+ * a batch dataset's extra descriptor, passed along with it, lands in
+ * r->extra_fd (-1 without one; any other descriptor is closed). */
+static ssize_t recv_result(int chan, feeder__result_msg *r)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+    } c;
+    struct iovec io = {.iov_base = r, .iov_len = sizeof(*r)};
+    struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = c.buf,
+                       .msg_controllen = sizeof(c.buf)};
+    ssize_t n = recvmsg(chan, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int fd = -1;
+    for (struct cmsghdr *h = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfd = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t k = 0; k < nfd; k++) {
+            int got;
+            memcpy(&got, CMSG_DATA(h) + k * sizeof(int), sizeof(int));
+            if (fd < 0)
+                fd = got;
+            else
+                close(got);
+        }
+    }
+    if (n == (ssize_t)sizeof(*r))
+        r->extra_fd = fd;
+    else if (fd >= 0)
+        close(fd);
+    return n;
+}
+
 /* Read every message waiting on worker i's channel. 0, or an error (death,
  * failed worker start). */
 static int drain_channel(feeder_loader *ld, int i)
@@ -369,7 +418,7 @@ static int drain_channel(feeder_loader *ld, int i)
     int reset_seen = 0;
     for (;;) {
         feeder__result_msg r;
-        ssize_t n = recv(w->chan, &r, sizeof(r), MSG_DONTWAIT);
+        ssize_t n = recv_result(w->chan, &r);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -396,8 +445,11 @@ static int drain_channel(feeder_loader *ld, int i)
             continue;
         }
         if (r.kind != FEEDER__MSG_RESULT || r.slot >= ld->nslots ||
-            ld->slots[r.slot].state != SLOT_FILLING)
+            ld->slots[r.slot].state != SLOT_FILLING) {
+            if (r.extra_fd >= 0)
+                close(r.extra_fd);
             return worker_died(ld, i, "result for a slot that is not being filled", 0);
+        }
         if (w->outstanding) {
             w->outstanding--;
             memmove(w->inflight, w->inflight + 1, w->outstanding * sizeof(w->inflight[0]));

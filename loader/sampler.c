@@ -42,7 +42,8 @@ enum {
     SAMPLER_WEIGHTED = 4,
     SAMPLER_DISTRIBUTED = 5,
     SAMPLER_USER = 6,
-    SAMPLER_SHARDS = 7
+    SAMPLER_SHARDS = 7,
+    SAMPLER_BATCHES = 8
 };
 
 enum { STREAM_SHUFFLE = 0, STREAM_DRAW = 1, STREAM_COIN = 2, STREAM_KEY = 3, STREAM_WINDOW = 4 };
@@ -68,6 +69,7 @@ struct feeder_sampler {
     uint64_t nonzero;  /* weighted: how many of them are not zero */
     alias_cell *table; /* weighted with replacement: Vose's alias table */
     feeder_sampler_callbacks cb;
+    feeder_batch_sampler_callbacks bcb; /* SAMPLER_BATCHES */
     void *user;
     uint64_t *shard_first; /* shards: nshards + 1 running counts */
     uint32_t nshards, window;
@@ -744,12 +746,29 @@ int feeder_sampler_create(const feeder_sampler_callbacks *cb, void *user, feeder
     return 0;
 }
 
+int feeder_sampler_create_batches(const feeder_batch_sampler_callbacks *cb, void *user,
+                                  feeder_sampler **out)
+{
+    if (!cb || !cb->nbatches || !cb->len || !cb->fill)
+        return FEEDER_EINVAL;
+    feeder_sampler *s;
+    int rc = make(SAMPLER_BATCHES, out, &s);
+    if (rc)
+        return rc;
+    s->bcb = *cb;
+    s->user = user;
+    *out = s;
+    return 0;
+}
+
 void feeder_sampler_destroy(feeder_sampler *s)
 {
     if (!s)
         return;
     if (s->kind == SAMPLER_USER && s->cb.destroy)
         s->cb.destroy(s->user);
+    if (s->kind == SAMPLER_BATCHES && s->bcb.destroy)
+        s->bcb.destroy(s->user);
     free(s->indices);
     free(s->weights);
     free(s->table);
@@ -765,6 +784,8 @@ uint64_t feeder_sampler_len(const feeder_sampler *s, uint64_t epoch)
         return 0;
     if (s->kind == SAMPLER_USER)
         return s->cb.len(s->user, epoch);
+    if (s->kind == SAMPLER_BATCHES)
+        return s->bcb.len(s->user, epoch);
     return s->len;
 }
 
@@ -801,6 +822,15 @@ int feeder_sampler_fill(const feeder_sampler *s, uint64_t epoch, uint64_t *out, 
         /* A positive value would read as a status, not a failure. */
         return rc > 0 ? FEEDER_ECALLBACK : rc;
     }
+    case SAMPLER_BATCHES: {
+        uint32_t *lengths;
+        int32_t *workers;
+        uint64_t nb;
+        int rc = feeder__sampler_batches(s, epoch, out, count, &lengths, &workers, &nb);
+        free(lengths);
+        free(workers);
+        return rc;
+    }
     }
     return FEEDER_EINVAL;
 }
@@ -812,4 +842,28 @@ uint64_t feeder_batch_count(uint64_t len, uint32_t batch_size, int drop_last)
     return len / batch_size + (!drop_last && len % batch_size != 0);
 }
 
-int feeder__sampler_pure(const feeder_sampler *s) { return s && s->kind != SAMPLER_USER; }
+int feeder__sampler_pure(const feeder_sampler *s)
+{
+    return s && s->kind != SAMPLER_USER && s->kind != SAMPLER_BATCHES;
+}
+
+int feeder__sampler_batched(const feeder_sampler *s) { return s && s->kind == SAMPLER_BATCHES; }
+
+int feeder__sampler_batches(const feeder_sampler *s, uint64_t epoch, uint64_t *indices,
+                            uint64_t len, uint32_t **lengths, int32_t **workers, uint64_t *nb)
+{
+    *lengths = NULL;
+    *workers = NULL;
+    *nb = s->bcb.nbatches(s->user, epoch);
+    size_t n = *nb ? (size_t)*nb : 1;
+    if (*nb > SIZE_MAX / sizeof(uint32_t) || !(*lengths = malloc(n * sizeof(uint32_t))) ||
+        !(*workers = malloc(n * sizeof(int32_t))))
+        return -ENOMEM;
+    int rc = s->bcb.fill(s->user, epoch, indices, len, *lengths, *workers, *nb);
+    if (rc)
+        return rc > 0 ? FEEDER_ECALLBACK : rc;
+    uint64_t total = 0;
+    for (uint64_t b = 0; b < *nb; b++)
+        total += (*lengths)[b];
+    return total == len ? 0 : FEEDER_EINVAL; /* the lengths must cover the indices */
+}

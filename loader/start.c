@@ -45,8 +45,26 @@ static int validate_fields(feeder_loader *ld)
     return 0;
 }
 
+/* A batch dataset's batches are its own bytes, on the host. */
+static int validate_batches(feeder_loader *ld)
+{
+    if (iopt(ld, FEEDER_OPT_DEVICE) >= 0)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "device %lld: a batch dataset "
+                                   "(feeder_dataset_create_batches) gives host batches only",
+                                   (long long)iopt(ld, FEEDER_OPT_DEVICE));
+    if (feeder__augment_has_sample_steps(&ld->job.aug) || feeder__augment_has_mix(&ld->job.aug))
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_augment: the pipeline "
+                                   "works on images; a batch dataset takes none");
+    if (ld->job.collate)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_collate: a batch "
+                                   "dataset collates in its own get callback");
+    return 0;
+}
+
 static int validate(feeder_loader *ld)
 {
+    if (feeder__batch_dataset(ld))
+        return validate_batches(ld);
     if (dopt(ld, FEEDER_OPT_SCALE_MIN) > dopt(ld, FEEDER_OPT_SCALE_MAX))
         return feeder__loader_fail(ld, FEEDER_ERANGE, "scale_min %g > scale_max %g",
                     dopt(ld, FEEDER_OPT_SCALE_MIN), dopt(ld, FEEDER_OPT_SCALE_MAX));
@@ -158,6 +176,7 @@ static void resolve_job(feeder_loader *ld)
     job->ds = ld->ds;
     job->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
     job->policy = (int)iopt(ld, FEEDER_OPT_ERROR_POLICY);
+    job->num_workers = (uint32_t)iopt(ld, FEEDER_OPT_NUM_WORKERS);
     job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
     job->packed_read = resolve_packed_read(ld);
     job->verify_crc = (int)iopt(ld, FEEDER_OPT_VERIFY_CRC);
@@ -286,7 +305,12 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
         return rc;
 
     uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
-    if (ld->ds->nfields)
+    if (feeder__batch_dataset(ld)) /* BATCH_ROOM bytes, as batch x room_bytes */
+        rc = feeder__slot_layout_init(&job->layout, batch, 1, 1, 1, FEEDER_LAYOUT_NHWC) ||
+             feeder__slot_layout_room(&job->layout,
+                                      ((size_t)iopt(ld, FEEDER_OPT_BATCH_ROOM) + batch - 1) / batch)
+                 ? FEEDER_EOVERFLOW : 0;
+    else if (ld->ds->nfields)
         rc = feeder__fields_layout_init(&job->fields, &job->layout, ld->ds->fields,
                                         ld->ds->nfields, batch);
     else
@@ -317,7 +341,8 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
     uint64_t autosplit = (batch + FEEDER__TASK_SAMPLES - 1) / FEEDER__TASK_SAMPLES;
     if (autosplit < (uint64_t)ld->nworkers)
         autosplit = (uint64_t)ld->nworkers;
-    ld->parts = (uint32_t)(ld->nworkers == 0 ? 1 : split ? split : autosplit);
+    ld->parts = (uint32_t)(ld->nworkers == 0 || feeder__batch_dataset(ld) ? 1
+                           : split ? split : autosplit);
     if (ld->parts > batch)
         ld->parts = batch;
     return rc;
@@ -418,8 +443,10 @@ static int map_slots(feeder_loader *ld)
     ld->q.v = calloc(ld->q.cap, sizeof(*ld->q.v));
     if (!ld->slots || !ld->workers || !ld->q.v)
         return feeder__loader_fail(ld, -ENOMEM, "out of memory");
-    for (uint32_t s = 0; s < ld->nslots; s++)
+    for (uint32_t s = 0; s < ld->nslots; s++) {
         ld->slots[s].ld = ld;
+        ld->slots[s].extra_fd = -1;
+    }
     pthread_mutex_lock(&ld->stats_lock);
     ld->stats.shm_bytes = ld->shm_bytes;
     ld->stats.slots = ld->nslots;

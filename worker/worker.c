@@ -324,6 +324,43 @@ static int ensure_files(feeder__worker_ctx *w, unsigned n)
     return 0;
 }
 
+/* A batch dataset's task: the whole batch from its get callback, into the
+ * slot's room (and the callback's extra descriptor, sent with the result). */
+static int run_batch_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
+                          feeder__result_msg *res)
+{
+    const feeder__job *job = w->job;
+    const feeder__slot_layout *l = &job->layout;
+    feeder_batch_ctx ctx = {.epoch = t->epoch, .number = t->batch, .seed = job->seed,
+                            .indices = feeder__slot_indices(l, slot) + t->first,
+                            .count = t->count, .worker_id = w->id,
+                            .num_workers = job->num_workers};
+    feeder_batch_out out = {.data = feeder__slot_sample(l, slot, 0),
+                            .capacity = (size_t)l->batch * l->room_bytes, .extra_fd = -1};
+    char uerr[FEEDER__ERRMSG_LEN - 128] = "";
+    uint64_t t0 = feeder__now_ns();
+    int rc = job->ds->bcb.get(job->ds->user, &ctx, &out, uerr, sizeof(uerr));
+    res->decode_ns += feeder__now_ns() - t0;
+    feeder__trace_decode(job->trace, w->id, t0, res->decode_ns, 0, rc == 0, t->epoch, t->batch,
+                         t->count ? ctx.indices[0] : 0);
+    if (!rc && (out.used > out.capacity || (out.extra_fd >= 0 && !out.extra_bytes)))
+        rc = FEEDER_EINVAL;
+    if (rc) {
+        if (out.extra_fd >= 0)
+            close(out.extra_fd);
+        if (rc == FEEDER_EINVAL && !uerr[0])
+            feeder__fmt(uerr, sizeof(uerr), "used %zu of %zu bytes, extra_fd %d with %zu bytes",
+                        out.used, out.capacity, out.extra_fd, out.extra_bytes);
+        feeder__fmt(res->errmsg, sizeof(res->errmsg), "batch get callback returned %d%s%s", rc,
+                    uerr[0] ? ": " : "", uerr);
+        return rc > 0 ? FEEDER_ECALLBACK : rc;
+    }
+    res->used = out.used;
+    res->extra_fd = out.extra_fd;
+    res->extra_bytes = out.extra_fd >= 0 ? out.extra_bytes : 0;
+    return 0;
+}
+
 /* A user dataset's task: its get callback, sample by sample. */
 static int run_user_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
                          feeder__result_msg *res)
@@ -523,6 +560,8 @@ static void populate_task(const feeder__worker_ctx *w, const feeder__task_msg *t
 {
     const feeder__job *job = w->job;
     const feeder__fields_layout *fl = &job->fields;
+    if (job->ds->bcb.get) /* a room of its own size: the callback touches what it uses */
+        return;
     if (!fl->nfields) {
         populate(feeder__slot_sample(&job->layout, slot, t->first),
                  (size_t)t->count * job->layout.sample_bytes);
@@ -540,6 +579,7 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
     memset(res, 0, offsetof(feeder__result_msg, errmsg));
     res->errmsg[0] = 0;
     res->kind = FEEDER__MSG_RESULT;
+    res->extra_fd = -1;
     res->slot = t->slot;
     res->first = t->first;
     res->count = t->count;
@@ -551,7 +591,9 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
         return;
     populate_task(w, t, slot);
     int rc;
-    if (kind == FEEDER__DS_USER) {
+    if (w->job->ds->bcb.get) {
+        rc = run_batch_task(w, t, slot, res);
+    } else if (kind == FEEDER__DS_USER) {
         rc = run_user_task(w, t, slot, res);
     } else {
         uint32_t bad_first = UINT32_MAX;
@@ -568,6 +610,40 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
     if (w->job->fields.nfields)
         rc = finish_fields_part(w, t, slot, res, rc);
     res->status = rc;
+}
+
+/* A result with a batch dataset's extra descriptor: the descriptor goes
+ * along (SCM_RIGHTS) and this process's copy is closed once it is sent. */
+static int send_result(int chan, feeder__result_msg *r)
+{
+    int fd = r->extra_fd;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } c;
+    struct iovec io = {.iov_base = r, .iov_len = sizeof(*r)};
+    struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1};
+    if (fd >= 0) {
+        memset(&c, 0, sizeof(c));
+        m.msg_control = c.buf;
+        m.msg_controllen = sizeof(c.buf);
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &fd, sizeof(int));
+    }
+    int rc = 0;
+    while (sendmsg(chan, &m, MSG_NOSIGNAL) < 0) {
+        if (errno != EINTR) {
+            rc = -errno;
+            break;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    r->extra_fd = -1;
+    return rc;
 }
 
 static int send_msg(int chan, const void *msg, size_t len)
@@ -720,7 +796,7 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
         if ((size_t)n != sizeof(t) || t.kind != FEEDER__MSG_TASK)
             _exit(2);
         feeder__run_task(&w, &t, &res);
-        if (send_msg(chan, &res, sizeof(res)))
+        if (send_result(chan, &res))
             _exit(0);
     }
 }

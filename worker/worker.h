@@ -31,6 +31,7 @@ typedef struct feeder__job {
     feeder__slot_layout layout;
     uint64_t seed;
     int policy;        /* feeder_error_policy */
+    uint32_t num_workers;
     int io_mode;       /* FEEDER_IO_URING or FEEDER_IO_PREAD, resolved */
     unsigned queue_depth;
     int memfd;
@@ -86,7 +87,7 @@ typedef struct feeder__task_msg {
     uint64_t epoch;
     uint64_t batch;
     uint32_t total;    /* samples in the batch (fields datasets: which part is last) */
-    uint32_t pad_;
+    int32_t want;      /* the worker a batch sampler gave the batch to, or -1: any */
 } feeder__task_msg;
 
 /* Worker -> main. */
@@ -108,6 +109,13 @@ typedef struct feeder__result_msg {
      * decode/jpeg_header.h). */
     uint32_t routed[FEEDER_ROUTES];
     uint32_t shared; /* GPU decoders: the task's first samples, decoded here as the CPU's share */
+    /* Batch datasets: the bytes written in the room, and the callback's extra
+     * descriptor: sent along as SCM_RIGHTS by a worker (extra_fd is then the
+     * receiver's copy, or -1), kept as it is by the calling thread. */
+    int32_t extra_fd;
+    uint32_t pad2_;
+    uint64_t used;
+    uint64_t extra_bytes;
     char errmsg[FEEDER__ERRMSG_LEN];
 } feeder__result_msg;
 
