@@ -31,12 +31,23 @@ from ._feeder import (  # noqa: F401
     strerror,
 )
 
+_LAZY = ("DataLoader", "get_worker_info", "default_collate", "default_convert")
+
+
+def __getattr__(name):
+    # feeder.DataLoader needs torch; `import feeder` alone does not.
+    if name in _LAZY:
+        from . import _dataloader
+        return getattr(_dataloader, name)
+    raise AttributeError(f"module 'feeder' has no attribute {name!r}")
+
 __version__ = "0.1.0"
 
 __all__ = [
     "ImageFolder", "FileList", "Packed", "TarShards", "Loader", "Array", "FeederError", "SampleError",
     "WorkerError", "LoaderTimeoutError", "BusyError", "OptionError", "StateError",
-    "DatasetError", "library_version", "cuda",
+    "DatasetError", "library_version", "cuda", "DataLoader", "get_worker_info",
+    "default_collate", "default_convert",
 ]
 
 

@@ -28,6 +28,7 @@
  *   fields.c        fields batches as dicts
  *   iter.c          iter(loader), the iterator, next(): wait, then lend the batch
  *   loader.c        Loader: its methods (epochs, resume state, counters, close), type
+ *   batches.c       BatchLoader: Python datasets in feeder's workers (feeder.DataLoader)
  *   module.c        PyInit__feeder: exception classes, types, constants, strerror
  * Each uses only those above it.
  */
@@ -146,5 +147,9 @@ PyObject *loader_iter(LoaderObject *self);
 
 /* loader.c */
 extern PyTypeObject LoaderType;
+
+/* batches.c: BatchLoader, the engine of feeder.DataLoader for Python datasets */
+extern PyTypeObject BatchLoaderType;
+int batches_ready_types(void);
 
 #endif

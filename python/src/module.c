@@ -33,10 +33,13 @@ static PyObject *new_exc(PyObject *m, const char *name, PyObject *bases, const c
 
 PyMODINIT_FUNC PyInit__feeder(void)
 {
-    PyTypeObject *types[] = {&DatasetType, &LoaderType, &LoaderIterType, &BatchType, &ArrayType};
+    PyTypeObject *types[] = {&DatasetType, &LoaderType, &LoaderIterType, &BatchType, &ArrayType,
+                             &BatchLoaderType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
+    if (batches_ready_types() < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&feeder_module);
     if (!m)
         return NULL;
@@ -66,6 +69,7 @@ PyMODINIT_FUNC PyInit__feeder(void)
     if (PyModule_AddObjectRef(m, "Dataset", (PyObject *)&DatasetType) < 0 ||
         PyModule_AddObjectRef(m, "Loader", (PyObject *)&LoaderType) < 0 ||
         PyModule_AddObjectRef(m, "Array", (PyObject *)&ArrayType) < 0 ||
+        PyModule_AddObjectRef(m, "BatchLoader", (PyObject *)&BatchLoaderType) < 0 ||
         PyModule_AddStringConstant(m, "library_version", feeder_version_string()) < 0 ||
         PyModule_AddIntConstant(m, "header_version", FEEDER_VERSION_NUMBER) < 0 ||
 #ifdef FEEDER_PY_CUDA

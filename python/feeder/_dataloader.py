@@ -1,0 +1,583 @@
+"""feeder.DataLoader: torch.utils.data.DataLoader's interface, run on feeder's workers.
+
+Map-style and iterable datasets written in Python run in worker processes
+that feeder's C loader forks and watches (feeder_dataset_create_batches): the
+sampler's batches reach the workers through the loader's task channel, each
+worker writes its collated batch straight into a shared-memory slot
+(feeder/_payload.py), and the main process takes it back without a copy of
+array data. The sampling, collation, seeding and error rules are torch's own,
+reused where torch exposes them, so the same seed gives the same batches.
+"""
+import array
+import itertools
+import math
+import multiprocessing
+import random
+import warnings
+
+import torch
+from torch._utils import ExceptionWrapper
+from torch.utils.data import (BatchSampler, IterableDataset, RandomSampler, SequentialSampler,
+                              default_collate, default_convert)
+from torch.utils.data._utils import collate as _tcollate
+from torch.utils.data._utils import pin_memory as _tpin
+from torch.utils.data._utils import worker as _tworker
+
+from . import _feeder, _payload
+
+__all__ = ["DataLoader", "get_worker_info", "default_collate", "default_convert"]
+
+# A Python epoch runs as one or more of the C loader's epochs ("chunks"):
+# C epoch = python epoch << CHUNK_BITS | chunk.
+CHUNK_BITS = 20
+# Batches a chunk holds when the sampler has no length, and rounds over the
+# workers a chunk holds for an iterable dataset.
+CHUNK_BATCHES = 256
+ITERABLE_ROUNDS = 32
+# Room of a slot; pages are backed only where a batch writes, and a larger
+# batch overflows into a memfd of its own, so this is no limit.
+DEFAULT_ROOM = 64 << 20
+# Longest batch a batch sampler may give (unless batch_size is larger).
+MAX_BATCH = 4096
+
+_worker_info = None
+
+
+def get_worker_info():
+    """In a worker process of feeder.DataLoader: its WorkerInfo (id,
+    num_workers, seed, dataset), the same object
+    torch.utils.data.get_worker_info() returns there. None in the main
+    process."""
+    return _worker_info
+
+
+def _stack_in_slot(batch, *, collate_fn_map=None):
+    """default_collate's tensor rule, made in the slot: a stack of equal CPU
+    tensors becomes a Stack the writer makes with torch.stack(out=slot);
+    anything else is torch's own collate_tensor_fn (its result or its
+    error)."""
+    elem = batch[0]
+    if type(elem) is torch.Tensor and elem.device.type == "cpu" and \
+            elem.layout == torch.strided and not elem.requires_grad:
+        shape, dtype = elem.shape, elem.dtype
+        if all(type(t) is torch.Tensor and t.shape == shape and t.dtype == dtype and
+               t.device.type == "cpu" and t.layout == torch.strided and not t.requires_grad
+               for t in batch):
+            return _payload.Stack(batch, (len(batch),) + tuple(shape), dtype)
+    return _tcollate.collate_tensor_fn(batch, collate_fn_map=collate_fn_map)
+
+
+_SLOT_COLLATE_MAP = dict(_tcollate.default_collate_fn_map)
+_SLOT_COLLATE_MAP[torch.Tensor] = _stack_in_slot
+
+
+def _slot_collate(batch):
+    return _tcollate.collate(batch, collate_fn_map=_SLOT_COLLATE_MAP)
+
+
+class _WorkerSide:
+    """What a worker runs, made in the main process before the fork; its
+    methods are the C loader's worker_init and batch callbacks."""
+
+    def __init__(self, loader, base_seed):
+        self.dataset = loader.dataset
+        self.iterable = isinstance(loader.dataset, IterableDataset)
+        self.auto_collation = loader.batch_sampler is not None
+        self.batch_size = loader.batch_size
+        self.drop_last = loader.drop_last
+        self.num_workers = loader.num_workers
+        self.worker_init_fn = loader.worker_init_fn
+        self.base_seed = base_seed
+        collate = loader.collate_fn
+        self.collate = _slot_collate if collate is default_collate else collate
+        self.getitems = getattr(loader.dataset, "__getitems__", None)
+        self.worker_id = None
+        self.init_error = None
+        self.it = None
+        self.it_key = None
+        self.ended = False
+
+    def init(self, worker_id):
+        """In the worker, right after the fork: torch's seeding rule, the
+        worker info, then the user's worker_init_fn."""
+        global _worker_info
+        self.worker_id = worker_id
+        try:
+            torch.set_num_threads(1)
+            seed = self.base_seed + worker_id
+            random.seed(seed)
+            torch.manual_seed(seed)
+            try:
+                import numpy as np
+                np.random.seed(_tworker._generate_state(self.base_seed, worker_id))
+            except ImportError:
+                pass
+            info = _tworker.WorkerInfo(id=worker_id, num_workers=self.num_workers, seed=seed,
+                                       dataset=self.dataset)
+            _tworker._worker_info = info
+            _worker_info = info
+            if self.worker_init_fn is not None:
+                self.worker_init_fn(worker_id)
+        except Exception:
+            self.init_error = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
+
+    def _error(self, room, where):
+        w = ExceptionWrapper(where=f"in DataLoader worker process {self.worker_id}{where}")
+        try:
+            return _payload.write(room, w, _payload.KIND_ERROR)
+        except Exception:  # an exception class the main process cannot unpickle
+            w.exc_type = RuntimeError
+            return _payload.write(room, w, _payload.KIND_ERROR)
+
+    def _iterable_batch(self, key):
+        """The worker's next batch of its own stream (torch's
+        _IterableDatasetFetcher), or _END when the stream has ended."""
+        if self.it_key != key:
+            self.it_key = key
+            self.it = iter(self.dataset)
+            self.ended = False
+        if self.ended:
+            return _END
+        if not self.auto_collation:
+            try:
+                return self.collate(next(self.it))
+            except StopIteration:
+                self.ended = True
+                return _END
+        data = []
+        for _ in range(self.batch_size):
+            try:
+                data.append(next(self.it))
+            except StopIteration:
+                self.ended = True
+                break
+        if not data or (self.drop_last and len(data) < self.batch_size):
+            return _END
+        return self.collate(data)
+
+    def fetch(self, epoch, number, worker_id, indices, room):
+        if self.init_error is not None:
+            return _payload.write(room, self.init_error, _payload.KIND_ERROR)
+        at = ""
+        try:
+            if self.iterable:
+                at = f" (batch {number})"
+                data = self._iterable_batch(epoch >> CHUNK_BITS)
+                if data is _END:
+                    return _payload.write(room, None, _payload.KIND_END)
+            elif not self.auto_collation:
+                at = f" (index {indices[0]})"
+                data = self.collate(self.dataset[indices[0]])
+            elif self.getitems:
+                at = f" (batch {number}, indices {indices[0]}..{indices[-1]})" if indices else ""
+                data = self.collate(self.getitems(indices))
+            else:
+                samples = []
+                for i in indices:
+                    at = f" (batch {number}, index {i})"
+                    samples.append(self.dataset[i])
+                at = f" (batch {number}, in collate_fn)"
+                data = self.collate(samples)
+        except Exception:
+            return self._error(room, at)
+        try:
+            return _payload.write(room, data)
+        except Exception:
+            return self._error(room, f" (batch {number}, writing it to its slot)")
+
+
+_END = object()
+
+
+def _check_context(ctx, num_workers):
+    """feeder forks its workers itself, from a state CPython is told of
+    (PyOS_BeforeFork / AfterFork): the fork start method is the one it has."""
+    if ctx is None:
+        return None
+    if num_workers == 0:
+        raise ValueError("multiprocessing_context can only be used with multi-process loading "
+                         f"(num_workers > 0), but got num_workers={num_workers}")
+    if isinstance(ctx, str):
+        method = ctx
+        if method not in multiprocessing.get_all_start_methods():
+            raise ValueError("multiprocessing_context option should specify a valid start method "
+                             f"in {multiprocessing.get_all_start_methods()!r}, but got "
+                             f"multiprocessing_context={ctx!r}")
+    elif isinstance(ctx, multiprocessing.context.BaseContext):
+        method = ctx.get_start_method()
+    else:
+        raise TypeError("multiprocessing_context option should be a valid context object or a "
+                        f"string specifying the start method, but got "
+                        f"multiprocessing_context={ctx}")
+    if method != "fork":
+        raise ValueError(
+            f"feeder.DataLoader: multiprocessing_context={method!r} is not supported: feeder's "
+            "workers are forked by its C loader (which watches them and moves batches through "
+            "shared memory it maps before the fork), so 'fork' is the only start method; it is "
+            "safe with CUDA initialised in this process as long as the dataset does not use "
+            "CUDA in the workers (as with torch's 'fork'). Use torch.utils.data.DataLoader for "
+            f"{method!r}.")
+    return ctx
+
+
+class DataLoader:
+    """torch.utils.data.DataLoader on feeder's workers: the same arguments,
+    defaults and batches (torch's samplers, collation and seeding rules), with
+    each worker's batch written straight into shared memory and taken back
+    without pickling array data. `from feeder import DataLoader` is the
+    switch.
+
+    DataLoader(dataset, batch_size=1, shuffle=None, sampler=None,
+               batch_sampler=None, num_workers=0, collate_fn=None,
+               pin_memory=False, drop_last=False, timeout=0,
+               worker_init_fn=None, multiprocessing_context=None,
+               generator=None, *, prefetch_factor=None,
+               persistent_workers=False, pin_memory_device="",
+               in_order=True, batch_room=None)
+
+    `dataset` is any map-style dataset (__getitem__, optionally __len__ and
+    __getitems__) or IterableDataset; a feeder.ImageFolder with a
+    feeder.transforms pipeline runs on feeder's C pipeline instead (see
+    feeder.ImageFolder). What differs from torch, on purpose:
+
+    - Workers are forked by feeder's C loader: multiprocessing_context may
+      only be None or 'fork' ('spawn' and 'forkserver' raise, saying why).
+    - An exception in a worker is re-raised with its type and traceback as
+      torch does ("Caught ValueError in DataLoader worker process 0 (batch 3,
+      index 17)"): the message also names the batch and the sample index.
+    - A batch's large arrays (64 KiB and up) are views of its shared-memory
+      slot; the slot returns to the loader when the last of them is freed.
+      While more than half of the slots are held by kept tensors, further
+      batches are copied out instead, so keeping batches never stalls the
+      loader. Small arrays (labels, ids, masks) are always copies.
+    - With num_workers > 0 the sampler's batches for an epoch are drawn when
+      the epoch begins (iter()); a sampler without __len__ is drawn 256
+      batches at a time, so an endless sampler gives an endless epoch.
+      Sampler indices must be integers (0 <= i < 2**62).
+    - batch_room (feeder's addition): bytes of each slot's room for a batch
+      (default 64 MiB, address space only); larger batches still work.
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True, batch_room=None):
+        if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
+                             "disable multiprocessing.")
+        if not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing."
+                             "let num_workers > 0 to enable multiprocessing, otherwise set "
+                             "prefetch_factor to None.")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or
+                                            prefetch_factor < 1):
+            raise ValueError(f"prefetch_factor option should be a positive int, got "
+                             f"{prefetch_factor!r}")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if batch_room is not None and (not isinstance(batch_room, int) or batch_room < 4096):
+            raise ValueError(f"batch_room should be an int of at least 4096 bytes, got "
+                             f"{batch_room!r}")
+        self._ready = False
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = _check_context(multiprocessing_context, num_workers)
+        self.in_order = in_order
+        self.batch_room = batch_room or DEFAULT_ROOM
+        if isinstance(dataset, IterableDataset):
+            if shuffle not in {False, None}:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle "
+                                 f"option, but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
+                                 f"option, but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
+        else:
+            shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size = None
+            drop_last = False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually "
+                             "exclusive with drop_last")
+        if sampler is None and not isinstance(dataset, IterableDataset):
+            sampler = (RandomSampler(dataset, generator=generator) if shuffle
+                       else SequentialSampler(dataset))
+        if batch_size is not None and batch_sampler is None and \
+                not isinstance(dataset, IterableDataset):
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        if isinstance(dataset, IterableDataset) and batch_size is not None:
+            self.batch_sampler = _IterableBatches(batch_size)
+        self.generator = generator
+        if collate_fn is None:
+            collate_fn = default_collate if self.batch_sampler is not None else default_convert
+        self.collate_fn = collate_fn
+        self.persistent_workers = persistent_workers
+        self._engine = None  # persistent workers: the BatchLoader kept between epochs
+        self._base_seed = None
+        self._epoch = 0
+        self._iterator = None
+        self._ready = True
+
+    def __setattr__(self, attr, val):
+        if getattr(self, "_ready", False) and attr in (
+                "batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+                "persistent_workers"):
+            raise ValueError(f"{attr} attribute should not be set after "
+                             f"{self.__class__.__name__} is initialized")
+        super().__setattr__(attr, val)
+
+    @property
+    def _auto_collation(self):
+        return self.batch_sampler is not None
+
+    def __len__(self):
+        if isinstance(self.dataset, IterableDataset):
+            length = len(self.dataset)
+            if self.batch_size is not None:
+                length = length // self.batch_size if self.drop_last else \
+                    math.ceil(length / self.batch_size)
+            return length
+        return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
+
+    def _pin(self):
+        if self.pin_memory_device:
+            return self.pin_memory
+        return self.pin_memory and torch.cuda.is_available()
+
+    def __iter__(self):
+        # torch's order of draws from the generator: the workers' base seed
+        # when an iterator is made, then the sampler's.
+        if self.num_workers == 0:
+            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+            return _SingleProcessIter(self)
+        if self._iterator is not None:
+            self._iterator._abandon()
+        if self.persistent_workers and self._engine is not None:
+            engine = self._engine
+        else:
+            self._base_seed = torch.empty((), dtype=torch.int64).random_(
+                generator=self.generator).item()
+            engine = self._make_engine()
+            if self.persistent_workers:
+                self._engine = engine
+        it = _MultiProcessIter(self, engine, self._epoch, own=not self.persistent_workers)
+        self._epoch += 1
+        self._iterator = it
+        return it
+
+    def _make_engine(self):
+        side = _WorkerSide(self, self._base_seed)
+        # The slots' index room (8 bytes an index): a batch sampler's batches
+        # may be longer than batch_size.
+        self._max_batch = max(MAX_BATCH, self.batch_size or 1)
+        return _feeder.BatchLoader(side.fetch, side.init, 1 << 62, self.num_workers,
+                                   self.prefetch_factor, True, bool(self.in_order),
+                                   float(self.timeout), self.batch_room, self._max_batch,
+                                   self._base_seed & ((1 << 53) - 1))
+
+    def __del__(self):
+        engine = getattr(self, "_engine", None)
+        if engine is not None:
+            engine.close()
+
+
+class _IterableBatches:
+    """An IterableDataset's batches: batch_size items from a worker's own
+    stream (torch's _InfiniteConstantSampler batched)."""
+
+    def __init__(self, batch_size):
+        self.batch_size = batch_size
+
+
+class _SingleProcessIter:
+    """num_workers=0: the batches in this process, as torch makes them."""
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.dataset = loader.dataset
+        self.collate = loader.collate_fn
+        self.pin = loader._pin()
+        self.auto = loader._auto_collation
+        if isinstance(self.dataset, IterableDataset):
+            self.it = iter(self.dataset)
+            self.ended = False
+            self.batches = None
+        else:
+            self.batches = iter(loader.batch_sampler if self.auto else loader.sampler)
+        self.getitems = getattr(self.dataset, "__getitems__", None)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.loader)
+
+    def _next_iterable(self):
+        if self.ended:
+            raise StopIteration
+        if not self.auto:
+            return self.collate(next(self.it))
+        data = []
+        for _ in range(self.loader.batch_size):
+            try:
+                data.append(next(self.it))
+            except StopIteration:
+                self.ended = True
+                break
+        if not data or (self.loader.drop_last and len(data) < self.loader.batch_size):
+            raise StopIteration
+        return self.collate(data)
+
+    def __next__(self):
+        if self.batches is None:
+            data = self._next_iterable()
+        else:
+            index = next(self.batches)
+            if not self.auto:
+                data = self.collate(self.dataset[index])
+            elif self.getitems:
+                data = self.collate(self.getitems(index))
+            else:
+                data = self.collate([self.dataset[i] for i in index])
+        if self.pin:
+            data = _tpin.pin_memory(data, self.loader.pin_memory_device or None)
+        return data
+
+
+def _indices(batch):
+    """A sampler's batch as C indices: non-negative ints only."""
+    try:
+        return [i.__index__() for i in batch]
+    except (AttributeError, TypeError):
+        raise TypeError(f"feeder.DataLoader: the sampler yielded {batch!r}; feeder's workers take "
+                        "integer indices (use torch.utils.data.DataLoader for other keys)") \
+            from None
+
+
+class _MultiProcessIter:
+    """num_workers > 0: one Python epoch on feeder's workers."""
+
+    def __init__(self, loader, engine, epoch, own):
+        self.loader = loader
+        self.engine = engine
+        self.own = own  # close the engine (stop the workers) when done
+        self.epoch = epoch
+        self.pin = loader._pin()
+        self.nworkers = loader.num_workers
+        self.iterable = isinstance(loader.dataset, IterableDataset)
+        self.chunk = -1
+        self.sent = 0
+        self.done = False
+        self.workers = None   # the running chunk's worker per batch
+        self.active = list(range(self.nworkers))
+        self.batches = None
+        if not self.iterable:
+            source = loader.batch_sampler if loader._auto_collation else loader.sampler
+            self.sized = hasattr(source, "__len__")
+            self.batches = iter(source)
+        self._next_chunk()
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.loader)
+
+    def _push(self, lengths, workers, indices):
+        self.chunk += 1
+        if self.chunk >= 1 << CHUNK_BITS:
+            raise RuntimeError("feeder.DataLoader: more than 2**20 chunks in one epoch")
+        self.workers = workers
+        self.engine.set_epoch_batches((self.epoch << CHUNK_BITS) | self.chunk, indices,
+                                      array.array("I", lengths), array.array("i", workers))
+
+    def _next_chunk(self):
+        """Give the loader the epoch's next batches; False when there are none."""
+        if self.iterable:
+            if not self.active:
+                return False
+            workers = self.active * ITERABLE_ROUNDS
+            self._push([0] * len(workers), workers, array.array("Q"))
+            return True
+        if self.sized and self.chunk >= 0:
+            return False
+        take = self.batches if self.sized else itertools.islice(self.batches, CHUNK_BATCHES)
+        if self.loader._auto_collation:
+            batches = [_indices(b) for b in take]
+        else:
+            batches = [_indices([i]) for i in take]
+        if not batches:
+            return False
+        maxlen = max(len(b) for b in batches)
+        if maxlen > self.loader._max_batch:
+            raise ValueError(f"feeder.DataLoader: the batch sampler yielded a batch of {maxlen} "
+                             f"indices; this loader's slots hold at most "
+                             f"{self.loader._max_batch}")
+        # torch's rule: batch k of the epoch goes to worker k mod num_workers.
+        workers = [(self.sent + k) % self.nworkers for k in range(len(batches))]
+        self.sent += len(batches)
+        flat = array.array("Q", itertools.chain.from_iterable(batches))
+        self._push([len(b) for b in batches], workers, flat)
+        if not self.sized and len(batches) < CHUNK_BATCHES:
+            self.sized = True  # the sampler ran out: this chunk is the last
+        return True
+
+    def __next__(self):
+        while True:
+            if self.done:
+                raise StopIteration
+            r = self.engine.next_batch()
+            if r is None:
+                if not self._next_chunk():
+                    self._finish()
+                    raise StopIteration
+                continue
+            _, number, _, payload, extra = r
+            copy_all = self.engine.outstanding > max(1, self.engine.slots // 2)
+            kind, data = _payload.read(payload, extra, copy_all)
+            del payload, extra, r
+            if kind == _payload.KIND_END:
+                w = self.workers[number]
+                if w in self.active:
+                    self.active.remove(w)
+                continue
+            if kind == _payload.KIND_ERROR:
+                data.reraise()
+            if self.pin:
+                data = _tpin.pin_memory(data, self.loader.pin_memory_device or None)
+            return data
+
+    def _finish(self):
+        self.done = True
+        if self.own:
+            self.engine.close()
+
+    def _abandon(self):
+        if not self.done:
+            self._finish()
+
+    def __del__(self):
+        if getattr(self, "own", False) and not getattr(self, "done", True):
+            self.engine.close()
