@@ -616,7 +616,8 @@ typedef struct feeder_loader feeder_loader;
 typedef enum feeder_option {
     FEEDER_OPT_BATCH_SIZE = 1,         /* samples per batch; default 64 */
     FEEDER_OPT_SHUFFLE = 2,            /* 0/1; random order when no sampler given; default 0 */
-    FEEDER_OPT_SEED = 3,               /* seed of every random choice; default 0 */
+    FEEDER_OPT_SEED = 3,               /* seed of every random choice; default: drawn from
+                                          the system (feeder_loader_seed) */
     FEEDER_OPT_DROP_LAST = 4,          /* 0/1; drop the last short batch; default 0 */
     FEEDER_OPT_NUM_WORKERS = 5,        /* worker processes, 0 = calling thread; default 0 */
     FEEDER_OPT_PREFETCH_FACTOR = 6,    /* batches in flight per worker; default 2 */
