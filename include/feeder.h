@@ -1,9 +1,10 @@
 /*
  * feeder: a data loader for C training loops.
  *
- * feeder turns a dataset (a folder of JPEGs, a list file, or C callbacks) into a
- * stream of collated batches. Worker processes read files with io_uring, decode
- * with libjpeg-turbo and write every sample straight into its place in a batch
+ * feeder turns a dataset (an image folder, a list file, a packed file, tar
+ * shards, or C callbacks) into a stream of collated batches. Worker processes
+ * read files with io_uring, decode with libjpeg-turbo (PNG with libspng, WebP
+ * with libwebp) and write every sample straight into its place in a batch
  * slot in shared memory; the calling thread borrows finished batches with
  * feeder_next() and gives them back with feeder_batch_release().
  *
@@ -15,7 +16,9 @@
  *    of them; feeder_loader_errmsg() gives the detailed text of the last failure.
  *  - Handles are opaque. Create functions hand the handle back through an
  *    out-parameter and change it only on success; destroy functions accept NULL.
- *  - The library never prints, never aborts and installs no signal handler.
+ *  - The library never prints, never aborts and installs no signal handler in
+ *    the caller's process (its forked workers catch SIGBUS around reads of a
+ *    packed file's mapping, to report a file cut under the loader).
  *
  * This header includes no CUDA, libjpeg or liburing header.
  */
