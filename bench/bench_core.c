@@ -1,6 +1,6 @@
 /*
  * bench_core: feeder's per-image pipeline on one core against a plain decode
- * of the same files (issue 15's "on one core" table).
+ * of the same files (docs/BENCHMARKS.md, "The CPU pipeline on one core").
  *
  *   bench_core [--set web|imagenet|both] [--images N] [--data DIR] [--rounds R]
  *              [--cpu C] [--json] [--append-to FILE]

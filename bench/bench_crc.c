@@ -1,5 +1,5 @@
 /*
- * bench_crc: how fast feeder__crc32c checks packed RAW records (issue 16:
+ * bench_crc: how fast feeder__crc32c checks packed RAW records (for
  * VERIFY_CRC on the GPU path, where each worker checksums its records where
  * they lie in the file's mapping while the GPU copies them).
  *

@@ -26,7 +26,7 @@
  * pattern up and back and compares it, so a fast but wrong path is caught.
  *
  * The headline is pinned H2D at 64 MiB and 256 MiB: feeder's own pinned path
- * must reach 90% of it (issue 3).
+ * must reach 90% of it.
  *
  * Output: a Markdown table on stdout (or JSON with --json) and, with
  * --append-to FILE, the same table with the command line, date and machine

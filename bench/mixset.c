@@ -21,7 +21,7 @@ const char *const bm_kind_names[BM_KINDS] = {"4:2:0", "4:2:2", "4:4:4", "progres
 /* ------------------------------------------------------------------------ */
 
 /* Shares not given by a published figure are the brief's round numbers;
- * docs/BENCHMARKS.md says which is which. */
+ * docs/TOOLS.md ("The benchmark sets") says which is which. */
 int bm_preset(const char *name, bm_mix *out)
 {
     memset(out, 0, sizeof(*out));

@@ -5,7 +5,8 @@
 #   bench/run_figures.sh BUILD_DIR [OUT_DIR]
 #   bench/run_figures.sh --issue5 BUILD_DIR [OUT_DIR]
 #
-# --issue5: the figures of issue 5 in one call, everything under OUT_DIR:
+# --issue5: the decoders' table and the PyTorch sweep of docs/BENCHMARKS.md in one run,
+# everything under OUT_DIR:
 #   compare_torch.json/.md/.log  compare_torch.py --sweep 1,2,4,8,15 (eval and train, 3 runs
 #                                of 2 epochs each, the second counted, 2,000 JPEGs): torch, torchvision GPU
 #                                decode, feeder roi/nvjpeg/hybrid (--device 0 with CUDA)
@@ -14,11 +15,10 @@
 #   compare_torch.png            bench/plot_compare.py's chart (when matplotlib is there;
 #                                else the command to run where it is)
 #   BENCHMARKS.md                both tables as records for docs/BENCHMARKS.md
-#   Time on the 16-core H100 machine: the sweep with roi and nvjpeg took 7 min there
-#   (2026-11-22, docs/BENCHMARKS.md run 11); --decoder all ~1.5 min (packing 10,000 RAW
-#   records included); making the two datasets ~50 s the first time. About 9 minutes: run
-#   the two halves in separate device calls (SWEEP_ONLY=1, then ALL_ONLY=1) under a
-#   10-minute limit per call.
+#   Time on an H100 machine with 16 cores: the sweep with roi and nvjpeg takes about 7 min,
+#   --decoder all ~1.5 min (packing 10,000 RAW records included), making the two datasets
+#   ~50 s the first time. SWEEP_ONLY=1 and ALL_ONLY=1 run one half each, for a machine
+#   that limits how long one command may run.
 #   Override SWEEP, RUNS, DECODERS, WORKERS, DEVICE, SWEEP_IMAGES, ALL_IMAGES.
 #
 # BUILD_DIR holds bench/bench_loader (cmake --build BUILD_DIR --target bench_loader).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The remote-shard figures of docs/BENCHMARKS.md (issue 22): the same packs
+# The remote-shard figures of docs/BENCHMARKS.md: the same packs
 # read by bench_loader from local files, from lighttpd on 127.0.0.1, and from
 # lighttpd behind tests/remote_proxy.py adding DELAY ms to every request;
 # first epoch (empty shard cache) and warm epochs, RAW and JPEG.

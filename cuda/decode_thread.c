@@ -72,8 +72,8 @@ static cudaError_t gather_samples(dec_lane *ln, ring_entry *entry, feeder_batch 
 }
 
 /* nvJPEG's call for the n listed images. The hardware backend writes its
- * scratch when it is called, not in stream order (docs/RELIABILITY.md,
- * issue 20): the host first waits until the resize that last read the
+ * scratch when it is called, not in stream order (docs/RELIABILITY.md, the
+ * scratch buffer): the host first waits until the resize that last read the
  * scratch buffer this call takes has run (the lane's read_ev of that
  * buffer: the lane's batch before last, its decoder having two), else a
  * stream held back (by a release on a busy user stream, by other work on

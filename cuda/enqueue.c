@@ -140,7 +140,7 @@ void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d)
  * idle part of the time, images the workers take from them cost CPU that
  * reads and routes the rest, and on the web mix at 15 workers the pull
  * alone settled at 154 permille with the engines 64 % busy, 10 % under
- * NVJPEG alone (docs/BENCHMARKS.md, session 7).
+ * NVJPEG alone (docs/ARCHITECTURE.md, the GPU decoders).
  * The split follows what the pipeline does rather than a cost model, whose
  * per-image decode times leave out reading, scheduling and the cores the
  * loader's thread and the driver take (docs/ARCHITECTURE.md). A step shows only in batches

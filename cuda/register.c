@@ -9,7 +9,7 @@
  * the first batches, after the device ring is allocated (a cudaMalloc waits
  * for a cudaHostRegister in flight). Registering the whole slot area at once
  * (its pages faulted in and pinned) held the first batch back by hundreds of
- * milliseconds at 15 workers (docs/BENCHMARKS.md, "the first batch"). A slot
+ * milliseconds at 15 workers (docs/ARCHITECTURE.md, "The first batch"). A slot
  * not registered yet is copied from pageable memory meanwhile: the same
  * bytes, through the driver's staging buffer.
  */
@@ -45,9 +45,9 @@ static void wait_copies(feeder__gpu *gpu)
 /* With a GPU decoder, until nvJPEG's start-up thread is done (for at most
  * 5 s): its hundreds of CUDA calls waited for one registration after
  * another, and nvJPEG was ready 0.4-0.8 s later with the slots registered
- * beside it than without (15 workers, docs/BENCHMARKS.md, session 9). The
- * slots are copied from pageable memory meanwhile, which the warm-up's
- * batches can afford. */
+ * beside it than without (15 workers; docs/ARCHITECTURE.md, "The first
+ * batch"). The slots are copied from pageable memory meanwhile, which the
+ * warm-up's batches can afford. */
 static void wait_decoder(feeder__gpu *gpu)
 {
     const struct timespec nap = {0, 1000000};

@@ -1,9 +1,10 @@
 /*
  * feeder: a data loader for C training loops.
  *
- * feeder turns a dataset (a folder of JPEGs, a list file, or C callbacks) into a
- * stream of collated batches. Worker processes read files with io_uring, decode
- * with libjpeg-turbo and write every sample straight into its place in a batch
+ * feeder turns a dataset (an image folder, a list file, a packed file, tar
+ * shards, or C callbacks) into a stream of collated batches. Worker processes
+ * read files with io_uring, decode with libjpeg-turbo (PNG with libspng, WebP
+ * with libwebp) and write every sample straight into its place in a batch
  * slot in shared memory; the calling thread borrows finished batches with
  * feeder_next() and gives them back with feeder_batch_release().
  *
@@ -15,7 +16,9 @@
  *    of them; feeder_loader_errmsg() gives the detailed text of the last failure.
  *  - Handles are opaque. Create functions hand the handle back through an
  *    out-parameter and change it only on success; destroy functions accept NULL.
- *  - The library never prints, never aborts and installs no signal handler.
+ *  - The library never prints, never aborts and installs no signal handler in
+ *    the caller's process (its forked workers catch SIGBUS around reads of a
+ *    packed file's mapping, to report a file cut under the loader).
  *
  * This header includes no CUDA, libjpeg or liburing header.
  */
@@ -124,12 +127,15 @@ typedef struct feeder_dataset feeder_dataset;
 
 /* Open an image folder: every sub-folder of `root` is a class, its label the
  * position of its name among the sorted names (byte order, as torchvision's
- * ImageFolder does); every regular file with a .jpg/.jpeg extension (any case)
- * in it, recursively, is a sample. Samples are ordered by class, then by path.
- * `root` is copied. Fails with FEEDER_EDATASET when no class or no image is
- * found, or -errno when `root` cannot be read; the message is left in `err`
- * (may be NULL) of `errlen` bytes.
- * Lifetime: the dataset must outlive every loader that uses it.
+ * ImageFolder does); every regular file with a .jpg, .jpeg, .jfif, .png or
+ * .webp extension (any case) in it, recursively, is a sample (the format,
+ * JPEG, PNG or WebP, is read from the bytes, not the name; the files left out
+ * are counted by feeder_dataset_skipped). Samples are ordered by class, then
+ * by path. `root` is copied. Fails with FEEDER_EDATASET when no class or no
+ * image is found, or -errno when `root` cannot be read; the message is left
+ * in `err` (may be NULL) of `errlen` bytes.
+ * Lifetime: until feeder_dataset_destroy; a loader holds its own reference,
+ * so the dataset may be destroyed before the loaders that use it.
  * Thread-safety: a dataset is read-only after open and may be shared. */
 FEEDER_API int feeder_dataset_open_folder(const char *root, feeder_dataset **out,
                                           char *err, size_t errlen);
@@ -194,7 +200,8 @@ typedef enum feeder_record_kind {
  * FEEDER_EREMOTE (the URL, the HTTP status or libcurl's text) when a
  * transfer fails after its retries, -ENOSPC or -EFBIG when the cache's disk
  * is full.
- * Lifetime: the dataset must outlive every loader that uses it.
+ * Lifetime: until feeder_dataset_destroy; loaders hold their own reference
+ * (see feeder_dataset_destroy).
  * Thread-safety: read-only after open; may be shared. */
 FEEDER_API int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err,
                                           size_t errlen);
@@ -254,7 +261,8 @@ FEEDER_API int feeder_dataset_packed_info(const feeder_dataset *ds, feeder_packe
  * FEEDER_EINVAL for NULL arguments or count 0. The message names the shard.
  * Nothing is read past a shard's end. `paths` are copied. Shards must not
  * change while the dataset is open (a member's bytes are read by offset).
- * Lifetime: the dataset must outlive every loader that uses it.
+ * Lifetime: until feeder_dataset_destroy; loaders hold their own reference
+ * (see feeder_dataset_destroy).
  * Thread-safety: read-only after open; may be shared. */
 FEEDER_API int feeder_dataset_open_tar(const char *const *paths, size_t count,
                                        feeder_dataset **out, char *err, size_t errlen);
@@ -611,7 +619,8 @@ typedef struct feeder_loader feeder_loader;
 typedef enum feeder_option {
     FEEDER_OPT_BATCH_SIZE = 1,         /* samples per batch; default 64 */
     FEEDER_OPT_SHUFFLE = 2,            /* 0/1; random order when no sampler given; default 0 */
-    FEEDER_OPT_SEED = 3,               /* seed of every random choice; default 0 */
+    FEEDER_OPT_SEED = 3,               /* seed of every random choice; default: drawn from
+                                          the system (feeder_loader_seed) */
     FEEDER_OPT_DROP_LAST = 4,          /* 0/1; drop the last short batch; default 0 */
     FEEDER_OPT_NUM_WORKERS = 5,        /* worker processes, 0 = calling thread; default 0 */
     FEEDER_OPT_PREFETCH_FACTOR = 6,    /* batches in flight per worker; default 2 */
@@ -811,8 +820,9 @@ FEEDER_API int feeder_option_bounds(feeder_option opt, double *min, double *max)
 /* Name of an option ("batch_size"), or NULL. Thread-safe. */
 FEEDER_API const char *feeder_option_name(feeder_option opt);
 
-/* Create a loader over `ds` (borrowed; must outlive the loader). `sampler` is
- * borrowed too and may be NULL: then SHUFFLE picks sequential or random order
+/* Create a loader over `ds`; the loader takes a reference to it, so the
+ * caller may destroy `ds` before the loader (it goes with the last holder).
+ * `sampler` is borrowed, must outlive the loader, and may be NULL: then SHUFFLE picks sequential or random order
  * over the whole dataset with SEED. Nothing starts until feeder_loader_start()
  * or the first feeder_next(). */
 FEEDER_API int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler,

@@ -336,7 +336,7 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
     /* Tasks of about 16 samples by default (at least one per worker): a
      * batch then does not wait for the slowest worker's quarter, and each
      * task's files are still in cache when they are decoded
-     * (docs/BENCHMARKS.md, runs 12-13). */
+     * (docs/BENCHMARKS.md, "The CPU pipeline on one core"). */
     uint64_t split = (uint64_t)iopt(ld, FEEDER_OPT_SPLIT);
     uint64_t autosplit = (batch + FEEDER__TASK_SAMPLES - 1) / FEEDER__TASK_SAMPLES;
     if (autosplit < (uint64_t)ld->nworkers)

@@ -2,8 +2,7 @@
 # The GPU machine's run: build, GPU tests (plain and under compute-sanitizer),
 # then the GPU benchmarks. Logs and tables go to OUT (default ./gpu-out).
 #   bash scripts/gpu_check.sh [all | a comma list of tests,bench,packed]
-# Needs the CUDA toolkit and a GPU; on the lent H100 machine first
-# `source .device/deps.sh` (see ../shared/device/README.md).
+# Needs the CUDA toolkit and a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}

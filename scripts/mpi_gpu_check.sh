@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# examples/mpi_train's GPU path on the GPU machine (made for nvidia-h200-x2:
-# 2 GPUs, 32 cores): build, then under mpirun with 1 and 2 ranks, --bench, on
+# examples/mpi_train's GPU path on a machine with GPUs (made for one with
+# 2 GPUs and 32 cores): build, then under mpirun with 1 and 2 ranks, --bench, on
 # mpi_train's dataset made with 10,000 images, 15 workers per rank (fewer
 # where the cores do not allow it: cores / ranks - 1). Checks every run (the
 # GPU path ran, its first step matched the CPU, equal batch counts, disjoint
@@ -10,7 +10,6 @@
 # (total at 2 ranks / (2 x total at 1)), appended with the command and the
 # machine to $OUT/BENCHMARKS.md; logs go to $OUT too.
 #   bash scripts/mpi_gpu_check.sh           (OUT default ./gpu-out, BUILD default build-mpi-gpu)
-# On the lent machines first `source .device/deps.sh` (../shared/device/README.md).
 # Where there is no GPU it builds, says so and skips the GPU runs (exit 0).
 # Exit 0: all good or skipped; 1: a build, run or check failed.
 # Meant to finish well inside 6 minutes: making the 10,000 JPEGs took ~3 ms each on one core
@@ -47,7 +46,7 @@ fi
 nvidia-smi -L | tee -a "$log"
 
 # One machine: shared memory between the ranks, no CMA (containers may
-# forbid ptrace), no UCX; NVLink multicast stays off (the lent machines ask it).
+# forbid ptrace), no UCX; NVLink multicast stays off.
 export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export NCCL_NVLS_ENABLE=0
 unset FEEDER_RANK FEEDER_WORLD_SIZE FEEDER_LOCAL_RANK FEEDER_LOCAL_SIZE

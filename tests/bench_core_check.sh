@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_core and bench_shrink (issue 15's one-core benchmarks) end to end on
+# bench_core and bench_shrink (the one-core benchmarks) end to end on
 # a 20-image make_set set: the option errors and their messages, every row
 # measured and consistent in the JSON (read back with python3's json module;
 # exit 77 without python3), --only and --procs, the record appended with

@@ -1,5 +1,5 @@
 /*
- * Bad input, second round (issue 21): a list file streamed with bounded
+ * Bad input: a list file streamed with bounded
  * memory, a resume state from other files, a changed label in a packed file,
  * symlink loops, the skip and drop policies' exact replacements, and
  * feeder-pack's own checks. Check forks each test.

@@ -1589,7 +1589,7 @@ START_TEST(test_hybrid_splits_every_batch)
 }
 END_TEST
 
-/* ---- grayscale output on the GPU decoders (issue 20) ---- */
+/* ---- grayscale output on the GPU decoders ---- */
 
 /* Gray GPU batch bytes against CPU ones: the sum and the largest of |gpu -
  * cpu|, how many exceed `limit`, and where the largest first is. */
@@ -1654,8 +1654,8 @@ static void gray_close(const run *ref, const run *got, const char *what, uint32_
  * TURBO (the same full-size plane) only the IDCTs (the engine's against
  * libjpeg's ISLOW) and the resamplers (float against fixed point, which
  * rounds between its passes) differ: mean |d| < 1 level, at most 5 bytes in
- * 1000 off by more than 4. An emulation on the CPU (docs/ARCHITECTURE.md,
- * "Grayscale output") put the resamplers alone at mean 0.14, max 1, and
+ * 1000 off by more than 4. An emulation on the CPU (the kernel's float
+ * filter ported to C) put the resamplers alone at mean 0.14, max 1, and
  * with libjpeg's least accurate IDCT (IFAST) standing in for the engine's
  * at mean 0.56, 1.9 per 1000 over 4. Against ROI, the loader's CPU default
  * (and HYBRID's worker share), the RGB test's tolerance (close_batches':

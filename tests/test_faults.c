@@ -1,5 +1,5 @@
 /*
- * Process faults, second round (issue 21): workers that inherit nothing of
+ * Process faults: workers that inherit nothing of
  * other loaders, workers that cannot start or stall, a packed file cut under
  * a running loader, and the calling thread's descriptors. Check forks each
  * test; tests that need their own process tree fork again.

@@ -1,5 +1,5 @@
 /*
- * Files that are no regular files (issue 21, item 7): a FIFO named by a
+ * Files that are no regular files: a FIFO named by a
  * list file, as a packed file or as a list file, and a device as a
  * list file, are refused by their type at once, with a message that says
  * what they are, through every read path and with or without workers.

@@ -1,5 +1,5 @@
 /*
- * Misuse is diagnosed, never undefined (issue 17): a dataset destroyed
+ * Misuse is diagnosed, never undefined: a dataset destroyed
  * before its loader lives on until the loader goes; a batch released twice
  * is named; the error message is always the last call's; and a loader
  * without a seed draws one from the system, readable, saved in the resume

@@ -1,5 +1,5 @@
 /*
- * Remote shards (remote/, issue 22) against real servers started by the
+ * Remote shards (remote/) against real servers started by the
  * test on 127.0.0.1: lighttpd (range requests), s3rver (S3 with SigV4) and
  * tests/remote_proxy.py (added latency, 503s, responses cut short). Faults:
  * a dead server, a body cut mid-transfer, a shard changed on the server, a

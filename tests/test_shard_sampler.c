@@ -1,5 +1,5 @@
 /*
- * feeder_sampler_shards (issue 22): disjoint equal rank shares, the window
+ * feeder_sampler_shards: disjoint equal rank shares, the window
  * bound on resident shards, purity in (seed, epoch), uneven shards (drop or
  * repeat), bad arguments; and a loader over a local shards dataset that
  * gives the same batches for 0, 1 and 2 workers and after a resume.

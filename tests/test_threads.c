@@ -1,5 +1,5 @@
 /*
- * Loaders used across threads (issue 21, item 1): the workers belong to the
+ * Loaders used across threads: the workers belong to the
  * loader's process, not to the thread that happened to fork them. A loader
  * started by a thread that then ends keeps its workers, persistent or not,
  * and they still die with the process.
