@@ -94,9 +94,20 @@ static int fetch_remote(struct feeder__pack *pk, const char *url, char *err, siz
                          .buf = page, .cap = sizeof(page)};
     rc = feeder__remote_run(&c.cfg, &r, 1, err, errlen);
     feeder__shard sh;
-    if (!rc && (rc = feeder__cache_get(&c, url, &r.meta, &sh, err, errlen)) == 0) {
-        pk->fd = sh.fd;
-        pk->lock_fd = sh.lock_fd;
+    /* A copy that does not begin with the header page just fetched is
+     * dropped and fetched once more. */
+    for (int round = 0; !rc && round < 2; round++) {
+        if ((rc = feeder__cache_get(&c, url, &r.meta, &sh, err, errlen)) != 0)
+            break;
+        rc = feeder__shard_verify(&sh, url, page, r.len, err, errlen);
+        if (!rc) {
+            pk->fd = sh.fd;
+            pk->lock_fd = sh.lock_fd;
+        }
+        if (rc != FEEDER_ECHECKSUM)
+            break;
+        if (round == 0)
+            rc = 0;
     }
     feeder__target_free(&t);
     feeder__cache_close(&c);

@@ -166,6 +166,32 @@ void feeder__shard_release(feeder__shard *s)
     s->fd = s->lock_fd = -1;
 }
 
+int feeder__shard_verify(feeder__shard *s, const char *url, const uint8_t *want, size_t len,
+                         char *err, size_t errlen)
+{
+    uint8_t *got = malloc(len ? len : 1);
+    if (!got)
+        return -ENOMEM;
+    long n = feeder__pread_full(s->fd, 0, got, len);
+    int rc = n < 0 ? (int)n : (size_t)n != len || memcmp(got, want, len) ? FEEDER_ECHECKSUM : 0;
+    free(got);
+    if (rc == FEEDER_ECHECKSUM) {
+        feeder__fmt(err, errlen, "%s: its cached copy %s does not begin with the %zu bytes of "
+                    "header and index the server sent when the dataset was opened (the shard "
+                    "changed on the server without a new size or ETag, or the copy was "
+                    "altered): dropped from the cache", url, s->path, len);
+        char meta[4200];
+        feeder__fmt(meta, sizeof(meta), "%s.meta", s->path);
+        unlink(meta);
+    } else if (rc) {
+        feeder__fmt(err, errlen, "%s: reading its cached copy %s: %s", url, s->path,
+                    strerror(-rc));
+    }
+    if (rc)
+        feeder__shard_release(s);
+    return rc;
+}
+
 /* FNV-1a, 64 bits: a file name, not a security boundary. */
 static uint64_t fnv1a(const char *s)
 {

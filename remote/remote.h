@@ -163,6 +163,14 @@ int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_me
                       feeder__shard *out, char *err, size_t errlen);
 void feeder__shard_release(feeder__shard *s);
 
+/* Whether bytes [0, len) of the held copy `s` are `want` (what the server
+ * sent for them at open: a pack's header and index); when they are not,
+ * the copy is released and dropped from the cache (its .meta removed, so
+ * the next feeder__cache_get fetches it again). 0 when they match, else
+ * FEEDER_ECHECKSUM (or -errno of the read) naming `url` and the copy. */
+int feeder__shard_verify(feeder__shard *s, const char *url, const uint8_t *want, size_t len,
+                         char *err, size_t errlen);
+
 /* What the cache holds for `url` without asking the server: 0 and `out`
  * (the size, ETag and Last-Modified recorded at its download) when a whole
  * copy is there, else -ENOENT. Takes no lock: a copy evicted after this

@@ -5,6 +5,7 @@ DOCROOT at /MODE/NAME, where MODE says how it misbehaves. Range requests
 says otherwise; the hostile part is the whole-object GET:
 
   ok            honest: 200 or 206, Content-Length, ETag
+  noetag        honest, but no ETag (a changed file of the same size looks the same)
   endless       the file's bytes, then zeros forever (no Content-Length)
   biglen        Content-Length of the file + 1 GB, then the file and zeros
   endless-range a range request gets 200 and an endless body
@@ -119,6 +120,8 @@ def main():
             except OSError:
                 return self.head(404, 0)
             tag = ("ETag", '"%d-%d"' % (len(data), int(os.stat(fp).st_mtime)))
+            if mode == "noetag":
+                tag = ("X-No-ETag", "1")
             rng = self.headers.get("Range")
             if rng and mode == "endless-range":
                 self.head(200, None, [tag])

@@ -538,6 +538,48 @@ START_TEST(test_stale_tmp_swept)
 }
 END_TEST
 
+/* A server without ETags rewrites a shard keeping its size (one label
+ * changed): the cached copy matches the size recorded, but not the header
+ * and index the next open fetched, so it is dropped and fetched again, and
+ * the batch has the new label. */
+START_TEST(test_stale_copy_same_size_refetched)
+{
+    put_pack("s-0.pack", 20);
+    start_server(NULL);
+    char pat[300], err[512], p[400];
+    url_of(pat, sizeof(pat), "noetag", "s-{0..0}.pack");
+    feeder_dataset *ds;
+    feeder_loader *ld;
+    feeder_batch *b;
+    for (int round = 0; round < 2; round++) {
+        ck_assert_msg(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)) == 0, "%s",
+                      err);
+        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 4), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 0), 0);
+        ck_assert_msg(feeder_next(ld, &b) == 0, "%s", feeder_loader_errmsg(ld));
+        ck_assert_int_eq(b->labels[0], round ? 9 : 0);
+        ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        feeder_loader_destroy(ld);
+        feeder_dataset_destroy(ds);
+        if (round)
+            break;
+        /* label 0 of record 0 becomes 9, the file's size unchanged */
+        snprintf(p, sizeof(p), "%s/s-0.pack", docroot);
+        uint8_t *f;
+        size_t len;
+        ck_assert_int_eq(bu_read_file(p, &f, &len), 0);
+        feeder__pack_header h;
+        ck_assert_int_eq(feeder__pack_peek(f, len, p, &h, err, sizeof(err)), 0);
+        int64_t nine = 9;
+        memcpy(f + h.labels_off, &nine, 8);
+        ck_assert_int_eq(bu_write_file(p, f, len), 0);
+        free(f);
+    }
+    ck_assert_int_eq(logged("GET /noetag/s-0.pack range=-", NULL), 2);
+}
+END_TEST
+
 /* ---- 5. messages ---- */
 
 /* A URL shard's cached copy cut while a worker has it mapped: the error
@@ -597,6 +639,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, test_cache_folder_checks);
     tcase_add_test(tc, test_planted_links_not_followed);
     tcase_add_test(tc, test_stale_tmp_swept);
+    tcase_add_test(tc, test_stale_copy_same_size_refetched);
     tcase_add_test(tc, test_truncated_cached_copy_named);
     suite_add_tcase(s, tc);
     return s;
