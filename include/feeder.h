@@ -357,7 +357,7 @@ typedef struct feeder_shard_options {
  * for, the shard's size seen at open, FEEDER_REMOTE_MAX_INDEX_BYTES for a
  * server's tar index, default 64 MiB) is stopped there: FEEDER_EREMOTE naming
  * the URL and both sizes. An attempt slower than FEEDER_REMOTE_LOW_SPEED
- * bytes/s (16384) for FEEDER_REMOTE_LOW_SPEED_TIME_S (10) is cut and retried,
+ * bytes/s (16384) for FEEDER_REMOTE_LOW_SPEED_TIME_S (5) is cut and retried,
  * and no request runs past FEEDER_REMOTE_TIMEOUT_S (600) with its retries.
  * At most 10 redirects, to http or https only; a signed (S3) request is not
  * redirected to another scheme, host or port (FEEDER_EREMOTE naming it), so

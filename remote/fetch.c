@@ -69,7 +69,7 @@ void feeder__remote_defaults(feeder__remote_cfg *cfg)
     cfg->backoff_ms = env_uint("FEEDER_REMOTE_BACKOFF_MS", 200);
     cfg->connect_timeout_ms = env_uint("FEEDER_REMOTE_CONNECT_TIMEOUT_MS", 5000);
     cfg->low_speed = env_uint("FEEDER_REMOTE_LOW_SPEED", 16384);
-    cfg->low_speed_time_s = env_uint("FEEDER_REMOTE_LOW_SPEED_TIME_S", 10);
+    cfg->low_speed_time_s = env_uint("FEEDER_REMOTE_LOW_SPEED_TIME_S", 5);
     cfg->timeout_s = env_uint("FEEDER_REMOTE_TIMEOUT_S", 600);
     cfg->max_index_bytes = env_u64("FEEDER_REMOTE_MAX_INDEX_BYTES", 64ull << 20);
     cfg->max_in_flight = 16;
@@ -409,12 +409,14 @@ static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
         return;
     }
     uint64_t now = feeder__now_ns();
-    if (c == CURLE_HTTP_RETURNED_ERROR)
-        feeder__fmt(what, sizeof(what), "HTTP %ld", status);
-    else if (c == CURLE_OPERATION_TIMEDOUT && now + 1000000 >= x->deadline)
+    if (c == CURLE_OPERATION_TIMEDOUT && now + 1000000 >= x->deadline) {
         feeder__fmt(what, sizeof(what), "no whole response within FEEDER_REMOTE_TIMEOUT_S = "
                     "%ld s (%llu bytes had come in the last attempt)", cfg->timeout_s,
                     ULL(x->written));
+        return fail(x, FEEDER_EREMOTE, what);
+    }
+    if (c == CURLE_HTTP_RETURNED_ERROR)
+        feeder__fmt(what, sizeof(what), "HTTP %ld", status);
     else if (c == CURLE_OPERATION_TIMEDOUT && strstr(x->cerr, "too slow"))
         feeder__fmt(what, sizeof(what), "slower than FEEDER_REMOTE_LOW_SPEED = %ld bytes/s for "
                     "FEEDER_REMOTE_LOW_SPEED_TIME_S = %ld s (%llu bytes had come)",

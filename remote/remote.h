@@ -58,7 +58,7 @@ typedef struct feeder__remote_cfg {
     unsigned backoff_ms;     /* first wait; doubles each retry, +-50% jitter (200) */
     long connect_timeout_ms; /* (5000) */
     long low_speed;          /* bytes/s under which an attempt is slow (16384) */
-    long low_speed_time_s;   /* an attempt slower than low_speed this long is cut (10) */
+    long low_speed_time_s;   /* an attempt slower than low_speed this long is cut (5) */
     long timeout_s;          /* one request's deadline, all its attempts together (600) */
     uint64_t max_index_bytes; /* the most a server's tar index may hold (64 MiB) */
     unsigned max_in_flight;  /* transfers at once (16) */
