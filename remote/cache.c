@@ -131,6 +131,9 @@ int feeder__cache_open(feeder__cache *c, const char *dir, uint64_t max_bytes, ch
     c->lock_timeout_ms = lt && *lt ? atoi(lt) : 600000;
     const char *off = getenv("FEEDER_REMOTE_OFFLINE");
     c->offline = off && !strcmp(off, "1");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    c->opened_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     if ((rc = mkdirs(buf)) != 0) {
         feeder__fmt(err, errlen, "%s: cannot create the shard cache folder: %s", buf,
                     strerror(-rc));
@@ -456,37 +459,80 @@ static void sweep_tmp(const char *dir)
 
 /* ---- the retry budget: one round of retries per shard ---- */
 
-static int failed_before(const feeder__cache *c, const char *url, char *err, size_t errlen)
+/* A shard whose download failed (after its retries) is not fetched again
+ * for a dataset opened before that failure: in this process the record is
+ * in c->fails, across processes (the loader's workers, other loaders on the
+ * machine) it is "<data>.failed" beside the copy, "RC PID" then the
+ * message; a newer open, or a successful download, starts afresh. */
+static int budget_spent(int rc, long pid, const char *url, const char *why, char *err,
+                        size_t errlen)
 {
-    const struct feeder__cache_fails *f = c->fails;
-    if (!f)
-        return 0;
-    uint64_t key = fnv1a(url) | 1;
-    unsigned n = atomic_load(&f->n);
-    for (unsigned i = 0; i < n && i < FAILS_MAX; i++)
-        if (atomic_load_explicit(&f->r[i].key, memory_order_acquire) == key) {
-            feeder__fmt(err, errlen, "%s: not fetched again: it failed earlier in this process "
-                        "(a shard gets one round of FEEDER_REMOTE_RETRIES; open the dataset "
-                        "again to try again): %s", url, f->r[i].msg);
-            return f->r[i].rc;
-        }
-    return 0;
+    feeder__fmt(err, errlen, "%s: not fetched again: its download failed (pid %ld) since the "
+                "dataset was opened, and a shard gets one round of FEEDER_REMOTE_RETRIES "
+                "(open the dataset again to retry): %s", url, pid, why);
+    return rc;
 }
 
-/* The server's failures (not this machine's: a full disk, a lock wait). */
-static void remember_failure(feeder__cache *c, const char *url, int rc, const char *msg)
+static int failed_before(const feeder__cache *c, const char *url, const char *data, char *err,
+                         size_t errlen)
+{
+    const struct feeder__cache_fails *f = c->fails;
+    uint64_t key = fnv1a(url) | 1;
+    unsigned n = f ? atomic_load(&f->n) : 0;
+    for (unsigned i = 0; i < n && i < FAILS_MAX; i++)
+        if (atomic_load_explicit(&f->r[i].key, memory_order_acquire) == key)
+            return budget_spent(f->r[i].rc, (long)getpid(), url, f->r[i].msg, err, errlen);
+    char mark[4200], buf[512];
+    feeder__fmt(mark, sizeof(mark), "%s.failed", data);
+    int fd = open(mark, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    long got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                   ? feeder__pread_full(fd, 0, buf, sizeof(buf) - 1) : -1;
+    close(fd);
+    uint64_t when = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+    if (got <= 0 || when < c->opened_ns)
+        return 0;
+    buf[got] = 0;
+    int rc;
+    long pid;
+    int used = 0;
+    if (sscanf(buf, "%d %ld %n", &rc, &pid, &used) < 2 || !used ||
+        (rc != FEEDER_EREMOTE && rc != FEEDER_ECHECKSUM))
+        return 0;
+    return budget_spent(rc, pid, url, buf + used, err, errlen);
+}
+
+/* The server's failures (not this machine's: a full disk, a lock wait),
+ * recorded under the shard's exclusive lock. */
+static void remember_failure(feeder__cache *c, const char *url, const char *data, int rc,
+                             const char *msg)
 {
     struct feeder__cache_fails *f = c->fails;
-    if (!f || (rc != FEEDER_EREMOTE && rc != FEEDER_ECHECKSUM))
+    if (rc != FEEDER_EREMOTE && rc != FEEDER_ECHECKSUM)
         return;
-    unsigned i = atomic_fetch_add(&f->n, 1);
-    if (i >= FAILS_MAX)
-        return;
-    f->r[i].rc = rc;
     const char *m = strncmp(msg, url, strlen(url)) ? msg : msg + strlen(url);
-    m += !strncmp(m, ": ", 2) ? 2 : 0; /* the URL is named once, by failed_before */
-    feeder__fmt(f->r[i].msg, sizeof(f->r[i].msg), "%s", m);
-    atomic_store_explicit(&f->r[i].key, fnv1a(url) | 1, memory_order_release);
+    m += !strncmp(m, ": ", 2) ? 2 : 0; /* the URL is named once, by budget_spent */
+    unsigned i = f ? atomic_fetch_add(&f->n, 1) : FAILS_MAX;
+    if (i < FAILS_MAX) {
+        f->r[i].rc = rc;
+        feeder__fmt(f->r[i].msg, sizeof(f->r[i].msg), "%s", m);
+        atomic_store_explicit(&f->r[i].key, fnv1a(url) | 1, memory_order_release);
+    }
+    static _Atomic unsigned seq;
+    char mark[4200], tmp[4300];
+    feeder__fmt(mark, sizeof(mark), "%s.failed", data);
+    feeder__fmt(tmp, sizeof(tmp), "%s.tmp.%ld.%u", mark, (long)getpid(), seq++);
+    int fd = open(tmp, O_WRONLY | CREATE_FLAGS, 0600);
+    if (fd < 0)
+        return; /* this process still remembers it */
+    char line[600];
+    int len = snprintf(line, sizeof(line), "%d %ld %s", rc, (long)getpid(), m);
+    len = len < (int)sizeof(line) ? len : (int)sizeof(line) - 1;
+    int ok = write(fd, line, (size_t)len) == len;
+    if (close(fd) != 0 || !ok || rename(tmp, mark) != 0)
+        unlink(tmp);
 }
 
 /* ---- the download ---- */
@@ -558,11 +604,16 @@ static int fetch_locked(feeder__cache *c, const feeder__target *t, const char *d
         return 0;
     sweep_tmp(c->dir);
     evict(c, expect ? expect->size : 0, data);
-    int rc = download(c, t, data, expect, err, errlen);
-    if (rc) {
-        remember_failure(c, t->url, rc, err);
+    int rc = failed_before(c, t->url, data, err, errlen); /* while this one waited */
+    if (rc)
+        return rc;
+    if ((rc = download(c, t, data, expect, err, errlen)) != 0) {
+        remember_failure(c, t->url, data, rc, err);
         return rc;
     }
+    char mark[4200];
+    feeder__fmt(mark, sizeof(mark), "%s.failed", data);
+    unlink(mark);
     if (cached_open(data, t->url, NULL, out) < 0) {
         feeder__fmt(err, errlen, "%s: the cached copy %s vanished after its download",
                     t->url, data);
@@ -613,14 +664,14 @@ int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_me
 {
     memset(out, 0, sizeof(*out));
     out->fd = out->lock_fd = -1;
-    int rc = failed_before(c, url, err, errlen);
+    feeder__cache_name(c->dir, url, out->path, sizeof(out->path));
+    int rc = failed_before(c, url, out->path, err, errlen);
     if (rc)
         return rc;
     feeder__target t;
     rc = feeder__target_resolve(url, &t, err, errlen);
     if (rc)
         return rc;
-    feeder__cache_name(c->dir, url, out->path, sizeof(out->path));
     char lock[4200];
     feeder__fmt(lock, sizeof(lock), "%s.lock", out->path);
     if ((out->lock_fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {

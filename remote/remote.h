@@ -119,6 +119,7 @@ typedef struct feeder__cache {
     int offline;         /* FEEDER_REMOTE_OFFLINE=1: open from cached copies alone */
     feeder__remote_cfg cfg;
     struct feeder__cache_fails *fails; /* shards whose download failed (cache.c) */
+    uint64_t opened_ns;  /* CLOCK_REALTIME at open: older failure records are ignored */
 } feeder__cache;
 
 /* The cache folder: `dir` when given, else FEEDER_CACHE_DIR, else
@@ -156,9 +157,10 @@ typedef struct feeder__shard {
  * shards not held by anyone are evicted to keep the folder under
  * max_bytes. A full disk is -ENOSPC (or -EFBIG) naming the folder, the
  * temporary file removed. A shard whose download failed (FEEDER_EREMOTE,
- * FEEDER_ECHECKSUM) is not fetched again through `c`: later calls return
- * that failure at once, naming it. Thread-safe; several processes may
- * share a folder. */
+ * FEEDER_ECHECKSUM) after `c` was opened, in this process or another (a
+ * "<name>.failed" record in the folder), is not fetched again through `c`:
+ * later calls return that failure at once, naming it. Thread-safe; several
+ * processes may share a folder. */
 int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
                       feeder__shard *out, char *err, size_t errlen);
 void feeder__shard_release(feeder__shard *s);
@@ -206,8 +208,9 @@ typedef struct feeder__ahead feeder__ahead;
  * loader has handed out positions below `pos`. The threads download each
  * planned shard into the cache (and let it go: the readers map or open it)
  * while it is at most `ahead` shards past the one holding position `pos`. A
- * failed download is left for the reader that needs the shard to retry and
- * report; so is every shard when memory or threads are short. stop joins
+ * failed download spends the shard's retries (feeder__cache_get): the reader
+ * that needs the shard reports that failure; every shard is left to the
+ * readers when memory or threads are short. stop joins
  * the threads (a download in flight finishes first: its temporary file is
  * renamed or removed) and frees *a. No-ops with ahead 0 or no URL shard.
  * plan, progress and stop are not thread-safe with one another. */
