@@ -240,8 +240,10 @@ static int start(CURLM *m, const feeder__remote_cfg *cfg, xfer *x)
         return -errno;
     uint64_t now = feeder__now_ns();
     if (!x->deadline)
-        x->deadline = now + (uint64_t)cfg->timeout_s * 1000000000ull;
-    long left_ms = x->deadline > now ? (long)((x->deadline - now) / 1000000) + 1 : 1;
+        x->deadline = cfg->timeout_s ? now + (uint64_t)cfg->timeout_s * 1000000000ull
+                                     : UINT64_MAX; /* 0: no deadline */
+    long left_ms = x->deadline == UINT64_MAX ? 0
+                   : x->deadline > now ? (long)((x->deadline - now) / 1000000) + 1 : 1;
     curl_easy_setopt(h, CURLOPT_URL, x->addr ? x->addr : t->address);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);

@@ -59,7 +59,7 @@ typedef struct feeder__remote_cfg {
     long connect_timeout_ms; /* (5000) */
     long low_speed;          /* bytes/s under which an attempt is slow (16384) */
     long low_speed_time_s;   /* an attempt slower than low_speed this long is cut (5) */
-    long timeout_s;          /* one request's deadline, all its attempts together (600) */
+    long timeout_s;          /* one request's deadline, all its attempts together (600; 0: none) */
     uint64_t max_index_bytes; /* the most a server's tar index may hold (64 MiB) */
     unsigned max_in_flight;  /* transfers at once (16) */
     uint64_t seed;           /* jitter: feeder_random(seed, attempt, request, 0) */
