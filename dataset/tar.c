@@ -77,7 +77,7 @@ static int write_cache(const char *idx, const feeder__tar_index *ix, uint64_t si
     int fd = -1, ok = 0;
     if (tmp) {
         snprintf(tmp, n, "%s.tmp.%ld", idx, (long)getpid());
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     }
     if (fd >= 0) {
         size_t at = 0;
