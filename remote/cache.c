@@ -8,7 +8,10 @@
  * which is what eviction (least recently used first, by the lock file's
  * mtime, touched on every use) tries to take exclusively and skips when it
  * cannot. Lock files stay: removing one races with a process that has
- * opened it but not yet locked it, and they are empty.
+ * opened it but not yet locked it, and they are empty. The folder must be
+ * the user's alone (another user who can write there could plant a shard
+ * or a link), and nothing in it is created over an existing name or
+ * opened through a link.
  */
 #include <dirent.h>
 #include <errno.h>

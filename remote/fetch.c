@@ -6,6 +6,10 @@
  * from feeder_random, so two runs with the same seed wait the same; a 4xx is
  * the server's final word. libcurl is told never to use signals
  * (CURLOPT_NOSIGNAL): the library installs no handler in the user's process.
+ * A server is not trusted to end what it sends: each request has a cap on
+ * the bytes it takes, a low-speed limit and a deadline, and at most 10
+ * redirects to http(s); a signed request's redirects are followed here, not
+ * by libcurl, so its credentials never leave its origin.
  */
 #include <curl/curl.h>
 #include <errno.h>
