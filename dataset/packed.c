@@ -94,9 +94,20 @@ static int fetch_remote(struct feeder__pack *pk, const char *url, char *err, siz
                          .buf = page, .cap = sizeof(page)};
     rc = feeder__remote_run(&c.cfg, &r, 1, err, errlen);
     feeder__shard sh;
-    if (!rc && (rc = feeder__cache_get(&c, url, &r.meta, &sh, err, errlen)) == 0) {
-        pk->fd = sh.fd;
-        pk->lock_fd = sh.lock_fd;
+    /* A copy that does not begin with the header page just fetched is
+     * dropped and fetched once more. */
+    for (int round = 0; !rc && round < 2; round++) {
+        if ((rc = feeder__cache_get(&c, url, &r.meta, &sh, err, errlen)) != 0)
+            break;
+        rc = feeder__shard_verify(&sh, url, page, r.len, err, errlen);
+        if (!rc) {
+            pk->fd = sh.fd;
+            pk->lock_fd = sh.lock_fd;
+        }
+        if (rc != FEEDER_ECHECKSUM)
+            break;
+        if (round == 0)
+            rc = 0;
     }
     feeder__target_free(&t);
     feeder__cache_close(&c);
@@ -148,6 +159,90 @@ static int map_file(struct feeder__pack *pk, const char *path, char *err, size_t
     pk->map = m;
     pk->map_len = (size_t)st.st_size;
     return 0;
+}
+
+/* ---- the sections open reads, copied with pread ---- */
+
+/* Bytes [off, off + len) of the file into the copy at the same offset; a
+ * short read means the file shrank after it was mapped. */
+static int copy_range(const struct feeder__pack *pk, uint8_t *copy, uint64_t off, uint64_t len,
+                      const char *path, char *err, size_t errlen)
+{
+    long got = feeder__pread_full(pk->fd, off, copy + off, (size_t)len);
+    if (got < 0) {
+        feeder__fmt(err, errlen, "%s: read: %s", path, strerror((int)-got));
+        return (int)got;
+    }
+    if ((uint64_t)got < len) {
+        feeder__fmt(err, errlen, "%s: the file shrank while it was opened: %ld of the %llu "
+                    "bytes at offset %llu could be read (it was %zu bytes when mapped)", path, got,
+                    ULL(len), ULL(off), pk->map_len);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Open parses the header, index, labels, class names and schema from a copy
+ * read with pread, not from the file's mapping: a file truncated meanwhile
+ * is then an error, not a SIGBUS in the caller's process (the library
+ * installs no handler). The copy is an anonymous mapping as long as the
+ * file with each section at its own offset (pages never written cost
+ * nothing), so feeder__pack_parse reads it unchanged; sections the header
+ * places outside the file are left for the parse to refuse. */
+static int read_sections(const struct feeder__pack *pk, const char *path, uint8_t **copy,
+                         char *err, size_t errlen)
+{
+    *copy = NULL;
+    if (!pk->map_len)
+        return 0;
+    void *m = mmap(NULL, pk->map_len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        feeder__fmt(err, errlen, "%s: reserving %zu bytes to read its index into: %s", path,
+                    pk->map_len, strerror(e));
+        return -e;
+    }
+    *copy = m;
+    size_t head = pk->map_len < FEEDER__PACK_HEADER_BYTES ? pk->map_len
+                                                          : FEEDER__PACK_HEADER_BYTES;
+    int rc = copy_range(pk, *copy, 0, head, path, err, errlen);
+    feeder__pack_header h;
+    char why[256];
+    if (rc || head < FEEDER__PACK_HEADER_BYTES ||
+        feeder__pack_peek(*copy, head, path, &h, why, sizeof(why)))
+        return rc; /* the parse says what is wrong with the header */
+    uint64_t ext[4][2] = {{h.index_off, 0}, {h.labels_off, 0}, {h.classes_off, h.classes_bytes},
+                          {h.fields_off, h.fields_bytes}};
+    int ok = !__builtin_mul_overflow(h.count, (uint64_t)FEEDER__PACK_ENTRY_BYTES, &ext[0][1]) &&
+             !__builtin_mul_overflow(h.count, (uint64_t)8, &ext[1][1]);
+    for (int k = 0; ok && k < 4 && !rc; k++) {
+        uint64_t end;
+        if (ext[k][1] && !__builtin_add_overflow(ext[k][0], ext[k][1], &end) &&
+            end <= pk->map_len)
+            rc = copy_range(pk, *copy, ext[k][0], ext[k][1], path, err, errlen);
+    }
+    return rc;
+}
+
+/* The view's pointers moved from the copy onto the file's mapping (the same
+ * offsets), and the copy unmapped. */
+static void leave_copy(struct feeder__pack *pk, uint8_t *copy)
+{
+    if (!copy)
+        return;
+#define MOVE(p) ((p) ? pk->map + ((const uint8_t *)(p) - copy) : NULL)
+    feeder__pack_view *v = &pk->v;
+    if (v->buf == copy) {
+        v->buf = pk->map;
+        v->index = MOVE(v->index);
+        v->labels = MOVE(v->labels);
+        v->classes = MOVE(v->classes);
+        for (uint32_t k = 0; k < v->nfields; k++)
+            v->fields[k].name = (const char *)MOVE(v->fields[k].name);
+    }
+#undef MOVE
+    munmap(copy, pk->map_len);
 }
 
 /* The parsed index as arrays: offsets, sizes, CRCs and labels. */
@@ -215,10 +310,12 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
     pk->fd = -1;
     pk->lock_fd = -1;
     static const uint8_t empty[1];
+    uint8_t *copy = NULL;
     int rc = map_file(pk, path, err, errlen);
     if (!rc)
-        rc = feeder__pack_parse(pk->map ? pk->map : empty, pk->map_len, path, &pk->v, err,
-                                errlen);
+        rc = read_sections(pk, path, &copy, err, errlen);
+    if (!rc)
+        rc = feeder__pack_parse(copy ? copy : empty, pk->map_len, path, &pk->v, err, errlen);
     if (!rc)
         rc = load_index(ds, path, err, errlen);
     if (!rc)
@@ -226,6 +323,7 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
     if (!rc && pk->v.h.kind == FEEDER_RECORD_FIELDS) {
         feeder_dataset *fields;
         rc = feeder__pack_open_fields(ds, &fields, err, errlen);
+        leave_copy(pk, copy);
         packed_discard(ds); /* the shell; its pack went to `fields` */
         if (!rc) {
             fields->release = feeder__pack_release;
@@ -233,6 +331,7 @@ int feeder_dataset_open_packed(const char *path, feeder_dataset **out, char *err
         }
         return rc;
     }
+    leave_copy(pk, copy);
     if (rc) {
         packed_discard(ds);
         return rc;

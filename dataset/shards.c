@@ -634,12 +634,34 @@ static void unmap_oldest(struct feeder__shards *sh, uint8_t *map)
     sh->resident[best] = 0;
 }
 
+/* The cached copy of URL shard s, held, when it begins with the header and
+ * index open parsed (they lie at its place in the range, fetched then): a
+ * copy that does not (the shard rewritten on a server that gives no ETag
+ * and kept its size) is dropped and fetched once more. */
+static int get_checked(struct feeder__shards *sh, uint8_t *map, uint32_t s, feeder__shard *got,
+                       char *msg, size_t msglen)
+{
+    const feeder__remote_meta *seen = &((feeder__remote_meta *)sh->meta)[s];
+    feeder__pack_header h;
+    int rc = feeder__pack_peek(map + sh->base[s], PAGE, sh->names[s], &h, msg, msglen);
+    for (int round = 0; !rc && round < 2; round++) {
+        if ((rc = feeder__cache_get(sh->cache, sh->names[s], seen, got, msg, msglen)) != 0)
+            break;
+        rc = feeder__shard_verify(got, sh->names[s], map + sh->base[s], (size_t)h.records_off,
+                                  msg, msglen);
+        if (rc != FEEDER_ECHECKSUM)
+            break;
+        if (round == 0)
+            rc = 0;
+    }
+    return rc;
+}
+
 static int map_cached(struct feeder__shards *sh, uint8_t *map, uint32_t s, char *msg,
                       size_t msglen)
 {
     feeder__shard got;
-    const feeder__remote_meta *seen = &((feeder__remote_meta *)sh->meta)[s];
-    int rc = feeder__cache_get(sh->cache, sh->names[s], seen, &got, msg, msglen);
+    int rc = get_checked(sh, map, s, &got, msg, msglen);
     if (rc)
         return rc;
     void *m = mmap(map + sh->base[s], (size_t)sh->bytes[s], PROT_READ, MAP_SHARED | MAP_FIXED,

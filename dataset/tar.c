@@ -77,7 +77,7 @@ static int write_cache(const char *idx, const feeder__tar_index *ix, uint64_t si
     int fd = -1, ok = 0;
     if (tmp) {
         snprintf(tmp, n, "%s.tmp.%ld", idx, (long)getpid());
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     }
     if (fd >= 0) {
         size_t at = 0;
@@ -147,7 +147,7 @@ static void batch_free(batch *b, uint32_t n)
 }
 
 /* Request shard i's URL + `suffix`: into buf[0, cap) when buf is given,
- * else into a memory file. */
+ * else into a memory file of at most `cap` bytes. */
 static int batch_add(batch *b, const feeder__tar_shard *sh, uint32_t i, const char *suffix,
                      uint8_t *buf, size_t cap, char *err, size_t errlen)
 {
@@ -164,6 +164,9 @@ static int batch_add(batch *b, const feeder__tar_shard *sh, uint32_t i, const ch
         r->cap = cap;
     } else if ((r->fd = memfd_create("feeder-tar-idx", MFD_CLOEXEC)) < 0) {
         return -errno;
+    } else {
+        r->cap = cap; /* a server's index: FEEDER_REMOTE_MAX_INDEX_BYTES */
+        r->cap_what = "FEEDER_REMOTE_MAX_INDEX_BYTES";
     }
     b->which[b->m++] = i;
     return 0;
@@ -242,7 +245,8 @@ static int known_indexes(feeder__tar *t)
         if (load_cache(idx, sh->size, remote_tag(&sh->meta), &sh->ix) == 0)
             sh->cached = 1;
         else
-            batch_add(&b, sh, i, ".idx", NULL, 0, why, sizeof(why)); /* failed: no index */
+            batch_add(&b, sh, i, ".idx", NULL, (size_t)t->cache->cfg.max_index_bytes, why,
+                      sizeof(why)); /* failed: no index */
     }
     if (!rc && b.m)
         feeder__remote_run(&t->cache->cfg, b.rq, b.m, why, sizeof(why)); /* each has its rc */

@@ -309,7 +309,8 @@ FEEDER_API int feeder_dataset_tar_sample(const feeder_dataset *ds, uint64_t inde
  * NULL) for the defaults. */
 typedef struct feeder_shard_options {
     const char *cache_dir;    /* the shard cache; NULL: $FEEDER_CACHE_DIR, else
-                                 ~/.cache/feeder/shards (copied) */
+                                 $XDG_CACHE_HOME/feeder/shards, else
+                                 $HOME/.cache/feeder/shards (copied) */
     uint64_t cache_max_bytes; /* evict least recently used shards past this;
                                  0: $FEEDER_CACHE_MAX_BYTES, else no limit */
     uint32_t max_resident;    /* remote shards one process keeps mapped; 0: all */
@@ -359,6 +360,21 @@ typedef struct feeder_shard_options {
  * header and index, a tar's index, from the cached copy), without asking
  * the server: a shard with no whole copy there fails with -ENOENT naming
  * the URL. Unset, open always asks the server.
+ *
+ * Transfers are bounded. A response longer than expected (the range asked
+ * for, the shard's size seen at open, FEEDER_REMOTE_MAX_INDEX_BYTES for a
+ * server's tar index, default 64 MiB) is stopped there: FEEDER_EREMOTE naming
+ * the URL and both sizes. An attempt slower than FEEDER_REMOTE_LOW_SPEED
+ * bytes/s (16384) for FEEDER_REMOTE_LOW_SPEED_TIME_S (5) is cut and retried,
+ * and no request runs past FEEDER_REMOTE_TIMEOUT_S (600) with its retries.
+ * At most 10 redirects, to http or https only; a signed (S3) request is not
+ * redirected to another scheme, host or port (FEEDER_EREMOTE naming it), so
+ * its credentials reach no other host. A shard whose download failed after
+ * its retries is not fetched again through this dataset in this process:
+ * later batches fail at once with that failure. The cache folder (made 0700)
+ * must belong to the user and not be writable by group or others: -EPERM
+ * saying which otherwise; with no FEEDER_CACHE_DIR, XDG_CACHE_HOME or HOME,
+ * FEEDER_EINVAL.
  * Lifetime: as feeder_dataset_open_packed. Thread-safety: as
  * feeder_dataset_open_packed. */
 FEEDER_API int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *opt,

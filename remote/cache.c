@@ -8,11 +8,16 @@
  * which is what eviction (least recently used first, by the lock file's
  * mtime, touched on every use) tries to take exclusively and skips when it
  * cannot. Lock files stay: removing one races with a process that has
- * opened it but not yet locked it, and they are empty.
+ * opened it but not yet locked it, and they are empty. The folder must be
+ * the user's alone (another user who can write there could plant a shard
+ * or a link), and nothing in it is created over an existing name or
+ * opened through a link.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +30,23 @@
 
 #define ULL(x) ((unsigned long long)(x))
 
+/* Every cache file is made with these: never through a link planted in
+ * its place, never over a file that is there. */
+#define CREATE_FLAGS (O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC)
+
+/* Shards whose download failed in this process: the first failure is
+ * every later caller's answer (the retry budget is the shard's, not each
+ * batch's). Append-only and lock-free, so a fork never inherits a held lock. */
+enum { FAILS_MAX = 256 };
+struct feeder__cache_fails {
+    _Atomic unsigned n;
+    struct {
+        _Atomic uint64_t key; /* fnv1a(url) | 1 once rc and msg are written; 0 before */
+        int rc;
+        char msg[400];
+    } r[FAILS_MAX];
+};
+
 static int mkdirs(const char *dir)
 {
     char p[4096];
@@ -33,12 +55,67 @@ static int mkdirs(const char *dir)
         if (*s != '/')
             continue;
         *s = 0;
-        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+        if (mkdir(p, 0700) < 0 && errno != EEXIST)
             return -errno;
         *s = '/';
     }
-    if (mkdir(p, 0755) < 0 && errno != EEXIST)
+    if (mkdir(p, 0700) < 0 && errno != EEXIST)
         return -errno;
+    return 0;
+}
+
+/* The folder is this user's alone: another local user who can write to it
+ * could plant a shard, a .meta or a link there. */
+static int check_owner(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) < 0) {
+        int e = errno;
+        feeder__fmt(err, errlen, "%s: the shard cache folder: %s", dir, strerror(e));
+        return -e;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        feeder__fmt(err, errlen, "%s: the shard cache folder is not a folder", dir);
+        return -ENOTDIR;
+    }
+    if (st.st_uid != geteuid()) {
+        feeder__fmt(err, errlen, "%s: the shard cache folder belongs to uid %u, not to this user "
+                    "(uid %u): another user could plant shards there; set FEEDER_CACHE_DIR to a "
+                    "folder of your own", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        feeder__fmt(err, errlen, "%s: the shard cache folder is writable by %s (mode %04o): "
+                    "another user could plant shards there; chmod go-w it (or chmod 700), or "
+                    "set FEEDER_CACHE_DIR to a folder of your own", dir,
+                    (st.st_mode & S_IWGRP) && (st.st_mode & S_IWOTH) ? "group and others"
+                    : st.st_mode & S_IWGRP ? "its group" : "others",
+                    (unsigned)(st.st_mode & 07777));
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* The folder: `dir`, else FEEDER_CACHE_DIR, else XDG_CACHE_HOME/feeder/shards,
+ * else HOME/.cache/feeder/shards; never a shared folder like /tmp. */
+static int cache_dir(const char *dir, char *buf, size_t len, char *err, size_t errlen)
+{
+    const char *env = getenv("FEEDER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    if (dir && *dir)
+        feeder__fmt(buf, len, "%s", dir);
+    else if (env && *env)
+        feeder__fmt(buf, len, "%s", env);
+    else if (xdg && xdg[0] == '/') /* the XDG spec: a relative value is ignored */
+        feeder__fmt(buf, len, "%s/feeder/shards", xdg);
+    else if (home && home[0] == '/')
+        feeder__fmt(buf, len, "%s/.cache/feeder/shards", home);
+    else {
+        feeder__fmt(err, errlen, "no folder for the shard cache: FEEDER_CACHE_DIR, "
+                    "XDG_CACHE_HOME and HOME are unset (or not absolute); set FEEDER_CACHE_DIR "
+                    "or the cache_dir option");
+        return FEEDER_EINVAL;
+    }
     return 0;
 }
 
@@ -48,27 +125,29 @@ int feeder__cache_open(feeder__cache *c, const char *dir, uint64_t max_bytes, ch
     memset(c, 0, sizeof(*c));
     feeder__remote_defaults(&c->cfg);
     char buf[4096];
-    const char *env = getenv("FEEDER_CACHE_DIR"), *home = getenv("HOME");
-    if (dir && *dir)
-        feeder__fmt(buf, sizeof(buf), "%s", dir);
-    else if (env && *env)
-        feeder__fmt(buf, sizeof(buf), "%s", env);
-    else
-        feeder__fmt(buf, sizeof(buf), "%s/.cache/feeder/shards", home && *home ? home : "/tmp");
+    int rc = cache_dir(dir, buf, sizeof(buf), err, errlen);
+    if (rc)
+        return rc;
     const char *mx = getenv("FEEDER_CACHE_MAX_BYTES");
     c->max_bytes = max_bytes ? max_bytes : mx && *mx ? strtoull(mx, NULL, 10) : 0;
     const char *lt = getenv("FEEDER_CACHE_LOCK_TIMEOUT_MS");
     c->lock_timeout_ms = lt && *lt ? atoi(lt) : 600000;
     const char *off = getenv("FEEDER_REMOTE_OFFLINE");
     c->offline = off && !strcmp(off, "1");
-    int rc = mkdirs(buf);
-    if (rc) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    c->opened_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if ((rc = mkdirs(buf)) != 0) {
         feeder__fmt(err, errlen, "%s: cannot create the shard cache folder: %s", buf,
                     strerror(-rc));
         return rc;
     }
-    if (!(c->dir = strdup(buf)))
+    if ((rc = check_owner(buf, err, errlen)) != 0)
+        return rc;
+    if (!(c->dir = strdup(buf)) || !(c->fails = calloc(1, sizeof(*c->fails)))) {
+        feeder__cache_close(c);
         return -ENOMEM;
+    }
     return 0;
 }
 
@@ -76,7 +155,9 @@ void feeder__cache_close(feeder__cache *c)
 {
     if (c) {
         free(c->dir);
+        free(c->fails);
         c->dir = NULL;
+        c->fails = NULL;
     }
 }
 
@@ -89,6 +170,32 @@ void feeder__shard_release(feeder__shard *s)
     if (s->lock_fd >= 0)
         close(s->lock_fd); /* drops the shared flock */
     s->fd = s->lock_fd = -1;
+}
+
+int feeder__shard_verify(feeder__shard *s, const char *url, const uint8_t *want, size_t len,
+                         char *err, size_t errlen)
+{
+    uint8_t *got = malloc(len ? len : 1);
+    if (!got)
+        return -ENOMEM;
+    long n = feeder__pread_full(s->fd, 0, got, len);
+    int rc = n < 0 ? (int)n : (size_t)n != len || memcmp(got, want, len) ? FEEDER_ECHECKSUM : 0;
+    free(got);
+    if (rc == FEEDER_ECHECKSUM) {
+        feeder__fmt(err, errlen, "%s: its cached copy %s does not begin with the %zu bytes of "
+                    "header and index the server sent when the dataset was opened (the shard "
+                    "changed on the server without a new size or ETag, or the copy was "
+                    "altered): dropped from the cache", url, s->path, len);
+        char meta[4200];
+        feeder__fmt(meta, sizeof(meta), "%s.meta", s->path);
+        unlink(meta);
+    } else if (rc) {
+        feeder__fmt(err, errlen, "%s: reading its cached copy %s: %s", url, s->path,
+                    strerror(-rc));
+    }
+    if (rc)
+        feeder__shard_release(s);
+    return rc;
 }
 
 /* FNV-1a, 64 bits: a file name, not a security boundary. */
@@ -120,9 +227,13 @@ void feeder__cache_name(const char *dir, const char *url, char *out, size_t outl
 
 static int meta_read(const char *path, const char *url, feeder__remote_meta *m)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return -1;
+    }
     char line[4400], got_url[4200] = "";
     memset(m, 0, sizeof(*m));
     while (fgets(line, sizeof(line), f)) {
@@ -143,10 +254,18 @@ static int meta_read(const char *path, const char *url, feeder__remote_meta *m)
 static int meta_write(const char *path, const char *url, const feeder__remote_meta *m)
 {
     char tmp[4200];
-    feeder__fmt(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "we");
-    if (!f)
-        return -errno;
+    static _Atomic unsigned seq;
+    feeder__fmt(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(), seq++);
+    int fd = open(tmp, O_WRONLY | CREATE_FLAGS, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        return -e;
+    }
     fprintf(f, "url %s\nsize %llu\netag %s\nmodified %s\n", url, ULL(m->size), m->etag,
             m->modified);
     int bad = ferror(f);
@@ -182,11 +301,11 @@ static int cached_open(const char *data, const char *url, const feeder__remote_m
     feeder__remote_meta m;
     if (meta_read(meta, url, &m) < 0 || !meta_matches(expect, &m))
         return -1;
-    int fd = open(data, O_RDONLY | O_CLOEXEC);
+    int fd = open(data, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
     if (fd < 0)
         return -1;
-    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != m.size) {
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != m.size) {
         close(fd);
         return -1;
     }
@@ -281,7 +400,7 @@ static void evict(const feeder__cache *c, uint64_t need, const char *keep)
             continue;
         char lock[4700];
         feeder__fmt(lock, sizeof(lock), "%s.lock", p);
-        int fd = open(lock, O_RDWR | O_CLOEXEC);
+        int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
             if (fd >= 0)
                 close(fd);
@@ -297,6 +416,128 @@ static void evict(const feeder__cache *c, uint64_t need, const char *keep)
     free(es);
 }
 
+/* ---- temporary files a crash left ---- */
+
+/* A temporary file ("NAME.tmp.PID[.N]") that nobody will rename: its
+ * owner is gone and it has not changed for a minute, or it has not changed
+ * for ten minutes (a live download writes far more often: an attempt slower
+ * than the low-speed limit is cut in seconds). A pid from another pid
+ * namespace sharing the folder may look dead, hence the minute. */
+static int stale_tmp(const char *dir, const char *name, time_t now)
+{
+    const char *t = NULL;
+    for (const char *q = name; (q = strstr(q, ".tmp.")); q++)
+        t = q;
+    if (!t)
+        return 0;
+    char *end;
+    long pid = strtol(t + 5, &end, 10);
+    if (end == t + 5 || (*end == '.' && (strtoul(end + 1, &end, 10), *end)) || *end)
+        return 0;
+    char p[4400];
+    struct stat st;
+    feeder__fmt(p, sizeof(p), "%s/%s.meta", dir, name);
+    if (lstat(p, &st) == 0)
+        return 0; /* a cached shard whose URL's name ends so, not a temporary file */
+    feeder__fmt(p, sizeof(p), "%s/%s", dir, name);
+    if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode))
+        return 0;
+    time_t age = now - st.st_mtime;
+    int dead = pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+    return age > 600 || (dead && age > 60);
+}
+
+static void sweep_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (stale_tmp(dir, e->d_name, now))
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+}
+
+/* ---- the retry budget: one round of retries per shard ---- */
+
+/* A shard whose download failed (after its retries) is not fetched again
+ * for a dataset opened before that failure: in this process the record is
+ * in c->fails, across processes (the loader's workers, other loaders on the
+ * machine) it is "<data>.failed" beside the copy, "RC PID" then the
+ * message; a newer open, or a successful download, starts afresh. */
+static int budget_spent(int rc, long pid, const char *url, const char *why, char *err,
+                        size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s: not fetched again: its download failed (pid %ld) since the "
+                "dataset was opened, and a shard gets one round of FEEDER_REMOTE_RETRIES "
+                "(open the dataset again to retry): %s", url, pid, why);
+    return rc;
+}
+
+static int failed_before(const feeder__cache *c, const char *url, const char *data, char *err,
+                         size_t errlen)
+{
+    const struct feeder__cache_fails *f = c->fails;
+    uint64_t key = fnv1a(url) | 1;
+    unsigned n = f ? atomic_load(&f->n) : 0;
+    for (unsigned i = 0; i < n && i < FAILS_MAX; i++)
+        if (atomic_load_explicit(&f->r[i].key, memory_order_acquire) == key)
+            return budget_spent(f->r[i].rc, (long)getpid(), url, f->r[i].msg, err, errlen);
+    char mark[4200], buf[512];
+    feeder__fmt(mark, sizeof(mark), "%s.failed", data);
+    int fd = open(mark, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    long got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                   ? feeder__pread_full(fd, 0, buf, sizeof(buf) - 1) : -1;
+    close(fd);
+    uint64_t when = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+    if (got <= 0 || when < c->opened_ns)
+        return 0;
+    buf[got] = 0;
+    int rc;
+    long pid;
+    int used = 0;
+    if (sscanf(buf, "%d %ld %n", &rc, &pid, &used) < 2 || !used ||
+        (rc != FEEDER_EREMOTE && rc != FEEDER_ECHECKSUM))
+        return 0;
+    return budget_spent(rc, pid, url, buf + used, err, errlen);
+}
+
+/* The server's failures (not this machine's: a full disk, a lock wait),
+ * recorded under the shard's exclusive lock. */
+static void remember_failure(feeder__cache *c, const char *url, const char *data, int rc,
+                             const char *msg)
+{
+    struct feeder__cache_fails *f = c->fails;
+    if (rc != FEEDER_EREMOTE && rc != FEEDER_ECHECKSUM)
+        return;
+    const char *m = strncmp(msg, url, strlen(url)) ? msg : msg + strlen(url);
+    m += !strncmp(m, ": ", 2) ? 2 : 0; /* the URL is named once, by budget_spent */
+    unsigned i = f ? atomic_fetch_add(&f->n, 1) : FAILS_MAX;
+    if (i < FAILS_MAX) {
+        f->r[i].rc = rc;
+        feeder__fmt(f->r[i].msg, sizeof(f->r[i].msg), "%s", m);
+        atomic_store_explicit(&f->r[i].key, fnv1a(url) | 1, memory_order_release);
+    }
+    static _Atomic unsigned seq;
+    char mark[4200], tmp[4300];
+    feeder__fmt(mark, sizeof(mark), "%s.failed", data);
+    feeder__fmt(tmp, sizeof(tmp), "%s.tmp.%ld.%u", mark, (long)getpid(), seq++);
+    int fd = open(tmp, O_WRONLY | CREATE_FLAGS, 0600);
+    if (fd < 0)
+        return; /* this process still remembers it */
+    char line[600];
+    int len = snprintf(line, sizeof(line), "%d %ld %s", rc, (long)getpid(), m);
+    len = len < (int)sizeof(line) ? len : (int)sizeof(line) - 1;
+    int ok = write(fd, line, (size_t)len) == len;
+    if (close(fd) != 0 || !ok || rename(tmp, mark) != 0)
+        unlink(tmp);
+}
+
 /* ---- the download ---- */
 
 static int download(feeder__cache *c, const feeder__target *t, const char *data,
@@ -305,7 +546,7 @@ static int download(feeder__cache *c, const feeder__target *t, const char *data,
     static _Atomic unsigned seq;
     char tmp[4200];
     feeder__fmt(tmp, sizeof(tmp), "%s.tmp.%ld.%u", data, (long)getpid(), seq++);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_RDWR | CREATE_FLAGS, 0600);
     if (fd < 0) {
         int e = errno;
         feeder__fmt(err, errlen, "%s: cannot create %s in the shard cache: %s", t->url, tmp,
@@ -313,7 +554,18 @@ static int download(feeder__cache *c, const feeder__target *t, const char *data,
         return -e;
     }
     feeder__request r = {.target = t, .last = UINT64_MAX, .fd = fd};
+    if (expect && expect->size) {
+        r.cap = (size_t)expect->size;
+        r.cap_what = "the shard's size when the dataset was opened";
+    }
     int rc = feeder__remote_run(&c->cfg, &r, 1, err, errlen);
+    if (rc && r.over && r.meta.size && r.meta.size != expect->size) {
+        feeder__fmt(err, errlen, "%s: the shard changed on the server: %llu bytes (ETag %s) "
+                    "when it was opened, %llu bytes now (Content-Length)", t->url,
+                    ULL(expect->size), expect->etag[0] ? expect->etag : "none",
+                    ULL(r.meta.size));
+        rc = FEEDER_ECHECKSUM;
+    }
     if (rc == -ENOSPC || rc == -EFBIG || rc == -EDQUOT)
         feeder__fmt(err, errlen, "%s: the shard cache %s is full (%s); the partial download "
                     "was removed", t->url, c->dir, strerror(-rc));
@@ -353,10 +605,18 @@ static int fetch_locked(feeder__cache *c, const feeder__target *t, const char *d
 {
     if (cached_open(data, t->url, expect, out) == 0)
         return 0;
+    sweep_tmp(c->dir);
     evict(c, expect ? expect->size : 0, data);
-    int rc = download(c, t, data, expect, err, errlen);
+    int rc = failed_before(c, t->url, data, err, errlen); /* while this one waited */
     if (rc)
         return rc;
+    if ((rc = download(c, t, data, expect, err, errlen)) != 0) {
+        remember_failure(c, t->url, data, rc, err);
+        return rc;
+    }
+    char mark[4200];
+    feeder__fmt(mark, sizeof(mark), "%s.failed", data);
+    unlink(mark);
     if (cached_open(data, t->url, NULL, out) < 0) {
         feeder__fmt(err, errlen, "%s: the cached copy %s vanished after its download",
                     t->url, data);
@@ -407,14 +667,17 @@ int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_me
 {
     memset(out, 0, sizeof(*out));
     out->fd = out->lock_fd = -1;
-    feeder__target t;
-    int rc = feeder__target_resolve(url, &t, err, errlen);
+    feeder__cache_name(c->dir, url, out->path, sizeof(out->path));
+    int rc = failed_before(c, url, out->path, err, errlen);
     if (rc)
         return rc;
-    feeder__cache_name(c->dir, url, out->path, sizeof(out->path));
+    feeder__target t;
+    rc = feeder__target_resolve(url, &t, err, errlen);
+    if (rc)
+        return rc;
     char lock[4200];
     feeder__fmt(lock, sizeof(lock), "%s.lock", out->path);
-    if ((out->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+    if ((out->lock_fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
         rc = -errno;
         feeder__fmt(err, errlen, "%s: cannot open %s: %s", url, lock, strerror(-rc));
     }

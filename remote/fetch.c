@@ -6,6 +6,10 @@
  * from feeder_random, so two runs with the same seed wait the same; a 4xx is
  * the server's final word. libcurl is told never to use signals
  * (CURLOPT_NOSIGNAL): the library installs no handler in the user's process.
+ * A server is not trusted to end what it sends: each request has a cap on
+ * the bytes it takes, a low-speed limit and a deadline, and at most 10
+ * redirects to http(s); a signed request's redirects are followed here, not
+ * by libcurl, so its credentials never leave its origin.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -30,8 +34,13 @@ typedef struct xfer {
     CURL *h;
     struct curl_slist *hdrs;
     unsigned attempt;     /* attempts started */
+    unsigned hops;        /* redirects followed by hand (signed requests) */
+    char *addr;           /* a signed request's address after a redirect, or NULL */
     uint64_t not_before;  /* ns: a retry's earliest start */
+    uint64_t deadline;    /* ns: no attempt runs past it (cfg->timeout_s) */
     int state;
+    long status;          /* the current response's HTTP status */
+    uint64_t clen;        /* the current response's Content-Length, or UINT64_MAX */
     uint64_t written;
     int werr;             /* errno of a failed write, or EMSGSIZE: body past cap */
     char cerr[CURL_ERROR_SIZE];
@@ -47,13 +56,26 @@ static unsigned env_uint(const char *name, unsigned dflt)
     return *end || x > 1000000000ul ? dflt : (unsigned)x;
 }
 
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    return *end || !x ? dflt : (uint64_t)x;
+}
+
 void feeder__remote_defaults(feeder__remote_cfg *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->retries = env_uint("FEEDER_REMOTE_RETRIES", 4);
     cfg->backoff_ms = env_uint("FEEDER_REMOTE_BACKOFF_MS", 200);
     cfg->connect_timeout_ms = env_uint("FEEDER_REMOTE_CONNECT_TIMEOUT_MS", 5000);
-    cfg->low_speed_time_s = env_uint("FEEDER_REMOTE_LOW_SPEED_TIME_S", 10);
+    cfg->low_speed = env_uint("FEEDER_REMOTE_LOW_SPEED", 16384);
+    cfg->low_speed_time_s = env_uint("FEEDER_REMOTE_LOW_SPEED_TIME_S", 5);
+    cfg->timeout_s = env_uint("FEEDER_REMOTE_TIMEOUT_S", 600);
+    cfg->max_index_bytes = env_u64("FEEDER_REMOTE_MAX_INDEX_BYTES", 64ull << 20);
     cfg->max_in_flight = 16;
     const char *ca = getenv("FEEDER_CA_FILE");
     if (!ca || !*ca)
@@ -135,11 +157,13 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     xfer *x = arg;
     feeder__request *r = x->r;
     size_t n = size * nmemb;
+    if (x->status >= 300 && x->status < 400)
+        return n; /* a redirect's own body (followed by hand): not the object */
+    if (r->cap && ((x->clen != UINT64_MAX && x->clen > r->cap) || x->written + n > r->cap)) {
+        x->werr = EMSGSIZE; /* stop now: neither memory nor the cache grows past cap */
+        return 0;
+    }
     if (r->fd < 0) {
-        if (x->written + n > r->cap) {
-            x->werr = EMSGSIZE;
-            return 0;
-        }
         memcpy(r->buf + x->written, data, n);
         x->written += n;
         return n;
@@ -176,14 +200,20 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
     feeder__request *r = ((xfer *)arg)->r;
     size_t n = size * nmemb;
     char v[160];
-    if (n >= 5 && !strncmp(line, "HTTP/", 5))
+    xfer *x = arg;
+    if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
         memset(&r->meta, 0, sizeof(r->meta)); /* a new response (redirect, retry) */
+        const char *sp = memchr(line, ' ', n);
+        x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        x->clen = UINT64_MAX;
+    }
     else if (n > 5 && !strncasecmp(line, "ETag:", 5))
         header_value(line + 5, n - 5, r->meta.etag, sizeof(r->meta.etag));
     else if (n > 14 && !strncasecmp(line, "Last-Modified:", 14))
         header_value(line + 14, n - 14, r->meta.modified, sizeof(r->meta.modified));
     else if (n > 15 && !strncasecmp(line, "Content-Length:", 15) && !r->meta.size) {
         header_value(line + 15, n - 15, v, sizeof(v));
+        x->clen = strtoull(v, NULL, 10);
         if (r->last == UINT64_MAX)
             r->meta.size = strtoull(v, NULL, 10);
     } else if (n > 14 && !strncasecmp(line, "Content-Range:", 14)) {
@@ -207,16 +237,31 @@ static int start(CURLM *m, const feeder__remote_cfg *cfg, xfer *x)
     curl_easy_reset(h);
     x->written = 0;
     x->werr = 0;
+    x->status = 0;
+    x->clen = UINT64_MAX;
     x->cerr[0] = 0;
     if (r->fd >= 0 && ftruncate(r->fd, 0) < 0)
         return -errno;
-    curl_easy_setopt(h, CURLOPT_URL, t->address);
+    uint64_t now = feeder__now_ns();
+    if (!x->deadline)
+        x->deadline = cfg->timeout_s ? now + (uint64_t)cfg->timeout_s * 1000000000ull
+                                     : UINT64_MAX; /* 0: no deadline */
+    long left_ms = x->deadline == UINT64_MAX ? 0
+                   : x->deadline > now ? (long)((x->deadline - now) / 1000000) + 1 : 1;
+    curl_easy_setopt(h, CURLOPT_URL, x->addr ? x->addr : t->address);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* libcurl re-sends headers set with CURLOPT_HTTPHEADER (the session
+     * token) to wherever a redirect leads: a signed request's redirects are
+     * followed by hand (finish), within its origin only. */
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, t->sigv4 ? 0L : 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->cerr);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cfg->connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, left_ms);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, cfg->low_speed);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, cfg->low_speed_time_s);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
@@ -260,7 +305,7 @@ static int final_curl_error(CURLcode c)
     return c == CURLE_UNSUPPORTED_PROTOCOL || c == CURLE_URL_MALFORMAT ||
            c == CURLE_OUT_OF_MEMORY || c == CURLE_BAD_FUNCTION_ARGUMENT ||
            c == CURLE_LOGIN_DENIED || c == CURLE_PEER_FAILED_VERIFICATION ||
-           c == CURLE_FILESIZE_EXCEEDED;
+           c == CURLE_FILESIZE_EXCEEDED || c == CURLE_TOO_MANY_REDIRECTS;
 }
 
 static void fail(xfer *x, int rc, const char *what)
@@ -272,6 +317,74 @@ static void fail(xfer *x, int rc, const char *what)
     x->state = X_DONE;
 }
 
+/* The scheme, host and port of `url` into out ("" when it does not parse). */
+static void origin_of(const char *url, char *out, size_t len)
+{
+    out[0] = 0;
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+        feeder__fmt(out, len, "%s://%s:%s", scheme, host, port);
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+}
+
+/* A signed request's redirect: followed (a new attempt at the new address,
+ * signed again by libcurl for it) when it stays on the request's origin;
+ * elsewhere it is refused, so neither the signature nor the session token
+ * is sent to another host. */
+static void redirect_by_hand(xfer *x, long status)
+{
+    char *loc = NULL, what[400], from[300], to[300];
+    curl_easy_getinfo(x->h, CURLINFO_REDIRECT_URL, &loc);
+    if (!loc) {
+        feeder__fmt(what, sizeof(what), "HTTP %ld, a redirect without a Location", status);
+        return fail(x, FEEDER_EREMOTE, what);
+    }
+    origin_of(x->r->target->address, from, sizeof(from));
+    origin_of(loc, to, sizeof(to));
+    if (!from[0] || strcmp(from, to)) {
+        feeder__fmt(what, sizeof(what), "HTTP %ld redirects this signed request to %.200s, "
+                    "outside %s: not followed, so its credentials stay with that host (set "
+                    "AWS_ENDPOINT_URL or AWS_REGION to the endpoint the bucket lives at)",
+                    status, loc, from);
+        return fail(x, FEEDER_EREMOTE, what);
+    }
+    if (++x->hops > 10) {
+        feeder__fmt(what, sizeof(what), "more than 10 redirects (the last to %.200s)", loc);
+        return fail(x, FEEDER_EREMOTE, what);
+    }
+    char *next = strdup(loc);
+    if (!next)
+        return fail(x, -ENOMEM, strerror(ENOMEM));
+    free(x->addr);
+    x->addr = next;
+    x->attempt--; /* a redirect is no failed attempt */
+    x->not_before = 0;
+    x->state = X_WAIT;
+}
+
+/* The message for a response longer than the request's cap. */
+static void fail_over_cap(xfer *x)
+{
+    feeder__request *r = x->r;
+    char what[400];
+    const char *why = r->cap_what ? r->cap_what : "the range asked for";
+    r->over = 1;
+    if (x->clen != UINT64_MAX && x->clen > r->cap)
+        feeder__fmt(what, sizeof(what), "the response announces %llu bytes (Content-Length), "
+                    "more than the %llu expected (%s): not read", ULL(x->clen), ULL(r->cap), why);
+    else
+        feeder__fmt(what, sizeof(what), "the response runs past the %llu bytes expected (%s): "
+                    "stopped there", ULL(r->cap), why);
+    fail(x, FEEDER_EREMOTE, what);
+}
+
 /* What an attempt that ended with `c` means: done, final error or retry. */
 static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
 {
@@ -279,9 +392,12 @@ static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
     long status = 0;
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
     char what[400];
-    if (c == CURLE_WRITE_ERROR && x->werr == EMSGSIZE) {
-        feeder__fmt(what, sizeof(what), "response longer than the %llu bytes asked for",
-                    ULL(r->cap));
+    if (c == CURLE_WRITE_ERROR && x->werr == EMSGSIZE)
+        return fail_over_cap(x);
+    if (c == CURLE_OK && status >= 300 && status < 400) {
+        if (r->target->sigv4)
+            return redirect_by_hand(x, status);
+        feeder__fmt(what, sizeof(what), "HTTP %ld, a redirect without a Location", status);
         return fail(x, FEEDER_EREMOTE, what);
     }
     if (c == CURLE_WRITE_ERROR && x->werr) {
@@ -298,8 +414,19 @@ static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
         x->state = X_DONE;
         return;
     }
+    uint64_t now = feeder__now_ns();
+    if (c == CURLE_OPERATION_TIMEDOUT && now + 1000000 >= x->deadline) {
+        feeder__fmt(what, sizeof(what), "no whole response within FEEDER_REMOTE_TIMEOUT_S = "
+                    "%ld s (%llu bytes had come in the last attempt)", cfg->timeout_s,
+                    ULL(x->written));
+        return fail(x, FEEDER_EREMOTE, what);
+    }
     if (c == CURLE_HTTP_RETURNED_ERROR)
         feeder__fmt(what, sizeof(what), "HTTP %ld", status);
+    else if (c == CURLE_OPERATION_TIMEDOUT && strstr(x->cerr, "too slow"))
+        feeder__fmt(what, sizeof(what), "slower than FEEDER_REMOTE_LOW_SPEED = %ld bytes/s for "
+                    "FEEDER_REMOTE_LOW_SPEED_TIME_S = %ld s (%llu bytes had come)",
+                    cfg->low_speed, cfg->low_speed_time_s, ULL(x->written));
     else
         feeder__fmt(what, sizeof(what), "%s", x->cerr[0] ? x->cerr : curl_easy_strerror(c));
     int retry = c == CURLE_HTTP_RETURNED_ERROR ? status >= 500 : !final_curl_error(c);
@@ -307,7 +434,13 @@ static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
         return fail(x, FEEDER_EREMOTE, what);
     double u = feeder_random_uniform(cfg->seed, x->attempt, x->id, 0);
     double wait_ms = (double)cfg->backoff_ms * (double)(1u << (x->attempt - 1 < 16 ? x->attempt - 1 : 16));
-    x->not_before = feeder__now_ns() + (uint64_t)(wait_ms * (0.5 + u) * 1e6);
+    x->not_before = now + (uint64_t)(wait_ms * (0.5 + u) * 1e6);
+    if (x->not_before >= x->deadline) {
+        char late[480];
+        feeder__fmt(late, sizeof(late), "%s; no time left for another attempt within "
+                    "FEEDER_REMOTE_TIMEOUT_S = %ld s", what, cfg->timeout_s);
+        return fail(x, FEEDER_EREMOTE, late);
+    }
     x->state = X_WAIT;
 }
 
@@ -452,6 +585,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
         xs[i].r = &reqs[i];
         xs[i].id = i;
         reqs[i].rc = 0;
+        reqs[i].over = 0;
         reqs[i].err[0] = 0;
         reqs[i].len = 0;
         memset(&reqs[i].meta, 0, sizeof(reqs[i].meta));
@@ -464,6 +598,7 @@ int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, siz
             curl_easy_cleanup(xs[i].h);
         }
         curl_slist_free_all(xs[i].hdrs);
+        free(xs[i].addr);
     }
     shared_give(m, shared);
     out_curl();

@@ -48,14 +48,19 @@ void feeder__target_free(feeder__target *t);
 
 /* How hard a transfer tries. feeder__remote_defaults fills the defaults,
  * overridden by FEEDER_REMOTE_RETRIES, FEEDER_REMOTE_BACKOFF_MS,
- * FEEDER_REMOTE_CONNECT_TIMEOUT_MS and FEEDER_REMOTE_LOW_SPEED_TIME_S; the
- * CA certificates that https servers are checked against from
- * FEEDER_CA_FILE, else CURL_CA_BUNDLE, else libcurl's default bundle. */
+ * FEEDER_REMOTE_CONNECT_TIMEOUT_MS, FEEDER_REMOTE_LOW_SPEED,
+ * FEEDER_REMOTE_LOW_SPEED_TIME_S, FEEDER_REMOTE_TIMEOUT_S and
+ * FEEDER_REMOTE_MAX_INDEX_BYTES; the CA certificates that https servers
+ * are checked against from FEEDER_CA_FILE, else CURL_CA_BUNDLE, else
+ * libcurl's default bundle. */
 typedef struct feeder__remote_cfg {
     unsigned retries;        /* attempts after the first (4) */
     unsigned backoff_ms;     /* first wait; doubles each retry, +-50% jitter (200) */
     long connect_timeout_ms; /* (5000) */
-    long low_speed_time_s;   /* abort a transfer under 1 KiB/s for this long (10) */
+    long low_speed;          /* bytes/s under which an attempt is slow (16384) */
+    long low_speed_time_s;   /* an attempt slower than low_speed this long is cut (5) */
+    long timeout_s;          /* one request's deadline, all its attempts together (600; 0: none) */
+    uint64_t max_index_bytes; /* the most a server's tar index may hold (64 MiB) */
     unsigned max_in_flight;  /* transfers at once (16) */
     uint64_t seed;           /* jitter: feeder_random(seed, attempt, request, 0) */
     char ca_file[1024];      /* CURLOPT_CAINFO, or "" for libcurl's default */
@@ -70,28 +75,38 @@ typedef struct feeder__remote_meta {
 } feeder__remote_meta;
 
 /* One request. `fd` >= 0: the body is written there from offset 0 (a
- * retry truncates and starts over); otherwise into buf[0, cap) and `len`
- * says how much came (a longer body is an error). `first`/`last` give a
- * byte range (last == UINT64_MAX: none, the whole object). */
+ * retry truncates and starts over); otherwise into buf[0, cap). `len` says
+ * how much came. Either way `cap` (0 with a descriptor: no limit but the
+ * response's own Content-Length) is the most the request accepts: a
+ * response that announces more, or a body that runs past it, is stopped
+ * there and is FEEDER_EREMOTE naming the URL and both sizes, `over` set;
+ * `cap_what` says in that message where the limit comes from. `first`/`last`
+ * give a byte range (last == UINT64_MAX: none, the whole object). */
 typedef struct feeder__request {
     const feeder__target *target;
     uint64_t first, last;
     int fd;
     uint8_t *buf;
     size_t cap, len;
+    const char *cap_what;     /* "the range asked for" when NULL */
     feeder__remote_meta meta; /* filled on success */
     int rc;                   /* 0, or the request's error */
+    int over;                 /* the response was longer than cap */
     char err[512];            /* the request's message when rc != 0 */
 } feeder__request;
 
 /* Run `n` requests, up to cfg->max_in_flight at once over one multi handle
  * (keep-alive: connections are reused between them). Timeouts, connection
- * errors and 5xx are retried with exponential backoff; 4xx is final. Each
- * request gets its own rc and message (naming the URL and the HTTP status or
- * libcurl's text, after how many attempts); a failed write to `fd` is
- * -errno (ENOSPC, EFBIG) and is not retried. Returns the first failing
- * request's rc with its message in `err`, or 0. Thread-safe (each call has
- * its own handles). */
+ * errors, bodies cut short and 5xx are retried with exponential backoff
+ * until cfg->timeout_s has passed since the request's first attempt; 4xx
+ * is final. Each request gets its own rc and message (naming the URL and
+ * the HTTP status or libcurl's text, after how many attempts); a failed
+ * write to `fd` is -errno (ENOSPC, EFBIG) and is not retried. Redirects:
+ * at most 10, to http or https only; a signed (S3) request follows a
+ * redirect only within its own scheme, host and port, and one elsewhere is
+ * FEEDER_EREMOTE naming both, so its credentials never reach another host.
+ * Returns the first failing request's rc with its message in `err`, or 0.
+ * Thread-safe (each call has its own handles). */
 int feeder__remote_run(const feeder__remote_cfg *cfg, feeder__request *reqs, size_t n,
                        char *err, size_t errlen);
 
@@ -103,14 +118,18 @@ typedef struct feeder__cache {
     int lock_timeout_ms; /* how long to wait for another fetcher of a shard */
     int offline;         /* FEEDER_REMOTE_OFFLINE=1: open from cached copies alone */
     feeder__remote_cfg cfg;
+    struct feeder__cache_fails *fails; /* shards whose download failed (cache.c) */
+    uint64_t opened_ns;  /* CLOCK_REALTIME at open: older failure records are ignored */
 } feeder__cache;
 
 /* The cache folder: `dir` when given, else FEEDER_CACHE_DIR, else
- * $HOME/.cache/feeder/shards; the limit from `max_bytes`, else
+ * $XDG_CACHE_HOME/feeder/shards, else $HOME/.cache/feeder/shards, else
+ * FEEDER_EINVAL saying so; created 0700 when missing, and refused (-EPERM
+ * saying why and what to do) unless it belongs to this user and neither its
+ * group nor others may write to it. The limit from `max_bytes`, else
  * FEEDER_CACHE_MAX_BYTES, else none; `offline` from FEEDER_REMOTE_OFFLINE
  * ("1": datasets open from the copies cached here without asking the
- * server). Creates the folder. 0, -errno naming
- * the folder, or -ENOMEM. */
+ * server). 0, -errno naming the folder, or -ENOMEM. */
 int feeder__cache_open(feeder__cache *c, const char *dir, uint64_t max_bytes, char *err,
                        size_t errlen);
 void feeder__cache_close(feeder__cache *c);
@@ -127,18 +146,32 @@ typedef struct feeder__shard {
 
 /* Get `url` into the cache (or find it there) and hold it. When `expect`
  * is given (size, and ETag when both are known), a cached copy that differs
- * is fetched again, and a download that differs is FEEDER_ECHECKSUM naming
- * the URL: the shard changed on the server. Without it, a cached copy is
- * used as it is. Only one process fetches a shard at a time (an exclusive
- * flock on its .lock file); the others poll, up to lock_timeout_ms
- * (FEEDER_ETIMEDOUT), for the copy it makes; the download goes to a
- * temporary name and is renamed, so a reader never sees half a shard. Least recently used shards not held by anyone are evicted to keep
- * the folder under max_bytes. A full disk is -ENOSPC (or -EFBIG) naming the
- * folder, the temporary file removed. Thread-safe; several processes may
- * share a folder. */
+ * is fetched again, the download stops at that size, and a download that
+ * differs is FEEDER_ECHECKSUM naming the URL: the shard changed on the
+ * server. Without it, a cached copy is used as it is. Only one process
+ * fetches a shard at a time (an exclusive flock on its .lock file); the
+ * others poll, up to lock_timeout_ms (FEEDER_ETIMEDOUT), for the copy it
+ * makes; the download goes to a temporary name and is renamed, so a reader
+ * never sees half a shard; temporary files a crash left are removed. Every
+ * cache file is created with O_EXCL | O_NOFOLLOW. Least recently used
+ * shards not held by anyone are evicted to keep the folder under
+ * max_bytes. A full disk is -ENOSPC (or -EFBIG) naming the folder, the
+ * temporary file removed. A shard whose download failed (FEEDER_EREMOTE,
+ * FEEDER_ECHECKSUM) after `c` was opened, in this process or another (a
+ * "<name>.failed" record in the folder), is not fetched again through `c`:
+ * later calls return that failure at once, naming it. Thread-safe; several
+ * processes may share a folder. */
 int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
                       feeder__shard *out, char *err, size_t errlen);
 void feeder__shard_release(feeder__shard *s);
+
+/* Whether bytes [0, len) of the held copy `s` are `want` (what the server
+ * sent for them at open: a pack's header and index); when they are not,
+ * the copy is released and dropped from the cache (its .meta removed, so
+ * the next feeder__cache_get fetches it again). 0 when they match, else
+ * FEEDER_ECHECKSUM (or -errno of the read) naming `url` and the copy. */
+int feeder__shard_verify(feeder__shard *s, const char *url, const uint8_t *want, size_t len,
+                         char *err, size_t errlen);
 
 /* What the cache holds for `url` without asking the server: 0 and `out`
  * (the size, ETag and Last-Modified recorded at its download) when a whole
@@ -175,8 +208,9 @@ typedef struct feeder__ahead feeder__ahead;
  * loader has handed out positions below `pos`. The threads download each
  * planned shard into the cache (and let it go: the readers map or open it)
  * while it is at most `ahead` shards past the one holding position `pos`. A
- * failed download is left for the reader that needs the shard to retry and
- * report; so is every shard when memory or threads are short. stop joins
+ * failed download spends the shard's retries (feeder__cache_get): the reader
+ * that needs the shard reports that failure; every shard is left to the
+ * readers when memory or threads are short. stop joins
  * the threads (a download in flight finishes first: its temporary file is
  * renamed or removed) and frees *a. No-ops with ahead 0 or no URL shard.
  * plan, progress and stop are not thread-safe with one another. */

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1459,6 +1460,70 @@ END_TEST
 START_TEST(test_interrupted_sigkill) { interrupted(SIGKILL); }
 END_TEST
 
+typedef struct cutter {
+    const char *path;
+    const uint8_t *bytes;
+    size_t len;
+    _Atomic int stop;
+    unsigned cuts;
+} cutter;
+
+/* Cut the file to its header page and write it whole again, over and over. */
+static void *cut_main(void *arg)
+{
+    cutter *c = arg;
+    int fd = open(c->path, O_WRONLY);
+    while (fd >= 0 && !c->stop) {
+        if (ftruncate(fd, 4096) == 0)
+            c->cuts++;
+        usleep(200);
+        if (pwrite(fd, c->bytes, c->len, 0) != (ssize_t)c->len)
+            break;
+        usleep(300);
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* A file truncated again and again while it is opened: every open either
+ * succeeds or fails with a message naming the file, and none dies of
+ * SIGBUS (open reads the index with pread, not through the mapping). */
+START_TEST(test_open_while_truncated)
+{
+    char p[300], err[512];
+    tu_path(p, sizeof(p), "cut.pack");
+    feeder__pack_header h;
+    size_t len = tu_write_raw_pack_ch(p, 200000, 1, 1, 1, 2, &h);
+    uint8_t *bytes;
+    size_t got;
+    ck_assert_int_eq(bu_read_file(p, &bytes, &got), 0);
+    ck_assert_uint_eq(got, len);
+    cutter c = {.path = p, .bytes = bytes, .len = len};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, cut_main, &c), 0);
+    int ok = 0, failed = 0;
+    uint64_t end = feeder__now_ns() + 2000000000ull;
+    while (feeder__now_ns() < end) {
+        feeder_dataset *ds = NULL;
+        int rc = feeder_dataset_open_packed(p, &ds, err, sizeof(err));
+        if (rc == 0) {
+            ck_assert_uint_eq(ds->n, 200000);
+            ok++;
+        } else {
+            ck_assert_msg(strstr(err, p) == err, "%d %s", rc, err);
+            failed++;
+        }
+        feeder_dataset_destroy(ds);
+    }
+    c.stop = 1;
+    pthread_join(th, NULL);
+    free(bytes);
+    ck_assert_uint_gt(c.cuts, 0);
+    ck_assert_int_gt(ok + failed, 0);
+}
+END_TEST
+
 static Suite *packed_suite(void)
 {
     Suite *s = suite_create("packed");
@@ -1477,6 +1542,7 @@ static Suite *packed_suite(void)
     tcase_add_test(tc, test_resume_takes_file_shape);
     tcase_add_test(tc, test_crc_mismatch_fail_and_skip);
     tcase_add_test(tc, test_file_shrunk_after_open);
+    tcase_add_test(tc, test_open_while_truncated);
     tcase_add_test(tc, test_jpeg_record_decode_error);
     if (FEEDER_PACK_TOOL[0]) {
         tcase_add_test(tc, test_round_trip_raw_nhwc);

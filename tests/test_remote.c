@@ -372,7 +372,8 @@ END_TEST
 
 /* Every response cut after 8 KiB (the server dying mid-transfer): the
  * header page arrives, the whole file never does; retried, then an error
- * naming the URL, and nothing but the lock file is left in the cache. */
+ * naming the URL, and nothing but the lock file and the failure's record
+ * (the shard's retries are spent) is left in the cache. */
 START_TEST(test_cut_mid_transfer)
 {
     put_pack("a.pack", 100);
@@ -384,8 +385,9 @@ START_TEST(test_cut_mid_transfer)
     feeder_dataset *ds = NULL;
     ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), FEEDER_EREMOTE);
     ck_assert_msg(strstr(err, url) == err && strstr(err, "(3 attempts)"), "%s", err);
-    ck_assert_int_eq(cache_files("-a.pack"), 1);
+    ck_assert_int_eq(cache_files("-a.pack"), 2); /* the lock file and the failure's record */
     ck_assert_int_eq(cache_files("-a.pack.lock"), 1);
+    ck_assert_int_eq(cache_files("-a.pack.failed"), 1);
     ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack bytes=0-4095"), 1);
     ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack -"), 3);
     stop(&p, SIGKILL);
@@ -441,7 +443,8 @@ START_TEST(test_changed_on_server)
                      FEEDER_ECHECKSUM);
     ck_assert_msg(strstr(err, url) == err && strstr(err, "the shard changed on the server"),
                   "%s", err);
-    ck_assert_int_eq(cache_files("-a.pack"), 1); /* the lock file */
+    ck_assert_int_eq(cache_files("-a.pack"), 2); /* the lock file and the failure's record */
+    ck_assert_int_eq(cache_files("-a.pack.failed"), 1);
     feeder__target_free(&t);
     feeder__cache_close(&c);
 

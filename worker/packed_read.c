@@ -28,6 +28,7 @@
 #include "common/nvtx.h"
 #include "common/trace.h"
 #include "dataset/pack.h"
+#include "remote/remote.h"
 #include "worker/worker.h"
 
 #define ULL(x) ((unsigned long long)(x))
@@ -173,18 +174,52 @@ static int install_bus_guard(void)
     return sigaction(SIGBUS, &sa, NULL) == 0 ? 0 : -errno;
 }
 
+/* Where a faulted record's bytes come from, and what is known of that
+ * file's size now: a shards set's shard (a URL's is the cache's copy) or
+ * the one packed file. */
+static void fault_source(const struct feeder__pack *pk, uint64_t rec, char *msg, size_t msglen)
+{
+    const struct feeder__shards *sh = pk->shards;
+    struct stat st;
+    if (!sh) {
+        if (fstat(pk->fd, &st) == 0)
+            feeder__fmt(msg, msglen, "record %llu of %s: the file changed under the loader: "
+                        "reading its mapping faulted (SIGBUS); it is now %lld bytes, %llu when "
+                        "opened (truncated or rewritten in place?)", ULL(rec), pk->path,
+                        (long long)st.st_size, ULL(pk->map_len));
+        else
+            feeder__fmt(msg, msglen, "record %llu of %s: the file changed under the loader: "
+                        "reading its mapping faulted (SIGBUS); it was %llu bytes when opened, "
+                        "its size now cannot be read (fstat: %s)", ULL(rec), pk->path,
+                        ULL(pk->map_len), strerror(errno));
+        return;
+    }
+    uint32_t s = feeder__shards_of(sh, rec);
+    char path[4200], was[4400];
+    if (sh->remote[s]) {
+        feeder__cache_name(((const feeder__cache *)sh->cache)->dir, sh->names[s], path,
+                           sizeof(path));
+        feeder__fmt(was, sizeof(was), "its cached copy %s", path);
+    } else {
+        feeder__fmt(path, sizeof(path), "%s", sh->names[s]);
+        feeder__fmt(was, sizeof(was), "the file");
+    }
+    char now[128];
+    if (stat(path, &st) == 0)
+        feeder__fmt(now, sizeof(now), "%lld bytes", (long long)st.st_size);
+    else
+        feeder__fmt(now, sizeof(now), "gone (%s)", strerror(errno));
+    feeder__fmt(msg, msglen, "record %llu of %s (shard %u of %s): %s changed under the loader: "
+                "reading its mapping faulted (SIGBUS); it is now %s, %llu when %s (truncated "
+                "or rewritten in place?)", ULL(rec), sh->names[s], s, pk->path, was, now,
+                ULL(sh->bytes[s]), sh->remote[s] ? "the dataset was opened" : "opened");
+}
+
 /* After a fault: the task's error, and a fresh decoder (a decode cut short
  * by the jump leaves its state undefined). */
 static int mapping_fault(feeder__worker_ctx *w, char *msg, size_t msglen)
 {
-    const struct feeder__pack *pk = w->job->ds->pack;
-    struct stat st;
-    long long now = fstat(pk->fd, &st) == 0 ? (long long)st.st_size : -1;
-    feeder__fmt(msg, msglen,
-                "record %llu of %s: the file changed under the loader: reading its mapping "
-                "faulted (SIGBUS); it is now %lld bytes, %llu when opened (truncated or "
-                "rewritten in place?)",
-                ULL(bus_record), pk->path, now, ULL(pk->map_len));
+    fault_source(w->job->ds->pack, bus_record, msg, msglen);
     if (w->dec) {
         feeder__decoder_destroy(w->dec);
         w->dec = NULL;
