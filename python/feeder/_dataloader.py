@@ -495,7 +495,11 @@ class _MultiProcessIter:
         self.batches = None
         if not self.iterable:
             source = loader.batch_sampler if loader._auto_collation else loader.sampler
-            self.sized = hasattr(source, "__len__")
+            try:  # a BatchSampler has __len__ even over a sampler without one
+                len(source)
+                self.sized = True
+            except TypeError:
+                self.sized = False
             self.batches = iter(source)
         self._next_chunk()
 
