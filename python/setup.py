@@ -110,7 +110,7 @@ print(f"feeder: libfeeder from {how}: {libdir}; CUDA {'ON (' + cuda[0] + ')' if 
       file=sys.stderr)
 
 # python/src: one concern a file (feederpy.h lists them).
-SOURCES = ["errors.c", "dataset.c", "loader_state.c", "options.c", "batch.c", "fields.c", "iter.c",
+SOURCES = ["errors.c", "dataset.c", "loader_state.c", "augment.c", "options.c", "batch.c", "fields.c", "iter.c",
            "loader.c", "batches.c", "module.c"]
 ext = Extension(
     "feeder._feeder",

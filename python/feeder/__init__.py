@@ -15,6 +15,8 @@ A slot goes back to the loader when the last tensor viewing it is freed, so
 keeping a tensor keeps its data valid; keeping more batches alive than the
 loader has slots (num_workers x prefetch_factor) raises BusyError.
 """
+import os
+
 from . import _feeder
 from ._feeder import (  # noqa: F401
     Array,
@@ -53,11 +55,53 @@ __all__ = [
 
 class ImageFolder(_feeder.Dataset):
     """A folder with one sub-folder per class, as torchvision's ImageFolder:
-    labels are the positions of the sorted class names; every .jpg/.jpeg file
-    below a class folder is a sample, ordered by class, then path."""
+    labels are the positions of the sorted class names; every .jpg, .jpeg,
+    .jfif, .png and .webp file below a class folder is a sample (the format
+    is read from the bytes), ordered by class, then path.
 
-    def __init__(self, root):
+    ImageFolder(root, transform=None, target_transform=None)
+
+    `transform` is a feeder.transforms pipeline (torchvision.transforms.v2's
+    names and parameters), which feeder.DataLoader runs in feeder's C
+    pipeline; torchvision's `classes`, `class_to_idx`, `samples`, `targets`
+    and `imgs` are here, and ds[i] gives one sample (image, target) decoded
+    with Pillow through the transform's torchvision equivalent, for
+    inspection (the loader's bytes come from feeder's decoder and resize:
+    close, not equal)."""
+
+    def __init__(self, root, transform=None, target_transform=None):
         super().__init__(0, root)
+        self.root = os.fspath(root)
+        self.transform = transform
+        self.target_transform = target_transform
+        self._samples = None
+
+    @property
+    def class_to_idx(self):
+        return {c: i for i, c in enumerate(self.classes)}
+
+    @property
+    def samples(self):
+        if self._samples is None:
+            self._samples = [(self.path(i), self.label(i)) for i in range(len(self))]
+        return self._samples
+
+    imgs = samples
+
+    @property
+    def targets(self):
+        return [s[1] for s in self.samples]
+
+    def __getitem__(self, index):
+        from PIL import Image
+        path, target = self.samples[index]
+        with open(path, "rb") as f:
+            img = Image.open(f).convert("RGB")
+        if self.transform is not None:
+            img = self.transform(img)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return img, target
 
 
 class FileList(_feeder.Dataset):

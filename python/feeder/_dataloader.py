@@ -262,7 +262,16 @@ class DataLoader:
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="",
-                 in_order=True, batch_room=None):
+                 in_order=True, batch_room=None, **native):
+        self._native = None
+        if isinstance(dataset, _feeder.Dataset):
+            self._native = _Native(dataset, sampler=sampler, batch_sampler=batch_sampler,
+                                   collate_fn=collate_fn, worker_init_fn=worker_init_fn,
+                                   batch_room=batch_room, **native)
+        elif native:
+            raise TypeError(f"DataLoader: {', '.join(sorted(native))}: feeder's own arguments "
+                            "for its native datasets (feeder.ImageFolder, ...); this dataset is "
+                            f"a Python one ({type(dataset).__name__})")
         if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
                              "disable multiprocessing.")
@@ -306,6 +315,7 @@ class DataLoader:
                                  f"batch_sampler option, but got batch_sampler={batch_sampler}")
         else:
             shuffle = bool(shuffle)
+        self.sampler_shuffle = shuffle
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
@@ -353,6 +363,9 @@ class DataLoader:
         return self.batch_sampler is not None
 
     def __len__(self):
+        if self._native is not None:
+            n = len(self.dataset)
+            return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         if isinstance(self.dataset, IterableDataset):
             length = len(self.dataset)
             if self.batch_size is not None:
@@ -367,6 +380,8 @@ class DataLoader:
         return self.pin_memory and torch.cuda.is_available()
 
     def __iter__(self):
+        if self._native is not None:
+            return self._native.epoch(self)
         # torch's order of draws from the generator: the workers' base seed
         # when an iterator is made, then the sampler's.
         if self.num_workers == 0:
@@ -401,6 +416,95 @@ class DataLoader:
         engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.close()
+
+
+_NATIVE_KW = ("device", "decoder", "io", "on_error", "max_restarts", "trace", "channels")
+
+
+class _Native:
+    """A feeder dataset (feeder.ImageFolder with a feeder.transforms pipeline,
+    a RAW Packed file, ...) through DataLoader: feeder.Loader, its C pipeline
+    end to end, with the DataLoader's arguments."""
+
+    def __init__(self, dataset, sampler, batch_sampler, collate_fn, worker_init_fn, batch_room,
+                 **native):
+        for name, value in (("sampler", sampler), ("batch_sampler", batch_sampler),
+                            ("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn),
+                            ("batch_room", batch_room)):
+            if value is not None:
+                raise ValueError(
+                    f"DataLoader: {name}= with {type(dataset).__name__}: feeder's native "
+                    "pipeline takes shuffle, generator, drop_last and the worker options; for "
+                    f"{name}= use a Python dataset (e.g. torchvision.datasets.ImageFolder)")
+        bad = sorted(set(native) - set(_NATIVE_KW))
+        if bad:
+            raise TypeError(f"DataLoader got an unexpected keyword argument {bad[0]!r}")
+        if getattr(dataset, "target_transform", None) is not None:
+            raise ValueError("DataLoader: target_transform has no native equivalent; map the "
+                             "labels in the training loop")
+        self.native = native
+        self.loader = None
+        transform = getattr(dataset, "transform", None)
+        if transform is not None:
+            from . import transforms
+            self.plan = transforms.compile(transform)
+        else:
+            self.plan = None
+
+    def _make(self, dl):
+        kw = dict(batch_size=dl.batch_size, shuffle=bool(dl.sampler_shuffle),
+                  num_workers=dl.num_workers, persistent_workers=dl.persistent_workers,
+                  drop_last=dl.drop_last, timeout=float(dl.timeout), layout="NCHW",
+                  in_order=bool(dl.in_order))
+        if dl.prefetch_factor is not None:
+            kw["prefetch_factor"] = dl.prefetch_factor
+        # Reproducible per generator: the order and every random crop come from this seed.
+        kw["seed"] = torch.empty((), dtype=torch.int64).random_(
+            generator=dl.generator).item() & ((1 << 53) - 1)
+        plan = self.plan
+        if plan is not None:
+            kw.update(plan.kw)
+        kw.update(self.native)
+        self.host_float = None
+        if plan is not None and plan.dtype is not None:
+            if kw.get("device") is not None:
+                kw["dtype"] = str(plan.dtype)[6:]
+                kw["mean"] = plan.mean or [0.0, 0.0, 0.0]
+                kw["std"] = plan.std or [1.0, 1.0, 1.0]
+            else:
+                self.host_float = plan
+        self.loader = _feeder_module().Loader(dl.dataset, **kw)
+
+    def epoch(self, dl):
+        if self.loader is None:
+            self._make(dl)
+        return self._iter(dl, iter(self.loader))
+
+    def _iter(self, dl, it):
+        pin = dl._pin()
+        f = self.host_float
+        if f is not None:
+            mean = torch.tensor(f.mean).view(1, -1, 1, 1) if f.mean else None
+            std = torch.tensor(f.std).view(1, -1, 1, 1) if f.std else None
+        for images, labels in it:
+            if self.loader.outstanding > max(1, self.loader.slots // 2) and \
+                    images.device.type == "cpu":
+                # More than half the slots held by kept batches: copy this one
+                # out so its slot goes back (as the Python datasets' path does).
+                images, labels = images.clone(), labels.clone()
+            if f is not None:
+                images = images.to(f.dtype).div_(255)
+                if mean is not None:
+                    images = images.sub_(mean.to(f.dtype)).div_(std.to(f.dtype))
+            batch = [images, labels]
+            if pin and images.device.type == "cpu":
+                batch = _tpin.pin_memory(batch, dl.pin_memory_device or None)
+            yield batch
+
+
+def _feeder_module():
+    import feeder
+    return feeder
 
 
 class _IterableBatches:

@@ -23,6 +23,7 @@
  *   errors.c        result codes -> exception classes and messages
  *   dataset.c       Dataset
  *   loader_state.c  what the Loader's files share: usable?, destroy, epoch state
+ *   augment.c       Loader(augment=...): the augment pipeline from a list of steps
  *   options.c       Loader.__init__: arguments -> feeder options, torch bound
  *   batch.c         Batch, Array, DLPack export, torch hand-off
  *   fields.c        fields batches as dicts
@@ -111,6 +112,9 @@ int loader_ready(LoaderObject *self);
 void loader_destroy_now(LoaderObject *self);
 PyObject *state_save(LoaderObject *self, uint64_t epoch);
 void abandon_epoch(LoaderObject *self);
+
+/* augment.c: Loader(augment=[steps]) */
+int set_augment(LoaderObject *self, PyObject *steps);
 
 /* options.c */
 int loader_init(LoaderObject *self, PyObject *args, PyObject *kw);

@@ -267,6 +267,21 @@ static PyMethodDef loader_methods[] = {
     {"__exit__", (PyCFunction)loader_exit, METH_VARARGS, NULL},
     {NULL}};
 
+static PyObject *loader_get_outstanding(LoaderObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSsize_t(self->outstanding);
+}
+
+static PyObject *loader_get_slots(LoaderObject *self, void *c)
+{
+    (void)c;
+    feeder_stats st;
+    if (!self->ld || feeder_loader_stats(self->ld, &st))
+        return PyLong_FromLong(0);
+    return PyLong_FromUnsignedLongLong(st.slots);
+}
+
 static PyGetSetDef loader_getset[] = {
     {"dataset", (getter)loader_get_dataset, NULL, "the dataset", NULL},
     {"epoch", (getter)loader_get_epoch, NULL, "the running epoch, else the next one", NULL},
@@ -276,6 +291,10 @@ static PyGetSetDef loader_getset[] = {
      (void *)(intptr_t)FEEDER_OPT_NUM_WORKERS},
     {"_last_batch", (getter)loader_get_last_batch, NULL,
      "debug: the C pointers and numbers of the last batch lent", NULL},
+    {"outstanding", (getter)loader_get_outstanding, NULL,
+     "batches alive (each holds its slot while any of its tensors lives)", NULL},
+    {"slots", (getter)loader_get_slots, NULL,
+     "batch slots (num_workers x prefetch_factor); 0 before the first batch", NULL},
     {NULL}};
 
 static PySequenceMethods loader_as_seq = {.sq_length = (lenfunc)loader_len};

@@ -223,7 +223,7 @@ typedef struct loader_args {
     double timeout;
     PyObject *pipeline, *size, *resize, *device, *dtype, *mean, *std, *layout, *decoder,
              *in_order, *on_error, *io, *max_restarts, *scale, *ratio, *flip_prob, *as_torch;
-    PyObject *trace, *channels;
+    PyObject *trace, *channels, *augment;
 } loader_args;
 
 static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
@@ -232,18 +232,19 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
                              "persistent_workers", "drop_last", "timeout", "seed", "pipeline",
                              "size", "resize", "device", "dtype", "mean", "std", "layout",
                              "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
-                             "ratio", "flip_prob", "as_torch", "trace", "channels", NULL};
+                             "ratio", "flip_prob", "as_torch", "trace", "channels", "augment",
+                             NULL};
     *a = (loader_args){.shuffle = Py_False, .persistent = Py_False, .drop_last = Py_False,
                        .resize = Py_None, .device = Py_None, .dtype = Py_None, .mean = Py_None,
                        .std = Py_None, .in_order = Py_True, .scale = Py_None,
                        .ratio = Py_None, .flip_prob = Py_None, .as_torch = Py_None,
                        .trace = Py_None};
     return PyArg_ParseTupleAndKeywords(
-        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
+        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
         &a->shuffle, &a->workers, &a->prefetch, &a->persistent, &a->drop_last, &a->timeout,
         &a->seed, &a->pipeline, &a->size, &a->resize, &a->device, &a->dtype, &a->mean, &a->std,
         &a->layout, &a->decoder, &a->in_order, &a->on_error, &a->io, &a->max_restarts, &a->scale,
-        &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels);
+        &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels, &a->augment);
 }
 
 #define INTOPT(obj, name, opt) \
@@ -463,7 +464,8 @@ int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     self->fields = dataset_has_fields(ds);
     self->timeout_s = a.timeout;
     if (!set_plain_options(self, &a) || !set_shape(self, &a) || !set_device_values(self, &a) ||
-        !set_crop_and_flip(self, &a) || !set_trace(self, a.trace) || !set_module_options(self))
+        !set_crop_and_flip(self, &a) || !set_trace(self, a.trace) || !set_module_options(self) ||
+        !set_augment(self, a.augment))
         return -1;
     return bind_torch(self, a.as_torch);
 }

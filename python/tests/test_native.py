@@ -1,0 +1,132 @@
+"""feeder.ImageFolder + feeder.transforms through feeder.DataLoader: the
+pipeline compiled into feeder.Loader's C pipeline (the same bytes as
+feeder.Loader with the same settings and seed), torchvision's ImageFolder
+attributes, and the errors for what has no native equivalent."""
+import pytest
+import torch
+
+import feeder
+from feeder import transforms as T
+
+torchvision = pytest.importorskip("torchvision")
+
+
+def seed_of(s):
+    """The seed feeder.DataLoader draws from torch.Generator().manual_seed(s)."""
+    return torch.empty((), dtype=torch.int64).random_(
+        generator=torch.Generator().manual_seed(s)).item() & ((1 << 53) - 1)
+
+
+def test_compile_maps_torchvision_names():
+    p = T.compile(T.Compose([T.RandomResizedCrop(160, scale=(0.25, 1.0)),
+                             T.RandomHorizontalFlip(0.3), T.ColorJitter(0.4, 0.3, 0.2, 0.1),
+                             T.RandomGrayscale(0.2), T.GaussianBlur(5, (0.1, 1.5)),
+                             T.TrivialAugmentWide(), T.RandomErasing(0.25),
+                             T.ToDtype(torch.float32, scale=True),
+                             T.Normalize([0.5, 0.4, 0.3], [0.2, 0.2, 0.2])]))
+    assert p.kw["pipeline"] == "train" and p.kw["size"] == (160, 160)
+    assert p.kw["scale"] == (0.25, 1.0) and p.kw["flip_prob"] == 0.3
+    assert p.kw["augment"] == [("color_jitter", 0.4, 0.3, 0.2, 0.1), ("grayscale", 0.2),
+                               ("blur", 5, 0.1, 1.5), ("trivial", 31, 0, -1),
+                               ("erase", 0.25, 0.02, 0.33, 0.3, 3.3, 0)]
+    assert p.dtype == torch.float32 and p.mean == [0.5, 0.4, 0.3]
+    e = T.compile(T.Compose([T.Resize(256), T.CenterCrop(224)]))
+    assert e.kw == {"pipeline": "eval", "resize": 256, "size": (224, 224)}
+    r = T.compile(T.Compose([T.Resize((120, 200)), T.RandomHorizontalFlip()]))
+    assert r.kw == {"pipeline": "resize", "size": (120, 200), "augment": [("flip", 0, 0.5)]}
+    t = T.compile(T.RandomResizedCrop(64))
+    assert t.kw["flip_prob"] == 0.0  # no flip asked for: none (feeder's C default is 0.5)
+
+
+@pytest.mark.parametrize("bad,msg", [
+    (T.Compose([T.Resize(256)]), "must be followed by CenterCrop"),
+    (T.Compose([T.CenterCrop(224)]), "needs Resize"),
+    (T.Compose([T.ColorJitter(0.4)]), "comes before the crop"),
+    (T.Compose([T.RandomResizedCrop(64), T.Normalize([0.5] * 3, [0.2] * 3)]), "needs ToDtype"),
+    (T.Compose([T.RandomResizedCrop(64), T.ToDtype(torch.float32, scale=True),
+                T.ColorJitter(0.1)]), "put it before them"),
+    (T.Compose([T.RandomResizedCrop(64), "not a transform"]), "is not a feeder transform"),
+])
+def test_compile_errors_name_the_transform(bad, msg):
+    with pytest.raises(TypeError, match=msg):
+        T.compile(bad)
+    with pytest.raises(TypeError, match="range symmetric around 1"):
+        T.ColorJitter(brightness=(0.5, 1.2))
+    with pytest.raises(TypeError, match="interpolation"):
+        T.Resize(256, interpolation=T.InterpolationMode.BICUBIC)
+
+
+def test_image_folder_attributes_as_torchvision(folder):
+    ours = feeder.ImageFolder(folder)
+    theirs = torchvision.datasets.ImageFolder(folder)
+    assert ours.classes == theirs.classes
+    assert ours.class_to_idx == theirs.class_to_idx
+    assert ours.samples == theirs.samples
+    assert ours.targets == theirs.targets
+    assert ours.imgs == theirs.imgs
+    assert len(ours) == len(theirs)
+    img, target = ours[5]
+    assert target == theirs[5][1]
+    assert img.size == theirs[5][0].size
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataloader_is_feeder_loader(folder, workers):
+    """DataLoader over a native pipeline gives feeder.Loader's batches, for
+    the seed it draws from the generator."""
+    tf = T.Compose([T.RandomResizedCrop(96), T.RandomHorizontalFlip(), T.TrivialAugmentWide()])
+    dl = feeder.DataLoader(feeder.ImageFolder(folder, transform=tf), batch_size=8, shuffle=True,
+                           num_workers=workers, generator=torch.Generator().manual_seed(4))
+    ref = feeder.Loader(feeder.ImageFolder(folder), batch_size=8, shuffle=True,
+                        num_workers=workers, seed=seed_of(4), pipeline="train", size=96,
+                        flip_prob=0.5, augment=[("trivial", 31, 0, -1)], layout="NCHW")
+    for epoch in range(2):
+        got = list(dl)
+        want = [(x.clone(), y.clone()) for x, y in ref]
+        assert len(got) == len(want) == len(dl) == 8
+        for (x, y), (wx, wy) in zip(got, want):
+            assert isinstance(x, torch.Tensor) and x.dtype == torch.uint8
+            assert x.shape[1:] == (3, 96, 96) and x.shape == wx.shape
+            assert torch.equal(x, wx) and torch.equal(y, wy)
+
+
+def test_host_float_is_normalised_uint8(folder):
+    base = [T.Resize(80), T.CenterCrop(64)]
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    u8 = feeder.DataLoader(feeder.ImageFolder(folder, transform=T.Compose(base)), batch_size=16)
+    fl = feeder.DataLoader(feeder.ImageFolder(folder, transform=T.Compose(
+        base + [T.ToDtype(torch.float32, scale=True), T.Normalize(mean, std)])), batch_size=16)
+    for (a, la), (b, lb) in zip(u8, fl):
+        assert b.dtype == torch.float32
+        want = (a.float() / 255 - torch.tensor(mean).view(1, 3, 1, 1)) / \
+            torch.tensor(std).view(1, 3, 1, 1)
+        assert torch.allclose(b, want, atol=1e-6)
+        assert torch.equal(la, lb)
+
+
+def test_eval_close_to_torchvision(folder):
+    """Same files, same order and labels as torchvision's ImageFolder with
+    the same transform; pixels close (another decoder and resampler)."""
+    tv = torchvision.transforms
+    theirs = torch.utils.data.DataLoader(torchvision.datasets.ImageFolder(
+        folder, transform=tv.Compose([tv.Resize(128), tv.CenterCrop(112), tv.PILToTensor()])),
+        batch_size=20)
+    ours = feeder.DataLoader(feeder.ImageFolder(folder, transform=T.Compose([
+        T.Resize(128), T.CenterCrop(112)])), batch_size=20, num_workers=2)
+    for (a, la), (b, lb) in zip(ours, theirs):
+        assert torch.equal(la, lb)
+        assert a.shape == b.shape
+        assert (a.float() - b.float()).abs().mean() < 3.0
+
+
+def test_native_refusals(folder):
+    ds = feeder.ImageFolder(folder, transform=T.RandomResizedCrop(64))
+    with pytest.raises(ValueError, match="sampler= with ImageFolder"):
+        feeder.DataLoader(ds, sampler=[1, 2, 3])
+    with pytest.raises(ValueError, match="collate_fn= with ImageFolder"):
+        feeder.DataLoader(ds, collate_fn=lambda b: b)
+    with pytest.raises(TypeError, match="feeder's own arguments"):
+        feeder.DataLoader([1, 2, 3], decoder="roi")
+    with pytest.raises(ValueError, match="target_transform"):
+        feeder.DataLoader(feeder.ImageFolder(folder, transform=T.RandomResizedCrop(64),
+                                             target_transform=str))
