@@ -139,11 +139,21 @@ class Loader(_feeder.Loader):
 
     Loader(dataset, batch_size=64, shuffle=False, num_workers=0,
            prefetch_factor=2, persistent_workers=False, drop_last=False,
-           timeout=0, seed=0, pipeline="eval", size=224, resize=None,
+           timeout=0, seed=None, pipeline="eval", size=224, resize=None,
            device=None, dtype=None, mean=None, std=None, layout="NCHW",
            decoder="roi", in_order=True, on_error="fail", io="auto",
            max_restarts=0, scale=None, ratio=None, flip_prob=None,
-           as_torch=None, trace=None, channels=3)
+           as_torch=None, trace=None, channels=3, augment=None)
+
+    seed: the seed of the order and of every random crop; None (the
+    default) draws one from the system, as torch does, so two runs differ
+    unless the program fixes it (state_dict() records the one drawn).
+    on_error: "fail" (a bad sample fails its batch), "skip" (replaced by
+    the next good sample of its class) or "drop" (left out: a shorter
+    batch). augment: feeder's augment pipeline as a list of steps, e.g.
+    [("flip", 0, 0.5), ("color_jitter", 0.4, 0.4, 0.4, 0.1),
+    ("trivial", 31, 0, -1)] (python/src/augment.c lists them;
+    feeder.transforms builds it from torchvision's names).
 
     pipeline: "eval" (resize the shorter side to `resize`, default
     size*256/224, then centre crop), "train" (RandomResizedCrop with `scale`

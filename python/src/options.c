@@ -275,7 +275,7 @@ static int set_plain_options(LoaderObject *self, const loader_args *a)
     INTOPT(a->prefetch, "prefetch_factor", FEEDER_OPT_PREFETCH_FACTOR)
     INTOPT(a->persistent, "persistent_workers", FEEDER_OPT_PERSISTENT_WORKERS)
     INTOPT(a->drop_last, "drop_last", FEEDER_OPT_DROP_LAST)
-    INTOPT(a->seed, "seed", FEEDER_OPT_SEED)
+    INTOPT(a->seed == Py_None ? NULL : a->seed, "seed", FEEDER_OPT_SEED) /* None: drawn */
     INTOPT(a->in_order, "in_order", FEEDER_OPT_IN_ORDER)
     INTOPT(a->max_restarts, "max_restarts", FEEDER_OPT_MAX_RESTARTS)
     INTOPT(a->channels, "channels", FEEDER_OPT_CHANNELS)

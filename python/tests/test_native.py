@@ -130,3 +130,27 @@ def test_native_refusals(folder):
     with pytest.raises(ValueError, match="target_transform"):
         feeder.DataLoader(feeder.ImageFolder(folder, transform=T.RandomResizedCrop(64),
                                              target_transform=str))
+
+
+def test_loader_seed_none_draws_and_augment_steps_checked(folder):
+    # seed=None is "not given": a seed drawn from the system, as when it is left out.
+    a = feeder.Loader(feeder.ImageFolder(folder), seed=None, size=64, resize=80)
+    b = feeder.Loader(feeder.ImageFolder(folder), seed=None, size=64, resize=80)
+    ia = [int(x) for _, y in a for x in y]
+    assert sorted(ia) == sorted(int(x) for _, y in b for x in y)
+    with pytest.raises(feeder.OptionError, match="no step named 'sharpen'"):
+        feeder.Loader(feeder.ImageFolder(folder), augment=[("sharpen", 1.0)])
+    with pytest.raises(feeder.OptionError, match="augment step 'color_jitter'"):
+        feeder.Loader(feeder.ImageFolder(folder), augment=[("color_jitter", -1.0, 0.0, 0.0, 0.0)])
+
+
+def test_migrate_example_runs_both_loaders_alike():
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "..", "..", "examples", "python", "migrate.py")
+    r = subprocess.run([sys.executable, script, "--epochs", "1", "--workers", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the same batches, step by step" in r.stdout
