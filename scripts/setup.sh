@@ -7,9 +7,13 @@
 # scripts/mpi_check.sh; clang (libFuzzer, scripts/fuzz.sh; libFuzzer itself
 # lives in libclang-rt-14-dev, only a recommendation of clang, which
 # --no-install-recommends skips) and valgrind (scripts/valgrind.sh) for CI.
-# Debian's python3 with its dev headers, setuptools, pytest, numpy, torch and
-# torchvision (Pillow comes with it) build and test the Python module
-# (python/, tests/python_check.sh) and run examples/python/train.py.
+# Debian's python3 with its dev headers, setuptools, pip, pytest, numpy, torch
+# and torchvision (Pillow comes with it) build and test the Python module
+# (python/, tests/python_check.sh) and run examples/python/train.py; pip
+# installs it (README's "pip install ./python").
+# Everything comes from Debian's archive. The S3 tests (CTest's remote_s3)
+# also need s3rver from the npm registry: scripts/setup_s3.sh installs it;
+# without it they are skipped.
 #   scripts/setup.sh           what builds, tests and CI need
 #   scripts/setup.sh --bench   also what the PyTorch comparison needs:
 #                              bench/compare_torch.py (torch, torchvision,
@@ -27,17 +31,13 @@ PKGS=(build-essential cmake pkg-config
       libisal-dev
       check libsubunit-dev
       libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind
-      python3-dev python3-setuptools python3-pytest python3-numpy python3-torch
+      python3-dev python3-setuptools python3-pip python3-pytest python3-numpy python3-torch
       python3-torchvision python3-pil)
-# Remote shards (issue 22): libcurl does every transfer; lighttpd is the HTTP
-# server the remote tests start on 127.0.0.1, npm installs s3rver (the S3
-# server of those tests) into ~/.cache/feeder/npm, outside the checkout
-# (Debian's npm only where no npm is there: NodeSource's nodejs bundles one
-# and conflicts with Debian's).
+# Remote shards: libcurl does every transfer; lighttpd is the HTTP server the
+# remote tests start on 127.0.0.1.
 PKGS+=(libcurl4-openssl-dev lighttpd)
 # test_remote's https server (lighttpd's TLS module) and its self-signed certificate.
 PKGS+=(lighttpd-mod-openssl openssl)
-command -v npm >/dev/null || PKGS+=(nodejs npm)
 if ((bench)); then
   PKGS+=(python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib)
 fi
@@ -51,11 +51,4 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-# s3rver for tests/remote_s3.sh: from the npm registry, into a folder outside
-# the checkout (tests look for it there, or under FEEDER_NPM_DIR).
-npm_dir=${FEEDER_NPM_DIR:-$HOME/.cache/feeder/npm}
-if [ ! -x "$npm_dir/node_modules/.bin/s3rver" ]; then
-  mkdir -p "$npm_dir"
-  npm install --no-audit --no-fund --prefix "$npm_dir" s3rver@3 >/dev/null
 fi

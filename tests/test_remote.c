@@ -1,11 +1,14 @@
 /*
- * Remote shards (remote/) against real servers started by the
- * test on 127.0.0.1: lighttpd (range requests), s3rver (S3 with SigV4) and
+ * Remote shards (remote/) against real servers started by the test on
+ * 127.0.0.1: lighttpd (range requests), s3rver (S3 with SigV4) and
  * tests/remote_proxy.py (added latency, 503s, responses cut short). Faults:
  * a dead server, a body cut mid-transfer, a shard changed on the server, a
  * full cache (RLIMIT_FSIZE). Every server dies with its test
- * (PR_SET_PDEATHSIG). Skips (77) when lighttpd is not installed; the S3
- * tests skip on their own when s3rver is not.
+ * (PR_SET_PDEATHSIG). Skips (77) when lighttpd is not installed.
+ *   test_remote        everything but S3 (CTest's test_remote)
+ *   test_remote --s3   the S3 tests only (CTest's remote_s3, through
+ *                      tests/remote_s3.sh, which installs s3rver from npm
+ *                      first); skips (77) when s3rver is not installed
  */
 #include <check.h>
 #include <dirent.h>
@@ -1693,12 +1696,20 @@ START_TEST(test_offline)
 }
 END_TEST
 
-static Suite *remote_suite(int have_s3)
+/* Everything but S3, or (s3 set) the S3 tests only: those need s3rver from
+ * npm, which the main suite does not depend on. */
+static Suite *remote_suite(int s3)
 {
     Suite *s = suite_create("remote");
     TCase *tc = tcase_create("remote");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
+    if (s3) {
+        tcase_add_test(tc, test_s3_open_packed);
+        tcase_add_test(tc, test_s3_shards);
+        suite_add_tcase(s, tc);
+        return s;
+    }
     tcase_add_test(tc, test_target_resolve);
     tcase_add_test(tc, test_http_open_packed);
     tcase_add_test(tc, test_http_404);
@@ -1730,16 +1741,17 @@ static Suite *remote_suite(int have_s3)
      * suites run it. */
     tcase_add_test(tc, test_fork_during_https);
 #endif
-    if (have_s3) {
-        tcase_add_test(tc, test_s3_open_packed);
-        tcase_add_test(tc, test_s3_shards);
-    }
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int s3 = argc == 2 && !strcmp(argv[1], "--s3");
+    if (argc > 2 || (argc == 2 && !s3)) {
+        fprintf(stderr, "usage: test_remote [--s3]\n");
+        return 2;
+    }
     if (access(LIGHTTPD, X_OK) != 0 || access(PYTHON, X_OK) != 0) {
         printf("test_remote: skipped, %s or %s is not installed (scripts/setup.sh)\n",
                LIGHTTPD, PYTHON);
@@ -1751,11 +1763,12 @@ int main(void)
     else
         snprintf(s3rver_bin, sizeof(s3rver_bin), "%s/.cache/feeder/npm/node_modules/.bin/s3rver",
                  home ? home : "");
-    int have_s3 = access(s3rver_bin, X_OK) == 0 && access("/usr/bin/curl", X_OK) == 0;
-    if (!have_s3)
-        printf("test_remote: no s3rver at %s (scripts/setup.sh installs it): S3 test left out\n",
-               s3rver_bin);
-    SRunner *sr = srunner_create(remote_suite(have_s3));
+    if (s3 && (access(s3rver_bin, X_OK) != 0 || access("/usr/bin/curl", X_OK) != 0)) {
+        printf("test_remote --s3: skipped, no s3rver at %s or no /usr/bin/curl "
+               "(bash scripts/setup_s3.sh installs them)\n", s3rver_bin);
+        return 77;
+    }
+    SRunner *sr = srunner_create(remote_suite(s3));
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
