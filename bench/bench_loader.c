@@ -2,6 +2,7 @@
  * bench_loader: how many images per second feeder delivers, and where the
  * time goes.
  *
+ *   bench_loader
  *   bench_loader --workers 4 --prefetch 2
  *   bench_loader --threads-sweep 0,1,2,4,8,15 --pipeline train --json
  *   bench_loader --data /data/imagenet/val --batch 256 --epochs 5 --checksum
@@ -23,8 +24,10 @@
  * its first batch (for epoch 0 that includes feeder_loader_start, i.e. the
  * fork) to the moment it holds FEEDER_DONE, just as compare_torch.py times
  * PyTorch from iter(loader) to the end of the loop. The first epoch pays page
- * cache and fork costs, so every epoch is reported and the median is the
- * headline figure.
+ * cache and fork costs: it is the warm-up, reported on its own line, and the
+ * report's first line is the steady figure, the median of the epochs after
+ * it (--epochs 3 by default, so two). Without --workers there is one worker
+ * per CPU this process may use (sched_getaffinity).
  *
  * The result is a Markdown table on stdout (or JSON with --json) and, with
  * --append-to FILE, the same table with the command line, date and machine
@@ -208,6 +211,7 @@ static void report(const opts *o, context *cx, const run_res *runs)
 {
     bu_machine_init(&cx->m, o->label);
     bu_sbuf header = {0}, tbl = {0}, footer = {0};
+    make_headline(o, runs, o->nworkers, &header);
     make_header(o, cx, &header);
     make_table(o, runs, o->nworkers, &tbl);
     make_footer(o, runs, o->nworkers, &footer);

@@ -135,6 +135,9 @@ typedef struct bu_machine {
     char date[64];  /* "YYYY-MM-DD HH:MM UTC", when bu_machine_init ran */
 } bu_machine;
 void bu_machine_init(bu_machine *m, const char *label);
+/* The CPUs this process may run on (sched_getaffinity: taskset, cpusets,
+ * a container's share), at least 1; the online count when that fails. */
+int bu_usable_cpus(void);
 
 /* Append a record to `path` (NULL: docs/BENCHMARKS.md under `source_dir`):
  * "## DATE, LABEL: TITLE", the command in a code block, then `body`, which

@@ -8,6 +8,7 @@
 #include "benchutil.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +197,15 @@ static void cpu_model(char *out, size_t len)
         }
     }
     fclose(f);
+}
+
+int bu_usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 void bu_machine_init(bu_machine *m, const char *label)

@@ -39,6 +39,7 @@ typedef struct opts {
     int workers[MAX_SWEEP];
     unsigned nworkers;    /* > 1 only with --threads-sweep */
     int sweep;            /* --threads-sweep given */
+    int workers_auto;     /* workers[0] is the usable CPUs: --workers not given */
     int prefetch;
     int pipeline;
     int decoder;
@@ -117,6 +118,7 @@ typedef struct run_res {
     double rate[MAX_EPOCHS];
     double med_rate, med_first_ms, mbps, gbps, read_us, decode_us, xform_us, wait_ms, eff;
     double steady_rate;       /* median of the epochs after the first (all of one epoch) */
+    double steady_gbps;       /* the same, of delivered GB/s */
     /* GPU runs */
     int gpu;                  /* batches were on the device */
     char gpu_how[800];        /* feeder_loader_gpu_status's reason */
@@ -154,6 +156,8 @@ typedef struct context {
     bu_sbuf cmd;
 } context;
 
+/* The steady figure, then what the warm-up epoch measured (first lines). */
+void make_headline(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b);
 void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b);
 void make_header(const opts *o, const context *cx, bu_sbuf *b);
 void make_footer(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b);

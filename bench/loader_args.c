@@ -44,7 +44,7 @@ static void set_defaults(opts *o)
     memset(o, 0, sizeof(*o));
     o->batch = 256;
     o->epochs = 3;
-    o->workers[0] = 4;
+    o->workers[0] = 0; /* check_args: the usable CPUs unless --workers */
     o->nworkers = 1;
     o->prefetch = 2;
     o->pipeline = FEEDER_PIPELINE_EVAL;
@@ -71,6 +71,12 @@ static void check_args(opts *o, int workers_given, const int *shape)
     o->make_images = o->make_images / 10 * 10; /* 10 classes of equal size */
     if (o->sweep && workers_given)
         die_usage("--workers and --threads-sweep exclude each other");
+    /* A fixed count overcommits a small machine and under-uses a large one:
+     * one worker per CPU this process may use. */
+    if (!o->sweep && !workers_given) {
+        o->workers[0] = bu_usable_cpus();
+        o->workers_auto = 1;
+    }
     if (o->sweep && o->decoder == BD_ALL)
         die_usage("--decoder all and --threads-sweep exclude each other (all runs every backend "
                   "at one worker count)");
@@ -112,9 +118,12 @@ static cli_opt table[] = {
              "(in default-N); bench/make_set makes them too"),
     CLI_UINT("batch", "N", A.batch, 1, 1u << 20, "samples per batch (256)"),
     CLI_UINT("epochs", "N", A.epochs, 1, MAX_EPOCHS,
-             "epochs per configuration; each is reported, and the median (3)"),
+             "epochs per configuration (3): the first is the warm-up\n"
+             "(fork, cold page cache), the headline is the median of\n"
+             "the others"),
     CLI_UINT("workers", "N", A.workers[0], 0, 1024,
-             "worker processes, 0 = the calling thread (4)"),
+             "worker processes, 0 = the calling thread (default: one\n"
+             "per usable CPU, as sched_getaffinity counts them)"),
     CLI_UINT("prefetch", "N", A.prefetch, 1, 1024, "batches in flight per worker (2)"),
     CLI_UINT("split", "N", A.split, 0, 1 << 20,
              "tasks per batch, 0 = one per worker (FEEDER_OPT_SPLIT; 0)"),

@@ -9,7 +9,7 @@
 static void table_columns(const opts *o, bu_table *t, unsigned *gcol, unsigned *dcol)
 {
     static const char *const heads[] = {
-        "workers", "pipeline", "decoder", "io", "images/s per epoch", "images/s (steady)",
+        "workers", "pipeline", "decoder", "io", "images/s (steady)", "images/s per epoch",
         "GB/s", "MB/s read", "first batch ms", "read µs/img", "decode µs/img",
         "transform µs/img", "wait ms/epoch", "scaling eff.", "checksum"};
     static const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
@@ -63,10 +63,13 @@ static void gpu_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE_CELL
 
 static void measured_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE_CELL])
 {
+    if (r->nep > 1)
+        snprintf(row[4], 160, "%.0f", r->steady_rate);
+    else
+        snprintf(row[4], 160, "-");
     size_t off = 0;
     for (unsigned e = 0; e < r->nep && off < 150; e++)
-        off += (size_t)snprintf(row[4] + off, 160 - off, "%s%.0f", e ? " / " : "", r->rate[e]);
-    snprintf(row[5], 160, "%.0f", r->steady_rate);
+        off += (size_t)snprintf(row[5] + off, 160 - off, "%s%.0f", e ? " / " : "", r->rate[e]);
     snprintf(row[6], 160, "%.2f", r->gbps);
     snprintf(row[7], 160, "%.1f", r->mbps);
     snprintf(row[8], 160, "%.1f", r->med_first_ms);
@@ -111,6 +114,55 @@ void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
     }
     bu_table_render(&t, b);
     bu_table_free(&t);
+}
+
+static void workers_phrase(const opts *o, int workers, bu_sbuf *b)
+{
+    bu_sb_printf(b, "%d worker%s", workers, workers == 1 ? "" : "s");
+    if (o->workers_auto)
+        bu_sb_printf(b, " (one per usable CPU; --workers N sets it)");
+}
+
+/* The report's first lines: the steady figure, then what the first epoch
+ * measured, so the number a reader takes away is not the warm-up's. */
+void make_headline(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
+{
+    if (n == 1 && runs[0].na) {
+        bu_sb_printf(b, "steady: not measured: %s\n", runs[0].na_reason);
+        return;
+    }
+    unsigned nep = 0;
+    for (unsigned i = 0; i < n; i++)
+        nep = runs[i].na ? nep : runs[i].nep;
+    if (nep < 2)
+        bu_sb_printf(b, "steady: not measured (--epochs %u runs only the warm-up epoch; 2 or "
+                     "more give a steady figure)\n", o->epochs);
+    else if (n == 1) {
+        bu_sb_printf(b, "steady: %.0f images/s, %.3f GB/s, the median of epochs 2-%u, with ",
+                     runs[0].steady_rate, runs[0].steady_gbps, nep);
+        workers_phrase(o, runs[0].workers, b);
+        bu_sb_printf(b, "\n");
+    } else {
+        bu_sb_printf(b, "steady images/s (median of epochs 2-%u), by workers:", nep);
+        for (unsigned i = 0; i < n; i++)
+            if (!runs[i].na)
+                bu_sb_printf(b, "%s %d: %.0f", i ? "," : "", runs[i].workers,
+                             runs[i].steady_rate);
+        bu_sb_printf(b, "\n");
+    }
+    const char *why = "includes forking the workers and reading files the page cache did not "
+                      "hold yet";
+    if (n == 1)
+        bu_sb_printf(b, "first epoch: %.0f images/s, first batch after %.1f ms (the warm-up: %s; "
+                     "not in the steady figure)\n",
+                     runs[0].rate[0], runs[0].ep[0].first_ns / 1e6, why);
+    else {
+        bu_sb_printf(b, "first epoch images/s (the warm-up: %s), by workers:", why);
+        for (unsigned i = 0; i < n; i++)
+            if (!runs[i].na)
+                bu_sb_printf(b, "%s %d: %.0f", i ? "," : "", runs[i].workers, runs[i].rate[0]);
+        bu_sb_printf(b, "\n");
+    }
 }
 
 void make_header(const opts *o, const context *cx, bu_sbuf *b)
@@ -159,9 +211,9 @@ void make_header(const opts *o, const context *cx, bu_sbuf *b)
 
 void make_footer(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 {
-    bu_sb_printf(b, "Steady = the median of the epochs after the first; the first epoch (start-up: "
-              "fork, CUDA, nvJPEG, and the page cache as it was) is the first figure of "
-              "\"images/s per epoch\". Epochs are timed from the first request (epoch 0 includes the "
+    bu_sb_printf(b, "Steady = the median of the epochs after the first (\"-\" with one epoch); "
+              "the first epoch (the warm-up: fork, CUDA, nvJPEG, and the page cache as it was) "
+              "is the first figure of \"images/s per epoch\". Epochs are timed from the first request (epoch 0 includes the "
               "start and its fork) to the end of the epoch; per-image stage times are summed "
               "over workers.");
     if (o->sweep)
@@ -239,12 +291,15 @@ static void json_config(const opts *o, bu_sbuf *b)
     bu_sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
               "\"pipeline\": \"%s\", \"decoder\": \"%s\", \"io\": \"%s\", \"seed\": %llu, "
               "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
-              "\"in_order\": %d, \"persistent_workers\": %d, \"checksum\": %s, \"augment\": ",
+              "\"in_order\": %d, \"persistent_workers\": %d, \"workers_from\": \"%s\", "
+              "\"checksum\": %s, \"augment\": ",
               o->batch, o->epochs, o->prefetch, pipeline_names[o->pipeline],
               decoder_names[o->decoder],
               o->io == FEEDER_IO_URING ? "uring" : o->io == FEEDER_IO_PREAD ? "pread" : "auto",
               (unsigned long long)o->seed, o->size, o->resize, layout_names[o->layout],
-              o->shuffle, o->in_order, o->persistent, o->checksum ? "true" : "false");
+              o->shuffle, o->in_order, o->persistent,
+              o->sweep ? "--threads-sweep" : o->workers_auto ? "usable CPUs" : "--workers",
+              o->checksum ? "true" : "false");
     if (o->augment)
         bu_sb_json_str(b, o->augment);
     else
@@ -375,11 +430,11 @@ void all_header(const opts *o, const context *cx, const char *pack,
                        const feeder_packed_info *pk, bu_sbuf *b)
 {
     bu_sb_printf(b, "feeder %s on %s (%s); decode backends on the same files: %s pipeline, "
-                 "%ux%u %s, batch %u, workers %d, prefetch %d, %u epochs, %s order (raw: "
+                 "%ux%u %s, batch %u, workers %d%s, prefetch %d, %u epochs, %s order (raw: "
                  "shuffled and sequential)%s%s\n",
                  feeder_version_string(), cx->m.label, cx->m.cpu, pipeline_names[o->pipeline],
                  o->size, o->size, layout_names[o->layout], o->batch, o->workers[0],
-                 o->prefetch, o->epochs, o->shuffle ? "shuffled" : "sequential",
+                 o->workers_auto ? " (one per usable CPU)" : "", o->prefetch, o->epochs, o->shuffle ? "shuffled" : "sequential",
                  o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
     if (o->device >= 0)
         bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, %s batches for every backend\n",

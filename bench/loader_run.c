@@ -468,6 +468,7 @@ static void summarize(const opts *o, run_res *r)
     /* The first epoch pays start-up (fork, CUDA, nvJPEG) and a cold page cache:
      * the steady figure leaves it out, and the table shows it apart. */
     r->steady_rate = r->nep > 1 ? bu_median(r->rate + 1, r->nep - 1) : r->rate[0];
+    r->steady_gbps = r->nep > 1 ? bu_median(gbps + 1, r->nep - 1) : gbps[0];
     r->med_first_ms = bu_median(first, r->nep);
     r->mbps = bu_median(mbps, r->nep);
     r->gbps = bu_median(gbps, r->nep);

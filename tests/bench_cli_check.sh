@@ -32,6 +32,31 @@ expect_exact "$d/err" "bench_loader: --decoder all and --threads-sweep exclude e
 (bench_loader --help lists the options)"
 "$bench" --help | grep -q -- "--decoder turbo|roi|nvjpeg|hybrid|raw|all" || fail "--help lacks --decoder"
 
+# Without --workers: one worker per usable CPU (under taskset -c 0, one). The
+# report starts with the steady figure (median of the epochs after the
+# first), then what the warm-up epoch measured, and the table's first figure
+# is the steady one; --epochs 1 has no steady figure and says so.
+usable=(--images 40 --size 32 --batch 8 --device -1)
+taskset -c 0 "$bench" "${usable[@]}" > "$d/out" 2> "$d/err" || { cat "$d/err" >&2; fail "default workers run"; }
+grep -q "^workers  1  epoch 3/3 " "$d/err" || { cat "$d/err" >&2; fail "taskset -c 0 did not give 1 worker"; }
+[[ $(grep -m1 . "$d/out") =~ ^"steady: "[0-9]+" images/s, "[0-9.]+" GB/s, the median of epochs 2-3, with 1 worker (one per usable CPU; --workers N sets it)"$ ]] ||
+    { cat "$d/out" >&2; fail "first line is not the steady figure"; }
+[[ $(grep -m2 . "$d/out" | tail -1) =~ ^"first epoch: "[0-9]+" images/s, first batch after "[0-9.]+" ms (the warm-up: includes forking the workers and reading files the page cache did not hold yet; not in the steady figure)"$ ]] ||
+    { cat "$d/out" >&2; fail "second line is not the first epoch's"; }
+grep -qE "^\| workers \| pipeline \| decoder \| io +\| images/s \(steady\) \| images/s per epoch \|" "$d/out" ||
+    { cat "$d/out" >&2; fail "steady is not the table's first figure"; }
+taskset -c 0 "$bench" "${usable[@]}" --epochs 1 --workers 1 > "$d/out" 2> "$d/err"
+[[ $(grep -m1 . "$d/out") == "steady: not measured (--epochs 1 runs only the warm-up epoch; 2 or more give a steady figure)" ]] ||
+    { cat "$d/out" >&2; fail "--epochs 1 headline"; }
+taskset -c 0 "$bench" "${usable[@]}" --epochs 2 --json > "$d/w.json" 2> "$d/err"
+python3 - "$d/w.json" <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["workers_from"] == "usable CPUs", d["config"]
+assert [r["workers"] for r in d["runs"]] == [1], d["runs"]
+EOF2
+"$bench" --help | grep -q "per usable CPU" || fail "--help does not say the default worker count"
+
 # The RAW pack: made beside the dataset on the first run...
 "$bench" "${small[@]}" --decoder raw --no-append > "$d/out" 2> "$d/err"
 pack=$d/data-32.pack
