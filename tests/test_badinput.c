@@ -378,11 +378,80 @@ START_TEST(test_pack_tool_checks)
     ck_assert_int_eq(run_pack(a2, msg, sizeof(msg)), 1);
     snprintf(want, sizeof(want),
              "feeder-pack: %s: truncated JPEG: no end-of-image marker (FF D9) after its last "
-             "scan (--verify decodes every record)\n",
+             "scan (--verify decodes every record)\n"
+             "feeder-pack: 1 bad file (listed above): nothing written; --skip-bad packs the "
+             "others\n",
              cut);
     ck_assert_str_eq(msg, want);
     ck_assert_int_eq(unlink(cut), 0);
     ck_assert_int_eq(run_pack(a2, msg, sizeof(msg)), 0);
+}
+END_TEST
+
+/* Several bad files: feeder-pack lists every one (path and reason, one per
+ * line, in dataset order) and writes nothing; with --skip-bad it packs the
+ * others and lists what it skipped. JPEG mode checks the files itself, RAW
+ * mode has the loader decode them. */
+START_TEST(test_pack_tool_all_bad)
+{
+    tu_folder("m", 2, 4);
+    char dir[512], out[512], cut[600], text[600], empty[600], good[600], msg[4096],
+        want[4096];
+    tu_path(dir, sizeof(dir), "m");
+    tu_path(out, sizeof(out), "all.pack");
+    snprintf(good, sizeof(good), "%s/c0/000.jpg", dir);
+    snprintf(cut, sizeof(cut), "%s/c0/002.jpg", dir);
+    snprintf(text, sizeof(text), "%s/c1/001.jpg", dir);
+    snprintf(empty, sizeof(empty), "%s/c1/003.jpg", dir);
+    uint8_t *bytes;
+    size_t len;
+    ck_assert_int_eq(bu_read_file(good, &bytes, &len), 0);
+    ck_assert_int_eq(bu_write_file(cut, bytes, len / 2), 0);
+    free(bytes);
+    ck_assert_int_eq(bu_write_file(text, "not an image\n", 13), 0);
+    ck_assert_int_eq(bu_write_file(empty, "", 0), 0);
+    for (int jpeg = 1; jpeg >= 0; jpeg--) {
+        const char *mode = jpeg ? "jpeg" : "raw";
+        const char *a[] = {"feeder-pack", "--data", dir, "--out", out, "--mode", mode,
+                           "--quiet", jpeg ? NULL : "--size", "32", NULL};
+        ck_assert_int_eq(run_pack(a, msg, sizeof(msg)), 1);
+        ck_assert_int_eq(access(out, F_OK), -1);
+        if (jpeg) {
+            snprintf(want, sizeof(want),
+                     "feeder-pack: %s: truncated JPEG: no end-of-image marker (FF D9) after its "
+                     "last scan (--verify decodes every record)\n"
+                     "feeder-pack: %s: not a JPEG TurboJPEG can read: Not a JPEG file: starts "
+                     "with 0x6e 0x6f\n"
+                     "feeder-pack: %s: empty file\n"
+                     "feeder-pack: 3 bad files (listed above): nothing written; --skip-bad packs "
+                     "the others\n",
+                     cut, text, empty);
+            ck_assert_str_eq(msg, want);
+        } else {
+            /* The loader's own reasons, each file once, in dataset order. */
+            char *l1 = strstr(msg, cut), *l2 = strstr(msg, text), *l3 = strstr(msg, empty);
+            ck_assert_msg(l1 && l2 && l3 && l1 < l2 && l2 < l3, "%s", msg);
+            snprintf(want, sizeof(want), "feeder-pack: %s: not a JPEG, PNG or WebP file "
+                     "(starts 6E 6F 74 20: unknown)\nfeeder-pack: %s: empty file\n"
+                     "feeder-pack: 3 bad files (listed above): nothing written; --skip-bad "
+                     "packs the others\n", text, empty);
+            ck_assert_str_eq(l2 - strlen("feeder-pack: "), want);
+            ck_assert_msg(strncmp(msg, "feeder-pack: ", 13) == 0 && msg + 13 == l1, "%s", msg);
+        }
+        const char *b[] = {"feeder-pack", "--data", dir, "--out", out, "--mode", mode,
+                           "--quiet", "--skip-bad", jpeg ? NULL : "--size", "32", NULL};
+        ck_assert_int_eq(run_pack(b, msg, sizeof(msg)), 0);
+        ck_assert_msg(strstr(msg, "feeder-pack: skipped 3 bad files (--skip-bad); packed the "
+                                  "other 5\n") != NULL, "%s", msg);
+        snprintf(want, sizeof(want), "feeder-pack: skipped %s: empty file\n", empty);
+        ck_assert_msg(strstr(msg, want) != NULL, "%s", msg);
+        feeder_dataset *ds;
+        char err[512];
+        ck_assert_int_eq(feeder_dataset_open_packed(out, &ds, err, sizeof(err)), 0);
+        ck_assert_uint_eq(feeder_dataset_size(ds), 5);
+        feeder_dataset_destroy(ds);
+        ck_assert_int_eq(unlink(out), 0);
+    }
 }
 END_TEST
 #endif
@@ -494,6 +563,7 @@ static Suite *badinput_suite(void)
     tcase_add_test(tc, test_drop_policy_shortens_batch);
 #ifdef FEEDER_PACK_TOOL
     tcase_add_test(tc, test_pack_tool_checks);
+    tcase_add_test(tc, test_pack_tool_all_bad);
 #endif
     suite_add_tcase(s, tc);
     return s;

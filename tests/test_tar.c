@@ -1132,14 +1132,21 @@ START_TEST(test_pack_from_tar)
     free(got.data);
     feeder_dataset_destroy(pk);
     feeder_dataset_destroy(tar);
-    /* A bad sample stops it, named; nothing is written. */
+    /* Every bad sample is named, one per line; nothing is written. */
     bad_shard("b.tar");
     path_in(pack, sizeof(pack), "b.pack");
     snprintf(args, sizeof(args), "--data %s/b.tar --out %s --mode jpeg", tmpdir, pack);
     ck_assert_int_eq(pack_tool(args, msg, sizeof(msg)), 1);
-    char want_msg[1024];
-    snprintf(want_msg, sizeof(want_msg), "feeder-pack: %s/b.tar: key s/01: no .cls member\n",
-             tmpdir);
+    char want_msg[2048];
+    snprintf(want_msg, sizeof(want_msg),
+             "feeder-pack: %s/b.tar: key s/01: no .cls member\n"
+             "feeder-pack: %s/b.tar: key s/03: member s/03.jpg is a symbolic link (type '2'), "
+             "not a regular file\n"
+             "feeder-pack: %s/b.tar: key s/05: member s/05.cls holds 'x7', not a non-negative "
+             "integer label\n"
+             "feeder-pack: 3 bad files (listed above): nothing written; --skip-bad packs the "
+             "others\n",
+             tmpdir, tmpdir, tmpdir);
     ck_assert_str_eq(msg, want_msg);
     ck_assert_int_ne(access(pack, F_OK), 0);
 }

@@ -15,6 +15,12 @@
  * stores each file's bytes as they are, after checking that TurboJPEG can
  * parse its header.
  *
+ * Files that cannot be packed (missing, empty, not an image, a truncated
+ * JPEG, one the loader cannot decode in RAW mode) are all found in one run:
+ * each is listed on stderr with its reason, one per line, and nothing is
+ * written (exit 1); with --skip-bad the others are packed and the bad ones
+ * listed as skipped.
+ *
  * Output is written to NAME.tmp.PID beside NAME and renamed when complete
  * (after fdatasync), so NAME either does not exist or is whole. On an error,
  * SIGINT, SIGTERM or SIGHUP the temporary files are removed and no output
@@ -198,6 +204,9 @@ static void fpk_parse_args(fpk_opts *o, int argc, char **argv)
         CLI_FLAG("progress", o->progress,
                  "draw the progress bar even when stderr is not a terminal"),
         CLI_FLAG("quiet", o->quiet, "no progress bar, no summary"),
+        CLI_FLAG("skip-bad", o->skip_bad,
+                 "raw, jpeg: pack the good files and list the bad ones it\n"
+                 "left out (default: list every bad file, write nothing)"),
         CLI_STRING("fields", "SPEC", o->fields_spec,
                    "fields, tar shards: [NAME=]EXT[:u8|i64[:ragged|padded]],...\n"
                    "(default: the first key's extensions; cls, label, idx\n"
@@ -220,8 +229,8 @@ static void fpk_parse_args(fpk_opts *o, int argc, char **argv)
     t[11].given = &shrink[1];
     cli_spec spec = {.prog = FPK_PROG, .opts = t,
                      .usage = "usage: " FPK_PROG " --data DIR|LIST --out FILE.pack [options]\n",
-                     .epilog = "Exit status: 0 done, 1 failed (nothing written), 2 bad "
-                               "arguments.\n"};
+                     .epilog = "Exit status: 0 done, 1 failed (nothing written; bad files "
+                               "are all listed, one per line), 2 bad arguments.\n"};
     cli_parse(&spec, argc, argv);
     o->jpeg = mode == 1;
     o->fields = mode == 2;
@@ -232,6 +241,8 @@ static void fpk_parse_args(fpk_opts *o, int argc, char **argv)
     if (o->channels == 2)
         fpk_usage_die("--channels 2: expected 3 (RGB) or 1 (grayscale)");
     check_fields(o, fields, raw[3] | shrink[0] | shrink[1]);
+    if (o->fields && o->skip_bad)
+        fpk_usage_die("--skip-bad applies to --mode raw and jpeg only");
     if (shrink[0] && !o->jpeg)
         fpk_usage_die("--max-side applies to --mode jpeg only (--mode raw resizes every image)");
     if (shrink[1] && !shrink[0])

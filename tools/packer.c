@@ -106,6 +106,68 @@ static void block_signals(int block)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Bad files                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Every file that cannot be packed, found in one run so that they can all be
+ * fixed at once: its dataset index and its line ("NAME: reason"). */
+typedef struct bad_file {
+    uint64_t index;
+    char *line;
+} bad_file;
+
+static bad_file *g_bad;
+static uint64_t g_nbad, g_badcap;
+static uint8_t *g_isbad; /* one flag per dataset index */
+
+static void bad_add(uint64_t i, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bad_add(uint64_t i, const char *fmt, ...)
+{
+    if (g_isbad[i])
+        return;
+    if (g_nbad == g_badcap) {
+        g_badcap = g_badcap ? g_badcap * 2 : 16;
+        if (!(g_bad = realloc(g_bad, g_badcap * sizeof(*g_bad))))
+            fpk_die("out of memory");
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = NULL;
+    if (vasprintf(&line, fmt, ap) < 0)
+        line = NULL;
+    va_end(ap);
+    if (!line)
+        fpk_die("out of memory");
+    g_bad[g_nbad++] = (bad_file){.index = i, .line = line};
+    g_isbad[i] = 1;
+}
+
+static int by_index(const void *a, const void *b)
+{
+    uint64_t x = ((const bad_file *)a)->index, y = ((const bad_file *)b)->index;
+    return x < y ? -1 : x > y;
+}
+
+/* Every bad file on stderr, in dataset order, each line after `lead`. */
+static void bad_list(const char *lead)
+{
+    qsort(g_bad, g_nbad, sizeof(*g_bad), by_index);
+    for (uint64_t k = 0; k < g_nbad; k++)
+        fprintf(stderr, "%s: %s%s\n", g_prog, lead, g_bad[k].line);
+}
+
+static void bad_free(void)
+{
+    for (uint64_t k = 0; k < g_nbad; k++)
+        free(g_bad[k].line);
+    free(g_bad);
+    free(g_isbad);
+    g_bad = NULL;
+    g_isbad = NULL;
+    g_nbad = g_badcap = 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Options                                                                   */
 
 /* ------------------------------------------------------------------------ */
@@ -402,59 +464,120 @@ static void set_opt(feeder_loader *ld, feeder_option opt, int64_t v)
 /* Channels of a RAW record: 1 (grayscale) or 3. */
 static uint32_t raw_channels(const fpk_opts *o) { return o->channels == 1 ? 1 : 3; }
 
-/* RAW: the loader decodes (EVAL, sequential, N workers); batches are written
- * as they come, each batch's share of a shard in one write. */
-static uint64_t write_raw(const fpk_opts *o, feeder_dataset *ds, shard *v, uint32_t ns,
-                          uint64_t rb, progress *pg)
+/* The loader that makes RAW records: EVAL, sequential, over `sampler` (NULL:
+ * every sample). */
+static feeder_loader *raw_loader(const fpk_opts *o, feeder_dataset *ds, feeder_sampler *sampler,
+                                 int workers, int policy)
 {
     feeder_loader *ld;
-    int rc = feeder_loader_create(ds, NULL, &ld);
+    int rc = feeder_loader_create(ds, sampler, &ld);
     if (rc)
         fpk_die("feeder_loader_create: %s", feeder_strerror(rc));
     set_opt(ld, FEEDER_OPT_PIPELINE, FEEDER_PIPELINE_EVAL);
     set_opt(ld, FEEDER_OPT_SHUFFLE, 0);
     set_opt(ld, FEEDER_OPT_BATCH_SIZE, o->batch);
-    set_opt(ld, FEEDER_OPT_NUM_WORKERS, o->workers);
+    set_opt(ld, FEEDER_OPT_NUM_WORKERS, workers);
     set_opt(ld, FEEDER_OPT_HEIGHT, o->height);
     set_opt(ld, FEEDER_OPT_WIDTH, o->width);
     set_opt(ld, FEEDER_OPT_RESIZE, o->resize);
     set_opt(ld, FEEDER_OPT_LAYOUT, o->layout);
     set_opt(ld, FEEDER_OPT_CHANNELS, raw_channels(o));
     set_opt(ld, FEEDER_OPT_IO, o->io);
-    uint64_t next = 0, bytes = 0;
+    set_opt(ld, FEEDER_OPT_ERROR_POLICY, policy);
+    return ld;
+}
+
+/* What messages call sample i: its path, or "SHARD: key KEY". */
+static void sample_name(const feeder_dataset *ds, uint64_t i, char *name, size_t len)
+{
+    const char *path = feeder_dataset_path(ds, i), *key = NULL;
+    if (path) {
+        snprintf(name, len, "%s", path);
+        return;
+    }
+    feeder_dataset_tar_sample(ds, i, &path, &key, NULL, NULL, NULL);
+    snprintf(name, len, "%s: key %s", path ? path : "?", key ? key : "?");
+}
+
+/* Why the loader left sample i out: it is loaded again alone, in this
+ * process, under the fail policy, whose message says why. */
+static void raw_bad(const fpk_opts *o, feeder_dataset *ds, uint64_t i)
+{
+    feeder_sampler *one;
+    if (feeder_sampler_subset(&i, 1, 0, 0, &one))
+        fpk_die("out of memory");
+    feeder_loader *ld = raw_loader(o, ds, one, 0, FEEDER_ON_ERROR_FAIL);
+    feeder_batch *b;
+    char name[8400];
+    sample_name(ds, i, name, sizeof(name));
+    int rc = feeder_next(ld, &b);
+    if (rc == 0) {
+        feeder_batch_release(b, NULL);
+        bad_add(i, "%s: failed to load, then loaded when tried again alone (does it change?)",
+                name);
+    } else {
+        /* The loader's message names the batch, the sample and its path
+         * ("batch 0 of epoch 0: sample I (PATH): why"): keep the why. */
+        const char *msg = feeder_loader_errmsg(ld), *why = strstr(msg, name);
+        why = why && !strncmp(why + strlen(name), "): ", 3) ? why + strlen(name) + 3 : msg;
+        bad_add(i, "%s: %s", name, why);
+    }
+    feeder_loader_destroy(ld);
+    feeder_sampler_destroy(one);
+}
+
+/* RAW: the loader decodes keep[0..nk) (EVAL, sequential, N workers) and
+ * leaves out the samples it cannot load (FEEDER_ON_ERROR_DROP); record r is
+ * keep[r]'s tensor. A left-out sample is a bad file: its record stays a
+ * hole and fpk_pack lists it (then writes nothing, or packs again without
+ * it). */
+static uint64_t write_raw(const fpk_opts *o, feeder_dataset *ds, const uint64_t *keep,
+                          uint64_t nk, shard *v, uint32_t ns, uint64_t rb, progress *pg)
+{
+    feeder_sampler *sub = NULL;
+    if (nk < feeder_dataset_size(ds) && feeder_sampler_subset(keep, nk, 0, 0, &sub))
+        fpk_die("out of memory");
+    feeder_loader *ld = raw_loader(o, ds, sub, o->workers, FEEDER_ON_ERROR_DROP);
+    uint64_t r = 0, bytes = 0, nleft = 0, *left = NULL;
     uint32_t s = 0;
     feeder_batch *b;
+    int rc;
     while ((rc = feeder_next(ld, &b)) == 0) {
-        uint32_t j = 0;
-        while (j < b->count) {
-            if (b->indices[j] != next + j)
-                fpk_die("internal error: the loader delivered sample %llu where %llu was due",
-                    (unsigned long long)b->indices[j], (unsigned long long)(next + j));
-            s = shard_of(v, ns, next + j, s);
-            shard *sh = &v[s];
-            uint64_t local = next + j - sh->first;
-            uint32_t n = b->count - j;
-            if (local + n > sh->count)
-                n = (uint32_t)(sh->count - local);
-            const uint8_t *src = b->data + (size_t)j * b->sample_bytes;
-            pwrite_all(sh, src, (size_t)n * rb, sh->h.records_off + local * rb);
-            for (uint32_t k = 0; k < n; k++) {
-                uint64_t off = sh->h.records_off + (local + k) * rb;
-                uint32_t seed = feeder__pack_crc_seed(FEEDER__PACK_VERSION, b->labels[j + k]);
-                feeder__pack_entry_encode(sh->index + (local + k) * FEEDER__PACK_ENTRY_BYTES, off,
-                                          rb, feeder__crc32c(seed, src + (size_t)k * rb, rb));
-                sh->labels[local + k] = b->labels[j + k];
+        for (uint32_t j = 0; j < b->count; j++, r++) {
+            for (; r < nk && keep[r] != b->indices[j]; r++) {
+                if (!(left = realloc(left, (nleft + 1) * sizeof(*left))))
+                    fpk_die("out of memory");
+                left[nleft++] = keep[r];
             }
-            j += n;
+            if (r == nk)
+                fpk_die("internal error: the loader delivered sample %llu out of order",
+                        (unsigned long long)b->indices[j]);
+            s = shard_of(v, ns, r, s);
+            shard *sh = &v[s];
+            uint64_t local = r - sh->first, off = sh->h.records_off + local * rb;
+            const uint8_t *src = b->data + (size_t)j * b->sample_bytes;
+            pwrite_all(sh, src, rb, off);
+            uint32_t seed = feeder__pack_crc_seed(FEEDER__PACK_VERSION, b->labels[j]);
+            feeder__pack_entry_encode(sh->index + local * FEEDER__PACK_ENTRY_BYTES, off, rb,
+                                      feeder__crc32c(seed, src, rb));
+            sh->labels[local] = b->labels[j];
+            bytes += rb;
         }
-        next += b->count;
-        bytes += (uint64_t)b->count * rb;
         feeder_batch_release(b, NULL);
-        progress_draw(pg, next, bytes, 0);
+        progress_draw(pg, r, bytes, 0);
     }
     if (rc != FEEDER_DONE)
         fpk_die("%s", feeder_loader_errmsg(ld));
     feeder_loader_destroy(ld);
+    feeder_sampler_destroy(sub);
+    for (; r < nk; r++) {
+        if (!(left = realloc(left, (nleft + 1) * sizeof(*left))))
+            fpk_die("out of memory");
+        left[nleft++] = keep[r];
+    }
+    for (uint64_t k = 0; k < nleft; k++)
+        raw_bad(o, ds, left[k]);
+    free(left);
     return bytes;
 }
 
@@ -575,28 +698,36 @@ typedef struct jhdr {
     int w, h, ss, cs;
 } jhdr;
 
-/* Read file `path` (`size` bytes, from the plan) into buf and check it is a
- * JPEG TurboJPEG can parse that reaches its end-of-image marker. */
-/* Sample i's bytes (a file, or a tar shard's member) into buf, checked to be
- * a whole JPEG; `path` gets the name messages use. */
-static void read_jpeg(tjhandle tj, const feeder_dataset *ds, uint64_t i, uint8_t *buf,
-                      uint64_t size, jhdr *hd, char *path, size_t pathlen)
+/* Sample i's bytes (a file, or a tar shard's member; `size` bytes, from the
+ * plan) into buf, checked to be a JPEG TurboJPEG can parse that reaches its
+ * end-of-image marker; `path` gets the name messages use. 1 when it is not
+ * (listed as bad), else 0. */
+static int read_jpeg(tjhandle tj, const feeder_dataset *ds, uint64_t i, uint8_t *buf,
+                     uint64_t size, jhdr *hd, char *path, size_t pathlen)
 {
     int rc = read_source(ds, i, buf, size, path, pathlen);
-    if (rc == -EIO)
-        fpk_die("%s: changed size while being packed", path);
-    if (rc)
-        fpk_die("%s: %s", path, strerror(-rc));
+    if (rc == -EIO) {
+        bad_add(i, "%s: changed size while being packed", path);
+        return 1;
+    }
+    if (rc) {
+        bad_add(i, "%s: %s", path, strerror(-rc));
+        return 1;
+    }
     /* A stream cut short after its tables "succeeds" without a frame: the
      * size must be set too. */
     hd->w = hd->h = 0;
     if (tjDecompressHeader3(tj, buf, (unsigned long)size, &hd->w, &hd->h, &hd->ss, &hd->cs) != 0 ||
-        hd->w <= 0 || hd->h <= 0)
-        fpk_die("%s: not a JPEG TurboJPEG can read: %s", path, tjGetErrorStr2(tj));
-    if (!jpeg_reaches_eoi(buf, size))
-        fpk_die("%s: truncated JPEG: no end-of-image marker (FF D9) after its last scan "
-            "(--verify decodes every record)",
-            path);
+        hd->w <= 0 || hd->h <= 0) {
+        bad_add(i, "%s: not a JPEG TurboJPEG can read: %s", path, tjGetErrorStr2(tj));
+        return 1;
+    }
+    if (!jpeg_reaches_eoi(buf, size)) {
+        bad_add(i, "%s: truncated JPEG: no end-of-image marker (FF D9) after its last scan "
+                "(--verify decodes every record)", path);
+        return 1;
+    }
+    return 0;
 }
 
 /* The fields of a --mode fields pack, for the summary. */
@@ -605,10 +736,12 @@ static char g_fields_desc[400];
 /* What --max-side did, for the summary. */
 static uint64_t g_shrunk, g_shrunk_from, g_shrunk_to;
 
-/* The record of a file read into buf: its own bytes, or (sk set, the image
- * larger than --max-side) the re-encoded ones. */
-static const uint8_t *record_bytes(fpk_shrinker *sk, const char *path, const uint8_t *buf,
-                                   uint64_t size, const jhdr *hd, uint64_t *rlen)
+/* The record of sample i's file read into buf: its own bytes, or (sk set,
+ * the image larger than --max-side) the re-encoded ones; NULL when it cannot
+ * be re-encoded (listed as bad). */
+static const uint8_t *record_bytes(fpk_shrinker *sk, uint64_t i, const char *path,
+                                   const uint8_t *buf, uint64_t size, const jhdr *hd,
+                                   uint64_t *rlen)
 {
     *rlen = size;
     if (!sk)
@@ -618,8 +751,10 @@ static const uint8_t *record_bytes(fpk_shrinker *sk, const char *path, const uin
     char err[1024];
     int rc = fpk_shrink(sk, buf, size, hd->w, hd->h, hd->ss, hd->cs, &out, &olen, err,
                         sizeof(err));
-    if (rc < 0)
-        fpk_die("%s: --max-side: %s", path, err);
+    if (rc < 0) {
+        bad_add(i, "%s: --max-side: %s", path, err);
+        return NULL;
+    }
     if (rc == 0)
         return buf;
     *rlen = olen;
@@ -662,8 +797,10 @@ static void plan_shrunk(const fpk_opts *o, feeder_dataset *ds, const uint64_t *f
     for (uint64_t i = 0; i < n; i++) {
         char path[8400];
         jhdr hd;
-        read_jpeg(tj, ds, i, buf, fsizes[i], &hd, path, sizeof(path));
-        if (record_bytes(sk, path, buf, fsizes[i], &hd, &sizes[i]) != buf) {
+        if (g_isbad[i] || read_jpeg(tj, ds, i, buf, fsizes[i], &hd, path, sizeof(path)))
+            continue;
+        const uint8_t *rec = record_bytes(sk, i, path, buf, fsizes[i], &hd, &sizes[i]);
+        if (rec && rec != buf) {
             g_shrunk++;
             g_shrunk_from += fsizes[i];
             g_shrunk_to += sizes[i];
@@ -677,10 +814,13 @@ static void plan_shrunk(const fpk_opts *o, feeder_dataset *ds, const uint64_t *f
 
 /* JPEG: each file's bytes as they are (or re-encoded with --max-side),
  * checked to be a JPEG TurboJPEG can parse and to reach its end-of-image
- * marker, written in dataset order. fsizes are the files' sizes, sizes the
- * records' (the same array without --max-side). */
-static uint64_t write_jpeg(const fpk_opts *o, feeder_dataset *ds, const uint64_t *fsizes,
-                           const uint64_t *sizes, shard *v, uint32_t ns, progress *pg)
+ * marker; record r is keep[r]'s. fsizes are the files' sizes, sizes the
+ * records' (the same array without --max-side), both by dataset index. A bad
+ * file is listed and its record left a hole (fpk_pack then writes nothing,
+ * or packs again without it). */
+static uint64_t write_jpeg(const fpk_opts *o, feeder_dataset *ds, const uint64_t *keep,
+                           uint64_t nk, const uint64_t *fsizes, const uint64_t *sizes, shard *v,
+                           uint32_t ns, progress *pg)
 {
     tjhandle tj = tjInitDecompress();
     if (!tj)
@@ -688,23 +828,30 @@ static uint64_t write_jpeg(const fpk_opts *o, feeder_dataset *ds, const uint64_t
     fpk_shrinker *sk = open_shrinker(o);
     uint64_t n = feeder_dataset_size(ds), bytes = 0;
     uint8_t *buf = alloc_biggest(fsizes, n);
-    uint32_t s = 0;
+    uint32_t s = 0, cur = UINT32_MAX;
     uint64_t pos = 0; /* where the next record goes in its shard */
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t r = 0; r < nk; r++) {
+        uint64_t i = keep[r];
         char path[8400];
         jhdr hd;
-        read_jpeg(tj, ds, i, buf, fsizes[i], &hd, path, sizeof(path));
         uint64_t rlen;
-        const uint8_t *rec = record_bytes(sk, path, buf, fsizes[i], &hd, &rlen);
-        if (rlen != sizes[i])
+        const uint8_t *rec = NULL;
+        s = shard_of(v, ns, r, s);
+        shard *sh = &v[s];
+        if (s != cur) {
+            cur = s;
+            pos = sh->h.records_off;
+        }
+        if (!read_jpeg(tj, ds, i, buf, fsizes[i], &hd, path, sizeof(path)))
+            rec = record_bytes(sk, i, path, buf, fsizes[i], &hd, &rlen);
+        if (rec && rlen != sizes[i])
             fpk_die("%s: re-encoded to %llu bytes, %llu when the pack was planned", path,
                 (unsigned long long)rlen, (unsigned long long)sizes[i]);
-        uint32_t ns_before = s;
-        s = shard_of(v, ns, i, s);
-        shard *sh = &v[s];
-        if (s != ns_before || i == 0)
-            pos = sh->h.records_off;
-        uint64_t local = i - sh->first;
+        if (!rec) {
+            pos += sizes[i]; /* a hole: this pass's output is not kept */
+            continue;
+        }
+        uint64_t local = r - sh->first;
         pwrite_all(sh, rec, rlen, pos);
         feeder__pack_entry_encode(sh->index + local * FEEDER__PACK_ENTRY_BYTES, pos, rlen,
                                   feeder__crc32c(feeder__pack_crc_seed(FEEDER__PACK_VERSION,
@@ -713,7 +860,7 @@ static uint64_t write_jpeg(const fpk_opts *o, feeder_dataset *ds, const uint64_t
         sh->labels[local] = feeder_dataset_label(ds, i);
         pos += rlen;
         bytes += rlen;
-        progress_draw(pg, i + 1, bytes, 0);
+        progress_draw(pg, r + 1, bytes, 0);
     }
     free(buf);
     fpk_shrinker_destroy(sk);
@@ -763,20 +910,21 @@ static void verify(const fpk_opts *o, const shard *v, uint32_t ns, int jpeg)
     }
 }
 
-/* A tar sample's image member size; a bad sample stops the pack, named. */
+/* A tar sample's image member size; 0 for a bad sample (listed). */
 static uint64_t tar_member_size(const feeder_dataset *ds, uint64_t i)
 {
     const char *tar, *key, *problem;
     uint64_t size;
     if (feeder_dataset_tar_sample(ds, i, &tar, &key, NULL, &size, &problem))
-        fpk_die("%s: key %s: %s", tar, key, problem);
-    if (size == 0)
-        fpk_die("%s: key %s: empty image member", tar, key);
-    return size;
+        bad_add(i, "%s: key %s: %s", tar, key, problem);
+    else if (size == 0)
+        bad_add(i, "%s: key %s: empty image member", tar, key);
+    return g_isbad[i] ? 0 : size;
 }
 
-/* The header every shard starts from, and each record's size (JPEG: its
- * file's, which decides the shards up front; RAW: one tensor). Returns the
+/* The header every shard starts from, and each sample's record size (JPEG:
+ * its file's, which decides the shards up front; RAW: one tensor). A file
+ * that is missing, empty or not a regular file is listed as bad. Returns the
  * RAW record size (0 for JPEG). */
 static uint64_t plan_records(const fpk_opts *o, feeder_dataset *ds, uint64_t n,
                              uint64_t num_classes, feeder__pack_header *proto, uint64_t *sizes)
@@ -796,13 +944,15 @@ static uint64_t plan_records(const fpk_opts *o, feeder_dataset *ds, uint64_t n,
                 sizes[i] = tar_member_size(ds, i);
                 continue;
             }
+            sizes[i] = 0;
             if (stat(p, &st) != 0)
-                fpk_die("%s: %s", p, strerror(errno));
-            if (!S_ISREG(st.st_mode))
-                fpk_die("%s: not a regular file", p);
-            if (st.st_size == 0)
-                fpk_die("%s: empty file", p);
-            sizes[i] = (uint64_t)st.st_size;
+                bad_add(i, "%s: %s", p, strerror(errno));
+            else if (!S_ISREG(st.st_mode))
+                bad_add(i, "%s: not a regular file", p);
+            else if (st.st_size == 0)
+                bad_add(i, "%s: empty file", p);
+            else
+                sizes[i] = (uint64_t)st.st_size;
         }
         return 0;
     }
@@ -945,6 +1095,70 @@ static void pack_fields(const fpk_opts *o)
     tmp_names = NULL;
 }
 
+/* Close and remove one pass's shards: a bad file left a hole in them. */
+static void discard_shards(shard *v, uint32_t ns)
+{
+    block_signals(1);
+    cleanup_tmp();
+    tmp_count = 0;
+    block_signals(0);
+    for (uint32_t s = 0; s < ns; s++)
+        if (v[s].fd >= 0)
+            close(v[s].fd);
+    free_shards(v, ns);
+}
+
+/* The samples not listed as bad, in dataset order, into keep; how many. */
+static uint64_t keep_list(uint64_t n, uint64_t *keep)
+{
+    uint64_t nk = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (!g_isbad[i])
+            keep[nk++] = i;
+    return nk;
+}
+
+/* Plan, open and write the shards of keep[0..nk); a bad file found while
+ * writing is listed (g_nbad grows). */
+static shard *write_pass(const fpk_opts *o, feeder_dataset *ds, const uint64_t *keep, uint64_t nk,
+                         const uint64_t *fsizes, const uint64_t *sizes, uint64_t rb,
+                         const feeder__pack_header *proto, uint64_t classes_bytes, uint32_t *ns)
+{
+    uint64_t *rsizes = malloc((nk ? nk : 1) * sizeof(*rsizes));
+    if (!rsizes)
+        fpk_die("out of memory");
+    for (uint64_t r = 0; r < nk; r++)
+        rsizes[r] = sizes[keep[r]];
+    shard *v = plan_shards(rsizes, nk, o->shard_size, classes_bytes, ns);
+    free(rsizes);
+    name_shards(o, v, *ns);
+    open_shards(v, *ns, proto, classes_bytes, nk);
+    progress pg = {.on = o->progress, .what = o->jpeg ? "packing JPEG" : "packing RAW",
+                   .total = nk, .t0 = now_ns()};
+    uint64_t bytes = o->jpeg ? write_jpeg(o, ds, keep, nk, fsizes, sizes, v, *ns, &pg)
+                             : write_raw(o, ds, keep, nk, v, *ns, rb, &pg);
+    progress_draw(&pg, nk, bytes, 1);
+    return v;
+}
+
+/* The bad files: without --skip-bad every one is listed and nothing is
+ * written (exit 1); with it, an empty remainder is an error too. */
+static void bad_verdict(const fpk_opts *o, uint64_t n)
+{
+    if (!g_nbad)
+        return;
+    if (!o->skip_bad) {
+        bad_list("");
+        fpk_die("%llu bad file%s (listed above): nothing written; --skip-bad packs the others",
+                (unsigned long long)g_nbad, g_nbad == 1 ? "" : "s");
+    }
+    if (g_nbad == n) {
+        bad_list("skipped ");
+        fpk_die("every one of the %llu files is bad (listed above): nothing to pack",
+                (unsigned long long)n);
+    }
+}
+
 void fpk_pack(const char *prog, const fpk_opts *op)
 {
     g_prog = prog;
@@ -960,7 +1174,8 @@ void fpk_pack(const char *prog, const fpk_opts *op)
     uint64_t classes_bytes, num_classes;
     char *classes = class_block(ds, &classes_bytes, &num_classes);
     uint64_t *sizes = malloc((n ? n : 1) * sizeof(*sizes));
-    if (!sizes)
+    uint64_t *keep = malloc((n ? n : 1) * sizeof(*keep));
+    if (!sizes || !keep || !(g_isbad = calloc(n ? n : 1, 1)))
         fpk_die("out of memory");
     feeder__pack_header proto;
     uint64_t rb = plan_records(&o, ds, n, num_classes, &proto, sizes);
@@ -973,26 +1188,47 @@ void fpk_pack(const char *prog, const fpk_opts *op)
         plan_shrunk(&o, ds, fsizes, sizes, &pp);
         progress_draw(&pp, n, 0, 1);
     }
-    uint32_t ns;
-    shard *v = plan_shards(sizes, n, o.shard_size, classes_bytes, &ns);
-    name_shards(&o, v, ns);
-    open_shards(v, ns, &proto, classes_bytes, n);
-    progress pg = {.on = o.progress, .what = o.jpeg ? "packing JPEG" : "packing RAW",
-                   .total = n, .t0 = now_ns()};
-    uint64_t bytes = o.jpeg ? write_jpeg(&o, ds, fsizes, sizes, v, ns, &pg)
-                            : write_raw(&o, ds, v, ns, rb, &pg);
-    progress_draw(&pg, n, bytes, 1);
+    /* A bad file found while writing leaves a hole: with --skip-bad the
+     * shards are planned and written again without it. The second pass finds
+     * none unless a file changes meanwhile. */
+    uint32_t ns = 0;
+    shard *v = NULL;
+    uint64_t nk = 0;
+    for (int pass = 0;; pass++) {
+        uint64_t before = g_nbad;
+        nk = keep_list(n, keep);
+        if (nk == 0)
+            break;
+        v = write_pass(&o, ds, keep, nk, fsizes, sizes, rb, &proto, classes_bytes, &ns);
+        if (g_nbad == before || !o.skip_bad)
+            break;
+        if (pass == 1)
+            fpk_die("%s (it went bad between two passes over the files)",
+                    g_bad[g_nbad - 1].line);
+        discard_shards(v, ns);
+        v = NULL;
+        ns = 0;
+    }
+    bad_verdict(&o, n);
     for (uint32_t s = 0; s < ns; s++)
         finish_shard(&v[s], classes, classes_bytes);
     publish(&o, v, ns);
     if (o.verify)
         verify(&o, v, ns, o.jpeg);
+    if (g_nbad) {
+        bad_list("skipped ");
+        fprintf(stderr, "%s: skipped %llu bad file%s (--skip-bad); packed the other %llu\n",
+                g_prog, (unsigned long long)g_nbad, g_nbad == 1 ? "" : "s",
+                (unsigned long long)nk);
+    }
     if (!o.quiet)
-        summary(&o, v, ns, n, t0);
+        summary(&o, v, ns, nk, t0);
     free_shards(v, ns);
     if (fsizes != sizes)
         free(fsizes);
     free(sizes);
+    free(keep);
     free(classes);
+    bad_free();
     feeder_dataset_destroy(ds);
 }

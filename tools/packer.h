@@ -28,11 +28,14 @@ typedef struct fpk_opts {
     int fields;               /* 1: a FIELDS pack (tools/pack_fields.h); jpeg is then 0 */
     const char *fields_spec;  /* fields: --fields SPEC, or NULL for the default */
     uint64_t max_bytes;       /* fields: the most bytes of a u8 field's member; 0 none */
+    int skip_bad;             /* raw, jpeg: pack the good files, list the bad ones skipped */
 } fpk_opts;
 
 /* Pack o->data into o->out as feeder-pack does (docs/FORMAT.md). Messages
- * start with "PROG: ". On failure the temporary files are removed and the
- * process exits: 2 when o->data is not a folder or list file, 1 otherwise.
+ * start with "PROG: ". Every bad file is listed ("PROG: NAME: reason", one
+ * per line); without o->skip_bad nothing is then written. On failure the
+ * temporary files are removed and the process exits: 2 when o->data is not a
+ * folder or list file, 1 otherwise.
  * Not thread-safe (signal handlers and their file list are process-wide). */
 void fpk_pack(const char *prog, const fpk_opts *o);
 
