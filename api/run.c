@@ -263,6 +263,14 @@ int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out)
     return 0;
 }
 
+int feeder_loader_skipped(const feeder_loader *ld, uint64_t *indices, const char **paths,
+                          size_t cap, uint64_t *total)
+{
+    if (!ld || (cap && !indices && !paths))
+        return FEEDER_EINVAL;
+    return (int)feeder__host_skipped(ld, indices, paths, cap, total);
+}
+
 /* feeder_loader_set_copy_stream (feeder_cuda.h) takes a cudaStream_t, a
  * pointer to the runtime's struct CUstream_st: the same type, spelled here
  * without the CUDA headers, so a build without CUDA has it too. */

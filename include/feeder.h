@@ -1124,6 +1124,27 @@ FEEDER_API int feeder_loader_gpu_status(const feeder_loader *ld, const char **re
 /* Fill `out` with the loader's counters. May be called from any thread. */
 FEEDER_API int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out);
 
+/* How many bad samples feeder_loader_skipped names at most. */
+#define FEEDER_SKIPPED_MAX 64
+
+/* The bad samples the error policy has set aside since the loader was
+ * created (replaced under FEEDER_ON_ERROR_SKIP, left out under
+ * FEEDER_ON_ERROR_DROP): the first FEEDER_SKIPPED_MAX distinct ones, in the
+ * order the loader learned of them, each named once however many epochs
+ * met it. Writes up to `cap` of them: each one's dataset index into
+ * indices[k] and its file's path into paths[k] (NULL where the dataset has
+ * no path per sample: packed files, tar shards, user datasets; the index
+ * still names it). Either array may be NULL; both hold `cap` entries. *total
+ * (may be NULL) gets every bad sample counted so far, repeats included
+ * (stats.skipped + stats.dropped), so a total above the count returned
+ * means there were more than were named. Returns the number of entries
+ * written (0 under FEEDER_ON_ERROR_FAIL), or FEEDER_EINVAL for a NULL
+ * loader, or a non-zero cap with both arrays NULL.
+ * Lifetime: the paths are borrowed from the dataset and valid while it is.
+ * Thread-safety: may be called from any thread, as feeder_loader_stats. */
+FEEDER_API int feeder_loader_skipped(const feeder_loader *ld, uint64_t *indices,
+                                     const char **paths, size_t cap, uint64_t *total);
+
 /* ------------------------------------------------------------------------ */
 /* Timeline trace                                                            */
 /* ------------------------------------------------------------------------ */

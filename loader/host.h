@@ -195,6 +195,10 @@ struct feeder_loader {
 
     pthread_mutex_t stats_lock;
     feeder_stats stats;
+    /* Under stats_lock: the first distinct bad samples the error policy set
+     * aside (feeder_loader_skipped), in the order their results came. */
+    uint64_t bad[FEEDER_SKIPPED_MAX];
+    uint32_t nbad;
 };
 
 /* ---- options.c ---- */

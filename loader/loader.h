@@ -111,6 +111,9 @@ void feeder__host_stop(feeder_loader *ld);
 void feeder__host_free(feeder_loader *ld);
 /* Copy the host loader's counters and levels into *st. */
 void feeder__host_stats(const feeder_loader *ld, feeder_stats *st);
+/* feeder_loader_skipped's entries (at most cap) and total; how many written. */
+size_t feeder__host_skipped(const feeder_loader *ld, uint64_t *indices, const char **paths,
+                            size_t cap, uint64_t *total);
 
 const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld);
 /* The parent's mapping of every slot, and its length. */

@@ -472,6 +472,23 @@ void feeder__host_stats(const feeder_loader *ld, feeder_stats *st)
     pthread_mutex_unlock((pthread_mutex_t *)&ld->stats_lock);
 }
 
+size_t feeder__host_skipped(const feeder_loader *ld, uint64_t *indices, const char **paths,
+                            size_t cap, uint64_t *total)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&ld->stats_lock);
+    size_t n = ld->nbad < cap ? ld->nbad : cap;
+    for (size_t k = 0; k < n; k++) {
+        if (indices)
+            indices[k] = ld->bad[k];
+        if (paths)
+            paths[k] = feeder_dataset_path(ld->ds, ld->bad[k]);
+    }
+    if (total)
+        *total = ld->stats.skipped + ld->stats.dropped;
+    pthread_mutex_unlock((pthread_mutex_t *)&ld->stats_lock);
+    return n;
+}
+
 /* The sampler SHUFFLE and SEED pick when none was given. */
 int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out)
 {

@@ -213,6 +213,13 @@ static void account(feeder_loader *ld, const feeder__result_msg *r)
     ld->stats.transform_ns += r->transform_ns;
     ld->stats.skipped += r->skipped;
     ld->stats.dropped += r->dropped;
+    for (uint32_t k = 0; k < r->nbad && ld->nbad < FEEDER_SKIPPED_MAX; k++) {
+        uint32_t j = 0;
+        while (j < ld->nbad && ld->bad[j] != r->bad[k])
+            j++;
+        if (j == ld->nbad)
+            ld->bad[ld->nbad++] = r->bad[k];
+    }
     for (int k = 0; k < FEEDER_ROUTES; k++)
         ld->stats.cpu_routed[k] += r->routed[k];
     ld->stats.cpu_shared += r->shared;

@@ -500,6 +500,59 @@ START_TEST(test_skip_replacements_distinct_in_class)
 }
 END_TEST
 
+/* The skipped samples are named: feeder_loader_skipped gives their indices
+ * and paths (each once, however many epochs met them) and the total, under
+ * SKIP and DROP, for any num_workers; FAIL names none. */
+START_TEST(test_loader_skipped_names_files)
+{
+    const char *bad[] = {"p/c0/001.jpg", "p/c0/002.jpg", "p/c0/003.jpg", "p/c1/007.jpg"};
+    const uint64_t want[4] = {1, 2, 3, 15};
+    for (int policy = FEEDER_ON_ERROR_SKIP; policy <= FEEDER_ON_ERROR_DROP; policy++)
+        for (int workers = 0; workers <= 2; workers += 2) {
+            feeder_dataset *ds;
+            feeder_loader *ld = policy_loader(&ds, workers, policy);
+            uint64_t idx[FEEDER_SKIPPED_MAX], total = 99;
+            const char *paths[FEEDER_SKIPPED_MAX];
+            ck_assert_int_eq(feeder_loader_skipped(ld, idx, paths, FEEDER_SKIPPED_MAX, &total), 0);
+            ck_assert_uint_eq(total, 0);
+            for (int epoch = 0; epoch < 2; epoch++) {
+                feeder_batch *b;
+                int rc;
+                while ((rc = feeder_next(ld, &b)) == 0)
+                    feeder_batch_release(b, NULL);
+                ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+            }
+            int n = feeder_loader_skipped(ld, idx, paths, FEEDER_SKIPPED_MAX, &total);
+            ck_assert_int_eq(n, 4);
+            ck_assert_uint_eq(total, 8); /* two epochs */
+            /* In the order the parts' results came: sorted here. */
+            for (int k = 1; k < 4; k++)
+                for (int j = k; j > 0 && idx[j - 1] > idx[j]; j--) {
+                    uint64_t t = idx[j];
+                    const char *tp = paths[j];
+                    idx[j] = idx[j - 1];
+                    paths[j] = paths[j - 1];
+                    idx[j - 1] = t;
+                    paths[j - 1] = tp;
+                }
+            for (int k = 0; k < 4; k++) {
+                char path[512];
+                tu_path(path, sizeof(path), bad[k]);
+                ck_assert_uint_eq(idx[k], want[k]);
+                ck_assert_str_eq(paths[k], path);
+            }
+            /* A smaller cap, indices only, and the total alone. */
+            ck_assert_int_eq(feeder_loader_skipped(ld, idx, NULL, 2, NULL), 2);
+            ck_assert_int_eq(feeder_loader_skipped(ld, NULL, NULL, 0, &total), 0);
+            ck_assert_uint_eq(total, 8);
+            ck_assert_int_eq(feeder_loader_skipped(ld, NULL, NULL, 4, &total), FEEDER_EINVAL);
+            ck_assert_int_eq(feeder_loader_skipped(NULL, idx, paths, 4, &total), FEEDER_EINVAL);
+            feeder_loader_destroy(ld);
+            feeder_dataset_destroy(ds);
+        }
+}
+END_TEST
+
 /* DROP: the four bad samples are left out, nothing is repeated. */
 START_TEST(test_drop_policy_shortens_batch)
 {
@@ -561,6 +614,7 @@ static Suite *badinput_suite(void)
     tcase_add_test(tc, test_skip_message_small_dataset);
     tcase_add_test(tc, test_skip_replacements_distinct_in_class);
     tcase_add_test(tc, test_drop_policy_shortens_batch);
+    tcase_add_test(tc, test_loader_skipped_names_files);
 #ifdef FEEDER_PACK_TOOL
     tcase_add_test(tc, test_pack_tool_checks);
     tcase_add_test(tc, test_pack_tool_all_bad);

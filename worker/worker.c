@@ -243,6 +243,13 @@ static void no_replacement(const feeder__worker_ctx *w, uint64_t orig, uint64_t 
                     first_msg, FEEDER__SKIP_LIMIT, whose, FEEDER__SKIP_LIMIT / 2);
 }
 
+/* A skipped or dropped sample's index, for feeder_loader_skipped. */
+static void note_bad(feeder__result_msg *res, uint64_t index)
+{
+    if (res->nbad < FEEDER__BAD_NOTED)
+        res->bad[res->nbad++] = index;
+}
+
 /* Under the skip policy a bad sample is replaced by matching, as brackets
  * match: candidates (next_candidate, from it on) are loaded in turn, each bad
  * one opens, each good one closes, and the good one that closes the bad
@@ -272,6 +279,7 @@ static int replace_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint
         } else if (--open == 0) {
             idx[pos] = j;
             res->skipped++;
+            note_bad(res, orig);
             return 0;
         }
     }
@@ -376,6 +384,7 @@ static int run_user_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8
         if (rc && w->job->policy == FEEDER_ON_ERROR_DROP) {
             lab[i] = -1;
             res->dropped++;
+            note_bad(res, idx[i]);
             rc = 0;
         } else if (rc && w->job->policy == FEEDER_ON_ERROR_SKIP)
             rc = replace_sample(w, t, i, slot, res, msg);
@@ -473,6 +482,7 @@ static int replace_marked(feeder__worker_ctx *w, const feeder__task_msg *t, uint
             continue;
         if (w->job->policy == FEEDER_ON_ERROR_DROP) {
             res->dropped++;
+            note_bad(res, idx[i]);
             continue;
         }
         const char *path = feeder_dataset_path(w->job->ds, idx[i]);

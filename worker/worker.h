@@ -71,6 +71,8 @@ typedef struct feeder__live {
 
 enum { FEEDER__MSG_TASK = 1, FEEDER__MSG_READY = 2, FEEDER__MSG_RESULT = 3 };
 #define FEEDER__ERRMSG_LEN 768
+/* Bad samples a result names (more are counted, not named). */
+#define FEEDER__BAD_NOTED 8
 /* Candidates a bad sample's replacement may try (include/feeder.h gives the
  * rule); when they do not settle it the sample's batch fails instead. */
 #define FEEDER__SKIP_LIMIT 16
@@ -99,12 +101,15 @@ typedef struct feeder__result_msg {
     int32_t status;    /* 0 or the first error */
     uint32_t skipped;
     uint32_t dropped;  /* FEEDER_ON_ERROR_DROP: samples marked (label -1) to leave out */
-    uint32_t pad_;
+    uint32_t nbad;     /* skipped + dropped samples noted in bad[] (at most FEEDER__BAD_NOTED) */
     uint64_t batch;
     uint64_t bytes_read;
     uint64_t read_ns;
     uint64_t decode_ns;
     uint64_t transform_ns;
+    /* The dataset indices of the part's first skipped or dropped samples,
+     * for feeder_loader_skipped. */
+    uint64_t bad[FEEDER__BAD_NOTED];
     /* GPU decoders: images decoded here instead, by route (cpu_routed[r - 1],
      * decode/jpeg_header.h). */
     uint32_t routed[FEEDER_ROUTES];
