@@ -124,8 +124,9 @@ static uint64_t count_boxes(const feeder_batch *b)
 int main(int argc, char **argv)
 {
     fx_args a = {.workers = 2, .batch = 16, .images = 500};
-    if (fx_parse(argc, argv, &a))
-        return 2;
+    int pr = fx_parse(argc, argv, &a);
+    if (pr)
+        return pr == 1 ? 0 : 2; /* 1: --help */
     feeder_field fields[3] = {
         {"image", FEEDER_ELEM_U8, FEEDER_FIELD_FIXED, 3, {SIDE, SIDE, 3}, {0}},
         {"boxes", FEEDER_ELEM_F32, FEEDER_FIELD_RAGGED, 2, {MAXBOX, 4}, {0}},

@@ -9,8 +9,14 @@
 
 int fx_parse(int argc, char **argv, fx_args *a)
 {
+    const char *use = "usage: %s [--workers N] [--images N] [--batch N] [--check]\n";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--check"))
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf(use, argv[0]);
+            printf("Loads synthetic samples of several fields through feeder; --check compares\n"
+                   "every value with its source and prints a checksum.\n");
+            return 1;
+        } else if (!strcmp(argv[i], "--check"))
             a->check = 1;
         else if (i + 1 < argc && !strcmp(argv[i], "--workers"))
             a->workers = atoi(argv[++i]);
@@ -19,8 +25,8 @@ int fx_parse(int argc, char **argv, fx_args *a)
         else if (i + 1 < argc && !strcmp(argv[i], "--batch"))
             a->batch = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--workers N] [--images N] [--batch N] [--check]\n",
-                    argv[0]);
+            fprintf(stderr, "%s: unknown option or missing value '%s'\n", argv[0], argv[i]);
+            fprintf(stderr, use, argv[0]);
             return 2;
         }
     }

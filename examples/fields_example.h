@@ -17,7 +17,8 @@ typedef struct fx_args {
 } fx_args;
 
 /* Read --workers N, --images N, --batch N and --check over the defaults in
- * *a. 0, or 2 after printing the usage. */
+ * *a. 0; 1 after printing the usage on stdout (--help, -h); 2 after printing
+ * it on stderr (an unknown option or a missing value). */
 int fx_parse(int argc, char **argv, fx_args *a);
 
 /* FNV-1a over n bytes, on from h. */

@@ -115,8 +115,9 @@ static uint64_t count_pixels(const feeder_batch *b) { return (uint64_t)b->count 
 int main(int argc, char **argv)
 {
     fx_args a = {.workers = 2, .batch = 16, .images = 200};
-    if (fx_parse(argc, argv, &a))
-        return 2;
+    int pr = fx_parse(argc, argv, &a);
+    if (pr)
+        return pr == 1 ? 0 : 2; /* 1: --help */
     feeder_field fields[2] = {
         {"image", FEEDER_ELEM_U8, FEEDER_FIELD_FIXED, 3, {OUT, OUT, 3}, {0}},
         {"mask", FEEDER_ELEM_U8, FEEDER_FIELD_FIXED, 2, {OUT, OUT}, {0}},

@@ -113,8 +113,12 @@ static int parse(int argc, char **argv, args *a)
             a->epochs = atoi(v);
         else if (!strcmp(argv[i], "--pack") && v && ++i)
             a->pack = v;
-        else
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+        else {
+            fprintf(stderr, "%s: unknown option or missing value '%s'\n", argv[0], argv[i]);
             return -1;
+        }
     }
     return a->docs && a->max >= 16 && a->batch > 0 && a->epochs > 0 ? 0 : -1;
 }
@@ -218,10 +222,15 @@ int main(int argc, char **argv)
 {
     args a;
     corpus c = {0};
-    if (parse(argc, argv, &a)) {
-        fprintf(stderr, "usage: %s [--workers N] [--docs N] [--max N] [--batch N] [--epochs N] "
-                        "[--check] [--pack FILE]\n", argv[0]);
-        return 2;
+    int pr = parse(argc, argv, &a);
+    if (pr) {
+        fprintf(pr == 1 ? stdout : stderr,
+                "usage: %s [--workers N] [--docs N] [--max N] [--batch N] [--epochs N] "
+                "[--check] [--pack FILE]\n", argv[0]);
+        if (pr == 1)
+            printf("Loads variable-length token sequences, padded per batch with a lengths\n"
+                   "tensor and an attention mask; --check verifies every value.\n");
+        return pr == 1 ? 0 : 2;
     }
     if (make_corpus(&c, a.docs, a.max)) {
         fprintf(stderr, "out of memory\n");

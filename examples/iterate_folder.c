@@ -9,10 +9,24 @@
 #include <stdio.h>
 #include <string.h>
 
+static void usage(FILE *f, const char *prog)
+{
+    fprintf(f, "usage: %s IMAGE_FOLDER|SHARD.tar|'S-{000..127}.tar'\n"
+               "Iterates over an image folder (one sub-folder per class) or WebDataset tar\n"
+               "shards for two epochs and prints what arrives.\n", prog);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s IMAGE_FOLDER|SHARD.tar|'S-{000..127}.tar'\n", argv[0]);
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout, argv[0]);
+        return 0;
+    }
+    /* An option is not a path (a folder named "-x" is "./-x"). */
+    if (argc != 2 || argv[1][0] == '-') {
+        if (argc == 2)
+            fprintf(stderr, "%s: unknown option '%s'\n", argv[0], argv[1]);
+        usage(stderr, argv[0]);
         return 2;
     }
     char err[512];
