@@ -170,7 +170,12 @@ class Loader(_feeder.Loader):
 
     Each iter() runs the next epoch (0, 1, ...; set_epoch(n) chooses it): the
     order and every random crop are a pure function of (seed, epoch, index),
-    whatever num_workers. state_dict() / load_state_dict() save and resume the
+    whatever num_workers. As with torch's DataLoader, each iter() is a fresh
+    pass; unlike it (where an older iterator keeps its own workers and goes
+    on), a Loader runs one epoch at a time, so iter() during an epoch ends
+    that epoch early and starts the next one: the older iterator then emits a
+    RuntimeWarning once and raises StopIteration. Breaking out of a loop, or
+    dropping an iterator, ends its epoch quietly. state_dict() / load_state_dict() save and resume the
     position inside an epoch (load into a new Loader before iterating it).
     """
 

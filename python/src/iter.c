@@ -1,6 +1,7 @@
 /*
  * An epoch's iteration: iter(loader) begins the next epoch (or the resumed
- * one) and returns a LoaderIterator; each next() waits for a batch without
+ * one) and returns a LoaderIterator; one begun while another's epoch runs
+ * ends that epoch, and the old iterator warns once and stops; each next() waits for a batch without
  * the GIL (polling for signals and the user's timeout, one garbage
  * collection when every slot is held), then lends it: a Batch and its two
  * Arrays (or torch tensors), or a fields batch's dict (fields.c). Releases
@@ -15,6 +16,8 @@ typedef struct {
     PyObject_HEAD
     LoaderObject *loader;
     uint64_t generation;
+    uint64_t epoch;
+    int finished; /* its epoch ended as it iterated, or it said why it stopped */
 } LoaderIterObject;
 
 /* The releases loader_release (batch.c) queued while feeder_next ran. */
@@ -57,6 +60,8 @@ PyObject *loader_iter(LoaderObject *self)
         return NULL;
     it->loader = (LoaderObject *)Py_NewRef(self);
     it->generation = self->generation;
+    it->epoch = self->cur_epoch;
+    it->finished = 0;
     return (PyObject *)it;
 }
 
@@ -268,12 +273,34 @@ static PyObject *loader_next_batch(LoaderObject *self)
     return batch_result(self, b);
 }
 
+/* A Loader runs one epoch at a time: an iterator whose epoch a newer
+ * iter(loader) ended says so once (RuntimeWarning), then stops. */
+static PyObject *superseded(LoaderIterObject *it)
+{
+    if (it->finished)
+        return NULL;
+    it->finished = 1;
+    PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                     "feeder: a newer iter(loader) ended this iterator's epoch %llu early, so it "
+                     "stops here (a Loader runs one epoch at a time; finish or drop an iterator "
+                     "before starting the next)",
+                     (unsigned long long)it->epoch);
+    return NULL;
+}
+
 static PyObject *loaderiter_next(LoaderIterObject *it)
 {
     LoaderObject *ld = it->loader;
-    if (it->generation != ld->generation || !ld->in_epoch)
+    if (it->generation != ld->generation)
+        return superseded(it);
+    if (!ld->in_epoch) {
+        it->finished = 1;
         return NULL;
-    return loader_next_batch(ld);
+    }
+    PyObject *r = loader_next_batch(ld);
+    if (!r && !PyErr_Occurred())
+        it->finished = 1;
+    return r;
 }
 
 static void loaderiter_dealloc(LoaderIterObject *it)

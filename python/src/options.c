@@ -83,14 +83,15 @@ static int parse_int(PyObject *o, const char *arg, int64_t *out)
     return 1;
 }
 
-/* An int or a pair: size=224 or size=(h, w); scale=(lo, hi). */
-static int parse_pair_d(PyObject *o, const char *arg, double *a, double *b)
+/* A pair: size=(h, w), scale=(lo, hi); `pair` names its two values in the
+ * message ("(height, width)"). */
+static int parse_pair_d(PyObject *o, const char *arg, const char *pair, double *a, double *b)
 {
     PyObject *seq = PySequence_Fast(o, "");
     if (!seq || PySequence_Fast_GET_SIZE(seq) != 2) {
         Py_XDECREF(seq);
         PyErr_Clear();
-        PyErr_Format(OptionError, "%s=%R: expected a pair (min, max)", arg, o);
+        PyErr_Format(OptionError, "%s=%R: expected a pair %s", arg, o, pair);
         return 0;
     }
     *a = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, 0));
@@ -306,7 +307,7 @@ static int set_shape(LoaderObject *self, const loader_args *a)
             if (!parse_int(a->size, "size", &v))
                 return 0;
             h = w = (double)v;
-        } else if (!parse_pair_d(a->size, "size", &h, &w)) {
+        } else if (!parse_pair_d(a->size, "size", "(height, width) or an int", &h, &w)) {
             return 0;
         }
         if (!set_opt(self, FEEDER_OPT_HEIGHT, (int64_t)h) || !set_opt(self, FEEDER_OPT_WIDTH,
@@ -354,11 +355,11 @@ static int set_device_values(LoaderObject *self, const loader_args *a)
 static int set_crop_and_flip(LoaderObject *self, const loader_args *a)
 {
     double lo, hi;
-    if (a->scale != Py_None && (!parse_pair_d(a->scale, "scale", &lo, &hi) ||
+    if (a->scale != Py_None && (!parse_pair_d(a->scale, "scale", "(min, max)", &lo, &hi) ||
                                 !set_optd(self, FEEDER_OPT_SCALE_MIN, lo) ||
                                 !set_optd(self, FEEDER_OPT_SCALE_MAX, hi)))
         return 0;
-    if (a->ratio != Py_None && (!parse_pair_d(a->ratio, "ratio", &lo, &hi) ||
+    if (a->ratio != Py_None && (!parse_pair_d(a->ratio, "ratio", "(min, max)", &lo, &hi) ||
                                 !set_optd(self, FEEDER_OPT_RATIO_MIN, lo) ||
                                 !set_optd(self, FEEDER_OPT_RATIO_MAX, hi)))
         return 0;

@@ -145,3 +145,13 @@ def test_worker_death(dataset):
     os.kill(ld.worker_pids()[0], signal.SIGKILL)
     with pytest.raises(feeder.WorkerError, match="worker 0"):
         drain(it)
+
+
+def test_size_and_scale_pairs_named(dataset):
+    """size is (height, width), scale and ratio are (min, max): each message
+    says which pair it wanted."""
+    with pytest.raises(feeder.OptionError,
+                       match=r"^size=\(224,\): expected a pair \(height, width\) or an int$"):
+        feeder.Loader(dataset, size=(224,))
+    with pytest.raises(feeder.OptionError, match=r"^scale=\(0\.5,\): expected a pair \(min, max\)$"):
+        feeder.Loader(dataset, scale=(0.5,))

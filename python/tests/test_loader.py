@@ -220,3 +220,34 @@ def test_tar_shards_same_bytes_as_file_list(folder, tmp_path):
     assert got == want
     with pytest.raises(FileNotFoundError, match="s-2.tar: cannot open tar shard"):
         feeder.TarShards(str(tmp_path / "s-{0..2}.tar"))
+
+
+def test_iter_mid_epoch_ends_the_old_epoch_with_a_warning(dataset):
+    """iter() during an epoch starts the next epoch; the older iterator warns
+    once (RuntimeWarning) and stops; one that finished its epoch, or whose
+    loop ended, stops quietly."""
+    import warnings
+    ld = feeder.Loader(dataset, batch_size=10, num_workers=2, size=32)
+    old = iter(ld)
+    x, _ = next(old)
+    del x
+    new = iter(ld)
+    assert ld.epoch == 1
+    with pytest.warns(RuntimeWarning, match=r"^feeder: a newer iter\(loader\) ended this "
+                      r"iterator's epoch 0 early, so it stops here \(a Loader runs one epoch at "
+                      r"a time; finish or drop an iterator before starting the next\)$"):
+        with pytest.raises(StopIteration):
+            next(old)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(StopIteration):
+            next(old)  # said once
+        assert sum(x.shape[0] for x, _ in new) == 60  # epoch 1 whole
+        with pytest.raises(StopIteration):
+            next(new)  # finished: quiet
+        for x, _ in ld:  # epoch 2, left by break
+            break
+        del x
+        assert sum(x.shape[0] for x, _ in ld) == 60  # epoch 3
+        with pytest.raises(StopIteration):
+            next(new)  # superseded after it finished: quiet too
