@@ -5,8 +5,14 @@ Where libfeeder is found, first match wins:
   FEEDER_PREFIX=/usr/local          an installed prefix (include/, lib/ or lib64/)
   pkg-config feeder                 an installed feeder.pc
   ../build                          the checkout's default build folder
-The module is linked with an rpath to that library, so it loads without
-LD_LIBRARY_PATH.
+Relative paths (FEEDER_BUILD_DIR, FEEDER_PREFIX, and the folders given to
+build_py -d, build_ext -b and -t and the like) are taken from the directory
+setup.py is run from, as a shell user expects.
+The module is linked with an rpath to a build folder or a prefix the dynamic
+linker does not search (so it loads without LD_LIBRARY_PATH); a library in a
+system folder (/usr/lib, /usr/local/lib, ...) needs none, and an installed
+module then carries no RUNPATH to it. A module built from FEEDER_PREFIX or
+pkg-config never points into a build folder.
 
 CUDA: when libfeeder's GPU plugin (libfeeder_cuda.so.0) lies next to it and
 cuda_runtime_api.h is found (CUDA_HOME, CUDA_PATH, /usr/local/cuda, nvcc on
@@ -27,6 +33,36 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
+CALLER = os.getcwd()  # relative paths the user gave are from here
+
+# Options of setup.py's commands whose value is a folder or file.
+_PATH_OPTIONS = {"-d", "--build-lib", "-b", "--build-temp", "-t", "--build-base",
+                 "--build-platlib", "--build-purelib", "--build-scripts", "--dist-dir",
+                 "--install-lib", "--prefix", "--root", "--home", "--record", "--egg-base",
+                 "-e"}
+
+
+def _from_caller(path):
+    return os.path.normpath(os.path.join(CALLER, os.path.expanduser(path)))
+
+
+def _absolute_path_args(argv):
+    """argv with the relative paths of _PATH_OPTIONS made absolute from CALLER
+    (setup.py changes to its own folder before setuptools reads them)."""
+    out, take = [], False
+    for a in argv:
+        if take:
+            a, take = _from_caller(a), False
+        elif a in _PATH_OPTIONS:
+            take = True
+        elif a.startswith("--") and a.split("=", 1)[0] in _PATH_OPTIONS and "=" in a:
+            key, value = a.split("=", 1)
+            a = f"{key}={_from_caller(value)}"
+        out.append(a)
+    return out
+
+
+sys.argv = _absolute_path_args(sys.argv)
 os.chdir(HERE)  # setuptools resolves sources and packages from here
 
 
@@ -38,13 +74,13 @@ def find_feeder():
     """(include dirs, library dir, how it was found)."""
     build = os.environ.get("FEEDER_BUILD_DIR")
     if build:
-        build = os.path.abspath(build)
+        build = _from_caller(build)
         if not _libdir_has(build):
             sys.exit(f"FEEDER_BUILD_DIR={build}: no libfeeder.so there (cmake --build it first)")
         return [os.path.join(SOURCE, "include")], build, "FEEDER_BUILD_DIR"
     prefix = os.environ.get("FEEDER_PREFIX")
     if prefix:
-        prefix = os.path.abspath(prefix)
+        prefix = _from_caller(prefix)
         for sub in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"):
             if _libdir_has(os.path.join(prefix, sub)):
                 return [os.path.join(prefix, "include")], os.path.join(prefix, sub), "FEEDER_PREFIX"
@@ -88,11 +124,17 @@ def find_cuda():
     return None
 
 
+# Folders the dynamic linker searches without being told (Debian's
+# /etc/ld.so.conf.d and the built-in ones): a library there needs no rpath.
+SYSTEM_LIBDIRS = {"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib",
+                  "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                  "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"}
+
 include_dirs, libdir, how = find_feeder()
 include_dirs = [os.path.join(HERE, "src")] + include_dirs
 library_dirs = [libdir]
 libraries = ["feeder"]
-rpaths = [libdir]
+rpaths = [] if os.path.realpath(libdir) in SYSTEM_LIBDIRS else [libdir]
 macros = []
 force = os.environ.get("FEEDER_PY_CUDA")
 cuda = None
@@ -104,7 +146,8 @@ if cuda:
     include_dirs.append(cuda[0])
     library_dirs.append(cuda[1])
     libraries.append("cudart")
-    rpaths.append(cuda[1])
+    if os.path.realpath(cuda[1]) not in SYSTEM_LIBDIRS:
+        rpaths.append(cuda[1])
     macros.append(("FEEDER_PY_CUDA", "1"))
 print(f"feeder: libfeeder from {how}: {libdir}; CUDA {'ON (' + cuda[0] + ')' if cuda else 'OFF'}",
       file=sys.stderr)
@@ -134,7 +177,7 @@ class build_ext_for_config(build_ext):
     setuptools would reuse objects of the other kind from build/."""
 
     def run(self):
-        config = repr((macros, include_dirs, library_dirs, libraries))
+        config = repr((macros, include_dirs, library_dirs, libraries, rpaths))
         stamp = os.path.join(self.build_temp, "feeder-config")
         try:
             with open(stamp) as f:
