@@ -114,10 +114,11 @@ class FileList(_feeder.Dataset):
 
 
 class Packed(_feeder.Dataset):
-    """A packed file made by feeder-pack (RAW tensors or JPEG records), or a
-    fields packed file (feeder_pack_fields): then `fields` lists its schema
-    and a Loader over it yields dicts, a tensor per field plus NAME_lengths
-    (padded, ragged) and NAME_offsets (ragged)."""
+    """A packed file made by feeder-pack (RAW tensors, which a Loader delivers
+    in the pack's own shape and layout unless size or layout is given, or
+    JPEG records), or a fields packed file (feeder_pack_fields): then
+    `fields` lists its schema and a Loader over it yields dicts, a tensor per
+    field plus NAME_lengths (padded, ragged) and NAME_offsets (ragged)."""
 
     def __init__(self, path):
         super().__init__(2, path)
@@ -160,7 +161,10 @@ class Loader(_feeder.Loader):
     and `ratio`, flip with `flip_prob`) or "resize". size: int or (h, w).
     device: None for host batches (uint8), or "cuda:N" for batches already on
     the GPU, in `dtype` (uint8, float16, bfloat16, float32: normalised on the
-    GPU with `mean` and `std`, in [0, 1] units). layout: "NCHW" or "NHWC".
+    GPU with `mean` and `std`, in [0, 1] units). layout: "NCHW" (the default)
+    or "NHWC". A RAW pack (feeder-pack --mode raw) brings its own shape and
+    layout: unless size or layout is given, batches have the pack's (with a
+    float dtype on the device, NCHW unless layout is given).
     timeout: seconds to wait for a batch, 0 = forever. as_torch: yield torch
     tensors (default when torch imports) or feeder.Array views, which
     torch.from_dlpack / numpy.from_dlpack / numpy.asarray take without a copy.

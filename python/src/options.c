@@ -287,6 +287,14 @@ static int set_plain_options(LoaderObject *self, const loader_args *a)
     return 1;
 }
 
+/* A RAW pack's records have a shape and layout of their own. */
+static int is_raw_pack(const LoaderObject *self)
+{
+    feeder_packed_info pi;
+    return feeder_dataset_packed_info(self->dataset->ds, &pi) == 0 &&
+           pi.kind == FEEDER_RECORD_RAW;
+}
+
 /* layout, size (N or (H, W)) and resize, which size sets unless given. */
 static int set_shape(LoaderObject *self, const loader_args *a)
 {
@@ -294,12 +302,16 @@ static int set_shape(LoaderObject *self, const loader_args *a)
     static const int layout_v[] = {FEEDER_LAYOUT_NCHW, FEEDER_LAYOUT_NHWC};
     int64_t v;
     int e;
-    /* PyTorch's convention: a batch of images is N x C x H x W. */
+    /* PyTorch's convention: a batch of images is N x C x H x W. A RAW pack's
+     * host batches are its records as stored: the loader adopts the pack's
+     * layout (and shape) unless they are given, as in C; float batches on
+     * the device (dtype) are laid out on the GPU, NCHW unless given. */
+    int adopt = !a->layout && is_raw_pack(self) && a->dtype == Py_None;
     if (!a->layout)
         e = FEEDER_LAYOUT_NCHW;
     else if (!lookup(a->layout, "layout", layouts, layout_v, &e))
         return 0;
-    if (!set_opt(self, FEEDER_OPT_LAYOUT, e))
+    if (!adopt && !set_opt(self, FEEDER_OPT_LAYOUT, e))
         return 0;
     if (a->size) {
         double h, w;

@@ -251,3 +251,32 @@ def test_iter_mid_epoch_ends_the_old_epoch_with_a_warning(dataset):
         assert sum(x.shape[0] for x, _ in ld) == 60  # epoch 3
         with pytest.raises(StopIteration):
             next(new)  # superseded after it finished: quiet too
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_raw_pack_with_default_arguments(folder, tmp_path, layout):
+    """feeder.Loader(feeder.Packed(p)) with no shape arguments delivers the
+    pack's records as stored (its shape and layout), as C does; layout= still
+    asks for one, and disagreeing with the pack is an error naming it."""
+    import subprocess
+    tool = os.path.join(os.environ.get("FEEDER_BUILD_DIR", ""), "tools", "feeder-pack")
+    if not os.access(tool, os.X_OK):
+        pytest.skip("no feeder-pack (tests/python_check.sh sets FEEDER_BUILD_DIR)")
+    p = str(tmp_path / "raw.pack")
+    subprocess.run([tool, "--data", folder, "--out", p, "--size", "40x48", "--layout", layout,
+                    "--workers", "0", "--quiet"], check=True)
+    want = (4, 40, 48, 3) if layout == "nhwc" else (4, 3, 40, 48)
+    ld = feeder.Loader(feeder.Packed(p), batch_size=4)
+    x, y = next(iter(ld))
+    assert tuple(x.shape) == want and x.dtype == torch.uint8
+    # The bytes the folder gives with the pack's transform.
+    ref = feeder.Loader(feeder.ImageFolder(folder), batch_size=4, size=(40, 48), resize=55,
+                        layout=layout.upper())
+    r, ry = next(iter(ref))
+    assert torch.equal(x, r) and torch.equal(y, ry)
+    del r, ry, ref
+    same = feeder.Loader(feeder.Packed(p), batch_size=4, layout=layout.upper())
+    assert tuple(next(iter(same))[0].shape) == want
+    other = "NCHW" if layout == "nhwc" else "NHWC"
+    with pytest.raises(feeder.FeederError, match="layout"):
+        next(iter(feeder.Loader(feeder.Packed(p), batch_size=4, layout=other)))
