@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/common.h"
 #include "common/nvtx.h"
 #include "common/trace.h"
 #include "cuda/gpu.h"
@@ -166,6 +167,11 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
 {
     if (!ld || !out)
         return FEEDER_EINVAL;
+#if FEEDER__CHECK_HANDLES
+    if (!feeder__handle_loader_live(ld))
+        return feeder__handle_misuse(FEEDER_ESTATE, "feeder_next: loader %p is not a live "
+                                     "loader (destroyed already?)", (void *)ld);
+#endif
     int rc;
     uint64_t t0 = feeder__now_ns();
     if (!feeder__loader_started(ld) && (rc = feeder_loader_start(ld)))
@@ -192,12 +198,24 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
         if (rc == 0)
             feeder__trace_hold(tr, *out, t1, epoch, batch);
     }
+#if FEEDER__CHECK_HANDLES
+    if (rc == 0)
+        feeder__handle_add_batch(ld, *out);
+#endif
     return rc;
 }
 
 int feeder_batch_release(feeder_batch *batch, void *stream)
 {
-    if (!batch || !batch->internal_)
+    if (!batch)
+        return FEEDER_EINVAL;
+#if FEEDER__CHECK_HANDLES
+    if (!feeder__handle_batch_live(batch))
+        return feeder__handle_misuse(FEEDER_ESTATE, "feeder_batch_release: batch %p was not "
+                                     "lent by a live loader (its loader was destroyed?)",
+                                     (void *)batch);
+#endif
+    if (!batch->internal_)
         return FEEDER_EINVAL;
     if (feeder__gpu_owns(batch)) {
         feeder__gpu *gpu = feeder__gpu_of(batch);
@@ -238,6 +256,14 @@ void feeder_loader_destroy(feeder_loader *ld)
 {
     if (!ld)
         return;
+#if FEEDER__CHECK_HANDLES
+    if (!feeder__handle_loader_live(ld)) {
+        feeder__handle_misuse(FEEDER_ESTATE, "feeder_loader_destroy: loader %p is not a live "
+                              "loader (destroyed twice?)", (void *)ld);
+        return;
+    }
+    feeder__handle_remove_loader(ld);
+#endif
     feeder__host_stop(ld);
     /* Before the slots are unmapped: the GPU layer unregisters them. */
     feeder__gpu_destroy(feeder__loader_gpu_view(ld)->gpu);

@@ -4,7 +4,8 @@
  * codes and their text (errors.c), the Philox generator behind every random
  * choice (random.c, public as feeder_random), CRC32C (crc32c.c), the clock and
  * message formatting (util.c), the timeline trace (trace.c, trace.h) and the
- * NVTX macros (nvtx.h), brace ranges for shard sets (brace.c, brace.h).
+ * NVTX macros (nvtx.h), brace ranges for shard sets (brace.c, brace.h), and
+ * debug builds' record of live handles (handles.c).
  */
 #ifndef FEEDER_COMMON_H
 #define FEEDER_COMMON_H
@@ -19,6 +20,26 @@
  * buffers are ignored. */
 void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Debug builds (no NDEBUG, or FEEDER_DEBUG) keep a record of live loaders
+ * and the batch structs they lent (handles.c), so that feeder_next,
+ * feeder_batch_release and feeder_loader_destroy refuse a destroyed loader
+ * or its batch (FEEDER_ESTATE, with feeder__handle_misuse's message, which
+ * feeder_loader_errmsg then gives) instead of reading freed memory. */
+#if !defined(NDEBUG) || defined(FEEDER_DEBUG)
+#define FEEDER__CHECK_HANDLES 1
+void feeder__handle_add_loader(const void *ld);
+/* Forget a loader and every batch it lent. */
+void feeder__handle_remove_loader(const void *ld);
+int feeder__handle_loader_live(const void *ld);
+void feeder__handle_add_batch(const void *ld, const void *b);
+int feeder__handle_batch_live(const void *b);
+/* Set this thread's misuse message; returns rc. */
+int feeder__handle_misuse(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *feeder__handle_misuse_msg(void);
+#else
+#define FEEDER__CHECK_HANDLES 0
+#endif
 
 /* CLOCK_MONOTONIC in nanoseconds: the same clock in every process, so a
  * worker's spans and the parent's line up. */

@@ -896,7 +896,20 @@ FEEDER_API int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch);
 
 /* Stop the workers, reap them, unmap and close the shared memory. Batches not
  * yet released become invalid. Accepts NULL. Never blocks longer than it takes
- * workers to exit after SIGKILL. */
+ * workers to exit after SIGKILL.
+ * Lifetime: the loader and every batch it lent are gone when this returns.
+ * Using either afterwards (feeder_next, feeder_batch_release of a batch not
+ * yet released, a second destroy) is undefined behaviour, as for any freed
+ * handle: release batches first. Debug builds (compiled without NDEBUG, or
+ * with the FEEDER_DEBUG CMake option) keep a record of live loaders and the
+ * batches they lent and refuse those calls without touching the freed
+ * memory: feeder_next and feeder_batch_release return FEEDER_ESTATE, a
+ * second destroy does nothing, and feeder_loader_errmsg (of the destroyed
+ * pointer, or NULL) gives the message ("feeder_batch_release: batch 0x...
+ * was not lent by a live loader (its loader was destroyed?)"). Another
+ * loader created meanwhile may reuse the freed addresses, which the record
+ * cannot tell apart: it catches the common mistake, not every one.
+ * Thread-safety: as feeder_next; no other call on the loader may run. */
 FEEDER_API void feeder_loader_destroy(feeder_loader *ld);
 
 /* A batch lent by feeder_next(). Every pointer in it is valid until
@@ -964,12 +977,21 @@ FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
  * any order. For a device batch, `stream` is the cudaStream_t whose work so far
  * must finish before the device buffer is written again (feeder records an
  * event on it and the copy stream waits on that event, so release never
- * blocks); NULL means the legacy default stream. Ignored for host batches. */
+ * blocks); NULL means the legacy default stream. Ignored for host batches.
+ * Returns 0, or FEEDER_EINVAL for NULL or a batch that is not lent (released
+ * twice: the loader's message names it).
+ * Lifetime: the batch's loader must still exist; releasing a batch after
+ * feeder_loader_destroy is undefined (debug builds: FEEDER_ESTATE, see
+ * feeder_loader_destroy).
+ * Thread-safety: as feeder_next (the loader's thread). */
 FEEDER_API int feeder_batch_release(feeder_batch *batch, void *stream);
 
 /* The detailed message of the loader's last failure: every call on the loader
  * that can fail clears it when it succeeds, so a message is always the last
- * call's ("" after a success). Borrowed until the next call on the loader. */
+ * call's ("" after a success). Borrowed until the next call on the loader.
+ * NULL gives "" (debug builds: the message of this thread's last call refused
+ * for a destroyed loader or batch, as does the destroyed pointer itself; see
+ * feeder_loader_destroy). */
 FEEDER_API const char *feeder_loader_errmsg(const feeder_loader *ld);
 
 /* Which read path the workers use: "io_uring" or "pread" (packed files:

@@ -150,6 +150,9 @@ int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loa
     ld->job.memfd = -1;
     ld->job.pack_fd = -1;
     pthread_mutex_init(&ld->stats_lock, NULL);
+#if FEEDER__CHECK_HANDLES
+    feeder__handle_add_loader(ld);
+#endif
     *out = ld;
     return 0;
 }
@@ -267,7 +270,15 @@ int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment *aug)
     return 0;
 }
 
-const char *feeder_loader_errmsg(const feeder_loader *ld) { return ld ? ld->errmsg : ""; }
+const char *feeder_loader_errmsg(const feeder_loader *ld)
+{
+#if FEEDER__CHECK_HANDLES
+    /* A destroyed loader's memory is not read: the refusal's message. */
+    if (!ld || !feeder__handle_loader_live(ld))
+        return feeder__handle_misuse_msg();
+#endif
+    return ld ? ld->errmsg : "";
+}
 
 int feeder_loader_set_trace(feeder_loader *ld, const char *path)
 {

@@ -1,12 +1,14 @@
 /*
  * Misuse is diagnosed, never undefined: a dataset destroyed
  * before its loader lives on until the loader goes; a batch released twice
- * is named; the error message is always the last call's; and a loader
+ * is named; a loader or batch used after destroy is refused in debug
+ * builds; the error message is always the last call's; and a loader
  * without a seed draws one from the system, readable, saved in the resume
  * state and taken back from it.
  */
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +120,43 @@ START_TEST(second_release_is_named)
     ck_assert_int_eq(feeder_batch_release(NULL, NULL), FEEDER_EINVAL);
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* Using a loader or its batch after feeder_loader_destroy is undefined; a
+ * debug build (no NDEBUG, or FEEDER_DEBUG: the asan build) refuses the
+ * common cases with FEEDER_ESTATE and a message, reading none of the freed
+ * memory (ASan would report it), and leaks nothing (LeakSanitizer). With
+ * NDEBUG there is nothing to test. */
+START_TEST(use_after_destroy_refused_in_debug_builds)
+{
+#if !defined(NDEBUG) || defined(FEEDER_DEBUG)
+    user_ds d = {.n = 12};
+    feeder_dataset *ds = make_user(&d);
+    feeder_loader *ld = make_loader(ds, 1, 0);
+    feeder_batch *b, *held;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    ck_assert_int_eq(feeder_next(ld, &held), 0);
+    feeder_loader_destroy(ld); /* with `held` still lent */
+    char want[256];
+    ck_assert_int_eq(feeder_batch_release(held, NULL), FEEDER_ESTATE);
+    snprintf(want, sizeof(want), "feeder_batch_release: batch %p was not lent by a live loader "
+             "(its loader was destroyed?)", (void *)held);
+    ck_assert_str_eq(feeder_loader_errmsg(NULL), want);
+    ck_assert_int_eq(feeder_batch_release(b, NULL), FEEDER_ESTATE); /* released, then destroyed */
+    ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ESTATE);
+    snprintf(want, sizeof(want), "feeder_next: loader %p is not a live loader (destroyed "
+             "already?)", (void *)ld);
+    ck_assert_str_eq(feeder_loader_errmsg(ld), want);
+    feeder_loader_destroy(ld); /* a second destroy does nothing */
+    snprintf(want, sizeof(want), "feeder_loader_destroy: loader %p is not a live loader "
+             "(destroyed twice?)", (void *)ld);
+    ck_assert_str_eq(feeder_loader_errmsg(ld), want);
+    ck_assert_int_eq(d.destroyed, 0); /* the dataset is the caller's */
+    feeder_dataset_destroy(ds);
+    ck_assert_int_eq(d.destroyed, 1);
+#endif
 }
 END_TEST
 
@@ -244,6 +283,7 @@ int main(void)
     tcase_add_test(tc, dataset_destroyed_before_its_loader);
     tcase_add_test(tc, two_loaders_share_a_dataset);
     tcase_add_test(tc, second_release_is_named);
+    tcase_add_test(tc, use_after_destroy_refused_in_debug_builds);
     tcase_add_test(tc, errmsg_is_the_last_calls);
     tcase_add_test(tc, seed_drawn_from_the_system);
     tcase_add_test(tc, resume_takes_the_saved_seed);
