@@ -3,8 +3,8 @@
 # stderr, exit 0) and an unknown option (nothing on stdout, a message naming
 # it on stderr, exit 2); iterate_folder used to open "--help" as a folder.
 # The programs not built here (train_loop without CUDA, mpi_train without
-# MPI) are left out; examples/python/train.py runs with Debian's python3 and
-# the module python_check builds in BUILD/python, when both are there.
+# MPI) are left out; the scripts of examples/python run with Debian's python3
+# and the module python_check builds in BUILD/python, when both are there.
 #   examples_help_check.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -39,7 +39,9 @@ done
 [[ $(head -1 "$d/out") == "usage: $build/examples/iterate_folder IMAGE_FOLDER|SHARD.tar|'S-{000..127}.tar'" ]] ||
     { cat "$d/out" >&2; fail "iterate_folder --help's first line"; }
 if PYTHONPATH=$build/python /usr/bin/python3 -c "import torch, torchvision, feeder" 2>/dev/null; then
-    PYTHONPATH=$build/python check train.py /usr/bin/python3 "$src/examples/python/train.py"
+    for f in "$src"/examples/python/*.py; do
+        PYTHONPATH=$build/python check "$(basename "$f")" /usr/bin/python3 "$f"
+    done
 else
-    echo "train.py: no torch or no module in $build/python (python_check builds it), left out"
+    echo "examples/python: no torch or no module in $build/python (python_check builds it), left out"
 fi
