@@ -9,9 +9,11 @@ same files and machine. Three questions, one case each:
           int32 tokens, a 512-byte mask, a str id): what moving a batch costs.
   native  feeder.ImageFolder + feeder.transforms (Resize 256, CenterCrop 224)
           through feeder.DataLoader, beside bench_loader running the same
-          pipeline in C, and beside torch's DataLoader with the equivalent
-          torchvision code at its strongest (torchvision.io.decode_jpeg +
-          transforms.v2 on uint8 tensors).
+          pipeline in C (shuffled, NCHW; compared with a feeder.DataLoader
+          run without pin_memory, as bench_loader does not pin), and beside
+          torch's DataLoader with the equivalent torchvision code at its
+          strongest (torchvision.io.decode_jpeg + transforms.v2 on uint8
+          tensors).
 
 Both loaders: shuffle, persistent workers, pin_memory, the same batch size
 and worker count; each epoch's batches are touched and dropped (no compute);
@@ -156,7 +158,8 @@ def run_pair(a, make_ds, workers, what):
 def bench_loader(a, workers):
     """bench_loader's steady images/s on the same folder and pipeline."""
     cmd = [a.bench_loader, "--data", a.data, "--workers", str(workers), "--batch", str(a.batch),
-           "--epochs", str(a.epochs), "--persistent", "--pipeline", "eval", "--json"]
+           "--epochs", str(a.epochs), "--persistent", "--pipeline", "eval", "--shuffle", "1",
+           "--layout", "nchw", "--json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rec = json.loads(out[out.index("{"):])
     return rec["runs"][0]["steady_images_per_s"], " ".join(cmd)
@@ -176,8 +179,15 @@ def run_native(a, workers):
     row["torch_epochs"] = [round(r, 1) for r in trates]
     row["ratio"] = row["feeder"] / row["torch"]
     if a.bench_loader:
+        # The same pipeline as bench_loader's: shuffled NCHW uint8 host batches, no pinning.
+        kw = dict(loader_kw(a, workers), pin_memory=False)
+        loader = feeder.DataLoader(feeder.ImageFolder(a.data, transform=tf), **kw)
+        nopin = epochs(loader, a.epochs)
+        del loader
+        row["feeder_nopin"] = steady(nopin)
+        row["feeder_nopin_epochs"] = [round(r, 1) for r in nopin]
         row["bench_loader"], row["bench_loader_cmd"] = bench_loader(a, workers)
-        row["of_bench_loader"] = row["feeder"] / row["bench_loader"]
+        row["of_bench_loader"] = row["feeder_nopin"] / row["bench_loader"]
     return row
 
 
@@ -214,10 +224,10 @@ def main():
            "cmd": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]), "rows": rows}
     buf = io.StringIO()
     print(f"{'case':8} {'workers':>7} {'torch img/s':>12} {'feeder img/s':>13} {'ratio':>6} "
-          f"{'bench_loader':>12} {'of it':>6}", file=buf)
+          f"{'no pin':>8} {'bench_loader':>12} {'of it':>6}", file=buf)
     for r in rows:
-        bl = f"{r['bench_loader']:12.0f} {100 * r['of_bench_loader']:5.1f}%" if "bench_loader" in r \
-            else f"{'':12} {'':6}"
+        bl = f"{r['feeder_nopin']:8.0f} {r['bench_loader']:12.0f} {100 * r['of_bench_loader']:5.1f}%" \
+            if "bench_loader" in r else f"{'':8} {'':12} {'':6}"
         print(f"{r['case']:8} {r['workers']:7d} {r['torch']:12.0f} {r['feeder']:13.0f} "
               f"{r['ratio']:5.2f}x {bl}", file=buf)
     sys.stdout.write(buf.getvalue())
