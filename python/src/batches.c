@@ -455,9 +455,17 @@ static PyObject *bl_next(BatchLoaderObject *self, PyObject *unused)
         if (PyErr_CheckSignals() < 0)
             return NULL;
         if (now_s() >= deadline) {
+            /* The loader's own wait is the short poll; keep only what it says
+             * of the batch waited for and the worker holding it. */
+            const char *m = feeder_loader_errmsg(self->ld);
+            const char *a = strchr(m, '('), *z = strstr(m, "); call again");
             char msg[1200];
-            snprintf(msg, sizeof(msg), "DataLoader timed out after %g seconds (%s)",
-                     self->timeout_s, feeder_loader_errmsg(self->ld));
+            if (a && z && z > a)
+                snprintf(msg, sizeof(msg), "DataLoader timed out after %g seconds %.*s)",
+                         self->timeout_s, (int)(z - a), a);
+            else
+                snprintf(msg, sizeof(msg), "DataLoader timed out after %g seconds",
+                         self->timeout_s);
             raise_rc(FEEDER_ETIMEDOUT, msg);
             return NULL;
         }

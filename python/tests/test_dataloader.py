@@ -360,7 +360,8 @@ def test_timeout_raises():
     assert next(it).tolist() == [0, 1]
     assert next(it).tolist() == [2, 3]
     t0 = time.monotonic()
-    with pytest.raises(RuntimeError, match="DataLoader timed out after 1 seconds"):
+    with pytest.raises(RuntimeError, match=r"DataLoader timed out after 1 seconds \(waiting for "
+                       r"batch 2 of epoch 0; worker 0 \(pid \d+\) has not finished batch 2\)"):
         next(it)
     assert time.monotonic() - t0 < 10
     del it, loader
