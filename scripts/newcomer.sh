@@ -2,7 +2,8 @@
 # What a newcomer does, checked from scratch: clone this checkout's HEAD into a
 # temporary folder (committed work only), run the README's two commands there
 # exactly as written (set up, build and run the main job; then the test
-# suite), check that they left the clone clean (`git status --porcelain`
+# suite) and its Python commands (build the module into build/python, train
+# one model under both DataLoaders), check that they left the clone clean (`git status --porcelain`
 # empty: everything they write is ignored), and run scripts/consumer_check.sh
 # on the clone's build. Slow (a full build and test run): not part of the
 # CTest suite; run it before changing the README's commands or the build.
@@ -43,6 +44,21 @@ for i in 0 1; do
   start=$(date +%s)
   bash -c "${cmds[$i]}" >"$log" 2>&1 || { tail -40 "$log"; fail "README command $((i + 1)) failed (log: $log)"; }
   echo "ok in $(($(date +%s) - start)) s; last lines:"
+  tail -3 "$log"
+done
+
+# The README's Python commands: the indented lines of "A Python program".
+mapfile -t pycmds < <(awk '/^```/{fence = !fence; next} /^## /{on = /^## A Python program/; next}
+  on && !fence && /^    [^ ]/{sub(/^    /, ""); print}' README.md)
+((${#pycmds[@]} >= 1)) || fail "README.md's \"A Python program\" section has no command"
+# On a fresh Debian 12 machine python3 is Debian's, which has torch; where another
+# interpreter comes first on PATH (a pyenv one here), Debian's is put first.
+pypath=$PATH
+python3 -c "import torch, setuptools" 2>/dev/null || pypath=/usr/bin:$PATH
+for i in "${!pycmds[@]}"; do
+  log=$work/python$((i + 1)).log
+  echo "== README Python command $((i + 1)): ${pycmds[$i]} =="
+  PATH=$pypath bash -c "${pycmds[$i]}" >"$log" 2>&1 || { tail -40 "$log"; fail "README Python command $((i + 1)) failed (log: $log)"; }
   tail -3 "$log"
 done
 
