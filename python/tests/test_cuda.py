@@ -67,3 +67,48 @@ def test_fields_batches_on_the_device(tmp_path):
     for h, d in zip(host, dev):
         assert set(d) == set(h)
         assert all(torch.equal(h[k], d[k]) for k in h)
+
+
+class _Squares(torch.utils.data.Dataset):
+    """A Python dataset that never touches CUDA (what runs in the workers)."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        return torch.full((3, 64, 64), float(i)), i
+
+
+def test_dataloader_forks_after_cuda_is_initialised():
+    """feeder.DataLoader forks its workers after this process made a CUDA
+    context; workers that never touch CUDA are unaffected, and pin_memory
+    gives pinned tensors, as torch's DataLoader does."""
+    x = torch.ones(4, device="cuda") * 2  # a context in the parent
+    loader = feeder.DataLoader(_Squares(), batch_size=8, num_workers=2, pin_memory=True,
+                               persistent_workers=True)
+    for _ in range(2):
+        got = [(b.clone(), y) for b, y in loader]
+        assert [y.tolist() for _, y in got] == [list(range(k, k + 8)) for k in range(0, 40, 8)]
+        assert all(torch.equal(b, torch.stack([torch.full((3, 64, 64), float(i)) for i in y]))
+                   for b, y in got)
+    for b, y in loader:
+        assert b.is_pinned() and y.is_pinned()
+        assert torch.equal(b.cuda(non_blocking=True).sum(dim=(1, 2, 3)).cpu(),
+                           torch.tensor([float(i) * 3 * 64 * 64 for i in y]))
+    assert float(x.sum()) == 8.0
+
+
+def test_native_dataloader_on_the_device(folder):
+    """feeder.ImageFolder + feeder.transforms with device=: float batches made
+    on the GPU equal the host's float batches."""
+    from feeder import transforms as T
+    tf = T.Compose([T.Resize(80), T.CenterCrop(64), T.ToDtype(torch.float32, scale=True),
+                    T.Normalize([0.5, 0.5, 0.5], [0.25, 0.25, 0.25])])
+    host = list(feeder.DataLoader(feeder.ImageFolder(folder, transform=tf), batch_size=16))
+    dev = list(feeder.DataLoader(feeder.ImageFolder(folder, transform=tf), batch_size=16,
+                                 device="cuda:0"))
+    assert len(host) == len(dev)
+    for (a, la), (b, lb) in zip(host, dev):
+        assert b.is_cuda and b.dtype == torch.float32
+        assert torch.allclose(a, b.cpu(), atol=1e-5)
+        assert torch.equal(la, lb.cpu())
