@@ -486,9 +486,10 @@ class _Native:
         if f is not None:
             mean = torch.tensor(f.mean).view(1, -1, 1, 1) if f.mean else None
             std = torch.tensor(f.std).view(1, -1, 1, 1) if f.std else None
-        # Device batches live in a ring of gpu_prefetch (2) buffers, host ones in the slots.
-        room = 2 if self.native.get("device") is not None else self.loader.slots
+        on_device = self.native.get("device") is not None
         for images, labels in it:
+            # Device batches live in a ring of gpu_prefetch (2) buffers, host ones in the slots.
+            room = 2 if on_device else self.loader.slots
             if self.loader.outstanding > max(1, room // 2):
                 # More than half the slots (or device buffers) held by kept batches:
                 # copy this one out so its own goes back (as the Python datasets' path does).
