@@ -28,19 +28,25 @@ int feeder__dataset_alloc(int kind, feeder_dataset **out)
     return 0;
 }
 
+/* A user dataset of `n` samples over `user`; the caller sets its callbacks. */
+static int user_dataset(void *user, uint64_t n, feeder_dataset **out)
+{
+    int rc = feeder__dataset_alloc(FEEDER__DS_USER, out);
+    if (rc)
+        return rc;
+    (*out)->user = user;
+    (*out)->n = n;
+    return 0;
+}
+
 int feeder_dataset_create(const feeder_dataset_callbacks *cb, void *user, feeder_dataset **out)
 {
     if (!cb || !cb->len || !cb->get || !out)
         return FEEDER_EINVAL;
-    feeder_dataset *ds;
-    int rc = feeder__dataset_alloc(FEEDER__DS_USER, &ds);
-    if (rc)
-        return rc;
-    ds->cb = *cb;
-    ds->user = user;
-    ds->n = cb->len(user);
-    *out = ds;
-    return 0;
+    int rc = user_dataset(user, cb->len(user), out);
+    if (!rc)
+        (*out)->cb = *cb;
+    return rc;
 }
 
 int feeder_dataset_create_batches(const feeder_batches_callbacks *cb, void *user,
@@ -48,15 +54,10 @@ int feeder_dataset_create_batches(const feeder_batches_callbacks *cb, void *user
 {
     if (!cb || !cb->len || !cb->get || !out)
         return FEEDER_EINVAL;
-    feeder_dataset *ds;
-    int rc = feeder__dataset_alloc(FEEDER__DS_USER, &ds);
-    if (rc)
-        return rc;
-    ds->bcb = *cb;
-    ds->user = user;
-    ds->n = cb->len(user);
-    *out = ds;
-    return 0;
+    int rc = user_dataset(user, cb->len(user), out);
+    if (!rc)
+        (*out)->bcb = *cb;
+    return rc;
 }
 
 /* The schema and its names in one allocation, so the copy is one free. */

@@ -507,6 +507,23 @@ static int mix_batch(feeder_loader *ld, slot_state *ss, uint8_t *base)
                                   ss->epoch, ss->batch, ss->mix, ld->mix_scratch);
 }
 
+/* The slot's public batch, what every kind's has set: its indices, count,
+ * epoch, number, a host batch of uint8; the caller adds its own. */
+static feeder_batch *pub_batch(slot_state *ss, const uint64_t *indices)
+{
+    feeder_batch *b = &ss->pub;
+    memset(b, 0, sizeof(*b));
+    b->indices = indices;
+    b->count = ss->count;
+    b->skipped = ss->skipped;
+    b->epoch = ss->epoch;
+    b->number = ss->batch;
+    b->device = -1;
+    b->dtype = FEEDER_DTYPE_UINT8;
+    b->internal_ = ss;
+    return b;
+}
+
 /* Lend a batch: the slot's state, the stats, *out. */
 static int lend(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
@@ -527,8 +544,7 @@ static int lend(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 static int deliver_fields(feeder_loader *ld, slot_state *ss, uint8_t *base, feeder_batch **out)
 {
     const feeder__slot_layout *l = &ld->job.layout;
-    feeder_batch *b = &ss->pub;
-    memset(b, 0, sizeof(*b));
+    memset(&ss->pub, 0, sizeof(ss->pub));
     if (!feeder__fields_ctrl(&ld->job.fields, base)->packed) {
         /* Every part reported and none failed, yet none packed it: the
          * worker that was packing it died there (MAX_RESTARTS re-ran its
@@ -543,15 +559,8 @@ static int deliver_fields(feeder_loader *ld, slot_state *ss, uint8_t *base, feed
     }
     ss->count = feeder__fields_ctrl(&ld->job.fields, base)->count;
     ss->fview = (feeder__fields_view){.fl = &ld->job.fields, .slot = base};
-    b->indices = feeder__slot_indices(l, base);
-    b->count = ss->count;
-    b->skipped = ss->skipped;
-    b->epoch = ss->epoch;
-    b->number = ss->batch;
-    b->device = -1;
-    b->dtype = FEEDER_DTYPE_UINT8;
+    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
     b->fields_ = &ss->fview;
-    b->internal_ = ss;
     return lend(ld, ss, out);
 }
 
@@ -574,16 +583,8 @@ static int deliver_payload(feeder_loader *ld, slot_state *ss, uint8_t *base, fee
         }
         ss->extra_map = m;
     }
-    feeder_batch *b = &ss->pub;
-    memset(b, 0, sizeof(*b));
+    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
     b->data = feeder__slot_sample(l, base, 0);
-    b->indices = feeder__slot_indices(l, base);
-    b->count = ss->count;
-    b->epoch = ss->epoch;
-    b->number = ss->batch;
-    b->device = -1;
-    b->dtype = FEEDER_DTYPE_UINT8;
-    b->internal_ = ss;
     return lend(ld, ss, out);
 }
 
@@ -616,24 +617,15 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
         dispatch(ld);
         return mixed;
     }
-    feeder_batch *b = &ss->pub;
-    memset(b, 0, sizeof(*b));
+    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
     b->mix = mixed ? ss->mix : NULL;
     b->data = feeder__slot_sample(l, base, 0);
     b->labels = feeder__slot_labels(l, base);
-    b->indices = feeder__slot_indices(l, base);
-    b->count = ss->count;
     b->height = l->height;
     b->width = l->width;
     b->channels = l->channels;
     b->layout = l->layout;
-    b->skipped = ss->skipped;
     b->sample_bytes = l->sample_bytes;
-    b->epoch = ss->epoch;
-    b->number = ss->batch;
-    b->device = -1;
-    b->dtype = FEEDER_DTYPE_UINT8;
-    b->internal_ = ss;
     return lend(ld, ss, out);
 }
 
