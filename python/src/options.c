@@ -6,6 +6,7 @@
  */
 #include "feederpy.h" /* first: it includes Python.h */
 
+#include <math.h>
 #include <signal.h>
 
 static int worker_ignore_sigint(void *user, int worker_id)
@@ -460,7 +461,7 @@ int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     DatasetObject *ds = (DatasetObject *)a.ds;
     if (!dataset_ready(ds))
         return -1;
-    if (a.timeout < 0) {
+    if (!(a.timeout >= 0) || isinf(a.timeout)) { /* NaN compares false: refused too */
         /* PyErr_Format has no %g (Python 3.12 raises SystemError on it). */
         char msg[96];
         snprintf(msg, sizeof(msg), "timeout=%g: expected seconds >= 0 (0: wait forever)",

@@ -48,6 +48,8 @@ def test_not_a_packed_file(tmp_path):
     (dict(size=(10, 20, 30)), "size"),
     (dict(mean=(0.5, 0.5)), "mean"),
     (dict(timeout=-1), "timeout"),
+    (dict(timeout=float("nan")), "timeout=nan"),
+    (dict(timeout=float("inf")), "timeout=inf"),
     (dict(scale=(-1.0, 1.0)), "scale"),
 ])
 def test_bad_options(dataset, kw, match):
