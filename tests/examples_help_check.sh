@@ -30,7 +30,13 @@ check() { # check NAME COMMAND...
 n=0
 for p in iterate_folder fields_tokens fields_detection fields_segmentation train_loop mpi_train; do
     [[ -x $build/examples/$p ]] || { echo "$p: not built here, left out"; continue; }
-    check "$p" "$build/examples/$p"
+    if [[ $p == mpi_train ]]; then
+        # Open MPI's own allocations outlive MPI_Finalize; under ASan, LeakSanitizer
+        # would report them on stderr and change the exit status.
+        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 check "$p" "$build/examples/$p"
+    else
+        check "$p" "$build/examples/$p"
+    fi
     n=$((n + 1))
 done
 [[ $n -ge 4 ]] || fail "only $n example programs found under $build/examples"
