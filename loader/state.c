@@ -20,8 +20,8 @@
  *   176   8   dataset fingerprint (version 2; 0: unknown)
  *   184   map_bytes  bit b (LSB first) = batch b delivered
  *
- * Version 1 had no fingerprint and its map at 176; such a blob still loads,
- * with the fingerprint unknown (not compared). Version 2 had 0 where
+ * Version 1 had no fingerprint and its map at 176; such a blob loads only
+ * into a loader whose dataset has no fingerprint either (user datasets). Version 2 had 0 where
  * version 3 has the output channels (FEEDER_OPT_CHANNELS, 1 or 3): its
  * blobs load with the channels unknown (not compared), as version 1's.
  *
@@ -284,6 +284,15 @@ int feeder__state_compare(const feeder__state *b, const feeder__state *m, char *
     if (dbits(b->f) != dbits(m->f))                                                           \
         return differ_d(msg, msglen, name, b->f, m->f);
     U(dataset_size, "dataset size");
+    /* A blob that names no dataset (version 1, or a zeroed field) cannot be
+     * checked against files that have a fingerprint: refused, or rewriting a
+     * blob would be a way past the check. */
+    if (!b->fingerprint && m->fingerprint)
+        return state_fail(msg, msglen, FEEDER_EMISMATCH,
+                          "state blob does not match the loader: the blob records no dataset "
+                          "fingerprint (version 1, or the field is 0), and this loader's dataset "
+                          "has one (%016llx): it cannot be checked against the files",
+                          (unsigned long long)m->fingerprint);
     if (b->fingerprint && m->fingerprint && b->fingerprint != m->fingerprint)
         return state_fail(msg, msglen, FEEDER_EMISMATCH,
                           "state blob does not match the loader: the dataset's files differ "
