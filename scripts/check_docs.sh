@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The documentation is a reference, not a diary: README.md and docs/*.md
-# speak of the project as it is, with no session, device call, issue number,
-# lent machine or .device/ script in them; README.md stays short (at most
+# describe the project as it is, never the work history behind it (the words
+# `diary` below lists); README.md stays short (at most
 # 260 lines); and every relative link in them points to a file that exists.
 #
 #   bash scripts/check_docs.sh [SOURCE_DIR]
@@ -19,11 +19,12 @@ for f in docs/*.md; do [[ -e $f ]] && files+=("$f"); done
 fail=0
 finding() { echo "$1"; fail=1; }
 
-# Diary words. "session token" (S3) and a call of a function are fine; a
-# session or call with a number, an issue number, a lent machine are not.
+# Diary words: work-history references with a number, the tracker's numbers,
+# loaned hardware and the local GPU kit's folder. An S3 token or a function
+# call is fine.
 diary='\bsessions? [0-9]|\bcalls? [0-9]+\b|\bissues? ?#?[0-9]|--issue[0-9]|\(issue ?[0-9]|\.device/|\blent (h100|h200|gpus?|machines?|vms?|hosts?|cards?)\b'
 while IFS= read -r hit; do
-    finding "$hit: reads as a diary (sessions, device calls, issue numbers, lent machines, .device/)"
+    finding "$hit: reads as a diary (work history, not the project as it is)"
 done < <(grep -HniE "$diary" "${files[@]}" | cut -d: -f1,2 || true)
 
 lines=$(wc -l < README.md)
