@@ -309,19 +309,18 @@ static void forget_extra(slot_state *ss)
     ss->used = 0;
 }
 
-/* Batch b of `epoch` (its order `order`, order_len long) takes free slot s:
- * its indices go into the slot, its parts into the FIFO. */
-static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
-                      const uint64_t *order, uint64_t order_len)
+/* Slot s readied for batch b of `epoch` (its order `order`, order_len
+ * long): its state reset, the batch's indices written into it (BATCH_SIZE
+ * apart, or where a batch sampler put them). Returns the batch's count. */
+static uint32_t load_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
+                          const uint64_t *order, uint64_t order_len)
 {
     slot_state *ss = &ld->slots[s];
     uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
-    uint64_t first = ld->boff ? ld->boff[b] : b * batch;
+    uint64_t first = feeder__flow_batch_first(ld, b);
     uint64_t end = ld->boff ? ld->boff[b + 1] : order_len;
     uint32_t count = (uint32_t)(end - first < batch ? end - first : batch);
-    int32_t want = ld->bworker ? ld->bworker[b] : -1;
     forget_extra(ss);
-    ss->state = SLOT_FILLING;
     ss->epoch = epoch;
     ss->batch = b;
     ss->count = count;
@@ -333,6 +332,18 @@ static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
     memcpy(feeder__slot_indices(&ld->job.layout, base), order + first, count * sizeof(uint64_t));
     if (ld->job.fields.nfields)
         feeder__fields_reset(&ld->job.fields, base);
+    return count;
+}
+
+/* Batch b of `epoch` (its order `order`, order_len long) takes free slot s:
+ * its indices go into the slot, its parts into the FIFO. */
+static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
+                      const uint64_t *order, uint64_t order_len)
+{
+    slot_state *ss = &ld->slots[s];
+    uint32_t count = load_slot(ld, s, epoch, b, order, order_len);
+    int32_t want = ld->bworker ? ld->bworker[b] : -1;
+    ss->state = SLOT_FILLING;
     /* An empty batch (a batch sampler's) is still one task: the dataset
      * may have something to say for it. */
     uint32_t parts = !count ? 1 : ld->parts < count ? ld->parts : count;
@@ -665,17 +676,8 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
         return feeder__loader_fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
                     ld->nslots);
     uint32_t s = (uint32_t)(ss - ld->slots);
-    uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
-    uint64_t b = take_next_batch(ld), first = feeder__flow_batch_first(ld, b);
-    uint64_t end = ld->boff ? ld->boff[b + 1] : ld->order_len;
-    uint32_t count = (uint32_t)(end - first < batch ? end - first : batch);
-    forget_extra(ss);
-    ss->epoch = ld->epoch;
-    ss->batch = b;
-    ss->count = count;
-    ss->skipped = 0;
-    ss->dropped = 0;
-    ss->status = 0;
+    uint64_t b = take_next_batch(ld);
+    uint32_t count = load_slot(ld, s, ld->epoch, b, ld->order, ld->order_len);
     /* In groups of FEEDER__INLINE_FILES samples: the reader opens a
      * group's files at once, so a batch of 2048 does not need 2048
      * descriptors. A failed group ends the batch (its error is the batch's). */
@@ -683,11 +685,6 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
     uint32_t groups = whole ? 1 : (count + FEEDER__INLINE_FILES - 1) / FEEDER__INLINE_FILES;
     ss->parts_left = groups;
     ss->state = SLOT_FILLING;
-    uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, s);
-    memcpy(feeder__slot_indices(&ld->job.layout, base), ld->order + first,
-           count * sizeof(uint64_t));
-    if (ld->job.fields.nfields)
-        feeder__fields_reset(&ld->job.fields, base);
     static _Thread_local feeder__result_msg r;
     for (uint32_t lo = 0; (lo < count || (whole && lo == 0)) && ss->state == SLOT_FILLING;
          lo += FEEDER__INLINE_FILES) {
