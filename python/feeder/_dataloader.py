@@ -130,30 +130,16 @@ class _WorkerSide:
             return _payload.write(room, w, _payload.KIND_ERROR)
 
     def _iterable_batch(self, key):
-        """The worker's next batch of its own stream (torch's
-        _IterableDatasetFetcher), or _END when the stream has ended."""
+        """The worker's next batch of its own stream, or _END when the stream
+        has ended; a new Python epoch (key) starts the stream again."""
         if self.it_key != key:
             self.it_key = key
             self.it = iter(self.dataset)
             self.ended = False
         if self.ended:
             return _END
-        if not self.auto_collation:
-            try:
-                return self.collate(next(self.it))
-            except StopIteration:
-                self.ended = True
-                return _END
-        data = []
-        for _ in range(self.batch_size):
-            try:
-                data.append(next(self.it))
-            except StopIteration:
-                self.ended = True
-                break
-        if not data or (self.drop_last and len(data) < self.batch_size):
-            return _END
-        return self.collate(data)
+        data, self.ended = _stream_batch(self.it, self.batch_size, self.drop_last)
+        return data if data is _END else self.collate(data)
 
     def fetch(self, epoch, number, worker_id, indices, room):
         if self.init_error is not None:
@@ -187,6 +173,28 @@ class _WorkerSide:
 
 
 _END = object()
+
+
+def _stream_batch(it, batch_size, drop_last):
+    """The next batch of a stream as torch's _IterableDatasetFetcher takes it:
+    one item (batch_size None) or up to batch_size items. Returns (batch,
+    ended); batch is _END when nothing is left, or only a short last batch
+    that drop_last drops."""
+    if batch_size is None:
+        try:
+            return next(it), False
+        except StopIteration:
+            return _END, True
+    data, ended = [], False
+    for _ in range(batch_size):
+        try:
+            data.append(next(it))
+        except StopIteration:
+            ended = True
+            break
+    if not data or (drop_last and len(data) < batch_size):
+        return _END, ended
+    return data, ended
 
 
 def _check_context(ctx, num_workers):
@@ -543,16 +551,8 @@ class _SingleProcessIter:
     def _next_iterable(self):
         if self.ended:
             raise StopIteration
-        if not self.auto:
-            return self.collate(next(self.it))
-        data = []
-        for _ in range(self.loader.batch_size):
-            try:
-                data.append(next(self.it))
-            except StopIteration:
-                self.ended = True
-                break
-        if not data or (self.loader.drop_last and len(data) < self.loader.batch_size):
+        data, self.ended = _stream_batch(self.it, self.loader.batch_size, self.loader.drop_last)
+        if data is _END:
             raise StopIteration
         return self.collate(data)
 

@@ -202,7 +202,6 @@ def test_distributed_sampler_ranks():
             out.append(epochs)
         same(out[1], out[0])
         seen.append([i for b in out[1][0] for i in b["label"].tolist()])
-    ids = [int(x["id"][7:]) for rank in range(3) for x in []]  # noqa: F841
     # The ranks' shares are disjoint and cover the dataset (padded to 42).
     labels = sorted(itertools.chain.from_iterable(seen))
     assert len(labels) == 42
