@@ -6,7 +6,7 @@
  * the interpreter consistent across the workers' fork (the GIL held,
  * PyOS_BeforeFork / AfterFork_Parent / AfterFork_Child). Each lent batch
  * comes back as a Payload: the bytes the worker wrote into the slot (and a
- * PayloadExtra for what overflowed into its memfd), readable through the
+ * second Payload for what overflowed into its memfd), readable through the
  * buffer protocol without a copy; the slot goes back when the last view of
  * them dies. The serialisation itself is Python's (feeder/_worker.py).
  *
@@ -45,22 +45,19 @@ typedef struct {
     PyGILState_STATE fork_gil;
 } BatchLoaderObject;
 
-typedef struct {
+/* A lent batch's bytes: the slot's room (loader and b set: it gives the
+ * batch back when it dies), or its extra descriptor's mapping (owner set:
+ * the room's Payload, which it keeps alive). */
+typedef struct PayloadObject {
     PyObject_HEAD
     BatchLoaderObject *loader;
     feeder_batch *b;
+    struct PayloadObject *owner;
     void *data;
     size_t len;
 } PayloadObject;
 
-typedef struct {
-    PyObject_HEAD
-    PayloadObject *payload;
-    void *data;
-    size_t len;
-} PayloadExtraObject;
-
-static PyTypeObject PayloadType, PayloadExtraType;
+static PyTypeObject PayloadType;
 
 /* ---- the worker side: callbacks that run in the forked workers ---- */
 
@@ -405,17 +402,20 @@ static PyObject *make_payload(BatchLoaderObject *self, feeder_batch *b)
     }
     p->loader = (BatchLoaderObject *)Py_NewRef(self);
     p->b = b;
+    p->owner = NULL;
     p->data = data;
     p->len = len;
     self->outstanding++;
     PyObject *x = Py_None;
     if (extra) {
-        PayloadExtraObject *e = PyObject_New(PayloadExtraObject, &PayloadExtraType);
+        PayloadObject *e = PyObject_New(PayloadObject, &PayloadType);
         if (!e) {
             Py_DECREF(p);
             return NULL;
         }
-        e->payload = (PayloadObject *)Py_NewRef(p);
+        e->loader = NULL;
+        e->b = NULL;
+        e->owner = (PayloadObject *)Py_NewRef(p);
         e->data = extra;
         e->len = xlen;
         x = (PyObject *)e;
@@ -561,6 +561,7 @@ static void payload_dealloc(PayloadObject *self)
             bl_destroy_now(l);
     }
     Py_XDECREF(l);
+    Py_XDECREF(self->owner);
     PyObject_Free(self);
 }
 
@@ -579,42 +580,14 @@ static PyTypeObject PayloadType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder._feeder.Payload",
     .tp_basicsize = sizeof(PayloadObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The bytes a worker wrote into a batch slot; the slot is lent while any view of "
-              "them lives.",
+    .tp_doc = "The bytes a worker wrote into a batch slot, or those past the slot's room (the "
+              "worker's memfd, mapped); the batch is lent while any view of them lives.",
     .tp_dealloc = (destructor)payload_dealloc,
     .tp_as_buffer = &payload_buffer,
     .tp_as_sequence = &payload_seq,
 };
 
-static void extra_dealloc(PayloadExtraObject *self)
-{
-    Py_XDECREF(self->payload);
-    PyObject_Free(self);
-}
-
-static int extra_getbuffer(PayloadExtraObject *self, Py_buffer *view, int flags)
-{
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, (Py_ssize_t)self->len, 0, flags);
-}
-
-static PyBufferProcs extra_buffer = {(getbufferproc)extra_getbuffer, NULL};
-
-static Py_ssize_t extra_len(PayloadExtraObject *self) { return (Py_ssize_t)self->len; }
-
-static PySequenceMethods extra_seq = {.sq_length = (lenfunc)extra_len};
-
-static PyTypeObject PayloadExtraType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder._feeder.PayloadExtra",
-    .tp_basicsize = sizeof(PayloadExtraObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A batch's bytes past its slot's room (the worker's memfd, mapped); keeps the "
-              "batch lent while it lives.",
-    .tp_dealloc = (destructor)extra_dealloc,
-    .tp_as_buffer = &extra_buffer,
-    .tp_as_sequence = &extra_seq,
-};
-
 int batches_ready_types(void)
 {
-    return PyType_Ready(&PayloadType) < 0 || PyType_Ready(&PayloadExtraType) < 0 ? -1 : 0;
+    return PyType_Ready(&PayloadType) < 0 ? -1 : 0;
 }
