@@ -41,14 +41,5 @@ PKGS+=(lighttpd-mod-openssl openssl)
 if ((bench)); then
   PKGS+=(python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib)
 fi
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+source "$(dirname "$0")/install_debs.sh"
+install_debs "${PKGS[@]}"

@@ -18,17 +18,8 @@ esac
 if ((apt)); then
   PKGS=(curl)
   command -v npm >/dev/null || PKGS+=(nodejs npm)
-  missing=()
-  for p in "${PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  fi
+  source "$(dirname "$0")/install_debs.sh"
+  install_debs "${PKGS[@]}"
 fi
 npm_dir=${FEEDER_NPM_DIR:-$HOME/.cache/feeder/npm}
 if [ ! -x "$npm_dir/node_modules/.bin/s3rver" ]; then
