@@ -7,25 +7,32 @@
 The dataset is ImageFolder-style (one sub-folder per class, labels from the
 sorted class names, every .jpg/.jpeg file in it recursively) or a list file of
 "relative/path label" lines, as feeder reads them. Each image is decoded with
-torchvision.io.decode_jpeg (PIL when torchvision.io cannot), then
+torchvision.io.decode_jpeg (PIL when torchvision.io cannot), then, with
+torchvision.transforms.v2,
 
     eval:  Resize(256, antialias=True) + CenterCrop(224)
     train: RandomResizedCrop(224, antialias=True) + RandomHorizontalFlip()
 
 on uint8 CHW tensors. With CUDA the loader pins memory and every batch is
-copied to the GPU with non_blocking=True, as a training loop would.
+copied to the GPU with non_blocking=True, as a training loop would. This is
+PyTorch at its strongest: shuffled, persistent workers, a run's figure the
+median of its epochs after the first (--no-persistent, --shuffle 0 and
+--count-first give the other cases). bench/torch_reference.py is the same
+loader as a user would write it; --reference runs it beside the column and
+says how far apart they are (they must agree within 5%).
 
-Each epoch is timed from iter(loader) (which starts the workers:
-persistent_workers=False) to the end of the loop, after a CUDA synchronize;
-the first-batch time runs from iter(loader) until the first batch is held
-(on the GPU, synchronized, when CUDA is present). Every epoch is reported,
-and the median.
+Each epoch is timed from iter(loader) to the end of the loop, after a CUDA
+synchronize; the first-batch time runs from iter(loader) until the first
+batch is held (on the GPU, synchronized, when CUDA is present). Every epoch
+is reported, and the figure.
 
 --sweep 1,2,4,8,15 compares, for the eval and the train pipeline at each
 worker count, on the same files with the same batch, workers and prefetch:
 
   torch       the DataLoader above (torchvision.io decode, pin_memory,
               non_blocking .cuda() copies);
+  torch PIL   with --pil-column: the classic pipeline (PIL open + convert,
+              transforms on the PIL image, PILToTensor), labelled apart;
   torch GPU   torchvision's GPU decode: DataLoader workers only read the
               files (raw bytes, same batch/workers/prefetch), the main process
               decodes each batch with torchvision.io.decode_jpeg(list,
@@ -62,10 +69,16 @@ try:
     import torch
     import torchvision
     from torch.utils.data import DataLoader, Dataset
-    from torchvision import transforms as T
+    try:
+        from torchvision.transforms import v2 as T
+        TRANSFORMS = "transforms.v2"
+    except ImportError:  # torchvision < 0.15 (Debian 12's): v1's tensor transforms
+        from torchvision import transforms as T
+        TRANSFORMS = "transforms (v1: torchvision < 0.15 has no v2)"
     TORCH_ERROR = None
 except ImportError as e:  # main() says so unless --no-torch
     TORCH_ERROR = e
+    TRANSFORMS = None
     Dataset = object
 
 JPEG_EXT = (".jpg", ".jpeg")
@@ -119,6 +132,10 @@ def torchvision_io_works(path):
 
 
 class JpegDataset(Dataset):
+    """use_tvio: torchvision.io decodes to a uint8 tensor; "classic": PIL
+    decodes and the transform (which ends in PILToTensor) runs on the PIL
+    image; otherwise PIL decodes to a tensor."""
+
     def __init__(self, samples, transform, use_tvio):
         self.samples = samples
         self.transform = transform
@@ -128,6 +145,10 @@ class JpegDataset(Dataset):
         return len(self.samples)
 
     def load(self, path):
+        if self.use_tvio == "classic":
+            from PIL import Image
+            with Image.open(path) as im:
+                return im.convert("RGB")
         if self.use_tvio:
             try:
                 return torchvision.io.decode_jpeg(
@@ -167,22 +188,32 @@ def parse_augment(s):
     return s
 
 
-def make_transform(pipeline, size, resize, augment=None):
+def make_transform(pipeline, size, resize, augment=None, classic=False):
+    """The pipeline's transforms on uint8 tensors (transforms.v2), or with
+    classic the v1 transforms on a PIL image, then PILToTensor."""
+    if classic:
+        from torchvision import transforms as V1
+    t = V1 if classic else T
     if pipeline == "eval":
-        steps = [T.Resize(resize, antialias=True), T.CenterCrop(size)]
+        steps = [t.Resize(resize, antialias=True), t.CenterCrop(size)]
     else:
-        steps = [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()]
+        steps = [t.RandomResizedCrop(size, antialias=True), t.RandomHorizontalFlip()]
     for name in (augment or "").split(","):
         if name in BATCH_AUGMENTS:
             raise RuntimeError(f"--augment {name}: a batch-level step, not run on PyTorch's side")
         if name:
             steps.append(AUGMENTS[name]())
-    return T.Compose(steps)
+    if classic:
+        steps.append(t.PILToTensor())
+    return t.Compose(steps)
 
 
 def run(args, samples, use_tvio, pipeline, workers, cuda):
+    """One timed run of the CPU DataLoader; use_tvio "classic" is the PIL
+    column."""
     ds = JpegDataset(samples, make_transform(pipeline, args.size, args.resize,
-                                             getattr(args, "augment", None)), use_tvio)
+                                             getattr(args, "augment", None),
+                                             classic=use_tvio == "classic"), use_tvio)
     shuffle = pipeline == "train" if args.shuffle is None else bool(args.shuffle)
     gen = torch.Generator()
     gen.manual_seed(args.seed)
@@ -213,7 +244,7 @@ def run(args, samples, use_tvio, pipeline, workers, cuda):
         epochs.append(dict(images=images, seconds=round(secs, 6),
                            images_per_s=round(rate, 1),
                            first_batch_ms=round((first or 0.0) * 1e3, 3)))
-        print(f"torch {pipeline:5s} workers {workers:2d}  epoch {e + 1}/{args.epochs}  "
+        print(f"torch{' PIL' if use_tvio == 'classic' else ''} {pipeline:5s} workers {workers:2d}  epoch {e + 1}/{args.epochs}  "
               f"{rate:8.0f} images/s  first batch {(first or 0) * 1e3:7.1f} ms",
               file=sys.stderr)
         if images != len(ds):
@@ -299,6 +330,7 @@ def run_gpu_decode(args, samples, pipeline, workers):
               generator=gen)
     if workers > 0:
         kw["prefetch_factor"] = args.prefetch
+        kw["persistent_workers"] = bool(args.persistent)
     loader = DataLoader(BytesDataset(samples), **kw)
     epochs = []
     for e in range(args.epochs):
@@ -323,6 +355,30 @@ def run_gpu_decode(args, samples, pipeline, workers):
               f"  {rate:8.0f} images/s", file=sys.stderr)
     return run_result(pipeline, workers, epochs,
                       steady(args, [x["images_per_s"] for x in epochs]))
+
+
+def run_reference(args, data, pipeline, workers):
+    """bench/torch_reference.py on the same files, in its own process: the
+    figure the torch column must match."""
+    if not os.path.isdir(data):
+        return dict(status="n/a", reason="the reference script reads a folder, not a list file")
+    if args.size != 224 or args.resize != 256 or args.augment:
+        return dict(status="n/a", reason="the reference script is Resize 256 / crop 224, "
+                                         "without --augment")
+    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "torch_reference.py"), data,
+           "--workers", str(workers), "--batch", str(args.batch), "--prefetch",
+           str(args.prefetch), "--epochs", str(args.epochs), "--pipeline", pipeline]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(p.stderr)
+    if p.returncode != 0:
+        raise RuntimeError(f"torch_reference.py failed (exit {p.returncode}): "
+                           f"{(p.stderr.strip().splitlines() or ['no message'])[-1]}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    return run_result(pipeline, workers,
+                      [dict(images=0, seconds=0, images_per_s=round(x, 1), first_batch_ms=0.0)
+                       for x in r["epochs"]],
+                      steady(args, r["epochs"]))
 
 
 def find_bench_loader(path):
@@ -383,17 +439,31 @@ def feeder_point(args, bench, data, pipeline, workers, decoder, device):
 
 def sweep_table(res):
     decs = res["config"]["feeder_decoders"]
-    head = (["workers", "pipeline", "torch img/s", "torch GPU-decode img/s"]
+    pil = res["config"].get("pil_column")
+    ref = res["config"].get("reference")
+    head = (["workers", "pipeline", "torch img/s"]
+            + (["torch reference img/s", "column / reference"] if ref else [])
+            + (["torch PIL img/s"] if pil else [])
+            + ["torch GPU-decode img/s"]
             + [f"feeder {d} img/s" for d in decs]
             + [f"feeder (Python, {res['config']['python_decoder']}) img/s"]
-            + [f"{d} / torch" for d in decs])
+            + [f"{d} / torch" for d in decs]
+            + ([f"{d} / torch PIL" for d in decs] if pil else []))
+
+    def ratio(x):
+        return "-" if x is None else f"{x:.2f}"
     rows = []
     for r in res["rows"]:
-        row = [str(r["workers"]), r["pipeline"], cell(r["torch"]), cell(r["torch_gpu_decode"])]
+        row = [str(r["workers"]), r["pipeline"], cell(r["torch"])]
+        if ref:
+            row += [cell(r.get("torch_reference")), ratio(r.get("torch_vs_reference"))]
+        if pil:
+            row.append(cell(r.get("torch_pil")))
+        row.append(cell(r["torch_gpu_decode"]))
         row += [cell(r["feeder"][d]) for d in decs] + [cell(r.get("feeder_python"))]
-        for d in decs:
-            x = r["ratio"].get(d)
-            row.append("-" if x is None else f"{x:.2f}")
+        row += [ratio(r["ratio"].get(d)) for d in decs]
+        if pil:
+            row += [ratio(r.get("ratio_pil", {}).get(d)) for d in decs]
         rows.append(row)
     return md_table(head, rows, [True, False] + [True] * (len(head) - 2)) + "\n"
 
@@ -408,18 +478,24 @@ def sweep_description(res):
     if res["torch"]:
         t = res["torch"]
         d += (f"torch {t['torch']}, torchvision {t['torchvision']}, decode {t['decoder']}, "
+              f"{t.get('transforms', 'transforms')} on uint8 tensors, "
               + ("pin_memory + non_blocking .cuda() copies" if t["cuda"] else "no CUDA")
               + "; torch GPU-decode: DataLoader workers read the files, "
               "torchvision.io.decode_jpeg(list, device='cuda') + v2.functional resize/crop "
-              "on the GPU (\"-\": no CUDA).\n")
+              "on the GPU (\"-\": no CUDA)"
+              + ("; torch PIL: PIL decode, v1 transforms on the PIL image, PILToTensor"
+                 if c.get("pil_column") else "")
+              + ("; torch reference: bench/torch_reference.py in its own process"
+                 if c.get("reference") else "") + ".\n")
     else:
         d += "PyTorch not run (--no-torch): torch columns empty.\n"
     d += (f"feeder: bench_loader --device {c['feeder_device']} per backend; n/a = the backend "
           "cannot run here (bench_loader's reason). Each run times its epochs from the first "
           "request (iter(loader) for torch) to the end; a run's figure is its median epoch"
           + (" after the first (--skip-first: steady state)" if c.get("skip_first") else "")
-          + ("; persistent workers on both sides (--persistent)" if c.get("persistent")
-             else "; workers forked again every epoch on both sides (the default)")
+          + ("; persistent workers on both sides" if c.get("persistent")
+             else "; workers forked again every epoch on both sides (--no-persistent)")
+          + ("; shuffled" if c.get("shuffle", 1) else "; in order (--shuffle 0)")
           + (f"; augment {c['augment']} after the crop on both sides" if c.get("augment")
              else "")
           + ". ratio = feeder / torch (CPU DataLoader).\n")
@@ -431,8 +507,31 @@ def measure_row(args, row, samples, use_tvio, cuda, bench, data, device, have_to
     reported as failed with its reason, and the others still run."""
     p, w = row["pipeline"], row["workers"]
     if have_torch:
-        row["torch"] = guarded("torch", lambda: summarize(
-            [run(args, samples, use_tvio, p, w, cuda) for _ in range(args.runs)]))
+        # The column's and the reference's runs alternate: the machine's
+        # speed drifts by 10-25% over minutes, which one after the other
+        # would read as a difference between them.
+        col, ref = [], []
+
+        def column_and_reference():
+            col.append(run(args, samples, use_tvio, p, w, cuda))
+            if args.reference:
+                ref.append(guarded("torch reference", lambda: run_reference(args, data, p, w)))
+        row["torch"] = guarded("torch", lambda: (
+            [column_and_reference() for _ in range(args.runs)], summarize(col))[1])
+        if args.pil_column:
+            row["torch_pil"] = guarded("torch PIL", lambda: summarize(
+                [run(args, samples, "classic", p, w, cuda) for _ in range(args.runs)]))
+        if args.reference:
+            bad = [r for r in ref if r.get("status", "ok") != "ok"]
+            ref = bad[0] if bad else (summarize(ref) if ref else
+                                      dict(status="failed", reason="the torch column failed"))
+            row["torch_reference"] = ref
+            t, f = figure(row["torch"]), figure(ref)
+            row["torch_vs_reference"] = round(t / f, 3) if t and f else None
+            if t and f and abs(t / f - 1) > 0.05:
+                print(f"compare_torch.py: warning: the torch column ({t:.0f} images/s) is "
+                      f"{t / f:.2f}x bench/torch_reference.py ({f:.0f}), more than 5% apart "
+                      f"({p}, {w} workers)", file=sys.stderr)
         if cuda and args.no_gpu_decode:
             row["torch_gpu_decode"] = None
         elif cuda and args.augment:
@@ -446,6 +545,10 @@ def measure_row(args, row, samples, use_tvio, cuda, bench, data, device, have_to
         row["feeder"][d] = f
         t = figure(row["torch"])
         row["ratio"][d] = round(f["median_images_per_s"] / t, 3) if figure(f) and t else None
+        t = figure(row.get("torch_pil"))
+        if t:
+            row.setdefault("ratio_pil", {})[d] = (round(f["median_images_per_s"] / t, 3)
+                                                  if figure(f) else None)
     if fdr is not None and args.augment:
         row["feeder_python"] = dict(status="n/a", reason="--augment: bench_loader only")
     elif fdr is not None:
@@ -465,7 +568,7 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
                             gpu=torch.cuda.get_device_name(0) if cuda else None),
                torch=(dict(torch=torch.__version__, torchvision=torchvision.__version__,
                            decoder="torchvision.io.decode_jpeg" if use_tvio else "PIL",
-                           cuda=cuda, python=platform.python_version())
+                           transforms=TRANSFORMS, cuda=cuda, python=platform.python_version())
                       if have_torch else None),
                dataset=dict(path=data, images=len(samples)),
                config=dict(workers=args.sweep, pipelines=pipelines, batch=args.batch,
@@ -474,7 +577,8 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
                            feeder_decoders=args.feeder_decoders, feeder_device=device, skip_first=args.skip_first,
                            python_decoder=args.python_decoder,
                            augment=args.augment, persistent=args.persistent,
-                           bench_loader=bench),
+                           shuffle=args.shuffle, pil_column=args.pil_column,
+                           reference=args.reference, bench_loader=bench),
                rows=[])
     fdr, why = import_feeder(bench)
     if fdr is None:
@@ -482,7 +586,8 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
     res["feeder_python"] = dict(available=fdr is not None, reason=why)
     for p in pipelines:
         for w in args.sweep:
-            row = dict(pipeline=p, workers=w, torch=None, torch_gpu_decode=None, feeder={},
+            row = dict(pipeline=p, workers=w, torch=None, torch_pil=None, torch_reference=None,
+                       torch_vs_reference=None, torch_gpu_decode=None, feeder={},
                        feeder_python=None if fdr else dict(status="unavailable", reason=why),
                        ratio={})
             measure_row(args, row, samples, use_tvio, cuda, bench, data, device, have_torch,
@@ -537,13 +642,13 @@ def main():
     ap.add_argument("--resize", type=positive, default=None,
                     help="eval: shorter side before the crop (size*256/224)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--shuffle", type=int, choices=[0, 1], default=None,
-                    help="default: 1 for train, 0 for eval (as bench_loader)")
+    ap.add_argument("--shuffle", type=int, choices=[0, 1], default=1,
+                    help="1 (default): shuffled, as training reads; 0: in order")
     ap.add_argument("--no-cuda", action="store_true", help="do not pin or copy to the GPU")
-    ap.add_argument("--persistent", action="store_true",
-                    help="persistent_workers=True: PyTorch's steady state (its default re-forks "
-                         "the workers every epoch); with --skip-first the figure is the median "
-                         "of the epochs after the first")
+    ap.add_argument("--persistent", action="store_true", default=True,
+                    help="persistent_workers=True on both sides (the default)")
+    ap.add_argument("--no-persistent", dest="persistent", action="store_false",
+                    help="workers forked again every epoch (PyTorch's own default)")
     ap.add_argument("--pil", action="store_true",
                     help="decode with PIL even where torchvision.io works")
     ap.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
@@ -554,9 +659,17 @@ def main():
     sw.add_argument("--sweep", type=parse_workers, default=None, metavar="LIST",
                     help="worker counts, e.g. 1,2,4,8,15")
     sw.add_argument("--runs", type=positive, default=3, help="runs per point, median (3)")
-    sw.add_argument("--skip-first", action="store_true",
+    sw.add_argument("--skip-first", action="store_true", default=True,
                     help="a run's figure is the median of its epochs after the first "
-                         "(steady state; needs --epochs >= 2)")
+                         "(steady state; the default, with --epochs >= 2)")
+    sw.add_argument("--count-first", dest="skip_first", action="store_false",
+                    help="a run's figure is the median of all its epochs")
+    sw.add_argument("--pil-column", action="store_true",
+                    help="add the classic PIL pipeline (PIL decode, transforms on the PIL "
+                         "image, PILToTensor) as a labelled column")
+    sw.add_argument("--reference", action="store_true",
+                    help="run bench/torch_reference.py beside the torch column and report "
+                         "column / reference (it must be within 5%%)")
     sw.add_argument("--feeder-decoders", type=parse_decoders, default=["roi"],
                     help="bench_loader --decoder values, e.g. roi,nvjpeg,hybrid (roi)")
     sw.add_argument("--python-decoder", type=parse_decoder, default="roi",

@@ -34,7 +34,9 @@ def c_run(args, data):
     cmd = [args.bench_loader, "--data", data, "--workers", str(args.workers), "--batch",
            str(args.batch), "--prefetch", str(args.prefetch), "--epochs", str(args.epochs),
            "--pipeline", args.pipeline, "--size", str(args.size), "--layout", args.layout,
-           "--json", "--no-append"]
+           "--decoder", args.decoder, "--shuffle", str(args.shuffle), "--json", "--no-append"]
+    if args.persistent:
+        cmd.append("--persistent")
     if args.device is not None:
         cmd += ["--device", str(args.device), "--dtype", args.c_dtype]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -45,7 +47,8 @@ def c_run(args, data):
 def loader(args, ds, **kw):
     return feeder.Loader(ds, batch_size=args.batch, num_workers=args.workers,
                          prefetch_factor=args.prefetch, pipeline=args.pipeline, size=args.size,
-                         layout=args.layout.upper(),
+                         layout=args.layout.upper(), decoder=args.decoder,
+                         shuffle=bool(args.shuffle), persistent_workers=args.persistent,
                          device=None if args.device is None else f"cuda:{args.device}",
                          dtype=args.dtype, **kw)
 
@@ -69,7 +72,7 @@ def per_batch_us(args, ds, as_torch, sync):
     # binding's work per batch does not depend on the batch's size.
     ld = feeder.Loader(ds, batch_size=16, num_workers=args.workers,
                        prefetch_factor=args.prefetch, pipeline=args.pipeline, size=32,
-                       layout=args.layout.upper(), as_torch=as_torch,
+                       layout=args.layout.upper(), as_torch=as_torch, decoder=args.decoder,
                        device=None if args.device is None else f"cuda:{args.device}",
                        dtype=args.dtype, persistent_workers=True)
     import torch
@@ -118,6 +121,13 @@ def main():
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--layout", default="nhwc", choices=["nhwc", "nchw"])
     p.add_argument("--device", type=int, default=None, help="CUDA device (default: host batches)")
+    p.add_argument("--decoder", default="roi", choices=["turbo", "roi", "nvjpeg", "hybrid"],
+                   help="the decoder on both sides (roi); nvjpeg and hybrid need --device")
+    p.add_argument("--shuffle", type=int, default=1, choices=[0, 1],
+                   help="1 (default): shuffled on both sides, as training reads")
+    p.add_argument("--persistent", action="store_true",
+                   help="persistent workers on both sides (each side's epochs after the "
+                        "first then show the steady state)")
     p.add_argument("--dtype", default=None, choices=[None, "uint8", "float16", "bfloat16",
                                                       "float32"])
     p.add_argument("--calls", type=int, default=200, help="next() calls timed for the overhead")

@@ -145,3 +145,50 @@ if "$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --augment sepia > /d
 fi
 grep -q "'sepia': expected a comma-separated list" "$d/err" || { cat "$d/err"; exit 1; }
 echo "bench_loader --augment: in the JSON config; unknown names refused on both sides"
+
+# With torch: the column, the PIL column and bench/torch_reference.py run on
+# the same files, alternating, and the table gives column / reference and the
+# ratios against both torch columns. Skipped (said so) where torch is absent.
+tpy=""
+for p in "${PYTHON:-}" python3 /usr/bin/python3; do
+    [[ -n $p ]] && "$p" -c 'import torch, torchvision' > /dev/null 2>&1 && { tpy=$p; break; }
+done
+if [[ -n $tpy ]]; then
+    py=$tpy
+    "$py" "$src/bench/compare_torch.py" --sweep 1 --runs 2 --epochs 2 --batch 8 \
+        --data "$d/data" --bench-loader "$bench" --pipeline eval --pil-column --reference \
+        --no-gpu-decode --no-cuda --json-out "$d/ref.json" > "$d/out" 2> "$d/err" ||
+        { cat "$d/err" >&2; exit 1; }
+    "$py" - "$d/ref.json" "$d/out" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read()
+(r,) = doc["rows"]
+c = doc["config"]
+assert c["persistent"] and c["shuffle"] == 1 and c["skip_first"], c
+assert c["reference"] and c["pil_column"], c
+for k in ("torch", "torch_pil", "torch_reference"):
+    assert r[k]["status"] == "ok" and len(r[k]["runs_images_per_s"]) == 2, (k, r[k])
+assert r["torch_vs_reference"] == round(r["torch"]["median_images_per_s"]
+                                        / r["torch_reference"]["median_images_per_s"], 3), r
+assert r["ratio_pil"]["roi"] == round(r["feeder"]["roi"]["median_images_per_s"]
+                                      / r["torch_pil"]["median_images_per_s"], 3), r
+assert doc["torch"]["transforms"].startswith("transforms"), doc["torch"]
+for word in ("column / reference", "torch PIL img/s", "roi / torch PIL",
+             "torch reference: bench/torch_reference.py", "persistent workers on both sides",
+             "shuffled"):
+    assert word in out, (word, out)
+print("compare_torch.py --reference --pil-column: both torch columns and the reference, "
+      "alternating, with their ratios")
+PY
+    if "$py" "$src/bench/compare_torch.py" --sweep 1 --runs 1 --epochs 1 --size 32 --reference \
+        --pipeline eval --no-gpu-decode --no-cuda --data "$d/data" --bench-loader "$bench" \
+        --json-out "$d/ref32.json" > /dev/null 2>&1; then
+        "$py" -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]["torch_reference"]; assert r["status"] == "n/a" and "Resize 256 / crop 224" in r["reason"], r' "$d/ref32.json"
+        echo "compare_torch.py --reference at another size: n/a with the reason"
+    else
+        echo "FAIL: compare_torch.py --reference --size 32 failed"; exit 1
+    fi
+else
+    echo "compare_torch.py --reference: skipped (no python3 with torch and torchvision)"
+fi
