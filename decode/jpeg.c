@@ -197,20 +197,6 @@ static int to_output_pixels(uint8_t *p, uint32_t w, uint32_t h, size_t stride, i
     return 1;
 }
 
-static int check_size(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
-                      size_t errlen)
-{
-    uint64_t n = (uint64_t)w * h;
-    if (n == 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
-                                   "image has no pixels (%ux%u)", w, h);
-    if (t->max_pixels && n > t->max_pixels)
-        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
-                                   "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
-                                   (unsigned long long)n, (unsigned long long)t->max_pixels);
-    return 0;
-}
-
 /* TurboJPEG 2.1's tjDecompressHeader3 leaves its libjpeg object mid-header
  * when it fails (no jpeg_abort), and the next image on that handle is then
  * misread (seen here: a stream cut inside its header, then a good image read
@@ -240,14 +226,16 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
         return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
                                    "no image in the JPEG stream (tables only, or cut "
                                    "before the frame header)");
-    int rc = check_size(t, (uint32_t)w, (uint32_t)h, err, errlen);
+    int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+    int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
+    size_t stride = (size_t)w * (size_t)ch;
+    int rc = feeder__check_image(t, (uint32_t)w, (uint32_t)h, (uint64_t)stride * (uint64_t)h,
+                                 "the whole decoded image: TURBO decodes every pixel", err,
+                                 errlen);
     if (rc)
         return rc;
     feeder__crop c;
     feeder__crop_compute(t, (uint32_t)w, (uint32_t)h, seed, epoch, index, &c);
-    int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
-    int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
-    size_t stride = (size_t)w * (size_t)ch;
     if ((rc = feeder__buf_reserve(&d->pix, stride * (size_t)h)))
         return feeder__decode_fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
     int pf = cmyk ? TJPF_CMYK : ch == 1 ? TJPF_GRAY : TJPF_RGBX;
@@ -342,7 +330,7 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
                                    "no image in the JPEG stream (tables only, or cut "
                                    "before the frame header)");
     uint32_t W = ci->image_width, H = ci->image_height;
-    int rc = check_size(t, W, H, err, errlen);
+    int rc = feeder__check_pixels(t, W, H, err, errlen);
     if (rc)
         return rc;
     feeder__crop c;

@@ -670,6 +670,16 @@ typedef enum feeder_option {
                                           of each slot's room for a batch; pages are backed only
                                           once written, so a large room costs only its address
                                           space; default 64 MiB */
+    FEEDER_OPT_MAX_DECODE_BYTES = 23,  /* largest memory one image's decode may take, in bytes:
+                                          the decoded pixels and the decoder's own buffers that
+                                          grow with the image (a lossless WebP's whole ARGB
+                                          copy, PNG rows, an alpha plane), reckoned from the
+                                          header and refused (FEEDER_ETOOBIG) before anything
+                                          is allocated; a WebP over it is first tried at the
+                                          reduced scale the crop needs. 0 = no limit;
+                                          default 256 MiB */
+    FEEDER_OPT_MAX_SIDE = 24,          /* largest width or height decoded (FEEDER_ETOOBIG);
+                                          0 = no limit; default 65535 (JPEG's own limit) */
     /* GPU delivery (feeder_cuda.h; needs a CUDA build and a device): */
     FEEDER_OPT_DEVICE = 30,            /* CUDA device of the batches, -1 = host batches; default -1 */
     FEEDER_OPT_PIN_MODE = 31,          /* feeder_pin_mode; default FEEDER_PIN_REGISTER */
