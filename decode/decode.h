@@ -108,7 +108,8 @@ typedef struct feeder__decode_times {
  *                   or the memory the decode takes over t->max_decode_bytes
  *                   (TURBO's whole image, PNG, WebP; the ROI decoder's region
  *                   is not counted), all checked from the header, before any
- *                   pixel is decoded; dst untouched,
+ *                   pixel is decoded; dst untouched. Scratch over 32 MiB is
+ *                   freed before the call returns,
  *   FEEDER_EINVAL   NULL d, t or dst, a zero output size, an unknown decoder,
  *   -ENOMEM.
  * On error `err` (errlen bytes; may be NULL) holds the decoder's own text,

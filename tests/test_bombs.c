@@ -4,7 +4,8 @@
  * and 16384 x 10922 pixels (a few hundred KB of deflated zeros), each under
  * the pixel limit, loaded by one worker: the batch fails with the exact
  * message (SKIP replaces the sample), the worker's peak RSS stays small, and
- * the next epoch arrives whole. The WebP decoder's reduced-scale decode is
+ * the next epoch arrives whole. A worker that met a large image it may
+ * decode gives the memory back. The WebP decoder's reduced-scale decode is
  * checked against the whole decode. Check forks each test.
  */
 #include <check.h>
@@ -284,6 +285,43 @@ START_TEST(test_bombs_refused_worker_small)
 }
 END_TEST
 
+/* A 6000 x 6000 PNG (108 MB decoded, under the limits) as the last of five
+ * samples, batches of one, one persistent worker: once its batch arrives the
+ * worker has let the decode's memory go: its RSS is within 24 MB of what it
+ * was before that image, though its peak shows the image was decoded. */
+START_TEST(test_large_image_memory_returned)
+{
+    tu_folder("d", 1, 4);
+    png_gray("d/c0/big.png", 6000, 6000, 99);
+    feeder_dataset *ds = tu_open_folder(tu_dir, "d");
+    feeder_loader *ld = tu_small_loader(ds, 1, 1);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SHUFFLE, 0), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 1), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    pid_t pid = feeder_loader_worker_pid(ld, 0);
+    long before = 0;
+    for (int k = 0; k < 5; k++) {
+        feeder_batch *b;
+        ck_assert_int_eq(feeder_next(ld, &b), 0);
+        ck_assert_uint_eq(b->indices[0], (uint64_t)k);
+        if (k == 4)
+            for (int i = 0; i < 32 * 32 * 3; i++)
+                ck_assert_uint_eq(b->data[i], 99);
+        feeder_batch_release(b, NULL);
+        if (k == 3)
+            before = status_kb(pid, "VmRSS");
+    }
+    long after = status_kb(pid, "VmRSS"), hwm = status_kb(pid, "VmHWM");
+    printf("large image: worker RSS %ld kB before, %ld kB after, peak %ld kB\n", before, after,
+           hwm);
+    ck_assert_int_gt(hwm, before + 100 * 1024);
+    ck_assert_int_lt(after, before + 24 * 1024);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 /* A photo as a lossy WebP of w x h. */
 static uint8_t *photo_webp(unsigned photo, uint32_t w, uint32_t h, size_t *len)
 {
@@ -394,6 +432,7 @@ static Suite *bombs_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_one_colour_webp_decodes);
     tcase_add_loop_test(tc, test_bombs_refused_worker_small, 0, 3);
+    tcase_add_test(tc, test_large_image_memory_returned);
     tcase_add_test(tc, test_webp_scaled_matches_whole);
     suite_add_tcase(s, tc);
     return s;
