@@ -96,7 +96,8 @@ static void chunk(FILE *f, const char *type, const uint8_t *d, uint32_t n)
     uint8_t c[4];
     put32be(c, crc);
     ck_assert_uint_eq(fwrite(h, 1, 8, f), 8);
-    ck_assert_uint_eq(fwrite(d, 1, n, f), n);
+    if (n)
+        ck_assert_uint_eq(fwrite(d, 1, n, f), n);
     ck_assert_uint_eq(fwrite(c, 1, 4, f), 4);
 }
 
@@ -438,8 +439,24 @@ static Suite *bombs_suite(void)
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+#ifdef __SANITIZE_ADDRESS__
+    /* test_large_image_memory_returned measures a worker's RSS after a large
+     * image, and ASan's quarantine keeps freed blocks mapped by design: run
+     * again without it (the runtime reads ASAN_OPTIONS only at start). */
+    const char *o = getenv("ASAN_OPTIONS");
+    if (!o || !strstr(o, "quarantine_size_mb=0")) {
+        char opts[1024];
+        snprintf(opts, sizeof(opts), "%s%squarantine_size_mb=0:thread_local_quarantine_size_kb=0",
+                 o ? o : "", o && *o ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+        execv("/proc/self/exe", argv);
+    }
+#else
+    (void)argv;
+#endif
     SRunner *sr = srunner_create(bombs_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
