@@ -6,8 +6,8 @@
  * the scratch the resizer reads, so there is no copy beyond libspng's own.
  *
  * Bombs: the pixel, side and decode-size limits are checked from IHDR
- * before anything is allocated (a 0.5 MB file of 178956970 x 1 pixels
- * otherwise takes a worker to 1 GB: the RGB image plus libspng's rows);
+ * before anything is allocated (a 174 KB grey file of 178956970 x 1 pixels
+ * took a worker to 715 MB: the RGB image plus libspng's rows);
  * libspng's chunk limits bound what a small file may make it allocate for
  * ancillary chunks (zTXt, iCCP, ...), and it inflates IDAT only as far as
  * the image needs, so a deflate stream that would grow to gigabytes ends at
