@@ -136,7 +136,8 @@ static void agreement(const files *f, agree *a)
 static double one_core(const files *f, int decoder, int channels)
 {
     feeder__transform t = {FEEDER_PIPELINE_EVAL, decoder, FEEDER_LAYOUT_NHWC, 224, 224, 256,
-                           0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0, 0.5, 178956970, (uint32_t)channels};
+                           0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0, 0.5, 178956970, (uint32_t)channels,
+                           0, 0};
     feeder__decoder *d;
     if (feeder__decoder_create(&d))
         exit(1);

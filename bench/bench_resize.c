@@ -256,7 +256,7 @@ static void bench_decode(const bu_photos *ph, double secs)
         for (int p = 0; p < 3; p++)
             for (int dec = 0; dec < 2; dec++) {
                 feeder__transform t = {p, dec, FEEDER_LAYOUT_NHWC, 224, 224, 256, 0.08, 1.0,
-                                       3.0 / 4.0, 4.0 / 3.0, 0.5, 178956970, 3};
+                                       3.0 / 4.0, 4.0 / 3.0, 0.5, 178956970, 3, 0, 0};
                 uint64_t dns = 0, tns = 0, n = 0, t0 = bu_now_ns(), now;
                 char err[256];
                 do {

@@ -29,6 +29,7 @@ typedef struct feeder__skip_ext {
 typedef struct feeder__skips {
     uint64_t total;
     uint64_t other;
+    uint64_t folders_again; /* folder walks: links to a folder walked already */
     uint32_t used;
     feeder__skip_ext e[FEEDER__SKIP_EXTS];
 } feeder__skips;

@@ -25,6 +25,8 @@ typedef struct feeder__transform {
     double flip_prob;      /* train: horizontal flip probability */
     uint64_t max_pixels;   /* largest width*height accepted, 0 = no limit */
     uint32_t channels;     /* 1: grayscale output; anything else (0 included): RGB */
+    uint64_t max_decode_bytes; /* largest memory one image's decode may take, 0 = no limit */
+    uint32_t max_side;     /* largest width or height accepted, 0 = no limit */
 } feeder__transform;
 
 /* Channels of the samples `t` makes: 1 or 3. */
@@ -102,8 +104,12 @@ typedef struct feeder__decode_times {
  *                   libjpeg's text); every libjpeg warning counts as an error.
  *                   FEEDER_DECODER_ROI reads only down to the crop's last row,
  *                   so damage below it goes unseen there;
- *   FEEDER_ETOOBIG  width*height over t->max_pixels (checked from the header,
- *                   before any pixel is decoded; dst untouched),
+ *   FEEDER_ETOOBIG  width*height over t->max_pixels, a side over t->max_side,
+ *                   or the memory the decode takes over t->max_decode_bytes
+ *                   (TURBO's whole image, PNG, WebP; the ROI decoder's region
+ *                   is not counted), all checked from the header, before any
+ *                   pixel is decoded; dst untouched. Scratch over 32 MiB is
+ *                   freed before the call returns,
  *   FEEDER_EINVAL   NULL d, t or dst, a zero output size, an unknown decoder,
  *   -ENOMEM.
  * On error `err` (errlen bytes; may be NULL) holds the decoder's own text,

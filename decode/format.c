@@ -67,11 +67,12 @@ int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
 {
     uint64_t t0 = feeder__now_ns();
     feeder__image img = {0};
+    feeder__crop c;
     int rc;
     if (fmt == FEEDER__FMT_PNG)
         rc = feeder__png_decode(pix, t, p, len, &img, err, errlen);
     else if (fmt == FEEDER__FMT_WEBP)
-        rc = feeder__webp_decode(pix, t, p, len, &img, err, errlen);
+        rc = feeder__webp_decode(pix, t, p, len, seed, epoch, index, &img, &c, err, errlen);
     else
         return unknown_format(p, len, err, errlen);
     if (rc)
@@ -80,8 +81,9 @@ int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
         feeder__rgb_to_gray(pix->p, img.w, img.h, img.stride, img.channels);
         img.channels = 1;
     }
-    feeder__crop c;
-    feeder__crop_compute(t, img.w, img.h, seed, epoch, index, &c);
+    /* A WebP may have been decoded scaled: its box comes with it. */
+    if (fmt == FEEDER__FMT_PNG)
+        feeder__crop_compute(t, img.w, img.h, seed, epoch, index, &c);
     uint64_t t1 = feeder__now_ns();
     rc = feeder__resize(rs, pix->p, img.w, img.h, img.stride, img.channels, c.fx, c.fy, c.fw,
                         c.fh, dst, t->width, t->height, c.flip, t->layout);

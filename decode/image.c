@@ -16,8 +16,8 @@ int feeder__decode_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     return rc;
 }
 
-int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
-                         size_t errlen)
+int feeder__check_image(const feeder__transform *t, uint32_t w, uint32_t h, uint64_t need,
+                        const char *what, char *err, size_t errlen)
 {
     uint64_t n = (uint64_t)w * h;
     if (n == 0)
@@ -27,7 +27,23 @@ int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, cha
         return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
                                    "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
                                    (unsigned long long)n, (unsigned long long)t->max_pixels);
+    if (t->max_side && (w > t->max_side || h > t->max_side))
+        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
+                                   "image is %ux%u, over the limit of %u pixels a side "
+                                   "(FEEDER_OPT_MAX_SIDE raises it)", w, h, t->max_side);
+    if (t->max_decode_bytes && need > t->max_decode_bytes)
+        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
+                                   "image is %ux%u: decoding it takes %llu bytes (%s), over the "
+                                   "limit of %llu (FEEDER_OPT_MAX_DECODE_BYTES raises it)", w, h,
+                                   (unsigned long long)need, what,
+                                   (unsigned long long)t->max_decode_bytes);
     return 0;
+}
+
+int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
+                         size_t errlen)
+{
+    return feeder__check_image(t, w, h, 0, "", err, errlen);
 }
 
 /* Pillow's rgb2l (libImaging/Convert.c, L24): the ITU-R 601-2 weights in

@@ -26,11 +26,23 @@ typedef struct feeder__image {
  * text), FEEDER_ETOOBIG or -ENOMEM. */
 int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
                        size_t len, feeder__image *img, char *err, size_t errlen);
+/* A WebP also takes the sample's (seed, epoch, index) and leaves in *c the
+ * crop box in the pixels of the image it decoded: one whose whole decode
+ * would pass t->max_decode_bytes is decoded at a reduced scale (libwebp's
+ * own rescaler) that still leaves the box twice the output on both axes,
+ * when that fits. */
 int feeder__webp_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
-                        size_t len, feeder__image *img, char *err, size_t errlen);
+                        size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                        feeder__image *img, feeder__crop *c, char *err, size_t errlen);
 
-/* The shared pixel-limit check (0, FEEDER_EDECODE for no pixels,
- * FEEDER_ETOOBIG). */
+/* The limits every decoder checks from the header, before it allocates
+ * anything: 0, FEEDER_EDECODE for no pixels, FEEDER_ETOOBIG for more than
+ * t->max_pixels, a side over t->max_side, or `need` (the bytes the decode
+ * takes, reckoned from the header; `what` says what they are) over
+ * t->max_decode_bytes. */
+int feeder__check_image(const feeder__transform *t, uint32_t w, uint32_t h, uint64_t need,
+                        const char *what, char *err, size_t errlen);
+/* feeder__check_image without the byte limit. */
 int feeder__check_pixels(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
                          size_t errlen);
 

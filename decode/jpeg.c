@@ -197,20 +197,6 @@ static int to_output_pixels(uint8_t *p, uint32_t w, uint32_t h, size_t stride, i
     return 1;
 }
 
-static int check_size(const feeder__transform *t, uint32_t w, uint32_t h, char *err,
-                      size_t errlen)
-{
-    uint64_t n = (uint64_t)w * h;
-    if (n == 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
-                                   "image has no pixels (%ux%u)", w, h);
-    if (t->max_pixels && n > t->max_pixels)
-        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
-                                   "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
-                                   (unsigned long long)n, (unsigned long long)t->max_pixels);
-    return 0;
-}
-
 /* TurboJPEG 2.1's tjDecompressHeader3 leaves its libjpeg object mid-header
  * when it fails (no jpeg_abort), and the next image on that handle is then
  * misread (seen here: a stream cut inside its header, then a good image read
@@ -240,14 +226,16 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
         return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
                                    "no image in the JPEG stream (tables only, or cut "
                                    "before the frame header)");
-    int rc = check_size(t, (uint32_t)w, (uint32_t)h, err, errlen);
+    int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+    int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
+    size_t stride = (size_t)w * (size_t)ch;
+    int rc = feeder__check_image(t, (uint32_t)w, (uint32_t)h, (uint64_t)stride * (uint64_t)h,
+                                 "the whole decoded image: TURBO decodes every pixel", err,
+                                 errlen);
     if (rc)
         return rc;
     feeder__crop c;
     feeder__crop_compute(t, (uint32_t)w, (uint32_t)h, seed, epoch, index, &c);
-    int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
-    int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
-    size_t stride = (size_t)w * (size_t)ch;
     if ((rc = feeder__buf_reserve(&d->pix, stride * (size_t)h)))
         return feeder__decode_fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
     int pf = cmyk ? TJPF_CMYK : ch == 1 ? TJPF_GRAY : TJPF_RGBX;
@@ -342,7 +330,7 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
                                    "no image in the JPEG stream (tables only, or cut "
                                    "before the frame header)");
     uint32_t W = ci->image_width, H = ci->image_height;
-    int rc = check_size(t, W, H, err, errlen);
+    int rc = feeder__check_pixels(t, W, H, err, errlen);
     if (rc)
         return rc;
     feeder__crop c;
@@ -418,9 +406,49 @@ static int decode_roi(feeder__decoder *d, const feeder__transform *t, const uint
     return rc;
 }
 
+/* Scratch is kept for the next image while it is at most 32 MiB, glibc's
+ * largest dynamic mmap threshold: a block above it is always mmap'd, so
+ * freeing it unmaps it. A worker that met one large image thus goes back to
+ * its usual size instead of keeping the image's buffers for good. Measured
+ * with a 6000 x 6000 PNG (tests/test_bombs.c): a persistent worker's RSS
+ * was 16 MB before it, 122 MB at the peak, and stayed at 122 MB when the
+ * scratch was kept; with it freed, 17 MB after, the same with or without a
+ * malloc_trim after the image, so none is made: what libspng and libwebp
+ * allocate for a large image is mmap'd and unmapped by glibc itself. */
+#define FEEDER__SCRATCH_KEEP (32u << 20)
+
+static void shed(feeder__buf *b)
+{
+    if (b->cap > FEEDER__SCRATCH_KEEP)
+        feeder__buf_free(b);
+}
+
+static void shed_scratch(feeder__decoder *d)
+{
+    shed(&d->pix);
+    shed(&d->rows);
+    shed(&d->rs.coef);
+    shed(&d->rs.tmp);
+    shed(&d->rs.row);
+}
+
+static int decode_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
+                         size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                         uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen);
+
 int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
                           size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
                           uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen)
+{
+    int rc = decode_sample(d, t, jpeg, len, seed, epoch, index, dst, times, err, errlen);
+    if (d)
+        shed_scratch(d);
+    return rc;
+}
+
+static int decode_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
+                         size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                         uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen)
 {
     uint64_t t0 = feeder__now_ns();
     feeder__decode_times tm = {0, 0};

@@ -131,9 +131,16 @@ typedef struct feeder_dataset feeder_dataset;
  * .webp extension (any case) in it, recursively, is a sample (the format,
  * JPEG, PNG or WebP, is read from the bytes, not the name; the files left out
  * are counted by feeder_dataset_skipped). Samples are ordered by class, then
- * by path. `root` is copied. Fails with FEEDER_EDATASET when no class or no
- * image is found, or -errno when `root` cannot be read; the message is left
- * in `err` (may be NULL) of `errlen` bytes.
+ * by path. Symbolic links are followed, and each folder is walked once per
+ * open: a later link to a folder walked already (in any class) is not
+ * followed again, so no file is listed twice (feeder_dataset_skipped counts
+ * those links). `root` is copied. Fails with FEEDER_EDATASET when no class or
+ * no image is found, -ELOOP for a link to a folder it is in, FEEDER_ELIMIT
+ * when folders nest more than 32 levels below a class folder (the
+ * environment variable FEEDER_FOLDER_MAX_DEPTH sets 1 to 64) or the walk
+ * meets more than 100,000,000 files and folders (FEEDER_FOLDER_MAX_ENTRIES),
+ * naming the path and the limit, or -errno when `root` cannot be read; the
+ * message is left in `err` (may be NULL) of `errlen` bytes.
  * Lifetime: until feeder_dataset_destroy; a loader holds its own reference,
  * so the dataset may be destroyed before the loaders that use it.
  * Thread-safety: a dataset is read-only after open and may be shared. */
@@ -441,7 +448,10 @@ FEEDER_API uint64_t feeder_dataset_num_classes(const feeder_dataset *ds);
  * NULL) and a one-line summary to summary (len bytes, truncated to fit; may be
  * NULL), largest count first: "3 files left out: 2 .txt, 1 .gif", or
  * "0 files left out". Names without an extension show as "(no extension)";
- * past 16 distinct extensions the rest count as "other". Other dataset kinds
+ * past 16 distinct extensions the rest count as "other". Folders reached
+ * again through a symbolic link (walked once, see feeder_dataset_open_folder)
+ * end the summary: "0 files left out; 40 folders reached again through a
+ * link, not walked again"; they are not in *count. Other dataset kinds
  * report 0. Returns 0, or FEEDER_EINVAL for a NULL dataset.
  * Lifetime: the figures are fixed when the dataset is opened.
  * Thread-safety: thread-safe. */
@@ -660,6 +670,16 @@ typedef enum feeder_option {
                                           of each slot's room for a batch; pages are backed only
                                           once written, so a large room costs only its address
                                           space; default 64 MiB */
+    FEEDER_OPT_MAX_DECODE_BYTES = 23,  /* largest memory one image's decode may take, in bytes:
+                                          the decoded pixels and the decoder's own buffers that
+                                          grow with the image (a lossless WebP's whole ARGB
+                                          copy, PNG rows, an alpha plane), reckoned from the
+                                          header and refused (FEEDER_ETOOBIG) before anything
+                                          is allocated; a WebP over it is first tried at the
+                                          reduced scale the crop needs. 0 = no limit;
+                                          default 256 MiB */
+    FEEDER_OPT_MAX_SIDE = 24,          /* largest width or height decoded (FEEDER_ETOOBIG);
+                                          0 = no limit; default 65535 (JPEG's own limit) */
     /* GPU delivery (feeder_cuda.h; needs a CUDA build and a device): */
     FEEDER_OPT_DEVICE = 30,            /* CUDA device of the batches, -1 = host batches; default -1 */
     FEEDER_OPT_PIN_MODE = 31,          /* feeder_pin_mode; default FEEDER_PIN_REGISTER */

@@ -51,6 +51,8 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_ERROR_POLICY, "error_policy", 0, 0, 2, FEEDER_ON_ERROR_FAIL},
     {FEEDER_OPT_MAX_PIXELS, "max_pixels", 0, 0, 1e15, 178956970},
     {FEEDER_OPT_POLL_MS, "poll_ms", 0, 1, 60000, 100},
+    {FEEDER_OPT_MAX_DECODE_BYTES, "max_decode_bytes", 0, 0, 1e15, 256.0 * 1024 * 1024},
+    {FEEDER_OPT_MAX_SIDE, "max_side", 0, 0, 2147483647, 65535},
     {FEEDER_OPT_SPLIT, "split", 0, 0, 1 << 20, 0},
     {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 0, 4, 32768, 256},
     {FEEDER_OPT_BATCH_ROOM, "batch_room", 0, 4096, 1099511627776.0, 64 << 20},
@@ -425,6 +427,8 @@ void feeder__options_transform(const feeder_loader *ld, const feeder__plan *shap
     t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
     t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
     t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
+    t->max_decode_bytes = (uint64_t)iopt(ld, FEEDER_OPT_MAX_DECODE_BYTES);
+    t->max_side = (uint32_t)iopt(ld, FEEDER_OPT_MAX_SIDE);
     t->channels = shape->channels;
 }
 

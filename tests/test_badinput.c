@@ -292,6 +292,125 @@ START_TEST(test_symlink_loop_named)
 }
 END_TEST
 
+static void touch_file(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("x", f);
+    fclose(f);
+}
+
+/* Inside one class folder, 20 levels of folders each holding an image and
+ * two links to the next level (lv00/a and lv00/b -> ../lv01, ...): followed
+ * naively that is 2^20 paths for 21 files. Each folder is walked once, so
+ * each file is listed once, under the first path the sorted walk meets it
+ * by, and the 40 links (20 'b's, and lv01..lv20 met beside lv00 after it)
+ * are counted. */
+START_TEST(test_symlink_fanout_walked_once)
+{
+    char dir[600], p[700], root[512], err[1024];
+    tu_path(root, sizeof(root), "d");
+    for (int k = 0; k <= 20; k++) {
+        snprintf(dir, sizeof(dir), "%s/c0/lv%02d", root, k);
+        ck_assert_int_eq(bu_mkdirs(dir), 0);
+        snprintf(p, sizeof(p), "%s/img%02d.jpg", dir, k);
+        touch_file(p);
+        if (k == 20)
+            break;
+        char target[16];
+        snprintf(target, sizeof(target), "../lv%02d", k + 1);
+        snprintf(p, sizeof(p), "%s/a", dir);
+        ck_assert_int_eq(symlink(target, p), 0);
+        snprintf(p, sizeof(p), "%s/b", dir);
+        ck_assert_int_eq(symlink(target, p), 0);
+    }
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), 0);
+    ck_assert_uint_eq(feeder_dataset_size(ds), 21);
+    /* lv00's "a" sorts before its image, so the deepest file comes first. */
+    for (int k = 0; k <= 20; k++) {
+        size_t at = (size_t)snprintf(p, sizeof(p), "%s/c0/lv00", root);
+        for (int j = 0; j < 20 - k; j++)
+            at += (size_t)snprintf(p + at, sizeof(p) - at, "/a");
+        snprintf(p + at, sizeof(p) - at, "/img%02d.jpg", 20 - k);
+        ck_assert_str_eq(feeder_dataset_path(ds, (uint64_t)k), p);
+    }
+    uint64_t left = 9;
+    char summary[256];
+    ck_assert_int_eq(feeder_dataset_skipped(ds, &left, summary, sizeof(summary)), 0);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_str_eq(summary, "0 files left out; 40 folders reached again through a link, "
+                              "not walked again");
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* Folders nested past the depth limit fail the open naming the first
+ * folder too deep; exactly at the limit they open. */
+START_TEST(test_folder_depth_limit)
+{
+    char dir[1024], root[512], err[1400], want[1400];
+    tu_path(root, sizeof(root), "d");
+    size_t at = (size_t)snprintf(dir, sizeof(dir), "%s/c0", root);
+    for (int k = 0; k < 32; k++)
+        at += (size_t)snprintf(dir + at, sizeof(dir) - at, "/a");
+    ck_assert_int_eq(bu_mkdirs(dir), 0);
+    char p[1100];
+    snprintf(p, sizeof(p), "%s/x.jpg", dir);
+    touch_file(p);
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), 0);
+    ck_assert_uint_eq(feeder_dataset_size(ds), 1);
+    feeder_dataset_destroy(ds);
+
+    snprintf(dir + at, sizeof(dir) - at, "/a");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), FEEDER_ELIMIT);
+    snprintf(want, sizeof(want), "%s: more than 32 levels of folders below its class folder; "
+             "FEEDER_FOLDER_MAX_DEPTH raises the limit (up to 64)", dir);
+    ck_assert_str_eq(err, want);
+
+    ck_assert_int_eq(setenv("FEEDER_FOLDER_MAX_DEPTH", "2", 1), 0);
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), FEEDER_ELIMIT);
+    snprintf(want, sizeof(want), "%s/c0/a/a/a: more than 2 levels of folders below its class "
+             "folder; FEEDER_FOLDER_MAX_DEPTH raises the limit (up to 64)", root);
+    ck_assert_str_eq(err, want);
+    unsetenv("FEEDER_FOLDER_MAX_DEPTH");
+}
+END_TEST
+
+/* The walk stops at the entry limit (every name it lists counts: the class
+ * folders, the files, the sub-folders), naming the folder it was listing. */
+START_TEST(test_folder_entry_limit)
+{
+    char root[512], err[1024], want[1100], p[700];
+    tu_path(root, sizeof(root), "d");
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < 5; i++) {
+            snprintf(p, sizeof(p), "%s/c%d", root, c);
+            ck_assert_int_eq(bu_mkdirs(p), 0);
+            snprintf(p, sizeof(p), "%s/c%d/%d.jpg", root, c, i);
+            touch_file(p);
+        }
+    feeder_dataset *ds = NULL;
+    ck_assert_int_eq(setenv("FEEDER_FOLDER_MAX_ENTRIES", "11", 1), 0);
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), FEEDER_ELIMIT);
+    snprintf(want, sizeof(want), "%s/c1: more than 11 files and folders in the dataset; "
+             "FEEDER_FOLDER_MAX_ENTRIES raises the limit", root);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(setenv("FEEDER_FOLDER_MAX_ENTRIES", "1", 1), 0);
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), FEEDER_ELIMIT);
+    snprintf(want, sizeof(want), "%s: more than 1 files and folders in the dataset; "
+             "FEEDER_FOLDER_MAX_ENTRIES raises the limit", root);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(setenv("FEEDER_FOLDER_MAX_ENTRIES", "12", 1), 0);
+    ck_assert_int_eq(feeder_dataset_open_folder(root, &ds, err, sizeof(err)), 0);
+    ck_assert_uint_eq(feeder_dataset_size(ds), 10);
+    feeder_dataset_destroy(ds);
+    unsetenv("FEEDER_FOLDER_MAX_ENTRIES");
+}
+END_TEST
+
 static int failing_get(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t bytes,
                        int64_t *label, char *err, size_t errlen)
 {
@@ -620,6 +739,9 @@ static Suite *badinput_suite(void)
     tcase_add_test(tc, test_resume_checks_channels);
     tcase_add_test(tc, test_pack_label_in_crc);
     tcase_add_test(tc, test_symlink_loop_named);
+    tcase_add_test(tc, test_symlink_fanout_walked_once);
+    tcase_add_test(tc, test_folder_depth_limit);
+    tcase_add_test(tc, test_folder_entry_limit);
     tcase_add_test(tc, test_skip_message_small_dataset);
     tcase_add_test(tc, test_skip_replacements_distinct_in_class);
     tcase_add_test(tc, test_drop_policy_shortens_batch);

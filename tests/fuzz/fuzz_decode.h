@@ -2,7 +2,8 @@
  * Shared by the JPEG fuzz targets. An input is two bytes of settings, then
  * the JPEG: byte 0 picks the pipeline (EVAL or TRAIN), the layout and the
  * output size, byte 1 the sample index (so the train crop and flip vary)
- * and, with its top bit, gray output (FEEDER_OPT_CHANNELS 1).
+ * and, with its top bit, gray output (FEEDER_OPT_CHANNELS 1), with the
+ * next one a small decode-size limit (FEEDER_OPT_MAX_DECODE_BYTES).
  * One decoder serves every input, as in a worker: a failure must leave it
  * usable for the next image.
  */
@@ -44,6 +45,10 @@ static int fuzz_decode(int decoder, const uint8_t *data, size_t size)
      * default is PIL's 178956970). */
     t.max_pixels = 1u << 22;
     t.channels = (data[1] & 0x80) ? 1 : 3;
+    /* Bit 6 of byte 1: a decode-size limit of 64 KiB, under which a WebP
+     * larger than a few thousand pixels is decoded at a reduced scale. */
+    t.max_decode_bytes = (data[1] & 0x40) ? 64u << 10 : 0;
+    t.max_side = 65535;
     char err[512];
     feeder__decode_times tm;
     int rc = feeder__decode_sample(d, &t, data + 2, size - 2, 7, 0, data[1], dst, &tm, err,
