@@ -3,9 +3,9 @@
 # for the eval and the train pipeline, over a sweep of worker counts.
 #
 #   bench/run_figures.sh BUILD_DIR [OUT_DIR]
-#   bench/run_figures.sh --issue5 BUILD_DIR [OUT_DIR]
+#   bench/run_figures.sh --docs BUILD_DIR [OUT_DIR]
 #
-# --issue5: the decoders' table and the PyTorch sweep of docs/BENCHMARKS.md in one run,
+# --docs: the decoders' table and the PyTorch sweep of docs/BENCHMARKS.md in one run,
 # everything under OUT_DIR:
 #   compare_torch.json/.md/.log  compare_torch.py --sweep 1,2,4,8,15 (eval and train, 3 runs
 #                                of 2 epochs each, the second counted, 2,000 JPEGs): torch, torchvision GPU
@@ -42,8 +42,8 @@
 set -euo pipefail
 
 usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
-issue5=0
-[[ ${1:-} == --issue5 ]] && { issue5=1; shift; }
+docs_run=0
+[[ ${1:-} == --docs ]] && { docs_run=1; shift; }
 [[ $# -ge 1 && $# -le 2 ]] || { usage >&2; exit 2; }
 case "$1" in -h|--help) usage; exit 0 ;; esac
 
@@ -63,7 +63,7 @@ out=$(cd "$out" && pwd)
 cores=$(nproc)
 PYTHON=${PYTHON:-python3}
 
-if (( issue5 )); then
+if (( docs_run )); then
     SWEEP=${SWEEP:-1,2,4,8,15}
     RUNS=${RUNS:-3}
     DECODERS=${DECODERS:-roi,nvjpeg}
@@ -74,7 +74,7 @@ if (( issue5 )); then
     md5=${BENCHMARKS_MD:-$out/BENCHMARKS.md}
     cache=$HOME/.cache/feeder
     t_start=$SECONDS
-    echo "run_figures.sh --issue5: results in $out" >&2
+    echo "run_figures.sh --docs: results in $out" >&2
     # The datasets (made once from bench/photos, then reused).
     for n in "$SWEEP_IMAGES" "$ALL_IMAGES"; do
         FEEDER_DATA=$cache/web-$n "$bench" --images "$n" --workers 1 --epochs 1 \
@@ -100,7 +100,7 @@ if (( issue5 )); then
             > "$out/decoders.json" 2> "$out/decoders.log" || { tail -5 "$out/decoders.log" >&2; exit 1; }
     fi
     echo "== chart ($(( SECONDS - t_start )) s so far)" >&2
-    [[ -f $out/compare_torch.json ]] || { echo "run_figures.sh --issue5: done" >&2; exit 0; }
+    [[ -f $out/compare_torch.json ]] || { echo "run_figures.sh --docs: done" >&2; exit 0; }
     plot=(bench/plot_compare.py "$out/compare_torch.json" "$out/compare_torch.png")
     plotpy=""
     for p in "$PYTHON" python3 /usr/bin/python3; do
@@ -112,7 +112,7 @@ if (( issue5 )); then
         echo "run_figures.sh: no matplotlib here; where there is, run: python3" \
              "${plot[*]} (from the source tree; the chart goes to docs/img/compare_torch.png)" >&2
     fi
-    echo "run_figures.sh --issue5: done in $(( SECONDS - t_start )) s; results in $out" >&2
+    echo "run_figures.sh --docs: done in $(( SECONDS - t_start )) s; results in $out" >&2
     exit 0
 fi
 
