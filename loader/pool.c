@@ -124,6 +124,17 @@ void feeder__pool_stop(feeder_loader *ld, int hard)
     ld->ahead.on = 0; /* its batches were in those slots */
 }
 
+void feeder__pool_forget(feeder_loader *ld)
+{
+    for (int i = 0; ld->running && i < ld->nworkers; i++) {
+        worker *w = &ld->workers[i];
+        feeder__pool_close_fd(&w->chan);
+        feeder__pool_close_fd(&w->pidfd);
+        w->pid = -1;
+    }
+    ld->running = 0;
+}
+
 /* Start worker i (at start, or again after its death). */
 static int spawn_one(feeder_loader *ld, int i)
 {
