@@ -1083,8 +1083,10 @@ FEEDER_API size_t feeder_loader_state_size(const feeder_loader *ld);
  * and label): a file renamed, added, removed or relabelled since the save is
  * refused with "the dataset's files differ", even when the count is the same.
  * The root is not part of it (a dataset moved elsewhere resumes), nor are the
- * files' bytes. Blobs of version 1 (before the fingerprint) still load,
- * unchecked on that point; user datasets have no fingerprint. From version 3
+ * files' bytes. A blob without a fingerprint (version 1, from before it, or
+ * one whose field is 0) loads only into a loader whose dataset has none
+ * either (user datasets); into one over files it is refused with "the blob
+ * records no dataset fingerprint". From version 3
  * the blob holds FEEDER_OPT_CHANNELS too ("channels is 1 in the blob, 3 in
  * the loader"); version 2 blobs load unchecked on it.
  * Thread-safety: as feeder_next. */
