@@ -761,6 +761,14 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
      * when the process exits dies as soon as it is continued: its watching
      * thread then finds the pidfd readable. */
     start_parent_watch(parent_fd);
+    /* A process group of its own: when the loader's process ends while this
+     * worker is stopped, nothing in it can run, but the kernel finds its
+     * group orphaned with a stopped member and sends it SIGHUP and SIGCONT
+     * (POSIX), which end it (or continue it, and the watch ends it). That
+     * holds where the worker is re-parented to init, not to a subreaper in
+     * its session. The terminal's Ctrl-C, sent to the foreground group,
+     * reaches the loader's process then, not its workers. */
+    (void)setpgid(0, 0);
     feeder__trace_worker_pid(job->trace, id, (int)getpid());
     static feeder__result_msg res;
     memset(&res, 0, sizeof(res));
