@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "feeder.h"
+#include "testutil.h"
 
 #define N 96
 #define BATCH 4
@@ -227,13 +228,85 @@ START_TEST(forked_child_cannot_start_a_parents_loader)
 }
 END_TEST
 
+/* A batch's bytes and labels, hashed (FNV-1a). */
+static uint64_t batch_hash(const feeder_batch *b)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < (size_t)b->count * b->sample_bytes; i++)
+        h = (h ^ b->data[i]) * 1099511628211ull;
+    for (uint32_t k = 0; k < b->count; k++)
+        h = (h ^ (uint64_t)b->labels[k]) * 1099511628211ull;
+    return h;
+}
+
+#define FOLDER_BATCHES 4 /* 2 classes of 6 JPEGs, batches of 3 */
+
+/* The epoch's batch hashes from batch `first` on into h; how many came, or
+ * -1 on an error. */
+static int epoch_hashes(feeder_loader *ld, uint64_t first, uint64_t *h)
+{
+    feeder_batch *b;
+    int rc, n = 0;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        if (b->number != first + (uint64_t)n || n >= FOLDER_BATCHES)
+            return -1;
+        h[n++] = batch_hash(b);
+        feeder_batch_release(b, NULL);
+    }
+    return rc == FEEDER_DONE ? n : -1;
+}
+
+/* A folder dataset (files, readers, decoders) opened before the fork serves
+ * a loader made in the child, byte for byte as in the parent, while the
+ * parent's own loader, forked mid-epoch, goes on. */
+START_TEST(forked_child_reads_a_folder_dataset)
+{
+    tu_folder("d", 2, 6);
+    feeder_dataset *ds = tu_open_folder(tu_dir, "d");
+    uint64_t ref[FOLDER_BATCHES], got[FOLDER_BATCHES];
+    feeder_loader *ld = tu_small_loader(ds, 2, 3);
+    ck_assert_int_eq(epoch_hashes(ld, 0, ref), FOLDER_BATCHES);
+    feeder_loader_destroy(ld);
+    ld = tu_small_loader(ds, 2, 3);
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    ck_assert_uint_eq(batch_hash(b), ref[0]);
+    ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        feeder_loader *mine;
+        int ok = feeder_loader_create(ds, NULL, &mine) == 0;
+        ok = ok && feeder_loader_set(mine, FEEDER_OPT_BATCH_SIZE, 3) == 0 &&
+             feeder_loader_set(mine, FEEDER_OPT_NUM_WORKERS, 2) == 0 &&
+             feeder_loader_set(mine, FEEDER_OPT_HEIGHT, 32) == 0 &&
+             feeder_loader_set(mine, FEEDER_OPT_WIDTH, 32) == 0 &&
+             feeder_loader_set(mine, FEEDER_OPT_RESIZE, 40) == 0;
+        ok = ok && epoch_hashes(mine, 0, got) == FOLDER_BATCHES &&
+             memcmp(got, ref, sizeof(ref)) == 0;
+        feeder_loader_destroy(mine);
+        feeder_loader_destroy(ld);
+        feeder_dataset_destroy(ds);
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %x", status);
+    ck_assert_int_eq(epoch_hashes(ld, 1, got + 1), FOLDER_BATCHES - 1);
+    ck_assert_mem_eq(got + 1, ref + 1, sizeof(ref) - sizeof(ref[0]));
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fork");
     TCase *tc = tcase_create("fork");
+    tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, forked_child_cannot_use_or_harm_the_loader);
     tcase_add_test(tc, forked_child_cannot_start_a_parents_loader);
+    tcase_add_test(tc, forked_child_reads_a_folder_dataset);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
