@@ -78,7 +78,7 @@ FEEDER_API const char *feeder_version_string(void);
     X(EPROTO, -30012, "internal protocol error between loader and worker")         \
     X(EOVERFLOW, -30013, "size computation overflows")                             \
     X(ECUDA, -30014, "a CUDA call failed")                                         \
-    X(EFORKED, -30015, "loader used in a process forked from the one that made it") \
+    X(EFORKED, -30015, "loader used in a process forked from its creator")         \
     X(ESTATEBLOB, -30020, "saved loader state is corrupt or from another version") \
     X(EMISMATCH, -30021, "saved loader state does not match this loader")         \
     X(ELIMIT, -30022, "a system limit is too low for this configuration")          \
