@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "collate/fields.h"
+#include "cuda/gpu.h"
 #include "dataset/dataset.h"
+#include "loader/loader.h"
 
 int feeder_dataset_create_fields(const feeder_fields_callbacks *cb, const feeder_field *fields,
                                  uint32_t nfields, void *user, feeder_dataset **out, char *err,
@@ -122,5 +124,11 @@ int feeder_batch_pad_field(feeder_batch *b, uint32_t field, uint64_t rows)
 {
     if (!b || !b->fields_)
         return FEEDER_EINVAL;
+    /* It writes into the batch's slot, which a forked child shares with
+     * the loader's process. */
+    feeder_loader *ld = feeder__gpu_owns(b) ? feeder__gpu_host(feeder__gpu_of(b))
+                                            : feeder__host_batch_loader(b);
+    if (ld && feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     return feeder__fields_pad(b->fields_, b->count, field, rows);
 }

@@ -138,6 +138,8 @@ int feeder_loader_start(feeder_loader *ld)
 {
     if (!ld)
         return FEEDER_EINVAL;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (feeder__loader_started(ld))
         return 0;
     int gpu_ok, rc;
@@ -172,6 +174,8 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
         return feeder__handle_misuse(FEEDER_ESTATE, "feeder_next: loader %p is not a live "
                                      "loader (destroyed already?)", (void *)ld);
 #endif
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     int rc;
     uint64_t t0 = feeder__now_ns();
     if (!feeder__loader_started(ld) && (rc = feeder_loader_start(ld)))
@@ -205,6 +209,14 @@ int feeder_next(feeder_loader *ld, feeder_batch **out)
     return rc;
 }
 
+/* The loader that lent b, host or device batch; NULL when none did. */
+static feeder_loader *batch_loader(const feeder_batch *b)
+{
+    if (feeder__gpu_owns(b))
+        return feeder__gpu_host(feeder__gpu_of(b));
+    return feeder__host_batch_loader(b);
+}
+
 int feeder_batch_release(feeder_batch *batch, void *stream)
 {
     if (!batch)
@@ -217,6 +229,11 @@ int feeder_batch_release(feeder_batch *batch, void *stream)
 #endif
     if (!batch->internal_)
         return FEEDER_EINVAL;
+    /* A forked child's copy of a batch: its slot and device buffer are the
+     * parent's, and stay lent there. */
+    feeder_loader *lender = batch_loader(batch);
+    if (lender && feeder__loader_forked(lender))
+        return FEEDER_EFORKED;
     if (feeder__gpu_owns(batch)) {
         feeder__gpu *gpu = feeder__gpu_of(batch);
         int rc = feeder__gpu_release(batch, stream);
@@ -238,6 +255,8 @@ int feeder_batch_payload(const feeder_batch *b, void **data, size_t *len, void *
 {
     if (!b || !b->internal_ || feeder__gpu_owns(b) || !feeder__host_batch_loader(b))
         return FEEDER_EINVAL;
+    if (feeder__loader_forked(feeder__host_batch_loader(b)))
+        return FEEDER_EFORKED;
     return feeder__host_payload(b, data, len, extra, extra_len);
 }
 
@@ -246,6 +265,8 @@ int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch)
     if (!ld)
         return FEEDER_EINVAL;
     feeder__loader_clear_error(ld);
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     struct feeder__gpu *gpu = feeder__loader_gpu_view(ld)->gpu;
     if (gpu)
         feeder__gpu_drop(gpu);
@@ -264,6 +285,15 @@ void feeder_loader_destroy(feeder_loader *ld)
     }
     feeder__handle_remove_loader(ld);
 #endif
+    if (feeder__loader_forked(ld)) {
+        /* A process forked from the loader's: the workers, the slots' state
+         * and the GPU layer are the parent's (and CUDA cannot be called
+         * after fork). Only this process's copies go: memory, mappings,
+         * descriptors; the GPU layer's host memory is left as it is. */
+        feeder__host_forget(ld);
+        feeder__host_free(ld);
+        return;
+    }
     feeder__host_stop(ld);
     /* Before the slots are unmapped: the GPU layer unregisters them. */
     feeder__gpu_destroy(feeder__loader_gpu_view(ld)->gpu);
@@ -284,6 +314,8 @@ int feeder_loader_stats(const feeder_loader *ld, feeder_stats *out)
 {
     if (!ld || !out)
         return FEEDER_EINVAL;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     feeder__host_stats(ld, out);
     feeder__gpu_stats(feeder__loader_gpu_view(ld)->gpu, out);
     return 0;
@@ -294,6 +326,8 @@ int feeder_loader_skipped(const feeder_loader *ld, uint64_t *indices, const char
 {
     if (!ld || (cap && !indices && !paths))
         return FEEDER_EINVAL;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     return (int)feeder__host_skipped(ld, indices, paths, cap, total);
 }
 
@@ -307,6 +341,8 @@ int feeder_loader_set_copy_stream(feeder_loader *ld, struct CUstream_st *stream)
     if (!ld)
         return FEEDER_EINVAL;
     feeder__loader_clear_error(ld);
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (feeder__loader_started(ld))
         return feeder__loader_fail(ld, FEEDER_ESTATE,
                                    "feeder_loader_set_copy_stream: the loader started");

@@ -49,7 +49,8 @@ size_t feeder_loader_state_size(const feeder_loader *ld)
 {
     feeder__state st;
     size_t len;
-    if (!ld || feeder__host_no_resume(ld) || describe_for_save(ld, 0, &st) ||
+    if (!ld || feeder__loader_forked(ld) || feeder__host_no_resume(ld) ||
+        describe_for_save(ld, 0, &st) ||
         feeder__state_size(&st, &len))
         return 0;
     return len;
@@ -60,6 +61,8 @@ int feeder_loader_state_save(const feeder_loader *ld, void *buf, size_t cap, siz
     if (!ld || !len)
         return FEEDER_EINVAL;
     feeder__loader_clear_error((feeder_loader *)ld);
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     const char *why = feeder__host_no_resume(ld);
     if (why)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_state_save: %s", why);
@@ -88,6 +91,8 @@ int feeder_loader_state_load(feeder_loader *ld, const void *buf, size_t len)
     if (!ld)
         return FEEDER_EINVAL;
     feeder__loader_clear_error(ld);
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (!buf)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_state_load: buf is NULL");
     const char *why = feeder__host_no_resume(ld);

@@ -78,6 +78,7 @@ FEEDER_API const char *feeder_version_string(void);
     X(EPROTO, -30012, "internal protocol error between loader and worker")         \
     X(EOVERFLOW, -30013, "size computation overflows")                             \
     X(ECUDA, -30014, "a CUDA call failed")                                         \
+    X(EFORKED, -30015, "loader used in a process forked from its creator")         \
     X(ESTATEBLOB, -30020, "saved loader state is corrupt or from another version") \
     X(EMISMATCH, -30021, "saved loader state does not match this loader")         \
     X(ELIMIT, -30022, "a system limit is too low for this configuration")          \
@@ -860,7 +861,20 @@ FEEDER_API const char *feeder_option_name(feeder_option opt);
  * caller may destroy `ds` before the loader (it goes with the last holder).
  * `sampler` is borrowed, must outlive the loader, and may be NULL: then SHUFFLE picks sequential or random order
  * over the whole dataset with SEED. Nothing starts until feeder_loader_start()
- * or the first feeder_next(). */
+ * or the first feeder_next().
+ * Processes: a loader belongs to the process that created it (its workers
+ * are that process's children, its slots and channels shared with them).
+ * In a process forked from that one, every call that drives the loader or
+ * its batches (feeder_loader_start, feeder_next, feeder_batch_release,
+ * feeder_batch_payload, feeder_batch_pad_field, feeder_loader_set_epoch,
+ * the setters, state save and load, stats, skipped, trace flush) returns
+ * FEEDER_EFORKED ("this loader belongs to process P; a loader cannot be used
+ * in a process forked from the one that created it (make a new loader in the
+ * child)") and touches nothing of the parent's; feeder_loader_worker_pid
+ * gives -1; feeder_loader_destroy frees only the child's copies. Getters of
+ * settings (feeder_loader_get, _seed, _errmsg, _io_backend, _decoder,
+ * _gpu_status) still answer. Datasets may be used in the child, by a loader
+ * made there. CUDA and PyTorch's DataLoader set the same rule. */
 FEEDER_API int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler,
                                     feeder_loader **out);
 
@@ -905,7 +919,8 @@ FEEDER_API int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_in
  * (MemAvailable, the cgroup's limit) can give, or when RLIMIT_NOFILE is too
  * low for the workers' descriptors; the message names the limit, its value
  * and how much was asked. FEEDER_EOVERFLOW when batch x height x width x 3
- * x slots does not fit in a size_t. */
+ * x slots does not fit in a size_t. FEEDER_EFORKED in a process forked from
+ * the loader's (feeder_loader_create). */
 FEEDER_API int feeder_loader_start(feeder_loader *ld);
 
 /* Choose the epoch the next feeder_next() begins (default: 0, then one after
@@ -929,6 +944,11 @@ FEEDER_API int feeder_loader_set_epoch(feeder_loader *ld, uint64_t epoch);
  * was not lent by a live loader (its loader was destroyed?)"). Another
  * loader created meanwhile may reuse the freed addresses, which the record
  * cannot tell apart: it catches the common mistake, not every one.
+ * In a process forked from the loader's, destroy frees that process's copy
+ * only (memory, mappings, its copies of the descriptors): it never signals,
+ * waits for or writes to the parent's workers, never changes a slot, and
+ * makes no CUDA call (the GPU layer's host memory is left as it is), so the
+ * parent's loader goes on untouched.
  * Thread-safety: as feeder_next; no other call on the loader may run. */
 FEEDER_API void feeder_loader_destroy(feeder_loader *ld);
 
@@ -989,7 +1009,9 @@ typedef struct feeder_batch {
  *    FEEDER_ECALLBACK): the message is the worker's reason (worker id, pid);
  *    such workers are not started again, neither by MAX_RESTARTS nor at the
  *    next epoch: every later call returns the same error;
- *  - FEEDER_EBUSY: every slot is borrowed.
+ *  - FEEDER_EBUSY: every slot is borrowed;
+ *  - FEEDER_EFORKED: called in a process forked from the one that created
+ *    the loader (feeder_loader_create); nothing of the loader changes.
  * Thread-safety: a loader is used by one thread at a time. */
 FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
 
@@ -999,7 +1021,8 @@ FEEDER_API int feeder_next(feeder_loader *ld, feeder_batch **out);
  * event on it and the copy stream waits on that event, so release never
  * blocks); NULL means the legacy default stream. Ignored for host batches.
  * Returns 0, or FEEDER_EINVAL for NULL or a batch that is not lent (released
- * twice: the loader's message names it).
+ * twice: the loader's message names it), or FEEDER_EFORKED in a process
+ * forked from the loader's (the batch stays lent in the parent).
  * Lifetime: the batch's loader must still exist; releasing a batch after
  * feeder_loader_destroy is undefined (debug builds: FEEDER_ESTATE, see
  * feeder_loader_destroy).
@@ -1028,8 +1051,9 @@ FEEDER_API const char *feeder_loader_io_backend(const feeder_loader *ld, const c
 FEEDER_API int feeder_loader_decoder(const feeder_loader *ld, const char **reason);
 
 /* Pid of worker `id`, or -1 (not started, no such worker, num_workers 0,
- * between epochs without persistent workers, workers that could not start).
- * Workers exist once feeder_loader_start returns. For monitoring and tests. */
+ * between epochs without persistent workers, workers that could not start,
+ * a process forked from the loader's). Workers exist once
+ * feeder_loader_start returns. For monitoring and tests. */
 FEEDER_API int feeder_loader_worker_pid(const feeder_loader *ld, int id);
 
 /* ------------------------------------------------------------------------ */
@@ -1079,8 +1103,10 @@ FEEDER_API size_t feeder_loader_state_size(const feeder_loader *ld);
  * and label): a file renamed, added, removed or relabelled since the save is
  * refused with "the dataset's files differ", even when the count is the same.
  * The root is not part of it (a dataset moved elsewhere resumes), nor are the
- * files' bytes. Blobs of version 1 (before the fingerprint) still load,
- * unchecked on that point; user datasets have no fingerprint. From version 3
+ * files' bytes. A blob without a fingerprint (version 1, from before it, or
+ * one whose field is 0) loads only into a loader whose dataset has none
+ * either (user datasets); into one over files it is refused with "the blob
+ * records no dataset fingerprint". From version 3
  * the blob holds FEEDER_OPT_CHANNELS too ("channels is 1 in the blob, 3 in
  * the loader"); version 2 blobs load unchecked on it.
  * Thread-safety: as feeder_next. */

@@ -879,6 +879,8 @@ int feeder__host_set_epoch(feeder_loader *ld, uint64_t epoch)
 
 void feeder__host_stop(feeder_loader *ld) { feeder__pool_stop(ld, 1); }
 
+void feeder__host_forget(feeder_loader *ld) { feeder__pool_forget(ld); }
+
 void feeder__host_free(feeder_loader *ld)
 {
     /* Every recorder is gone: workers reaped, pin threads joined, the copy
@@ -886,7 +888,8 @@ void feeder__host_free(feeder_loader *ld)
      * (feeder_loader_trace_flush reports one). */
     if (ld->trace) {
         char err[512];
-        (void)feeder__trace_write(ld->trace, err, sizeof(err));
+        if (ld->owner == getpid()) /* a forked child would overwrite the parent's file */
+            (void)feeder__trace_write(ld->trace, err, sizeof(err));
         feeder__trace_destroy(ld->trace);
     }
     free(ld->trace_path);
@@ -894,7 +897,9 @@ void feeder__host_free(feeder_loader *ld)
         feeder__worker_ctx_free(&ld->inline_ctx);
     for (int k = 0; k < FEEDER__FALLBACK_DECODERS; k++)
         feeder__decoder_destroy(ld->fallback_dec[k]);
-    if (ld->mem)
+    /* The slots' mapping is MADV_DONTFORK: a forked child has none, and the
+     * range may hold a mapping of the child's own by now. */
+    if (ld->mem && ld->owner == getpid())
         munmap(ld->mem, ld->shm_bytes);
     feeder__pool_close_fd(&ld->job.memfd);
     free(ld->job.class_next);

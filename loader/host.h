@@ -96,6 +96,9 @@ struct feeder_loader {
     feeder_worker_init_fn init;
     void *init_user;
     feeder_fork_hooks hooks; /* feeder_loader_set_fork_hooks; zero: none */
+    /* The process that created the loader: its workers, channels and slots
+     * are that process's, and a process forked from it may not drive them. */
+    pid_t owner;
 
     int started;
     feeder__job job;
@@ -230,6 +233,9 @@ void feeder__pool_register_fd(int fd);
 void feeder__pool_close_fd(int *fd);
 int feeder__pool_spawn(feeder_loader *ld);
 void feeder__pool_stop(feeder_loader *ld, int hard);
+/* In a process forked from the loader's: close this process's copies of the
+ * workers' descriptors; no signal, no wait, the slots' states untouched. */
+void feeder__pool_forget(feeder_loader *ld);
 int feeder__pool_send_task(feeder_loader *ld, worker *w, const feeder__task_msg *t);
 /* Wait up to ms for the workers' results and deaths; 0 or the error that
  * ends the epoch (a death past max_restarts). */

@@ -29,6 +29,10 @@ int feeder__loader_started(const feeder_loader *ld);
  * loader: start checks it again against the final options, the first epoch
  * applies it. 0, or FEEDER_ESTATEBLOB / FEEDER_EMISMATCH with the message. */
 int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len);
+/* 0 in the process that created the loader; in any other (a child forked
+ * from it), FEEDER_EFORKED with the message set. Every entry point that
+ * drives the loader or touches its workers, channels or slots asks first. */
+int feeder__loader_forked(const feeder_loader *ld);
 /* A call that succeeds leaves no message (feeder_loader_errmsg). */
 void feeder__loader_clear_error(feeder_loader *ld);
 /* Leave a message in the loader's errmsg and return rc. */
@@ -109,6 +113,10 @@ int feeder__host_set_epoch(feeder_loader *ld, uint64_t epoch);
  * layer goes: it may still hold slots), then free the rest. */
 void feeder__host_stop(feeder_loader *ld);
 void feeder__host_free(feeder_loader *ld);
+/* feeder_loader_destroy in a process forked from the loader's, before
+ * feeder__host_free: close this process's copies of the workers' channels
+ * and pidfds, with no signal and no wait (the workers are the parent's). */
+void feeder__host_forget(feeder_loader *ld);
 /* Copy the host loader's counters and levels into *st. */
 void feeder__host_stats(const feeder_loader *ld, feeder_stats *st);
 /* feeder_loader_skipped's entries (at most cap) and total; how many written. */

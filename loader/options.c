@@ -121,6 +121,17 @@ int feeder__loader_fail(const feeder_loader *cld, int rc, const char *fmt, ...)
     return rc;
 }
 
+int feeder__loader_forked(const feeder_loader *ld)
+{
+    if (ld->owner == getpid())
+        return 0;
+    return feeder__loader_fail(ld, FEEDER_EFORKED,
+                               "this loader belongs to process %d; a loader cannot be used in a "
+                               "process forked from the one that created it (make a new loader "
+                               "in the child)",
+                               (int)ld->owner);
+}
+
 /* A seed from the system when the user sets none, as PyTorch draws one: 53
  * bits, which a double (feeder_loader_get) holds exactly. */
 static uint64_t draw_seed(void)
@@ -149,6 +160,7 @@ int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loa
     ld->ival[feeder__opt_index(FEEDER_OPT_SEED)] = (int64_t)seed;
     ld->dval[feeder__opt_index(FEEDER_OPT_SEED)] = (double)seed;
     ld->io_backend = "";
+    ld->owner = getpid();
     ld->job.memfd = -1;
     ld->job.pack_fd = -1;
     pthread_mutex_init(&ld->stats_lock, NULL);
@@ -164,6 +176,8 @@ int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     int i = feeder__opt_index(opt);
     if (i < 0)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set: unknown option %d", (int)opt);
@@ -190,6 +204,8 @@ int feeder_loader_set_double(feeder_loader *ld, feeder_option opt, double value)
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     int i = feeder__opt_index(opt);
     if (i < 0)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_double: unknown option %d", (int)opt);
@@ -226,6 +242,8 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_worker_init: the loader started");
     ld->init = fn;
@@ -238,6 +256,8 @@ int feeder_loader_set_fork_hooks(feeder_loader *ld, const feeder_fork_hooks *h)
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_fork_hooks: the loader started");
     if (h)
@@ -252,6 +272,8 @@ int feeder_loader_set_collate(feeder_loader *ld, feeder_collate_fn fn, void *use
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_collate: the loader started");
     ld->job.collate = fn;
@@ -264,6 +286,8 @@ int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment *aug)
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_augment: the loader started");
     memset(&ld->job.aug, 0, sizeof(ld->job.aug));
@@ -287,6 +311,8 @@ int feeder_loader_set_trace(feeder_loader *ld, const char *path)
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_trace: the loader started");
     if (path && !*path)
@@ -304,6 +330,8 @@ int feeder_loader_trace_flush(feeder_loader *ld)
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (!ld->trace)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_trace_flush: %s",
                     ld->trace_path ? "the loader has not started" : "no trace was set");
@@ -320,6 +348,8 @@ int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *devi
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
+    if (feeder__loader_forked(ld))
+        return FEEDER_EFORKED;
     if (ld->started)
         return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_allocators: the loader started");
     if ((device && (!device->alloc || !device->free)) || (pinned && (!pinned->alloc || !pinned->free)))
@@ -465,7 +495,8 @@ int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
 
 int feeder_loader_worker_pid(const feeder_loader *ld, int id)
 {
-    if (!ld || !ld->running || id < 0 || id >= ld->nworkers)
+    /* A forked child has no workers: those pids are its parent's. */
+    if (!ld || !ld->running || id < 0 || id >= ld->nworkers || ld->owner != getpid())
         return -1;
     return ld->workers[id].pid;
 }

@@ -124,6 +124,17 @@ void feeder__pool_stop(feeder_loader *ld, int hard)
     ld->ahead.on = 0; /* its batches were in those slots */
 }
 
+void feeder__pool_forget(feeder_loader *ld)
+{
+    for (int i = 0; ld->running && i < ld->nworkers; i++) {
+        worker *w = &ld->workers[i];
+        feeder__pool_close_fd(&w->chan);
+        feeder__pool_close_fd(&w->pidfd);
+        w->pid = -1;
+    }
+    ld->running = 0;
+}
+
 /* Start worker i (at start, or again after its death). */
 static int spawn_one(feeder_loader *ld, int i)
 {
@@ -132,13 +143,10 @@ static int spawn_one(feeder_loader *ld, int i)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return feeder__loader_fail(ld, -errno, "socketpair for worker %d: %s", i, strerror(errno));
-    /* The worker compares its parent with this after arming PDEATHSIG: a
-     * parent that died before that sent no signal. */
+    /* The worker watches this process (a pidfd of it) and compares its
+     * parent with this once the watch is set: a parent that died before
+     * then would go unseen. */
     pid_t self = getpid();
-    /* Forked by the process's main thread, the worker can also take the
-     * kernel's parent-death signal (it fires when the forking thread ends,
-     * which for the main thread is the process's end). */
-    int by_main = (pid_t)syscall(SYS_gettid) == self;
     /* Held across fork so no other thread's loader changes the registry
      * between the child's copy of it and the fork itself. */
     if (ld->hooks.prepare)
@@ -150,7 +158,7 @@ static int spawn_one(feeder_loader *ld, int i)
         if (ld->hooks.child)
             ld->hooks.child(ld->hooks.user);
         /* The child's copy of the lock is held; it only reads the list. */
-        feeder__worker_main(&ld->job, i, sv[1], self, by_main, reg_fds, (int)reg_len, ld->init,
+        feeder__worker_main(&ld->job, i, sv[1], self, reg_fds, (int)reg_len, ld->init,
                             ld->init_user);
     }
     int fork_errno = errno;

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "remote/remote.h"
 
@@ -26,7 +27,21 @@ struct feeder__ahead {
     uint64_t progress;
     int stop;
     uint64_t fetched, failed;
+    pid_t pid; /* the process whose threads these are */
 };
+
+/* A dataset used in a process forked from the one that started the
+ * threads: the child has no such threads, and the fork may have caught one
+ * holding the mutex. Such a copy is never locked or joined, only freed. */
+static int foreign(const feeder__ahead *a) { return a->pid != getpid(); }
+
+static void forget(feeder__ahead **ap)
+{
+    free((*ap)->need);
+    free((*ap)->need_pos);
+    free(*ap);
+    *ap = NULL;
+}
 
 /* How many planned shards may be fetched now: those first needed at or
  * before `progress`, plus src.ahead. */
@@ -75,6 +90,7 @@ static feeder__ahead *ahead_start(const feeder__ahead_src *src)
     if (!a)
         return NULL;
     a->src = *src;
+    a->pid = getpid();
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
     uint32_t want = src->ahead < AHEAD_THREADS ? src->ahead : AHEAD_THREADS;
@@ -94,6 +110,10 @@ void feeder__ahead_stop(feeder__ahead **ap)
     feeder__ahead *a = ap ? *ap : NULL;
     if (!a)
         return;
+    if (foreign(a)) {
+        forget(ap);
+        return;
+    }
     pthread_mutex_lock(&a->mu);
     a->stop = 1;
     pthread_cond_broadcast(&a->cv);
@@ -137,6 +157,8 @@ static int first_needs(const feeder__ahead_src *src, const uint64_t *order, uint
 void feeder__ahead_plan(feeder__ahead **ap, const feeder__ahead_src *src, const uint64_t *order,
                         uint64_t len)
 {
+    if (*ap && foreign(*ap))
+        forget(ap); /* this process starts threads of its own if it needs them */
     if (!src->ahead || !src->cache || !src->cache->dir || (!len && !*ap))
         return;
     uint32_t *need, m;
@@ -163,7 +185,7 @@ void feeder__ahead_plan(feeder__ahead **ap, const feeder__ahead_src *src, const 
 
 void feeder__ahead_progress(feeder__ahead *a, uint64_t pos)
 {
-    if (!a)
+    if (!a || foreign(a))
         return;
     pthread_mutex_lock(&a->mu);
     if (pos > a->progress) {

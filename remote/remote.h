@@ -213,7 +213,10 @@ typedef struct feeder__ahead feeder__ahead;
  * readers when memory or threads are short. stop joins
  * the threads (a download in flight finishes first: its temporary file is
  * renamed or removed) and frees *a. No-ops with ahead 0 or no URL shard.
- * plan, progress and stop are not thread-safe with one another. */
+ * plan, progress and stop are not thread-safe with one another. The threads
+ * belong to the process that started them: in a process forked from it
+ * (the dataset used in a child), stop only frees *a, progress does nothing
+ * and plan drops the copy and starts threads of the child's own. */
 void feeder__ahead_plan(feeder__ahead **a, const feeder__ahead_src *src, const uint64_t *order,
                         uint64_t len);
 void feeder__ahead_progress(feeder__ahead *a, uint64_t pos);

@@ -97,7 +97,7 @@ END_TEST
 
 /* A file renamed between save and resume (same count): the state names the
  * dataset by a fingerprint and refuses it; a moved root still resumes; a
- * version 1 blob (no fingerprint) still loads. */
+ * version 1 blob (no fingerprint), or one with the field zeroed, is refused. */
 START_TEST(test_resume_checks_dataset_fingerprint)
 {
     tu_folder("d", 2, 4);

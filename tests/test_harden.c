@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -735,9 +736,24 @@ static int reap_all(const int *want, int n, int *st, int ms)
     return seen;
 }
 
+/* Workers kill themselves mid-task when the loader's process exits (a
+ * thread waits on its pidfd); ThreadSanitizer builds have no such thread
+ * and their workers leave between tasks, which the tests below cannot wait
+ * for (a task sleeps 20 s). */
+#if defined(__SANITIZE_THREAD__)
+#define WATCH_MID_TASK 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WATCH_MID_TASK 0
+#endif
+#endif
+#ifndef WATCH_MID_TASK
+#define WATCH_MID_TASK 1
+#endif
+
 /* The process that owns a loader is SIGKILLed while its workers are deep in
- * a task: PR_SET_PDEATHSIG kills every worker at once (they would otherwise
- * sleep 20 s more), and the slots were never in /dev/shm. */
+ * a task: the watching thread in each worker kills it at once (they would
+ * otherwise sleep 20 s more), and the slots were never in /dev/shm. */
 START_TEST(test_parent_death_kills_workers)
 {
     /* Orphans come to us, so we can see their end and reap them. */
@@ -799,6 +815,87 @@ START_TEST(test_parent_death_kills_workers)
         ck_assert_int_eq(errno, ESRCH);
     }
     ck_assert_int_eq(count_entries("/dev/shm", "feeder"), shm0);
+}
+END_TEST
+
+/* Wait until the main thread of process `pid` sleeps in (clock_)nanosleep,
+ * as /proc/PID/syscall tells; 1 then, 0 after 10 s. */
+static int in_sleep(int pid)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/syscall", pid);
+    for (int t = 0; t < 10000; t++) {
+        FILE *f = fopen(p, "r");
+        long nr = -1;
+        if (f) {
+            if (fscanf(f, "%ld", &nr) != 1)
+                nr = -1;
+            fclose(f);
+        }
+#ifdef SYS_nanosleep
+        if (nr == SYS_nanosleep)
+            return 1;
+#endif
+        if (nr == SYS_clock_nanosleep)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+/* A worker stopped (SIGSTOP) mid-task when the loader's process is killed:
+ * nothing can run in it while it is stopped, and it dies by SIGKILL as soon
+ * as it is continued (its watching thread finds the pidfd readable). */
+START_TEST(test_stopped_worker_dies_when_continued)
+{
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t owner = fork();
+    if (owner == 0) {
+        close(fds[0]);
+        pid_pipe = fds[1];
+        user_ds d = {.n = 64, .sleep_ms = 20000};
+        feeder_dataset *ds = make_user(&d);
+        cfg c = train_cfg();
+        c.workers = 1;
+        feeder_loader *ld = make_loader(ds, &c);
+        feeder_loader_set_worker_init(ld, report_pid, NULL);
+        feeder_batch *b;
+        feeder_next(ld, &b); /* blocks: every sample sleeps 20 s */
+        _exit(9);
+    }
+    close(fds[1]);
+    int v[2];
+    ck_assert_int_eq(read(fds[0], v, sizeof(v)), (ssize_t)sizeof(v));
+    close(fds[0]);
+    int pid = v[1];
+    /* Into its first sample (the callback's sleep) before it is stopped:
+     * stopped earlier, its first send would fail when continued and it
+     * would exit by itself. */
+    ck_assert(in_sleep(pid));
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    /* Stopped before its loader's process goes: /proc says 'T'. */
+    char p[64], line[512];
+    snprintf(p, sizeof(p), "/proc/%d/stat", pid);
+    for (char state = 0; state != 'T';) {
+        FILE *f = fopen(p, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+        fclose(f);
+        state = strrchr(line, ')')[2];
+        if (state != 'T')
+            usleep(1000);
+    }
+    ck_assert_int_eq(kill(owner, SIGKILL), 0);
+    int ost;
+    ck_assert_int_eq(waitpid(owner, &ost, 0), owner);
+    ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    int st[1], want[1] = {pid};
+    double t0 = (double)bu_now_ns() / 1e9;
+    ck_assert_int_eq(reap_all(want, 1, st, 3000), 1);
+    ck_assert_double_lt((double)bu_now_ns() / 1e9 - t0, 3.0);
+    ck_assert_msg(WIFSIGNALED(st[0]) && WTERMSIG(st[0]) == SIGKILL, "status %x", st[0]);
 }
 END_TEST
 
@@ -1287,7 +1384,10 @@ static Suite *harden_suite(void)
     tcase_add_test(tc, test_restart_sigkill_loses_nothing);
     tcase_add_test(tc, test_restart_jpeg_skip_policy);
     tcase_add_test(tc, test_restart_over_limit_lists_deaths);
+#if WATCH_MID_TASK
     tcase_add_test(tc, test_parent_death_kills_workers);
+    tcase_add_test(tc, test_stopped_worker_dies_when_continued);
+#endif
     tcase_add_test(tc, test_parent_died_before_prctl);
     tcase_add_test(tc, test_nofile_limit);
     tcase_add_test(tc, test_slot_memory_limit);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -101,6 +102,112 @@ START_TEST(persistent_workers_outlive_it_too)
 }
 END_TEST
 
+/* The main thread starts a loader (it forks the workers), hands the epoch
+ * to another thread and ends with pthread_exit: the process goes on, and so
+ * must its workers. The consumer waits until the main thread is gone (a
+ * zombie in /proc/self/task) before it reads, then checks every sample,
+ * label and index of the epoch. */
+typedef struct consumer {
+    feeder_loader *ld;
+    feeder_dataset *ds;
+    pid_t main_tid;
+    int out; /* the verdict goes here */
+} consumer;
+
+/* 1 once thread `tid` of this process has ended. */
+static int thread_ended(pid_t tid)
+{
+    char p[64], line[512];
+    snprintf(p, sizeof(p), "/proc/self/task/%d/stat", (int)tid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return 1;
+    int ended = 0;
+    if (fgets(line, sizeof(line), f)) {
+        const char *r = strrchr(line, ')');
+        ended = r && (r[2] == 'Z' || r[2] == 'X');
+    }
+    fclose(f);
+    return ended;
+}
+
+static void say(int out, const char *msg)
+{
+    size_t n = strlen(msg);
+    if (write(out, msg, n) != (ssize_t)n)
+        _exit(5);
+}
+
+static void *consume_epoch(void *arg)
+{
+    consumer *c = arg;
+    while (!thread_ended(c->main_tid))
+        usleep(1000);
+    feeder_batch *b;
+    int rc;
+    uint64_t next = 0;
+    char msg[1024];
+    while ((rc = feeder_next(c->ld, &b)) == 0) {
+        for (uint32_t k = 0; k < b->count; k++, next++) {
+            int ok = b->indices[k] == next && b->labels[k] == (int64_t)next;
+            for (size_t j = 0; ok && j < b->sample_bytes; j++)
+                ok = b->data[k * b->sample_bytes + j] == (uint8_t)(next & 255);
+            if (!ok) {
+                snprintf(msg, sizeof(msg), "sample %llu differs", (unsigned long long)next);
+                say(c->out, msg);
+                return NULL;
+            }
+        }
+        feeder_batch_release(b, NULL);
+    }
+    if (rc != FEEDER_DONE)
+        snprintf(msg, sizeof(msg), "%s (after %llu samples)", feeder_loader_errmsg(c->ld),
+                 (unsigned long long)next);
+    else
+        snprintf(msg, sizeof(msg), "ok %llu", (unsigned long long)next);
+    say(c->out, msg);
+    feeder_loader_destroy(c->ld);
+    feeder_dataset_destroy(c->ds);
+    /* The last thread: the process ends here. _exit, because Check's own
+     * allocations, reachable only from the ended main thread's stack, would
+     * read as leaks to LeakSanitizer at exit. */
+    _exit(0);
+}
+
+START_TEST(workers_outlive_the_main_thread)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        close(fds[0]);
+        static uint64_t n = 400;
+        static consumer c;
+        c.ld = make(&c.ds, &n, 0);
+        feeder_loader_set(c.ld, FEEDER_OPT_PREFETCH_FACTOR, 1);
+        c.main_tid = getpid();
+        c.out = fds[1];
+        if (feeder_loader_start(c.ld) || feeder_loader_worker_pid(c.ld, 1) <= 0)
+            _exit(3);
+        pthread_t t;
+        if (pthread_create(&t, NULL, consume_epoch, &c))
+            _exit(4);
+        pthread_exit(NULL); /* the process goes on: the consumer ends it */
+    }
+    close(fds[1]);
+    char got[1024];
+    ssize_t len = 0, r;
+    while ((r = read(fds[0], got + len, sizeof(got) - 1 - (size_t)len)) > 0)
+        len += r;
+    got[len] = 0;
+    close(fds[0]);
+    int st;
+    ck_assert_int_eq(waitpid(child, &st, 0), child);
+    ck_assert_str_eq(got, "ok 400");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %x", st);
+}
+END_TEST
+
 /* The workers still go with the process: a child starts a loader from a
  * thread, then is killed; its workers exit on their own. */
 START_TEST(workers_die_with_the_process)
@@ -153,6 +260,7 @@ int main(void)
     tcase_add_test(tc, workers_outlive_the_thread_that_forked_them);
     tcase_add_test(tc, persistent_workers_outlive_it_too);
     tcase_add_test(tc, workers_die_with_the_process);
+    tcase_add_test(tc, workers_outlive_the_main_thread);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

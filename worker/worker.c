@@ -697,7 +697,9 @@ static void *watch_parent(void *arg)
 
 /* ThreadSanitizer kills a process that starts a thread after a
  * multi-threaded fork: under it the worker watches only between tasks
- * (wait_channel) and by the signal. */
+ * (wait_channel), so one whose loader's process dies mid-task finishes that
+ * task first. The thread-bound signal would be no substitute: it would kill
+ * the workers whenever their forking thread ends. */
 #if defined(__SANITIZE_THREAD__)
 #define FEEDER__WATCH_THREAD 0
 #elif defined(__has_feature)
@@ -744,7 +746,7 @@ static void start_parent_watch(int parent_fd)
 }
 
 _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid_t parent,
-                                   int by_main_thread, const int *close_fds, int nclose,
+                                   const int *close_fds, int nclose,
                                    feeder_worker_init_fn init, void *init_user)
 {
     /* The parent's descriptors first: the pidfd made next must not share a
@@ -753,11 +755,20 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
     int parent_fd;
     if (feeder__worker_watch_parent(parent, &parent_fd))
         _exit(FEEDER__EXIT_ORPHAN);
+    /* No PR_SET_PDEATHSIG beside the watch: it fires when the forking
+     * thread ends, and the process's main thread can end (pthread_exit)
+     * while the process, and its loader, go on. A worker stopped (SIGSTOP)
+     * when the process exits dies as soon as it is continued: its watching
+     * thread then finds the pidfd readable. */
     start_parent_watch(parent_fd);
-    /* The signal too when the main thread forked us: it reaches a stopped
-     * worker, which the watching thread, stopped with it, cannot. */
-    if (by_main_thread)
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* A process group of its own: when the loader's process ends while this
+     * worker is stopped, nothing in it can run, but the kernel finds its
+     * group orphaned with a stopped member and sends it SIGHUP and SIGCONT
+     * (POSIX), which end it (or continue it, and the watch ends it). That
+     * holds where the worker is re-parented to init, not to a subreaper in
+     * its session. The terminal's Ctrl-C, sent to the foreground group,
+     * reaches the loader's process then, not its workers. */
+    (void)setpgid(0, 0);
     feeder__trace_worker_pid(job->trace, id, (int)getpid());
     static feeder__result_msg res;
     memset(&res, 0, sizeof(res));

@@ -155,11 +155,11 @@ void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__
 
 /* The worker process: map the slots, run worker_init, then serve tasks on
  * `chan` until it closes. Never returns. `close_fds` are the parent's
- * descriptors this worker must not hold (other workers' channels).
- * `by_main_thread`: the loader's main thread forked it (the kernel's
- * parent-death signal may then be armed too). */
+ * descriptors this worker must not hold (other workers' channels). It
+ * lives as long as the loader's process, whichever of that process's threads
+ * forked it or ends (feeder__worker_watch_parent). */
 _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid_t parent,
-                                   int by_main_thread, const int *close_fds, int nclose,
+                                   const int *close_fds, int nclose,
                                    feeder_worker_init_fn init, void *init_user);
 
 /* Right after fork: close every descriptor the worker does not use (all but
