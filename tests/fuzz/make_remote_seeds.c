@@ -8,7 +8,8 @@
  * hostile ones a fuzzer would take long to find: a chunked body, redirects
  * (relative, to another path, a loop, to file://, to another host name),
  * an ETag or size that changes between requests, a short body, an oversize
- * one, a 503 then a retry, a server .idx, a garbage .idx, a 200 to a range.
+ * one, a 503 then a retry, a server .idx, a garbage .idx, a 200 to a range,
+ * a 206 without a Content-Range.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -171,6 +172,9 @@ int main(void)
          status(&o, 503); sep(&o); part(&o, &pk, 0, 4095, e1); sep(&o); status(&o, 500);
          sep(&o); whole(&o, &pk, e1));
     SEED("packed_404", PACKED, status(&o, 404));
+    SEED("packed_probe_no_size", PACKED,
+         addf(&o, "HTTP/1.1 206 Partial Content\r\nContent-Length: 4096\r\n\r\n");
+         add(&o, pk.p, 4096); sep(&o); addf(&o, "HTTP/1.1 200 OK\r\n\r\n"); add(&o, pk.p, pk.n));
 
     /* Signed (s3://): a redirect home is followed, one to another host name
      * is refused by hand. */
