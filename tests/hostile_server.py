@@ -12,6 +12,8 @@ says otherwise; the hostile part is the whole-object GET:
   endless-idx   NAME.idx is endless; everything else honest
   norange       range requests get 206 without Content-Range (no size); the
                 whole-object GET is endless
+  smuggle       NAME.idx gets 20000 bytes, as its Content-Length says, then
+                more bytes (kept alive); everything else honest
   stall         half the file, then silence (the connection kept open)
   trickle       the file at --rate bytes/s
   fail          503 for every whole-object GET
@@ -112,6 +114,9 @@ def main():
                 return self.redirect("http://localhost:%d/ok/%s" % (port, name))
             if mode == "to-self":
                 return self.redirect("http://127.0.0.1:%d/ok/%s" % (port, name))
+            if mode == "smuggle" and name.endswith(".idx"):
+                self.head(200, 20000)
+                return self.body(b"x" * 20000 + b"bytes past the Content-Length\r\n")
             if mode == "endless-idx" and name.endswith(".idx"):
                 self.head(200, None)
                 return self.forever(b"")

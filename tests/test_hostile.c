@@ -259,6 +259,33 @@ START_TEST(test_endless_index_bounded)
 }
 END_TEST
 
+/* A server's .idx answer carries bytes past its Content-Length; libcurl
+ * keeps the connection and reads them as the start of the next request's
+ * answer (the shard's whole GET): "HTTP/0.9", final. Come on a reused
+ * connection, it is asked for again on a new one: open walks the shard. */
+START_TEST(test_bytes_past_content_length_not_an_answer)
+{
+    tu_tar t = {0};
+    uint8_t jpg[4] = {0xff, 0xd8, 0xff, 0xd9};
+    tu_tar_member(&t, "k0.jpg", '0', jpg, 4);
+    tu_tar_member(&t, "k0.cls", '0', "1", 1);
+    tu_tar_grow(&t, 1024);
+    char p[400];
+    snprintf(p, sizeof(p), "%s/s-0.tar", docroot);
+    ck_assert_int_eq(bu_write_file(p, t.b, t.len), 0);
+    free(t.b);
+    start_server(NULL);
+    char url[300], err[512];
+    url_of(url, sizeof(url), "smuggle", "s-0.tar");
+    feeder_dataset *ds = NULL;
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(feeder_dataset_size(ds), 1);
+    ck_assert_int_eq(logged("GET /smuggle/s-0.tar.idx", NULL), 1);
+    ck_assert_int_eq(logged("GET /smuggle/s-0.tar range=-", NULL), 2);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 /* ---- 2. time ---- */
 
 /* Half the body, then silence: each attempt is cut once libcurl's speed
@@ -659,6 +686,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, test_endless_range_stops_at_range);
     tcase_add_test(tc, test_endless_index_bounded);
     tcase_add_test(tc, test_probe_without_size_refused);
+    tcase_add_test(tc, test_bytes_past_content_length_not_an_answer);
     tcase_add_test(tc, test_stall_mid_body);
     tcase_add_test(tc, test_trickle_cut);
     tcase_add_test(tc, test_retry_budget_per_shard);
