@@ -588,7 +588,7 @@ static void remote_epoch(const ref *r, uint64_t seed, int workers, int kill_ever
         }
         rc->samples += b->count;
         feeder_batch_release(b, NULL);
-        if (w && ++nb % (uint64_t)kill_every == 0) {
+        if (++nb % (uint64_t)kill_every == 0 && w) {
             int pid = feeder_loader_worker_pid(ld, (int)(rand_r(rnd) % (unsigned)w));
             if (pid > 0 && kill(pid, SIGKILL) == 0)
                 rc->kills++;
