@@ -14,8 +14,8 @@
  *
  * An in-process server thread on 127.0.0.1 (an ephemeral port, made once)
  * reads each request's head and answers the next response in order as it
- * is, then closes the connection (requests past the last response get a
- * closed connection). So the fuzzer writes Content-Length mismatches,
+ * is, then ends the connection (a FIN; requests past the last response get
+ * none). So the fuzzer writes Content-Length mismatches,
  * chunked bodies, short and oversize bodies, redirects (to other paths
  * here, to other schemes and hosts), ETag changes between requests, and
  * garbage packed headers, tar headers and .idx files. An opened dataset is
@@ -26,11 +26,12 @@
  *  - afterwards the cache folder holds no temporary file, and no cached
  *    copy whose size differs from its .meta record or exceeds all the
  *    bytes the server was given.
- * The cache folder is the process's own and emptied after every input, so
- * no state passes from one input to the next. The remote deadlines are
- * small (FEEDER_REMOTE_TIMEOUT_S 2, LOW_SPEED_TIME_S 1, connect 1 s): the
- * server closes every connection, so nothing waits for them but a redirect
- * to a host name that does not resolve at once.
+ * The cache folder is the process's own and emptied after every input, and
+ * the input's connections are reset at its end (none stays in libcurl's
+ * pool for the next), so no state passes from one input to the next. The
+ * remote deadlines are small (FEEDER_REMOTE_TIMEOUT_S 2, LOW_SPEED_TIME_S 1,
+ * connect 1 s): the server ends every answer, so nothing waits for them
+ * but a redirect to a host name that does not resolve at once.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
