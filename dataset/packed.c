@@ -75,9 +75,10 @@ static void packed_discard(feeder_dataset *ds)
 }
 
 /* A URL's pack: its header page (one range request, which also says the
- * object's size and ETag), then the whole file through the shard cache,
- * checked against that size and ETag; the cached copy is what gets mapped,
- * and the cache's shared lock is held while it is. */
+ * object's size and ETag; an answer without a size is no pack), then the
+ * whole file through the shard cache, checked against that size and ETag;
+ * the cached copy is what gets mapped, and the cache's shared lock is held
+ * while it is. */
 static int fetch_remote(struct feeder__pack *pk, const char *url, char *err, size_t errlen)
 {
     feeder__cache c;
@@ -93,6 +94,14 @@ static int fetch_remote(struct feeder__pack *pk, const char *url, char *err, siz
     feeder__request r = {.target = &t, .first = 0, .last = sizeof(page) - 1, .fd = -1,
                          .buf = page, .cap = sizeof(page)};
     rc = feeder__remote_run(&c.cfg, &r, 1, err, errlen);
+    /* The whole GET is bounded by the size this answer gives (Content-Range):
+     * without one, or with less than a header page, there is no pack to
+     * fetch, and nothing would stop an endless body. */
+    if (!rc && (r.len != sizeof(page) || r.meta.size < sizeof(page))) {
+        feeder__fmt(err, errlen, "%s: not a packed file (%llu bytes)", url,
+                    (unsigned long long)r.meta.size);
+        rc = FEEDER_EFORMAT;
+    }
     feeder__shard sh;
     /* A copy that does not begin with the header page just fetched is
      * dropped and fetched once more. */

@@ -822,9 +822,13 @@ int feeder__host_release(feeder_batch *batch)
 }
 
 /* Stop filling slots: parts in flight still write theirs, so wait for them
- * (or for the workers' deaths); then every slot not lent is free. */
+ * (or for the workers' deaths; a worker that stalls on one is killed after
+ * timeout_ms, as feeder_next would, or the wait would last forever); then
+ * every slot not lent is free. */
 static void settle_slots(feeder_loader *ld)
 {
+    int64_t timeout = ld->plan.timeout_ms;
+    uint64_t deadline = timeout ? feeder__now_ns() + (uint64_t)timeout * 1000000ull : UINT64_MAX;
     for (;;) {
         /* Queued parts never reach a worker: count them as done (a
          * restarted worker's re-queued parts too). */
@@ -838,6 +842,12 @@ static void settle_slots(feeder_loader *ld)
             busy |= ld->slots[s].state == SLOT_FILLING;
         if (!busy || !ld->running)
             break;
+        if (feeder__now_ns() >= deadline) {
+            if (feeder__pool_settle_timed_out(ld, timeout))
+                break;
+            deadline = feeder__now_ns() + (uint64_t)timeout * 1000000ull;
+            continue;
+        }
         if (feeder__pool_wait(ld, ld->plan.poll_ms))
             break;
     }

@@ -244,6 +244,11 @@ int feeder__pool_wait(feeder_loader *ld, int ms);
  * (FEEDER_ETIMEDOUT), or with max_restarts kill and restart it as after a
  * death (0: wait again; FEEDER_EWORKER past the limit). */
 int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms);
+/* Parts being dropped (a settle) that no worker has finished within
+ * timeout_ms: every worker still holding one is stalled, killed and handled
+ * as a death (restarted under max_restarts, its parts re-queued); 0, or
+ * FEEDER_EWORKER past the limit. */
+int feeder__pool_settle_timed_out(feeder_loader *ld, int64_t timeout_ms);
 /* Account a part's result and mark its slot ready when it was the last. */
 void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r);
 

@@ -391,6 +391,23 @@ int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
     return worker_died(ld, i, why, 1);
 }
 
+int feeder__pool_settle_timed_out(feeder_loader *ld, int64_t timeout_ms)
+{
+    char why[160];
+    feeder__fmt(why, sizeof(why), "stalled: no answer within timeout_ms = %lld for parts being "
+                "dropped, so the loader killed it", (long long)timeout_ms);
+    for (int i = 0; i < ld->nworkers; i++) {
+        worker *w = &ld->workers[i];
+        if (w->pid <= 0 || !w->outstanding)
+            continue;
+        kill(w->pid, SIGKILL);
+        int rc = worker_died(ld, i, why, 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* One message from a worker's channel, without waiting, as recv() returns;
  * a batch dataset's extra descriptor, passed along with it, lands in
  * r->extra_fd (-1 without one; any other descriptor is closed). */

@@ -35,6 +35,7 @@ typedef struct xfer {
     struct curl_slist *hdrs;
     unsigned attempt;     /* attempts started */
     unsigned hops;        /* redirects followed by hand (signed requests) */
+    int fresh;            /* the next attempts open a new connection */
     char *addr;           /* a signed request's address after a redirect, or NULL */
     uint64_t not_before;  /* ns: a retry's earliest start */
     uint64_t deadline;    /* ns: no attempt runs past it (cfg->timeout_s) */
@@ -250,6 +251,8 @@ static int start(CURLM *m, const feeder__remote_cfg *cfg, xfer *x)
                    : x->deadline > now ? (long)((x->deadline - now) / 1000000) + 1 : 1;
     curl_easy_setopt(h, CURLOPT_URL, x->addr ? x->addr : t->address);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (x->fresh)
+        curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     /* libcurl re-sends headers set with CURLOPT_HTTPHEADER (the session
@@ -369,6 +372,25 @@ static void redirect_by_hand(xfer *x, long status)
     x->state = X_WAIT;
 }
 
+/* A connection kept alive from an earlier response can hold bytes that
+ * response's server sent past its Content-Length, which libcurl (7.88)
+ * reads as the start of the next request's answer: "Received HTTP/0.9 when
+ * not allowed", final. On a reused connection that answer is asked for once
+ * more, on a new one, before it counts (a well-formed answer there is the
+ * server's word, as anywhere). */
+static int again_fresh(xfer *x, CURLcode c)
+{
+    long made = -1;
+    if (c != CURLE_UNSUPPORTED_PROTOCOL || x->fresh ||
+        curl_easy_getinfo(x->h, CURLINFO_NUM_CONNECTS, &made) != CURLE_OK || made != 0)
+        return 0;
+    x->fresh = 1;
+    x->attempt--;
+    x->not_before = 0;
+    x->state = X_WAIT;
+    return 1;
+}
+
 /* The message for a response longer than the request's cap. */
 static void fail_over_cap(xfer *x)
 {
@@ -430,6 +452,8 @@ static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
     else
         feeder__fmt(what, sizeof(what), "%s", x->cerr[0] ? x->cerr : curl_easy_strerror(c));
     int retry = c == CURLE_HTTP_RETURNED_ERROR ? status >= 500 : !final_curl_error(c);
+    if (!retry && again_fresh(x, c))
+        return;
     if (!retry || x->attempt > cfg->retries)
         return fail(x, FEEDER_EREMOTE, what);
     double u = feeder_random_uniform(cfg->seed, x->attempt, x->id, 0);
@@ -441,6 +465,7 @@ static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
                     "FEEDER_REMOTE_TIMEOUT_S = %ld s", what, cfg->timeout_s);
         return fail(x, FEEDER_EREMOTE, late);
     }
+    x->fresh = 1; /* the failed attempt's connection is not trusted again */
     x->state = X_WAIT;
 }
 

@@ -97,9 +97,12 @@ typedef struct feeder__request {
 
 /* Run `n` requests, up to cfg->max_in_flight at once over one multi handle
  * (keep-alive: connections are reused between them). Timeouts, connection
- * errors, bodies cut short and 5xx are retried with exponential backoff
- * until cfg->timeout_s has passed since the request's first attempt; 4xx
- * is final. Each request gets its own rc and message (naming the URL and
+ * errors, bodies cut short and 5xx are retried with exponential backoff,
+ * each retry on a new connection, until cfg->timeout_s has passed since the
+ * request's first attempt; 4xx is final. An answer that is no HTTP
+ * ("HTTP/0.9") on a kept-alive connection, where bytes an earlier response
+ * sent past its Content-Length would be read, is asked for once more on a
+ * new connection, not counted as an attempt. Each request gets its own rc and message (naming the URL and
  * the HTTP status or libcurl's text, after how many attempts); a failed
  * write to `fd` is -errno (ENOSPC, EFBIG) and is not retried. Redirects:
  * at most 10, to http or https only; a signed (S3) request follows a

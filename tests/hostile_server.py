@@ -10,6 +10,10 @@ says otherwise; the hostile part is the whole-object GET:
   biglen        Content-Length of the file + 1 GB, then the file and zeros
   endless-range a range request gets 200 and an endless body
   endless-idx   NAME.idx is endless; everything else honest
+  norange       range requests get 206 without Content-Range (no size); the
+                whole-object GET is endless
+  smuggle       NAME.idx gets 20000 bytes, as its Content-Length says, then
+                more bytes (kept alive); everything else honest
   stall         half the file, then silence (the connection kept open)
   trickle       the file at --rate bytes/s
   fail          503 for every whole-object GET
@@ -110,6 +114,9 @@ def main():
                 return self.redirect("http://localhost:%d/ok/%s" % (port, name))
             if mode == "to-self":
                 return self.redirect("http://127.0.0.1:%d/ok/%s" % (port, name))
+            if mode == "smuggle" and name.endswith(".idx"):
+                self.head(200, 20000)
+                return self.body(b"x" * 20000 + b"bytes past the Content-Length\r\n")
             if mode == "endless-idx" and name.endswith(".idx"):
                 self.head(200, None)
                 return self.forever(b"")
@@ -126,13 +133,18 @@ def main():
             if rng and mode == "endless-range":
                 self.head(200, None, [tag])
                 return self.forever(data)
+            if rng and mode == "norange":
+                lo, hi = rng.split("=")[1].split("-")
+                part = data[int(lo):int(hi) + 1]
+                self.head(206, len(part), [tag])
+                return self.body(part)
             if rng:
                 lo, hi = rng.split("=")[1].split("-")
                 lo, hi = int(lo), min(int(hi), len(data) - 1)
                 self.head(206, hi - lo + 1,
                           [tag, ("Content-Range", "bytes %d-%d/%d" % (lo, hi, len(data)))])
                 return self.body(data[lo:hi + 1])
-            if mode == "endless":
+            if mode in ("endless", "norange"):
                 self.head(200, None, [tag])
                 return self.forever(data)
             if mode == "biglen":

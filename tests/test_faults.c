@@ -326,6 +326,68 @@ START_TEST(test_stalled_worker_replaced)
 }
 END_TEST
 
+/* A persistent loader's workers begin the next epoch early; the worker
+ * given epoch 1's index 0 stops itself (a marker file, once). set_epoch to
+ * another epoch drops those parts and waits for the ones in flight: the
+ * stopped worker must not hold that wait forever. After timeout_ms it is
+ * killed and replaced (max_restarts), and the chosen epoch arrives whole. */
+static int u_get_stop_ahead(void *u, const feeder_sample_ctx *ctx, uint8_t *dst, size_t bytes,
+                            int64_t *label, char *err, size_t errlen)
+{
+    char marker[300];
+    snprintf(marker, sizeof(marker), "%s/ahead-stalled", stall_dir);
+    if (ctx->epoch == 1 && ctx->index == 0) {
+        int fd = open(marker, O_CREAT | O_EXCL | O_WRONLY, 0600);
+        if (fd >= 0) {
+            close(fd);
+            raise(SIGSTOP);
+        }
+    }
+    return u_get(u, ctx, dst, bytes, label, err, errlen);
+}
+
+START_TEST(test_stalled_worker_in_dropped_epoch)
+{
+    feeder_dataset_callbacks cb = {.len = u_len, .get = u_get_stop_ahead};
+    feeder_dataset *ds;
+    ck_assert_int_eq(feeder_dataset_create(&cb, NULL, &ds), 0);
+    feeder_loader *ld = tu_small_loader(ds, 2, 2);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_TIMEOUT_MS, 300), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_MAX_RESTARTS, 4), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    tu_path(stall_dir, sizeof(stall_dir), "stall-ahead");
+    ck_assert_int_eq(mkdir(stall_dir, 0700), 0);
+    feeder_batch *b;
+    int rc;
+    while ((rc = feeder_next(ld, &b)) == 0)
+        feeder_batch_release(b, NULL);
+    ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+    char marker[300];
+    snprintf(marker, sizeof(marker), "%s/ahead-stalled", stall_dir);
+    for (int i = 0; i < 1000 && access(marker, F_OK) != 0; i++)
+        usleep(10000);
+    ck_assert_msg(access(marker, F_OK) == 0, "no worker began epoch 1 ahead");
+    ck_assert_int_eq(feeder_loader_set_epoch(ld, 7), 0);
+    uint64_t seen = 0;
+    int batches = 0;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        ck_assert_uint_eq(b->epoch, 7);
+        for (uint32_t i = 0; i < b->count; i++)
+            seen |= 1ull << b->indices[i];
+        batches++;
+        feeder_batch_release(b, NULL);
+    }
+    ck_assert_msg(rc == FEEDER_DONE, "%d %s", rc, feeder_loader_errmsg(ld));
+    ck_assert_int_eq(batches, 4);
+    ck_assert_uint_eq(seen, 0xff);
+    feeder_stats st;
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    ck_assert_uint_eq(st.worker_restarts, 1);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 static size_t write_raw_pack(const char *path, uint64_t n, uint32_t hgt, uint32_t wid,
                              uint64_t *records_off)
 {
@@ -477,6 +539,7 @@ static Suite *faults_suite(void)
     tcase_add_test(tc, test_workers_cannot_map_slots);
     tcase_add_test(tc, test_stalled_worker_named);
     tcase_add_test(tc, test_stalled_worker_replaced);
+    tcase_add_test(tc, test_stalled_worker_in_dropped_epoch);
     tcase_add_test(tc, test_pack_cut_no_workers);
     tcase_add_test(tc, test_pack_cut_workers);
     tcase_add_test(tc, test_inline_reads_in_groups);

@@ -206,6 +206,29 @@ START_TEST(test_endless_range_stops_at_range)
 }
 END_TEST
 
+/* A range request answered without a Content-Range: the pack's size is
+ * unknown, so the whole GET would have no bound; open refuses it before
+ * asking for it (the whole GET here is endless). */
+START_TEST(test_probe_without_size_refused)
+{
+    put_pack("a.pack", 40);
+    start_server(NULL);
+    char url[300], err[512], want[600];
+    url_of(url, sizeof(url), "norange", "a.pack");
+    feeder_dataset *ds = NULL;
+    double t0 = now_s();
+    ck_assert_int_eq(feeder_dataset_open_packed(url, &ds, err, sizeof(err)), FEEDER_EFORMAT);
+    ck_assert_double_lt(now_s() - t0, 10.0);
+    snprintf(want, sizeof(want), "%s: not a packed file (0 bytes)", url);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(logged("GET /norange/a.pack range=-", NULL), 0);
+    uint64_t bytes;
+    ck_assert_int_eq(cache_files(".tmp.", &bytes), 0);
+    cache_files("", &bytes);
+    ck_assert_uint_lt(bytes, 4096);
+}
+END_TEST
+
 /* A tar shard whose <url>.idx never ends: the index request stops at
  * FEEDER_REMOTE_MAX_INDEX_BYTES (1 MiB here), counts as no index, and the
  * shard is walked instead: open returns, with every sample. */
@@ -232,6 +255,33 @@ START_TEST(test_endless_index_bounded)
     ck_assert_double_lt(now_s() - t0, 10.0);
     ck_assert_uint_eq(feeder_dataset_size(ds), 2);
     ck_assert_int_eq(logged("GET /endless-idx/s-0.tar.idx", NULL), 1);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* A server's .idx answer carries bytes past its Content-Length; libcurl
+ * keeps the connection and reads them as the start of the next request's
+ * answer (the shard's whole GET): "HTTP/0.9", final. Come on a reused
+ * connection, it is asked for again on a new one: open walks the shard. */
+START_TEST(test_bytes_past_content_length_not_an_answer)
+{
+    tu_tar t = {0};
+    uint8_t jpg[4] = {0xff, 0xd8, 0xff, 0xd9};
+    tu_tar_member(&t, "k0.jpg", '0', jpg, 4);
+    tu_tar_member(&t, "k0.cls", '0', "1", 1);
+    tu_tar_grow(&t, 1024);
+    char p[400];
+    snprintf(p, sizeof(p), "%s/s-0.tar", docroot);
+    ck_assert_int_eq(bu_write_file(p, t.b, t.len), 0);
+    free(t.b);
+    start_server(NULL);
+    char url[300], err[512];
+    url_of(url, sizeof(url), "smuggle", "s-0.tar");
+    feeder_dataset *ds = NULL;
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(feeder_dataset_size(ds), 1);
+    ck_assert_int_eq(logged("GET /smuggle/s-0.tar.idx", NULL), 1);
+    ck_assert_int_eq(logged("GET /smuggle/s-0.tar range=-", NULL), 2);
     feeder_dataset_destroy(ds);
 }
 END_TEST
@@ -635,6 +685,8 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, test_big_content_length_refused);
     tcase_add_test(tc, test_endless_range_stops_at_range);
     tcase_add_test(tc, test_endless_index_bounded);
+    tcase_add_test(tc, test_probe_without_size_refused);
+    tcase_add_test(tc, test_bytes_past_content_length_not_an_answer);
     tcase_add_test(tc, test_stall_mid_body);
     tcase_add_test(tc, test_trickle_cut);
     tcase_add_test(tc, test_retry_budget_per_shard);
