@@ -21,7 +21,7 @@
  *      the same samples and boxes as the CPU decoders.
  *
  * What the decoder refuses is handed back to the caller, which decodes it
- * on the CPU. Depends on decode.h, nvJPEG and the CUDA runtime; built only
+ * on the CPU. Depends on transform.h, nvJPEG and the CUDA runtime; built only
  * when nvJPEG is found (gpu_decode_none.c otherwise).
  *
  * Threading: a decoder is one thread's (each GPU decode thread has its
@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "decode/decode.h"
+#include "decode/transform.h"
 
 #ifdef __cplusplus
 extern "C" {
