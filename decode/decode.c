@@ -10,6 +10,7 @@
 #include "common/common.h"
 #include "decode/decode.h"
 #include "decode/format.h"
+#include "decode/jpeg_header.h"
 
 static int decode_whole(const feeder__format *f, feeder__decoder *d, const feeder__transform *t,
                         const uint8_t *p, size_t len, uint64_t seed, uint64_t epoch,
@@ -70,4 +71,15 @@ int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const 
     if (d)
         feeder__decoder_shed(d);
     return rc;
+}
+
+int feeder__decode_route(const uint8_t *p, size_t len, uint64_t max_pixels)
+{
+    const feeder__format *f = feeder__format_of(p, len);
+    if (f && !f->gpu)
+        return FEEDER__ROUTE_FORMAT;
+    feeder__jpeg_info info;
+    if (feeder__jpeg_probe(p, len, &info))
+        return FEEDER__ROUTE_CORRUPT;
+    return feeder__jpeg_route(&info, max_pixels);
 }

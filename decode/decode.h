@@ -44,4 +44,11 @@ int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const 
                           uint8_t *dst, feeder__decode_times *times, char *err,
                           size_t errlen);
 
+/* Where a GPU decoder sends `len` bytes (FEEDER__ROUTE_*, decode/jpeg_header.h):
+ * a format of the table the engine does not take (PNG, WebP) is
+ * FEEDER__ROUTE_FORMAT; anything else goes by its JPEG header under the
+ * pixel limit `max_pixels` (0: none): CORRUPT when none is found (the CPU
+ * decoder then names what the bytes are). Pure: reads only the buffer. */
+int feeder__decode_route(const uint8_t *p, size_t len, uint64_t max_pixels);
+
 #endif

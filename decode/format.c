@@ -18,9 +18,9 @@ static const char *const png_ext[] = {"png", NULL};
 static const char *const webp_ext[] = {"webp", NULL};
 
 static const feeder__format formats[] = {
-    {"JPEG", jpeg_ext, jpeg_folder_ext, feeder__jpeg_sniff, feeder__jpeg_sample, NULL},
-    {"PNG", png_ext, NULL, feeder__png_sniff, NULL, feeder__png_whole},
-    {"WebP", webp_ext, NULL, feeder__webp_sniff, NULL, feeder__webp_decode},
+    {"JPEG", jpeg_ext, jpeg_folder_ext, feeder__jpeg_sniff, 1, feeder__jpeg_sample, NULL},
+    {"PNG", png_ext, NULL, feeder__png_sniff, 0, NULL, feeder__png_whole},
+    {"WebP", webp_ext, NULL, feeder__webp_sniff, 0, NULL, feeder__webp_decode},
 };
 #define NFORMATS (sizeof(formats) / sizeof(formats[0]))
 

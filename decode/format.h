@@ -28,6 +28,7 @@ typedef struct feeder__format {
                                               tar shards take them, in this order */
     const char *const *folder_extensions;  /* folders take these too (NULL: none) */
     int (*sniff)(const uint8_t *p, size_t len); /* 1: the bytes are this format */
+    int gpu;                               /* the GPU decoders (nvJPEG) take it */
     /* One of the two: a decoder of its own, or a whole-image decode that then
      * takes TURBO's crop box, resize, flip and layout (feeder__decode_sample). */
     feeder__sample_fn decode;

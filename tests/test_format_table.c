@@ -5,9 +5,14 @@
  * it existed, and the extension ranks keep WebDataset's first-image rule.
  */
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <turbojpeg.h>
+
+#include "decode/decode.h"
 #include "decode/format.h"
+#include "decode/jpeg_header.h"
 
 START_TEST(rows_are_complete)
 {
@@ -72,6 +77,40 @@ START_TEST(sniff_and_unknown)
 }
 END_TEST
 
+/* The GPU decoders' route of a file's bytes: a PNG or a WebP is a route of
+ * its own (FORMAT, "not a JPEG"), not CORRUPT; bytes of no known format
+ * stay CORRUPT (the CPU decoder names them); a JPEG goes by its header. */
+START_TEST(gpu_route_of_each_format)
+{
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13};
+    static const uint8_t webp[] = {'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'};
+    static const uint8_t gif[] = {'G', 'I', 'F', '8', '9', 'a'};
+    static const uint8_t cut_jpeg[] = {0xff, 0xd8, 0xff};
+    ck_assert_int_eq(feeder__decode_route(png, sizeof(png), 0), FEEDER__ROUTE_FORMAT);
+    ck_assert_int_eq(feeder__decode_route(webp, sizeof(webp), 0), FEEDER__ROUTE_FORMAT);
+    ck_assert_int_eq(feeder__decode_route(gif, sizeof(gif), 0), FEEDER__ROUTE_CORRUPT);
+    ck_assert_int_eq(feeder__decode_route(cut_jpeg, sizeof(cut_jpeg), 0), FEEDER__ROUTE_CORRUPT);
+    /* counted where the public enum says */
+    ck_assert_int_eq(FEEDER__ROUTE_FORMAT - 1, FEEDER_ROUTE_FORMAT);
+    ck_assert_int_eq(FEEDER__ROUTE_ROOM - 1, FEEDER_ROUTE_ROOM);
+    ck_assert_int_eq(FEEDER__ROUTES - 1, FEEDER_ROUTES);
+    ck_assert_str_eq(feeder__jpeg_route_name(FEEDER__ROUTE_FORMAT), "format");
+
+    uint8_t px[16 * 16 * 3];
+    for (size_t i = 0; i < sizeof(px); i++)
+        px[i] = (uint8_t)(i * 7);
+    tjhandle tj = tjInitCompress();
+    ck_assert_ptr_nonnull(tj);
+    unsigned char *jpg = NULL;
+    unsigned long n = 0;
+    ck_assert_int_eq(tjCompress2(tj, px, 16, 0, 16, TJPF_RGB, &jpg, &n, TJSAMP_420, 90, 0), 0);
+    ck_assert_int_eq(feeder__decode_route(jpg, n, 0), FEEDER__ROUTE_GPU);
+    ck_assert_int_eq(feeder__decode_route(jpg, n, 100), FEEDER__ROUTE_SIZE);
+    tjFree(jpg);
+    tjDestroy(tj);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("format_table");
@@ -81,6 +120,7 @@ int main(void)
     tcase_add_test(tc, extension_lists_read_as_before);
     tcase_add_test(tc, extension_ranks);
     tcase_add_test(tc, sniff_and_unknown);
+    tcase_add_test(tc, gpu_route_of_each_format);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
