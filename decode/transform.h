@@ -94,7 +94,7 @@ typedef struct feeder__decode_times {
 
 
 /* Write a message into err (errlen bytes; either may be 0/NULL) and return
- * rc: every decoder's error exit (jpeg.c, gpu_decode.c). */
+ * rc: every decoder's error exit (jpeg.c, cuda/gpu_decode.c). */
 int feeder__decode_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -1,5 +1,5 @@
 /*
- * decode/: the GPU decoder behind FEEDER_DECODER_NVJPEG and HYBRID. Whole
+ * cuda/gpu_decode.h: the GPU decoder behind FEEDER_DECODER_NVJPEG and HYBRID. Whole
  * batches of JPEG bitstreams (host memory: the batch slot) in, transformed
  * uint8 samples out, written straight into their places in a device batch,
  * all on one CUDA stream:
@@ -28,8 +28,8 @@
  * own); decoders on one device share the JPEG engines' lock
  * (feeder__gpu_decoder_share_engines); the stream is the caller's.
  */
-#ifndef FEEDER_DECODE_GPU_DECODE_H
-#define FEEDER_DECODE_GPU_DECODE_H
+#ifndef FEEDER_CUDA_GPU_DECODE_H
+#define FEEDER_CUDA_GPU_DECODE_H
 
 #include <stddef.h>
 #include <stdint.h>
