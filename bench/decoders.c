@@ -242,7 +242,8 @@ static int gpu_decoder(const bd_row *r)
 }
 
 static const char *const route_names[FEEDER_ROUTES] = {"progressive", "cmyk", "subsampling",
-                                                        "size", "corrupt", "other", "room"};
+                                                        "size", "corrupt", "other", "room",
+                                                        "format"};
 
 void bd_routes_cell(char *cell, size_t cap, const uint64_t *routed)
 {
@@ -268,7 +269,7 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
                                        "CPU cores busy", "GPU busy %", "stall ms/epoch",
                                        "read µs/img", "decode µs/img", "transform µs/img",
                                        "GPU decode µs/img", "GPU fallback",
-                                       "CPU routes p/c/s/z/x/o/r", "CPU share %"};
+                                       "CPU routes p/c/s/z/x/o/r/f", "CPU share %"};
     static const int right[] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     bu_table t;
     bu_table_init(&t, 14, head, right);
@@ -325,10 +326,10 @@ void bd_notes(const bd_row *rows, unsigned n, const char *raw_pack, bu_sbuf *b)
         "read, decode, transform µs/img = worker time per delivered image, summed over workers",
         "GPU decode µs/img = GPU decode + resize, timed on the GPU, per delivered image",
         "GPU fallback = images of GPU-decoded batches decoded on the CPU instead",
-        "CPU routes p/c/s/z/x/o/r = images the workers decoded because their header sends them to "
+        "CPU routes p/c/s/z/x/o/r/f = images the workers decoded because their header sends them to "
         "the CPU: progressive, CMYK/YCCK, a sampling the engine refuses, size (over 2 MP or the "
         "pixel limit), corrupt header, other (12-bit, arithmetic, lossless), room (the file did "
-        "not fit its task's room in the slot, FEEDER_OPT_GPU_ROOM)",
+        "not fit its task's room in the slot, FEEDER_OPT_GPU_ROOM), format (not a JPEG: PNG, WebP)",
         "CPU share % = HYBRID's share of each batch the workers decode",
         "n/a = the GPU decoder did not run here (ROI would have), so nothing is reported",
         "order = the sampler's: shuffled, or sequential (file order); the decoders run in the "

@@ -89,7 +89,8 @@ typedef struct bd_row {
 } bd_row;
 
 /* A GPU decoder's images the workers kept by their header, by reason:
- * "progressive/cmyk/subsampling/size/corrupt/other" counts, "294/113/0/12/0/0". */
+ * "progressive/cmyk/subsampling/size/corrupt/other/room/format" counts,
+ * "294/113/0/12/0/0/0/0". */
 void bd_routes_cell(char *cell, size_t cap, const uint64_t *routed);
 /* `, "cpu_routed": {"progressive": N, ...}` */
 void bd_routes_json(bu_sbuf *b, const uint64_t *routed);

@@ -35,7 +35,7 @@ static void table_columns(const opts *o, bu_table *t, unsigned *gcol, unsigned *
     if (o->decoder == FEEDER_DECODER_NVJPEG || o->decoder == FEEDER_DECODER_HYBRID) {
         t->head[ncols] = "GPU decode µs/img";
         t->head[ncols + 1] = "GPU fallback";
-        t->head[ncols + 2] = "CPU routes p/c/s/z/x/o/r";
+        t->head[ncols + 2] = "CPU routes p/c/s/z/x/o/r/f";
         t->head[ncols + 3] = "CPU share %";
         t->right[ncols] = t->right[ncols + 1] = t->right[ncols + 2] = t->right[ncols + 3] = 1;
         ncols += o->decoder == FEEDER_DECODER_HYBRID ? 4 : 3;

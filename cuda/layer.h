@@ -21,7 +21,7 @@
 #include "cuda/normalize.h"
 #include "cuda/augment.h"
 #include "augment/augment.h"
-#include "decode/gpu_decode.h"
+#include "cuda/gpu_decode.h"
 #include "feeder_cuda.h"
 #include "dataset/pack.h"
 #include "common/nvtx.h"

@@ -14,17 +14,15 @@
 #include <unistd.h>
 
 #include "dataset/dataset.h"
+#include "decode/format.h"
 
-/* The names a folder dataset takes; the decoder reads the format from the
- * bytes, so this only keeps stray files (notes, caches) out. */
+/* The names a folder dataset takes (decode/'s format table); the decoder
+ * reads the format from the bytes, so this only keeps stray files (notes,
+ * caches) out. */
 static int is_image_name(const char *name)
 {
-    static const char *const ext[] = {".jpg", ".jpeg", ".jfif", ".png", ".webp"};
     const char *dot = strrchr(name, '.');
-    for (size_t i = 0; dot && i < sizeof(ext) / sizeof(ext[0]); i++)
-        if (strcasecmp(dot, ext[i]) == 0)
-            return 1;
-    return 0;
+    return dot && feeder__format_ext_rank(dot + 1, FEEDER__EXT_FOLDER) > 0;
 }
 
 static void skip_note(feeder__skips *s, const char *name)
@@ -350,8 +348,10 @@ int feeder_dataset_open_folder(const char *root, feeder_dataset **out, char *err
                     root);
         rc = FEEDER_EDATASET;
     } else if (rc == 0 && l.n == 0) {
-        feeder__fmt(err, errlen, "%s: no .jpg, .jpeg, .jfif, .png or .webp files in its %llu class "
-                    "folders (%llu other files)", root, (unsigned long long)ds->num_classes,
+        char exts[128];
+        feeder__format_ext_list(FEEDER__EXT_FOLDER, exts, sizeof(exts));
+        feeder__fmt(err, errlen, "%s: no %s files in its %llu class folders (%llu other files)",
+                    root, exts, (unsigned long long)ds->num_classes,
                     (unsigned long long)l.skips.total);
         rc = FEEDER_EDATASET;
     }

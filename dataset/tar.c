@@ -15,6 +15,7 @@
 #include "common/brace.h"
 #include "dataset/dataset.h"
 #include "dataset/tar.h"
+#include "decode/format.h"
 #include "io/io.h"
 
 void feeder__tar_free(feeder__tar *t)
@@ -371,9 +372,11 @@ static int assemble(feeder_dataset *ds, char *err, size_t errlen)
         n += t->shards[i].ix.n;
     }
     if (n == 0) {
-        feeder__fmt(err, errlen, "%s%s: no samples (keys with a .jpg, .jpeg, .png or .webp and a "
-                    ".cls member) in %u tar shard%s", t->shards[0].path,
-                    t->nshards > 1 ? " ..." : "", t->nshards, t->nshards > 1 ? "s" : "");
+        char exts[128];
+        feeder__format_ext_list(FEEDER__EXT_TAR, exts, sizeof(exts));
+        feeder__fmt(err, errlen, "%s%s: no samples (keys with a %s and a .cls member) in %u tar "
+                    "shard%s", t->shards[0].path, t->nshards > 1 ? " ..." : "", exts,
+                    t->nshards, t->nshards > 1 ? "s" : "");
         return FEEDER_EDATASET;
     }
     ds->labels = malloc(n * sizeof(*ds->labels));

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "dataset/tar.h"
+#include "decode/format.h"
 #include "io/io.h"
 
 void feeder__tar_index_free(feeder__tar_index *ix)
@@ -77,7 +78,7 @@ static int entry_add(feeder__tar_index *ix, const feeder__tar_entry *e, const ch
 typedef struct group {
     char key[FEEDER__TAR_META_MAX + 1]; /* a key is as long as the longest name */
     int open;
-    int img_rank;     /* 0 none; 1 jpg .. 4 webp: the first of these wins */
+    int img_rank;     /* 0 none; else feeder__format_ext_rank: the lowest wins */
     char img_ext[8];
     uint64_t off, len;
     int has_cls;
@@ -215,15 +216,6 @@ static const char *split_key(const char *name, size_t *keylen)
     return dot + 1;
 }
 
-static int image_rank(const char *ext)
-{
-    static const char *const img[] = {"jpg", "jpeg", "png", "webp"};
-    for (int i = 0; i < 4; i++)
-        if (strcasecmp(ext, img[i]) == 0)
-            return i + 1;
-    return 0;
-}
-
 static void group_bad(group *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void group_bad(group *g, const char *fmt, ...)
 {
@@ -245,9 +237,11 @@ static int group_flush(scan *s)
     g->open = 0;
     if (!g->img_rank && !g->has_cls && !g->bad[0])
         return 0;
-    if (!g->img_rank)
-        group_bad(g, "no image member (.jpg, .jpeg, .png or .webp)");
-    else if (!g->has_cls)
+    if (!g->img_rank) {
+        char exts[128];
+        feeder__format_ext_list(FEEDER__EXT_TAR, exts, sizeof(exts));
+        group_bad(g, "no image member (%s)", exts);
+    } else if (!g->has_cls)
         group_bad(g, "no .cls member");
     feeder__tar_entry e = {.off = g->off, .len = g->len, .label = g->bad[0] ? -1 : g->label,
                            .bad = g->bad[0] ? 1 : 0};
@@ -358,7 +352,7 @@ static int member(scan *s, const uint8_t *h, uint64_t data_off, uint64_t size)
     if (rc)
         return rc;
     group *g = &s->g;
-    int rank = image_rank(ext), cls = strcmp(ext, "cls") == 0;
+    int rank = feeder__format_ext_rank(ext, FEEDER__EXT_TAR), cls = strcmp(ext, "cls") == 0;
     if (!rank && !cls)
         return 0; /* other members (.json, .txt) are not read */
     if (type != '0' && type != 0 && type != '7') {

@@ -39,7 +39,7 @@
  */
 #include <math.h>
 
-#include "decode/decode.h"
+#include "decode/transform.h"
 
 enum { CROP_ATTEMPTS = 10, CROP_DRAWS_PER_ATTEMPT = 4, CROP_FLIP_COUNTER = 40 };
 

@@ -1,25 +1,122 @@
 /*
- * Format detection by magic bytes and the common tail of the non-JPEG
- * decoders: crop box, resize, flip, layout exactly as decode_turbo does.
+ * The format table: every image format decode/ reads, one row each, and
+ * what is derived from it (recognising a file, the extension lists and the
+ * messages that name the formats).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
+#include <strings.h>
 
 #include "common/common.h"
 #include "decode/format.h"
 
-int feeder__format_sniff(const uint8_t *p, size_t len)
+static const char *const jpeg_ext[] = {"jpg", "jpeg", NULL};
+/* JFIF's own extension: folders of downloaded photos hold it; WebDataset's
+ * shards do not use it. */
+static const char *const jpeg_folder_ext[] = {"jfif", NULL};
+static const char *const png_ext[] = {"png", NULL};
+static const char *const webp_ext[] = {"webp", NULL};
+
+static const feeder__format formats[] = {
+    {"JPEG", jpeg_ext, jpeg_folder_ext, feeder__jpeg_sniff, 1, feeder__jpeg_sample, NULL},
+    {"PNG", png_ext, NULL, feeder__png_sniff, 0, NULL, feeder__png_whole},
+    {"WebP", webp_ext, NULL, feeder__webp_sniff, 0, NULL, feeder__webp_decode},
+};
+#define NFORMATS (sizeof(formats) / sizeof(formats[0]))
+
+const feeder__format *feeder__formats(size_t *n)
 {
-    static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
-    if (len >= 2 && p[0] == 0xff && p[1] == 0xd8)
-        return FEEDER__FMT_JPEG;
-    if (len >= 8 && memcmp(p, png, 8) == 0)
-        return FEEDER__FMT_PNG;
-    if (len >= 12 && memcmp(p, "RIFF", 4) == 0 && memcmp(p + 8, "WEBP", 4) == 0)
-        return FEEDER__FMT_WEBP;
-    return FEEDER__FMT_UNKNOWN;
+    *n = NFORMATS;
+    return formats;
+}
+
+const feeder__format *feeder__format_of(const uint8_t *p, size_t len)
+{
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (formats[i].sniff(p, len))
+            return &formats[i];
+    return NULL;
+}
+
+/* Call fn for every extension `where` takes, in table order (a format's
+ * folder extensions right after its own), with its rank from 1; stops at
+ * the first nonzero fn result and returns it. */
+static int each_ext(int where, int (*fn)(const char *ext, int rank, void *arg), void *arg)
+{
+    int rank = 0, rc;
+    for (size_t i = 0; i < NFORMATS; i++) {
+        for (const char *const *e = formats[i].extensions; *e; e++)
+            if ((rc = fn(*e, ++rank, arg)))
+                return rc;
+        const char *const *more = formats[i].folder_extensions;
+        for (; where == FEEDER__EXT_FOLDER && more && *more; more++)
+            if ((rc = fn(*more, ++rank, arg)))
+                return rc;
+    }
+    return 0;
+}
+
+static int ext_match(const char *ext, int rank, void *arg)
+{
+    return strcasecmp(ext, (const char *)arg) == 0 ? rank : 0;
+}
+
+int feeder__format_ext_rank(const char *ext, int where)
+{
+    return each_ext(where, ext_match, (void *)ext);
+}
+
+/* A list "a, b or c" written one item at a time: each item goes out when
+ * the next arrives, so the last one can take " or ". */
+typedef struct list_out {
+    char *buf;
+    size_t n, at;
+    const char *prefix;  /* before each item: "." for extensions */
+    const char *held;    /* the item not yet written */
+    int count;
+} list_out;
+
+static void list_put(list_out *o, const char *sep, const char *item)
+{
+    if (o->at < o->n)
+        o->at += (size_t)snprintf(o->buf + o->at, o->n - o->at, "%s%s%s", sep, o->prefix, item);
+}
+
+static int list_add(const char *item, int rank, void *arg)
+{
+    (void)rank;
+    list_out *o = arg;
+    if (o->held)
+        list_put(o, o->count > 1 ? ", " : "", o->held);
+    o->held = item;
+    o->count++;
+    return 0;
+}
+
+static void list_end(list_out *o)
+{
+    if (o->held)
+        list_put(o, o->count > 1 ? " or " : "", o->held);
+}
+
+void feeder__format_ext_list(int where, char *buf, size_t n)
+{
+    list_out o = {buf, n, 0, ".", NULL, 0};
+    if (n)
+        buf[0] = 0;
+    each_ext(where, list_add, &o);
+    list_end(&o);
+}
+
+/* "JPEG, PNG or WebP". */
+static void format_names(char *buf, size_t n)
+{
+    list_out o = {buf, n, 0, "", NULL, 0};
+    if (n)
+        buf[0] = 0;
+    for (size_t i = 0; i < NFORMATS; i++)
+        list_add(formats[i].name, 0, &o);
+    list_end(&o);
 }
 
 /* A name for the formats people mistake for images we read, so the message
@@ -49,50 +146,13 @@ static const char *guess_name(const uint8_t *p, size_t len)
     return "unknown";
 }
 
-static int unknown_format(const uint8_t *p, size_t len, char *err, size_t errlen)
+int feeder__format_unknown(const uint8_t *p, size_t len, char *err, size_t errlen)
 {
-    char hex[3 * 4 + 1] = "";
+    char hex[3 * 4 + 1] = "", names[128];
     size_t n = len < 4 ? len : 4, at = 0;
     for (size_t i = 0; i < n; i++)
         at += (size_t)snprintf(hex + at, sizeof(hex) - at, "%s%02X", i ? " " : "", p[i]);
-    return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
-                               "not a JPEG, PNG or WebP file (starts %s: %s)", hex,
-                               guess_name(p, len));
-}
-
-int feeder__decode_other(int fmt, feeder__buf *pix, feeder__resizer *rs,
-                         const feeder__transform *t, const uint8_t *p, size_t len,
-                         uint64_t seed, uint64_t epoch, uint64_t index, uint8_t *dst,
-                         feeder__decode_times *times, char *err, size_t errlen)
-{
-    uint64_t t0 = feeder__now_ns();
-    feeder__image img = {0};
-    feeder__crop c;
-    int rc;
-    if (fmt == FEEDER__FMT_PNG)
-        rc = feeder__png_decode(pix, t, p, len, &img, err, errlen);
-    else if (fmt == FEEDER__FMT_WEBP)
-        rc = feeder__webp_decode(pix, t, p, len, seed, epoch, index, &img, &c, err, errlen);
-    else
-        return unknown_format(p, len, err, errlen);
-    if (rc)
-        return rc;
-    if (feeder__transform_channels(t) == 1 && img.channels != 1) {
-        feeder__rgb_to_gray(pix->p, img.w, img.h, img.stride, img.channels);
-        img.channels = 1;
-    }
-    /* A WebP may have been decoded scaled: its box comes with it. */
-    if (fmt == FEEDER__FMT_PNG)
-        feeder__crop_compute(t, img.w, img.h, seed, epoch, index, &c);
-    uint64_t t1 = feeder__now_ns();
-    rc = feeder__resize(rs, pix->p, img.w, img.h, img.stride, img.channels, c.fx, c.fy, c.fw,
-                        c.fh, dst, t->width, t->height, c.flip, t->layout);
-    if (rc)
-        return feeder__decode_fail(err, errlen, rc, "resize of a %ux%u image failed", img.w,
-                                   img.h);
-    if (times) {
-        times->decode_ns = t1 - t0;
-        times->transform_ns = feeder__now_ns() - t1;
-    }
-    return 0;
+    format_names(names, sizeof(names));
+    return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "not a %s file (starts %s: %s)",
+                               names, hex, guess_name(p, len));
 }

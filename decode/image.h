@@ -1,8 +1,9 @@
 /*
- * What the whole-image decoders (png.c, webp.c) share with the dispatch
- * (format.c) and the JPEG decoders (jpeg.c): the decoded image's shape, the
- * pixel-limit check and the error exit (image.c). The lowest file of
- * decode/'s decoders: it calls none of them.
+ * What the decoders (jpeg.c, png.c, webp.c) share with the format table
+ * (format.c) and the dispatch (decode.c): the decoded image's shape, each
+ * format's entry points, the pixel-limit check and the error exit
+ * (image.c). image.c is the lowest file of decode/'s decoders: it calls
+ * none of them.
  */
 #ifndef FEEDER_DECODE_IMAGE_H
 #define FEEDER_DECODE_IMAGE_H
@@ -10,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "decode/decode.h"
+#include "decode/transform.h"
 
 /* A decoded image in a scratch buffer: w x h pixels of `channels` (1, 3 or 4)
  * bytes, rows `stride` bytes apart. */
@@ -19,6 +20,14 @@ typedef struct feeder__image {
     size_t stride;
     int channels;
 } feeder__image;
+
+/* A whole-image decode (a format row's `whole`, decode/format.h): the image
+ * into pix, growing it, and in *c the crop box of (seed, epoch, index) in the
+ * pixels of the image it decoded. Returns 0, FEEDER_EDECODE (err holds the
+ * library's text), FEEDER_ETOOBIG or -ENOMEM. */
+typedef int (*feeder__whole_fn)(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
+                                size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                                feeder__image *img, feeder__crop *c, char *err, size_t errlen);
 
 /* Decode a PNG (libspng) or a WebP (libwebp) into pix, growing it; the pixel
  * limit is checked from the header before anything is allocated. Returns 0,
@@ -34,6 +43,29 @@ int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8
 int feeder__webp_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
                         size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
                         feeder__image *img, feeder__crop *c, char *err, size_t errlen);
+
+/* feeder__png_decode as a feeder__whole_fn: the crop box of the whole image. */
+int feeder__png_whole(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
+                      size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                      feeder__image *img, feeder__crop *c, char *err, size_t errlen);
+
+/* Format rows' sniffs: 1 when `len` bytes at p start with the format's magic
+ * (JPEG FF D8, PNG's 8-byte signature, WebP "RIFF" size "WEBP"), else 0. */
+int feeder__jpeg_sniff(const uint8_t *p, size_t len);
+int feeder__png_sniff(const uint8_t *p, size_t len);
+int feeder__webp_sniff(const uint8_t *p, size_t len);
+
+/* JPEG's row decoder (jpeg.c): TURBO or ROI as t->decoder says. */
+int feeder__jpeg_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
+                        size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                        uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen);
+
+/* A decoder's scratch for the whole-image formats: its pixel buffer and its
+ * resizer (jpeg.c owns the decoder). */
+void feeder__decoder_scratch(feeder__decoder *d, feeder__buf **pix, feeder__resizer **rs);
+
+/* Free whatever scratch grew past what a decoder keeps between images. */
+void feeder__decoder_shed(feeder__decoder *d);
 
 /* The limits every decoder checks from the header, before it allocates
  * anything: 0, FEEDER_EDECODE for no pixels, FEEDER_ETOOBIG for more than

@@ -66,8 +66,7 @@
 #include <turbojpeg.h>
 
 #include "common/common.h"
-#include "decode/decode.h"
-#include "decode/format.h"
+#include "decode/transform.h"
 #include "decode/image.h"
 
 typedef struct jerr_mgr {
@@ -423,7 +422,7 @@ static void shed(feeder__buf *b)
         feeder__buf_free(b);
 }
 
-static void shed_scratch(feeder__decoder *d)
+void feeder__decoder_shed(feeder__decoder *d)
 {
     shed(&d->pix);
     shed(&d->rows);
@@ -432,41 +431,24 @@ static void shed_scratch(feeder__decoder *d)
     shed(&d->rs.row);
 }
 
-static int decode_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
-                         size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
-                         uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen);
-
-int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
-                          size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
-                          uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen)
+void feeder__decoder_scratch(feeder__decoder *d, feeder__buf **pix, feeder__resizer **rs)
 {
-    int rc = decode_sample(d, t, jpeg, len, seed, epoch, index, dst, times, err, errlen);
-    if (d)
-        shed_scratch(d);
-    return rc;
+    *pix = &d->pix;
+    *rs = &d->rs;
 }
 
-static int decode_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
-                         size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
-                         uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen)
+int feeder__jpeg_sniff(const uint8_t *p, size_t len)
+{
+    return len >= 2 && p[0] == 0xff && p[1] == 0xd8;
+}
+
+int feeder__jpeg_sample(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
+                        size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                        uint8_t *dst, feeder__decode_times *times, char *err, size_t errlen)
 {
     uint64_t t0 = feeder__now_ns();
     feeder__decode_times tm = {0, 0};
-    if (err && errlen)
-        err[0] = 0;
-    if (times)
-        *times = tm;
-    if (!d || !t || !dst || (!jpeg && len) || t->width == 0 || t->height == 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EINVAL, "invalid argument to the decoder");
-    if (len == 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "empty input (0 bytes)");
-    int rc, fmt = feeder__format_sniff(jpeg, len);
-    if (fmt != FEEDER__FMT_JPEG) {
-        /* PNG, WebP and unknown formats: decoded whole, resized as TURBO. */
-        rc = feeder__decode_other(fmt, &d->pix, &d->rs, t, jpeg, len, seed, epoch, index, dst,
-                                  times, err, errlen);
-        return rc;
-    }
+    int rc;
     if (t->decoder == FEEDER_DECODER_TURBO)
         rc = decode_turbo(d, t, jpeg, len, seed, epoch, index, dst, t0, &tm, err, errlen);
     else if (t->decoder == FEEDER_DECODER_ROI)

@@ -137,6 +137,6 @@ int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels)
 const char *feeder__jpeg_route_name(int route)
 {
     static const char *const names[FEEDER__ROUTES] = {
-        "gpu", "progressive", "cmyk", "subsampling", "size", "corrupt", "other"};
+        "gpu", "progressive", "cmyk", "subsampling", "size", "corrupt", "other", "room", "format"};
     return route >= 0 && route < FEEDER__ROUTES ? names[route] : "unknown";
 }

@@ -41,7 +41,10 @@ enum {
                                      is counted as FEEDER_ROUTE_ROOM by the plan (worker/plan.c) */
     FEEDER__ROUTE_CORRUPT = 5,    /* no readable frame header: the CPU decoder names it */
     FEEDER__ROUTE_OTHER = 6,      /* 12-bit, arithmetic coding, lossless */
-    FEEDER__ROUTES = 7
+    FEEDER__ROUTE_ROOM = 7,       /* no room left in the task's slot: set by the plan only */
+    FEEDER__ROUTE_FORMAT = 8,     /* not a JPEG: a format of decode/'s table the engine does
+                                     not take (feeder__decode_route) */
+    FEEDER__ROUTES = 9
 };
 
 /* Read the header of `len` bytes of JPEG. 0 and *out, or -1 when no frame
@@ -52,7 +55,8 @@ int feeder__jpeg_probe(const uint8_t *buf, size_t len, feeder__jpeg_info *out);
  * limit (0: none). */
 int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels);
 
-/* "gpu", "progressive", "cmyk", "subsampling", "size", "corrupt", "other". */
+/* "gpu", "progressive", "cmyk", "subsampling", "size", "corrupt", "other",
+ * "room", "format". */
 const char *feeder__jpeg_route_name(int route);
 
 #endif

@@ -15,6 +15,7 @@
  * whole or refused.
  */
 #include <errno.h>
+#include <string.h>
 
 #include <spng.h>
 
@@ -92,4 +93,20 @@ int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8
     img->channels = gray ? 1 : 3;
     img->stride = (size_t)ih.width * (size_t)img->channels;
     return 0;
+}
+
+int feeder__png_whole(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
+                      size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
+                      feeder__image *img, feeder__crop *c, char *err, size_t errlen)
+{
+    int rc = feeder__png_decode(pix, t, p, len, img, err, errlen);
+    if (rc == 0)
+        feeder__crop_compute(t, img->w, img->h, seed, epoch, index, c);
+    return rc;
+}
+
+int feeder__png_sniff(const uint8_t *p, size_t len)
+{
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+    return len >= 8 && memcmp(p, sig, 8) == 0;
 }

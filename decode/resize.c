@@ -44,7 +44,7 @@
 #define FEEDER_RESIZE_AVX2 1
 #endif
 
-#include "decode/decode.h"
+#include "decode/transform.h"
 
 int feeder__buf_reserve(feeder__buf *b, size_t n)
 {

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <webp/decode.h>
 
@@ -142,4 +143,9 @@ int feeder__webp_decode(feeder__buf *pix, const feeder__transform *t, const uint
     img->stride = stride;
     img->channels = 3;
     return 0;
+}
+
+int feeder__webp_sniff(const uint8_t *p, size_t len)
+{
+    return len >= 12 && memcmp(p, "RIFF", 4) == 0 && memcmp(p + 8, "WEBP", 4) == 0;
 }

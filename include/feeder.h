@@ -1121,7 +1121,8 @@ typedef enum feeder_route {
     FEEDER_ROUTE_CORRUPT = 4,
     FEEDER_ROUTE_OTHER = 5,
     FEEDER_ROUTE_ROOM = 6,        /* its task's room in the slot was full (FEEDER_OPT_GPU_ROOM) */
-    FEEDER_ROUTES = 7
+    FEEDER_ROUTE_FORMAT = 7,      /* not a JPEG: another format the CPU decodes (PNG, WebP) */
+    FEEDER_ROUTES = 8
 } feeder_route;
 
 /* A snapshot of the loader's counters (C: counter, monotonic) and levels (L).
@@ -1156,7 +1157,7 @@ typedef struct feeder_stats {
      * because their header sends them there, by reason (FEEDER_ROUTE_*):
      * progressive, CMYK/YCCK, a sampling the JPEG engine refuses, too large,
      * unreadable header, other (12-bit, arithmetic, lossless), no room left
-     * in the slot for the file. */
+     * in the slot for the file, not a JPEG (PNG, WebP). */
     uint64_t cpu_routed[FEEDER_ROUTES];
     uint64_t cpu_shared;       /* C: images of GPU-decoded batches the workers decoded as their
                                   share: HYBRID's, and every image while nvJPEG is starting */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "decode/decode.h"
 #include "decode/jpeg_header.h"
 #include "worker/worker.h"
 
@@ -32,14 +33,6 @@ int feeder__worker_part_reserve(feeder__worker_ctx *w, uint32_t n)
     return 0;
 }
 
-static int gpu_route(const feeder__worker_ctx *w, const uint8_t *data, size_t len)
-{
-    feeder__jpeg_info info;
-    if (feeder__jpeg_probe(data, len, &info))
-        return FEEDER__ROUTE_CORRUPT;
-    return feeder__jpeg_route(&info, w->job->t.max_pixels);
-}
-
 void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg *t,
                                   uint8_t *slot, feeder__result_msg *res)
 {
@@ -49,8 +42,11 @@ void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg 
     /* The share now, not when the part was queued (worker.h: feeder__live). */
     uint32_t permille = atomic_load_explicit(&w->live->cpu_permille, memory_order_relaxed);
     uint32_t cpu = (uint32_t)(((uint64_t)t->count * permille + 500) / 1000);
+    uint64_t max_pixels = w->job->t.max_pixels;
     for (uint32_t k = 0; k < t->count; k++) {
-        int route = k < cpu || !bytes[k] || !len[k] ? -1 : gpu_route(w, bytes[k], len[k]);
+        int route = -1;
+        if (k >= cpu && bytes[k] && len[k])
+            route = feeder__decode_route(bytes[k], len[k], max_pixels);
         w->part.gpu[k] = route == FEEDER__ROUTE_GPU;
         if (route > FEEDER__ROUTE_GPU)
             res->routed[route - 1]++;

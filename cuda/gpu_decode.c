@@ -19,7 +19,7 @@
 #include <nvjpeg.h>
 
 #include "common/common.h"
-#include "decode/gpu_decode.h"
+#include "cuda/gpu_decode.h"
 
 /* The batched API decodes exactly the batch size it was initialised with,
  * and initialising again reallocates nvJPEG's buffers and waits for the

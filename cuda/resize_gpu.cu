@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "decode/gpu_decode.h"
+#include "cuda/gpu_decode.h"
 #include "feeder.h"
 
 namespace {

@@ -1,7 +1,7 @@
 /* The GPU decoder in a build without nvJPEG: it cannot start, and says so. */
 #include <stdio.h>
 
-#include "decode/gpu_decode.h"
+#include "cuda/gpu_decode.h"
 
 int feeder__gpu_decoder_create(feeder__gpu_decoder **out, char *why, size_t whylen)
 {

@@ -1,5 +1,5 @@
 /*
- * decode/: the GPU decoder behind FEEDER_DECODER_NVJPEG and HYBRID. Whole
+ * cuda/gpu_decode.h: the GPU decoder behind FEEDER_DECODER_NVJPEG and HYBRID. Whole
  * batches of JPEG bitstreams (host memory: the batch slot) in, transformed
  * uint8 samples out, written straight into their places in a device batch,
  * all on one CUDA stream:
@@ -21,20 +21,20 @@
  *      the same samples and boxes as the CPU decoders.
  *
  * What the decoder refuses is handed back to the caller, which decodes it
- * on the CPU. Depends on decode.h, nvJPEG and the CUDA runtime; built only
+ * on the CPU. Depends on transform.h, nvJPEG and the CUDA runtime; built only
  * when nvJPEG is found (gpu_decode_none.c otherwise).
  *
  * Threading: a decoder is one thread's (each GPU decode thread has its
  * own); decoders on one device share the JPEG engines' lock
  * (feeder__gpu_decoder_share_engines); the stream is the caller's.
  */
-#ifndef FEEDER_DECODE_GPU_DECODE_H
-#define FEEDER_DECODE_GPU_DECODE_H
+#ifndef FEEDER_CUDA_GPU_DECODE_H
+#define FEEDER_CUDA_GPU_DECODE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "decode/decode.h"
+#include "decode/transform.h"
 
 #ifdef __cplusplus
 extern "C" {
