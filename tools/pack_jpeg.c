@@ -13,6 +13,24 @@
 #include "pack_writer.h"
 #include "shrink.h"
 
+/* `len` bytes of fd into buf: at offset `off` (pread), or where the file
+ * stands when off is negative (read). 0, -errno, or -EIO when the file ends
+ * first. */
+static int read_fully(int fd, uint8_t *buf, size_t len, int64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t k = off < 0 ? read(fd, buf + got, len - got)
+                            : pread(fd, buf + got, len - got, (off_t)((uint64_t)off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return k < 0 ? -errno : -EIO;
+        got += (size_t)k;
+    }
+    return 0;
+}
+
 /* A tar sample's image member, `len` bytes at its offset in its shard. A
  * shard shorter than that now: -EIO, as a file that changed size. */
 static int read_member(const feeder_dataset *ds, uint64_t i, uint8_t *buf, size_t len,
@@ -23,20 +41,9 @@ static int read_member(const feeder_dataset *ds, uint64_t i, uint8_t *buf, size_
     int fd = open(*tar, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t k = pread(fd, buf + got, len - got, (off_t)(off + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            int e = k < 0 ? -errno : -EIO;
-            close(fd);
-            return e;
-        }
-        got += (size_t)k;
-    }
+    int rc = read_fully(fd, buf, len, (int64_t)off);
     close(fd);
-    return 0;
+    return rc;
 }
 
 static int read_whole(const char *path, uint8_t *buf, size_t len)
@@ -44,17 +51,10 @@ static int read_whole(const char *path, uint8_t *buf, size_t len)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t k = read(fd, buf + got, len - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            int e = k < 0 ? -errno : -EIO;
-            close(fd);
-            return e;
-        }
-        got += (size_t)k;
+    int rc = read_fully(fd, buf, len, -1);
+    if (rc) {
+        close(fd);
+        return rc;
     }
     /* One more byte: the file must not have grown since it was measured. */
     uint8_t extra;

@@ -46,6 +46,15 @@ void fpk_die(const char *fmt, ...)
     exit(1);
 }
 
+/* A formatted copy; out of memory is fatal. */
+static char *vformat(const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0 || !s)
+        fpk_die("out of memory");
+    return s;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Temporary files and signals                                               */
 /* ------------------------------------------------------------------------ */
@@ -113,12 +122,8 @@ void fpk_bad_add(uint64_t i, const char *fmt, ...)
     }
     va_list ap;
     va_start(ap, fmt);
-    char *line = NULL;
-    if (vasprintf(&line, fmt, ap) < 0)
-        line = NULL;
+    char *line = vformat(fmt, ap);
     va_end(ap);
-    if (!line)
-        fpk_die("out of memory");
     fpk_bad[fpk_nbad++] = (bad_file){.index = i, .line = line};
     fpk_isbad[i] = 1;
 }
@@ -236,12 +241,8 @@ char *fpk_strdup_printf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
+    char *s = vformat(fmt, ap);
     va_end(ap);
-    if (!s)
-        fpk_die("out of memory");
     return s;
 }
 

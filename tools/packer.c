@@ -23,17 +23,6 @@
 /* The source dataset                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* A tar shard: the ustar magic of its first header (GNU's "ustar  " too). */
-static int is_tar(const char *path)
-{
-    uint8_t h[512];
-    FILE *f = fopen(path, "rb");
-    int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;
-    if (f)
-        fclose(f);
-    return yes;
-}
-
 static feeder_dataset *open_source(const char *path, int allow_escape)
 {
     struct stat st;
@@ -41,7 +30,7 @@ static feeder_dataset *open_source(const char *path, int allow_escape)
     feeder_dataset *ds = NULL;
     int rc;
     /* WebDataset shards: a brace range of them, or one. */
-    if (strchr(path, '{') || (stat(path, &st) == 0 && S_ISREG(st.st_mode) && is_tar(path))) {
+    if (strchr(path, '{') || (stat(path, &st) == 0 && S_ISREG(st.st_mode) && fpk_ustar_magic(path))) {
         if ((rc = feeder_dataset_open_tar_pattern(path, &ds, err, sizeof(err))))
             fpk_die("%s", err[0] ? err : feeder_strerror(rc));
         return ds;
