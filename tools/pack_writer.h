@@ -15,7 +15,7 @@
 
 #include "feeder.h"
 #include "dataset/pack.h"
-#include "packer.h"
+#include "pack_opts.h"
 
 /* ---- pack_writer.c: messages ---- */
 

@@ -18,6 +18,7 @@
 
 #include "pack_fields.h"
 #include "pack_writer.h"
+#include "packer.h"
 
 /* ------------------------------------------------------------------------ */
 /* The source dataset                                                        */
