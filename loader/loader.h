@@ -1,7 +1,6 @@
 /*
- * loader/: options, the worker pool, samplers, epochs, dispatch and delivery
- * order, the resume state, distributed ranks. What other rooms and the tools
- * may use of it.
+ * loader/: options, the worker pool, epochs, dispatch and delivery order, the
+ * resume state. What other rooms and the tools may use of it.
  */
 #ifndef FEEDER_LOADER_H
 #define FEEDER_LOADER_H

@@ -7,8 +7,8 @@
 #   scripts/check_includes.sh [ROOT]
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
-declare -A rank=([common]=0 [io]=1 [decode]=1 [augment]=1 [remote]=1 [dataset]=2 [collate]=2 [worker]=3
-                 [loader]=4 [cuda]=4 [api]=5)
+declare -A rank=([common]=0 [io]=1 [decode]=1 [augment]=1 [remote]=1 [sampler]=1 [dataset]=2
+                 [collate]=2 [worker]=3 [loader]=4 [cuda]=4 [api]=5)
 status=0
 checked=0
 for room in "${!rank[@]}"; do

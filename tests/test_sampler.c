@@ -58,7 +58,7 @@ static int all_distinct(const uint64_t *v, uint64_t len, uint64_t n)
     return ok;
 }
 
-/* An independent reference of the documented shuffle (loader/sampler.c):
+/* An independent reference of the documented shuffle (sampler/sampler.c):
  * forward Fisher-Yates, step i of permutation p drawing j in [i, n) under
  * feeder_random(seed, epoch, p*n + i, 2^63 + retry) by Lemire's method, here
  * written as plain threshold rejection on the 128-bit product. */

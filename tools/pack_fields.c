@@ -560,19 +560,24 @@ static int make_dataset(fpk_fields *f, char *err, size_t errlen)
     return 0;
 }
 
-/* A tar shard: named .tar (an empty one is all zeros), or the ustar magic
- * of its first header (GNU's "ustar  " too). */
-static int is_tar(const char *path)
+int fpk_ustar_magic(const char *path)
 {
-    size_t len = strlen(path);
-    if (len > 4 && !strcmp(path + len - 4, ".tar"))
-        return 1;
     uint8_t h[512];
     FILE *f = fopen(path, "rb");
     int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;
     if (f)
         fclose(f);
     return yes;
+}
+
+/* A tar shard: named .tar (an empty one is all zeros), or the ustar magic
+ * of its first header. */
+static int is_tar(const char *path)
+{
+    size_t len = strlen(path);
+    if (len > 4 && !strcmp(path + len - 4, ".tar"))
+        return 1;
+    return fpk_ustar_magic(path);
 }
 
 int fpk_fields_open(const fpk_fields_opts *o, fpk_fields **out, char *err, size_t errlen)

@@ -74,4 +74,8 @@ int fpk_fields_verify(fpk_fields *f, const char *path, const char *shown, int wo
 
 void fpk_fields_close(fpk_fields *f);
 
+/* Whether the file at `path` starts with a tar header: the ustar magic
+ * (GNU's "ustar  " too). feeder-pack's other modes share it. */
+int fpk_ustar_magic(const char *path);
+
 #endif

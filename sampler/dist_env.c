@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/loader.h"
+#include "common/common.h"
 
 enum { F_RANK, F_WORLD, F_LRANK, F_LSIZE, F_COUNT };
 
