@@ -81,7 +81,7 @@ static void check_args(opts *o, int workers_given, const int *shape)
         die_usage("--decoder all and --threads-sweep exclude each other (all runs every backend "
                   "at one worker count)");
     if (o->shuffle < 0)
-        o->shuffle = o->pipeline == FEEDER_PIPELINE_TRAIN;
+        o->shuffle = 1; /* the order training reads, eval included; --shuffle 0 for file order */
     if (!o->resize)
         o->resize = (uint32_t)(((uint64_t)o->size * 256 + 112) / 224);
     if (o->device < 0 && (o->compute_ms > 0 || o->dtype != FEEDER_DTYPE_UINT8))
@@ -149,7 +149,7 @@ static cli_opt table[] = {
              "eval: shorter side before the crop (size*256/224)"),
     CLI_ENUM("layout", A.layout, layout_names, "output layout (nhwc)"),
     CLI_UINT("shuffle", "0|1", A.shuffle, 0, 1,
-             "random order (default: 1 for train, 0 otherwise)"),
+             "random order, the one training reads (default 1; 0: file order)"),
     CLI_UINT("in-order", "0|1", A.in_order, 0, 1, "deliver in sampler order (1)"),
     CLI_FLAG("persistent", A.persistent, "keep the workers across epochs"),
     CLI_UINT("timeout-ms", "N", A.timeout_ms, 0, 86400000,

@@ -121,9 +121,9 @@ grep -qE "^\|  +1 \| eval  +\| nvjpeg  +\| [a-z_]+ +\| n/a: no GPU path: device 
 grep -q "images/s" "$d/err" && { cat "$d/err" >&2; fail "the fallback was measured"; }
 
 # --decoder all: the table, appended where --append-to says.
-"$bench" "${small[@]}" --decoder all --append-to "$d/B.md" --label testbox > "$d/out" 2> "$d/err"
+"$bench" "${small[@]}" --decoder all --shuffle 0 --append-to "$d/B.md" --label testbox > "$d/out" 2> "$d/err"
 grep -q "^## .*, testbox: bench_loader --decoder all, eval$" "$d/B.md" || fail "no record in B.md"
-# The decoders in the order asked (eval: sequential), raw in both orders,
+# The decoders in the order asked (--shuffle 0: sequential), raw in both orders,
 # shuffled first; the rows in that order.
 for row in "turbo +\| sequential" "roi +\| sequential" "raw +\| shuffled" "raw +\| sequential"; do
     grep -qE "^\| $row +\| +[0-9]+ \|" "$d/B.md" || { cat "$d/B.md" >&2; fail "no $row row"; }
@@ -138,9 +138,10 @@ grep -q "^| backend | " "$d/out" || fail "no table on stdout"
 grep -q "^Columns: images/s = " "$d/out" || fail "no column notes"
 
 # ...and as JSON, parsed back.
-"$bench" "${small[@]}" --decoder all --json --no-append > "$d/all.json" 2> "$d/err"
-# --shuffle 1 shuffles the decoders; raw still runs both orders.
-"$bench" "${small[@]}" --decoder all --shuffle 1 --json --no-append > "$d/all1.json" 2> "$d/err"
+"$bench" "${small[@]}" --decoder all --shuffle 0 --json --no-append > "$d/all.json" 2> "$d/err"
+# By default the decoders read shuffled, eval included (the order training
+# reads); raw still runs both orders.
+"$bench" "${small[@]}" --decoder all --json --no-append > "$d/all1.json" 2> "$d/err"
 grep -q "^== raw, shuffled$" "$d/err" && grep -q "^== raw, sequential$" "$d/err" &&
     grep -q "^== turbo, shuffled$" "$d/err" || { cat "$d/err" >&2; fail "--shuffle 1 orders"; }
 python3 - "$d/all1.json" <<'EOF'
