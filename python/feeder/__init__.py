@@ -144,7 +144,7 @@ class Loader(_feeder.Loader):
            device=None, dtype=None, mean=None, std=None, layout="NCHW",
            decoder="roi", in_order=True, on_error="fail", io="auto",
            max_restarts=0, scale=None, ratio=None, flip_prob=None,
-           as_torch=None, trace=None, channels=3, augment=None)
+           as_torch=None, trace=None, channels=3, augment=None, sampler=None)
 
     seed: the seed of the order and of every random crop; None (the
     default) draws one from the system, as torch does, so two runs differ
@@ -165,6 +165,11 @@ class Loader(_feeder.Loader):
     or "NHWC". A RAW pack (feeder-pack --mode raw) brings its own shape and
     layout: unless size or layout is given, batches have the pack's (with a
     float dtype on the device, NCHW unless layout is given).
+    sampler: the order, as torch's DataLoader takes it: any iterable of
+    dataset indices with __len__ (torch's DistributedSampler for one loader
+    per rank, SubsetRandomSampler, a list). It is iterated once as each
+    epoch begins; set_epoch on it stays the caller's, as with torch.
+    Mutually exclusive with shuffle.
     timeout: seconds to wait for a batch, 0 = forever. as_torch: yield torch
     tensors (default when torch imports) or feeder.Array views, which
     torch.from_dlpack / numpy.from_dlpack / numpy.asarray take without a copy.

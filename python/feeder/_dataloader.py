@@ -372,7 +372,7 @@ class DataLoader:
 
     def __len__(self):
         if self._native is not None:
-            n = len(self.dataset)
+            n = len(self.dataset if self._native.sampler is None else self._native.sampler)
             return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         if isinstance(self.dataset, IterableDataset):
             length = len(self.dataset)
@@ -436,14 +436,16 @@ class _Native:
 
     def __init__(self, dataset, sampler, batch_sampler, collate_fn, worker_init_fn, batch_room,
                  **native):
-        for name, value in (("sampler", sampler), ("batch_sampler", batch_sampler),
+        for name, value in (("batch_sampler", batch_sampler),
                             ("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn),
                             ("batch_room", batch_room)):
             if value is not None:
                 raise ValueError(
                     f"DataLoader: {name}= with {type(dataset).__name__}: feeder's native "
-                    "pipeline takes shuffle, generator, drop_last and the worker options; for "
-                    f"{name}= use a Python dataset (e.g. torchvision.datasets.ImageFolder)")
+                    "pipeline takes sampler, shuffle, generator, drop_last and the worker "
+                    f"options; for {name}= use a Python dataset (e.g. "
+                    "torchvision.datasets.ImageFolder)")
+        self.sampler = sampler
         bad = sorted(set(native) - set(_NATIVE_KW))
         if bad:
             raise TypeError(f"DataLoader got an unexpected keyword argument {bad[0]!r}")
@@ -466,6 +468,8 @@ class _Native:
                   in_order=bool(dl.in_order))
         if dl.prefetch_factor is not None:
             kw["prefetch_factor"] = dl.prefetch_factor
+        if self.sampler is not None:  # drawn once an epoch, as torch's iterator does
+            kw["sampler"] = self.sampler
         # Reproducible per generator: the order and every random crop come from this seed.
         kw["seed"] = torch.empty((), dtype=torch.int64).random_(
             generator=dl.generator).item() & ((1 << 53) - 1)

@@ -105,6 +105,13 @@ typedef struct {
     uint64_t last_epoch, last_number;
     uint32_t last_count;
     uint64_t last_next_ns; /* time inside feeder_next for the last batch */
+    /* Loader(sampler=...) (sampler.c): the Python sampler, the C sampler
+     * made on it, and the epoch's order drawn from it. */
+    PyObject *py_sampler;
+    feeder_sampler *smp;
+    uint64_t *smp_idx;
+    uint64_t smp_len, smp_epoch;
+    int smp_have, smp_keep; /* smp_keep: state_dict() drew it, the next iter() uses it */
 } LoaderObject;
 
 /* loader_state.c */
@@ -112,6 +119,12 @@ int loader_ready(LoaderObject *self);
 void loader_destroy_now(LoaderObject *self);
 PyObject *state_save(LoaderObject *self, uint64_t epoch);
 void abandon_epoch(LoaderObject *self);
+
+/* sampler.c: Loader(sampler=...) */
+int loader_sampler_create(LoaderObject *self, PyObject *sampler, feeder_sampler **out);
+int loader_sampler_push(LoaderObject *self, uint64_t epoch, int keep);
+Py_ssize_t loader_sampler_len(LoaderObject *self);
+void loader_sampler_free(LoaderObject *self);
 
 /* augment.c: Loader(augment=[steps]) */
 int set_augment(LoaderObject *self, PyObject *steps);

@@ -33,6 +33,8 @@ PyObject *loader_iter(LoaderObject *self)
 {
     if (!loader_ready(self))
         return NULL;
+    if (loader_sampler_push(self, self->resume_pending ? self->resume_epoch : self->next_epoch, 0))
+        return NULL;
     if (self->resume_pending) {
         self->cur_epoch = self->resume_epoch;
         self->next_epoch = self->resume_epoch + 1;

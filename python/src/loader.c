@@ -11,6 +11,7 @@ static void loader_dealloc(LoaderObject *self)
 {
     /* Every Batch holds its Loader: none is alive here. */
     loader_destroy_now(self);
+    loader_sampler_free(self); /* after the loader that borrowed it */
     Py_XDECREF(self->dataset);
     Py_XDECREF(self->to_torch);
     Py_XDECREF(self->cap_to_torch);
@@ -30,8 +31,14 @@ static Py_ssize_t loader_len(LoaderObject *self)
     double bs = 0, dl = 0;
     feeder_loader_get(self->ld, FEEDER_OPT_BATCH_SIZE, &bs);
     feeder_loader_get(self->ld, FEEDER_OPT_DROP_LAST, &dl);
-    return (Py_ssize_t)feeder_batch_count(feeder_dataset_size(self->dataset->ds), (uint32_t)bs,
-                                          dl != 0);
+    uint64_t n = feeder_dataset_size(self->dataset->ds);
+    if (self->py_sampler) { /* as torch: len(sampler) samples an epoch */
+        Py_ssize_t sn = loader_sampler_len(self);
+        if (sn < 0)
+            return -1;
+        n = (uint64_t)sn;
+    }
+    return (Py_ssize_t)feeder_batch_count(n, (uint32_t)bs, dl != 0);
 }
 
 static PyObject *loader_set_epoch(LoaderObject *self, PyObject *arg)
@@ -57,6 +64,8 @@ static PyObject *loader_state_dict(LoaderObject *self, PyObject *unused)
         return state_save(self, self->cur_epoch);
     if (self->abandoned_state)
         return PyDict_Copy(self->abandoned_state);
+    if (loader_sampler_push(self, self->next_epoch, 1))
+        return NULL;
     int rc = feeder_loader_set_epoch(self->ld, self->next_epoch);
     if (rc) {
         raise_rc(rc, feeder_loader_errmsg(self->ld));
@@ -83,6 +92,8 @@ static PyObject *loader_load_state_dict(LoaderObject *self, PyObject *sd)
     }
     unsigned long long e = PyLong_AsUnsignedLongLong(epoch);
     if (e == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (loader_sampler_push(self, e, 1)) /* the state's epoch, drawn for its check */
         return NULL;
     int rc = feeder_loader_state_load(self->ld, PyBytes_AS_STRING(blob),
                                       (size_t)PyBytes_GET_SIZE(blob));

@@ -225,7 +225,7 @@ typedef struct loader_args {
     double timeout;
     PyObject *pipeline, *size, *resize, *device, *dtype, *mean, *std, *layout, *decoder,
              *in_order, *on_error, *io, *max_restarts, *scale, *ratio, *flip_prob, *as_torch;
-    PyObject *trace, *channels, *augment;
+    PyObject *trace, *channels, *augment, *sampler;
 } loader_args;
 
 static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
@@ -235,18 +235,19 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
                              "size", "resize", "device", "dtype", "mean", "std", "layout",
                              "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
                              "ratio", "flip_prob", "as_torch", "trace", "channels", "augment",
-                             NULL};
+                             "sampler", NULL};
     *a = (loader_args){.shuffle = Py_False, .persistent = Py_False, .drop_last = Py_False,
                        .resize = Py_None, .device = Py_None, .dtype = Py_None, .mean = Py_None,
                        .std = Py_None, .in_order = Py_True, .scale = Py_None,
                        .ratio = Py_None, .flip_prob = Py_None, .as_torch = Py_None,
-                       .trace = Py_None};
+                       .trace = Py_None, .sampler = Py_None};
     return PyArg_ParseTupleAndKeywords(
-        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
+        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
         &a->shuffle, &a->workers, &a->prefetch, &a->persistent, &a->drop_last, &a->timeout,
         &a->seed, &a->pipeline, &a->size, &a->resize, &a->device, &a->dtype, &a->mean, &a->std,
         &a->layout, &a->decoder, &a->in_order, &a->on_error, &a->io, &a->max_restarts, &a->scale,
-        &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels, &a->augment);
+        &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels, &a->augment,
+        &a->sampler);
 }
 
 #define INTOPT(obj, name, opt) \
@@ -469,12 +470,20 @@ int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(OptionError, msg);
         return -1;
     }
-    int rc = feeder_loader_create(ds->ds, NULL, &self->ld);
+    if (a.sampler != Py_None && PyObject_IsTrue(a.shuffle) > 0) {
+        PyErr_SetString(PyExc_ValueError, "sampler option is mutually exclusive with shuffle");
+        return -1;
+    }
+    self->dataset = (DatasetObject *)Py_NewRef(a.ds);
+    feeder_sampler *smp = NULL;
+    if (loader_sampler_create(self, a.sampler, &smp))
+        return -1;
+    self->smp = smp;
+    int rc = feeder_loader_create(ds->ds, smp, &self->ld);
     if (rc) {
         raise_rc(rc, "feeder_loader_create");
         return -1;
     }
-    self->dataset = (DatasetObject *)Py_NewRef(a.ds);
     self->fields = dataset_has_fields(ds);
     self->timeout_s = a.timeout;
     if (!set_plain_options(self, &a) || !set_shape(self, &a) || !set_device_values(self, &a) ||

@@ -119,10 +119,90 @@ def test_eval_close_to_torchvision(folder):
         assert (a.float() - b.float()).abs().mean() < 3.0
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_distributed_sampler_as_torch(folder, workers):
+    """One loader per rank with torch's DistributedSampler: every rank's
+    batches hold the samples torch's DataLoader gives that rank, batch by
+    batch, for two epochs (set_epoch on the sampler); the ranks' shares are
+    disjoint but for torch's padding, and cover the 60 images (63 for 7 ranks)."""
+    tv = torchvision.transforms
+    theirs_ds = torchvision.datasets.ImageFolder(folder, transform=tv.Compose([
+        tv.Resize(80), tv.CenterCrop(64), tv.PILToTensor()]))
+    ours_ds = feeder.ImageFolder(folder, transform=T.Compose([T.Resize(80), T.CenterCrop(64)]))
+    plain = feeder.Loader(feeder.ImageFolder(folder), batch_size=1, size=64, resize=80,
+                          layout="NCHW")
+    by_index = [x[0].clone() for x, _ in plain]  # each sample alone, in file order
+    for epoch in range(2):
+        seen = []
+        for rank in range(7):
+            samplers = [torch.utils.data.DistributedSampler(d, num_replicas=7, rank=rank,
+                                                            shuffle=True, seed=7)
+                        for d in (theirs_ds, ours_ds)]
+            for s in samplers:
+                s.set_epoch(epoch)
+            order = list(samplers[0])
+            theirs = torch.utils.data.DataLoader(theirs_ds, batch_size=4, sampler=samplers[0])
+            ours = feeder.DataLoader(ours_ds, batch_size=4, sampler=samplers[1],
+                                     num_workers=workers)
+            got = list(ours)
+            assert len(got) == len(ours) == len(theirs) == 3  # 9 samples: 4, 4, 1
+            pos = 0
+            for (x, y), (_, ty) in zip(got, theirs):
+                assert torch.equal(y, ty)
+                for k in range(len(y)):  # the pixels of the sampler's index
+                    assert torch.equal(x[k], by_index[order[pos + k]])
+                pos += len(y)
+            assert pos == 9
+            seen += order
+        assert sorted(set(seen)) == list(range(60)) and len(seen) == 63
+
+
+def test_loader_sampler_argument(folder):
+    ds = feeder.ImageFolder(folder)
+    ld = feeder.Loader(ds, batch_size=4, sampler=[5, 3, 59, 0, 5], size=32, resize=40)
+    assert len(ld) == 2
+    labels = [int(v) for _, y in ld for v in y]
+    assert labels == [ds.targets[i] for i in (5, 3, 59, 0, 5)]
+    # Drawn anew each epoch, as torch's iterator does: a list changed between epochs counts.
+    order = [1, 2]
+    ld = feeder.Loader(ds, batch_size=4, sampler=order, size=32, resize=40)
+    assert [int(v) for _, y in ld for v in y] == [ds.targets[1], ds.targets[2]]
+    order.append(40)
+    assert [int(v) for _, y in ld for v in y] == [ds.targets[i] for i in (1, 2, 40)]
+    with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
+        feeder.Loader(ds, sampler=[1], shuffle=True)
+    with pytest.raises(TypeError, match="iterable of dataset indices"):
+        feeder.Loader(ds, sampler=5)
+    with pytest.raises(IndexError, match="index 60 at position 1 .*0 <= i < 60"):
+        list(feeder.Loader(ds, sampler=[0, 60], size=32, resize=40))
+    with pytest.raises(IndexError, match="index 'a' at position 0"):
+        list(feeder.Loader(ds, sampler=["a"], size=32, resize=40))
+
+
+def test_sampler_resume_mid_epoch(folder):
+    """state_dict() mid-epoch with a DistributedSampler, loaded into a new
+    Loader with the same sampler: the rest of the epoch, batch for batch."""
+    ds = feeder.ImageFolder(folder)
+    s = torch.utils.data.DistributedSampler(ds, num_replicas=2, rank=1, shuffle=True, seed=3)
+    s.set_epoch(4)
+    make = lambda: feeder.Loader(ds, batch_size=4, sampler=s, size=32, resize=40,
+                                 num_workers=2)
+    ld = make()
+    it = iter(ld)
+    first = [next(it)[1].clone() for _ in range(3)]
+    sd = ld.state_dict()
+    rest = [y.clone() for _, y in it]
+    assert len(first) + len(rest) == 8
+    again = make()
+    again.load_state_dict(sd)
+    rest2 = [y.clone() for _, y in again]
+    assert len(rest2) == len(rest) and all(torch.equal(a, b) for a, b in zip(rest, rest2))
+
+
 def test_native_refusals(folder):
     ds = feeder.ImageFolder(folder, transform=T.RandomResizedCrop(64))
-    with pytest.raises(ValueError, match="sampler= with ImageFolder"):
-        feeder.DataLoader(ds, sampler=[1, 2, 3])
+    with pytest.raises(ValueError, match="batch_sampler= with ImageFolder"):
+        feeder.DataLoader(ds, batch_sampler=[[1, 2, 3]])
     with pytest.raises(ValueError, match="collate_fn= with ImageFolder"):
         feeder.DataLoader(ds, collate_fn=lambda b: b)
     with pytest.raises(TypeError, match="feeder's own arguments"):
