@@ -11,6 +11,7 @@
 # machine to $OUT/BENCHMARKS.md; logs go to $OUT too.
 #   bash scripts/mpi_gpu_check.sh           (OUT default ./gpu-out, BUILD default build-mpi-gpu)
 # Where there is no GPU it builds, says so and skips the GPU runs (exit 0).
+# WORKERS=N gives every rank N workers instead (the same at 1 and 2 ranks).
 # Exit 0: all good or skipped; 1: a build, run or check failed.
 # Meant to finish well inside 6 minutes: making the 10,000 JPEGs took ~3 ms each on one core
 # here (once, in the first run), and the mpirun runs are capped at 150 + 90 + 90 + 60 s.
@@ -67,6 +68,7 @@ runs=()
 run() {
   local limit=$1 np=$2; shift 2
   local w=$(( cores / np - 1 )); (( w > 15 )) && w=15; (( w < 1 )) && w=1
+  [[ -n ${WORKERS:-} ]] && w=$WORKERS
   local name="np$np${1:+-${1#--}${2:+-$2}}"
   local cmd=(mpirun "${root[@]}" --bind-to none -np "$np" "$bin" --cache "$data" --images "$images"
              --batch "$batch" --epochs "$epochs" --workers "$w" --device auto --bench --json "$@")
