@@ -5,7 +5,9 @@
 # and model asked. Every run must pass its checks (labels at the sampler's
 # indices, shares disjoint but for padding and covering the set). Prints a
 # Markdown table of images/s per GPU and the per-GPU ratio (2 ranks / 1),
-# also written to $OUT/ddp_gpu_check.md; logs go to $OUT.
+# beside the control: two 1-GPU jobs run at once, one per GPU, with no
+# collective between them (what the machine gives two loaders side by side).
+# The table is also written to $OUT/ddp_gpu_check.md; logs go to $OUT.
 #   DATA=DIR bash scripts/ddp_gpu_check.sh [BUILD]
 # DATA: an image folder (default: make_set --set web, 10,000 images, made in
 # /tmp/feeder-ddp-web10k). BUILD: a Release build with the CUDA plugin
@@ -64,6 +66,28 @@ for decoder in ${DECODERS:-roi nvjpeg}; do
       grep '^epoch' "$out/$name.log" | tee -a "$log"
       rows+=("$out/$name.json")
     done
+    # The control: two 1-GPU jobs at once, one on each GPU, no collective
+    # between them: what the machine gives two loaders side by side.
+    if ((ngpu >= 2)); then
+      pids=()
+      for g in 0 1; do
+        name=ddp-$decoder-$model-side$g
+        CUDA_VISIBLE_DEVICES=$g timeout 300 "${run[@]}" --standalone --nproc_per_node 1 \
+          examples/python/train_ddp.py --data "$data" --workers "$workers" --decoder "$decoder" \
+          --model "$model" --epochs "$epochs" --batch "$batch" --json "$out/$name.json" \
+          >"$out/$name.log" 2>&1 &
+        pids+=($!)
+      done
+      for g in 0 1; do
+        if wait "${pids[$g]}"; then
+          rows+=("$out/ddp-$decoder-$model-side$g.json")
+        else
+          tail -20 "$out/ddp-$decoder-$model-side$g.log" | tee -a "$log"
+          say "ddp_gpu_check: ddp-$decoder-$model-side$g failed"
+          status=1
+        fi
+      done
+    fi
   done
 done
 machine="$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); $ngpu x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
@@ -74,21 +98,29 @@ runs = [json.load(open(f)) for f in files]
 print(f"{machine}; {runs[0]['images'] if runs else 0} images, {runs[0]['workers_per_rank'] if runs else 0} "
       "workers a rank, batch per rank "
       f"{runs[0]['batch'] if runs else 0}, median of the epochs after the first\n")
-print("| decoder | model | 1 GPU: images/s | 2 GPUs: images/s per GPU | total | per GPU, 2 / 1 | checks |")
-print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
-one = {}
-for r in runs:
+print("| decoder | model | 1 GPU: images/s | 2 GPUs: images/s per GPU | total | per GPU, 2 / 1 "
+      "| two 1-GPU jobs at once: images/s each | checks |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+one, two, side, bad = {}, {}, {}, {}
+for f, r in zip(files, runs):
     key = (r["decoder"], r["model"])
-    ok = "ok" if all(r["checks"].values()) else "FAILED " + str(r["checks"])
-    if r["world_size"] == 1:
+    if not all(r["checks"].values()):
+        bad.setdefault(key, []).append(f"{f}: {r['checks']}")
+    if "-side" in f:
+        side.setdefault(key, []).append(r["images_per_s_total"])
+    elif r["world_size"] == 1:
         one[key] = r["images_per_s_total"]
-        continue
+    else:
+        two[key] = r
+for key, r in two.items():
     per = r["images_per_s_per_rank"]
     base = one.get(key)
     ratio = f"{min(per) / base:.1%}" if base else "n/a"
     base_s = f"{base:,}" if base else "n/a"
+    side_s = ", ".join(f"{v:,}" for v in side.get(key, [])) or "n/a"
+    ok = "ok" if key not in bad else "FAILED " + "; ".join(bad[key])
     print(f"| {key[0]} | {key[1]} | {base_s} | {', '.join(f'{v:,}' for v in per)} "
-          f"| {r['images_per_s_total']:,} | {ratio} | {ok} |")
+          f"| {r['images_per_s_total']:,} | {ratio} | {side_s} | {ok} |")
 PY
 for f in "${rows[@]}"; do
   grep -q '"labels_match_sampler": true' "$f" && grep -q '"covers_dataset": true' "$f" &&
