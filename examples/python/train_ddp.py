@@ -49,6 +49,7 @@ def main():
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch", type=int, default=256, help="per rank")
     p.add_argument("--workers", type=int, default=7, help="per rank")
+    p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
     p.add_argument("--decoder", default="roi", help="feeder's decoder (roi, turbo, nvjpeg, hybrid)")
     p.add_argument("--pipeline", default="train", choices=("train", "eval"))
     p.add_argument("--size", type=int, default=224)
@@ -69,8 +70,9 @@ def main():
     sampler = torch.utils.data.DistributedSampler(ds, shuffle=True, seed=a.seed)
     gpu = dict(device=str(device), dtype=torch.float32, mean=MEAN, std=STD) if cuda else {}
     loader = feeder.Loader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers,
-                           persistent_workers=True, pipeline=a.pipeline, size=a.size,
-                           decoder=a.decoder, seed=a.seed, **gpu)
+                           prefetch_factor=a.prefetch_factor, persistent_workers=True,
+                           pipeline=a.pipeline, size=a.size, decoder=a.decoder, seed=a.seed,
+                           **gpu)
     targets = torch.tensor(ds.targets, device=device)
     model = None
     if a.model == "small":
@@ -139,6 +141,7 @@ def main():
         per_rank = [round(s["rate"]) for s in sorted(shares, key=lambda s: s["rank"])]
         out = {"program": "train_ddp", "world_size": world, "model": a.model,
                "decoder": a.decoder, "pipeline": a.pipeline, "workers_per_rank": a.workers,
+               "prefetch_factor": a.prefetch_factor,
                "batch": a.batch, "images": len(ds), "epochs": a.epochs,
                "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                "images_per_s_per_rank": per_rank, "images_per_s_total": sum(per_rank),
