@@ -1,0 +1,63 @@
+"""examples/python/train_ddp.py on the CPU with 2 ranks (gloo): one loader
+per rank with torch's DistributedSampler, its checks (labels at the
+sampler's indices, shares disjoint and covering) passing, and failing when
+the labels are wrong. The launcher's variables are set by hand, as torchrun
+sets them."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+EXAMPLE = os.path.join(ROOT, "examples", "python", "train_ddp.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(folder, tmp_path, *extra, script=EXAMPLE):
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                   WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
+                   CUDA_VISIBLE_DEVICES="")
+        cmd = [sys.executable, script, "--data", folder, "--workers", "2", "--batch", "8",
+               "--size", "48", "--epochs", "2", "--json", str(tmp_path / "out.json"), *extra]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    return [p.returncode for p in procs], outs
+
+
+@pytest.mark.parametrize("extra", [(), ("--in-order", "0"), ("--model", "small")])
+def test_two_ranks_checked(folder, tmp_path, extra):
+    codes, outs = run_ranks(folder, tmp_path, *extra)
+    assert codes == [0, 0], outs
+    out = json.load(open(tmp_path / "out.json"))
+    assert out["world_size"] == 2 and out["images"] == 60
+    assert out["checks"] == {"labels_match_sampler": True, "covers_dataset": True,
+                             "disjoint_but_padding": True}
+    assert len(out["images_per_s_per_rank"]) == 2
+
+
+def test_wrong_labels_fail(folder, tmp_path):
+    """The label check can fail: the same program with the labels shifted by one."""
+    src = open(EXAMPLE).read()
+    bad = src.replace("    classes = len(ds.classes)\n",
+                      "    classes = len(ds.classes)\n    targets = targets.roll(1)\n")
+    assert bad != src
+    bad = bad.replace('_here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", '
+                      '"..", "python")', f'_here = {os.path.join(ROOT, "python")!r}')
+    script = tmp_path / "train_ddp_bad.py"
+    script.write_text(bad)
+    codes, outs = run_ranks(folder, tmp_path, script=str(script))
+    assert codes[0] != 0 and "a check failed" in outs[0]
+    assert json.load(open(tmp_path / "out.json"))["checks"]["labels_match_sampler"] is False
