@@ -464,7 +464,9 @@ class _Native:
     def _make(self, dl):
         kw = dict(batch_size=dl.batch_size, shuffle=bool(dl.sampler_shuffle),
                   num_workers=dl.num_workers, persistent_workers=dl.persistent_workers,
-                  drop_last=dl.drop_last, timeout=float(dl.timeout), layout="NCHW",
+                  drop_last=dl.drop_last, layout="NCHW",
+                  # inf waits forever, as with a Python dataset: Loader's 0.
+                  timeout=0.0 if math.isinf(dl.timeout) else float(dl.timeout),
                   in_order=bool(dl.in_order))
         if dl.prefetch_factor is not None:
             kw["prefetch_factor"] = dl.prefetch_factor

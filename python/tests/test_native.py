@@ -199,6 +199,15 @@ def test_sampler_resume_mid_epoch(folder):
     assert len(rest2) == len(rest) and all(torch.equal(a, b) for a, b in zip(rest, rest2))
 
 
+def test_timeout_inf_waits_forever(folder):
+    """timeout=inf is accepted on the native path as with a Python dataset
+    (no deadline); feeder.Loader itself names 0 for that."""
+    ds = feeder.ImageFolder(folder, transform=T.Compose([T.Resize(40), T.CenterCrop(32)]))
+    assert len(list(feeder.DataLoader(ds, batch_size=8, timeout=float("inf")))) == 8
+    with pytest.raises(feeder.OptionError, match="0: wait forever"):
+        feeder.Loader(feeder.ImageFolder(folder), timeout=float("inf"))
+
+
 def test_native_refusals(folder):
     ds = feeder.ImageFolder(folder, transform=T.RandomResizedCrop(64))
     with pytest.raises(ValueError, match="batch_sampler= with ImageFolder"):
