@@ -209,6 +209,45 @@ static int turbo_failed(feeder__decoder *d, char *err, size_t errlen)
     return FEEDER_EDECODE;
 }
 
+/* The whole-image coefficient buffer libjpeg allocates, zeroed, in
+ * jpeg_start_decompress for a multi-scan file (progressive, or sequential
+ * with components in separate scans): each component's blocks, padded to
+ * its sampling factors, 128 bytes each (jdcoefct.c). A single-scan file is
+ * decoded a row of MCUs at a time and needs none of it. Read after
+ * jpeg_read_header, which sets the components' sizes in blocks. */
+static uint64_t multi_scan_bytes(struct jpeg_decompress_struct *ci)
+{
+    if (!jpeg_has_multiple_scans(ci))
+        return 0;
+    uint64_t n = 0;
+    for (int i = 0; i < ci->num_components; i++) {
+        const jpeg_component_info *c = &ci->comp_info[i];
+        uint64_t hs = (uint64_t)c->h_samp_factor, vs = (uint64_t)c->v_samp_factor;
+        uint64_t w = (c->width_in_blocks + hs - 1) / hs * hs;
+        uint64_t h = (c->height_in_blocks + vs - 1) / vs * vs;
+        n += w * h * sizeof(JBLOCK);
+    }
+    return n;
+}
+
+#define MULTI_SCAN_WHAT "a progressive or multi-scan JPEG's coefficients, kept for the whole image"
+
+/* multi_scan_bytes of a stream TurboJPEG is about to decode, read with the
+ * ROI decoder's libjpeg object (a header read: microseconds). 0 when the
+ * header does not read: TurboJPEG then names what is wrong. */
+static uint64_t turbo_multi_scan_bytes(feeder__decoder *d, const uint8_t *jpeg, size_t len)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    volatile uint64_t n = 0;
+    if (!setjmp(d->jerr.jb)) {
+        jpeg_mem_src(ci, jpeg, (unsigned long)len);
+        if (jpeg_read_header(ci, TRUE) == JPEG_HEADER_OK)
+            n = multi_scan_bytes(ci);
+    }
+    jpeg_abort_decompress(ci);
+    return n;
+}
+
 static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const uint8_t *jpeg,
                         size_t len, uint64_t seed, uint64_t epoch, uint64_t index,
                         uint8_t *dst, uint64_t t0, feeder__decode_times *times, char *err,
@@ -228,9 +267,12 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
     int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
     size_t stride = (size_t)w * (size_t)ch;
-    int rc = feeder__check_image(t, (uint32_t)w, (uint32_t)h, (uint64_t)stride * (uint64_t)h,
-                                 "the whole decoded image: TURBO decodes every pixel", err,
-                                 errlen);
+    uint64_t coef = t->max_decode_bytes ? turbo_multi_scan_bytes(d, jpeg, len) : 0;
+    int rc = feeder__check_image(t, (uint32_t)w, (uint32_t)h,
+                                 (uint64_t)stride * (uint64_t)h + coef,
+                                 coef ? "the whole decoded image, and " MULTI_SCAN_WHAT
+                                      : "the whole decoded image: TURBO decodes every pixel",
+                                 err, errlen);
     if (rc)
         return rc;
     feeder__crop c;
@@ -329,7 +371,10 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
                                    "no image in the JPEG stream (tables only, or cut "
                                    "before the frame header)");
     uint32_t W = ci->image_width, H = ci->image_height;
-    int rc = feeder__check_pixels(t, W, H, err, errlen);
+    /* The region decoded is at most a few output sizes; what can be large
+     * is the coefficient buffer of a multi-scan file, made at full size
+     * whatever the DCT scale. */
+    int rc = feeder__check_image(t, W, H, multi_scan_bytes(ci), MULTI_SCAN_WHAT, err, errlen);
     if (rc)
         return rc;
     feeder__crop c;

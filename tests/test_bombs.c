@@ -1,8 +1,9 @@
 /*
  * Image bombs: small files that say huge images. A lossless WebP of one
- * colour (34 bytes, every pixel coded in no bits) and PNGs of 178956970 x 1
- * and 16384 x 10922 pixels (a few hundred KB of deflated zeros), each under
- * the pixel limit, loaded by one worker: the batch fails with the exact
+ * colour (34 bytes, every pixel coded in no bits), PNGs of 178956970 x 1
+ * and 16384 x 10922 pixels (a few hundred KB of deflated zeros) and a
+ * progressive JPEG of 12000 x 12000 (a few hundred bytes), each under the
+ * pixel limit, loaded by one worker: the batch fails with the exact
  * message (SKIP replaces the sample), the worker's peak RSS stays small, and
  * the next epoch arrives whole. A worker that met a large image it may
  * decode gives the memory back. The WebP decoder's reduced-scale decode is
@@ -190,9 +191,37 @@ typedef struct bomb {
     const char *text; /* the message after the path */
 } bomb;
 
+/* A progressive JPEG whose frame header says w x h: a 16 x 16 image coded
+ * with its SOF2 sizes rewritten. libjpeg would allocate (and zero) the
+ * coefficients of the whole image before reading a row. */
+static void progressive_jpeg(const char *rel, uint16_t w, uint16_t h)
+{
+    uint8_t px[16 * 16 * 3];
+    for (int i = 0; i < 16 * 16 * 3; i++)
+        px[i] = (uint8_t)(i * 7);
+    tjhandle tj = tjInitCompress();
+    unsigned char *out = NULL;
+    unsigned long n = 0;
+    ck_assert_int_eq(tjCompress2(tj, px, 16, 0, 16, TJPF_RGB, &out, &n, TJSAMP_420, 90,
+                                 TJFLAG_PROGRESSIVE),
+                     0);
+    size_t sof = 0;
+    for (size_t i = 2; i + 9 < n && !sof; i++)
+        if (out[i] == 0xff && out[i + 1] == 0xc2)
+            sof = i;
+    ck_assert_uint_gt(sof, 0);
+    out[sof + 5] = (uint8_t)(h >> 8), out[sof + 6] = (uint8_t)h;
+    out[sof + 7] = (uint8_t)(w >> 8), out[sof + 8] = (uint8_t)w;
+    write_file(rel, out, n);
+    tjFree(out);
+    tjDestroy(tj);
+}
+
 static void make_bomb(int which, const char *rel)
 {
-    if (which == 0) {
+    if (which == 3) {
+        progressive_jpeg(rel, 12000, 12000);
+    } else if (which == 0) {
         uint8_t f[64];
         size_t n = vp8l_one_colour(f, 16383, 10923, 10, 20, 30);
         write_file(rel, f, n);
@@ -203,7 +232,7 @@ static void make_bomb(int which, const char *rel)
     }
 }
 
-static const bomb bombs[3] = {
+static const bomb bombs[4] = {
     {"zz.webp", "WebP: image is 16383x10923: decoding it takes 716948880 bytes (lossless: "
                 "libwebp's ARGB copy of the whole image and the RGB output, at the reduced "
                 "scale the crop allows), over the limit of 268435456 "
@@ -213,6 +242,10 @@ static const bomb bombs[3] = {
     {"zz.png", "image is 16384x10922: decoding it takes 536870914 bytes (the decoded pixels "
                "and two rows of the file's samples), over the limit of 268435456 "
                "(FEEDER_OPT_MAX_DECODE_BYTES raises it)"},
+    /* 1500 x 1500 luma blocks and 2 x 750 x 750 chroma blocks of 128 bytes. */
+    {"zz.jpg", "image is 12000x12000: decoding it takes 432000000 bytes (a progressive or "
+               "multi-scan JPEG's coefficients, kept for the whole image), over the limit of "
+               "268435456 (FEEDER_OPT_MAX_DECODE_BYTES raises it)"},
 };
 
 static feeder_loader *one_worker(feeder_dataset *ds, int policy)
@@ -318,6 +351,60 @@ START_TEST(test_large_image_memory_returned)
            hwm);
     ck_assert_int_gt(hwm, before + 100 * 1024);
     ck_assert_int_lt(after, before + 24 * 1024);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+/* A whole progressive JPEG of 6000 x 6000 of one colour (a few hundred KB:
+ * its scans code every block, in few bits), the last of five samples, one
+ * worker, under a 64 MiB decode limit: its 108,000,000 bytes of
+ * coefficients are refused from the header, for both CPU decoders, and the
+ * worker never touches them (peak RSS under 64 MB; without the check the
+ * decode fills them and the worker's peak passes 120 MB). */
+START_TEST(test_progressive_coefficients_bounded)
+{
+    int decoder = _i ? FEEDER_DECODER_TURBO : FEEDER_DECODER_ROI;
+    tu_folder("d", 1, 4);
+    enum { S = 6000 };
+    uint8_t *px = malloc((size_t)S * S * 3);
+    memset(px, 120, (size_t)S * S * 3);
+    tjhandle tj = tjInitCompress();
+    unsigned char *out = NULL;
+    unsigned long n = 0;
+    ck_assert_int_eq(tjCompress2(tj, px, S, 0, S, TJPF_RGB, &out, &n, TJSAMP_420, 90,
+                                 TJFLAG_PROGRESSIVE),
+                     0);
+    free(px);
+    write_file("d/c0/zz.jpg", out, n);
+    tjFree(out);
+    tjDestroy(tj);
+    char path[512], want[1024];
+    tu_path(path, sizeof(path), "d/c0/zz.jpg");
+    feeder_dataset *ds = tu_open_folder(tu_dir, "d");
+    feeder_loader *ld = one_worker(ds, FEEDER_ON_ERROR_FAIL);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DECODER, decoder), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_MAX_DECODE_BYTES, 64 << 20), 0);
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+    pid_t pid = feeder_loader_worker_pid(ld, 0);
+    feeder_batch *b;
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(feeder_next(ld, &b), 0);
+        feeder_batch_release(b, NULL);
+    }
+    ck_assert_int_eq(feeder_next(ld, &b), FEEDER_ETOOBIG);
+    long hwm = status_kb(pid, "VmHWM");
+    printf("progressive %ux%u (%lu bytes, %s): worker peak RSS %ld kB\n", S, S, n,
+           _i ? "turbo" : "roi", hwm);
+    snprintf(want, sizeof(want),
+             "batch 2 of epoch 0: sample 4 (%s): image is 6000x6000: decoding it takes %s "
+             "bytes (%s), over the limit of 67108864 (FEEDER_OPT_MAX_DECODE_BYTES raises it)",
+             path, _i ? "252000000" : "108000000",
+             _i ? "the whole decoded image, and a progressive or multi-scan JPEG's "
+                  "coefficients, kept for the whole image"
+                : "a progressive or multi-scan JPEG's coefficients, kept for the whole image");
+    ck_assert_str_eq(feeder_loader_errmsg(ld), want);
+    ck_assert_int_lt(hwm, 64 * 1024);
     feeder_loader_destroy(ld);
     feeder_dataset_destroy(ds);
 }
@@ -432,8 +519,9 @@ static Suite *bombs_suite(void)
     tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_one_colour_webp_decodes);
-    tcase_add_loop_test(tc, test_bombs_refused_worker_small, 0, 3);
+    tcase_add_loop_test(tc, test_bombs_refused_worker_small, 0, 4);
     tcase_add_test(tc, test_large_image_memory_returned);
+    tcase_add_loop_test(tc, test_progressive_coefficients_bounded, 0, 2);
     tcase_add_test(tc, test_webp_scaled_matches_whole);
     suite_add_tcase(s, tc);
     return s;
