@@ -144,7 +144,8 @@ class Loader(_feeder.Loader):
            device=None, dtype=None, mean=None, std=None, layout="NCHW",
            decoder="roi", in_order=True, on_error="fail", io="auto",
            max_restarts=0, scale=None, ratio=None, flip_prob=None,
-           as_torch=None, trace=None, channels=3, augment=None, sampler=None)
+           as_torch=None, trace=None, channels=3, augment=None, sampler=None,
+           max_pixels=178956970, max_decode_bytes=268435456, max_side=65535)
 
     seed: the seed of the order and of every random crop; None (the
     default) draws one from the system, as torch does, so two runs differ
@@ -170,6 +171,10 @@ class Loader(_feeder.Loader):
     per rank, SubsetRandomSampler, a list). It is iterated once as each
     epoch begins; set_epoch on it stays the caller's, as with torch.
     Mutually exclusive with shuffle.
+    max_pixels, max_decode_bytes, max_side: the decoders' limits on one
+    image (pixels, memory its decode takes, either side), read from its
+    header; an image over one fails its batch (or is skipped or dropped, as
+    on_error says) with a message naming the limit. 0 = no limit.
     timeout: seconds to wait for a batch, 0 = forever. as_torch: yield torch
     tensors (default when torch imports) or feeder.Array views, which
     torch.from_dlpack / numpy.from_dlpack / numpy.asarray take without a copy.

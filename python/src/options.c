@@ -225,7 +225,7 @@ typedef struct loader_args {
     double timeout;
     PyObject *pipeline, *size, *resize, *device, *dtype, *mean, *std, *layout, *decoder,
              *in_order, *on_error, *io, *max_restarts, *scale, *ratio, *flip_prob, *as_torch;
-    PyObject *trace, *channels, *augment, *sampler;
+    PyObject *trace, *channels, *augment, *sampler, *max_pixels, *max_decode_bytes, *max_side;
 } loader_args;
 
 static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
@@ -235,19 +235,19 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
                              "size", "resize", "device", "dtype", "mean", "std", "layout",
                              "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
                              "ratio", "flip_prob", "as_torch", "trace", "channels", "augment",
-                             "sampler", NULL};
+                             "sampler", "max_pixels", "max_decode_bytes", "max_side", NULL};
     *a = (loader_args){.shuffle = Py_False, .persistent = Py_False, .drop_last = Py_False,
                        .resize = Py_None, .device = Py_None, .dtype = Py_None, .mean = Py_None,
                        .std = Py_None, .in_order = Py_True, .scale = Py_None,
                        .ratio = Py_None, .flip_prob = Py_None, .as_torch = Py_None,
                        .trace = Py_None, .sampler = Py_None};
     return PyArg_ParseTupleAndKeywords(
-        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
+        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
         &a->shuffle, &a->workers, &a->prefetch, &a->persistent, &a->drop_last, &a->timeout,
         &a->seed, &a->pipeline, &a->size, &a->resize, &a->device, &a->dtype, &a->mean, &a->std,
         &a->layout, &a->decoder, &a->in_order, &a->on_error, &a->io, &a->max_restarts, &a->scale,
         &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels, &a->augment,
-        &a->sampler);
+        &a->sampler, &a->max_pixels, &a->max_decode_bytes, &a->max_side);
 }
 
 #define INTOPT(obj, name, opt) \
@@ -282,6 +282,9 @@ static int set_plain_options(LoaderObject *self, const loader_args *a)
     INTOPT(a->in_order, "in_order", FEEDER_OPT_IN_ORDER)
     INTOPT(a->max_restarts, "max_restarts", FEEDER_OPT_MAX_RESTARTS)
     INTOPT(a->channels, "channels", FEEDER_OPT_CHANNELS)
+    INTOPT(a->max_pixels, "max_pixels", FEEDER_OPT_MAX_PIXELS)
+    INTOPT(a->max_decode_bytes, "max_decode_bytes", FEEDER_OPT_MAX_DECODE_BYTES)
+    INTOPT(a->max_side, "max_side", FEEDER_OPT_MAX_SIDE)
     ENUMOPT(a->pipeline, "pipeline", pipelines, pipeline_v, FEEDER_OPT_PIPELINE)
     ENUMOPT(a->decoder, "decoder", decoders, decoder_v, FEEDER_OPT_DECODER)
     ENUMOPT(a->on_error, "on_error", policies, policy_v, FEEDER_OPT_ERROR_POLICY)

@@ -51,6 +51,9 @@ def test_not_a_packed_file(tmp_path):
     (dict(timeout=float("nan")), "timeout=nan"),
     (dict(timeout=float("inf")), "timeout=inf"),
     (dict(scale=(-1.0, 1.0)), "scale"),
+    (dict(max_pixels=-1), "max_pixels"),
+    (dict(max_decode_bytes=-1), "max_decode_bytes"),
+    (dict(max_side=-5), "max_side"),
 ])
 def test_bad_options(dataset, kw, match):
     with pytest.raises(ValueError, match=match):
@@ -90,6 +93,34 @@ def test_corrupt_jpeg_names_the_file(tmp_path, folder):
     ld = feeder.Loader(feeder.ImageFolder(str(root)), batch_size=10, on_error="drop")
     assert sorted(x.shape[0] for x, _ in ld) == [9, 10, 10, 10, 10, 10]
     assert ld.stats()["dropped"] == 1
+
+
+def test_image_limits(tmp_path, folder):
+    """max_pixels, max_decode_bytes and max_side reach the decoders: an image
+    over one fails its batch with the limit named; on_error="skip" replaces it."""
+    import shutil
+    root = tmp_path / "limits"
+    shutil.copytree(folder, root)
+    sizes = []
+    from PIL import Image
+    for p in sorted((root / "class_0").iterdir()):
+        with Image.open(p) as im:
+            sizes.append(im.size)
+    big = max(w * h for w, h in sizes)
+    cases = [(dict(max_pixels=big - 1), "over the limit of %d" % (big - 1)),
+             (dict(max_side=100), "over the limit of 100 pixels a side"),
+             (dict(max_decode_bytes=1000, decoder="turbo"), "over the limit of 1000 ")]
+    for kw, match in cases:
+        ld = feeder.Loader(feeder.ImageFolder(str(root)), batch_size=60, size=32, resize=40, **kw)
+        with pytest.raises(feeder.SampleError, match=match):
+            list(ld)
+    ld = feeder.Loader(feeder.ImageFolder(str(root)), batch_size=60, size=32, resize=40,
+                       max_pixels=big - 1, on_error="skip")
+    assert [x.shape[0] for x, _ in ld] == [60] and ld.stats()["skipped"] >= 1
+    # 0: no limit, as in C.
+    ld = feeder.Loader(feeder.ImageFolder(str(root)), batch_size=60, size=32, resize=40,
+                       max_pixels=0, max_side=0, max_decode_bytes=0)
+    assert [x.shape[0] for x, _ in ld] == [60]
 
 
 def test_state_errors(dataset):
