@@ -46,7 +46,7 @@ def small_model(classes):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", required=True, help="an image folder (class sub-folders)")
+    p.add_argument("--data", help="an image folder (class sub-folders); required")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch", type=int, default=256, help="per rank")
     p.add_argument("--workers", type=int, default=7, help="per rank")
@@ -60,6 +60,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="rank 0 writes the figures and checks here")
     a = p.parse_args()
+    if not a.data:  # checked here, so that an unknown option is named first
+        p.error("the following arguments are required: --data")
 
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
