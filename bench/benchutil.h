@@ -147,6 +147,17 @@ void bu_append_record(const char *path, const char *source_dir, const char *prog
                       const bu_machine *m, const char *title, const char *cmd,
                       const char *body);
 
+/* A run's report in three parts, and what --json prints instead (left empty
+ * without --json). Start with {0}. */
+typedef struct bu_report {
+    bu_sbuf header, table, footer, json;
+} bu_report;
+/* Print `r` on stdout (its json with `as_json`, else the three parts), then,
+ * with `append_to` set, append the three parts as the record `title` (see
+ * bu_append_record); frees r's buffers. */
+void bu_report_finish(bu_report *r, int as_json, const char *append_to, const char *prog,
+                      const bu_machine *m, const char *title, const char *cmd);
+
 /* Command-line parsing and the die/usage helpers live in cli/cli.h. */
 
 #endif
