@@ -250,21 +250,7 @@ def run(args, torch, h, labels, workers, cuda):
     for e in range(args.epochs):
         if args.drop_cache:
             drop_cache(args.data)
-        images = 0
-        first = None
-        t0 = time.perf_counter()
-        for x, y in loader:
-            if cuda:
-                x = x.to("cuda", non_blocking=True)
-                y = y.to("cuda", non_blocking=True)
-            if first is None:
-                if cuda:
-                    torch.cuda.synchronize()
-                first = time.perf_counter() - t0
-            images += x.shape[0]
-        if cuda:
-            torch.cuda.synchronize()
-        secs = time.perf_counter() - t0
+        images, secs, first = torchbench.timed_epoch(torch, loader, cuda)
         gbps = images * h["record_bytes"] / secs / 1e9 if secs > 0 else 0.0
         epochs.append(dict(images=images, seconds=round(secs, 6),
                            images_per_s=round(images / secs if secs > 0 else 0.0, 1),
