@@ -45,6 +45,7 @@
 #include <cuda_runtime_api.h>
 
 #include "benchutil.h"
+#include "benchutil_cuda.h"
 #include "cli.h"
 #include "feeder.h"
 
@@ -68,14 +69,7 @@
 
 /* Every CUDA call goes through this: a failure names the call, where it was
  * made and the runtime's own text, then exits 1. */
-#define CK(call) ck((call), #call, __FILE__, __LINE__)
-static void ck(cudaError_t e, const char *what, const char *file, int line)
-{
-    if (e == cudaSuccess)
-        return;
-    die("%s:%d: %s failed: %s (%s)", file, line, what, cudaGetErrorString(e),
-        cudaGetErrorName(e));
-}
+#define CK(call) BU_CK(PROG, call)
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */

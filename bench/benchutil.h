@@ -9,7 +9,8 @@
  *  - benchutil_report.c: text, Markdown tables, JSON strings, the machine
  *    and the record appended to docs/BENCHMARKS.md.
  * A program builds all three: bench/benchutil.cmake lists them as
- * FEEDER_BENCHUTIL_SOURCES.
+ * FEEDER_BENCHUTIL_SOURCES. The CUDA programs' call check is header-only,
+ * in benchutil_cuda.h.
  */
 #ifndef FEEDER_BENCHUTIL_H
 #define FEEDER_BENCHUTIL_H
