@@ -68,6 +68,11 @@ int bu_read_file(const char *path, uint8_t **data, size_t *len);
 int bu_mkdirs(const char *path);
 /* rm -rf. */
 void bu_rm_rf(const char *path);
+/* A made set's stamp, `dir`/.complete, holding what made it: 1 when it holds
+ * `want`, 0 when it holds something else, -1 when there is none. */
+int bu_stamp_matches(const char *dir, const char *want);
+/* Write the stamp once the set is complete. 0 or -errno. */
+int bu_stamp_write(const char *dir, const char *want);
 
 /* Monotonic clock in ns. */
 uint64_t bu_now_ns(void);

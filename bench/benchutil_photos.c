@@ -221,18 +221,11 @@ int bu_write_jpeg(const bu_photos *p, const char *path, unsigned photo, uint32_t
 int bu_make_dataset(const bu_photos *p, const char *dir, unsigned classes, unsigned per_class,
                     uint64_t seed, int progress)
 {
-    char stamp[4096], want[256];
-    snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
+    char want[256];
     snprintf(want, sizeof(want), "classes=%u per_class=%u seed=%llu v1\n", classes, per_class,
              (unsigned long long)seed);
-    uint8_t *have;
-    size_t hl;
-    if (bu_read_file(stamp, &have, &hl) == 0) {
-        int same = hl == strlen(want) && memcmp(have, want, hl) == 0;
-        free(have);
-        if (same)
-            return 0;
-    }
+    if (bu_stamp_matches(dir, want) == 1)
+        return 0;
     int rc = bu_mkdirs(dir);
     if (rc)
         return rc;
@@ -271,7 +264,7 @@ int bu_make_dataset(const bu_photos *p, const char *dir, unsigned classes, unsig
     }
     if (progress && isatty(2))
         fprintf(stderr, "\n");
-    return bu_write_file(stamp, want, strlen(want));
+    return bu_stamp_write(dir, want);
 }
 
 void bu_default_dataset_dir(char *out, size_t len, unsigned images)

@@ -253,6 +253,24 @@ START_TEST(test_report_finish)
 }
 END_TEST
 
+START_TEST(test_stamp)
+{
+    char *dir = tmpdir_new();
+    ck_assert_int_eq(bu_stamp_matches(dir, "a=1\n"), -1);
+    ck_assert_int_eq(bu_stamp_write(dir, "a=1\n"), 0);
+    ck_assert_int_eq(bu_stamp_matches(dir, "a=1\n"), 1);
+    ck_assert_int_eq(bu_stamp_matches(dir, "a=2\n"), 0);
+    ck_assert_int_eq(bu_stamp_matches(dir, "a=1\nmore"), 0);
+    char p[600];
+    snprintf(p, sizeof(p), "%s/.complete", dir);
+    char *s = slurp(p);
+    ck_assert_str_eq(s, "a=1\n");
+    free(s);
+    bu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_default_dataset_dir)
 {
     char out[512];
@@ -394,6 +412,7 @@ static Suite *benchutil_suite(void)
     tcase_add_test(tc, test_append_record);
     tcase_add_test(tc, test_append_record_unwritable);
     tcase_add_test(tc, test_report_finish);
+    tcase_add_test(tc, test_stamp);
     tcase_add_test(tc, test_default_dataset_dir);
     tcase_add_test(tc, test_ensure_default_dataset);
     tcase_add_test(tc, test_cpu_time_of_busy_loop);
