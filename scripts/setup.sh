@@ -19,12 +19,8 @@
 #                              PIL; numpy for compare_torch_packed.py) and
 #                              bench/plot_compare.py (matplotlib)
 set -euo pipefail
-bench=0
-case "${1:-}" in
-  "") ;;
-  --bench) bench=1 ;;
-  *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
-esac
+source "$(dirname "$0")/install_debs.sh"
+bench=$(flag_arg --bench "$@")
 PKGS=(build-essential cmake pkg-config
       libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libspng-dev libwebp-dev
       libisal-dev
@@ -40,5 +36,4 @@ PKGS+=(lighttpd-mod-openssl openssl)
 if ((bench)); then
   PKGS+=(python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib)
 fi
-source "$(dirname "$0")/install_debs.sh"
 install_debs "${PKGS[@]}"
