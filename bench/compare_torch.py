@@ -61,7 +61,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torchbench import (  # noqa: E402
-    SRC, append_record, cell, cpu_model, epoch_record, feeder_python_run, figure, guarded,
+    SRC, append_record, cell, cpu_model, emit, epoch_record, feeder_python_run, figure, guarded,
     import_feeder, md_table, parse_workers, positive, run_result, steady, summarize, timed_epoch)
 
 try:
@@ -712,15 +712,11 @@ def main():
             if r.get("status") == "failed":
                 r.update(pipeline=p, workers=w)
             res["runs"].append(r)
-    if args.json:
-        json.dump(res, sys.stdout, indent=2)
-        print()
-    else:
-        print(f"torch {res['torch']}, torchvision {res['torchvision']} on {res['host']} "
-              f"({res['cores']} cores); decode: {res['decoder']}; "
-              f"{'pin + H2D to ' + res['gpu'] if cuda else 'no CUDA'}; batch {args.batch}, "
-              f"prefetch {args.prefetch}; {len(samples)} images in {data}")
-        print(table(res))
+    emit(res, args.json,
+         f"torch {res['torch']}, torchvision {res['torchvision']} on {res['host']} "
+         f"({res['cores']} cores); decode: {res['decoder']}; "
+         f"{'pin + H2D to ' + res['gpu'] if cuda else 'no CUDA'}; batch {args.batch}, "
+         f"prefetch {args.prefetch}; {len(samples)} images in {data}", table(res))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ returns exactly the records' bytes and labels, sequential and shuffled.
 
 
 import argparse
-import json
 import os
 import platform
 import socket
@@ -335,16 +334,12 @@ def main():
                runs=[])
     for w in args.workers:
         res["runs"].append(run(args, torch, h, labels, w, cuda))
-    if args.json:
-        json.dump(res, sys.stdout, indent=2)
-        print()
-    else:
-        print(f"torch {res['torch']} on {res['host']} ({res['cores']} cores); "
-              f"{'pin + H2D to ' + res['gpu'] if cuda else 'no CUDA: host memory only'}; "
-              f"{h['count']} records of {h['height']}x{h['width']}x3 from {args.data}; "
-              f"batch {args.batch}, prefetch {args.prefetch}, "
-              f"{'shuffled' if args.shuffle else 'sequential'}")
-        print(table(res))
+    torchbench.emit(res, args.json,
+                    f"torch {res['torch']} on {res['host']} ({res['cores']} cores); "
+                    f"{'pin + H2D to ' + res['gpu'] if cuda else 'no CUDA: host memory only'}; "
+                    f"{h['count']} records of {h['height']}x{h['width']}x3 from {args.data}; "
+                    f"batch {args.batch}, prefetch {args.prefetch}, "
+                    f"{'shuffled' if args.shuffle else 'sequential'}", table(res))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ without stopping the run, and feeder's Python binding as a column.
 Standard library only: the --no-torch paths import it without torch.
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -129,6 +130,17 @@ def figure(point):
     if not point or point.get("status", "ok") != "ok":
         return None
     return point["median_images_per_s"]
+
+
+def emit(res, as_json, headline, table):
+    """A run's result on stdout: its JSON with --json, else a headline and
+    the table."""
+    if as_json:
+        json.dump(res, sys.stdout, indent=2)
+        print()
+    else:
+        print(headline)
+        print(table)
 
 
 def md_table(head, rows, right):
