@@ -24,22 +24,14 @@ static double uniform(const draw *d, uint64_t k, double lo, double hi)
     return lo + (hi - lo) * u(d, k);
 }
 
-static double round_half_even(double v)
-{
-    double f = floor(v), r = v - f;
-    if (r != 0.5)
-        return r > 0.5 ? f + 1.0 : f;
-    return fmod(f, 2.0) == 0.0 ? f : f + 1.0;
-}
-
 /* RandomAffine.get_params: k 0 angle, 1 and 2 the shifts, 3 scale, 4 and 5 shear. */
 static void affine_step(feeder__aimg im, const feeder__aug_step *st, const draw *d, void *scr)
 {
     const double *a = st->a;
     double angle = uniform(d, 0, -a[0], a[0]);
     double mx = a[1] * im.w, my = a[2] * im.h;
-    double tx = round_half_even(uniform(d, 1, -mx, mx));
-    double ty = round_half_even(uniform(d, 2, -my, my));
+    double tx = feeder__round_half_even(uniform(d, 1, -mx, mx));
+    double ty = feeder__round_half_even(uniform(d, 2, -my, my));
     double scale = uniform(d, 3, a[3], a[4]);
     double shx = uniform(d, 4, a[5], a[6]), shy = uniform(d, 5, a[7], a[8]);
     feeder__aug_affine(im, angle, tx, ty, scale, shx, shy, NULL, st->interp, st->fill, scr);

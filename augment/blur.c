@@ -22,15 +22,6 @@ size_t feeder__augment_scratch_bytes(uint32_t w, uint32_t h)
     return 3 * n + 64 + sizeof(float) * (n + 2 * ((size_t)w + h) + 256);
 }
 
-static inline uint8_t trunc_u8(float v)
-{
-    if (!(v > 0.0f))
-        return 0;
-    if (v >= 255.0f)
-        return 255;
-    return (uint8_t)v;
-}
-
 /* One channel (pixel stride ps) of adjust_sharpness; `rows` holds three
  * source rows, rolling. */
 static inline __attribute__((always_inline)) void
@@ -50,7 +41,7 @@ sharpen_channel(uint8_t *p, size_t ps, uint32_t w, uint32_t h, const float *a, c
             unsigned s = up[x - 1] + up[x] + up[x + 1] + mid[x - 1] + 5u * mid[x] + mid[x + 1] +
                          dn[x - 1] + dn[x] + dn[x + 1];
             unsigned deg = (2 * s + 13) / 26; /* round(s / 13) */
-            out[x * ps] = trunc_u8(a[mid[x]] + b[deg]);
+            out[x * ps] = feeder__trunc_u8(a[mid[x]] + b[deg]);
         }
     }
 }

@@ -21,15 +21,6 @@
 /* Gray images (nc 1) never go through BY_LAYOUT: each op that has one
  * handles them first. */
 
-static inline uint8_t trunc_u8(float v)
-{
-    if (!(v > 0.0f))
-        return 0;
-    if (v >= 255.0f)
-        return 255;
-    return (uint8_t)v;
-}
-
 /* Every channel through one 256-entry table (the 3n bytes are contiguous
  * in either layout). */
 static void apply_lut(feeder__aimg im, const uint8_t lut[256])
@@ -54,7 +45,7 @@ static void blend_const(feeder__aimg im, double ratio, float other)
     float r = (float)ratio, q = (float)(1.0 - ratio);
     uint8_t lut[256];
     for (int v = 0; v < 256; v++)
-        lut[v] = trunc_u8(r * (float)v + q * other);
+        lut[v] = feeder__trunc_u8(r * (float)v + q * other);
     apply_lut(im, lut);
 }
 
@@ -138,6 +129,27 @@ INLINE void luma_plane(uint8_t q[3][CHUNK], size_t n, uint8_t *restrict l)
         l[i] = luma_of((float)q[0][i], (float)q[1][i], (float)q[2][i]);
 }
 
+/* Every pixel of an RGB image, a chunk at a time as planes: fn(q, m, ...)
+ * between planes_in and planes_out, each layout with its constants (a macro,
+ * so each caller's loop stays specialised as BY_LAYOUT's do). */
+#define BY_CHUNKS(im, fn, ...)                                                                  \
+    do {                                                                                        \
+        uint8_t q[3][CHUNK];                                                                    \
+        size_t n = (size_t)(im).w * (im).h;                                                     \
+        for (size_t i = 0; i < n; i += CHUNK) {                                                 \
+            size_t m = n - i < CHUNK ? n - i : CHUNK;                                           \
+            if ((im).ps == 3) {                                                                 \
+                planes_in((im).p + 3 * i, 3, 1, m, q);                                          \
+                fn(q, m, __VA_ARGS__);                                                          \
+                planes_out((im).p + 3 * i, 3, 1, m, q);                                         \
+            } else {                                                                            \
+                planes_in((im).p + i, 1, (im).cs, m, q);                                        \
+                fn(q, m, __VA_ARGS__);                                                          \
+                planes_out((im).p + i, 1, (im).cs, m, q);                                       \
+            }                                                                                   \
+        }                                                                                       \
+    } while (0)
+
 static inline uint32_t bytes_sum(const uint8_t *p, size_t n)
 {
     uint32_t sum = 0; /* n <= CHUNK */
@@ -177,8 +189,8 @@ void feeder__aug_contrast(feeder__aimg im, double factor)
     blend_const(im, factor, mean);
 }
 
-/* The float to byte of the blends: trunc_u8 of |v| < 2^31, clamped after
- * the conversion, in integers (v in (-1, 0] truncates to 0 as trunc_u8
+/* The float to byte of the blends: feeder__trunc_u8 of |v| < 2^31, clamped after
+ * the conversion, in integers (v in (-1, 0] truncates to 0 as feeder__trunc_u8
  * gives it), which vectorises to min/max where the float clamp does not. */
 static inline uint8_t sat_u8(float v)
 {
@@ -202,20 +214,7 @@ INLINE void saturate_chunk(uint8_t q[3][CHUNK], size_t n, float a, float b, int 
 
 INLINE void saturate_all(feeder__aimg im, float a, float b, int wide)
 {
-    uint8_t q[3][CHUNK];
-    size_t n = (size_t)im.w * im.h;
-    for (size_t i = 0; i < n; i += CHUNK) {
-        size_t m = n - i < CHUNK ? n - i : CHUNK;
-        if (im.ps == 3) {
-            planes_in(im.p + 3 * i, 3, 1, m, q);
-            saturate_chunk(q, m, a, b, wide);
-            planes_out(im.p + 3 * i, 3, 1, m, q);
-        } else {
-            planes_in(im.p + i, 1, im.cs, m, q);
-            saturate_chunk(q, m, a, b, wide);
-            planes_out(im.p + i, 1, im.cs, m, q);
-        }
-    }
+    BY_CHUNKS(im, saturate_chunk, a, b, wide);
 }
 
 MULTIVERSION static void saturate(feeder__aimg im, float a, float b)
@@ -428,20 +427,7 @@ INLINE void hue_chunk(uint8_t q[3][CHUNK], size_t n, float shift, int lanes)
 
 INLINE void hue_all(feeder__aimg im, float shift, int lanes)
 {
-    uint8_t q[3][CHUNK];
-    size_t n = (size_t)im.w * im.h;
-    for (size_t i = 0; i < n; i += CHUNK) {
-        size_t m = n - i < CHUNK ? n - i : CHUNK;
-        if (im.ps == 3) {
-            planes_in(im.p + 3 * i, 3, 1, m, q);
-            hue_chunk(q, m, shift, lanes);
-            planes_out(im.p + 3 * i, 3, 1, m, q);
-        } else {
-            planes_in(im.p + i, 1, im.cs, m, q);
-            hue_chunk(q, m, shift, lanes);
-            planes_out(im.p + i, 1, im.cs, m, q);
-        }
-    }
+    BY_CHUNKS(im, hue_chunk, shift, lanes);
 }
 
 /* The AVX2 path is picked by hand (not target_clones): its 8-lane vectors

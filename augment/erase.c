@@ -16,16 +16,6 @@
 
 enum { ERASE_ATTEMPTS = 10, ERASE_BYTES_COUNTER = 64 };
 
-static double round_half_even(double v)
-{
-    double f = floor(v), d = v - f;
-    if (d > 0.5)
-        return f + 1.0;
-    if (d < 0.5)
-        return f;
-    return fmod(f, 2.0) == 0.0 ? f : f + 1.0;
-}
-
 typedef struct box {
     uint32_t x, y, w, h;
 } box;
@@ -40,8 +30,8 @@ static int erase_box(uint32_t W, uint32_t H, const feeder__aug_step *st, uint64_
         double u1 = feeder_random_uniform(seed, epoch, index, FEEDER__AUG_COUNTER(s, k + 1));
         double target = area * (st->a[1] + (st->a[2] - st->a[1]) * u0);
         double ratio = exp(lr0 + (lr1 - lr0) * u1);
-        double h = round_half_even(sqrt(target * ratio));
-        double w = round_half_even(sqrt(target / ratio));
+        double h = feeder__round_half_even(sqrt(target * ratio));
+        double w = feeder__round_half_even(sqrt(target / ratio));
         if (!(h < H && w < W))
             continue;
         b->h = (uint32_t)h;

@@ -229,6 +229,15 @@ static int plain(engine *e, const file *f)
     return tjDecompress2(e->tj, f->p, (unsigned long)f->len, e->planes, w, 0, h, pf, 0);
 }
 
+/* libjpeg's object of `e` on file `f`, its header read (a libjpeg error
+ * longjmps to the caller's setjmp on e->jb). */
+static struct jpeg_decompress_struct *read_header(engine *e, const file *f)
+{
+    jpeg_mem_src(&e->ci, f->p, (unsigned long)f->len);
+    jpeg_read_header(&e->ci, TRUE);
+    return &e->ci;
+}
+
 /* The entropy decode alone, as the ROI decoder pays it for rows it skips:
  * jpeg_skip_scanlines over every row but the last (libjpeg-turbo decodes the
  * Huffman data of a skipped iMCU row and discards it, no IDCT), at 1/2 scale
@@ -241,9 +250,7 @@ static int huffman(engine *e, const file *f)
         jpeg_abort_decompress(&e->ci);
         return -1;
     }
-    struct jpeg_decompress_struct *ci = &e->ci;
-    jpeg_mem_src(ci, f->p, (unsigned long)f->len);
-    jpeg_read_header(ci, TRUE);
+    struct jpeg_decompress_struct *ci = read_header(e, f);
     ci->scale_num = 1;
     ci->scale_denom = 2;
     jpeg_start_decompress(ci);
@@ -284,9 +291,7 @@ static int eval_region(engine *e, const file *f, int row)
         jpeg_abort_decompress(&e->ci);
         return -1;
     }
-    struct jpeg_decompress_struct *ci = &e->ci;
-    jpeg_mem_src(ci, f->p, (unsigned long)f->len);
-    jpeg_read_header(ci, TRUE);
+    struct jpeg_decompress_struct *ci = read_header(e, f);
     feeder__crop c;
     feeder__crop_compute(&e->eval, ci->image_width, ci->image_height, 1, 0, 0, &c);
     unsigned m = feeder__roi_scale(&c, &e->eval);

@@ -136,27 +136,15 @@ static int run_all(const opts *o, context *cx)
     measure_backends(o, cx, pack, rows, &pk);
 
     bu_machine_init(&cx->m, o->label);
-    bu_sbuf header = {0}, tbl = {0}, notes = {0};
-    all_header(o, cx, pack, &pk, &header);
-    bd_table(rows, BD_NROWS, &tbl);
-    bd_notes(rows, BD_NROWS, pack, &notes);
-    if (o->json) {
-        bu_sbuf js = {0};
-        all_json(o, cx, pack, &pk, rows, BD_NROWS, &js);
-        fputs(js.p, stdout);
-        free(js.p);
-    } else {
-        printf("\n%s\n%s\n%s", header.p, tbl.p, notes.p);
-    }
-    fflush(stdout);
-    if (o->append) {
-        char title[96];
-        snprintf(title, sizeof(title), PROG " --decoder all, %s", pipeline_names[o->pipeline]);
-        append_record(o, cx, title, &header, &tbl, &notes);
-    }
-    free(header.p);
-    free(tbl.p);
-    free(notes.p);
+    bu_report r = {0};
+    all_header(o, cx, pack, &pk, &r.header);
+    bd_table(rows, BD_NROWS, &r.table);
+    bd_notes(rows, BD_NROWS, pack, &r.footer);
+    if (o->json)
+        all_json(o, cx, pack, &pk, rows, BD_NROWS, &r.json);
+    char title[96];
+    snprintf(title, sizeof(title), PROG " --decoder all, %s", pipeline_names[o->pipeline]);
+    bu_report_finish(&r, o->json, o->append_to, PROG, &cx->m, title, cx->cmd.p);
     free(rows);
     return 0;
 }
@@ -210,28 +198,16 @@ static run_res *run_sweep(opts *o, context *cx)
 static void report(const opts *o, context *cx, const run_res *runs)
 {
     bu_machine_init(&cx->m, o->label);
-    bu_sbuf header = {0}, tbl = {0}, footer = {0};
-    make_headline(o, runs, o->nworkers, &header);
-    make_header(o, cx, &header);
-    make_table(o, runs, o->nworkers, &tbl);
-    make_footer(o, runs, o->nworkers, &footer);
-    if (o->json) {
-        bu_sbuf js = {0};
-        make_json(o, cx, runs, o->nworkers, &js);
-        fputs(js.p, stdout);
-        free(js.p);
-    } else {
-        printf("\n%s\n%s\n%s", header.p, tbl.p, footer.p);
-    }
-    fflush(stdout);
-    if (o->append) {
-        char title[64];
-        snprintf(title, sizeof(title), PROG ", %s", pipeline_names[o->pipeline]);
-        append_record(o, cx, title, &header, &tbl, &footer);
-    }
-    free(header.p);
-    free(tbl.p);
-    free(footer.p);
+    bu_report r = {0};
+    make_headline(o, runs, o->nworkers, &r.header);
+    make_header(o, cx, &r.header);
+    make_table(o, runs, o->nworkers, &r.table);
+    make_footer(o, runs, o->nworkers, &r.footer);
+    if (o->json)
+        make_json(o, cx, runs, o->nworkers, &r.json);
+    char title[64];
+    snprintf(title, sizeof(title), PROG ", %s", pipeline_names[o->pipeline]);
+    bu_report_finish(&r, o->json, o->append_to, PROG, &cx->m, title, cx->cmd.p);
 }
 
 int main(int argc, char **argv)

@@ -45,6 +45,7 @@
 #include <cuda_runtime_api.h>
 
 #include "benchutil.h"
+#include "benchutil_cuda.h"
 #include "cli.h"
 #include "feeder.h"
 
@@ -68,14 +69,7 @@
 
 /* Every CUDA call goes through this: a failure names the call, where it was
  * made and the runtime's own text, then exits 1. */
-#define CK(call) ck((call), #call, __FILE__, __LINE__)
-static void ck(cudaError_t e, const char *what, const char *file, int line)
-{
-    if (e == cudaSuccess)
-        return;
-    die("%s:%d: %s failed: %s (%s)", file, line, what, cudaGetErrorString(e),
-        cudaGetErrorName(e));
-}
+#define CK(call) BU_CK(PROG, call)
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */
@@ -88,7 +82,6 @@ typedef struct opts {
     unsigned reps;    /* 0: auto, per size */
     unsigned repeats;
     int json;
-    int append;
     const char *append_to;
     const char *label;
 } opts;
@@ -170,7 +163,6 @@ static void parse_args(opts *o, int argc, char **argv)
                      .epilog = "Exit status: 0 done, 1 a CUDA call or a copy check failed, 2 "
                                "bad arguments,\n77 no CUDA device (skipped).\n"};
     cli_parse(&spec, argc, argv);
-    o->append = o->append_to != NULL; /* the checkout changes only when asked */
 }
 
 static unsigned reps_for(const opts *o, size_t bytes)
@@ -672,30 +664,16 @@ static row *measure_all(gpu *g, const opts *o, unsigned *nrows)
 static void report(const opts *o, context *cx, const row *rows, unsigned nrows)
 {
     bu_machine_init(&cx->m, o->label);
-    bu_sbuf header = {0}, tbl = {0}, footer = {0};
-    make_header(o, cx, &header);
-    make_table(rows, nrows, &tbl);
-    make_footer(rows, nrows, &footer);
-    if (o->json) {
-        bu_sbuf js = {0};
-        make_json(o, cx, rows, nrows, &js);
-        fputs(js.p, stdout);
-        free(js.p);
-    } else {
-        printf("\n%s\n%s\n%s", header.p, tbl.p, footer.p);
-    }
-    fflush(stdout);
-    if (o->append) {
-        char title[320];
-        snprintf(title, sizeof(title), PROG ", %s", cx->gpu_name);
-        bu_sbuf body = {0};
-        bu_sb_printf(&body, "%s\n%s\n%s", header.p, tbl.p, footer.p);
-        bu_append_record(o->append_to, FEEDER_SOURCE_DIR, PROG, &cx->m, title, cx->cmd.p, body.p);
-        free(body.p);
-    }
-    free(header.p);
-    free(tbl.p);
-    free(footer.p);
+    bu_report r = {0};
+    make_header(o, cx, &r.header);
+    make_table(rows, nrows, &r.table);
+    make_footer(rows, nrows, &r.footer);
+    if (o->json)
+        make_json(o, cx, rows, nrows, &r.json);
+    char title[320];
+    snprintf(title, sizeof(title), PROG ", %s", cx->gpu_name);
+    bu_report_finish(&r, o->json, o->append_to, PROG, &cx->m, title,
+                     cx->cmd.p);
 }
 
 int main(int argc, char **argv)

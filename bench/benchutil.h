@@ -9,7 +9,8 @@
  *  - benchutil_report.c: text, Markdown tables, JSON strings, the machine
  *    and the record appended to docs/BENCHMARKS.md.
  * A program builds all three: bench/benchutil.cmake lists them as
- * FEEDER_BENCHUTIL_SOURCES.
+ * FEEDER_BENCHUTIL_SOURCES. The CUDA programs' call check is header-only,
+ * in benchutil_cuda.h.
  */
 #ifndef FEEDER_BENCHUTIL_H
 #define FEEDER_BENCHUTIL_H
@@ -67,6 +68,11 @@ int bu_read_file(const char *path, uint8_t **data, size_t *len);
 int bu_mkdirs(const char *path);
 /* rm -rf. */
 void bu_rm_rf(const char *path);
+/* A made set's stamp, `dir`/.complete, holding what made it: 1 when it holds
+ * `want`, 0 when it holds something else, -1 when there is none. */
+int bu_stamp_matches(const char *dir, const char *want);
+/* Write the stamp once the set is complete. 0 or -errno. */
+int bu_stamp_write(const char *dir, const char *want);
 
 /* Monotonic clock in ns. */
 uint64_t bu_now_ns(void);
@@ -146,6 +152,17 @@ int bu_usable_cpus(void);
 void bu_append_record(const char *path, const char *source_dir, const char *prog,
                       const bu_machine *m, const char *title, const char *cmd,
                       const char *body);
+
+/* A run's report in three parts, and what --json prints instead (left empty
+ * without --json). Start with {0}. */
+typedef struct bu_report {
+    bu_sbuf header, table, footer, json;
+} bu_report;
+/* Print `r` on stdout (its json with `as_json`, else the three parts), then,
+ * with `append_to` set, append the three parts as the record `title` (see
+ * bu_append_record); frees r's buffers. */
+void bu_report_finish(bu_report *r, int as_json, const char *append_to, const char *prog,
+                      const bu_machine *m, const char *title, const char *cmd);
 
 /* Command-line parsing and the die/usage helpers live in cli/cli.h. */
 

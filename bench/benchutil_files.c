@@ -107,6 +107,26 @@ void bu_rm_rf(const char *path)
     rmdir(path);
 }
 
+int bu_stamp_matches(const char *dir, const char *want)
+{
+    char stamp[4200];
+    snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
+    uint8_t *have;
+    size_t hl;
+    if (bu_read_file(stamp, &have, &hl) != 0)
+        return -1;
+    int same = hl == strlen(want) && memcmp(have, want, hl) == 0;
+    free(have);
+    return same;
+}
+
+int bu_stamp_write(const char *dir, const char *want)
+{
+    char stamp[4200];
+    snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
+    return bu_write_file(stamp, want, strlen(want));
+}
+
 uint64_t bu_now_ns(void)
 {
     struct timespec ts;

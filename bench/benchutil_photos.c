@@ -112,6 +112,21 @@ void bu_photos_free(bu_photos *p)
 
 unsigned bu_photos_count(const bu_photos *p) { return p->n; }
 
+/* Output pixel i of n along an axis of a crop (origin o, length len) of a
+ * photo side pixels long: the first of its two source pixels in *k, the
+ * weight of the second returned. */
+static double tap(double o, uint32_t i, double len, uint32_t n, int side, int *k)
+{
+    double s = o + (i + 0.5) * len / n - 0.5;
+    if (s < 0)
+        s = 0;
+    *k = (int)s;
+    if (*k > side - 2)
+        *k = side - 2;
+    double f = s - *k;
+    return f > 1 ? 1 : f;
+}
+
 uint8_t *bu_cut_rgb(const bu_photos *p, unsigned photo, uint32_t w, uint32_t h, uint64_t seed)
 {
     const bu_photo *ph = &p->v[photo % p->n];
@@ -142,27 +157,11 @@ uint8_t *bu_cut_rgb(const bu_photos *p, unsigned photo, uint32_t w, uint32_t h, 
     /* Bilinear sampling is plenty for making test data (the library's own
      * resizer is what gets measured). The columns' taps are the same on
      * every row. */
-    for (uint32_t x = 0; x < w; x++) {
-        double sx = x0 + (x + 0.5) * cw / w - 0.5;
-        if (sx < 0)
-            sx = 0;
-        int ix = (int)sx;
-        if (ix > ph->w - 2)
-            ix = ph->w - 2;
-        double fx = sx - ix;
-        ixs[x] = ix;
-        fxs[x] = fx > 1 ? 1 : fx;
-    }
+    for (uint32_t x = 0; x < w; x++)
+        fxs[x] = tap(x0, x, cw, w, ph->w, &ixs[x]);
     for (uint32_t y = 0; y < h; y++) {
-        double sy = y0 + (y + 0.5) * ch / h - 0.5;
-        if (sy < 0)
-            sy = 0;
-        int iy = (int)sy;
-        if (iy > ph->h - 2)
-            iy = ph->h - 2;
-        double fy = sy - iy;
-        if (fy > 1)
-            fy = 1;
+        int iy;
+        double fy = tap(y0, y, ch, h, ph->h, &iy);
         const uint8_t *row = ph->rgb + (size_t)iy * ph->w * 3;
         uint8_t *out = img + (size_t)y * w * 3;
         for (uint32_t x = 0; x < w; x++) {
@@ -221,18 +220,11 @@ int bu_write_jpeg(const bu_photos *p, const char *path, unsigned photo, uint32_t
 int bu_make_dataset(const bu_photos *p, const char *dir, unsigned classes, unsigned per_class,
                     uint64_t seed, int progress)
 {
-    char stamp[4096], want[256];
-    snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
+    char want[256];
     snprintf(want, sizeof(want), "classes=%u per_class=%u seed=%llu v1\n", classes, per_class,
              (unsigned long long)seed);
-    uint8_t *have;
-    size_t hl;
-    if (bu_read_file(stamp, &have, &hl) == 0) {
-        int same = hl == strlen(want) && memcmp(have, want, hl) == 0;
-        free(have);
-        if (same)
-            return 0;
-    }
+    if (bu_stamp_matches(dir, want) == 1)
+        return 0;
     int rc = bu_mkdirs(dir);
     if (rc)
         return rc;
@@ -271,7 +263,7 @@ int bu_make_dataset(const bu_photos *p, const char *dir, unsigned classes, unsig
     }
     if (progress && isatty(2))
         fprintf(stderr, "\n");
-    return bu_write_file(stamp, want, strlen(want));
+    return bu_stamp_write(dir, want);
 }
 
 void bu_default_dataset_dir(char *out, size_t len, unsigned images)

@@ -259,3 +259,24 @@ void bu_append_record(const char *path, const char *source_dir, const char *prog
     else
         fprintf(stderr, "appended to %s\n", file);
 }
+
+void bu_report_finish(bu_report *r, int as_json, const char *append_to, const char *prog,
+                      const bu_machine *m, const char *title, const char *cmd)
+{
+    if (as_json)
+        fputs(r->json.p ? r->json.p : "", stdout);
+    else
+        printf("\n%s\n%s\n%s", r->header.p, r->table.p, r->footer.p);
+    fflush(stdout);
+    if (append_to) {
+        bu_sbuf body = {0};
+        bu_sb_printf(&body, "%s\n%s\n%s", r->header.p, r->table.p, r->footer.p);
+        bu_append_record(append_to, NULL, prog, m, title, cmd, body.p);
+        free(body.p);
+    }
+    free(r->header.p);
+    free(r->table.p);
+    free(r->footer.p);
+    free(r->json.p);
+    memset(r, 0, sizeof(*r));
+}

@@ -55,15 +55,14 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torchbench import (  # noqa: E402
-    SRC, append_record, cell, cpu_model, epoch_record, feeder_python_run, figure, guarded,
-    import_feeder, md_table, parse_workers, positive, run_result, steady, summarize)
+    SRC, append_record, cell, cpu_model, emit, epoch_record, feeder_python_run, figure, guarded,
+    import_feeder, md_table, parse_workers, positive, run_result, steady, summarize, timed_epoch)
 
 try:
     import torch
@@ -225,25 +224,9 @@ def run(args, samples, use_tvio, pipeline, workers, cuda):
     loader = DataLoader(ds, **kw)
     epochs = []
     for e in range(args.epochs):
-        images = 0
-        first = None
-        t0 = time.perf_counter()
-        for x, y in loader:  # iter(loader) is here: it starts the workers
-            if cuda:
-                x = x.to("cuda", non_blocking=True)
-                y = y.to("cuda", non_blocking=True)
-            if first is None:
-                if cuda:
-                    torch.cuda.synchronize()
-                first = time.perf_counter() - t0
-            images += x.shape[0]
-        if cuda:
-            torch.cuda.synchronize()
-        secs = time.perf_counter() - t0
+        images, secs, first = timed_epoch(torch, loader, cuda)
         rate = images / secs if secs > 0 else 0.0
-        epochs.append(dict(images=images, seconds=round(secs, 6),
-                           images_per_s=round(rate, 1),
-                           first_batch_ms=round((first or 0.0) * 1e3, 3)))
+        epochs.append(epoch_record(images, secs, first))
         print(f"torch{' PIL' if use_tvio == 'classic' else ''} {pipeline:5s} workers {workers:2d}  epoch {e + 1}/{args.epochs}  "
               f"{rate:8.0f} images/s  first batch {(first or 0) * 1e3:7.1f} ms",
               file=sys.stderr)
@@ -430,11 +413,7 @@ def feeder_point(args, bench, data, pipeline, workers, decoder, device):
         if r["status"] != "ok":
             return dict(status="n/a", reason=r["reason"])  # it will not run the next time either
         runs.append(r)
-    rates = [r["images_per_s"] for r in runs]
-    return dict(status="ok", runs_images_per_s=rates,
-                median_images_per_s=round(statistics.median(rates), 1),
-                median_first_batch_ms=round(statistics.median(
-                    r["first_batch_ms"] for r in runs), 2))
+    return summarize(runs, "images_per_s", "first_batch_ms")
 
 
 def sweep_table(res):
@@ -733,15 +712,11 @@ def main():
             if r.get("status") == "failed":
                 r.update(pipeline=p, workers=w)
             res["runs"].append(r)
-    if args.json:
-        json.dump(res, sys.stdout, indent=2)
-        print()
-    else:
-        print(f"torch {res['torch']}, torchvision {res['torchvision']} on {res['host']} "
-              f"({res['cores']} cores); decode: {res['decoder']}; "
-              f"{'pin + H2D to ' + res['gpu'] if cuda else 'no CUDA'}; batch {args.batch}, "
-              f"prefetch {args.prefetch}; {len(samples)} images in {data}")
-        print(table(res))
+    emit(res, args.json,
+         f"torch {res['torch']}, torchvision {res['torchvision']} on {res['host']} "
+         f"({res['cores']} cores); decode: {res['decoder']}; "
+         f"{'pin + H2D to ' + res['gpu'] if cuda else 'no CUDA'}; batch {args.batch}, "
+         f"prefetch {args.prefetch}; {len(samples)} images in {data}", table(res))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ returns exactly the records' bytes and labels, sequential and shuffled.
 
 
 import argparse
-import json
 import os
 import platform
 import socket
@@ -250,21 +249,7 @@ def run(args, torch, h, labels, workers, cuda):
     for e in range(args.epochs):
         if args.drop_cache:
             drop_cache(args.data)
-        images = 0
-        first = None
-        t0 = time.perf_counter()
-        for x, y in loader:
-            if cuda:
-                x = x.to("cuda", non_blocking=True)
-                y = y.to("cuda", non_blocking=True)
-            if first is None:
-                if cuda:
-                    torch.cuda.synchronize()
-                first = time.perf_counter() - t0
-            images += x.shape[0]
-        if cuda:
-            torch.cuda.synchronize()
-        secs = time.perf_counter() - t0
+        images, secs, first = torchbench.timed_epoch(torch, loader, cuda)
         gbps = images * h["record_bytes"] / secs / 1e9 if secs > 0 else 0.0
         epochs.append(dict(images=images, seconds=round(secs, 6),
                            images_per_s=round(images / secs if secs > 0 else 0.0, 1),
@@ -349,16 +334,12 @@ def main():
                runs=[])
     for w in args.workers:
         res["runs"].append(run(args, torch, h, labels, w, cuda))
-    if args.json:
-        json.dump(res, sys.stdout, indent=2)
-        print()
-    else:
-        print(f"torch {res['torch']} on {res['host']} ({res['cores']} cores); "
-              f"{'pin + H2D to ' + res['gpu'] if cuda else 'no CUDA: host memory only'}; "
-              f"{h['count']} records of {h['height']}x{h['width']}x3 from {args.data}; "
-              f"batch {args.batch}, prefetch {args.prefetch}, "
-              f"{'shuffled' if args.shuffle else 'sequential'}")
-        print(table(res))
+    torchbench.emit(res, args.json,
+                    f"torch {res['torch']} on {res['host']} ({res['cores']} cores); "
+                    f"{'pin + H2D to ' + res['gpu'] if cuda else 'no CUDA: host memory only'}; "
+                    f"{h['count']} records of {h['height']}x{h['width']}x3 from {args.data}; "
+                    f"batch {args.batch}, prefetch {args.prefetch}, "
+                    f"{'shuffled' if args.shuffle else 'sequential'}", table(res))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pack_fields.h"
 #include "packer.h"
 
 const char *const bd_decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", "raw", "all", NULL};
@@ -18,14 +19,7 @@ const char *const bd_decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", "raw
 
 int bd_is_tar(const char *data)
 {
-    if (strchr(data, '{'))
-        return 1;
-    uint8_t h[512];
-    FILE *f = fopen(data, "rb");
-    int yes = f && fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h + 257, "ustar", 5) == 0;
-    if (f)
-        fclose(f);
-    return yes;
+    return strchr(data, '{') || fpk_ustar_magic(data);
 }
 
 void bd_raw_pack_path(char *out, size_t len, const char *data, uint32_t size, uint32_t resize,

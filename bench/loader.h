@@ -56,7 +56,6 @@ typedef struct opts {
     int64_t timeout_ms;
     int json;
     int checksum;
-    int append;
     const char *append_to;
     const char *label;
     /* GPU delivery */
@@ -162,9 +161,6 @@ void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b);
 void make_header(const opts *o, const context *cx, bu_sbuf *b);
 void make_footer(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b);
 void make_json(const opts *o, const context *cx, const run_res *runs, unsigned n, bu_sbuf *b);
-/* --append-to: the record of a run (title "bench_loader, PIPELINE"). */
-void append_record(const opts *o, const context *cx, const char *title, const bu_sbuf *header,
-                   const bu_sbuf *tbl, const bu_sbuf *footer);
 /* --decoder all: its header and JSON. */
 void all_header(const opts *o, const context *cx, const char *pack,
                 const feeder_packed_info *pk, bu_sbuf *b);

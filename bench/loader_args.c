@@ -67,7 +67,6 @@ static void set_defaults(opts *o)
 static void check_args(opts *o, int workers_given, const int *shape)
 {
     o->shape_given = shape[0] | shape[1] | shape[2] | shape[3];
-    o->append = o->append_to != NULL;
     o->make_images = o->make_images / 10 * 10; /* 10 classes of equal size */
     if (o->sweep && workers_given)
         die_usage("--workers and --threads-sweep exclude each other");

@@ -413,15 +413,6 @@ void make_json(const opts *o, const context *cx, const run_res *runs, unsigned n
     bu_sb_printf(b, "\n  ]\n}\n");
 }
 
-void append_record(const opts *o, const context *cx, const char *title, const bu_sbuf *header,
-                   const bu_sbuf *tbl, const bu_sbuf *footer)
-{
-    bu_sbuf body = {0};
-    bu_sb_printf(&body, "%s\n%s\n%s", header->p, tbl->p, footer->p);
-    bu_append_record(o->append_to, FEEDER_SOURCE_DIR, PROG, &cx->m, title, cx->cmd.p, body.p);
-    free(body.p);
-}
-
 /* ------------------------------------------------------------------------ */
 /* --decoder all: every backend on the same files, one table                 */
 /* ------------------------------------------------------------------------ */

@@ -402,17 +402,6 @@ static int count_set(const bm_mix *m, const char *dir, uint64_t n, uint64_t seed
     return 0;
 }
 
-static int stamp_matches(const char *stamp, const char *want)
-{
-    uint8_t *have;
-    size_t hl;
-    if (bu_read_file(stamp, &have, &hl) != 0)
-        return -1;
-    int same = hl == strlen(want) && memcmp(have, want, hl) == 0;
-    free(have);
-    return same;
-}
-
 static int make_dirs(const char *dir)
 {
     int rc = bu_mkdirs(dir);
@@ -427,12 +416,11 @@ static int make_dirs(const char *dir)
 int bm_make_set(const bu_photos *p, const bm_mix *m, const char *dir, uint64_t n,
                 uint64_t seed, unsigned jobs, int progress, bm_report *rep)
 {
-    char stamp[4200], want[1024];
+    char want[1024];
     bm_report local;
     bm_report *r = rep ? rep : &local;
-    snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
     describe(want, sizeof(want), m, n, seed);
-    int same = stamp_matches(stamp, want);
+    int same = bu_stamp_matches(dir, want);
     if (same == 1)
         return count_set(m, dir, n, seed, r);
     if (same == 0) /* a set this code made, of other arguments: start afresh */
@@ -454,7 +442,7 @@ int bm_make_set(const bu_photos *p, const bm_mix *m, const char *dir, uint64_t n
     if (rc)
         return rc;
     r->seconds = (double)(bu_now_ns() - t0) / 1e9;
-    return bu_write_file(stamp, want, strlen(want));
+    return bu_stamp_write(dir, want);
 }
 
 void bm_report_print(FILE *f, const bm_mix *m, const char *dir, const bm_report *r)

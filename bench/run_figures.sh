@@ -170,8 +170,9 @@ command -v python3 >/dev/null || combiner=$PYTHON
 cmdline="SWEEP=$SWEEP EPOCHS=$EPOCHS BATCH=$BATCH PREFETCH=$PREFETCH PIPELINES='$PIPELINES'"
 # shellcheck disable=SC2016  # the single quotes are literal, inside double quotes
 cmdline+=" FEEDER_DATA=$FEEDER_DATA${FEEDER_ARGS:+ FEEDER_ARGS='$FEEDER_ARGS'} $0 $*"
-"$combiner" - "$out" "$md" "$cmdline" "$PIPELINES" <<'EOF'
-import json, os, sys, time
+PYTHONPATH="$here" "$combiner" - "$out" "$md" "$cmdline" "$PIPELINES" <<'EOF'
+import json, os, sys
+from torchbench import append_record, md_table
 
 out, md, cmd, pipelines = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
 
@@ -224,14 +225,7 @@ for p in pipelines:
 
 if not rows:
     sys.exit("run_figures.sh: no feeder results to combine")
-w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-lines = ["| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |",
-         "| " + " | ".join("-" * w[0] if i == 0 else "-" * (w[i] - 1) + ":"
-                           for i in range(len(head))) + " |"]
-for r in rows:
-    lines.append("| " + " | ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i])
-                                   for i, c in enumerate(r)) + " |")
-tbl = "\n".join(lines) + "\n"
+tbl = md_table(head, rows, [False] + [True] * (len(head) - 1)) + "\n"
 
 f = meta["feeder"]
 desc = (f"feeder {f['version']} on {f['label']} ({f['cpu']}); dataset {f['dataset']['path']}: "
@@ -253,16 +247,6 @@ with open(os.path.join(out, "combined.json"), "w") as fh:
     json.dump(dict(meta=meta, command=cmd, rows=combined), fh, indent=2)
     fh.write("\n")
 if md:
-    os.makedirs(os.path.dirname(os.path.abspath(md)), exist_ok=True)
-    fresh = not os.path.exists(md) or os.path.getsize(md) == 0
-    with open(md, "a") as fh:
-        if fresh:
-            fh.write("# Benchmarks\n\nRecords appended by `bench/bench_loader` and "
-                     "`bench/run_figures.sh`, oldest first. Each gives the exact command, the "
-                     "date and the machine.\n")
-        date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        fh.write(f"\n## {date}, {f['label']}: feeder vs PyTorch DataLoader\n\n"
-                 f"```\n{cmd}\n```\n\n{desc}\n{tbl}")
-    print(f"appended to {md}", file=sys.stderr)
+    append_record(md, f["label"], "feeder vs PyTorch DataLoader", cmd, f"{desc}\n{tbl}")
 EOF
 echo "run_figures.sh: raw JSON, logs and combined.md in $out" >&2

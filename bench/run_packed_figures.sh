@@ -107,8 +107,9 @@ fi
 
 cmdline="SWEEP=$SWEEP EPOCHS=$EPOCHS BATCH=$BATCH PREFETCH=$PREFETCH READS='$READS' COLD=$COLD"
 cmdline+=" PACK=$PACK $0 $*"
-python3 - "$out" "$md" "$cmdline" "$SWEEP" "$READS" <<'EOF'
-import glob, json, os, sys, time
+PYTHONPATH="$here" python3 - "$out" "$md" "$cmdline" "$SWEEP" "$READS" <<'EOF'
+import json, os, sys
+from torchbench import append_record, md_table
 
 out, md, cmd, sweep, reads = sys.argv[1:6]
 workers = [int(w) for w in sweep.split(",")]
@@ -139,11 +140,7 @@ for w in workers:
     best = max([v for v in fw if v is not None], default=None)
     rows.append([str(w)] + [fmt(v) for v in fw + fc] + [fmt(t1), fmt(t2),
                 fmt(best / t1 if best and t1 else None)])
-wd = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-tbl = "\n".join(["| " + " | ".join(h.ljust(wd[i]) for i, h in enumerate(head)) + " |",
-                 "| " + " | ".join("-" * (wd[i] - 1) + ":" for i in range(len(head))) + " |"] +
-                ["| " + " | ".join(c.rjust(wd[i]) for i, c in enumerate(r)) + " |"
-                 for r in rows]) + "\n"
+tbl = md_table(head, rows, [True] * len(head)) + "\n"
 ref = next((load(f) for f in [f"feeder_warm_{r}.json" for r in reads] if load(f)), None)
 t = load("torch_warm.json") or load("torch_cold.json")
 desc = ""
@@ -166,15 +163,7 @@ desc += ("warm: page cache filled, workers persistent; cold: the file evicted be
 print("\n" + desc + "\n" + tbl)
 open(os.path.join(out, "combined.md"), "w").write(desc + "\n" + tbl)
 if md:
-    fresh = not os.path.exists(md) or os.path.getsize(md) == 0
-    with open(md, "a") as fh:
-        if fresh:
-            fh.write("# Benchmarks\n\nRecords appended by the benchmark scripts, oldest first. "
-                     "Each gives the exact command, the date and the machine.\n")
-        date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        label = ref["label"] if ref else "?"
-        fh.write(f"\n## {date}, {label}: packed RAW tensors, feeder vs PyTorch\n\n"
-                 f"```\n{cmd}\n```\n\n{desc}\n{tbl}")
-    print(f"appended to {md}", file=sys.stderr)
+    append_record(md, ref["label"] if ref else "?", "packed RAW tensors, feeder vs PyTorch", cmd,
+                  f"{desc}\n{tbl}")
 EOF
 echo "run_packed_figures.sh: JSON, logs and combined.md in $out" >&2

@@ -21,16 +21,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$tmp/lighttpd.conf" <<EOF
-server.document-root = "$www"
-server.port = $port
-server.bind = "127.0.0.1"
-server.errorlog = "$tmp/error.log"
-mimetype.assign = ("" => "application/octet-stream")
-EOF
-/usr/sbin/lighttpd -D -f "$tmp/lighttpd.conf" &
-pids+=($!)
+source "$here/scripts/lighttpd.sh"
+start_lighttpd "$www" "$tmp"
+pids+=("$lighttpd_pid")
+port=$lighttpd_port
 /usr/bin/python3 "$here/tests/remote_proxy.py" "$port" --delay-ms "$delay" >"$tmp/proxy.port" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/proxy.port" ] && break; sleep 0.1; done

@@ -6,6 +6,7 @@ without stopping the run, and feeder's Python binding as a column.
 Standard library only: the --no-torch paths import it without torch.
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -61,13 +62,35 @@ def epoch_record(images, secs, first):
                 first_batch_ms=round((first or 0.0) * 1e3, 3))
 
 
-def summarize(runs):
-    """The point of several runs: each run's figure, their median."""
-    rates = [r["median_images_per_s"] for r in runs]
+def timed_epoch(torch, loader, cuda):
+    """One pass over a DataLoader of (x, y) batches, each copied to the GPU
+    with cuda as a training step would take it: (images, seconds, seconds to
+    the first batch or None)."""
+    images = 0
+    first = None
+    t0 = time.perf_counter()
+    for x, y in loader:  # iter(loader) is here: it starts the workers
+        if cuda:
+            x = x.to("cuda", non_blocking=True)
+            y = y.to("cuda", non_blocking=True)
+        if first is None:
+            if cuda:
+                torch.cuda.synchronize()
+            first = time.perf_counter() - t0
+        images += x.shape[0]
+    if cuda:
+        torch.cuda.synchronize()
+    return images, time.perf_counter() - t0, first
+
+
+def summarize(runs, rate="median_images_per_s", first="median_first_batch_ms"):
+    """The point of several runs: each run's figure (its key `rate`), their
+    median, and the median of their first batches (key `first`)."""
+    rates = [r[rate] for r in runs]
     return dict(status="ok", runs_images_per_s=rates,
                 median_images_per_s=round(statistics.median(rates), 1),
                 median_first_batch_ms=round(statistics.median(
-                    r["median_first_batch_ms"] for r in runs), 2))
+                    r[first] for r in runs), 2))
 
 
 def failed(reason):
@@ -107,6 +130,17 @@ def figure(point):
     if not point or point.get("status", "ok") != "ok":
         return None
     return point["median_images_per_s"]
+
+
+def emit(res, as_json, headline, table):
+    """A run's result on stdout: its JSON with --json, else a headline and
+    the table."""
+    if as_json:
+        json.dump(res, sys.stdout, indent=2)
+        print()
+    else:
+        print(headline)
+        print(table)
 
 
 def md_table(head, rows, right):

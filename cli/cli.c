@@ -21,28 +21,36 @@ static void leave(int status)
     exit(status);
 }
 
-void cli_die(const char *prog, const char *fmt, ...)
+void cli_vdie(const char *prog, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
     fprintf(stderr, "%s: ", prog);
     vfprintf(stderr, fmt, ap);
-    va_end(ap);
     fprintf(stderr, "\n");
     exit(1);
 }
 
-void cli_die_usage(const char *prog, const char *fmt, ...)
+void cli_die(const char *prog, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cli_vdie(prog, fmt, ap);
+}
+
+void cli_vdie_usage(const char *prog, const char *fmt, va_list ap)
 {
     if (!(active && active->quiet)) {
-        va_list ap;
-        va_start(ap, fmt);
         fprintf(stderr, "%s: ", prog);
         vfprintf(stderr, fmt, ap);
-        va_end(ap);
         fprintf(stderr, "\n(%s --help lists the options)\n", prog);
     }
     leave(2);
+}
+
+void cli_die_usage(const char *prog, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cli_vdie_usage(prog, fmt, ap);
 }
 
 uint64_t cli_parse_uint(const char *prog, const char *opt, const char *s, uint64_t min,

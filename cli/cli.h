@@ -21,6 +21,7 @@
 #define FEEDER_CLI_H
 
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -115,6 +116,11 @@ void cli_die_usage(const char *prog, const char *fmt, ...)
 /* "PROG: message" on stderr, exit 1 (the run failed). */
 void cli_die(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+/* The same two with a va_list, for a program's own die functions. */
+void cli_vdie_usage(const char *prog, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0), noreturn));
+void cli_vdie(const char *prog, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0), noreturn));
 /* A decimal integer in [min, max], or cli_die_usage naming `opt` and the bounds. */
 uint64_t cli_parse_uint(const char *prog, const char *opt, const char *s, uint64_t min,
                         uint64_t max);

@@ -2,8 +2,8 @@
  * common/: what every room shares and nothing else. The lowest room: it
  * includes only the public header, the C library and ISA-L (crc32c.c). Result
  * codes and their text (errors.c), the Philox generator behind every random
- * choice (random.c, public as feeder_random), CRC32C (crc32c.c), the clock and
- * message formatting (util.c), the timeline trace (trace.c, trace.h) and the
+ * choice (random.c, public as feeder_random), CRC32C (crc32c.c), the clock,
+ * message formatting and half-even rounding (util.c), the timeline trace (trace.c, trace.h) and the
  * NVTX macros (nvtx.h), brace ranges for shard sets (brace.c, brace.h), and
  * debug builds' record of live handles (handles.c).
  */
@@ -44,6 +44,11 @@ const char *feeder__handle_misuse_msg(void);
 /* CLOCK_MONOTONIC in nanoseconds: the same clock in every process, so a
  * worker's spans and the parent's line up. */
 uint64_t feeder__now_ns(void);
+
+/* Python's round(): halves go to the even neighbour, as torchvision's crop
+ * and erase sizes and affine shifts round. Written out rather than relying on
+ * rint() so the result does not depend on the caller's fenv rounding mode. */
+double feeder__round_half_even(double v);
 
 /* Bytes [off, off + len) of fd into dst, pread again after a short read or
  * EINTR: how many it read (less than len only at the end of the file), or

@@ -8,7 +8,7 @@
  * three interleaved SSE4.2 crc32 streams, its own code on other architectures.
  * One crc32 stream, what this file had, is bound by the instruction's latency
  * (3 cycles for 8 bytes); ISA-L is several times faster on one core, hot and
- * from memory (bench/bench_crc; figures in docs/BENCHMARKS.md, "CRC32C").
+ * from memory (docs/BENCHMARKS.md, "CRC32C", has the figures).
  * ISA-L takes the register as it is: the inversions before and after are
  * ours, and so is cutting lengths to fit its int.
  *

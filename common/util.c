@@ -1,5 +1,6 @@
-/* The clock and message formatting every room uses. */
+/* The clock, message formatting and rounding every room uses. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,4 +39,14 @@ long feeder__pread_full(int fd, uint64_t off, void *dst, size_t len)
         got += (size_t)k;
     }
     return (long)got;
+}
+
+double feeder__round_half_even(double v)
+{
+    double f = floor(v), d = v - f;
+    if (d > 0.5)
+        return f + 1.0;
+    if (d < 0.5)
+        return f;
+    return fmod(f, 2.0) == 0.0 ? f : f + 1.0;
 }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/brace.h"
 #include "dataset/dataset.h"
 
 int feeder__dataset_alloc(int kind, feeder_dataset **out)
@@ -151,4 +152,15 @@ const char *feeder_dataset_class_name(const feeder_dataset *ds, uint64_t label)
     if (!ds || !ds->classes || label >= ds->num_classes)
         return NULL;
     return ds->classes[label];
+}
+
+int feeder__dataset_pattern(const char *fn, const char *pattern, const void *out, char ***names,
+                            size_t *n, char *err, size_t errlen)
+{
+    feeder__fmt(err, errlen, "%s", "");
+    if (!pattern || !out) {
+        feeder__fmt(err, errlen, "%s: pattern and out must not be NULL", fn);
+        return FEEDER_EINVAL;
+    }
+    return feeder__brace_expand(pattern, names, n, err, errlen);
 }

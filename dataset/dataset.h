@@ -88,6 +88,12 @@ void feeder__strlist_free(feeder__strlist *l);
  * names and labels) and set *out; otherwise free both. Returns rc. */
 int feeder__dataset_adopt(feeder_dataset *ds, feeder__strlist *l, int rc, feeder_dataset **out);
 
+/* The pattern argument of an open function `fn`: err cleared, FEEDER_EINVAL
+ * naming fn when pattern or out is NULL, else feeder__brace_expand's names
+ * (free them with feeder__brace_free) or its error. */
+int feeder__dataset_pattern(const char *fn, const char *pattern, const void *out, char ***names,
+                            size_t *n, char *err, size_t errlen);
+
 /* Check a schema of n fields; 0, or FEEDER_EINVAL with `err` naming the
  * field and what is wrong. dataset/schema.c. */
 int feeder__fields_check(const feeder_field *f, uint32_t n, char *err, size_t errlen);

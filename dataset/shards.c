@@ -550,17 +550,13 @@ static feeder_dataset *new_packed(const char *pattern)
 int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *opt,
                                feeder_dataset **out, char *err, size_t errlen)
 {
-    feeder__fmt(err, errlen, "%s", "");
     static const feeder_shard_options none;
     if (!opt)
         opt = &none;
-    if (!pattern || !out) {
-        feeder__fmt(err, errlen, "feeder_dataset_open_shards: pattern and out must not be NULL");
-        return FEEDER_EINVAL;
-    }
     char **names;
     size_t n;
-    int rc = feeder__brace_expand(pattern, &names, &n, err, errlen);
+    int rc = feeder__dataset_pattern("feeder_dataset_open_shards", pattern, out, &names, &n, err,
+                                     errlen);
     if (rc)
         return rc;
     if ((rc = shard_format(names, n, err, errlen)) == 1) {

@@ -513,15 +513,10 @@ int feeder_dataset_open_tar(const char *const *paths, size_t count, feeder_datas
 int feeder_dataset_open_tar_pattern(const char *pattern, feeder_dataset **out, char *err,
                                     size_t errlen)
 {
-    feeder__fmt(err, errlen, "%s", "");
-    if (!pattern || !out) {
-        feeder__fmt(err, errlen, "feeder_dataset_open_tar_pattern: pattern and out must not be "
-                    "NULL");
-        return FEEDER_EINVAL;
-    }
     char **names;
     size_t n;
-    int rc = feeder__brace_expand(pattern, &names, &n, err, errlen);
+    int rc = feeder__dataset_pattern("feeder_dataset_open_tar_pattern", pattern, out, &names, &n,
+                                     err, errlen);
     if (rc)
         return rc;
     rc = feeder_dataset_open_tar((const char *const *)names, n, out, err, errlen);

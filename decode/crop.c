@@ -39,22 +39,10 @@
  */
 #include <math.h>
 
+#include "common/common.h"
 #include "decode/transform.h"
 
 enum { CROP_ATTEMPTS = 10, CROP_DRAWS_PER_ATTEMPT = 4, CROP_FLIP_COUNTER = 40 };
-
-/* Python's round(): halves go to the even neighbour. Written out rather than
- * relying on rint() so the result does not depend on the caller's fenv
- * rounding mode. */
-static double round_half_even(double v)
-{
-    double f = floor(v), d = v - f;
-    if (d > 0.5)
-        return f + 1.0;
-    if (d < 0.5)
-        return f;
-    return fmod(f, 2.0) == 0.0 ? f : f + 1.0;
-}
 
 /* round_half_even((a - b) / 2) for integers a >= b. */
 static uint32_t half_offset(uint32_t a, uint32_t b)
@@ -130,8 +118,8 @@ static void crop_train(const feeder__transform *t, uint32_t W, uint32_t H, uint6
         double u1 = feeder_random_uniform(seed, epoch, index, k + 1);
         double target = area * (t->scale_min + (t->scale_max - t->scale_min) * u0);
         double ratio = exp(lr0 + (lr1 - lr0) * u1);
-        double w = round_half_even(sqrt(target * ratio));
-        double h = round_half_even(sqrt(target / ratio));
+        double w = feeder__round_half_even(sqrt(target * ratio));
+        double h = feeder__round_half_even(sqrt(target / ratio));
         if (w > 0 && w <= W && h > 0 && h <= H) {
             c->w = (uint32_t)w;
             c->h = (uint32_t)h;
@@ -144,9 +132,9 @@ static void crop_train(const feeder__transform *t, uint32_t W, uint32_t H, uint6
     double in_ratio = (double)W / H;
     double w = W, h = H;
     if (in_ratio < t->ratio_min)
-        h = round_half_even(w / t->ratio_min);
+        h = feeder__round_half_even(w / t->ratio_min);
     else if (in_ratio > t->ratio_max)
-        w = round_half_even(h * t->ratio_max);
+        w = feeder__round_half_even(h * t->ratio_max);
     /* A degenerate ratio range could round to 0 or past the edge; torchvision
      * would fail later, we keep a valid box. */
     if (w < 1)

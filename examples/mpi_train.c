@@ -284,19 +284,12 @@ static int make_dataset(const char *dir, unsigned images, uint64_t seed)
     int rc = bu_photos_load(photos_dir, &photos, err, sizeof(err));
     if (rc)
         mt_die("loading the seed photos: %s (set FEEDER_BENCH_PHOTOS, or pass --data)", err);
-    char stamp[4200], want[128];
-    snprintf(stamp, sizeof(stamp), "%s/.complete", dir);
+    char want[128];
     snprintf(want, sizeof(want), "mpi_train images=%u seed=%llu v1\n", images,
              (unsigned long long)seed);
-    uint8_t *have;
-    size_t hl;
-    if (bu_read_file(stamp, &have, &hl) == 0) {
-        int same = hl == strlen(want) && memcmp(have, want, hl) == 0;
-        free(have);
-        if (same) {
-            bu_photos_free(photos);
-            return 0;
-        }
+    if (bu_stamp_matches(dir, want) == 1) {
+        bu_photos_free(photos);
+        return 0;
     }
     bu_rm_rf(dir);
     for (unsigned k = 0; k < images && rc == 0; k++) {
@@ -314,7 +307,7 @@ static int make_dataset(const char *dir, unsigned images, uint64_t seed)
         rc = bu_write_jpeg(photos, path, c, w, h, q, -1, feeder_random(seed, 2, k, 3));
     }
     bu_photos_free(photos);
-    return rc ? rc : bu_write_file(stamp, want, strlen(want));
+    return rc ? rc : bu_stamp_write(dir, want);
 }
 
 static feeder_dataset *open_data(const opts *o, const feeder_dist *d, char *dir, size_t dirlen)

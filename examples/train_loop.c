@@ -53,6 +53,7 @@
 #include <feeder_cuda.h>
 
 #include "benchutil.h"
+#include "benchutil_cuda.h"
 #include "cli.h"
 #include "train_model.h"
 
@@ -68,14 +69,7 @@
 #define die_usage(...) cli_die_usage(PROG, __VA_ARGS__)
 
 /* Every CUDA call and kernel launch goes through this. */
-#define CK(call) ck((call), #call, __FILE__, __LINE__)
-static void ck(cudaError_t e, const char *what, const char *file, int line)
-{
-    if (e == cudaSuccess)
-        return;
-    die("%s:%d: %s failed: %s (%s)", file, line, what, cudaGetErrorString(e),
-        cudaGetErrorName(e));
-}
+#define CK(call) BU_CK(PROG, call)
 
 /* Every feeder call that can fail goes through this. */
 #define FK(ld, call) fk((ld), (call), #call, __FILE__, __LINE__)

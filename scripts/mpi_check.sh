@@ -61,20 +61,11 @@ run() {
     return 1
   fi
   cat "$log"
-  python3 - "$log" "$np" "$shuffle" "$batch" "$epochs" <<'PY'
-import re, sys
+  PYTHONPATH="$PWD/scripts" python3 - "$log" "$np" "$shuffle" "$batch" "$epochs" <<'PY'
+import sys
+from mpi_summary import index_sum, summaries, want_sum
 log, np_, shuffle, batch, epochs = sys.argv[1], *map(int, sys.argv[2:])
-M = (1 << 64) - 1
-def mix(x):
-    z = (x + 0x9e3779b97f4a7c15) & M
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
-    return z ^ (z >> 31)
-ranks = {}
-for line in open(log):
-    if line.startswith("mpi_train: summary "):
-        kv = dict(f.split("=", 1) for f in line.split()[2:])
-        ranks[int(kv["rank"])] = kv
+ranks = summaries(open(log))
 fail = []
 if sorted(ranks) != list(range(np_)):
     sys.exit(f"mpi_check: summary lines from ranks {sorted(ranks)}, expected 0..{np_ - 1}")
@@ -92,11 +83,11 @@ for r, kv in ranks.items():
 weights = {kv["weights"] for kv in ranks.values()}
 if len(weights) != 1:
     fail.append(f"final weights differ between ranks: {sorted(weights)}")
-got = sum(int(kv["index_sum"], 16) for kv in ranks.values()) & M
+got = index_sum(ranks)
 # Without shuffling, rank r reads r, r + world, ...: the job reads exactly
 # 0 .. world*kept-1. Shuffled, the set is known when nothing is dropped.
 if shuffle == 0 or np_ * kept == n:
-    want = epochs * sum(mix(i) for i in range(np_ * kept)) & M
+    want = want_sum(np_ * kept, epochs)
     if got != want:
         fail.append(f"index sets: sum 0x{got:016x}, expected 0x{want:016x}: the shards "
                     f"overlap or miss samples of 0..{np_ * kept - 1}")

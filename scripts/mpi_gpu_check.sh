@@ -103,15 +103,10 @@ fi
 
 (( ${#runs[@]} )) || exit 1
 machine="$(hostname) ($cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); $ngpu x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-python3 - "$out" "$machine" "$ngpu" "${runs[@]}" <<'PY' | tee -a "$log"
+PYTHONPATH="$PWD/scripts" python3 - "$out" "$machine" "$ngpu" "${runs[@]}" <<'PY' | tee -a "$log"
 import json, os, sys, time
+from mpi_summary import index_sum, summaries, want_sum
 out, machine, ngpu, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
-M = (1 << 64) - 1
-def mix(x):
-    z = (x + 0x9e3779b97f4a7c15) & M
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
-    return z ^ (z >> 31)
 fail, rows, cmds, total1 = [], [], [], 0
 mixes = {}
 for r in runs:
@@ -119,11 +114,7 @@ for r in runs:
     np_ = int(np_)
     text = open(os.path.join(out, f"mpi_gpu_{name}.log")).read().splitlines()
     js = [json.loads(l) for l in text if l.startswith('{"program": "mpi_train"')]
-    summ = {}
-    for l in text:
-        if l.startswith("mpi_train: summary "):
-            kv = dict(f.split("=", 1) for f in l.split()[2:])
-            summ[int(kv["rank"])] = kv
+    summ = summaries(text)
     if len(js) != 1 or sorted(summ) != list(range(np_)):
         fail.append(f"{name}: no report or summary lines from every rank")
         continue
@@ -140,10 +131,9 @@ for r in runs:
         if int(kv["batches"]) != epochs * nb or int(kv["samples"]) != epochs * nb * batch:
             fail.append(f"{name}: rank {rk} ran {kv['batches']} batches, expected {epochs * nb}")
     if np_ * nb * batch == n:
-        if n not in mixes:
-            mixes[n] = sum(mix(i) for i in range(n)) & M
-        got = sum(int(kv["index_sum"], 16) for kv in summ.values()) & M
-        if got != epochs * mixes[n] & M:
+        if (n, epochs) not in mixes:
+            mixes[n, epochs] = want_sum(n, epochs)
+        if index_sum(summ) != mixes[n, epochs]:
             fail.append(f"{name}: the ranks' shards overlap or miss samples")
     else:
         fail.append(f"{name}: batch {batch} does not divide {n} / {np_}: shards not checked")

@@ -49,17 +49,10 @@ for s in 0 1 2 3 4 5; do
   "$pack" --data "$work/data/s-$s.txt" --out "$work/www/s-$s.pack" --mode jpeg --quiet
 done
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$work/lighttpd.conf" <<EOF
-server.document-root = "$work/www"
-server.port = $port
-server.bind = "127.0.0.1"
-server.errorlog = "$work/error.log"
-mimetype.assign = ("" => "application/octet-stream")
-EOF
-/usr/sbin/lighttpd -D -f "$work/lighttpd.conf" &
-server=$!
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+source scripts/lighttpd.sh
+start_lighttpd "$work/www" "$work"
+server=$lighttpd_pid
+port=$lighttpd_port
 
 run() { # NAME PATTERN
   echo "== mpirun -np 2 mpi_train --shards $2 =="
@@ -75,29 +68,18 @@ run() { # NAME PATTERN
 run local "$work/www/s-{0..5}.pack"
 run http "http://127.0.0.1:$port/s-{0..5}.pack"
 
-python3 - "$work/local.log" "$work/http.log" <<'PY'
+PYTHONPATH="$PWD/scripts" python3 - "$work/local.log" "$work/http.log" <<'PY'
 import sys
-M = (1 << 64) - 1
-def mix(x):
-    z = (x + 0x9e3779b97f4a7c15) & M
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
-    return z ^ (z >> 31)
+from mpi_summary import index_sum, summaries, want_sum
 runs = []
 for log in sys.argv[1:]:
-    ranks = {}
-    for line in open(log):
-        if line.startswith("mpi_train: summary "):
-            kv = dict(f.split("=", 1) for f in line.split()[2:])
-            ranks[int(kv["rank"])] = kv
+    ranks = summaries(open(log))
     if sorted(ranks) != [0, 1]:
         sys.exit(f"mpi_remote_check: {log}: summaries from ranks {sorted(ranks)}")
     if {kv["samples"] for kv in ranks.values()} != {"240"}:
         sys.exit(f"mpi_remote_check: {log}: samples per rank {[kv['samples'] for kv in ranks.values()]}, "
                  "expected 240 each (2 epochs x 120)")
-    got = sum(int(kv["index_sum"], 16) for kv in ranks.values()) & M
-    want = 2 * sum(mix(i) for i in range(240)) & M
-    if got != want:
+    if index_sum(ranks) != want_sum(240, 2):
         sys.exit(f"mpi_remote_check: {log}: the ranks' shards overlap or miss samples")
     if len({kv["weights"] for kv in ranks.values()}) != 1:
         sys.exit(f"mpi_remote_check: {log}: the ranks' weights differ")

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Install what feeder needs on Debian 12 (run as root, or with sudo).
 # Libraries made for the job: libjpeg-turbo (TurboJPEG + libjpeg APIs),
-# liburing, ISA-L (CRC32C of packed records), Check (tests); libyuv and stb
-# only so bench_resize can measure the resizers we weighed against our own;
+# liburing, ISA-L (CRC32C of packed records), Check (tests);
 # Open MPI (and python3, which checks its output) for examples/mpi_train and
 # scripts/mpi_check.sh; clang (libFuzzer, scripts/fuzz.sh; libFuzzer itself
 # lives in libclang-rt-14-dev, only a recommendation of clang, which
@@ -20,14 +19,10 @@
 #                              PIL; numpy for compare_torch_packed.py) and
 #                              bench/plot_compare.py (matplotlib)
 set -euo pipefail
-bench=0
-case "${1:-}" in
-  "") ;;
-  --bench) bench=1 ;;
-  *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
-esac
+source "$(dirname "$0")/install_debs.sh"
+bench=$(flag_arg --bench "$@")
 PKGS=(build-essential cmake pkg-config
-      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libspng-dev libwebp-dev libyuv-dev libstb-dev
+      libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev libspng-dev libwebp-dev
       libisal-dev
       check libsubunit-dev
       libopenmpi-dev openmpi-bin python3 clang libclang-rt-14-dev valgrind
@@ -41,5 +36,4 @@ PKGS+=(lighttpd-mod-openssl openssl)
 if ((bench)); then
   PKGS+=(python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib)
 fi
-source "$(dirname "$0")/install_debs.sh"
 install_debs "${PKGS[@]}"

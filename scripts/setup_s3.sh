@@ -9,16 +9,11 @@
 #   scripts/setup_s3.sh           install (apt-get as root, or with sudo)
 #   scripts/setup_s3.sh --npm     only the npm step (no apt-get; npm must exist)
 set -euo pipefail
-apt=1
-case "${1:-}" in
-  "") ;;
-  --npm) apt=0 ;;
-  *) echo "usage: $0 [--npm]" >&2; exit 2 ;;
-esac
-if ((apt)); then
+source "$(dirname "$0")/install_debs.sh"
+npm_only=$(flag_arg --npm "$@")
+if ((!npm_only)); then
   PKGS=(curl)
   command -v npm >/dev/null || PKGS+=(nodejs npm)
-  source "$(dirname "$0")/install_debs.sh"
   install_debs "${PKGS[@]}"
 fi
 npm_dir=${FEEDER_NPM_DIR:-$HOME/.cache/feeder/npm}

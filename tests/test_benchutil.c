@@ -205,6 +205,72 @@ START_TEST(test_append_record_unwritable)
 }
 END_TEST
 
+/* The report as text, as JSON, and the record: stdout goes to a file (Check
+ * runs each test in its own process). */
+static char *report_to(const char *dir, const char *name, int as_json, const char *append_to)
+{
+    char out[512];
+    snprintf(out, sizeof(out), "%s/%s", dir, name);
+    fflush(stdout);
+    int saved = dup(1);
+    ck_assert(freopen(out, "w", stdout) != NULL);
+    bu_machine m;
+    memset(&m, 0, sizeof(m));
+    snprintf(m.label, sizeof(m.label), "box (2 cores)");
+    snprintf(m.date, sizeof(m.date), "2026-01-02 03:04 UTC");
+    bu_report r = {0};
+    bu_sb_printf(&r.header, "head\n");
+    bu_sb_printf(&r.table, "| a |\n");
+    bu_sb_printf(&r.footer, "foot\n");
+    if (as_json)
+        bu_sb_printf(&r.json, "{}\n");
+    bu_report_finish(&r, as_json, append_to, "prog", &m, "prog, t", "prog --x");
+    ck_assert_ptr_null(r.header.p);
+    ck_assert_ptr_null(r.json.p);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    return slurp(out);
+}
+
+START_TEST(test_report_finish)
+{
+    char *dir = tmpdir_new();
+    char rec[512];
+    snprintf(rec, sizeof(rec), "%s/R.md", dir);
+    char *s = report_to(dir, "text", 0, NULL);
+    ck_assert_str_eq(s, "\nhead\n\n| a |\n\nfoot\n");
+    free(s);
+    s = report_to(dir, "json", 1, rec);
+    ck_assert_str_eq(s, "{}\n");
+    free(s);
+    s = slurp(rec);
+    ck_assert(strstr(s, "\n## 2026-01-02 03:04 UTC, box (2 cores): prog, t\n\n```\nprog --x\n"
+                        "```\n\nhead\n\n| a |\n\nfoot\n") != NULL);
+    free(s);
+    bu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_stamp)
+{
+    char *dir = tmpdir_new();
+    ck_assert_int_eq(bu_stamp_matches(dir, "a=1\n"), -1);
+    ck_assert_int_eq(bu_stamp_write(dir, "a=1\n"), 0);
+    ck_assert_int_eq(bu_stamp_matches(dir, "a=1\n"), 1);
+    ck_assert_int_eq(bu_stamp_matches(dir, "a=2\n"), 0);
+    ck_assert_int_eq(bu_stamp_matches(dir, "a=1\nmore"), 0);
+    char p[600];
+    snprintf(p, sizeof(p), "%s/.complete", dir);
+    char *s = slurp(p);
+    ck_assert_str_eq(s, "a=1\n");
+    free(s);
+    bu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_default_dataset_dir)
 {
     char out[512];
@@ -345,6 +411,8 @@ static Suite *benchutil_suite(void)
     tcase_add_test(tc, test_machine_label);
     tcase_add_test(tc, test_append_record);
     tcase_add_test(tc, test_append_record_unwritable);
+    tcase_add_test(tc, test_report_finish);
+    tcase_add_test(tc, test_stamp);
     tcase_add_test(tc, test_default_dataset_dir);
     tcase_add_test(tc, test_ensure_default_dataset);
     tcase_add_test(tc, test_cpu_time_of_busy_loop);

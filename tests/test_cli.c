@@ -2,9 +2,11 @@
  * cli/, the option parser of the programs in bench/, tools/ and examples/:
  * every type with its bounds, enums with and without values, flags, "given",
  * --opt=value, prefixes, positional arguments moved last, the help text, and
- * the messages and exit status (2) of bad command lines.
+ * the messages and exit status (2) of bad command lines, and the die
+ * functions' va_list forms.
  */
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +177,50 @@ START_TEST(test_helpers)
 }
 END_TEST
 
+/* A program's own die function over the va_list forms (as feeder-pack's). */
+static void my_die(int usage, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void my_die(int usage, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (usage)
+        cli_vdie_usage("prog", fmt, ap);
+    cli_vdie("prog", fmt, ap);
+}
+
+/* The exit status of my_die(usage, ...) in a child, its stderr in m. */
+static int run_die(int usage, char *m, size_t len)
+{
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        my_die(usage, "bad %s %d", "thing", 7);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < len && (n = read(fd[0], m + got, len - 1 - got)) > 0)
+        got += (size_t)n;
+    m[got] = 0;
+    close(fd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_die_va_list)
+{
+    char m[512];
+    ck_assert_int_eq(run_die(1, m, sizeof(m)), 2);
+    ck_assert_str_eq(m, "prog: bad thing 7\n(prog --help lists the options)\n");
+    ck_assert_int_eq(run_die(0, m, sizeof(m)), 1);
+    ck_assert_str_eq(m, "prog: bad thing 7\n");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -184,6 +230,7 @@ int main(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_help);
     tcase_add_test(tc, test_helpers);
+    tcase_add_test(tc, test_die_va_list);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

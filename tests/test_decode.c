@@ -15,6 +15,7 @@
 #include <turbojpeg.h>
 
 #include "benchutil.h"
+#include "common/common.h"
 #include "decode/decode.h"
 
 static bu_photos *photos;
@@ -103,6 +104,17 @@ static void eval_box(uint32_t W, uint32_t H, uint32_t x, uint32_t y, uint32_t w,
 /* Expected values worked out from torchvision's formulas (Resize: long side
  * int(256 * long / short); CenterCrop: int(round((H - h) / 2.0)), Python's
  * half-to-even round), see crop.c. */
+/* The crop sizes' rounding (common/util.c, shared with augment's erase and
+ * affine): Python's round(), halves to the even neighbour. */
+START_TEST(round_half_even_as_python)
+{
+    const double in[] = {0.5, 1.5, 2.5, -0.5, -1.5, 2.4999, 2.5001, 7.0, -2.6};
+    const double want[] = {0.0, 2.0, 2.0, 0.0, -2.0, 2.0, 3.0, 7.0, -3.0};
+    for (unsigned i = 0; i < sizeof(in) / sizeof(in[0]); i++)
+        ck_assert_double_eq(feeder__round_half_even(in[i]), want[i]);
+}
+END_TEST
+
 START_TEST(crop_eval_exact)
 {
     /* 500x375 -> 341x256; left = round(58.5) = 58 (half to even), top = 16. */
@@ -982,6 +994,7 @@ static Suite *decode_suite(void)
 {
     Suite *s = suite_create("decode");
     TCase *crop = tcase_create("crop");
+    tcase_add_test(crop, round_half_even_as_python);
     tcase_add_test(crop, crop_eval_exact);
     tcase_add_test(crop, crop_resize_whole);
     tcase_add_test(crop, crop_train_properties);

@@ -997,6 +997,10 @@ START_TEST(test_open_errors)
                      FEEDER_EINVAL);
     ck_assert_int_eq(feeder_dataset_open_tar_pattern(NULL, &ds, err, sizeof(err)),
                      FEEDER_EINVAL);
+    ck_assert_str_eq(err, "feeder_dataset_open_tar_pattern: pattern and out must not be NULL");
+    ck_assert_int_eq(feeder_dataset_open_shards("s-0.tar", NULL, NULL, err, sizeof(err)),
+                     FEEDER_EINVAL);
+    ck_assert_str_eq(err, "feeder_dataset_open_shards: pattern and out must not be NULL");
     /* The second shard of a pattern missing: named. */
     four_samples("p-0.tar");
     snprintf(p, sizeof(p), "%s/p-{0..1}.tar", tmpdir);

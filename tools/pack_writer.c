@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "pack_writer.h"
 
 /* The program named in messages (fpk_pack's `prog`). */
@@ -26,11 +27,7 @@ void fpk_usage_die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", fpk_prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(%s --help lists the options)\n", fpk_prog);
-    exit(2);
+    cli_vdie_usage(fpk_prog, fmt, ap);
 }
 
 /* Fatal: remove the temporary output, say why, exit 1. */
@@ -39,11 +36,7 @@ void fpk_die(const char *fmt, ...)
     fpk_cleanup_tmp();
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", fpk_prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
+    cli_vdie(fpk_prog, fmt, ap);
 }
 
 /* A formatted copy; out of memory is fatal. */
