@@ -5,9 +5,10 @@
  * RandomResizedCrop compute), in fixed point, with the horizontal flip and the
  * NHWC/NCHW layout folded in.
  *
- * WHY this one and not a library. bench/bench_resize.c measures every
- * candidate on real photos against a double-precision antialiased triangle
- * filter (docs/BENCHMARKS.md, "The resizer", has the table).
+ * WHY this one and not a library. Every candidate was measured on real
+ * photos against a double-precision antialiased triangle filter (a program
+ * removed after the result was recorded; docs/BENCHMARKS.md, "The resizer",
+ * has the table).
  * libyuv is several times faster on the resize alone, but it is not the
  * filter the models were trained with: its ARGB "box" is bilinear without
  * antialiasing and its sampling grid is offset from the pixel-centre

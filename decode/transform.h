@@ -143,7 +143,7 @@ int feeder__resize(feeder__resizer *r, const uint8_t *src, uint32_t src_w, uint3
                    int layout);
 
 /* The same filter in double precision with no intermediate rounding (NHWC,
- * no flip): the reference the tests and bench_resize measure against. Slow;
+ * no flip): the reference the tests measure against. Slow;
  * not used by the loader. 0, FEEDER_EINVAL or -ENOMEM. */
 int feeder__resize_reference(const uint8_t *src, uint32_t src_w, uint32_t src_h,
                              size_t src_stride, int src_channels, double bx, double by,
