@@ -55,9 +55,9 @@ static uint64_t take_next_batch(feeder_loader *ld)
         ld->dispatched++;
     if (ld->ds->kind == FEEDER__DS_PACKED) /* a shards dataset fetches ahead of this */
         feeder__shards_progress(ld->ds->pack,
-                                ld->dispatched * (uint64_t)ld->plan.batch);
+                                ld->dispatched * (uint64_t)ld->plan.sampling.batch_size);
     else if (ld->ds->kind == FEEDER__DS_TAR)
-        feeder__tar_progress(ld->ds->tar, ld->dispatched * (uint64_t)ld->plan.batch);
+        feeder__tar_progress(ld->ds->tar, ld->dispatched * (uint64_t)ld->plan.sampling.batch_size);
     return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
 }
 
@@ -131,11 +131,11 @@ static int take_batches(feeder_loader *ld, uint64_t epoch, const uint32_t *lengt
                                    (unsigned long long)nb);
     ld->boff[0] = 0;
     for (uint64_t b = 0; b < nb; b++) {
-        if (lengths[b] > ld->job.layout.batch)
+        if (lengths[b] > ld->plan.sampling.batch_size)
             return feeder__loader_fail(ld, FEEDER_ERANGE,
                         "the batch sampler's batch %llu of epoch %llu has %u indices; the "
                         "slots hold at most batch_size = %u", (unsigned long long)b,
-                        (unsigned long long)epoch, lengths[b], ld->job.layout.batch);
+                        (unsigned long long)epoch, lengths[b], ld->plan.sampling.batch_size);
         if (workers[b] >= ld->nworkers || workers[b] < -1 || (workers[b] >= 0 && !ld->nworkers))
             return feeder__loader_fail(ld, FEEDER_ERANGE,
                         "the batch sampler gave batch %llu of epoch %llu to worker %d; the "
@@ -268,8 +268,8 @@ static int begin_epoch(feeder_loader *ld)
         return rc;
     ld->epoch_t0 = feeder__now_ns();
     ld->order_len = len;
-    ld->nbatches = batched ? nb : feeder_batch_count(len, ld->job.layout.batch,
-                                                     ld->plan.drop_last);
+    ld->nbatches = batched ? nb : feeder_batch_count(len, ld->plan.sampling.batch_size,
+                                                     ld->plan.sampling.drop_last);
     ld->dispatched = adopt ? ld->ahead.dispatched : 0;
     ld->delivered = ld->next_in_order = 0;
     ld->epoch_deaths = 0;
@@ -292,7 +292,7 @@ static int begin_epoch(feeder_loader *ld)
 static void end_epoch(feeder_loader *ld)
 {
     ld->in_epoch = 0;
-    if (ld->nworkers && !ld->plan.persistent)
+    if (ld->nworkers && !ld->plan.workers.persistent)
         feeder__pool_stop(ld, 0);
 }
 
@@ -316,7 +316,7 @@ static uint32_t load_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_
                           const uint64_t *order, uint64_t order_len)
 {
     slot_state *ss = &ld->slots[s];
-    uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
+    uint32_t batch = ld->plan.sampling.batch_size;
     uint64_t first = feeder__flow_batch_first(ld, b);
     uint64_t end = ld->boff ? ld->boff[b + 1] : order_len;
     uint32_t count = (uint32_t)(end - first < batch ? end - first : batch);
@@ -381,7 +381,7 @@ static int may_begin_early(const feeder_loader *ld)
  * epochs, and every batch of this epoch has its slot. */
 static int may_run_ahead(const feeder_loader *ld)
 {
-    if (ld->ahead.tried || !ld->plan.persistent || !ld->nworkers || !ld->have_epoch)
+    if (ld->ahead.tried || !ld->plan.workers.persistent || !ld->nworkers || !ld->have_epoch)
         return 0;
     if (ld->in_epoch && ld->dispatched < ld->nbatches)
         return 0;
@@ -400,7 +400,7 @@ static int start_ahead(feeder_loader *ld)
         return 0;
     ld->ahead.epoch = epoch;
     ld->ahead.order_len = len;
-    ld->ahead.nbatches = feeder_batch_count(len, ld->job.layout.batch, ld->plan.drop_last);
+    ld->ahead.nbatches = feeder_batch_count(len, ld->plan.sampling.batch_size, ld->plan.sampling.drop_last);
     ld->ahead.dispatched = 0;
     ld->ahead.on = 1;
     return 1;
@@ -643,7 +643,7 @@ static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 static slot_state *find_ready(feeder_loader *ld)
 {
     slot_state *best = NULL;
-    int in_order = ld->plan.in_order;
+    int in_order = ld->plan.workers.in_order;
     for (uint32_t s = 0; s < ld->nslots; s++) {
         slot_state *ss = &ld->slots[s];
         if (ss->state != SLOT_READY || ss->epoch != ld->epoch)
@@ -714,9 +714,9 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
         return try_only ? FEEDER__HOST_AGAIN : next_inline(ld, out);
 
     uint64_t t0 = feeder__now_ns();
-    int64_t timeout = ld->plan.timeout_ms;
+    int64_t timeout = ld->plan.workers.timeout_ms;
     uint64_t deadline = timeout ? t0 + (uint64_t)timeout * 1000000ull : UINT64_MAX;
-    int poll_ms = ld->plan.poll_ms;
+    int poll_ms = ld->plan.workers.poll_ms;
     rc = 0;
     int looked = 0;
     for (;;) {
@@ -827,7 +827,7 @@ int feeder__host_release(feeder_batch *batch)
  * every slot not lent is free. */
 static void settle_slots(feeder_loader *ld)
 {
-    int64_t timeout = ld->plan.timeout_ms;
+    int64_t timeout = ld->plan.workers.timeout_ms;
     uint64_t deadline = timeout ? feeder__now_ns() + (uint64_t)timeout * 1000000ull : UINT64_MAX;
     for (;;) {
         /* Queued parts never reach a worker: count them as done (a
@@ -848,7 +848,7 @@ static void settle_slots(feeder_loader *ld)
             deadline = feeder__now_ns() + (uint64_t)timeout * 1000000ull;
             continue;
         }
-        if (feeder__pool_wait(ld, ld->plan.poll_ms))
+        if (feeder__pool_wait(ld, ld->plan.workers.poll_ms))
             break;
     }
     for (uint32_t s = 0; s < ld->nslots; s++)

@@ -70,23 +70,6 @@ typedef struct task_queue {
 /* num_workers 0: samples whose files the calling thread opens at once. */
 #define FEEDER__INLINE_FILES 64u
 
-/* What start resolves of the options (loader/start.c, resolve_shape and
- * resolve_flow): nothing reads those options after, and nothing writes
- * them. */
-typedef struct feeder__plan {
-    /* The sample's shape (feeder__options_shape): HEIGHT, WIDTH, CHANNELS
-     * and LAYOUT, or a RAW packed file's. `layout` is the batches' as asked;
-     * the slots' may differ (job.t.layout). */
-    uint32_t height, width, channels;
-    int layout;
-    /* The parent's flow and pool. */
-    uint32_t batch;
-    int drop_last, persistent, in_order;
-    int64_t timeout_ms;   /* 0: none */
-    int poll_ms;
-    uint64_t max_restarts;
-} feeder__plan;
-
 struct feeder_loader {
     feeder_dataset *ds;
     feeder_sampler *sampler;     /* borrowed, or own_sampler */
@@ -103,7 +86,8 @@ struct feeder_loader {
 
     int started;
     feeder__job job;
-    feeder__plan plan;
+    /* Written once, by feeder__host_resolve; read-only everywhere else. */
+    const feeder__plan plan;
     uint8_t *mem;
     size_t shm_bytes;   /* the memfd: the slots (slots_bytes), then the live page */
     size_t slots_bytes;
@@ -207,24 +191,23 @@ struct feeder_loader {
 
 /* ---- options.c ---- */
 
-/* The option table's entry of `opt`, or -1. */
-int feeder__opt_index(int opt);
-/* An option's value as the loader holds it (set or default). */
-#define iopt feeder__loader_iopt
-#define dopt feeder__loader_dopt
+/* The plan the options make now (set or default): every option read
+ * once, a RAW packed file's shape taken for what the user did not set. 0,
+ * or FEEDER_ESHAPE with the options' own shape in p->pipeline when a shape
+ * option the user set disagrees with the file (start names it). Start
+ * keeps it (feeder__host_resolve); the resume state describes a loader not
+ * yet started with it. */
+int feeder__options_resolve(const feeder_loader *ld, feeder__plan *p);
+/* A resume blob's seed, taken when the user set none (the run being
+ * resumed drew it): as if set, before start. */
+void feeder__options_adopt_seed(feeder_loader *ld, uint64_t seed);
+/* The transform the plan asks for: what start resolves into job.t (the
+ * decoder and the slots' layout then refined) and what the saved state
+ * records. */
+void feeder__plan_transform(const feeder__plan *p, feeder__transform *t);
 /* The sampler SHUFFLE and SEED pick when none was given. */
-int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out);
-/* The sample's shape the options ask for (set or default), except that a
- * RAW packed file fixes height, width and channels, and the layout unless
- * the user set it: what start resolves into the plan. 0, or FEEDER_ESHAPE
- * with the options' shape in *plan when one the user set disagrees with the
- * file (start names it). Writes only the shape's fields. */
-int feeder__options_shape(const feeder_loader *ld, feeder__plan *plan);
-/* The transform the options ask for (set or default), of the sample shape
- * `shape` (feeder__options_shape's): what start resolves into job.t and what
- * the saved state records, read in one place. */
-void feeder__options_transform(const feeder_loader *ld, const feeder__plan *shape,
-                               feeder__transform *t);
+int feeder__loader_default_sampler(const feeder_loader *ld, const feeder__plan *p,
+                                   feeder_sampler **out);
 
 /* ---- pool.c ---- */
 
@@ -264,7 +247,7 @@ static inline const uint64_t *feeder__flow_order(const feeder_loader *ld, uint64
  * a batch sampler put it (never run ahead, so always the running epoch). */
 static inline uint64_t feeder__flow_batch_first(const feeder_loader *ld, uint64_t b)
 {
-    return ld->boff ? ld->boff[b] : b * (uint64_t)ld->job.layout.batch;
+    return ld->boff ? ld->boff[b] : b * (uint64_t)ld->plan.sampling.batch_size;
 }
 
 /* Whether the dataset makes whole batches (feeder_dataset_create_batches). */

@@ -84,7 +84,7 @@ static const opt_desc OPTS[] = {
 #define NOPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
 _Static_assert(NOPTS == FEEDER__NOPTS, "loader/host.h sizes the option arrays");
 
-int feeder__opt_index(int opt)
+static int feeder__opt_index(int opt)
 {
     for (int i = 0; i < NOPTS; i++)
         if (OPTS[i].opt == opt)
@@ -229,10 +229,10 @@ int feeder_loader_get(const feeder_loader *ld, feeder_option opt, double *value)
         return FEEDER_EINVAL;
     *value = OPTS[i].is_double ? ld->dval[i] : (double)ld->ival[i];
     if (ld->started) /* the shape in use: a RAW packed file's fills what was not set */
-        *value = opt == FEEDER_OPT_HEIGHT     ? ld->plan.height
-                 : opt == FEEDER_OPT_WIDTH    ? ld->plan.width
-                 : opt == FEEDER_OPT_CHANNELS ? ld->plan.channels
-                 : opt == FEEDER_OPT_LAYOUT   ? ld->plan.layout
+        *value = opt == FEEDER_OPT_HEIGHT     ? ld->plan.pipeline.height
+                 : opt == FEEDER_OPT_WIDTH    ? ld->plan.pipeline.width
+                 : opt == FEEDER_OPT_CHANNELS ? ld->plan.pipeline.channels
+                 : opt == FEEDER_OPT_LAYOUT   ? ld->plan.pipeline.layout
                                               : *value;
     return 0;
 }
@@ -409,60 +409,119 @@ int feeder__loader_decode_cpu(feeder_loader *ld, unsigned who, const uint8_t *jp
     return rc;
 }
 
-int64_t feeder__loader_iopt(const feeder_loader *ld, int opt)
-{
-    return ld->ival[feeder__opt_index(opt)];
-}
+/* An option's value as set or defaulted: the table's read for the plan. */
+static int64_t opt_i(const feeder_loader *ld, int opt) { return ld->ival[feeder__opt_index(opt)]; }
+static double opt_d(const feeder_loader *ld, int opt) { return ld->dval[feeder__opt_index(opt)]; }
+static int opt_given(const feeder_loader *ld, int opt) { return ld->given[feeder__opt_index(opt)]; }
 
-double feeder__loader_dopt(const feeder_loader *ld, int opt)
+/* HEIGHT, WIDTH, CHANNELS and LAYOUT, or a RAW packed file's for those the
+ * user did not set: FEEDER_ESHAPE when one set disagrees with the file. */
+static int resolve_shape(const feeder_loader *ld, feeder__plan *p)
 {
-    return ld->dval[feeder__opt_index(opt)];
-}
-
-int feeder__options_shape(const feeder_loader *ld, feeder__plan *plan)
-{
-    plan->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
-    plan->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
-    plan->channels = (uint32_t)iopt(ld, FEEDER_OPT_CHANNELS);
-    plan->layout = (int)iopt(ld, FEEDER_OPT_LAYOUT);
+    p->pipeline.height = (uint32_t)opt_i(ld, FEEDER_OPT_HEIGHT);
+    p->pipeline.width = (uint32_t)opt_i(ld, FEEDER_OPT_WIDTH);
+    p->pipeline.channels = (uint32_t)opt_i(ld, FEEDER_OPT_CHANNELS);
+    p->pipeline.layout = (int)opt_i(ld, FEEDER_OPT_LAYOUT);
     if (ld->ds->kind != FEEDER__DS_PACKED || ld->ds->pack->v.h.kind != FEEDER_RECORD_RAW)
         return 0;
     const feeder__pack_header *h = &ld->ds->pack->v.h;
-    if ((ld->given[feeder__opt_index(FEEDER_OPT_HEIGHT)] && plan->height != h->height) ||
-        (ld->given[feeder__opt_index(FEEDER_OPT_WIDTH)] && plan->width != h->width) ||
-        (ld->given[feeder__opt_index(FEEDER_OPT_CHANNELS)] && plan->channels != h->channels))
+    if ((opt_given(ld, FEEDER_OPT_HEIGHT) && p->pipeline.height != h->height) ||
+        (opt_given(ld, FEEDER_OPT_WIDTH) && p->pipeline.width != h->width) ||
+        (opt_given(ld, FEEDER_OPT_CHANNELS) && p->pipeline.channels != h->channels))
         return FEEDER_ESHAPE;
-    plan->height = h->height;
-    plan->width = h->width;
-    plan->channels = h->channels;
+    p->pipeline.height = h->height;
+    p->pipeline.width = h->width;
+    p->pipeline.channels = h->channels;
     /* A layout the user set is checked against the slots' once they are
      * decided (start.c, check_packed_layout). */
-    if (!ld->given[feeder__opt_index(FEEDER_OPT_LAYOUT)])
-        plan->layout = (int)h->layout;
+    if (!opt_given(ld, FEEDER_OPT_LAYOUT))
+        p->pipeline.layout = (int)h->layout;
     return 0;
 }
 
-void feeder__options_transform(const feeder_loader *ld, const feeder__plan *shape,
-                               feeder__transform *t)
+int feeder__options_resolve(const feeder_loader *ld, feeder__plan *p)
 {
-    t->pipeline = (int)iopt(ld, FEEDER_OPT_PIPELINE);
-    t->decoder = (int)iopt(ld, FEEDER_OPT_DECODER);
-    t->layout = shape->layout;
-    t->height = shape->height;
-    t->width = shape->width;
-    t->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
-    t->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
-    t->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
-    t->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
-    t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
-    t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
-    t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
-    t->max_decode_bytes = (uint64_t)iopt(ld, FEEDER_OPT_MAX_DECODE_BYTES);
-    t->max_side = (uint32_t)iopt(ld, FEEDER_OPT_MAX_SIDE);
-    t->channels = shape->channels;
+    memset(p, 0, sizeof(*p));
+    p->sampling.batch_size = (uint32_t)opt_i(ld, FEEDER_OPT_BATCH_SIZE);
+    p->sampling.shuffle = (int)opt_i(ld, FEEDER_OPT_SHUFFLE);
+    p->sampling.seed = (uint64_t)opt_i(ld, FEEDER_OPT_SEED);
+    p->sampling.drop_last = (int)opt_i(ld, FEEDER_OPT_DROP_LAST);
+
+    p->workers.num_workers = (uint32_t)opt_i(ld, FEEDER_OPT_NUM_WORKERS);
+    p->workers.prefetch_factor = (uint32_t)opt_i(ld, FEEDER_OPT_PREFETCH_FACTOR);
+    p->workers.split = (uint32_t)opt_i(ld, FEEDER_OPT_SPLIT);
+    p->workers.persistent = (int)opt_i(ld, FEEDER_OPT_PERSISTENT_WORKERS);
+    p->workers.in_order = (int)opt_i(ld, FEEDER_OPT_IN_ORDER);
+    p->workers.timeout_ms = opt_i(ld, FEEDER_OPT_TIMEOUT_MS);
+    p->workers.poll_ms = (int)opt_i(ld, FEEDER_OPT_POLL_MS);
+    p->workers.max_restarts = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_RESTARTS);
+
+    p->pipeline.pipeline = (int)opt_i(ld, FEEDER_OPT_PIPELINE);
+    p->pipeline.pipeline_set = opt_given(ld, FEEDER_OPT_PIPELINE);
+    p->pipeline.decoder = (int)opt_i(ld, FEEDER_OPT_DECODER);
+    p->pipeline.resize = (uint32_t)opt_i(ld, FEEDER_OPT_RESIZE);
+    p->pipeline.scale_min = opt_d(ld, FEEDER_OPT_SCALE_MIN);
+    p->pipeline.scale_max = opt_d(ld, FEEDER_OPT_SCALE_MAX);
+    p->pipeline.ratio_min = opt_d(ld, FEEDER_OPT_RATIO_MIN);
+    p->pipeline.ratio_max = opt_d(ld, FEEDER_OPT_RATIO_MAX);
+    p->pipeline.flip_prob = opt_d(ld, FEEDER_OPT_FLIP_PROB);
+    p->pipeline.max_pixels = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_PIXELS);
+    p->pipeline.max_decode_bytes = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_DECODE_BYTES);
+    p->pipeline.max_side = (uint32_t)opt_i(ld, FEEDER_OPT_MAX_SIDE);
+    p->pipeline.error_policy = (int)opt_i(ld, FEEDER_OPT_ERROR_POLICY);
+    p->pipeline.io = (int)opt_i(ld, FEEDER_OPT_IO);
+    p->pipeline.queue_depth = (unsigned)opt_i(ld, FEEDER_OPT_QUEUE_DEPTH);
+    p->pipeline.packed_read = (int)opt_i(ld, FEEDER_OPT_PACKED_READ);
+    p->pipeline.verify_crc = (int)opt_i(ld, FEEDER_OPT_VERIFY_CRC);
+    p->pipeline.batch_room = (uint64_t)opt_i(ld, FEEDER_OPT_BATCH_ROOM);
+
+    p->device.device = (int)opt_i(ld, FEEDER_OPT_DEVICE);
+    p->device.pin_mode = (int)opt_i(ld, FEEDER_OPT_PIN_MODE);
+    p->device.gpu_prefetch = (int)opt_i(ld, FEEDER_OPT_GPU_PREFETCH);
+    p->device.dtype = (int)opt_i(ld, FEEDER_OPT_DTYPE);
+    p->device.pin_threads = (int)opt_i(ld, FEEDER_OPT_PIN_THREADS);
+    p->device.warmup = (int)opt_i(ld, FEEDER_OPT_GPU_WARMUP);
+    p->device.decode_threads = (int)opt_i(ld, FEEDER_OPT_GPU_DECODE_THREADS);
+    p->device.augment_on_device = (int)opt_i(ld, FEEDER_OPT_AUGMENT_ON_DEVICE);
+    p->device.gpu_room = opt_i(ld, FEEDER_OPT_GPU_ROOM);
+    static const int mean[3] = {FEEDER_OPT_MEAN_R, FEEDER_OPT_MEAN_G, FEEDER_OPT_MEAN_B};
+    static const int std[3] = {FEEDER_OPT_STD_R, FEEDER_OPT_STD_G, FEEDER_OPT_STD_B};
+    for (int k = 0; k < 3; k++) {
+        p->device.mean[k] = opt_d(ld, mean[k]);
+        p->device.std[k] = opt_d(ld, std[k]);
+    }
+    return resolve_shape(ld, p);
 }
 
-int feeder__loader_out_layout(const feeder_loader *ld) { return ld->plan.layout; }
+void feeder__options_adopt_seed(feeder_loader *ld, uint64_t seed)
+{
+    int i = feeder__opt_index(FEEDER_OPT_SEED);
+    if (ld->given[i])
+        return;
+    ld->ival[i] = (int64_t)seed;
+    ld->dval[i] = (double)seed;
+}
+
+void feeder__plan_transform(const feeder__plan *p, feeder__transform *t)
+{
+    t->pipeline = p->pipeline.pipeline;
+    t->decoder = p->pipeline.decoder;
+    t->layout = p->pipeline.layout;
+    t->height = p->pipeline.height;
+    t->width = p->pipeline.width;
+    t->resize = p->pipeline.resize;
+    t->scale_min = p->pipeline.scale_min;
+    t->scale_max = p->pipeline.scale_max;
+    t->ratio_min = p->pipeline.ratio_min;
+    t->ratio_max = p->pipeline.ratio_max;
+    t->flip_prob = p->pipeline.flip_prob;
+    t->max_pixels = p->pipeline.max_pixels;
+    t->max_decode_bytes = p->pipeline.max_decode_bytes;
+    t->max_side = p->pipeline.max_side;
+    t->channels = p->pipeline.channels;
+}
+
+const feeder__plan *feeder__loader_plan(const feeder_loader *ld) { return &ld->plan; }
 
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld)
 {
@@ -487,7 +546,7 @@ int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
     if (!ld)
         return FEEDER_EINVAL;
     if (!ld->started)
-        return (int)iopt(ld, FEEDER_OPT_DECODER);
+        return (int)opt_i(ld, FEEDER_OPT_DECODER);
     if (reason)
         *reason = ld->decoder_reason;
     return ld->job.t.decoder;
@@ -505,7 +564,7 @@ int feeder_loader_seed(const feeder_loader *ld, uint64_t *seed)
 {
     if (!ld || !seed)
         return FEEDER_EINVAL;
-    *seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    *seed = (uint64_t)opt_i(ld, FEEDER_OPT_SEED);
     return 0;
 }
 
@@ -536,10 +595,11 @@ size_t feeder__host_skipped(const feeder_loader *ld, uint64_t *indices, const ch
 }
 
 /* The sampler SHUFFLE and SEED pick when none was given. */
-int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out)
+int feeder__loader_default_sampler(const feeder_loader *ld, const feeder__plan *p,
+                                   feeder_sampler **out)
 {
-    int rc = iopt(ld, FEEDER_OPT_SHUFFLE)
-                 ? feeder_sampler_random(ld->ds->n, 0, 0, (uint64_t)iopt(ld, FEEDER_OPT_SEED), out)
+    int rc = p->sampling.shuffle
+                 ? feeder_sampler_random(ld->ds->n, 0, 0, p->sampling.seed, out)
                  : feeder_sampler_sequential(ld->ds->n, out);
     if (rc)
         return feeder__loader_fail(ld, rc, "cannot make the default sampler: %s",

@@ -311,7 +311,7 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
     ld->epoch_deaths++;
     size_t used = strlen(ld->deaths);
     feeder__fmt(ld->deaths + used, sizeof(ld->deaths) - used, "%s%s", used ? "; " : "", one);
-    uint64_t max = ld->plan.max_restarts;
+    uint64_t max = ld->plan.workers.max_restarts;
     if (transient && ld->epoch_deaths <= max && (ld->in_epoch || ld->ahead.on)) {
         requeue(ld, w);
         int rc = spawn_one(ld, i);
@@ -360,7 +360,7 @@ static int stalled_worker(const feeder_loader *ld, uint64_t batch, int in_order)
 
 int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
 {
-    int in_order = ld->plan.in_order;
+    int in_order = ld->plan.workers.in_order;
     uint64_t want = ld->next_in_order;
     int i = stalled_worker(ld, want, in_order);
     char head[256];
@@ -377,7 +377,7 @@ int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
     for (unsigned k = 0; in_order && k < w->outstanding; k++)
         if (w->inflight[k].batch == want)
             held = want;
-    if (ld->plan.max_restarts == 0 || !ld->in_epoch)
+    if (ld->plan.workers.max_restarts == 0 || !ld->in_epoch)
         return feeder__loader_fail(ld, FEEDER_ETIMEDOUT,
                                    "%s; worker %d (pid %d) has not finished batch %llu); call "
                                    "again, or set max_restarts to have a stalled worker replaced",

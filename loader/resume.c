@@ -62,11 +62,8 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
     /* A seed the user did not set was drawn from the system: the run being
      * resumed used the blob's. */
     feeder__state st;
-    int seed_i = feeder__opt_index(FEEDER_OPT_SEED);
-    if (!ld->given[seed_i] && feeder__state_decode(copy, len, &st, NULL, 0) == 0) {
-        ld->ival[seed_i] = (int64_t)st.seed;
-        ld->dval[seed_i] = (double)st.seed;
-    }
+    if (feeder__state_decode(copy, len, &st, NULL, 0) == 0)
+        feeder__options_adopt_seed(ld, st.seed);
     /* Checked on the copy, so the map points into memory the loader owns. */
     int rc = feeder__resume_check(ld, copy, len, &st);
     if (rc) {
@@ -80,27 +77,23 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
     return 0;
 }
 
-/* What the state records of the loader's setup (dataset, options, whose sampler);
- * the epoch's part is feeder__loader_describe's. */
-static void describe_options(const feeder_loader *ld, feeder__state *st)
+/* What the state records of the loader's setup (dataset, plan, whose
+ * sampler); the epoch's part is feeder__loader_describe's. */
+static void describe_options(const feeder_loader *ld, const feeder__plan *p, feeder__state *st)
 {
-    st->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    st->seed = p->sampling.seed;
     st->dataset_size = ld->ds->n;
     st->fingerprint = ld->ds->fingerprint;
-    st->batch_size = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
-    st->drop_last = (uint32_t)iopt(ld, FEEDER_OPT_DROP_LAST);
-    st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);
+    st->batch_size = p->sampling.batch_size;
+    st->drop_last = (uint32_t)p->sampling.drop_last;
+    st->shuffle = (uint32_t)p->sampling.shuffle;
     st->user_sampler = ld->sampler && ld->sampler != ld->own_sampler;
-    /* The transform as the options ask for it, as start reads them, of the
-     * shape start resolves (the plan's once started: a blob saved then
-     * loads into a new loader before its start); the decoder in use once
-     * started. The layout stays the one asked for: float device batches
-     * come from NHWC slots whatever it is. */
-    feeder__plan shape = ld->plan;
-    if (!ld->started)
-        (void)feeder__options_shape(ld, &shape); /* a disagreement fails the start */
+    /* The transform the plan asks for (a blob saved after start loads into
+     * a new loader before its start); the decoder in use once started. The
+     * layout stays the one asked for: float device batches come from NHWC
+     * slots whatever it is. */
     feeder__transform t;
-    feeder__options_transform(ld, &shape, &t);
+    feeder__plan_transform(p, &t);
     if (ld->started)
         t.decoder = ld->job.t.decoder;
     st->pipeline = (uint32_t)t.pipeline;
@@ -110,7 +103,7 @@ static void describe_options(const feeder_loader *ld, feeder__state *st)
     st->width = t.width;
     st->channels = (uint32_t)feeder__transform_channels(&t);
     st->resize = t.resize;
-    st->policy = (uint32_t)iopt(ld, FEEDER_OPT_ERROR_POLICY);
+    st->policy = (uint32_t)p->pipeline.error_policy;
     st->max_pixels = t.max_pixels;
     st->scale_min = t.scale_min;
     st->scale_max = t.scale_max;
@@ -123,7 +116,15 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
                             int hold_epoch, feeder__state *st)
 {
     memset(st, 0, sizeof(*st));
-    describe_options(ld, st);
+    /* Once started, the plan; before, the plan the options make now (a
+     * shape that disagrees with the file fails the start). */
+    feeder__plan now;
+    const feeder__plan *p = &ld->plan;
+    if (!ld->started) {
+        (void)feeder__options_resolve(ld, &now);
+        p = &now;
+    }
+    describe_options(ld, p, st);
     if (!at && (ld->in_epoch || hold_epoch)) {
         st->epoch = ld->epoch;
         st->sampler_len = ld->order_len;
@@ -143,7 +144,7 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
     const feeder_sampler *smp = ld->sampler;
     int rc;
     if (!smp) {
-        if ((rc = feeder__loader_default_sampler(ld, &tmp)))
+        if ((rc = feeder__loader_default_sampler(ld, p, &tmp)))
             return rc;
         smp = tmp;
     }

@@ -33,11 +33,12 @@ static int validate_fields(feeder_loader *ld)
     if (!ld->ds->nfields)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_collate: the dataset "
                                    "has no fields (feeder_dataset_create_fields)");
-    if (iopt(ld, FEEDER_OPT_DEVICE) >= 0 && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+    const feeder__plan *p = &ld->plan;
+    if (p->device.device >= 0 && p->device.dtype != FEEDER_DTYPE_UINT8)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "dtype %lld: a fields dataset's tensors "
                                    "('%s', ...) reach the device as the dataset wrote them; "
                                    "dtype (and mean, std) apply to image batches only",
-                                   (long long)iopt(ld, FEEDER_OPT_DTYPE), ld->ds->fields[0].name);
+                                   (long long)p->device.dtype, ld->ds->fields[0].name);
     if (feeder__augment_has_sample_steps(&ld->job.aug) || feeder__augment_has_mix(&ld->job.aug))
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_augment: the pipeline "
                                    "works on images; a fields dataset takes none (transform "
@@ -48,10 +49,10 @@ static int validate_fields(feeder_loader *ld)
 /* A batch dataset's batches are its own bytes, on the host. */
 static int validate_batches(feeder_loader *ld)
 {
-    if (iopt(ld, FEEDER_OPT_DEVICE) >= 0)
+    if (ld->plan.device.device >= 0)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "device %lld: a batch dataset "
                                    "(feeder_dataset_create_batches) gives host batches only",
-                                   (long long)iopt(ld, FEEDER_OPT_DEVICE));
+                                   (long long)ld->plan.device.device);
     if (feeder__augment_has_sample_steps(&ld->job.aug) || feeder__augment_has_mix(&ld->job.aug))
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_augment: the pipeline "
                                    "works on images; a batch dataset takes none");
@@ -63,14 +64,15 @@ static int validate_batches(feeder_loader *ld)
 
 static int validate(feeder_loader *ld)
 {
+    const struct feeder__plan_pipeline *pp = &ld->plan.pipeline;
     if (feeder__batch_dataset(ld))
         return validate_batches(ld);
-    if (dopt(ld, FEEDER_OPT_SCALE_MIN) > dopt(ld, FEEDER_OPT_SCALE_MAX))
+    if (pp->scale_min > pp->scale_max)
         return feeder__loader_fail(ld, FEEDER_ERANGE, "scale_min %g > scale_max %g",
-                    dopt(ld, FEEDER_OPT_SCALE_MIN), dopt(ld, FEEDER_OPT_SCALE_MAX));
-    if (dopt(ld, FEEDER_OPT_RATIO_MIN) > dopt(ld, FEEDER_OPT_RATIO_MAX))
+                    pp->scale_min, pp->scale_max);
+    if (pp->ratio_min > pp->ratio_max)
         return feeder__loader_fail(ld, FEEDER_ERANGE, "ratio_min %g > ratio_max %g",
-                    dopt(ld, FEEDER_OPT_RATIO_MIN), dopt(ld, FEEDER_OPT_RATIO_MAX));
+                    pp->ratio_min, pp->ratio_max);
     if (ld->ds->n == 0)
         return feeder__loader_fail(ld, FEEDER_EDATASET, "the dataset has no samples");
     if (ld->ds->nfields || ld->job.collate)
@@ -81,18 +83,17 @@ static int validate(feeder_loader *ld)
     /* The shorter side is resized to RESIZE, and either side may be the
      * shorter one, so the crop fits every image only if RESIZE covers both
      * (torchvision would pad with black; a source box cannot). */
-    if (iopt(ld, FEEDER_OPT_PIPELINE) == FEEDER_PIPELINE_EVAL &&
-        (iopt(ld, FEEDER_OPT_RESIZE) < ld->plan.height ||
-         iopt(ld, FEEDER_OPT_RESIZE) < ld->plan.width))
+    if (pp->pipeline == FEEDER_PIPELINE_EVAL &&
+        (pp->resize < pp->height || pp->resize < pp->width))
         return feeder__loader_fail(ld, FEEDER_ERANGE,
                     "eval pipeline: resize %lld is smaller than the %ux%u crop",
-                    (long long)iopt(ld, FEEDER_OPT_RESIZE), ld->plan.height, ld->plan.width);
+                    (long long)pp->resize, pp->height, pp->width);
     return 0;
 }
 
 /* `shape`: the options' (a set one disagrees with the file), or the plan's
  * (the layout disagrees with the slots'). */
-static int packed_mismatch(feeder_loader *ld, const feeder__plan *shape)
+static int packed_mismatch(feeder_loader *ld, const feeder__plan *plan)
 {
     const struct feeder__pack *pk = ld->ds->pack;
     const feeder__pack_header *h = &pk->v.h;
@@ -100,23 +101,30 @@ static int packed_mismatch(feeder_loader *ld, const feeder__plan *shape)
                 "%s holds %ux%ux%u %s records, but the loader was set to height %u, width "
                 "%u, channels %u, layout %s",
                 pk->path, h->height, h->width, h->channels, layout_text[h->layout],
-                shape->height, shape->width, shape->channels, layout_text[shape->layout ? 1 : 0]);
+                plan->pipeline.height, plan->pipeline.width, plan->pipeline.channels,
+                layout_text[plan->pipeline.layout ? 1 : 0]);
 }
 
-/* The sample's shape, into the plan: the options', or a RAW packed file's
- * (feeder__options_shape), which also takes no transform. */
-static int resolve_shape(feeder_loader *ld)
+/* The options, read once into the plan (feeder__options_resolve): the
+ * sample's shape is the options' or a RAW packed file's, which also takes
+ * no transform. Nothing reads an option after this. */
+int feeder__host_resolve(feeder_loader *ld)
 {
-    if (feeder__options_shape(ld, &ld->plan))
-        return packed_mismatch(ld, &ld->plan);
-    if (ld->ds->kind != FEEDER__DS_PACKED || ld->ds->pack->v.h.kind != FEEDER_RECORD_RAW)
-        return 0;
-    int p = feeder__opt_index(FEEDER_OPT_PIPELINE);
-    if (ld->given[p] && ld->ival[p] != FEEDER_PIPELINE_EVAL)
+    if (ld->start_failed)
+        return ld->start_failed;
+    ld->errmsg[0] = 0;
+    feeder__plan p;
+    if (feeder__options_resolve(ld, &p))
+        return packed_mismatch(ld, &p);
+    if (ld->ds->kind == FEEDER__DS_PACKED && ld->ds->pack->v.h.kind == FEEDER_RECORD_RAW &&
+        p.pipeline.pipeline_set && p.pipeline.pipeline != FEEDER_PIPELINE_EVAL)
         return feeder__loader_fail(ld, FEEDER_ESHAPE,
                     "%s holds precomputed RAW records: pipeline %s cannot be applied to them "
-                    "(pack JPEG records to transform them while loading)",
-                    ld->ds->pack->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
+                    "(pack JPEG records to transform them while loading)", ld->ds->pack->path,
+                    p.pipeline.pipeline == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
+    /* The one write of the plan: the loader is calloc'd, no object of a
+     * const type, and nothing has read the plan yet. */
+    memcpy((feeder__plan *)&ld->plan, &p, sizeof(p));
     return 0;
 }
 
@@ -128,7 +136,7 @@ static int check_packed_layout(feeder_loader *ld, int slot_layout)
     const struct feeder__pack *pk = ld->ds->pack;
     if (pk->v.h.kind != FEEDER_RECORD_RAW || (uint32_t)slot_layout == pk->v.h.layout)
         return 0;
-    if (slot_layout == ld->plan.layout)
+    if (slot_layout == ld->plan.pipeline.layout)
         return packed_mismatch(ld, &ld->plan);
     return feeder__loader_fail(ld, FEEDER_ESHAPE,
                 "%s holds %s records, but float batches are made on the GPU from %s slots: "
@@ -150,7 +158,7 @@ static int direct_supported(int fd)
  * memory this process may use; why, into packed_read_why. */
 static int resolve_packed_read(feeder_loader *ld)
 {
-    int r = (int)iopt(ld, FEEDER_OPT_PACKED_READ);
+    int r = ld->plan.pipeline.packed_read;
     ld->packed_read_why[0] = 0;
     if (r != FEEDER_PACKED_READ_AUTO)
         return r;
@@ -169,18 +177,20 @@ static int resolve_packed_read(feeder_loader *ld)
     return r;
 }
 
-/* The options the workers read, copied into the job (and its transform). */
+/* What the workers read of the plan, copied into the job they inherit
+ * (and its transform). */
 static void resolve_job(feeder_loader *ld)
 {
+    const feeder__plan *p = &ld->plan;
     feeder__job *job = &ld->job;
     job->ds = ld->ds;
-    job->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
-    job->policy = (int)iopt(ld, FEEDER_OPT_ERROR_POLICY);
-    job->num_workers = (uint32_t)iopt(ld, FEEDER_OPT_NUM_WORKERS);
-    job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
+    job->seed = p->sampling.seed;
+    job->policy = p->pipeline.error_policy;
+    job->num_workers = p->workers.num_workers;
+    job->queue_depth = p->pipeline.queue_depth;
     job->packed_read = resolve_packed_read(ld);
-    job->verify_crc = (int)iopt(ld, FEEDER_OPT_VERIFY_CRC);
-    feeder__options_transform(ld, &ld->plan, &job->t); /* resolve_decoder and layout_slots refine it */
+    job->verify_crc = p->pipeline.verify_crc;
+    feeder__plan_transform(p, &job->t); /* resolve_decoder and layout_slots refine it */
 }
 
 /* The read path: decided once so every worker agrees and the user can ask
@@ -189,14 +199,14 @@ static int resolve_io(feeder_loader *ld)
 {
     feeder__job *job = &ld->job;
     int rc = 0;
-    int io = (int)iopt(ld, FEEDER_OPT_IO);
+    int io = ld->plan.pipeline.io;
     int direct = ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_DIRECT;
     if (ld->ds->kind == FEEDER__DS_USER) {
         ld->io_backend = "none";
         feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "user dataset: no files to read");
         job->io_mode = FEEDER_IO_PREAD;
     } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP &&
-               iopt(ld, FEEDER_OPT_NUM_WORKERS) == 0) {
+               ld->plan.workers.num_workers == 0) {
         /* The calling thread never reads a mapping that a file cut in place
          * would turn into SIGBUS in the user's process (worker/packed_read.c). */
         ld->io_backend = "pread";
@@ -252,7 +262,7 @@ static int resolve_decoder(feeder_loader *ld, int gpu_ok)
      * and its mixes run on the device batch (cuda/augment.cu), on RGB
      * samples (gray ones stay with the host's ops). */
     ld->aug_first = feeder__augment_device_first(&job->aug);
-    ld->aug_device = gpu_ok && iopt(ld, FEEDER_OPT_AUGMENT_ON_DEVICE) &&
+    ld->aug_device = gpu_ok && ld->plan.device.augment_on_device &&
                      feeder__transform_channels(t) == 3 &&
                      (ld->aug_first < job->aug.nsteps || feeder__augment_has_mix(&job->aug));
 
@@ -280,7 +290,7 @@ static int gpu_room(feeder_loader *ld)
     feeder__slot_layout *l = &ld->job.layout;
     if (!feeder__decoder_on_gpu(ld->job.t.decoder) || ld->ds->nfields)
         return 0;
-    int64_t room = iopt(ld, FEEDER_OPT_GPU_ROOM);
+    int64_t room = ld->plan.device.gpu_room;
     if (room == 0)
         room = FEEDER__GPU_ROOM;
     if (feeder__slot_layout_room(l, (size_t)room))
@@ -297,18 +307,19 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
     int rc = 0;
     /* The GPU path is decided before the slots are laid out: the float dtypes
      * are made on the GPU from NHWC uint8 slots. */
-    if (gpu_ok && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+    if (gpu_ok && ld->plan.device.dtype != FEEDER_DTYPE_UINT8)
         t->layout = FEEDER_LAYOUT_NHWC;
     if (ld->ds->kind == FEEDER__DS_PACKED &&
         ((rc = check_packed_layout(ld, t->layout)) ||
          (rc = feeder__packed_prepare(ld->ds, job, ld->errmsg, sizeof(ld->errmsg)))))
         return rc;
 
-    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    const feeder__plan *p = &ld->plan;
+    uint32_t batch = p->sampling.batch_size;
     if (feeder__batch_dataset(ld)) /* BATCH_ROOM bytes, as batch x room_bytes */
         rc = feeder__slot_layout_init(&job->layout, batch, 1, 1, 1, FEEDER_LAYOUT_NHWC) ||
              feeder__slot_layout_room(&job->layout,
-                                      ((size_t)iopt(ld, FEEDER_OPT_BATCH_ROOM) + batch - 1) / batch)
+                                      ((size_t)p->pipeline.batch_room + batch - 1) / batch)
                  ? FEEDER_EOVERFLOW : 0;
     else if (ld->ds->nfields)
         rc = feeder__fields_layout_init(&job->fields, &job->layout, ld->ds->fields,
@@ -324,9 +335,9 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
                     t->height, t->width, feeder__transform_channels(t));
     if ((rc = gpu_room(ld)))
         return rc;
-    ld->nworkers = (int)iopt(ld, FEEDER_OPT_NUM_WORKERS);
+    ld->nworkers = (int)p->workers.num_workers;
     uint64_t nslots = (uint64_t)(ld->nworkers ? ld->nworkers : 1) *
-                      (uint64_t)iopt(ld, FEEDER_OPT_PREFETCH_FACTOR);
+                      (uint64_t)p->workers.prefetch_factor;
     if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->slots_bytes) ||
         __builtin_add_overflow(ld->slots_bytes, FEEDER__LIVE_BYTES, &ld->shm_bytes))
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "%llu slots of %zu bytes overflow a size",
@@ -337,7 +348,7 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
      * batch then does not wait for the slowest worker's quarter, and each
      * task's files are still in cache when they are decoded
      * (docs/BENCHMARKS.md, "The CPU pipeline on one core"). */
-    uint64_t split = (uint64_t)iopt(ld, FEEDER_OPT_SPLIT);
+    uint64_t split = p->workers.split;
     uint64_t autosplit = (batch + FEEDER__TASK_SAMPLES - 1) / FEEDER__TASK_SAMPLES;
     if (autosplit < (uint64_t)ld->nworkers)
         autosplit = (uint64_t)ld->nworkers;
@@ -371,7 +382,7 @@ static int check_limits(feeder_loader *ld)
     if ((rc = feeder__check_slot_memory(ld->nslots, job->layout.slot_bytes, ld->errmsg,
                                         sizeof(ld->errmsg))))
         return rc;
-    uint32_t batch = job->layout.batch;
+    uint32_t batch = ld->plan.sampling.batch_size;
     uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
     if (ld->nworkers == 0 && files > FEEDER__INLINE_FILES)
         files = FEEDER__INLINE_FILES; /* the calling thread reads in groups (flow.c) */
@@ -462,19 +473,6 @@ static void startup_span(feeder_loader *ld, const char *what, uint64_t t0)
         feeder__trace_span(ld->trace, ld->tr_startup, what, t0, feeder__now_ns(), -1, -1);
 }
 
-/* The options the parent's flow and pool read, fixed here. */
-static void resolve_flow(feeder_loader *ld)
-{
-    feeder__plan *p = &ld->plan;
-    p->batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
-    p->drop_last = (int)iopt(ld, FEEDER_OPT_DROP_LAST);
-    p->persistent = (int)iopt(ld, FEEDER_OPT_PERSISTENT_WORKERS);
-    p->in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
-    p->timeout_ms = iopt(ld, FEEDER_OPT_TIMEOUT_MS);
-    p->poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS);
-    p->max_restarts = (uint64_t)iopt(ld, FEEDER_OPT_MAX_RESTARTS);
-}
-
 int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
 {
     if (ld->start_failed)
@@ -482,15 +480,14 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
     ld->errmsg[0] = 0;
     ld->prepare_ns = feeder__now_ns();
     int rc = 0;
-    if ((rc = resolve_shape(ld)) || (rc = validate(ld)))
+    if ((rc = validate(ld)))
         return rc;
     if (!ld->sampler) {
-        if ((rc = feeder__loader_default_sampler(ld, &ld->own_sampler)))
+        if ((rc = feeder__loader_default_sampler(ld, &ld->plan, &ld->own_sampler)))
             return rc;
         ld->sampler = ld->own_sampler;
     }
     resolve_job(ld);
-    resolve_flow(ld);
     if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld, gpu_ok)) ||
         (rc = layout_slots(ld, gpu_ok)) || (rc = check_limits(ld)) || (rc = start_trace(ld)) ||
         (rc = skip_order(ld)) || (rc = map_slots(ld)))
@@ -534,7 +531,7 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
      * samples, whose messages cost the loader's thread more than the work
      * (docs/ARCHITECTURE.md, "Packed RAW straight to the GPU"). With
      * VERIFY_CRC the parts stay: the checksums are the work to share. */
-    if (packed_direct && !job->verify_crc && !iopt(ld, FEEDER_OPT_SPLIT))
+    if (packed_direct && !job->verify_crc && !ld->plan.workers.split)
         ld->parts = 1;
     ld->started = 1;
     uint64_t t0 = feeder__now_ns();
