@@ -189,8 +189,10 @@ struct feeder_loader {
     uint32_t nbad;
 };
 
-/* ---- options.c ---- */
+/* ---- options.c, plan.c ---- */
 
+/* The option values set or defaulted at creation (a drawn SEED). */
+void feeder__options_init(feeder_loader *ld);
 /* The plan the options make now (set or default): every option read
  * once, a RAW packed file's shape taken for what the user did not set. 0,
  * or FEEDER_ESHAPE with the options' own shape in p->pipeline when a shape
