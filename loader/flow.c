@@ -296,19 +296,6 @@ static void end_epoch(feeder_loader *ld)
         feeder__pool_stop(ld, 0);
 }
 
-/* A batch dataset's extra descriptor of the slot's last batch, closed when
- * the slot is filled again (or the loader is destroyed), whatever became of
- * that batch: delivered, dropped with its epoch, or failed. */
-static void forget_extra(slot_state *ss)
-{
-    if (ss->extra_map)
-        munmap(ss->extra_map, ss->extra_bytes);
-    feeder__pool_close_fd(&ss->extra_fd);
-    ss->extra_map = NULL;
-    ss->extra_bytes = 0;
-    ss->used = 0;
-}
-
 /* Slot s readied for batch b of `epoch` (its order `order`, order_len
  * long): its state reset, the batch's indices written into it (BATCH_SIZE
  * apart, or where a batch sampler put them). Returns the batch's count. */
@@ -320,7 +307,7 @@ static uint32_t load_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_
     uint64_t first = feeder__flow_batch_first(ld, b);
     uint64_t end = ld->boff ? ld->boff[b + 1] : order_len;
     uint32_t count = (uint32_t)(end - first < batch ? end - first : batch);
-    forget_extra(ss);
+    feeder__slot_forget_extra(ss);
     ss->epoch = epoch;
     ss->batch = b;
     ss->count = count;
@@ -471,173 +458,17 @@ void feeder__host_kick(feeder_loader *ld)
         dispatch(ld);
 }
 
-/* FEEDER_ON_ERROR_DROP: close the gaps the marked samples (label -1) leave,
- * keeping the order. With the CPU decoders a sample's pixels sit at its
- * position and move with it; with a GPU decoder they stay where `place` says
- * and only the per-sample entries move. */
-static void leave_out_dropped(feeder_loader *ld, slot_state *ss, uint8_t *base)
-{
-    const feeder__slot_layout *l = &ld->job.layout;
-    int64_t *lab = feeder__slot_labels(l, base);
-    uint64_t *idx = feeder__slot_indices(l, base);
-    uint64_t *enc = feeder__slot_encoded(l, base), *place = feeder__slot_place(l, base);
-    int gpu = feeder__decoder_on_gpu(ld->job.t.decoder);
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < ss->count; i++) {
-        if (lab[i] == -1)
-            continue;
-        if (kept != i) {
-            lab[kept] = lab[i];
-            idx[kept] = idx[i];
-            if (gpu) {
-                enc[kept] = enc[i];
-                place[kept] = place[i];
-            } else {
-                memmove(feeder__slot_sample(l, base, kept), feeder__slot_sample(l, base, i),
-                        l->sample_bytes);
-            }
-        }
-        kept++;
-    }
-    ss->count = kept;
-}
-
-/* The augment pipeline's batch-level mix (augment/mix.c), here because
- * this is where every batch passes once, complete, on its way to the user,
- * host or device, whatever worker filled which part. Its draws come from
- * (seed, epoch, batch number) alone. 1 mixed, 0 not, or -ENOMEM. */
-static int mix_batch(feeder_loader *ld, slot_state *ss, uint8_t *base)
-{
-    const feeder__slot_layout *l = &ld->job.layout;
-    if (!ss->mix && !(ss->mix = calloc(l->batch, sizeof(*ss->mix))))
-        return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
-    if (!ld->mix_scratch && !(ld->mix_scratch = malloc(l->sample_bytes)))
-        return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
-    return feeder__augment_mix_ch(&ld->job.aug, feeder__slot_sample(l, base, 0), ss->count,
-                                  l->width, l->height, l->layout, (int)l->channels, ld->job.seed,
-                                  ss->epoch, ss->batch, ss->mix, ld->mix_scratch);
-}
-
-/* The slot's public batch, what every kind's has set: its indices, count,
- * epoch, number, a host batch of uint8; the caller adds its own. */
-static feeder_batch *pub_batch(slot_state *ss, const uint64_t *indices)
-{
-    feeder_batch *b = &ss->pub;
-    memset(b, 0, sizeof(*b));
-    b->indices = indices;
-    b->count = ss->count;
-    b->skipped = ss->skipped;
-    b->epoch = ss->epoch;
-    b->number = ss->batch;
-    b->device = -1;
-    b->dtype = FEEDER_DTYPE_UINT8;
-    b->internal_ = ss;
-    return b;
-}
-
-/* Lend a batch: the slot's state, the stats, *out. */
-static int lend(feeder_loader *ld, slot_state *ss, feeder_batch **out)
-{
-    ss->state = SLOT_LENT;
-    pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.batches++;
-    ld->stats.samples += ss->count;
-    if (!ld->first_seen)
-        ld->stats.first_batch_ns = feeder__now_ns() - ld->epoch_t0;
-    pthread_mutex_unlock(&ld->stats_lock);
-    ld->first_seen = 1;
-    *out = &ss->pub;
-    return 0;
-}
-
-/* A fields dataset's batch: the worker that finished it packed its fields
- * (and left out what DROP marked); the slot's control block has the count. */
-static int deliver_fields(feeder_loader *ld, slot_state *ss, uint8_t *base, feeder_batch **out)
-{
-    const feeder__slot_layout *l = &ld->job.layout;
-    memset(&ss->pub, 0, sizeof(ss->pub));
-    if (!feeder__fields_ctrl(&ld->job.fields, base)->packed) {
-        /* Every part reported and none failed, yet none packed it: the
-         * worker that was packing it died there (MAX_RESTARTS re-ran its
-         * part, which found every sample counted). */
-        int rc = feeder__loader_fail(ld, FEEDER_EWORKER, "batch %llu of epoch %llu: the worker "
-                                     "packing its fields (and running the collate callback) "
-                                     "died; the batch is lost", (unsigned long long)ss->batch,
-                                     (unsigned long long)ss->epoch);
-        ss->state = SLOT_FREE;
-        dispatch(ld);
-        return rc;
-    }
-    ss->count = feeder__fields_ctrl(&ld->job.fields, base)->count;
-    ss->fview = (feeder__fields_view){.fl = &ld->job.fields, .slot = base};
-    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
-    b->fields_ = &ss->fview;
-    return lend(ld, ss, out);
-}
-
-/* A batch dataset's batch: the room's bytes, and the extra descriptor's
- * mapped for the borrower. */
-static int deliver_payload(feeder_loader *ld, slot_state *ss, uint8_t *base, feeder_batch **out)
-{
-    const feeder__slot_layout *l = &ld->job.layout;
-    if (ss->extra_fd >= 0) {
-        void *m = mmap(NULL, ss->extra_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ss->extra_fd, 0);
-        if (m == MAP_FAILED) {
-            int rc = feeder__loader_fail(ld, -errno, "batch %llu of epoch %llu: mapping its %zu "
-                                         "extra bytes: %s", (unsigned long long)ss->batch,
-                                         (unsigned long long)ss->epoch, ss->extra_bytes,
-                                         strerror(errno));
-            forget_extra(ss);
-            ss->state = SLOT_FREE;
-            dispatch(ld);
-            return rc;
-        }
-        ss->extra_map = m;
-    }
-    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
-    b->data = feeder__slot_sample(l, base, 0);
-    return lend(ld, ss, out);
-}
-
+/* Hand the user a ready slot's batch (deliver.c); one that cannot be
+ * lent frees its slot for the next batch. */
 static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
-    uint32_t s = (uint32_t)(ss - ld->slots);
     mark_delivered(ld, ss->batch);
-    if (ss->status) {
-        ld->status_batch = (int64_t)ss->batch;
-        int rc = feeder__loader_fail(ld, ss->status, "batch %llu of epoch %llu: %s",
-                      (unsigned long long)ss->batch, (unsigned long long)ss->epoch, ss->errmsg);
-        ss->state = SLOT_FREE;
-        pthread_mutex_lock(&ld->stats_lock);
-        ld->stats.failed_batches++;
-        pthread_mutex_unlock(&ld->stats_lock);
-        dispatch(ld);
-        return rc;
-    }
-    const feeder__slot_layout *l = &ld->job.layout;
-    uint8_t *base = feeder__slot_base(l, ld->mem, s);
-    if (ld->job.fields.nfields)
-        return deliver_fields(ld, ss, base, out);
-    if (feeder__batch_dataset(ld))
-        return deliver_payload(ld, ss, base, out);
-    if (ss->dropped)
-        leave_out_dropped(ld, ss, base);
-    int mixed = 0;
-    if (feeder__augment_has_mix(&ld->job.aug) && (mixed = mix_batch(ld, ss, base)) < 0) {
+    int rc = feeder__deliver_slot(ld, ss, out);
+    if (rc) {
         ss->state = SLOT_FREE;
         dispatch(ld);
-        return mixed;
     }
-    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
-    b->mix = mixed ? ss->mix : NULL;
-    b->data = feeder__slot_sample(l, base, 0);
-    b->labels = feeder__slot_labels(l, base);
-    b->height = l->height;
-    b->width = l->width;
-    b->channels = l->channels;
-    b->layout = l->layout;
-    b->sample_bytes = l->sample_bytes;
-    return lend(ld, ss, out);
+    return rc;
 }
 
 static slot_state *find_ready(feeder_loader *ld)
@@ -814,7 +645,7 @@ int feeder__host_release(feeder_batch *batch)
                                    (unsigned long long)batch->number,
                                    (unsigned long long)batch->epoch);
     ld->errmsg[0] = 0;
-    forget_extra(ss);
+    feeder__slot_forget_extra(ss);
     ss->state = SLOT_FREE;
     /* Refill at once so the workers need not wait for the next feeder_next. */
     dispatch(ld);
@@ -923,7 +754,7 @@ void feeder__host_free(feeder_loader *ld)
     feeder__dataset_drop(ld->ds); /* the dataset goes if the user destroyed it already */
     for (uint32_t s = 0; ld->slots && s < ld->nslots; s++) {
         free(ld->slots[s].mix);
-        forget_extra(&ld->slots[s]);
+        feeder__slot_forget_extra(&ld->slots[s]);
     }
     free(ld->boff);
     free(ld->bworker);

@@ -258,6 +258,15 @@ static inline int feeder__batch_dataset(const feeder_loader *ld)
     return ld->ds->bcb.get != NULL;
 }
 
+/* ---- deliver.c ---- */
+
+/* A batch dataset's extra descriptor of the slot's last batch, unmapped and
+ * closed (the slot is filled again, or the loader destroyed). */
+void feeder__slot_forget_extra(slot_state *ss);
+/* Lend the ready slot's batch: 0 and *out, or the batch's error (the slot
+ * then to be freed by the caller, which counted the delivery). */
+int feeder__deliver_slot(feeder_loader *ld, slot_state *ss, feeder_batch **out);
+
 /* ---- resume.c ---- */
 
 /* The epoch the next begin_epoch starts. */
