@@ -21,7 +21,7 @@ int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loa
     feeder__dataset_hold(ds);
     ld->sampler = sampler;
     feeder__options_init(ld);
-    ld->io_backend = "";
+    ld->decided.io_backend = "";
     ld->owner = getpid();
     ld->job.memfd = -1;
     ld->job.pack_fd = -1;

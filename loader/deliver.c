@@ -67,11 +67,11 @@ static int mix_batch(feeder_loader *ld, slot_state *ss, uint8_t *base)
     const feeder__slot_layout *l = &ld->job.layout;
     if (!ss->mix && !(ss->mix = calloc(l->batch, sizeof(*ss->mix))))
         return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
-    if (!ld->mix_scratch && !(ld->mix_scratch = malloc(l->sample_bytes)))
+    if (!ld->flow.mix_scratch && !(ld->flow.mix_scratch = malloc(l->sample_bytes)))
         return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
     return feeder__augment_mix_ch(&ld->job.aug, feeder__slot_sample(l, base, 0), ss->count,
                                   l->width, l->height, l->layout, (int)l->channels, ld->job.seed,
-                                  ss->epoch, ss->batch, ss->mix, ld->mix_scratch);
+                                  ss->epoch, ss->batch, ss->mix, ld->flow.mix_scratch);
 }
 
 /* The slot's public batch, what every kind's has set: its indices, count,
@@ -98,10 +98,10 @@ static int lend(feeder_loader *ld, slot_state *ss, feeder_batch **out)
     pthread_mutex_lock(&ld->stats_lock);
     ld->stats.batches++;
     ld->stats.samples += ss->count;
-    if (!ld->first_seen)
-        ld->stats.first_batch_ns = feeder__now_ns() - ld->epoch_t0;
+    if (!ld->flow.first_seen)
+        ld->stats.first_batch_ns = feeder__now_ns() - ld->flow.epoch_t0;
     pthread_mutex_unlock(&ld->stats_lock);
-    ld->first_seen = 1;
+    ld->flow.first_seen = 1;
     *out = &ss->pub;
     return 0;
 }
@@ -153,9 +153,9 @@ static int deliver_payload(feeder_loader *ld, slot_state *ss, uint8_t *base, fee
 
 int feeder__deliver_slot(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
-    uint32_t s = (uint32_t)(ss - ld->slots);
+    uint32_t s = (uint32_t)(ss - ld->shm.slots);
     if (ss->status) {
-        ld->status_batch = (int64_t)ss->batch;
+        ld->flow.status_batch = (int64_t)ss->batch;
         int rc = feeder__loader_fail(ld, ss->status, "batch %llu of epoch %llu: %s",
                       (unsigned long long)ss->batch, (unsigned long long)ss->epoch, ss->errmsg);
         pthread_mutex_lock(&ld->stats_lock);
@@ -164,7 +164,7 @@ int feeder__deliver_slot(feeder_loader *ld, slot_state *ss, feeder_batch **out)
         return rc;
     }
     const feeder__slot_layout *l = &ld->job.layout;
-    uint8_t *base = feeder__slot_base(l, ld->mem, s);
+    uint8_t *base = feeder__slot_base(l, ld->shm.mem, s);
     if (ld->job.fields.nfields)
         return deliver_fields(ld, ss, base, out);
     if (feeder__batch_dataset(ld))

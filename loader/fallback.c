@@ -12,7 +12,7 @@ int feeder__loader_decode_cpu(feeder_loader *ld, unsigned who, const uint8_t *jp
 {
     if (who >= FEEDER__FALLBACK_DECODERS)
         return -EINVAL;
-    feeder__decoder **dec = &ld->fallback_dec[who];
+    feeder__decoder **dec = &ld->gpu.fallback_dec[who];
     if (!*dec && feeder__decoder_create(dec))
         return -ENOMEM;
     feeder__transform t = ld->job.t;

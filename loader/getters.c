@@ -14,15 +14,15 @@ const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld) { retu
 
 uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes)
 {
-    *bytes = ld->slots_bytes; /* not the live page after them */
-    return ld->mem;
+    *bytes = ld->shm.slots_bytes; /* not the live page after them */
+    return ld->shm.mem;
 }
 
-uint32_t feeder__loader_nslots(const feeder_loader *ld) { return ld->nslots; }
+uint32_t feeder__loader_nslots(const feeder_loader *ld) { return ld->shm.nslots; }
 
-int64_t feeder__loader_status_batch(const feeder_loader *ld) { return ld->status_batch; }
+int64_t feeder__loader_status_batch(const feeder_loader *ld) { return ld->flow.status_batch; }
 
-uint64_t feeder__loader_epoch(const feeder_loader *ld) { return ld->epoch; }
+uint64_t feeder__loader_epoch(const feeder_loader *ld) { return ld->flow.epoch; }
 
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld)
 {
@@ -35,30 +35,30 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
         permille = 1000;
     /* The GPU layer sets it once the slots are mapped; the workers read it
      * as it is now. */
-    if (ld->live)
-        atomic_store_explicit(&ld->live->cpu_permille, permille, memory_order_relaxed);
+    if (ld->shm.live)
+        atomic_store_explicit(&ld->shm.live->cpu_permille, permille, memory_order_relaxed);
     pthread_mutex_lock(&ld->stats_lock);
     ld->stats.hybrid_cpu_permille = permille;
     pthread_mutex_unlock(&ld->stats_lock);
 }
 
-feeder__loader_gpu *feeder__loader_gpu_part(feeder_loader *ld) { return &ld->g; }
+feeder__loader_gpu *feeder__loader_gpu_part(feeder_loader *ld) { return &ld->gpu.layer; }
 
-const feeder__loader_gpu *feeder__loader_gpu_view(const feeder_loader *ld) { return &ld->g; }
+const feeder__loader_gpu *feeder__loader_gpu_view(const feeder_loader *ld) { return &ld->gpu.layer; }
 
 const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason)
 {
     if (reason)
-        *reason = ld ? ld->io_reason : "";
-    return ld ? ld->io_backend : "";
+        *reason = ld ? ld->decided.io_reason : "";
+    return ld ? ld->decided.io_backend : "";
 }
 
 int feeder_loader_worker_pid(const feeder_loader *ld, int id)
 {
     /* A forked child has no workers: those pids are its parent's. */
-    if (!ld || !ld->running || id < 0 || id >= ld->nworkers || ld->owner != getpid())
+    if (!ld || !ld->pool.running || id < 0 || id >= ld->pool.nworkers || ld->owner != getpid())
         return -1;
-    return ld->workers[id].pid;
+    return ld->pool.workers[id].pid;
 }
 
 void feeder__host_stats(const feeder_loader *ld, feeder_stats *st)

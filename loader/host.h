@@ -70,32 +70,9 @@ typedef struct task_queue {
 /* num_workers 0: samples whose files the calling thread opens at once. */
 #define FEEDER__INLINE_FILES 64u
 
-struct feeder_loader {
-    feeder_dataset *ds;
-    feeder_sampler *sampler;     /* borrowed, or own_sampler */
-    feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
-    int64_t ival[FEEDER__NOPTS];
-    double dval[FEEDER__NOPTS];
-    uint8_t given[FEEDER__NOPTS]; /* set by the user (a RAW packed file fills the rest of its shape) */
-    feeder_worker_init_fn init;
-    void *init_user;
-    feeder_fork_hooks hooks; /* feeder_loader_set_fork_hooks; zero: none */
-    /* The process that created the loader: its workers, channels and slots
-     * are that process's, and a process forked from it may not drive them. */
-    pid_t owner;
-
-    int started;
-    feeder__job job;
-    /* Written once, by feeder__host_resolve; read-only everywhere else. */
-    const feeder__plan plan;
-    uint8_t *mem;
-    size_t shm_bytes;   /* the memfd: the slots (slots_bytes), then the live page */
-    size_t slots_bytes;
-    feeder__live *live; /* in mem, after the slots (worker/worker.h) */
-    uint32_t nslots;
-    slot_state *slots;
-    uint32_t parts;
-
+/* The worker processes (pool.c; start.c sizes them, flow.c reaps deaths'
+ * epochs). */
+typedef struct loader_pool {
     int nworkers;
     worker *workers;
     int running; /* worker processes are up */
@@ -103,9 +80,27 @@ struct feeder_loader {
      * worker_init): that error, for good; workers are not forked again. */
     int workers_failed;
     char workers_why[FEEDER__ERRMSG_LEN + 64];
-    feeder__worker_ctx inline_ctx;
+    feeder__worker_ctx inline_ctx; /* num_workers 0: the calling thread's */
     int inline_ready;
+    /* Worker deaths of this epoch, for the error when they pass max_restarts. */
+    uint64_t epoch_deaths;
+    char deaths[2048];
+} loader_pool;
 
+/* The batch slots: one memfd, mapped at start (start.c, map_slots). */
+typedef struct loader_shm {
+    uint8_t *mem;
+    size_t shm_bytes;   /* the memfd: the slots (slots_bytes), then the live page */
+    size_t slots_bytes;
+    feeder__live *live; /* in mem, after the slots (worker/worker.h) */
+    uint32_t nslots;
+    slot_state *slots;
+} loader_shm;
+
+/* The epochs' flow (flow.c, deliver.c; resume.c reads and sets its resume
+ * blob): the order, which batch has which slot, what was delivered. */
+typedef struct loader_flow {
+    uint32_t parts; /* parts a batch is cut into (start.c decides) */
     int in_epoch;
     int have_epoch; /* an epoch has run: the next default is epoch + 1 */
     uint64_t epoch;
@@ -134,9 +129,6 @@ struct feeder_loader {
     uint8_t *resume;
     size_t resume_len;
     feeder__state resume_st; /* map points into resume */
-    /* Worker deaths of this epoch, for the error when they pass max_restarts. */
-    uint64_t epoch_deaths;
-    char deaths[2048];
     uint64_t epoch_t0;
     int first_seen;
     task_queue q;
@@ -154,28 +146,66 @@ struct feeder_loader {
         uint64_t dispatched; /* batches of that epoch given a slot */
         int tried;           /* this epoch already tried to begin the next */
     } ahead;
+    int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
+    uint8_t *mix_scratch; /* one sample for job.aug's batch mixes, made at first use */
+} loader_flow;
 
+/* What start decided beyond the plan and the job, and why (what the user
+ * can ask: feeder_loader_io_backend, feeder_loader_decoder). */
+typedef struct loader_decided {
     const char *io_backend;
     char io_reason[512];
     char packed_read_why[256]; /* why FEEDER_PACKED_READ_AUTO did not map the file */
+    char decoder_reason[512];  /* why job.t.decoder is not the DECODER option */
+} loader_decided;
 
+/* The GPU layer's part. */
+typedef struct loader_gpu_part {
     /* What the entry points keep here for the GPU layer (api/): loader/
-     * stores it and never calls cuda/. g.gpu is NULL when batches stay on
-     * the host. */
-    feeder__loader_gpu g;
-    int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
-    char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
-    /* The GPU layer's CPU fallback, one decoder per decode thread (a
-     * decoder is one thread's), each made on first use. */
+     * stores it and never calls cuda/. layer.gpu is NULL when batches stay
+     * on the host. */
+    feeder__loader_gpu layer;
+    /* The GPU layer's CPU fallback (fallback.c), one decoder per decode
+     * thread (a decoder is one thread's), each made on first use. */
     feeder__decoder *fallback_dec[FEEDER__FALLBACK_DECODERS];
-    uint8_t *mix_scratch;          /* one sample for job.aug's batch mixes, made at first use */
     /* FEEDER_OPT_AUGMENT_ON_DEVICE: the GPU layer may run job.aug's steps
      * [aug_first, nsteps) and its mixes (resolve_decoder); once it took them,
      * job.aug keeps only the workers' steps (feeder__host_augment_taken). */
     int aug_device;
     uint32_t aug_first;
+} loader_gpu_part;
+
+/* The loader: what the user gave and set (options.c), the plan and job
+ * start made of it (start.c), then a part per concern, each written by the
+ * files its comment names. */
+struct feeder_loader {
+    feeder_dataset *ds;
+    feeder_sampler *sampler;     /* borrowed, or own_sampler */
+    feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
+    /* The option table's values (options.c alone reads them). */
+    int64_t ival[FEEDER__NOPTS];
+    double dval[FEEDER__NOPTS];
+    uint8_t given[FEEDER__NOPTS]; /* set by the user (a RAW packed file fills the rest of its shape) */
+    feeder_worker_init_fn init;
+    void *init_user;
+    feeder_fork_hooks hooks; /* feeder_loader_set_fork_hooks; zero: none */
+    char *trace_path;        /* feeder_loader_set_trace, copied */
+    /* The process that created the loader: its workers, channels and slots
+     * are that process's, and a process forked from it may not drive them. */
+    pid_t owner;
+
+    int started;
     int start_failed; /* a start that failed after allocating: its error, for good */
-    char *trace_path;     /* feeder_loader_set_trace, copied */
+    /* Written once, by feeder__host_resolve; read-only everywhere else. */
+    const feeder__plan plan;
+    feeder__job job; /* what the workers inherit */
+    loader_decided decided;
+
+    loader_shm shm;
+    loader_pool pool;
+    loader_flow flow;
+    loader_gpu_part gpu;
+
     feeder__trace *trace; /* made at start when trace_path is set */
     uint64_t prepare_ns;  /* when feeder__host_prepare began (its trace span) */
     int tr_startup;       /* the trace's "loader start-up" track */
@@ -242,14 +272,14 @@ void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r);
  * one run ahead. */
 static inline const uint64_t *feeder__flow_order(const feeder_loader *ld, uint64_t epoch)
 {
-    return ld->ahead.on && epoch == ld->ahead.epoch ? ld->ahead.order : ld->order;
+    return ld->flow.ahead.on && epoch == ld->flow.ahead.epoch ? ld->flow.ahead.order : ld->flow.order;
 }
 
 /* Where batch b of `epoch` begins in its order: BATCH_SIZE apart, or where
  * a batch sampler put it (never run ahead, so always the running epoch). */
 static inline uint64_t feeder__flow_batch_first(const feeder_loader *ld, uint64_t b)
 {
-    return ld->boff ? ld->boff[b] : b * (uint64_t)ld->plan.sampling.batch_size;
+    return ld->flow.boff ? ld->flow.boff[b] : b * (uint64_t)ld->plan.sampling.batch_size;
 }
 
 /* Whether the dataset makes whole batches (feeder_dataset_create_batches). */

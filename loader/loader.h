@@ -124,8 +124,8 @@ const feeder__plan *feeder__loader_plan(const feeder_loader *ld);
  * RAW packed file's shape taken or checked). 0, or FEEDER_ESHAPE (or the
  * error of a start that failed before) with the message set. */
 int feeder__host_resolve(feeder_loader *ld);
-/* Start's first half: validate the options and resolve them into the plan
- * (read path, decoder in use, shape, slots, tasks), check the limits, start
+/* Start's first half: validate the plan and decide what follows from it
+ * (read path, decoder in use, slots, tasks), check the limits, start
  * the trace, make and map the slots. `gpu_ok`: device batches can be made
  * (feeder__gpu_probe passed; the float dtypes then need NHWC slots). 0, or
  * an error with the loader's message set. */

@@ -269,8 +269,8 @@ int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *devi
         return rc;
     if ((device && (!device->alloc || !device->free)) || (pinned && (!pinned->alloc || !pinned->free)))
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_allocators: an allocator needs both alloc and free");
-    ld->g.dev_alloc = device ? *device : (feeder_allocator){0};
-    ld->g.pin_alloc = pinned ? *pinned : (feeder_allocator){0};
+    ld->gpu.layer.dev_alloc = device ? *device : (feeder_allocator){0};
+    ld->gpu.layer.pin_alloc = pinned ? *pinned : (feeder_allocator){0};
     return 0;
 }
 
@@ -288,7 +288,7 @@ int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
     if (!ld->started)
         return (int)opt_i(ld, FEEDER_OPT_DECODER);
     if (reason)
-        *reason = ld->decoder_reason;
+        *reason = ld->decided.decoder_reason;
     return ld->job.t.decoder;
 }
 

@@ -25,17 +25,17 @@
 /* The epoch the next begin_epoch starts. */
 uint64_t feeder__resume_next_epoch(const feeder_loader *ld)
 {
-    if (ld->resume)
-        return ld->resume_st.epoch;
-    return ld->next_set ? ld->next_epoch : ld->have_epoch ? ld->epoch + 1 : 0;
+    if (ld->flow.resume)
+        return ld->flow.resume_st.epoch;
+    return ld->flow.next_set ? ld->flow.next_epoch : ld->flow.have_epoch ? ld->flow.epoch + 1 : 0;
 }
 
 void feeder__resume_drop(feeder_loader *ld)
 {
-    free(ld->resume);
-    ld->resume = NULL;
-    ld->resume_len = 0;
-    memset(&ld->resume_st, 0, sizeof(ld->resume_st));
+    free(ld->flow.resume);
+    ld->flow.resume = NULL;
+    ld->flow.resume_len = 0;
+    memset(&ld->flow.resume_st, 0, sizeof(ld->flow.resume_st));
 }
 
 /* Decode a blob and compare it with the loader: 0 and *st (st->map points
@@ -71,9 +71,9 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
         return rc;
     }
     feeder__resume_drop(ld);
-    ld->resume = copy;
-    ld->resume_len = len;
-    ld->resume_st = st;
+    ld->flow.resume = copy;
+    ld->flow.resume_len = len;
+    ld->flow.resume_st = st;
     return 0;
 }
 
@@ -125,20 +125,20 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
         p = &now;
     }
     describe_options(ld, p, st);
-    if (!at && (ld->in_epoch || hold_epoch)) {
-        st->epoch = ld->epoch;
-        st->sampler_len = ld->order_len;
-        st->nbatches = ld->nbatches;
-        st->delivered = ld->delivered;
-        st->map = ld->done_map;
+    if (!at && (ld->flow.in_epoch || hold_epoch)) {
+        st->epoch = ld->flow.epoch;
+        st->sampler_len = ld->flow.order_len;
+        st->nbatches = ld->flow.nbatches;
+        st->delivered = ld->flow.delivered;
+        st->map = ld->flow.done_map;
         if (want_hash)
-            st->order_hash = feeder__order_hash(ld->order, ld->order_len);
+            st->order_hash = feeder__order_hash(ld->flow.order, ld->flow.order_len);
         return 0;
     }
     st->epoch = at ? *at : feeder__resume_next_epoch(ld);
-    if (!at && ld->resume) {
-        st->delivered = ld->resume_st.delivered;
-        st->map = ld->resume_st.map;
+    if (!at && ld->flow.resume) {
+        st->delivered = ld->flow.resume_st.delivered;
+        st->map = ld->flow.resume_st.map;
     }
     feeder_sampler *tmp = NULL;
     const feeder_sampler *smp = ld->sampler;

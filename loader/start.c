@@ -1,7 +1,8 @@
 /*
- * Start: the options validated and resolved, once, into what the rest reads
- * (the job the workers inherit: read path, decoder in use and why, shape,
- * slots, tasks), the limits checked, the trace started, the slots made.
+ * Start: the options read once into the plan (feeder__host_resolve), the
+ * plan validated and what follows from it decided (the job the workers
+ * inherit: read path, decoder in use and why, slots, tasks), the limits
+ * checked, the trace started, the slots made.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -159,7 +160,7 @@ static int direct_supported(int fd)
 static int resolve_packed_read(feeder_loader *ld)
 {
     int r = ld->plan.pipeline.packed_read;
-    ld->packed_read_why[0] = 0;
+    ld->decided.packed_read_why[0] = 0;
     if (r != FEEDER_PACKED_READ_AUTO)
         return r;
     if (ld->ds->kind != FEEDER__DS_PACKED)
@@ -169,7 +170,7 @@ static int resolve_packed_read(feeder_loader *ld)
     r = feeder__packed_read_auto(pk->map_len, room, pk->shards != NULL,
                                  !pk->shards && direct_supported(pk->fd));
     if (r != FEEDER_PACKED_READ_MMAP)
-        feeder__fmt(ld->packed_read_why, sizeof(ld->packed_read_why),
+        feeder__fmt(ld->decided.packed_read_why, sizeof(ld->decided.packed_read_why),
                     "packed_read auto: %s (%llu bytes) is more than half the memory this process "
                     "may use (%llu bytes)%s",
                     pk->path, (unsigned long long)pk->map_len, (unsigned long long)room,
@@ -202,24 +203,24 @@ static int resolve_io(feeder_loader *ld)
     int io = ld->plan.pipeline.io;
     int direct = ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_DIRECT;
     if (ld->ds->kind == FEEDER__DS_USER) {
-        ld->io_backend = "none";
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "user dataset: no files to read");
+        ld->decided.io_backend = "none";
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason), "user dataset: no files to read");
         job->io_mode = FEEDER_IO_PREAD;
     } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP &&
                ld->plan.workers.num_workers == 0) {
         /* The calling thread never reads a mapping that a file cut in place
          * would turn into SIGBUS in the user's process (worker/packed_read.c). */
-        ld->io_backend = "pread";
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason),
+        ld->decided.io_backend = "pread";
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason),
                      "num_workers 0: the calling thread reads with pread, never the mapping");
         job->io_mode = FEEDER_IO_PREAD;
     } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP) {
-        ld->io_backend = "mmap";
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", "");
+        ld->decided.io_backend = "mmap";
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason), "%s", "");
         job->io_mode = FEEDER_IO_PREAD;
     } else if (io == FEEDER_IO_PREAD) {
-        ld->io_backend = direct ? "pread+O_DIRECT" : "pread";
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "forced by option");
+        ld->decided.io_backend = direct ? "pread+O_DIRECT" : "pread";
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason), "forced by option");
         job->io_mode = FEEDER_IO_PREAD;
     } else {
         char why[200];
@@ -227,10 +228,10 @@ static int resolve_io(feeder_loader *ld)
         if (rc && io == FEEDER_IO_URING)
             return feeder__loader_fail(ld, rc, "io = uring was asked for, but %s", why);
         job->io_mode = rc ? FEEDER_IO_PREAD : FEEDER_IO_URING;
-        ld->io_backend = direct ? (rc ? "pread+O_DIRECT" : "io_uring+O_DIRECT")
+        ld->decided.io_backend = direct ? (rc ? "pread+O_DIRECT" : "io_uring+O_DIRECT")
                                 : (rc ? "pread" : "io_uring");
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s%s%s", rc ? why : "",
-                    rc && ld->packed_read_why[0] ? "; " : "", ld->packed_read_why);
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason), "%s%s%s", rc ? why : "",
+                    rc && ld->decided.packed_read_why[0] ? "; " : "", ld->decided.packed_read_why);
         rc = 0;
     }
     return rc;
@@ -248,7 +249,7 @@ static int resolve_decoder(feeder_loader *ld, int gpu_ok)
                        ld->ds->pack->v.h.kind == FEEDER_RECORD_JPEG;
     if (feeder__decoder_on_gpu(t->decoder) && ld->ds->kind != FEEDER__DS_FOLDER &&
         ld->ds->kind != FEEDER__DS_LIST && ld->ds->kind != FEEDER__DS_TAR && !jpeg_records) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
+        feeder__fmt(ld->decided.decoder_reason, sizeof(ld->decided.decoder_reason),
                     "the GPU decoders take JPEG bytes: %s decode on the CPU",
                     ld->ds->kind == FEEDER__DS_PACKED ? "RAW packed records" : "user datasets");
         t->decoder = FEEDER_DECODER_ROI;
@@ -261,18 +262,18 @@ static int resolve_decoder(feeder_loader *ld, int gpu_ok)
     /* FEEDER_OPT_AUGMENT_ON_DEVICE: the plan's trailing photometric steps
      * and its mixes run on the device batch (cuda/augment.cu), on RGB
      * samples (gray ones stay with the host's ops). */
-    ld->aug_first = feeder__augment_device_first(&job->aug);
-    ld->aug_device = gpu_ok && ld->plan.device.augment_on_device &&
+    ld->gpu.aug_first = feeder__augment_device_first(&job->aug);
+    ld->gpu.aug_device = gpu_ok && ld->plan.device.augment_on_device &&
                      feeder__transform_channels(t) == 3 &&
-                     (ld->aug_first < job->aug.nsteps || feeder__augment_has_mix(&job->aug));
+                     (ld->gpu.aug_first < job->aug.nsteps || feeder__augment_has_mix(&job->aug));
 
     /* The augment pipeline works on pixels in the slot; the GPU decoders
      * leave JPEG bytes there. Steps the device runs after nvJPEG (all of
      * them photometric) do not need the CPU decoders. */
-    int host_steps = ld->aug_device ? ld->aug_first > 0
+    int host_steps = ld->gpu.aug_device ? ld->gpu.aug_first > 0
                                     : feeder__augment_has_sample_steps(&job->aug);
     if (feeder__decoder_on_gpu(t->decoder) && host_steps) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
+        feeder__fmt(ld->decided.decoder_reason, sizeof(ld->decided.decoder_reason),
                     "the augment pipeline (feeder_loader_set_augment) works on decoded pixels "
                     "in the slot: the CPU decodes");
         t->decoder = FEEDER_DECODER_ROI;
@@ -335,27 +336,27 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
                     t->height, t->width, feeder__transform_channels(t));
     if ((rc = gpu_room(ld)))
         return rc;
-    ld->nworkers = (int)p->workers.num_workers;
-    uint64_t nslots = (uint64_t)(ld->nworkers ? ld->nworkers : 1) *
+    ld->pool.nworkers = (int)p->workers.num_workers;
+    uint64_t nslots = (uint64_t)(ld->pool.nworkers ? ld->pool.nworkers : 1) *
                       (uint64_t)p->workers.prefetch_factor;
-    if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->slots_bytes) ||
-        __builtin_add_overflow(ld->slots_bytes, FEEDER__LIVE_BYTES, &ld->shm_bytes))
+    if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->shm.slots_bytes) ||
+        __builtin_add_overflow(ld->shm.slots_bytes, FEEDER__LIVE_BYTES, &ld->shm.shm_bytes))
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "%llu slots of %zu bytes overflow a size",
                     (unsigned long long)nslots, job->layout.slot_bytes);
-    ld->nslots = (uint32_t)nslots;
-    job->live_off = ld->slots_bytes; /* page-aligned: every slot is */
+    ld->shm.nslots = (uint32_t)nslots;
+    job->live_off = ld->shm.slots_bytes; /* page-aligned: every slot is */
     /* Tasks of about 16 samples by default (at least one per worker): a
      * batch then does not wait for the slowest worker's quarter, and each
      * task's files are still in cache when they are decoded
      * (docs/BENCHMARKS.md, "The CPU pipeline on one core"). */
     uint64_t split = p->workers.split;
     uint64_t autosplit = (batch + FEEDER__TASK_SAMPLES - 1) / FEEDER__TASK_SAMPLES;
-    if (autosplit < (uint64_t)ld->nworkers)
-        autosplit = (uint64_t)ld->nworkers;
-    ld->parts = (uint32_t)(ld->nworkers == 0 || feeder__batch_dataset(ld) ? 1
+    if (autosplit < (uint64_t)ld->pool.nworkers)
+        autosplit = (uint64_t)ld->pool.nworkers;
+    ld->flow.parts = (uint32_t)(ld->pool.nworkers == 0 || feeder__batch_dataset(ld) ? 1
                            : split ? split : autosplit);
-    if (ld->parts > batch)
-        ld->parts = batch;
+    if (ld->flow.parts > batch)
+        ld->flow.parts = batch;
     return rc;
 }
 
@@ -379,17 +380,17 @@ static int check_limits(feeder_loader *ld)
 {
     feeder__job *job = &ld->job;
     int rc;
-    if ((rc = feeder__check_slot_memory(ld->nslots, job->layout.slot_bytes, ld->errmsg,
+    if ((rc = feeder__check_slot_memory(ld->shm.nslots, job->layout.slot_bytes, ld->errmsg,
                                         sizeof(ld->errmsg))))
         return rc;
     uint32_t batch = ld->plan.sampling.batch_size;
-    uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
-    if (ld->nworkers == 0 && files > FEEDER__INLINE_FILES)
+    uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->flow.parts - 1) / ld->flow.parts;
+    if (ld->pool.nworkers == 0 && files > FEEDER__INLINE_FILES)
         files = FEEDER__INLINE_FILES; /* the calling thread reads in groups (flow.c) */
-    if ((rc = feeder__check_nofile(ld->ds, ld->nworkers, files, ld->errmsg,
+    if ((rc = feeder__check_nofile(ld->ds, ld->pool.nworkers, files, ld->errmsg,
                                     sizeof(ld->errmsg))))
         return rc;
-    if (ld->resume && (rc = feeder__resume_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
+    if (ld->flow.resume && (rc = feeder__resume_check(ld, ld->flow.resume, ld->flow.resume_len, &ld->flow.resume_st)))
         return rc;
     return 0;
 }
@@ -405,7 +406,7 @@ static int start_trace(feeder_loader *ld)
     ld->trace = job->trace = NULL;
     if (ld->trace_path) {
         char err[512];
-        if (!(ld->trace = feeder__trace_create(ld->trace_path, ld->nworkers, err, sizeof(err))))
+        if (!(ld->trace = feeder__trace_create(ld->trace_path, ld->pool.nworkers, err, sizeof(err))))
             return feeder__loader_fail(ld, -ENOMEM, "%s", err);
         if ((rc = feeder__trace_write(ld->trace, err, sizeof(err)))) {
             feeder__trace_destroy(ld->trace);
@@ -428,39 +429,39 @@ static int map_slots(feeder_loader *ld)
     if (job->memfd < 0)
         return feeder__loader_fail(ld, -errno, "memfd_create: %s", strerror(errno));
     feeder__pool_register_fd(job->memfd);
-    job->shm_bytes = ld->shm_bytes;
-    if (ftruncate(job->memfd, (off_t)ld->shm_bytes) < 0) {
+    job->shm_bytes = ld->shm.shm_bytes;
+    if (ftruncate(job->memfd, (off_t)ld->shm.shm_bytes) < 0) {
         rc = -errno;
         feeder__pool_close_fd(&job->memfd);
         return feeder__loader_fail(ld, rc, "cannot size the batch slots to %zu bytes (%u slots): %s",
-                    ld->shm_bytes, ld->nslots, strerror(-rc));
+                    ld->shm.shm_bytes, ld->shm.nslots, strerror(-rc));
     }
-    ld->mem = mmap(NULL, ld->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
-    if (ld->mem == MAP_FAILED) {
+    ld->shm.mem = mmap(NULL, ld->shm.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
+    if (ld->shm.mem == MAP_FAILED) {
         rc = -errno;
-        ld->mem = NULL;
+        ld->shm.mem = NULL;
         feeder__pool_close_fd(&job->memfd);
-        return feeder__loader_fail(ld, rc, "mmap of %zu bytes of batch slots: %s", ld->shm_bytes,
+        return feeder__loader_fail(ld, rc, "mmap of %zu bytes of batch slots: %s", ld->shm.shm_bytes,
                     strerror(-rc));
     }
     /* No worker inherits this mapping (its own map the memfd after fork):
      * a worker of another loader would otherwise keep these slots' memory
      * alive after this loader is destroyed. */
-    (void)madvise(ld->mem, ld->shm_bytes, MADV_DONTFORK);
-    ld->live = (feeder__live *)(ld->mem + ld->slots_bytes); /* a new memfd: share 0 */
-    ld->slots = calloc(ld->nslots, sizeof(*ld->slots));
-    ld->workers = calloc(ld->nworkers ? (size_t)ld->nworkers : 1, sizeof(*ld->workers));
-    ld->q.cap = (size_t)ld->nslots * ld->parts;
-    ld->q.v = calloc(ld->q.cap, sizeof(*ld->q.v));
-    if (!ld->slots || !ld->workers || !ld->q.v)
+    (void)madvise(ld->shm.mem, ld->shm.shm_bytes, MADV_DONTFORK);
+    ld->shm.live = (feeder__live *)(ld->shm.mem + ld->shm.slots_bytes); /* a new memfd: share 0 */
+    ld->shm.slots = calloc(ld->shm.nslots, sizeof(*ld->shm.slots));
+    ld->pool.workers = calloc(ld->pool.nworkers ? (size_t)ld->pool.nworkers : 1, sizeof(*ld->pool.workers));
+    ld->flow.q.cap = (size_t)ld->shm.nslots * ld->flow.parts;
+    ld->flow.q.v = calloc(ld->flow.q.cap, sizeof(*ld->flow.q.v));
+    if (!ld->shm.slots || !ld->pool.workers || !ld->flow.q.v)
         return feeder__loader_fail(ld, -ENOMEM, "out of memory");
-    for (uint32_t s = 0; s < ld->nslots; s++) {
-        ld->slots[s].ld = ld;
-        ld->slots[s].extra_fd = -1;
+    for (uint32_t s = 0; s < ld->shm.nslots; s++) {
+        ld->shm.slots[s].ld = ld;
+        ld->shm.slots[s].extra_fd = -1;
     }
     pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.shm_bytes = ld->shm_bytes;
-    ld->stats.slots = ld->nslots;
+    ld->stats.shm_bytes = ld->shm.shm_bytes;
+    ld->stats.slots = ld->shm.nslots;
     pthread_mutex_unlock(&ld->stats_lock);
     return rc;
 }
@@ -500,14 +501,14 @@ void feeder__host_start_failed(feeder_loader *ld, int rc) { ld->start_failed = r
 
 int feeder__loader_augment_device(const feeder_loader *ld, uint32_t *first)
 {
-    *first = ld->aug_first;
-    return ld->aug_device;
+    *first = ld->gpu.aug_first;
+    return ld->gpu.aug_device;
 }
 
 void feeder__host_augment_taken(feeder_loader *ld)
 {
     feeder__augment_plan *p = &ld->job.aug;
-    p->nsteps = ld->aug_first;
+    p->nsteps = ld->gpu.aug_first;
     p->mixup_alpha = p->cutmix_alpha = 0;
 }
 
@@ -520,7 +521,7 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
      * the workers decode on the CPU (they fork below, with this job). With one, the GPU layer has set HYBRID's first share
      * and moves it from what both sides do. */
     if (feeder__decoder_on_gpu(t->decoder) && !gpu_decodes) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s", decode_why);
+        feeder__fmt(ld->decided.decoder_reason, sizeof(ld->decided.decoder_reason), "%s", decode_why);
         t->decoder = job->cpu_decoder;
         feeder__loader_set_cpu_share(ld, 0);
     }
@@ -532,11 +533,11 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
      * (docs/ARCHITECTURE.md, "Packed RAW straight to the GPU"). With
      * VERIFY_CRC the parts stay: the checksums are the work to share. */
     if (packed_direct && !job->verify_crc && !ld->plan.workers.split)
-        ld->parts = 1;
+        ld->flow.parts = 1;
     ld->started = 1;
     uint64_t t0 = feeder__now_ns();
-    int rc = ld->nworkers ? feeder__pool_spawn(ld) : 0;
-    if (rc || !ld->nworkers)
+    int rc = ld->pool.nworkers ? feeder__pool_spawn(ld) : 0;
+    if (rc || !ld->pool.nworkers)
         return rc;
     startup_span(ld, "workers forked", t0);
     t0 = feeder__now_ns();
