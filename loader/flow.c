@@ -57,7 +57,8 @@ static uint64_t take_next_batch(feeder_loader *ld)
         feeder__shards_progress(ld->ds->pack,
                                 ld->flow.dispatched * (uint64_t)ld->plan.sampling.batch_size);
     else if (ld->ds->kind == FEEDER__DS_TAR)
-        feeder__tar_progress(ld->ds->tar, ld->flow.dispatched * (uint64_t)ld->plan.sampling.batch_size);
+        feeder__tar_progress(ld->ds->tar,
+                             ld->flow.dispatched * (uint64_t)ld->plan.sampling.batch_size);
     return ld->flow.dispatched < ld->flow.nbatches ? ld->flow.dispatched++ : ld->flow.nbatches;
 }
 
@@ -136,7 +137,8 @@ static int take_batches(feeder_loader *ld, uint64_t epoch, const uint32_t *lengt
                         "the batch sampler's batch %llu of epoch %llu has %u indices; the "
                         "slots hold at most batch_size = %u", (unsigned long long)b,
                         (unsigned long long)epoch, lengths[b], ld->plan.sampling.batch_size);
-        if (workers[b] >= ld->pool.nworkers || workers[b] < -1 || (workers[b] >= 0 && !ld->pool.nworkers))
+        if (workers[b] >= ld->pool.nworkers || workers[b] < -1 ||
+            (workers[b] >= 0 && !ld->pool.nworkers))
             return feeder__loader_fail(ld, FEEDER_ERANGE,
                         "the batch sampler gave batch %llu of epoch %llu to worker %d; the "
                         "loader has %d", (unsigned long long)b, (unsigned long long)epoch,
@@ -166,7 +168,8 @@ static int fill_batches(feeder_loader *ld, uint64_t epoch, uint64_t *out_len, ui
     }
     uint32_t *lengths;
     int32_t *workers;
-    int rc = feeder__sampler_batches(ld->sampler, epoch, ld->flow.order, len, &lengths, &workers, nb);
+    int rc =
+        feeder__sampler_batches(ld->sampler, epoch, ld->flow.order, len, &lengths, &workers, nb);
     if (rc == FEEDER_EINVAL)
         rc = feeder__loader_fail(ld, rc, "the batch sampler's batch lengths for epoch %llu do "
                                  "not add up to its %llu indices", (unsigned long long)epoch,
@@ -360,15 +363,16 @@ static int plans_fetches(const feeder_dataset *ds)
  * epoch's order). */
 static int may_begin_early(const feeder_loader *ld)
 {
-    return !ld->flow.resume && !ld->start_failed && !ld->pool.workers_failed && !plans_fetches(ld->ds) &&
-           feeder__sampler_pure(ld->sampler);
+    return !ld->flow.resume && !ld->start_failed && !ld->pool.workers_failed &&
+           !plans_fetches(ld->ds) && feeder__sampler_pure(ld->sampler);
 }
 
 /* Whether the next epoch may begin now: as above, the workers stay between
  * epochs, and every batch of this epoch has its slot. */
 static int may_run_ahead(const feeder_loader *ld)
 {
-    if (ld->flow.ahead.tried || !ld->plan.workers.persistent || !ld->pool.nworkers || !ld->flow.have_epoch)
+    if (ld->flow.ahead.tried || !ld->plan.workers.persistent || !ld->pool.nworkers ||
+        !ld->flow.have_epoch)
         return 0;
     if (ld->flow.in_epoch && ld->flow.dispatched < ld->flow.nbatches)
         return 0;
@@ -383,11 +387,13 @@ static int start_ahead(feeder_loader *ld)
     uint64_t epoch = feeder__resume_next_epoch(ld), len;
     char why[256];
     if (feeder_sampler_len(ld->sampler, epoch) == 0 ||
-        sample_order(ld, epoch, &ld->flow.ahead.order, &ld->flow.ahead.order_cap, &len, why, sizeof(why)))
+        sample_order(ld, epoch, &ld->flow.ahead.order, &ld->flow.ahead.order_cap, &len, why,
+                     sizeof(why)))
         return 0;
     ld->flow.ahead.epoch = epoch;
     ld->flow.ahead.order_len = len;
-    ld->flow.ahead.nbatches = feeder_batch_count(len, ld->plan.sampling.batch_size, ld->plan.sampling.drop_last);
+    ld->flow.ahead.nbatches =
+        feeder_batch_count(len, ld->plan.sampling.batch_size, ld->plan.sampling.drop_last);
     ld->flow.ahead.dispatched = 0;
     ld->flow.ahead.on = 1;
     return 1;
@@ -431,7 +437,8 @@ static void dispatch(feeder_loader *ld)
 {
     if (!ld->pool.running)
         return;
-    for (uint32_t s = 0; ld->flow.in_epoch && s < ld->shm.nslots && ld->flow.dispatched < ld->flow.nbatches; s++) {
+    for (uint32_t s = 0;
+         ld->flow.in_epoch && s < ld->shm.nslots && ld->flow.dispatched < ld->flow.nbatches; s++) {
         if (ld->shm.slots[s].state != SLOT_FREE)
             continue;
         uint64_t b = take_next_batch(ld);
@@ -440,10 +447,11 @@ static void dispatch(feeder_loader *ld)
         give_slot(ld, s, ld->flow.epoch, b, ld->flow.order, ld->flow.order_len);
     }
     if (ld->flow.ahead.on || (may_run_ahead(ld) && start_ahead(ld))) {
-        for (uint32_t s = 0; s < ld->shm.nslots && ld->flow.ahead.dispatched < ld->flow.ahead.nbatches; s++)
+        for (uint32_t s = 0;
+             s < ld->shm.nslots && ld->flow.ahead.dispatched < ld->flow.ahead.nbatches; s++)
             if (ld->shm.slots[s].state == SLOT_FREE) {
-                give_slot(ld, s, ld->flow.ahead.epoch, ld->flow.ahead.dispatched++, ld->flow.ahead.order,
-                          ld->flow.ahead.order_len);
+                give_slot(ld, s, ld->flow.ahead.epoch, ld->flow.ahead.dispatched++,
+                          ld->flow.ahead.order, ld->flow.ahead.order_len);
                 pthread_mutex_lock(&ld->stats_lock);
                 ld->stats.batches_ahead += ld->flow.have_epoch; /* not the first epoch's (kick) */
                 pthread_mutex_unlock(&ld->stats_lock);
@@ -663,7 +671,8 @@ static void settle_slots(feeder_loader *ld)
     for (;;) {
         /* Queued parts never reach a worker: count them as done (a
          * restarted worker's re-queued parts too). */
-        for (; ld->flow.q.len; ld->flow.q.len--, ld->flow.q.head = (ld->flow.q.head + 1) % ld->flow.q.cap) {
+        for (; ld->flow.q.len;
+             ld->flow.q.len--, ld->flow.q.head = (ld->flow.q.head + 1) % ld->flow.q.cap) {
             slot_state *ss = &ld->shm.slots[ld->flow.q.v[ld->flow.q.head].slot];
             if (--ss->parts_left == 0)
                 ss->state = SLOT_READY;

@@ -310,7 +310,8 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
                 extra && *extra ? ": " : "", extra ? extra : "");
     ld->pool.epoch_deaths++;
     size_t used = strlen(ld->pool.deaths);
-    feeder__fmt(ld->pool.deaths + used, sizeof(ld->pool.deaths) - used, "%s%s", used ? "; " : "", one);
+    feeder__fmt(ld->pool.deaths + used, sizeof(ld->pool.deaths) - used, "%s%s", used ? "; " : "",
+                one);
     uint64_t max = ld->plan.workers.max_restarts;
     if (transient && ld->pool.epoch_deaths <= max && (ld->flow.in_epoch || ld->flow.ahead.on)) {
         requeue(ld, w);
@@ -324,7 +325,8 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
         }
         /* Cannot start it again: fail as without restarts, saying why. */
         size_t u = strlen(ld->pool.deaths);
-        feeder__fmt(ld->pool.deaths + u, sizeof(ld->pool.deaths) - u, " (restart failed: %s)", ld->errmsg);
+        feeder__fmt(ld->pool.deaths + u, sizeof(ld->pool.deaths) - u, " (restart failed: %s)",
+                    ld->errmsg);
     }
     if (ld->pool.epoch_deaths == 1)
         feeder__loader_fail(ld, FEEDER_EWORKER, "%s", ld->pool.deaths);
@@ -365,8 +367,10 @@ int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
     int i = stalled_worker(ld, want, in_order);
     char head[256];
     if (in_order)
-        feeder__fmt(head, sizeof(head), "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu",
-                    (long long)timeout_ms, (unsigned long long)want, (unsigned long long)ld->flow.epoch);
+        feeder__fmt(head, sizeof(head),
+                    "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu",
+                    (long long)timeout_ms, (unsigned long long)want,
+                    (unsigned long long)ld->flow.epoch);
     else
         feeder__fmt(head, sizeof(head), "no batch within timeout_ms = %lld (epoch %llu",
                     (long long)timeout_ms, (unsigned long long)ld->flow.epoch);

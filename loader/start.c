@@ -204,7 +204,8 @@ static int resolve_io(feeder_loader *ld)
     int direct = ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_DIRECT;
     if (ld->ds->kind == FEEDER__DS_USER) {
         ld->decided.io_backend = "none";
-        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason), "user dataset: no files to read");
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason),
+                    "user dataset: no files to read");
         job->io_mode = FEEDER_IO_PREAD;
     } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP &&
                ld->plan.workers.num_workers == 0) {
@@ -296,7 +297,7 @@ static int gpu_room(feeder_loader *ld)
         room = FEEDER__GPU_ROOM;
     if (feeder__slot_layout_room(l, (size_t)room))
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "gpu_room %lld x batch_size %u overflows "
-                                   "a size", (long long)room, l->batch);
+                                   "a size", (long long)room, ld->plan.sampling.batch_size);
     return 0;
 }
 
@@ -384,13 +385,15 @@ static int check_limits(feeder_loader *ld)
                                         sizeof(ld->errmsg))))
         return rc;
     uint32_t batch = ld->plan.sampling.batch_size;
-    uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->flow.parts - 1) / ld->flow.parts;
+    uint32_t files =
+        ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->flow.parts - 1) / ld->flow.parts;
     if (ld->pool.nworkers == 0 && files > FEEDER__INLINE_FILES)
         files = FEEDER__INLINE_FILES; /* the calling thread reads in groups (flow.c) */
     if ((rc = feeder__check_nofile(ld->ds, ld->pool.nworkers, files, ld->errmsg,
                                     sizeof(ld->errmsg))))
         return rc;
-    if (ld->flow.resume && (rc = feeder__resume_check(ld, ld->flow.resume, ld->flow.resume_len, &ld->flow.resume_st)))
+    if (ld->flow.resume &&
+        (rc = feeder__resume_check(ld, ld->flow.resume, ld->flow.resume_len, &ld->flow.resume_st)))
         return rc;
     return 0;
 }
@@ -450,7 +453,8 @@ static int map_slots(feeder_loader *ld)
     (void)madvise(ld->shm.mem, ld->shm.shm_bytes, MADV_DONTFORK);
     ld->shm.live = (feeder__live *)(ld->shm.mem + ld->shm.slots_bytes); /* a new memfd: share 0 */
     ld->shm.slots = calloc(ld->shm.nslots, sizeof(*ld->shm.slots));
-    ld->pool.workers = calloc(ld->pool.nworkers ? (size_t)ld->pool.nworkers : 1, sizeof(*ld->pool.workers));
+    ld->pool.workers =
+        calloc(ld->pool.nworkers ? (size_t)ld->pool.nworkers : 1, sizeof(*ld->pool.workers));
     ld->flow.q.cap = (size_t)ld->shm.nslots * ld->flow.parts;
     ld->flow.q.v = calloc(ld->flow.q.cap, sizeof(*ld->flow.q.v));
     if (!ld->shm.slots || !ld->pool.workers || !ld->flow.q.v)
@@ -521,7 +525,8 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
      * the workers decode on the CPU (they fork below, with this job). With one, the GPU layer has set HYBRID's first share
      * and moves it from what both sides do. */
     if (feeder__decoder_on_gpu(t->decoder) && !gpu_decodes) {
-        feeder__fmt(ld->decided.decoder_reason, sizeof(ld->decided.decoder_reason), "%s", decode_why);
+        feeder__fmt(ld->decided.decoder_reason, sizeof(ld->decided.decoder_reason), "%s",
+                    decode_why);
         t->decoder = job->cpu_decoder;
         feeder__loader_set_cpu_share(ld, 0);
     }
