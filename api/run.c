@@ -53,7 +53,7 @@ _Static_assert(FEEDER__AGAIN == FEEDER__HOST_AGAIN, "one 'not yet' for both laye
 static int probe_device(feeder_loader *ld, int *ok)
 {
     feeder__loader_gpu *g = feeder__loader_gpu_part(ld);
-    int device = (int)feeder__loader_iopt(ld, FEEDER_OPT_DEVICE);
+    int device = feeder__loader_plan(ld)->device.device;
     *ok = 0;
     if (device < 0) {
         snprintf(g->reason, sizeof(g->reason), "device = -1: host batches");
@@ -71,26 +71,25 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
 {
     const feeder__loader_gpu *g = feeder__loader_gpu_view(ld);
     const feeder__job *job = feeder__loader_job(ld);
+    const struct feeder__plan_device *d = &feeder__loader_plan(ld)->device;
     memset(c, 0, sizeof(*c));
-    c->device = (int)feeder__loader_iopt(ld, FEEDER_OPT_DEVICE);
-    c->pin_mode = (int)feeder__loader_iopt(ld, FEEDER_OPT_PIN_MODE);
-    c->depth = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_PREFETCH);
-    c->dtype = (int)feeder__loader_iopt(ld, FEEDER_OPT_DTYPE);
-    c->pin_threads = (int)feeder__loader_iopt(ld, FEEDER_OPT_PIN_THREADS);
-    c->out_layout = feeder__loader_out_layout(ld);
-    static const int mean[3] = {FEEDER_OPT_MEAN_R, FEEDER_OPT_MEAN_G, FEEDER_OPT_MEAN_B};
-    static const int std[3] = {FEEDER_OPT_STD_R, FEEDER_OPT_STD_G, FEEDER_OPT_STD_B};
+    c->device = d->device;
+    c->pin_mode = d->pin_mode;
+    c->depth = d->gpu_prefetch;
+    c->dtype = d->dtype;
+    c->pin_threads = d->pin_threads;
+    c->out_layout = feeder__loader_plan(ld)->pipeline.layout;
     for (int k = 0; k < 3; k++) {
-        c->mean[k] = (float)feeder__loader_dopt(ld, mean[k]);
-        c->std[k] = (float)feeder__loader_dopt(ld, std[k]);
+        c->mean[k] = (float)d->mean[k];
+        c->std[k] = (float)d->std[k];
     }
     c->dev_alloc = g->dev_alloc;
     c->pin_alloc = g->pin_alloc;
     c->copy_stream = g->copy_stream;
     c->decoder = job->t.decoder;
     c->cpu_share = feeder__loader_first_cpu_share(ld);
-    c->warmup = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_WARMUP);
-    c->decode_threads = (int)feeder__loader_iopt(ld, FEEDER_OPT_GPU_DECODE_THREADS);
+    c->warmup = d->warmup;
+    c->decode_threads = d->decode_threads;
     c->host = (feeder__host_ops){ld,           host_next,       host_release,      host_errmsg,
                                  host_status_batch, host_epoch, host_set_cpu_share,
                                  host_decode_cpu};
@@ -143,7 +142,8 @@ int feeder_loader_start(feeder_loader *ld)
     if (feeder__loader_started(ld))
         return 0;
     int gpu_ok, rc;
-    if ((rc = probe_device(ld, &gpu_ok)) || (rc = feeder__host_prepare(ld, gpu_ok)))
+    if ((rc = feeder__host_resolve(ld)) || (rc = probe_device(ld, &gpu_ok)) ||
+        (rc = feeder__host_prepare(ld, gpu_ok)))
         return rc;
     if (gpu_ok && (rc = start_gpu(ld)))
         return rc;

@@ -30,7 +30,7 @@
 
 static int batch_done(const feeder_loader *ld, uint64_t b)
 {
-    return (ld->done_map[b / 8] >> (b % 8)) & 1;
+    return (ld->flow.done_map[b / 8] >> (b % 8)) & 1;
 }
 
 /* The one place a batch counts as delivered: handed to the user by
@@ -39,26 +39,27 @@ static int batch_done(const feeder_loader *ld, uint64_t b)
  * prefetcher that hands batches out later calls this when it does.) */
 static void mark_delivered(feeder_loader *ld, uint64_t b)
 {
-    if (b >= ld->nbatches || batch_done(ld, b))
+    if (b >= ld->flow.nbatches || batch_done(ld, b))
         return;
-    ld->done_map[b / 8] |= (uint8_t)(1u << (b % 8));
-    ld->delivered++;
-    while (ld->next_in_order < ld->nbatches && batch_done(ld, ld->next_in_order))
-        ld->next_in_order++;
+    ld->flow.done_map[b / 8] |= (uint8_t)(1u << (b % 8));
+    ld->flow.delivered++;
+    while (ld->flow.next_in_order < ld->flow.nbatches && batch_done(ld, ld->flow.next_in_order))
+        ld->flow.next_in_order++;
 }
 
 /* The next batch number to load, past those already delivered (a resumed
  * epoch), or nbatches. */
 static uint64_t take_next_batch(feeder_loader *ld)
 {
-    while (ld->dispatched < ld->nbatches && batch_done(ld, ld->dispatched))
-        ld->dispatched++;
+    while (ld->flow.dispatched < ld->flow.nbatches && batch_done(ld, ld->flow.dispatched))
+        ld->flow.dispatched++;
     if (ld->ds->kind == FEEDER__DS_PACKED) /* a shards dataset fetches ahead of this */
         feeder__shards_progress(ld->ds->pack,
-                                ld->dispatched * (uint64_t)ld->plan.batch);
+                                ld->flow.dispatched * (uint64_t)ld->plan.sampling.batch_size);
     else if (ld->ds->kind == FEEDER__DS_TAR)
-        feeder__tar_progress(ld->ds->tar, ld->dispatched * (uint64_t)ld->plan.batch);
-    return ld->dispatched < ld->nbatches ? ld->dispatched++ : ld->nbatches;
+        feeder__tar_progress(ld->ds->tar,
+                             ld->flow.dispatched * (uint64_t)ld->plan.sampling.batch_size);
+    return ld->flow.dispatched < ld->flow.nbatches ? ld->flow.dispatched++ : ld->flow.nbatches;
 }
 
 static void drop_ahead(feeder_loader *ld);
@@ -67,12 +68,12 @@ static void drop_ahead(feeder_loader *ld);
  * already in slots. Returns the order's length. */
 static uint64_t adopt_ahead(feeder_loader *ld)
 {
-    uint64_t *o = ld->order, cap = ld->order_cap;
-    ld->order = ld->ahead.order;
-    ld->order_cap = ld->ahead.order_cap;
-    ld->ahead.order = o;
-    ld->ahead.order_cap = cap;
-    return ld->ahead.order_len;
+    uint64_t *o = ld->flow.order, cap = ld->flow.order_cap;
+    ld->flow.order = ld->flow.ahead.order;
+    ld->flow.order_cap = ld->flow.ahead.order_cap;
+    ld->flow.ahead.order = o;
+    ld->flow.ahead.order_cap = cap;
+    return ld->flow.ahead.order_len;
 }
 
 /* Epoch `epoch`'s order from the sampler into *buf (grown, *cap its
@@ -116,33 +117,34 @@ static int sample_order(const feeder_loader *ld, uint64_t epoch, uint64_t **buf,
     return 0;
 }
 
-/* A batch sampler's batches: their lengths into ld->boff (running
- * offsets) and their workers into ld->bworker, each checked against the
+/* A batch sampler's batches: their lengths into ld->flow.boff (running
+ * offsets) and their workers into ld->flow.bworker, each checked against the
  * slots' index room and the worker count. */
 static int take_batches(feeder_loader *ld, uint64_t epoch, const uint32_t *lengths,
                         const int32_t *workers, uint64_t nb)
 {
-    free(ld->boff);
-    free(ld->bworker);
-    ld->bworker = NULL;
-    if (!(ld->boff = malloc((size_t)(nb + 1) * sizeof(*ld->boff))) ||
-        !(ld->bworker = malloc((size_t)(nb ? nb : 1) * sizeof(*ld->bworker))))
+    free(ld->flow.boff);
+    free(ld->flow.bworker);
+    ld->flow.bworker = NULL;
+    if (!(ld->flow.boff = malloc((size_t)(nb + 1) * sizeof(*ld->flow.boff))) ||
+        !(ld->flow.bworker = malloc((size_t)(nb ? nb : 1) * sizeof(*ld->flow.bworker))))
         return feeder__loader_fail(ld, -ENOMEM, "out of memory for %llu batches",
                                    (unsigned long long)nb);
-    ld->boff[0] = 0;
+    ld->flow.boff[0] = 0;
     for (uint64_t b = 0; b < nb; b++) {
-        if (lengths[b] > ld->job.layout.batch)
+        if (lengths[b] > ld->plan.sampling.batch_size)
             return feeder__loader_fail(ld, FEEDER_ERANGE,
                         "the batch sampler's batch %llu of epoch %llu has %u indices; the "
                         "slots hold at most batch_size = %u", (unsigned long long)b,
-                        (unsigned long long)epoch, lengths[b], ld->job.layout.batch);
-        if (workers[b] >= ld->nworkers || workers[b] < -1 || (workers[b] >= 0 && !ld->nworkers))
+                        (unsigned long long)epoch, lengths[b], ld->plan.sampling.batch_size);
+        if (workers[b] >= ld->pool.nworkers || workers[b] < -1 ||
+            (workers[b] >= 0 && !ld->pool.nworkers))
             return feeder__loader_fail(ld, FEEDER_ERANGE,
                         "the batch sampler gave batch %llu of epoch %llu to worker %d; the "
                         "loader has %d", (unsigned long long)b, (unsigned long long)epoch,
-                        workers[b], ld->nworkers);
-        ld->boff[b + 1] = ld->boff[b] + lengths[b];
-        ld->bworker[b] = workers[b];
+                        workers[b], ld->pool.nworkers);
+        ld->flow.boff[b + 1] = ld->flow.boff[b] + lengths[b];
+        ld->flow.bworker[b] = workers[b];
     }
     return 0;
 }
@@ -156,17 +158,18 @@ static int fill_batches(feeder_loader *ld, uint64_t epoch, uint64_t *out_len, ui
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "the sampler's %llu indices for epoch "
                                    "%llu overflow a size", (unsigned long long)len,
                                    (unsigned long long)epoch);
-    if (len > ld->order_cap) {
-        uint64_t *o = realloc(ld->order, len * sizeof(*o));
+    if (len > ld->flow.order_cap) {
+        uint64_t *o = realloc(ld->flow.order, len * sizeof(*o));
         if (!o)
             return feeder__loader_fail(ld, -ENOMEM, "out of memory for the epoch's order (%llu "
                                        "indices)", (unsigned long long)len);
-        ld->order = o;
-        ld->order_cap = len;
+        ld->flow.order = o;
+        ld->flow.order_cap = len;
     }
     uint32_t *lengths;
     int32_t *workers;
-    int rc = feeder__sampler_batches(ld->sampler, epoch, ld->order, len, &lengths, &workers, nb);
+    int rc =
+        feeder__sampler_batches(ld->sampler, epoch, ld->flow.order, len, &lengths, &workers, nb);
     if (rc == FEEDER_EINVAL)
         rc = feeder__loader_fail(ld, rc, "the batch sampler's batch lengths for epoch %llu do "
                                  "not add up to its %llu indices", (unsigned long long)epoch,
@@ -179,10 +182,10 @@ static int fill_batches(feeder_loader *ld, uint64_t epoch, uint64_t *out_len, ui
     free(lengths);
     free(workers);
     for (uint64_t i = 0; !rc && i < len; i++)
-        if (ld->order[i] >= ld->ds->n)
+        if (ld->flow.order[i] >= ld->ds->n)
             rc = feeder__loader_fail(ld, FEEDER_EINVAL, "the sampler gave index %llu at position "
                                      "%llu; the dataset has %llu samples",
-                                     (unsigned long long)ld->order[i], (unsigned long long)i,
+                                     (unsigned long long)ld->flow.order[i], (unsigned long long)i,
                                      (unsigned long long)ld->ds->n);
     *out_len = len;
     return rc;
@@ -194,13 +197,13 @@ static int fill_order(feeder_loader *ld, uint64_t epoch, uint64_t *out_len)
 {
     char why[256];
     uint64_t len;
-    int rc = sample_order(ld, epoch, &ld->order, &ld->order_cap, &len, why, sizeof(why));
+    int rc = sample_order(ld, epoch, &ld->flow.order, &ld->flow.order_cap, &len, why, sizeof(why));
     if (rc)
         return feeder__loader_fail(ld, rc, "%s", why);
     if (ld->ds->kind == FEEDER__DS_PACKED)
-        feeder__shards_plan(ld->ds->pack, ld->order, len);
+        feeder__shards_plan(ld->ds->pack, ld->flow.order, len);
     else if (ld->ds->kind == FEEDER__DS_TAR)
-        feeder__tar_plan(ld->ds->tar, ld->order, len);
+        feeder__tar_plan(ld->ds->tar, ld->flow.order, len);
     *out_len = len;
     return 0;
 }
@@ -208,26 +211,26 @@ static int fill_order(feeder_loader *ld, uint64_t epoch, uint64_t *out_len)
 /* The delivery map of the epoch's batches: empty, or the resume blob's. */
 static int reset_delivery(feeder_loader *ld)
 {
-    size_t map = (size_t)(ld->nbatches / 8 + 1);
-    if (map > ld->done_cap) {
-        uint8_t *m = realloc(ld->done_map, map);
+    size_t map = (size_t)(ld->flow.nbatches / 8 + 1);
+    if (map > ld->flow.done_cap) {
+        uint8_t *m = realloc(ld->flow.done_map, map);
         if (!m)
             return feeder__loader_fail(ld, -ENOMEM, "out of memory for the epoch's delivery map (%zu bytes)", map);
-        ld->done_map = m;
-        ld->done_cap = map;
+        ld->flow.done_map = m;
+        ld->flow.done_cap = map;
     }
-    memset(ld->done_map, 0, map);
-    if (ld->resume) {
+    memset(ld->flow.done_map, 0, map);
+    if (ld->flow.resume) {
         /* Checked at start against this sampler; a user sampler that is not
          * a pure function of the epoch could still disagree now. */
-        if (ld->resume_st.nbatches != ld->nbatches)
+        if (ld->flow.resume_st.nbatches != ld->flow.nbatches)
             return feeder__loader_fail(ld, FEEDER_EMISMATCH,
                         "state blob does not match the loader: the number of batches is %llu "
                         "in the blob, %llu in the loader",
-                        (unsigned long long)ld->resume_st.nbatches,
-                        (unsigned long long)ld->nbatches);
-        for (uint64_t b = 0; b < ld->nbatches; b++)
-            if (ld->resume_st.map && ((ld->resume_st.map[b / 8] >> (b % 8)) & 1))
+                        (unsigned long long)ld->flow.resume_st.nbatches,
+                        (unsigned long long)ld->flow.nbatches);
+        for (uint64_t b = 0; b < ld->flow.nbatches; b++)
+            if (ld->flow.resume_st.map && ((ld->flow.resume_st.map[b / 8] >> (b % 8)) & 1))
                 mark_delivered(ld, b);
     }
     return 0;
@@ -237,17 +240,17 @@ static int reset_delivery(feeder_loader *ld)
 static int ready_readers(feeder_loader *ld)
 {
     int rc;
-    if (ld->nworkers && !ld->running && (rc = feeder__pool_spawn(ld)))
+    if (ld->pool.nworkers && !ld->pool.running && (rc = feeder__pool_spawn(ld)))
         return rc;
-    if (!ld->nworkers && !ld->inline_ready) {
+    if (!ld->pool.nworkers && !ld->pool.inline_ready) {
         /* The calling thread maps nothing new: it writes through the
          * loader's own mapping. */
-        rc = feeder__worker_ctx_init(&ld->inline_ctx, &ld->job, -1, ld->mem);
+        rc = feeder__worker_ctx_init(&ld->pool.inline_ctx, &ld->job, -1, ld->shm.mem);
         if (rc) {
-            feeder__worker_ctx_free(&ld->inline_ctx);
+            feeder__worker_ctx_free(&ld->pool.inline_ctx);
             return feeder__loader_fail(ld, rc, "cannot set up the reader and decoder: %s", feeder_strerror(rc));
         }
-        ld->inline_ready = 1;
+        ld->pool.inline_ready = 1;
     }
     return 0;
 }
@@ -255,9 +258,9 @@ static int ready_readers(feeder_loader *ld)
 static int begin_epoch(feeder_loader *ld)
 {
     uint64_t epoch = feeder__resume_next_epoch(ld);
-    ld->next_set = 0;
-    int adopt = ld->ahead.on && ld->ahead.epoch == epoch && !ld->resume;
-    if (ld->ahead.on && !adopt)
+    ld->flow.next_set = 0;
+    int adopt = ld->flow.ahead.on && ld->flow.ahead.epoch == epoch && !ld->flow.resume;
+    if (ld->flow.ahead.on && !adopt)
         drop_ahead(ld);
     uint64_t len = 0, nb = 0;
     int rc;
@@ -266,47 +269,34 @@ static int begin_epoch(feeder_loader *ld)
         len = adopt_ahead(ld);
     else if ((rc = batched ? fill_batches(ld, epoch, &len, &nb) : fill_order(ld, epoch, &len)))
         return rc;
-    ld->epoch_t0 = feeder__now_ns();
-    ld->order_len = len;
-    ld->nbatches = batched ? nb : feeder_batch_count(len, ld->job.layout.batch,
-                                                     ld->plan.drop_last);
-    ld->dispatched = adopt ? ld->ahead.dispatched : 0;
-    ld->delivered = ld->next_in_order = 0;
-    ld->epoch_deaths = 0;
-    ld->deaths[0] = 0;
+    ld->flow.epoch_t0 = feeder__now_ns();
+    ld->flow.order_len = len;
+    ld->flow.nbatches = batched ? nb : feeder_batch_count(len, ld->plan.sampling.batch_size,
+                                                     ld->plan.sampling.drop_last);
+    ld->flow.dispatched = adopt ? ld->flow.ahead.dispatched : 0;
+    ld->flow.delivered = ld->flow.next_in_order = 0;
+    ld->pool.epoch_deaths = 0;
+    ld->pool.deaths[0] = 0;
     if ((rc = reset_delivery(ld)))
         return rc;
-    ld->first_seen = 0;
+    ld->flow.first_seen = 0;
     if (!adopt) /* adopted: its queued parts are its batches' */
-        ld->q.len = ld->q.head = 0;
-    ld->ahead.on = ld->ahead.tried = 0;
+        ld->flow.q.len = ld->flow.q.head = 0;
+    ld->flow.ahead.on = ld->flow.ahead.tried = 0;
     if ((rc = ready_readers(ld)))
         return rc;
     feeder__resume_drop(ld);
-    ld->epoch = epoch;
-    ld->have_epoch = 1;
-    ld->in_epoch = 1;
+    ld->flow.epoch = epoch;
+    ld->flow.have_epoch = 1;
+    ld->flow.in_epoch = 1;
     return 0;
 }
 
 static void end_epoch(feeder_loader *ld)
 {
-    ld->in_epoch = 0;
-    if (ld->nworkers && !ld->plan.persistent)
+    ld->flow.in_epoch = 0;
+    if (ld->pool.nworkers && !ld->plan.workers.persistent)
         feeder__pool_stop(ld, 0);
-}
-
-/* A batch dataset's extra descriptor of the slot's last batch, closed when
- * the slot is filled again (or the loader is destroyed), whatever became of
- * that batch: delivered, dropped with its epoch, or failed. */
-static void forget_extra(slot_state *ss)
-{
-    if (ss->extra_map)
-        munmap(ss->extra_map, ss->extra_bytes);
-    feeder__pool_close_fd(&ss->extra_fd);
-    ss->extra_map = NULL;
-    ss->extra_bytes = 0;
-    ss->used = 0;
 }
 
 /* Slot s readied for batch b of `epoch` (its order `order`, order_len
@@ -315,12 +305,12 @@ static void forget_extra(slot_state *ss)
 static uint32_t load_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
                           const uint64_t *order, uint64_t order_len)
 {
-    slot_state *ss = &ld->slots[s];
-    uint32_t batch = ld->job.layout.batch; /* resolved at start (start.c) */
+    slot_state *ss = &ld->shm.slots[s];
+    uint32_t batch = ld->plan.sampling.batch_size;
     uint64_t first = feeder__flow_batch_first(ld, b);
-    uint64_t end = ld->boff ? ld->boff[b + 1] : order_len;
+    uint64_t end = ld->flow.boff ? ld->flow.boff[b + 1] : order_len;
     uint32_t count = (uint32_t)(end - first < batch ? end - first : batch);
-    forget_extra(ss);
+    feeder__slot_forget_extra(ss);
     ss->epoch = epoch;
     ss->batch = b;
     ss->count = count;
@@ -328,7 +318,7 @@ static uint32_t load_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_
     ss->dropped = 0;
     ss->status = 0;
     ss->errmsg[0] = 0;
-    uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, s);
+    uint8_t *base = feeder__slot_base(&ld->job.layout, ld->shm.mem, s);
     memcpy(feeder__slot_indices(&ld->job.layout, base), order + first, count * sizeof(uint64_t));
     if (ld->job.fields.nfields)
         feeder__fields_reset(&ld->job.fields, base);
@@ -340,18 +330,18 @@ static uint32_t load_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_
 static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
                       const uint64_t *order, uint64_t order_len)
 {
-    slot_state *ss = &ld->slots[s];
+    slot_state *ss = &ld->shm.slots[s];
     uint32_t count = load_slot(ld, s, epoch, b, order, order_len);
-    int32_t want = ld->bworker ? ld->bworker[b] : -1;
+    int32_t want = ld->flow.bworker ? ld->flow.bworker[b] : -1;
     ss->state = SLOT_FILLING;
     /* An empty batch (a batch sampler's) is still one task: the dataset
      * may have something to say for it. */
-    uint32_t parts = !count ? 1 : ld->parts < count ? ld->parts : count;
+    uint32_t parts = !count ? 1 : ld->flow.parts < count ? ld->flow.parts : count;
     ss->parts_left = parts;
     for (uint32_t p = 0; p < parts; p++) {
         uint32_t lo = (uint32_t)((uint64_t)p * count / parts);
         uint32_t hi = (uint32_t)((uint64_t)(p + 1) * count / parts);
-        feeder__task_msg *t = &ld->q.v[(ld->q.head + ld->q.len++) % ld->q.cap];
+        feeder__task_msg *t = &ld->flow.q.v[(ld->flow.q.head + ld->flow.q.len++) % ld->flow.q.cap];
         *t = (feeder__task_msg){FEEDER__MSG_TASK, s, lo, hi - lo, epoch, b, count, want};
     }
 }
@@ -373,17 +363,18 @@ static int plans_fetches(const feeder_dataset *ds)
  * epoch's order). */
 static int may_begin_early(const feeder_loader *ld)
 {
-    return !ld->resume && !ld->start_failed && !ld->workers_failed && !plans_fetches(ld->ds) &&
-           feeder__sampler_pure(ld->sampler);
+    return !ld->flow.resume && !ld->start_failed && !ld->pool.workers_failed &&
+           !plans_fetches(ld->ds) && feeder__sampler_pure(ld->sampler);
 }
 
 /* Whether the next epoch may begin now: as above, the workers stay between
  * epochs, and every batch of this epoch has its slot. */
 static int may_run_ahead(const feeder_loader *ld)
 {
-    if (ld->ahead.tried || !ld->plan.persistent || !ld->nworkers || !ld->have_epoch)
+    if (ld->flow.ahead.tried || !ld->plan.workers.persistent || !ld->pool.nworkers ||
+        !ld->flow.have_epoch)
         return 0;
-    if (ld->in_epoch && ld->dispatched < ld->nbatches)
+    if (ld->flow.in_epoch && ld->flow.dispatched < ld->flow.nbatches)
         return 0;
     return may_begin_early(ld);
 }
@@ -392,17 +383,19 @@ static int may_run_ahead(const feeder_loader *ld)
  * begin_epoch, which reports what is wrong with it. */
 static int start_ahead(feeder_loader *ld)
 {
-    ld->ahead.tried = 1;
+    ld->flow.ahead.tried = 1;
     uint64_t epoch = feeder__resume_next_epoch(ld), len;
     char why[256];
     if (feeder_sampler_len(ld->sampler, epoch) == 0 ||
-        sample_order(ld, epoch, &ld->ahead.order, &ld->ahead.order_cap, &len, why, sizeof(why)))
+        sample_order(ld, epoch, &ld->flow.ahead.order, &ld->flow.ahead.order_cap, &len, why,
+                     sizeof(why)))
         return 0;
-    ld->ahead.epoch = epoch;
-    ld->ahead.order_len = len;
-    ld->ahead.nbatches = feeder_batch_count(len, ld->job.layout.batch, ld->plan.drop_last);
-    ld->ahead.dispatched = 0;
-    ld->ahead.on = 1;
+    ld->flow.ahead.epoch = epoch;
+    ld->flow.ahead.order_len = len;
+    ld->flow.ahead.nbatches =
+        feeder_batch_count(len, ld->plan.sampling.batch_size, ld->plan.sampling.drop_last);
+    ld->flow.ahead.dispatched = 0;
+    ld->flow.ahead.on = 1;
     return 1;
 }
 
@@ -412,11 +405,11 @@ static int start_ahead(feeder_loader *ld)
  * channel. */
 static void send_parts(feeder_loader *ld)
 {
-    while (ld->q.len) {
+    while (ld->flow.q.len) {
         worker *best = NULL;
-        int want = ld->q.v[ld->q.head].want;
-        for (int i = 0; i < ld->nworkers; i++) {
-            worker *w = &ld->workers[i];
+        int want = ld->flow.q.v[ld->flow.q.head].want;
+        for (int i = 0; i < ld->pool.nworkers; i++) {
+            worker *w = &ld->pool.workers[i];
             if (w->chan >= 0 && !w->broken && w->outstanding < FEEDER__WORKER_QUEUE &&
                 (want < 0 || want == i) && (!best || w->outstanding < best->outstanding))
                 best = w;
@@ -425,7 +418,7 @@ static void send_parts(feeder_loader *ld)
          * PyTorch's worker queues do. */
         if (!best)
             break;
-        feeder__task_msg *t = &ld->q.v[ld->q.head];
+        feeder__task_msg *t = &ld->flow.q.v[ld->flow.q.head];
         if (feeder__pool_send_task(ld, best, t) != 0) {
             /* What it sent before it went (a failed start's reason) is
              * still in the channel; the wait loop reads it, then the EOF. */
@@ -433,8 +426,8 @@ static void send_parts(feeder_loader *ld)
             continue;
         }
         best->inflight[best->outstanding++] = *t;
-        ld->q.head = (ld->q.head + 1) % ld->q.cap;
-        ld->q.len--;
+        ld->flow.q.head = (ld->flow.q.head + 1) % ld->flow.q.cap;
+        ld->flow.q.len--;
     }
 }
 
@@ -442,23 +435,25 @@ static void send_parts(feeder_loader *ld)
  * (run ahead), and hand queued parts to workers. */
 static void dispatch(feeder_loader *ld)
 {
-    if (!ld->running)
+    if (!ld->pool.running)
         return;
-    for (uint32_t s = 0; ld->in_epoch && s < ld->nslots && ld->dispatched < ld->nbatches; s++) {
-        if (ld->slots[s].state != SLOT_FREE)
+    for (uint32_t s = 0;
+         ld->flow.in_epoch && s < ld->shm.nslots && ld->flow.dispatched < ld->flow.nbatches; s++) {
+        if (ld->shm.slots[s].state != SLOT_FREE)
             continue;
         uint64_t b = take_next_batch(ld);
-        if (b >= ld->nbatches)
+        if (b >= ld->flow.nbatches)
             break;
-        give_slot(ld, s, ld->epoch, b, ld->order, ld->order_len);
+        give_slot(ld, s, ld->flow.epoch, b, ld->flow.order, ld->flow.order_len);
     }
-    if (ld->ahead.on || (may_run_ahead(ld) && start_ahead(ld))) {
-        for (uint32_t s = 0; s < ld->nslots && ld->ahead.dispatched < ld->ahead.nbatches; s++)
-            if (ld->slots[s].state == SLOT_FREE) {
-                give_slot(ld, s, ld->ahead.epoch, ld->ahead.dispatched++, ld->ahead.order,
-                          ld->ahead.order_len);
+    if (ld->flow.ahead.on || (may_run_ahead(ld) && start_ahead(ld))) {
+        for (uint32_t s = 0;
+             s < ld->shm.nslots && ld->flow.ahead.dispatched < ld->flow.ahead.nbatches; s++)
+            if (ld->shm.slots[s].state == SLOT_FREE) {
+                give_slot(ld, s, ld->flow.ahead.epoch, ld->flow.ahead.dispatched++,
+                          ld->flow.ahead.order, ld->flow.ahead.order_len);
                 pthread_mutex_lock(&ld->stats_lock);
-                ld->stats.batches_ahead += ld->have_epoch; /* not the first epoch's (kick) */
+                ld->stats.batches_ahead += ld->flow.have_epoch; /* not the first epoch's (kick) */
                 pthread_mutex_unlock(&ld->stats_lock);
             }
     }
@@ -467,188 +462,32 @@ static void dispatch(feeder_loader *ld)
 
 void feeder__host_kick(feeder_loader *ld)
 {
-    if (ld->running && !ld->have_epoch && may_begin_early(ld) && start_ahead(ld))
+    if (ld->pool.running && !ld->flow.have_epoch && may_begin_early(ld) && start_ahead(ld))
         dispatch(ld);
 }
 
-/* FEEDER_ON_ERROR_DROP: close the gaps the marked samples (label -1) leave,
- * keeping the order. With the CPU decoders a sample's pixels sit at its
- * position and move with it; with a GPU decoder they stay where `place` says
- * and only the per-sample entries move. */
-static void leave_out_dropped(feeder_loader *ld, slot_state *ss, uint8_t *base)
-{
-    const feeder__slot_layout *l = &ld->job.layout;
-    int64_t *lab = feeder__slot_labels(l, base);
-    uint64_t *idx = feeder__slot_indices(l, base);
-    uint64_t *enc = feeder__slot_encoded(l, base), *place = feeder__slot_place(l, base);
-    int gpu = feeder__decoder_on_gpu(ld->job.t.decoder);
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < ss->count; i++) {
-        if (lab[i] == -1)
-            continue;
-        if (kept != i) {
-            lab[kept] = lab[i];
-            idx[kept] = idx[i];
-            if (gpu) {
-                enc[kept] = enc[i];
-                place[kept] = place[i];
-            } else {
-                memmove(feeder__slot_sample(l, base, kept), feeder__slot_sample(l, base, i),
-                        l->sample_bytes);
-            }
-        }
-        kept++;
-    }
-    ss->count = kept;
-}
-
-/* The augment pipeline's batch-level mix (augment/mix.c), here because
- * this is where every batch passes once, complete, on its way to the user,
- * host or device, whatever worker filled which part. Its draws come from
- * (seed, epoch, batch number) alone. 1 mixed, 0 not, or -ENOMEM. */
-static int mix_batch(feeder_loader *ld, slot_state *ss, uint8_t *base)
-{
-    const feeder__slot_layout *l = &ld->job.layout;
-    if (!ss->mix && !(ss->mix = calloc(l->batch, sizeof(*ss->mix))))
-        return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
-    if (!ld->mix_scratch && !(ld->mix_scratch = malloc(l->sample_bytes)))
-        return feeder__loader_fail(ld, -ENOMEM, "out of memory for the batch mix");
-    return feeder__augment_mix_ch(&ld->job.aug, feeder__slot_sample(l, base, 0), ss->count,
-                                  l->width, l->height, l->layout, (int)l->channels, ld->job.seed,
-                                  ss->epoch, ss->batch, ss->mix, ld->mix_scratch);
-}
-
-/* The slot's public batch, what every kind's has set: its indices, count,
- * epoch, number, a host batch of uint8; the caller adds its own. */
-static feeder_batch *pub_batch(slot_state *ss, const uint64_t *indices)
-{
-    feeder_batch *b = &ss->pub;
-    memset(b, 0, sizeof(*b));
-    b->indices = indices;
-    b->count = ss->count;
-    b->skipped = ss->skipped;
-    b->epoch = ss->epoch;
-    b->number = ss->batch;
-    b->device = -1;
-    b->dtype = FEEDER_DTYPE_UINT8;
-    b->internal_ = ss;
-    return b;
-}
-
-/* Lend a batch: the slot's state, the stats, *out. */
-static int lend(feeder_loader *ld, slot_state *ss, feeder_batch **out)
-{
-    ss->state = SLOT_LENT;
-    pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.batches++;
-    ld->stats.samples += ss->count;
-    if (!ld->first_seen)
-        ld->stats.first_batch_ns = feeder__now_ns() - ld->epoch_t0;
-    pthread_mutex_unlock(&ld->stats_lock);
-    ld->first_seen = 1;
-    *out = &ss->pub;
-    return 0;
-}
-
-/* A fields dataset's batch: the worker that finished it packed its fields
- * (and left out what DROP marked); the slot's control block has the count. */
-static int deliver_fields(feeder_loader *ld, slot_state *ss, uint8_t *base, feeder_batch **out)
-{
-    const feeder__slot_layout *l = &ld->job.layout;
-    memset(&ss->pub, 0, sizeof(ss->pub));
-    if (!feeder__fields_ctrl(&ld->job.fields, base)->packed) {
-        /* Every part reported and none failed, yet none packed it: the
-         * worker that was packing it died there (MAX_RESTARTS re-ran its
-         * part, which found every sample counted). */
-        int rc = feeder__loader_fail(ld, FEEDER_EWORKER, "batch %llu of epoch %llu: the worker "
-                                     "packing its fields (and running the collate callback) "
-                                     "died; the batch is lost", (unsigned long long)ss->batch,
-                                     (unsigned long long)ss->epoch);
-        ss->state = SLOT_FREE;
-        dispatch(ld);
-        return rc;
-    }
-    ss->count = feeder__fields_ctrl(&ld->job.fields, base)->count;
-    ss->fview = (feeder__fields_view){.fl = &ld->job.fields, .slot = base};
-    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
-    b->fields_ = &ss->fview;
-    return lend(ld, ss, out);
-}
-
-/* A batch dataset's batch: the room's bytes, and the extra descriptor's
- * mapped for the borrower. */
-static int deliver_payload(feeder_loader *ld, slot_state *ss, uint8_t *base, feeder_batch **out)
-{
-    const feeder__slot_layout *l = &ld->job.layout;
-    if (ss->extra_fd >= 0) {
-        void *m = mmap(NULL, ss->extra_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ss->extra_fd, 0);
-        if (m == MAP_FAILED) {
-            int rc = feeder__loader_fail(ld, -errno, "batch %llu of epoch %llu: mapping its %zu "
-                                         "extra bytes: %s", (unsigned long long)ss->batch,
-                                         (unsigned long long)ss->epoch, ss->extra_bytes,
-                                         strerror(errno));
-            forget_extra(ss);
-            ss->state = SLOT_FREE;
-            dispatch(ld);
-            return rc;
-        }
-        ss->extra_map = m;
-    }
-    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
-    b->data = feeder__slot_sample(l, base, 0);
-    return lend(ld, ss, out);
-}
-
+/* Hand the user a ready slot's batch (deliver.c); one that cannot be
+ * lent frees its slot for the next batch. */
 static int deliver(feeder_loader *ld, slot_state *ss, feeder_batch **out)
 {
-    uint32_t s = (uint32_t)(ss - ld->slots);
     mark_delivered(ld, ss->batch);
-    if (ss->status) {
-        ld->status_batch = (int64_t)ss->batch;
-        int rc = feeder__loader_fail(ld, ss->status, "batch %llu of epoch %llu: %s",
-                      (unsigned long long)ss->batch, (unsigned long long)ss->epoch, ss->errmsg);
-        ss->state = SLOT_FREE;
-        pthread_mutex_lock(&ld->stats_lock);
-        ld->stats.failed_batches++;
-        pthread_mutex_unlock(&ld->stats_lock);
-        dispatch(ld);
-        return rc;
-    }
-    const feeder__slot_layout *l = &ld->job.layout;
-    uint8_t *base = feeder__slot_base(l, ld->mem, s);
-    if (ld->job.fields.nfields)
-        return deliver_fields(ld, ss, base, out);
-    if (feeder__batch_dataset(ld))
-        return deliver_payload(ld, ss, base, out);
-    if (ss->dropped)
-        leave_out_dropped(ld, ss, base);
-    int mixed = 0;
-    if (feeder__augment_has_mix(&ld->job.aug) && (mixed = mix_batch(ld, ss, base)) < 0) {
+    int rc = feeder__deliver_slot(ld, ss, out);
+    if (rc) {
         ss->state = SLOT_FREE;
         dispatch(ld);
-        return mixed;
     }
-    feeder_batch *b = pub_batch(ss, feeder__slot_indices(l, base));
-    b->mix = mixed ? ss->mix : NULL;
-    b->data = feeder__slot_sample(l, base, 0);
-    b->labels = feeder__slot_labels(l, base);
-    b->height = l->height;
-    b->width = l->width;
-    b->channels = l->channels;
-    b->layout = l->layout;
-    b->sample_bytes = l->sample_bytes;
-    return lend(ld, ss, out);
+    return rc;
 }
 
 static slot_state *find_ready(feeder_loader *ld)
 {
     slot_state *best = NULL;
-    int in_order = ld->plan.in_order;
-    for (uint32_t s = 0; s < ld->nslots; s++) {
-        slot_state *ss = &ld->slots[s];
-        if (ss->state != SLOT_READY || ss->epoch != ld->epoch)
+    int in_order = ld->plan.workers.in_order;
+    for (uint32_t s = 0; s < ld->shm.nslots; s++) {
+        slot_state *ss = &ld->shm.slots[s];
+        if (ss->state != SLOT_READY || ss->epoch != ld->flow.epoch)
             continue;
-        if (in_order ? ss->batch == ld->next_in_order : (!best || ss->batch < best->batch))
+        if (in_order ? ss->batch == ld->flow.next_in_order : (!best || ss->batch < best->batch))
             best = ss;
         if (in_order && best)
             break;
@@ -658,9 +497,9 @@ static slot_state *find_ready(feeder_loader *ld)
 
 static int any_slot_busy(feeder_loader *ld)
 {
-    for (uint32_t s = 0; s < ld->nslots; s++)
-        if (ld->slots[s].state == SLOT_FILLING || ld->slots[s].state == SLOT_READY ||
-            ld->slots[s].state == SLOT_FREE)
+    for (uint32_t s = 0; s < ld->shm.nslots; s++)
+        if (ld->shm.slots[s].state == SLOT_FILLING || ld->shm.slots[s].state == SLOT_READY ||
+            ld->shm.slots[s].state == SLOT_FREE)
             return 1;
     return 0;
 }
@@ -669,15 +508,15 @@ static int any_slot_busy(feeder_loader *ld)
 static int next_inline(feeder_loader *ld, feeder_batch **out)
 {
     slot_state *ss = NULL;
-    for (uint32_t s = 0; s < ld->nslots && !ss; s++)
-        if (ld->slots[s].state == SLOT_FREE)
-            ss = &ld->slots[s];
+    for (uint32_t s = 0; s < ld->shm.nslots && !ss; s++)
+        if (ld->shm.slots[s].state == SLOT_FREE)
+            ss = &ld->shm.slots[s];
     if (!ss)
         return feeder__loader_fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
-                    ld->nslots);
-    uint32_t s = (uint32_t)(ss - ld->slots);
+                    ld->shm.nslots);
+    uint32_t s = (uint32_t)(ss - ld->shm.slots);
     uint64_t b = take_next_batch(ld);
-    uint32_t count = load_slot(ld, s, ld->epoch, b, ld->order, ld->order_len);
+    uint32_t count = load_slot(ld, s, ld->flow.epoch, b, ld->flow.order, ld->flow.order_len);
     /* In groups of FEEDER__INLINE_FILES samples: the reader opens a
      * group's files at once, so a batch of 2048 does not need 2048
      * descriptors. A failed group ends the batch (its error is the batch's). */
@@ -690,8 +529,8 @@ static int next_inline(feeder_loader *ld, feeder_batch **out)
          lo += FEEDER__INLINE_FILES) {
         uint32_t n = whole ? count : count - lo < FEEDER__INLINE_FILES ? count - lo
                                                                        : FEEDER__INLINE_FILES;
-        feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->epoch, b, count, -1};
-        feeder__run_task(&ld->inline_ctx, &t, &r);
+        feeder__task_msg t = {FEEDER__MSG_TASK, s, lo, n, ld->flow.epoch, b, count, -1};
+        feeder__run_task(&ld->pool.inline_ctx, &t, &r);
         feeder__pool_complete_part(ld, &r);
         if (r.status)
             ss->state = SLOT_READY;
@@ -703,20 +542,20 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
 {
     int rc;
     ld->errmsg[0] = 0;
-    ld->status_batch = -1;
-    if (!ld->in_epoch && (rc = begin_epoch(ld)))
+    ld->flow.status_batch = -1;
+    if (!ld->flow.in_epoch && (rc = begin_epoch(ld)))
         return rc;
-    if (ld->delivered >= ld->nbatches) {
+    if (ld->flow.delivered >= ld->flow.nbatches) {
         end_epoch(ld);
         return FEEDER_DONE;
     }
-    if (!ld->nworkers)
+    if (!ld->pool.nworkers)
         return try_only ? FEEDER__HOST_AGAIN : next_inline(ld, out);
 
     uint64_t t0 = feeder__now_ns();
-    int64_t timeout = ld->plan.timeout_ms;
+    int64_t timeout = ld->plan.workers.timeout_ms;
     uint64_t deadline = timeout ? t0 + (uint64_t)timeout * 1000000ull : UINT64_MAX;
-    int poll_ms = ld->plan.poll_ms;
+    int poll_ms = ld->plan.workers.poll_ms;
     rc = 0;
     int looked = 0;
     for (;;) {
@@ -740,7 +579,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
         }
         if (!any_slot_busy(ld)) {
             rc = feeder__loader_fail(ld, FEEDER_EBUSY, "all %u batch slots are borrowed; release a batch first",
-                      ld->nslots);
+                      ld->shm.nslots);
             break;
         }
         uint64_t now = feeder__now_ns();
@@ -756,7 +595,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
             break;
     }
     /* With the GPU layer on, its own wait is the consumer's stall. */
-    if (!ld->g.gpu) {
+    if (!ld->gpu.layer.gpu) {
         pthread_mutex_lock(&ld->stats_lock);
         ld->stats.wait_ns += feeder__now_ns() - t0;
         pthread_mutex_unlock(&ld->stats_lock);
@@ -814,7 +653,7 @@ int feeder__host_release(feeder_batch *batch)
                                    (unsigned long long)batch->number,
                                    (unsigned long long)batch->epoch);
     ld->errmsg[0] = 0;
-    forget_extra(ss);
+    feeder__slot_forget_extra(ss);
     ss->state = SLOT_FREE;
     /* Refill at once so the workers need not wait for the next feeder_next. */
     dispatch(ld);
@@ -827,20 +666,21 @@ int feeder__host_release(feeder_batch *batch)
  * every slot not lent is free. */
 static void settle_slots(feeder_loader *ld)
 {
-    int64_t timeout = ld->plan.timeout_ms;
+    int64_t timeout = ld->plan.workers.timeout_ms;
     uint64_t deadline = timeout ? feeder__now_ns() + (uint64_t)timeout * 1000000ull : UINT64_MAX;
     for (;;) {
         /* Queued parts never reach a worker: count them as done (a
          * restarted worker's re-queued parts too). */
-        for (; ld->q.len; ld->q.len--, ld->q.head = (ld->q.head + 1) % ld->q.cap) {
-            slot_state *ss = &ld->slots[ld->q.v[ld->q.head].slot];
+        for (; ld->flow.q.len;
+             ld->flow.q.len--, ld->flow.q.head = (ld->flow.q.head + 1) % ld->flow.q.cap) {
+            slot_state *ss = &ld->shm.slots[ld->flow.q.v[ld->flow.q.head].slot];
             if (--ss->parts_left == 0)
                 ss->state = SLOT_READY;
         }
         int busy = 0;
-        for (uint32_t s = 0; s < ld->nslots; s++)
-            busy |= ld->slots[s].state == SLOT_FILLING;
-        if (!busy || !ld->running)
+        for (uint32_t s = 0; s < ld->shm.nslots; s++)
+            busy |= ld->shm.slots[s].state == SLOT_FILLING;
+        if (!busy || !ld->pool.running)
             break;
         if (feeder__now_ns() >= deadline) {
             if (feeder__pool_settle_timed_out(ld, timeout))
@@ -848,42 +688,42 @@ static void settle_slots(feeder_loader *ld)
             deadline = feeder__now_ns() + (uint64_t)timeout * 1000000ull;
             continue;
         }
-        if (feeder__pool_wait(ld, ld->plan.poll_ms))
+        if (feeder__pool_wait(ld, ld->plan.workers.poll_ms))
             break;
     }
-    for (uint32_t s = 0; s < ld->nslots; s++)
-        if (ld->slots[s].state == SLOT_READY || ld->slots[s].state == SLOT_FILLING)
-            ld->slots[s].state = SLOT_FREE;
+    for (uint32_t s = 0; s < ld->shm.nslots; s++)
+        if (ld->shm.slots[s].state == SLOT_READY || ld->shm.slots[s].state == SLOT_FILLING)
+            ld->shm.slots[s].state = SLOT_FREE;
 }
 
 /* The epoch run ahead is not the one that begins (set_epoch chose another,
  * or a state blob is to be resumed): its batches go. */
 static void drop_ahead(feeder_loader *ld)
 {
-    ld->ahead.dispatched = ld->ahead.nbatches;
-    ld->ahead.tried = 1;
+    ld->flow.ahead.dispatched = ld->flow.ahead.nbatches;
+    ld->flow.ahead.tried = 1;
     settle_slots(ld);
-    ld->ahead.on = 0;
+    ld->flow.ahead.on = 0;
 }
 
 int feeder__host_set_epoch(feeder_loader *ld, uint64_t epoch)
 {
     feeder__resume_drop(ld);
-    if (!ld->in_epoch && ld->ahead.on && ld->ahead.epoch == epoch) {
+    if (!ld->flow.in_epoch && ld->flow.ahead.on && ld->flow.ahead.epoch == epoch) {
         /* The epoch already begun ahead: keep its batches. */
-        ld->next_set = 1;
-        ld->next_epoch = epoch;
+        ld->flow.next_set = 1;
+        ld->flow.next_epoch = epoch;
         return 0;
     }
-    if (ld->in_epoch) {
-        ld->dispatched = ld->nbatches;
+    if (ld->flow.in_epoch) {
+        ld->flow.dispatched = ld->flow.nbatches;
         drop_ahead(ld); /* and none before the chosen epoch begins */
         end_epoch(ld);
-    } else if (ld->ahead.on) {
+    } else if (ld->flow.ahead.on) {
         drop_ahead(ld);
     }
-    ld->next_set = 1;
-    ld->next_epoch = epoch;
+    ld->flow.next_set = 1;
+    ld->flow.next_epoch = epoch;
     return 0;
 }
 
@@ -903,14 +743,14 @@ void feeder__host_free(feeder_loader *ld)
         feeder__trace_destroy(ld->trace);
     }
     free(ld->trace_path);
-    if (ld->inline_ready)
-        feeder__worker_ctx_free(&ld->inline_ctx);
+    if (ld->pool.inline_ready)
+        feeder__worker_ctx_free(&ld->pool.inline_ctx);
     for (int k = 0; k < FEEDER__FALLBACK_DECODERS; k++)
-        feeder__decoder_destroy(ld->fallback_dec[k]);
+        feeder__decoder_destroy(ld->gpu.fallback_dec[k]);
     /* The slots' mapping is MADV_DONTFORK: a forked child has none, and the
      * range may hold a mapping of the child's own by now. */
-    if (ld->mem && ld->owner == getpid())
-        munmap(ld->mem, ld->shm_bytes);
+    if (ld->shm.mem && ld->owner == getpid())
+        munmap(ld->shm.mem, ld->shm.shm_bytes);
     feeder__pool_close_fd(&ld->job.memfd);
     free(ld->job.class_next);
     if (ld->job.pack_fd >= 0)
@@ -921,21 +761,21 @@ void feeder__host_free(feeder_loader *ld)
     else if (ld->ds && ld->ds->kind == FEEDER__DS_TAR)
         feeder__tar_plan(ld->ds->tar, NULL, 0);
     feeder__dataset_drop(ld->ds); /* the dataset goes if the user destroyed it already */
-    for (uint32_t s = 0; ld->slots && s < ld->nslots; s++) {
-        free(ld->slots[s].mix);
-        forget_extra(&ld->slots[s]);
+    for (uint32_t s = 0; ld->shm.slots && s < ld->shm.nslots; s++) {
+        free(ld->shm.slots[s].mix);
+        feeder__slot_forget_extra(&ld->shm.slots[s]);
     }
-    free(ld->boff);
-    free(ld->bworker);
-    free(ld->mix_scratch);
-    free(ld->slots);
-    free(ld->workers);
-    free(ld->q.v);
-    free(ld->order);
-    free(ld->ahead.order);
-    free(ld->done_map);
-    free(ld->g.map);
-    free(ld->resume);
+    free(ld->flow.boff);
+    free(ld->flow.bworker);
+    free(ld->flow.mix_scratch);
+    free(ld->shm.slots);
+    free(ld->pool.workers);
+    free(ld->flow.q.v);
+    free(ld->flow.order);
+    free(ld->flow.ahead.order);
+    free(ld->flow.done_map);
+    free(ld->gpu.layer.map);
+    free(ld->flow.resume);
     pthread_mutex_destroy(&ld->stats_lock);
     free(ld);
 }

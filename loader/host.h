@@ -70,48 +70,9 @@ typedef struct task_queue {
 /* num_workers 0: samples whose files the calling thread opens at once. */
 #define FEEDER__INLINE_FILES 64u
 
-/* What start resolves of the options (loader/start.c, resolve_shape and
- * resolve_flow): nothing reads those options after, and nothing writes
- * them. */
-typedef struct feeder__plan {
-    /* The sample's shape (feeder__options_shape): HEIGHT, WIDTH, CHANNELS
-     * and LAYOUT, or a RAW packed file's. `layout` is the batches' as asked;
-     * the slots' may differ (job.t.layout). */
-    uint32_t height, width, channels;
-    int layout;
-    /* The parent's flow and pool. */
-    uint32_t batch;
-    int drop_last, persistent, in_order;
-    int64_t timeout_ms;   /* 0: none */
-    int poll_ms;
-    uint64_t max_restarts;
-} feeder__plan;
-
-struct feeder_loader {
-    feeder_dataset *ds;
-    feeder_sampler *sampler;     /* borrowed, or own_sampler */
-    feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
-    int64_t ival[FEEDER__NOPTS];
-    double dval[FEEDER__NOPTS];
-    uint8_t given[FEEDER__NOPTS]; /* set by the user (a RAW packed file fills the rest of its shape) */
-    feeder_worker_init_fn init;
-    void *init_user;
-    feeder_fork_hooks hooks; /* feeder_loader_set_fork_hooks; zero: none */
-    /* The process that created the loader: its workers, channels and slots
-     * are that process's, and a process forked from it may not drive them. */
-    pid_t owner;
-
-    int started;
-    feeder__job job;
-    feeder__plan plan;
-    uint8_t *mem;
-    size_t shm_bytes;   /* the memfd: the slots (slots_bytes), then the live page */
-    size_t slots_bytes;
-    feeder__live *live; /* in mem, after the slots (worker/worker.h) */
-    uint32_t nslots;
-    slot_state *slots;
-    uint32_t parts;
-
+/* The worker processes (pool.c; start.c sizes them, flow.c reaps deaths'
+ * epochs). */
+typedef struct loader_pool {
     int nworkers;
     worker *workers;
     int running; /* worker processes are up */
@@ -119,9 +80,27 @@ struct feeder_loader {
      * worker_init): that error, for good; workers are not forked again. */
     int workers_failed;
     char workers_why[FEEDER__ERRMSG_LEN + 64];
-    feeder__worker_ctx inline_ctx;
+    feeder__worker_ctx inline_ctx; /* num_workers 0: the calling thread's */
     int inline_ready;
+    /* Worker deaths of this epoch, for the error when they pass max_restarts. */
+    uint64_t epoch_deaths;
+    char deaths[2048];
+} loader_pool;
 
+/* The batch slots: one memfd, mapped at start (start.c, map_slots). */
+typedef struct loader_shm {
+    uint8_t *mem;
+    size_t shm_bytes;   /* the memfd: the slots (slots_bytes), then the live page */
+    size_t slots_bytes;
+    feeder__live *live; /* in mem, after the slots (worker/worker.h) */
+    uint32_t nslots;
+    slot_state *slots;
+} loader_shm;
+
+/* The epochs' flow (flow.c, deliver.c; resume.c reads and sets its resume
+ * blob): the order, which batch has which slot, what was delivered. */
+typedef struct loader_flow {
+    uint32_t parts; /* parts a batch is cut into (start.c decides) */
     int in_epoch;
     int have_epoch; /* an epoch has run: the next default is epoch + 1 */
     uint64_t epoch;
@@ -150,9 +129,6 @@ struct feeder_loader {
     uint8_t *resume;
     size_t resume_len;
     feeder__state resume_st; /* map points into resume */
-    /* Worker deaths of this epoch, for the error when they pass max_restarts. */
-    uint64_t epoch_deaths;
-    char deaths[2048];
     uint64_t epoch_t0;
     int first_seen;
     task_queue q;
@@ -170,28 +146,66 @@ struct feeder_loader {
         uint64_t dispatched; /* batches of that epoch given a slot */
         int tried;           /* this epoch already tried to begin the next */
     } ahead;
+    int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
+    uint8_t *mix_scratch; /* one sample for job.aug's batch mixes, made at first use */
+} loader_flow;
 
+/* What start decided beyond the plan and the job, and why (what the user
+ * can ask: feeder_loader_io_backend, feeder_loader_decoder). */
+typedef struct loader_decided {
     const char *io_backend;
     char io_reason[512];
     char packed_read_why[256]; /* why FEEDER_PACKED_READ_AUTO did not map the file */
+    char decoder_reason[512];  /* why job.t.decoder is not the DECODER option */
+} loader_decided;
 
+/* The GPU layer's part. */
+typedef struct loader_gpu_part {
     /* What the entry points keep here for the GPU layer (api/): loader/
-     * stores it and never calls cuda/. g.gpu is NULL when batches stay on
-     * the host. */
-    feeder__loader_gpu g;
-    int64_t status_batch; /* the batch whose error the last host_next returned, or -1 */
-    char decoder_reason[512]; /* why job.t.decoder is not the DECODER option */
-    /* The GPU layer's CPU fallback, one decoder per decode thread (a
-     * decoder is one thread's), each made on first use. */
+     * stores it and never calls cuda/. layer.gpu is NULL when batches stay
+     * on the host. */
+    feeder__loader_gpu layer;
+    /* The GPU layer's CPU fallback (fallback.c), one decoder per decode
+     * thread (a decoder is one thread's), each made on first use. */
     feeder__decoder *fallback_dec[FEEDER__FALLBACK_DECODERS];
-    uint8_t *mix_scratch;          /* one sample for job.aug's batch mixes, made at first use */
     /* FEEDER_OPT_AUGMENT_ON_DEVICE: the GPU layer may run job.aug's steps
      * [aug_first, nsteps) and its mixes (resolve_decoder); once it took them,
      * job.aug keeps only the workers' steps (feeder__host_augment_taken). */
     int aug_device;
     uint32_t aug_first;
+} loader_gpu_part;
+
+/* The loader: what the user gave and set (options.c), the plan and job
+ * start made of it (start.c), then a part per concern, each written by the
+ * files its comment names. */
+struct feeder_loader {
+    feeder_dataset *ds;
+    feeder_sampler *sampler;     /* borrowed, or own_sampler */
+    feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
+    /* The option table's values (options.c alone reads them). */
+    int64_t ival[FEEDER__NOPTS];
+    double dval[FEEDER__NOPTS];
+    uint8_t given[FEEDER__NOPTS]; /* set by the user (a RAW packed file fills the rest of its shape) */
+    feeder_worker_init_fn init;
+    void *init_user;
+    feeder_fork_hooks hooks; /* feeder_loader_set_fork_hooks; zero: none */
+    char *trace_path;        /* feeder_loader_set_trace, copied */
+    /* The process that created the loader: its workers, channels and slots
+     * are that process's, and a process forked from it may not drive them. */
+    pid_t owner;
+
+    int started;
     int start_failed; /* a start that failed after allocating: its error, for good */
-    char *trace_path;     /* feeder_loader_set_trace, copied */
+    /* Written once, by feeder__host_resolve; read-only everywhere else. */
+    const feeder__plan plan;
+    feeder__job job; /* what the workers inherit */
+    loader_decided decided;
+
+    loader_shm shm;
+    loader_pool pool;
+    loader_flow flow;
+    loader_gpu_part gpu;
+
     feeder__trace *trace; /* made at start when trace_path is set */
     uint64_t prepare_ns;  /* when feeder__host_prepare began (its trace span) */
     int tr_startup;       /* the trace's "loader start-up" track */
@@ -205,26 +219,27 @@ struct feeder_loader {
     uint32_t nbad;
 };
 
-/* ---- options.c ---- */
+/* ---- options.c, plan.c ---- */
 
-/* The option table's entry of `opt`, or -1. */
-int feeder__opt_index(int opt);
-/* An option's value as the loader holds it (set or default). */
-#define iopt feeder__loader_iopt
-#define dopt feeder__loader_dopt
+/* The option values set or defaulted at creation (a drawn SEED). */
+void feeder__options_init(feeder_loader *ld);
+/* The plan the options make now (set or default): every option read
+ * once, a RAW packed file's shape taken for what the user did not set. 0,
+ * or FEEDER_ESHAPE with the options' own shape in p->pipeline when a shape
+ * option the user set disagrees with the file (start names it). Start
+ * keeps it (feeder__host_resolve); the resume state describes a loader not
+ * yet started with it. */
+int feeder__options_resolve(const feeder_loader *ld, feeder__plan *p);
+/* A resume blob's seed, taken when the user set none (the run being
+ * resumed drew it): as if set, before start. */
+void feeder__options_adopt_seed(feeder_loader *ld, uint64_t seed);
+/* The transform the plan asks for: what start resolves into job.t (the
+ * decoder and the slots' layout then refined) and what the saved state
+ * records. */
+void feeder__plan_transform(const feeder__plan *p, feeder__transform *t);
 /* The sampler SHUFFLE and SEED pick when none was given. */
-int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out);
-/* The sample's shape the options ask for (set or default), except that a
- * RAW packed file fixes height, width and channels, and the layout unless
- * the user set it: what start resolves into the plan. 0, or FEEDER_ESHAPE
- * with the options' shape in *plan when one the user set disagrees with the
- * file (start names it). Writes only the shape's fields. */
-int feeder__options_shape(const feeder_loader *ld, feeder__plan *plan);
-/* The transform the options ask for (set or default), of the sample shape
- * `shape` (feeder__options_shape's): what start resolves into job.t and what
- * the saved state records, read in one place. */
-void feeder__options_transform(const feeder_loader *ld, const feeder__plan *shape,
-                               feeder__transform *t);
+int feeder__loader_default_sampler(const feeder_loader *ld, const feeder__plan *p,
+                                   feeder_sampler **out);
 
 /* ---- pool.c ---- */
 
@@ -257,14 +272,14 @@ void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r);
  * one run ahead. */
 static inline const uint64_t *feeder__flow_order(const feeder_loader *ld, uint64_t epoch)
 {
-    return ld->ahead.on && epoch == ld->ahead.epoch ? ld->ahead.order : ld->order;
+    return ld->flow.ahead.on && epoch == ld->flow.ahead.epoch ? ld->flow.ahead.order : ld->flow.order;
 }
 
 /* Where batch b of `epoch` begins in its order: BATCH_SIZE apart, or where
  * a batch sampler put it (never run ahead, so always the running epoch). */
 static inline uint64_t feeder__flow_batch_first(const feeder_loader *ld, uint64_t b)
 {
-    return ld->boff ? ld->boff[b] : b * (uint64_t)ld->job.layout.batch;
+    return ld->flow.boff ? ld->flow.boff[b] : b * (uint64_t)ld->plan.sampling.batch_size;
 }
 
 /* Whether the dataset makes whole batches (feeder_dataset_create_batches). */
@@ -272,6 +287,15 @@ static inline int feeder__batch_dataset(const feeder_loader *ld)
 {
     return ld->ds->bcb.get != NULL;
 }
+
+/* ---- deliver.c ---- */
+
+/* A batch dataset's extra descriptor of the slot's last batch, unmapped and
+ * closed (the slot is filled again, or the loader destroyed). */
+void feeder__slot_forget_extra(slot_state *ss);
+/* Lend the ready slot's batch: 0 and *out, or the batch's error (the slot
+ * then to be freed by the caller, which counted the delivery). */
+int feeder__deliver_slot(feeder_loader *ld, slot_state *ss, feeder_batch **out);
 
 /* ---- resume.c ---- */
 

@@ -58,10 +58,74 @@ int feeder__packed_read_auto(uint64_t file_bytes, uint64_t room, int shards, int
 int feeder__check_nofile(const feeder_dataset *ds, int workers, uint32_t files_per_task,
                          char *msg, size_t msglen);
 
+/* ---- the plan: the options, resolved once at start ---- */
+
+/* Every option, read once from the option table (options.c,
+ * feeder__options_resolve) when the loader starts, as named and typed
+ * fields. After start nothing reads an option by number: code reads the
+ * plan, and nothing writes it (the loader holds it const). What start
+ * decides from it and the dataset (the decoder in use, the read path, the
+ * slots) lives in the job the workers inherit. */
+typedef struct feeder__plan {
+    /* Which samples make which batch. */
+    struct feeder__plan_sampling {
+        uint32_t batch_size; /* BATCH_SIZE: the one copy the loader reads */
+        int shuffle;         /* the default sampler's (SHUFFLE) */
+        uint64_t seed;       /* SEED: order, crops and flips */
+        int drop_last;
+    } sampling;
+    /* The worker processes and how the parent waits for them. */
+    struct feeder__plan_workers {
+        uint32_t num_workers;     /* 0: the calling thread */
+        uint32_t prefetch_factor; /* slots per worker */
+        uint32_t split;           /* parts a batch; 0: about 16 samples a part */
+        int persistent, in_order;
+        int64_t timeout_ms; /* 0: none */
+        int poll_ms;
+        uint64_t max_restarts;
+    } workers;
+    /* What a sample goes through: read, decode, transform, its shape. */
+    struct feeder__plan_pipeline {
+        /* HEIGHT, WIDTH, CHANNELS and LAYOUT, or a RAW packed file's.
+         * `layout` is the batches' as asked; the slots' may differ
+         * (job.t.layout). */
+        uint32_t height, width, channels;
+        int layout;
+        int pipeline;     /* FEEDER_PIPELINE_* */
+        int pipeline_set; /* the user set PIPELINE (a RAW pack takes eval only) */
+        int decoder;      /* DECODER as asked; job.t.decoder is the one in use */
+        uint32_t resize;
+        double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
+        uint64_t max_pixels, max_decode_bytes;
+        uint32_t max_side;
+        int error_policy;
+        int io;          /* FEEDER_IO_* */
+        unsigned queue_depth;
+        int packed_read; /* FEEDER_PACKED_READ_*, AUTO still undecided */
+        int verify_crc;
+        uint64_t batch_room; /* a batch dataset's room a slot, bytes */
+    } pipeline;
+    /* The GPU layer's settings (device -1: host batches). */
+    struct feeder__plan_device {
+        int device;
+        int pin_mode, gpu_prefetch, dtype, pin_threads, warmup, decode_threads;
+        int augment_on_device;
+        int64_t gpu_room; /* 0: FEEDER__GPU_ROOM */
+        double mean[3], std[3];
+    } device;
+} feeder__plan;
+
+/* The loader's plan: valid once feeder__host_resolve passed. */
+const feeder__plan *feeder__loader_plan(const feeder_loader *ld);
+
 /* ---- start, in the steps the entry points (api/) run ---- */
 
-/* Start's first half: validate the options and resolve them into the plan
- * (read path, decoder in use, shape, slots, tasks), check the limits, start
+/* Start's first step: every option read once into the loader's plan (a
+ * RAW packed file's shape taken or checked). 0, or FEEDER_ESHAPE (or the
+ * error of a start that failed before) with the message set. */
+int feeder__host_resolve(feeder_loader *ld);
+/* Start's first half: validate the plan and decide what follows from it
+ * (read path, decoder in use, slots, tasks), check the limits, start
  * the trace, make and map the slots. `gpu_ok`: device batches can be made
  * (feeder__gpu_probe passed; the float dtypes then need NHWC slots). 0, or
  * an error with the loader's message set. */
@@ -147,12 +211,6 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille);
 int feeder__loader_decode_cpu(feeder_loader *ld, unsigned who, const uint8_t *jpeg, size_t len,
                               uint64_t epoch, uint64_t index, uint8_t *dst, char *msg, size_t msglen);
 const feeder__job *feeder__loader_job(const feeder_loader *ld);
-/* The value of an option as the loader holds it (set or default). */
-int64_t feeder__loader_iopt(const feeder_loader *ld, int opt);
-double feeder__loader_dopt(const feeder_loader *ld, int opt);
-/* The layout device batches are made in, as start resolved it: LAYOUT, or
- * a RAW packed file's when it was not set (the slots' may differ). */
-int feeder__loader_out_layout(const feeder_loader *ld);
 /* HYBRID's first share of each batch (1/1000) for the workers. */
 uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld);
 /* FEEDER_OPT_AUGMENT_ON_DEVICE: 1 when the GPU layer is to run the augment

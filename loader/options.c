@@ -1,24 +1,15 @@
 /*
- * The loader's options (one table: name, bounds, default; validated when set,
- * frozen at start), the loader object's creation, and what other rooms and
- * the entry points read of it.
+ * The loader's options: one table (name, bounds, default), values validated
+ * when set and frozen at start; the typed setters; the getters of what was
+ * set; and the one step that reads them all into the plan at start
+ * (feeder__options_resolve). Nothing else reads an option's value.
  */
 #include <errno.h>
-#include <math.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/nvtx.h"
-#include "common/trace.h"
+#include "common/common.h"
 #include "dataset/pack.h"
 #include "loader/host.h"
 
@@ -84,7 +75,7 @@ static const opt_desc OPTS[] = {
 #define NOPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
 _Static_assert(NOPTS == FEEDER__NOPTS, "loader/host.h sizes the option arrays");
 
-int feeder__opt_index(int opt)
+static int feeder__opt_index(int opt)
 {
     for (int i = 0; i < NOPTS; i++)
         if (OPTS[i].opt == opt)
@@ -110,28 +101,6 @@ const char *feeder_option_name(feeder_option opt)
     return i < 0 ? NULL : OPTS[i].name;
 }
 
-int feeder__loader_fail(const feeder_loader *cld, int rc, const char *fmt, ...)
-{
-    /* The message is the loader's only mutable part a const call touches. */
-    feeder_loader *ld = (feeder_loader *)cld;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ld->errmsg, sizeof(ld->errmsg), fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-int feeder__loader_forked(const feeder_loader *ld)
-{
-    if (ld->owner == getpid())
-        return 0;
-    return feeder__loader_fail(ld, FEEDER_EFORKED,
-                               "this loader belongs to process %d; a loader cannot be used in a "
-                               "process forked from the one that created it (make a new loader "
-                               "in the child)",
-                               (int)ld->owner);
-}
-
 /* A seed from the system when the user sets none, as PyTorch draws one: 53
  * bits, which a double (feeder_loader_get) holds exactly. */
 static uint64_t draw_seed(void)
@@ -142,16 +111,8 @@ static uint64_t draw_seed(void)
     return v & (((uint64_t)1 << 53) - 1);
 }
 
-int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loader **out)
+void feeder__options_init(feeder_loader *ld)
 {
-    if (!ds || !out)
-        return FEEDER_EINVAL;
-    feeder_loader *ld = calloc(1, sizeof(*ld));
-    if (!ld)
-        return -ENOMEM;
-    ld->ds = ds;
-    feeder__dataset_hold(ds);
-    ld->sampler = sampler;
     for (int i = 0; i < NOPTS; i++) {
         ld->ival[i] = (int64_t)OPTS[i].def;
         ld->dval[i] = OPTS[i].def;
@@ -159,34 +120,36 @@ int feeder_loader_create(feeder_dataset *ds, feeder_sampler *sampler, feeder_loa
     uint64_t seed = draw_seed();
     ld->ival[feeder__opt_index(FEEDER_OPT_SEED)] = (int64_t)seed;
     ld->dval[feeder__opt_index(FEEDER_OPT_SEED)] = (double)seed;
-    ld->io_backend = "";
-    ld->owner = getpid();
-    ld->job.memfd = -1;
-    ld->job.pack_fd = -1;
-    pthread_mutex_init(&ld->stats_lock, NULL);
-#if FEEDER__CHECK_HANDLES
-    feeder__handle_add_loader(ld);
-#endif
-    *out = ld;
-    return 0;
 }
 
-int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
+/* What feeder_loader_set and _set_double check before a value: a loader
+ * of this process, a known option of the setter's type, not frozen. 0 and
+ * the table's entry in *i, or the error with the message set. */
+static int set_check(feeder_loader *ld, feeder_option opt, int is_double, const char *fn, int *i)
 {
     if (!ld)
         return FEEDER_EINVAL;
     ld->errmsg[0] = 0;
     if (feeder__loader_forked(ld))
         return FEEDER_EFORKED;
-    int i = feeder__opt_index(opt);
-    if (i < 0)
-        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set: unknown option %d", (int)opt);
-    if (OPTS[i].is_double)
-        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set: %s takes a double; use feeder_loader_set_double",
-                    OPTS[i].name);
+    *i = feeder__opt_index(opt);
+    if (*i < 0)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "%s: unknown option %d", fn, (int)opt);
+    if (OPTS[*i].is_double != is_double)
+        return feeder__loader_fail(ld, FEEDER_EINVAL, "%s: %s takes %s; use %s", fn, OPTS[*i].name,
+                                   is_double ? "an integer" : "a double",
+                                   is_double ? "feeder_loader_set" : "feeder_loader_set_double");
     if (ld->started)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set: %s cannot change after the loader started",
-                    OPTS[i].name);
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "%s: %s cannot change after the loader "
+                                   "started", fn, OPTS[*i].name);
+    return 0;
+}
+
+int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
+{
+    int i, rc = set_check(ld, opt, 0, "feeder_loader_set", &i);
+    if (rc)
+        return rc;
     if ((double)value < OPTS[i].min || (double)value > OPTS[i].max)
         return feeder__loader_fail(ld, FEEDER_ERANGE, "%s = %lld is out of range [%.0f, %.0f]", OPTS[i].name,
                     (long long)value, OPTS[i].min, OPTS[i].max);
@@ -201,20 +164,9 @@ int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
 
 int feeder_loader_set_double(feeder_loader *ld, feeder_option opt, double value)
 {
-    if (!ld)
-        return FEEDER_EINVAL;
-    ld->errmsg[0] = 0;
-    if (feeder__loader_forked(ld))
-        return FEEDER_EFORKED;
-    int i = feeder__opt_index(opt);
-    if (i < 0)
-        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_double: unknown option %d", (int)opt);
-    if (!OPTS[i].is_double)
-        return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_double: %s takes an integer; use feeder_loader_set",
-                    OPTS[i].name);
-    if (ld->started)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_double: %s cannot change after the loader started",
-                    OPTS[i].name);
+    int i, rc = set_check(ld, opt, 1, "feeder_loader_set_double", &i);
+    if (rc)
+        return rc;
     if (!(value >= OPTS[i].min && value <= OPTS[i].max))
         return feeder__loader_fail(ld, FEEDER_ERANGE, "%s = %g is out of range [%g, %g]", OPTS[i].name, value,
                     OPTS[i].min, OPTS[i].max);
@@ -229,15 +181,17 @@ int feeder_loader_get(const feeder_loader *ld, feeder_option opt, double *value)
         return FEEDER_EINVAL;
     *value = OPTS[i].is_double ? ld->dval[i] : (double)ld->ival[i];
     if (ld->started) /* the shape in use: a RAW packed file's fills what was not set */
-        *value = opt == FEEDER_OPT_HEIGHT     ? ld->plan.height
-                 : opt == FEEDER_OPT_WIDTH    ? ld->plan.width
-                 : opt == FEEDER_OPT_CHANNELS ? ld->plan.channels
-                 : opt == FEEDER_OPT_LAYOUT   ? ld->plan.layout
+        *value = opt == FEEDER_OPT_HEIGHT     ? ld->plan.pipeline.height
+                 : opt == FEEDER_OPT_WIDTH    ? ld->plan.pipeline.width
+                 : opt == FEEDER_OPT_CHANNELS ? ld->plan.pipeline.channels
+                 : opt == FEEDER_OPT_LAYOUT   ? ld->plan.pipeline.layout
                                               : *value;
     return 0;
 }
 
-int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, void *user)
+/* What the typed setters check first: a loader of this process, not yet
+ * started. 0, or the error with the message set. */
+static int before_start(feeder_loader *ld, const char *fn)
 {
     if (!ld)
         return FEEDER_EINVAL;
@@ -245,7 +199,15 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
     if (feeder__loader_forked(ld))
         return FEEDER_EFORKED;
     if (ld->started)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_worker_init: the loader started");
+        return feeder__loader_fail(ld, FEEDER_ESTATE, "%s: the loader started", fn);
+    return 0;
+}
+
+int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, void *user)
+{
+    int rc = before_start(ld, "feeder_loader_set_worker_init");
+    if (rc)
+        return rc;
     ld->init = fn;
     ld->init_user = user;
     return 0;
@@ -253,13 +215,9 @@ int feeder_loader_set_worker_init(feeder_loader *ld, feeder_worker_init_fn fn, v
 
 int feeder_loader_set_fork_hooks(feeder_loader *ld, const feeder_fork_hooks *h)
 {
-    if (!ld)
-        return FEEDER_EINVAL;
-    ld->errmsg[0] = 0;
-    if (feeder__loader_forked(ld))
-        return FEEDER_EFORKED;
-    if (ld->started)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_fork_hooks: the loader started");
+    int rc = before_start(ld, "feeder_loader_set_fork_hooks");
+    if (rc)
+        return rc;
     if (h)
         ld->hooks = *h;
     else
@@ -269,13 +227,9 @@ int feeder_loader_set_fork_hooks(feeder_loader *ld, const feeder_fork_hooks *h)
 
 int feeder_loader_set_collate(feeder_loader *ld, feeder_collate_fn fn, void *user)
 {
-    if (!ld)
-        return FEEDER_EINVAL;
-    ld->errmsg[0] = 0;
-    if (feeder__loader_forked(ld))
-        return FEEDER_EFORKED;
-    if (ld->started)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_collate: the loader started");
+    int rc = before_start(ld, "feeder_loader_set_collate");
+    if (rc)
+        return rc;
     ld->job.collate = fn;
     ld->job.collate_user = user;
     return 0;
@@ -283,38 +237,20 @@ int feeder_loader_set_collate(feeder_loader *ld, feeder_collate_fn fn, void *use
 
 int feeder_loader_set_augment(feeder_loader *ld, const feeder_augment *aug)
 {
-    if (!ld)
-        return FEEDER_EINVAL;
-    ld->errmsg[0] = 0;
-    if (feeder__loader_forked(ld))
-        return FEEDER_EFORKED;
-    if (ld->started)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_augment: the loader started");
+    int rc = before_start(ld, "feeder_loader_set_augment");
+    if (rc)
+        return rc;
     memset(&ld->job.aug, 0, sizeof(ld->job.aug));
     if (aug)
         ld->job.aug = aug->plan;
     return 0;
 }
 
-const char *feeder_loader_errmsg(const feeder_loader *ld)
-{
-#if FEEDER__CHECK_HANDLES
-    /* A destroyed loader's memory is not read: the refusal's message. */
-    if (!ld || !feeder__handle_loader_live(ld))
-        return feeder__handle_misuse_msg();
-#endif
-    return ld ? ld->errmsg : "";
-}
-
 int feeder_loader_set_trace(feeder_loader *ld, const char *path)
 {
-    if (!ld)
-        return FEEDER_EINVAL;
-    ld->errmsg[0] = 0;
-    if (feeder__loader_forked(ld))
-        return FEEDER_EFORKED;
-    if (ld->started)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_trace: the loader started");
+    int rc = before_start(ld, "feeder_loader_set_trace");
+    if (rc)
+        return rc;
     if (path && !*path)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_trace: empty path");
     char *copy = NULL;
@@ -325,160 +261,23 @@ int feeder_loader_set_trace(feeder_loader *ld, const char *path)
     return 0;
 }
 
-int feeder_loader_trace_flush(feeder_loader *ld)
-{
-    if (!ld)
-        return FEEDER_EINVAL;
-    ld->errmsg[0] = 0;
-    if (feeder__loader_forked(ld))
-        return FEEDER_EFORKED;
-    if (!ld->trace)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_trace_flush: %s",
-                    ld->trace_path ? "the loader has not started" : "no trace was set");
-    char err[sizeof(ld->errmsg)];
-    int rc = feeder__trace_write(ld->trace, err, sizeof(err));
-    return rc ? feeder__loader_fail(ld, rc, "%s", err) : 0;
-}
-
-feeder__trace *feeder__loader_trace(const feeder_loader *ld) { return ld ? ld->trace : NULL; }
-
 int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *device,
                                  const feeder_allocator *pinned)
 {
-    if (!ld)
-        return FEEDER_EINVAL;
-    ld->errmsg[0] = 0;
-    if (feeder__loader_forked(ld))
-        return FEEDER_EFORKED;
-    if (ld->started)
-        return feeder__loader_fail(ld, FEEDER_ESTATE, "feeder_loader_set_allocators: the loader started");
+    int rc = before_start(ld, "feeder_loader_set_allocators");
+    if (rc)
+        return rc;
     if ((device && (!device->alloc || !device->free)) || (pinned && (!pinned->alloc || !pinned->free)))
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_allocators: an allocator needs both alloc and free");
-    ld->g.dev_alloc = device ? *device : (feeder_allocator){0};
-    ld->g.pin_alloc = pinned ? *pinned : (feeder_allocator){0};
+    ld->gpu.layer.dev_alloc = device ? *device : (feeder_allocator){0};
+    ld->gpu.layer.pin_alloc = pinned ? *pinned : (feeder_allocator){0};
     return 0;
 }
 
-const feeder__slot_layout *feeder__loader_layout(const feeder_loader *ld) { return &ld->job.layout; }
-
-uint8_t *feeder__loader_mem(const feeder_loader *ld, size_t *bytes)
-{
-    *bytes = ld->slots_bytes; /* not the live page after them */
-    return ld->mem;
-}
-
-uint32_t feeder__loader_nslots(const feeder_loader *ld) { return ld->nslots; }
-
-int64_t feeder__loader_status_batch(const feeder_loader *ld) { return ld->status_batch; }
-
-uint64_t feeder__loader_epoch(const feeder_loader *ld) { return ld->epoch; }
-
-void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
-{
-    if (permille > 1000)
-        permille = 1000;
-    /* The GPU layer sets it once the slots are mapped; the workers read it
-     * as it is now. */
-    if (ld->live)
-        atomic_store_explicit(&ld->live->cpu_permille, permille, memory_order_relaxed);
-    pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.hybrid_cpu_permille = permille;
-    pthread_mutex_unlock(&ld->stats_lock);
-}
-
-const feeder__job *feeder__loader_job(const feeder_loader *ld) { return &ld->job; }
-
-int feeder__loader_decode_cpu(feeder_loader *ld, unsigned who, const uint8_t *jpeg, size_t len,
-                              uint64_t epoch, uint64_t index, uint8_t *dst, char *msg, size_t msglen)
-{
-    if (who >= FEEDER__FALLBACK_DECODERS)
-        return -EINVAL;
-    feeder__decoder **dec = &ld->fallback_dec[who];
-    if (!*dec && feeder__decoder_create(dec))
-        return -ENOMEM;
-    feeder__transform t = ld->job.t;
-    t.decoder = ld->job.cpu_decoder;
-    char derr[512] = "";
-    int rc = feeder__decode_sample(*dec, &t, jpeg, len, ld->job.seed, epoch, index,
-                                   dst, NULL, derr, sizeof(derr));
-    if (rc) {
-        const char *path = feeder_dataset_path(ld->ds, index);
-        feeder__fmt(msg, msglen, "sample %llu (%s): %s", (unsigned long long)index,
-                    path ? path : "?", derr[0] ? derr : feeder_strerror(rc));
-    }
-    return rc;
-}
-
-int64_t feeder__loader_iopt(const feeder_loader *ld, int opt)
-{
-    return ld->ival[feeder__opt_index(opt)];
-}
-
-double feeder__loader_dopt(const feeder_loader *ld, int opt)
-{
-    return ld->dval[feeder__opt_index(opt)];
-}
-
-int feeder__options_shape(const feeder_loader *ld, feeder__plan *plan)
-{
-    plan->height = (uint32_t)iopt(ld, FEEDER_OPT_HEIGHT);
-    plan->width = (uint32_t)iopt(ld, FEEDER_OPT_WIDTH);
-    plan->channels = (uint32_t)iopt(ld, FEEDER_OPT_CHANNELS);
-    plan->layout = (int)iopt(ld, FEEDER_OPT_LAYOUT);
-    if (ld->ds->kind != FEEDER__DS_PACKED || ld->ds->pack->v.h.kind != FEEDER_RECORD_RAW)
-        return 0;
-    const feeder__pack_header *h = &ld->ds->pack->v.h;
-    if ((ld->given[feeder__opt_index(FEEDER_OPT_HEIGHT)] && plan->height != h->height) ||
-        (ld->given[feeder__opt_index(FEEDER_OPT_WIDTH)] && plan->width != h->width) ||
-        (ld->given[feeder__opt_index(FEEDER_OPT_CHANNELS)] && plan->channels != h->channels))
-        return FEEDER_ESHAPE;
-    plan->height = h->height;
-    plan->width = h->width;
-    plan->channels = h->channels;
-    /* A layout the user set is checked against the slots' once they are
-     * decided (start.c, check_packed_layout). */
-    if (!ld->given[feeder__opt_index(FEEDER_OPT_LAYOUT)])
-        plan->layout = (int)h->layout;
-    return 0;
-}
-
-void feeder__options_transform(const feeder_loader *ld, const feeder__plan *shape,
-                               feeder__transform *t)
-{
-    t->pipeline = (int)iopt(ld, FEEDER_OPT_PIPELINE);
-    t->decoder = (int)iopt(ld, FEEDER_OPT_DECODER);
-    t->layout = shape->layout;
-    t->height = shape->height;
-    t->width = shape->width;
-    t->resize = (uint32_t)iopt(ld, FEEDER_OPT_RESIZE);
-    t->scale_min = dopt(ld, FEEDER_OPT_SCALE_MIN);
-    t->scale_max = dopt(ld, FEEDER_OPT_SCALE_MAX);
-    t->ratio_min = dopt(ld, FEEDER_OPT_RATIO_MIN);
-    t->ratio_max = dopt(ld, FEEDER_OPT_RATIO_MAX);
-    t->flip_prob = dopt(ld, FEEDER_OPT_FLIP_PROB);
-    t->max_pixels = (uint64_t)iopt(ld, FEEDER_OPT_MAX_PIXELS);
-    t->max_decode_bytes = (uint64_t)iopt(ld, FEEDER_OPT_MAX_DECODE_BYTES);
-    t->max_side = (uint32_t)iopt(ld, FEEDER_OPT_MAX_SIDE);
-    t->channels = shape->channels;
-}
-
-int feeder__loader_out_layout(const feeder_loader *ld) { return ld->plan.layout; }
-
-uint32_t feeder__loader_first_cpu_share(const feeder_loader *ld)
-{
-    return ld->job.t.decoder == FEEDER_DECODER_HYBRID ? 100 : 0;
-}
-
-feeder__loader_gpu *feeder__loader_gpu_part(feeder_loader *ld) { return &ld->g; }
-
-const feeder__loader_gpu *feeder__loader_gpu_view(const feeder_loader *ld) { return &ld->g; }
-
-const char *feeder_loader_io_backend(const feeder_loader *ld, const char **reason)
-{
-    if (reason)
-        *reason = ld ? ld->io_reason : "";
-    return ld ? ld->io_backend : "";
-}
+/* An option's value as set or defaulted: the table's read for the plan. */
+static int64_t opt_i(const feeder_loader *ld, int opt) { return ld->ival[feeder__opt_index(opt)]; }
+static double opt_d(const feeder_loader *ld, int opt) { return ld->dval[feeder__opt_index(opt)]; }
+static int opt_given(const feeder_loader *ld, int opt) { return ld->given[feeder__opt_index(opt)]; }
 
 int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
 {
@@ -487,62 +286,104 @@ int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
     if (!ld)
         return FEEDER_EINVAL;
     if (!ld->started)
-        return (int)iopt(ld, FEEDER_OPT_DECODER);
+        return (int)opt_i(ld, FEEDER_OPT_DECODER);
     if (reason)
-        *reason = ld->decoder_reason;
+        *reason = ld->decided.decoder_reason;
     return ld->job.t.decoder;
-}
-
-int feeder_loader_worker_pid(const feeder_loader *ld, int id)
-{
-    /* A forked child has no workers: those pids are its parent's. */
-    if (!ld || !ld->running || id < 0 || id >= ld->nworkers || ld->owner != getpid())
-        return -1;
-    return ld->workers[id].pid;
 }
 
 int feeder_loader_seed(const feeder_loader *ld, uint64_t *seed)
 {
     if (!ld || !seed)
         return FEEDER_EINVAL;
-    *seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    *seed = (uint64_t)opt_i(ld, FEEDER_OPT_SEED);
     return 0;
 }
 
-void feeder__loader_clear_error(feeder_loader *ld) { ld->errmsg[0] = 0; }
-
-void feeder__host_stats(const feeder_loader *ld, feeder_stats *st)
+/* HEIGHT, WIDTH, CHANNELS and LAYOUT, or a RAW packed file's for those the
+ * user did not set: FEEDER_ESHAPE when one set disagrees with the file. */
+static int resolve_shape(const feeder_loader *ld, feeder__plan *p)
 {
-    pthread_mutex_lock((pthread_mutex_t *)&ld->stats_lock);
-    *st = ld->stats;
-    pthread_mutex_unlock((pthread_mutex_t *)&ld->stats_lock);
+    p->pipeline.height = (uint32_t)opt_i(ld, FEEDER_OPT_HEIGHT);
+    p->pipeline.width = (uint32_t)opt_i(ld, FEEDER_OPT_WIDTH);
+    p->pipeline.channels = (uint32_t)opt_i(ld, FEEDER_OPT_CHANNELS);
+    p->pipeline.layout = (int)opt_i(ld, FEEDER_OPT_LAYOUT);
+    if (ld->ds->kind != FEEDER__DS_PACKED || ld->ds->pack->v.h.kind != FEEDER_RECORD_RAW)
+        return 0;
+    const feeder__pack_header *h = &ld->ds->pack->v.h;
+    if ((opt_given(ld, FEEDER_OPT_HEIGHT) && p->pipeline.height != h->height) ||
+        (opt_given(ld, FEEDER_OPT_WIDTH) && p->pipeline.width != h->width) ||
+        (opt_given(ld, FEEDER_OPT_CHANNELS) && p->pipeline.channels != h->channels))
+        return FEEDER_ESHAPE;
+    p->pipeline.height = h->height;
+    p->pipeline.width = h->width;
+    p->pipeline.channels = h->channels;
+    /* A layout the user set is checked against the slots' once they are
+     * decided (start.c, check_packed_layout). */
+    if (!opt_given(ld, FEEDER_OPT_LAYOUT))
+        p->pipeline.layout = (int)h->layout;
+    return 0;
 }
 
-size_t feeder__host_skipped(const feeder_loader *ld, uint64_t *indices, const char **paths,
-                            size_t cap, uint64_t *total)
+int feeder__options_resolve(const feeder_loader *ld, feeder__plan *p)
 {
-    pthread_mutex_lock((pthread_mutex_t *)&ld->stats_lock);
-    size_t n = ld->nbad < cap ? ld->nbad : cap;
-    for (size_t k = 0; k < n; k++) {
-        if (indices)
-            indices[k] = ld->bad[k];
-        if (paths)
-            paths[k] = feeder_dataset_path(ld->ds, ld->bad[k]);
+    memset(p, 0, sizeof(*p));
+    p->sampling.batch_size = (uint32_t)opt_i(ld, FEEDER_OPT_BATCH_SIZE);
+    p->sampling.shuffle = (int)opt_i(ld, FEEDER_OPT_SHUFFLE);
+    p->sampling.seed = (uint64_t)opt_i(ld, FEEDER_OPT_SEED);
+    p->sampling.drop_last = (int)opt_i(ld, FEEDER_OPT_DROP_LAST);
+
+    p->workers.num_workers = (uint32_t)opt_i(ld, FEEDER_OPT_NUM_WORKERS);
+    p->workers.prefetch_factor = (uint32_t)opt_i(ld, FEEDER_OPT_PREFETCH_FACTOR);
+    p->workers.split = (uint32_t)opt_i(ld, FEEDER_OPT_SPLIT);
+    p->workers.persistent = (int)opt_i(ld, FEEDER_OPT_PERSISTENT_WORKERS);
+    p->workers.in_order = (int)opt_i(ld, FEEDER_OPT_IN_ORDER);
+    p->workers.timeout_ms = opt_i(ld, FEEDER_OPT_TIMEOUT_MS);
+    p->workers.poll_ms = (int)opt_i(ld, FEEDER_OPT_POLL_MS);
+    p->workers.max_restarts = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_RESTARTS);
+
+    p->pipeline.pipeline = (int)opt_i(ld, FEEDER_OPT_PIPELINE);
+    p->pipeline.pipeline_set = opt_given(ld, FEEDER_OPT_PIPELINE);
+    p->pipeline.decoder = (int)opt_i(ld, FEEDER_OPT_DECODER);
+    p->pipeline.resize = (uint32_t)opt_i(ld, FEEDER_OPT_RESIZE);
+    p->pipeline.scale_min = opt_d(ld, FEEDER_OPT_SCALE_MIN);
+    p->pipeline.scale_max = opt_d(ld, FEEDER_OPT_SCALE_MAX);
+    p->pipeline.ratio_min = opt_d(ld, FEEDER_OPT_RATIO_MIN);
+    p->pipeline.ratio_max = opt_d(ld, FEEDER_OPT_RATIO_MAX);
+    p->pipeline.flip_prob = opt_d(ld, FEEDER_OPT_FLIP_PROB);
+    p->pipeline.max_pixels = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_PIXELS);
+    p->pipeline.max_decode_bytes = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_DECODE_BYTES);
+    p->pipeline.max_side = (uint32_t)opt_i(ld, FEEDER_OPT_MAX_SIDE);
+    p->pipeline.error_policy = (int)opt_i(ld, FEEDER_OPT_ERROR_POLICY);
+    p->pipeline.io = (int)opt_i(ld, FEEDER_OPT_IO);
+    p->pipeline.queue_depth = (unsigned)opt_i(ld, FEEDER_OPT_QUEUE_DEPTH);
+    p->pipeline.packed_read = (int)opt_i(ld, FEEDER_OPT_PACKED_READ);
+    p->pipeline.verify_crc = (int)opt_i(ld, FEEDER_OPT_VERIFY_CRC);
+    p->pipeline.batch_room = (uint64_t)opt_i(ld, FEEDER_OPT_BATCH_ROOM);
+
+    p->device.device = (int)opt_i(ld, FEEDER_OPT_DEVICE);
+    p->device.pin_mode = (int)opt_i(ld, FEEDER_OPT_PIN_MODE);
+    p->device.gpu_prefetch = (int)opt_i(ld, FEEDER_OPT_GPU_PREFETCH);
+    p->device.dtype = (int)opt_i(ld, FEEDER_OPT_DTYPE);
+    p->device.pin_threads = (int)opt_i(ld, FEEDER_OPT_PIN_THREADS);
+    p->device.warmup = (int)opt_i(ld, FEEDER_OPT_GPU_WARMUP);
+    p->device.decode_threads = (int)opt_i(ld, FEEDER_OPT_GPU_DECODE_THREADS);
+    p->device.augment_on_device = (int)opt_i(ld, FEEDER_OPT_AUGMENT_ON_DEVICE);
+    p->device.gpu_room = opt_i(ld, FEEDER_OPT_GPU_ROOM);
+    static const int mean[3] = {FEEDER_OPT_MEAN_R, FEEDER_OPT_MEAN_G, FEEDER_OPT_MEAN_B};
+    static const int std[3] = {FEEDER_OPT_STD_R, FEEDER_OPT_STD_G, FEEDER_OPT_STD_B};
+    for (int k = 0; k < 3; k++) {
+        p->device.mean[k] = opt_d(ld, mean[k]);
+        p->device.std[k] = opt_d(ld, std[k]);
     }
-    if (total)
-        *total = ld->stats.skipped + ld->stats.dropped;
-    pthread_mutex_unlock((pthread_mutex_t *)&ld->stats_lock);
-    return n;
+    return resolve_shape(ld, p);
 }
 
-/* The sampler SHUFFLE and SEED pick when none was given. */
-int feeder__loader_default_sampler(const feeder_loader *ld, feeder_sampler **out)
+void feeder__options_adopt_seed(feeder_loader *ld, uint64_t seed)
 {
-    int rc = iopt(ld, FEEDER_OPT_SHUFFLE)
-                 ? feeder_sampler_random(ld->ds->n, 0, 0, (uint64_t)iopt(ld, FEEDER_OPT_SEED), out)
-                 : feeder_sampler_sequential(ld->ds->n, out);
-    if (rc)
-        return feeder__loader_fail(ld, rc, "cannot make the default sampler: %s",
-                                   feeder_strerror(rc));
-    return 0;
+    int i = feeder__opt_index(FEEDER_OPT_SEED);
+    if (ld->given[i])
+        return;
+    ld->ival[i] = (int64_t)seed;
+    ld->dval[i] = (double)seed;
 }

@@ -91,18 +91,18 @@ static void reap(worker *w, char *how, size_t howlen)
  * have not after a grace period. Always reaps: no zombie is left. */
 void feeder__pool_stop(feeder_loader *ld, int hard)
 {
-    if (!ld->running)
+    if (!ld->pool.running)
         return;
-    for (int i = 0; i < ld->nworkers; i++) {
-        worker *w = &ld->workers[i];
+    for (int i = 0; i < ld->pool.nworkers; i++) {
+        worker *w = &ld->pool.workers[i];
         if (w->pid <= 0)
             continue;
         if (hard)
             kill(w->pid, SIGKILL);
         feeder__pool_close_fd(&w->chan);
     }
-    for (int i = 0; i < ld->nworkers; i++) {
-        worker *w = &ld->workers[i];
+    for (int i = 0; i < ld->pool.nworkers; i++) {
+        worker *w = &ld->pool.workers[i];
         if (w->pid <= 0)
             continue;
         if (!hard && w->pidfd >= 0) {
@@ -115,30 +115,30 @@ void feeder__pool_stop(feeder_loader *ld, int hard)
         char how[128];
         reap(w, how, sizeof(how));
     }
-    ld->running = 0;
+    ld->pool.running = 0;
     /* Nothing writes to the slots any more; parts in flight are gone. */
-    for (uint32_t s = 0; s < ld->nslots; s++)
-        if (ld->slots[s].state == SLOT_FILLING || ld->slots[s].state == SLOT_READY)
-            ld->slots[s].state = SLOT_FREE;
-    ld->q.len = 0;
-    ld->ahead.on = 0; /* its batches were in those slots */
+    for (uint32_t s = 0; s < ld->shm.nslots; s++)
+        if (ld->shm.slots[s].state == SLOT_FILLING || ld->shm.slots[s].state == SLOT_READY)
+            ld->shm.slots[s].state = SLOT_FREE;
+    ld->flow.q.len = 0;
+    ld->flow.ahead.on = 0; /* its batches were in those slots */
 }
 
 void feeder__pool_forget(feeder_loader *ld)
 {
-    for (int i = 0; ld->running && i < ld->nworkers; i++) {
-        worker *w = &ld->workers[i];
+    for (int i = 0; ld->pool.running && i < ld->pool.nworkers; i++) {
+        worker *w = &ld->pool.workers[i];
         feeder__pool_close_fd(&w->chan);
         feeder__pool_close_fd(&w->pidfd);
         w->pid = -1;
     }
-    ld->running = 0;
+    ld->pool.running = 0;
 }
 
 /* Start worker i (at start, or again after its death). */
 static int spawn_one(feeder_loader *ld, int i)
 {
-    worker *w = &ld->workers[i];
+    worker *w = &ld->pool.workers[i];
     *w = (worker){.pid = -1, .pidfd = -1, .chan = -1};
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -187,14 +187,14 @@ int feeder__pool_spawn(feeder_loader *ld)
 {
     /* A worker that cannot start would fail the same way on every call:
      * forking again would only churn processes. */
-    if (ld->workers_failed)
-        return feeder__loader_fail(ld, ld->workers_failed, "%s", ld->workers_why);
-    for (int i = 0; i < ld->nworkers; i++)
-        ld->workers[i] = (worker){.pid = -1, .pidfd = -1, .chan = -1};
+    if (ld->pool.workers_failed)
+        return feeder__loader_fail(ld, ld->pool.workers_failed, "%s", ld->pool.workers_why);
+    for (int i = 0; i < ld->pool.nworkers; i++)
+        ld->pool.workers[i] = (worker){.pid = -1, .pidfd = -1, .chan = -1};
     int rc = 0;
-    for (int i = 0; i < ld->nworkers && rc == 0; i++)
+    for (int i = 0; i < ld->pool.nworkers && rc == 0; i++)
         rc = spawn_one(ld, i);
-    ld->running = 1;
+    ld->pool.running = 1;
     if (rc)
         feeder__pool_stop(ld, 1);
     return rc;
@@ -236,7 +236,7 @@ static void account(feeder_loader *ld, const feeder__result_msg *r)
 
 void feeder__pool_complete_part(feeder_loader *ld, const feeder__result_msg *r)
 {
-    slot_state *ss = &ld->slots[r->slot];
+    slot_state *ss = &ld->shm.slots[r->slot];
     account(ld, r);
     ss->used = r->used;
     if (r->extra_fd >= 0) { /* a batch dataset's; the slot closes it when it is filled again */
@@ -263,19 +263,19 @@ static void requeue(feeder_loader *ld, worker *w)
 {
     for (unsigned k = w->outstanding; k-- > 0;) {
         const feeder__task_msg *t = &w->inflight[k];
-        slot_state *ss = &ld->slots[t->slot];
+        slot_state *ss = &ld->shm.slots[t->slot];
         if (ss->state != SLOT_FILLING || ss->batch != t->batch || ss->epoch != t->epoch)
             continue;
-        uint8_t *base = feeder__slot_base(&ld->job.layout, ld->mem, t->slot);
+        uint8_t *base = feeder__slot_base(&ld->job.layout, ld->shm.mem, t->slot);
         /* A fields batch packed already holds its indices packed too. */
         if (!ld->job.fields.nfields || !feeder__fields_ctrl(&ld->job.fields, base)->packed)
             memcpy(feeder__slot_indices(&ld->job.layout, base) + t->first,
                    feeder__flow_order(ld, t->epoch) + feeder__flow_batch_first(ld, t->batch) +
                        t->first,
                    (size_t)t->count * sizeof(uint64_t));
-        ld->q.head = (ld->q.head + ld->q.cap - 1) % ld->q.cap;
-        ld->q.v[ld->q.head] = *t;
-        ld->q.len++;
+        ld->flow.q.head = (ld->flow.q.head + ld->flow.q.cap - 1) % ld->flow.q.cap;
+        ld->flow.q.v[ld->flow.q.head] = *t;
+        ld->flow.q.len++;
     }
     w->outstanding = 0;
 }
@@ -287,7 +287,7 @@ static void requeue(feeder_loader *ld, worker *w)
  * stopped and the epoch is over. */
 static int worker_died(feeder_loader *ld, int i, const char *extra, int transient)
 {
-    worker *w = &ld->workers[i];
+    worker *w = &ld->pool.workers[i];
     pid_t pid = w->pid;
     uint64_t batch = w->inflight[0].batch;
     int busy = w->outstanding > 0;
@@ -304,15 +304,16 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
     char ctx[128] = "";
     if (busy)
         feeder__fmt(ctx, sizeof(ctx), " while loading batch %llu of epoch %llu",
-                    (unsigned long long)batch, (unsigned long long)ld->epoch);
+                    (unsigned long long)batch, (unsigned long long)ld->flow.epoch);
     char one[512];
     feeder__fmt(one, sizeof(one), "worker %d (pid %d) %s%s%s%s", i, (int)pid, how, ctx,
                 extra && *extra ? ": " : "", extra ? extra : "");
-    ld->epoch_deaths++;
-    size_t used = strlen(ld->deaths);
-    feeder__fmt(ld->deaths + used, sizeof(ld->deaths) - used, "%s%s", used ? "; " : "", one);
-    uint64_t max = ld->plan.max_restarts;
-    if (transient && ld->epoch_deaths <= max && (ld->in_epoch || ld->ahead.on)) {
+    ld->pool.epoch_deaths++;
+    size_t used = strlen(ld->pool.deaths);
+    feeder__fmt(ld->pool.deaths + used, sizeof(ld->pool.deaths) - used, "%s%s", used ? "; " : "",
+                one);
+    uint64_t max = ld->plan.workers.max_restarts;
+    if (transient && ld->pool.epoch_deaths <= max && (ld->flow.in_epoch || ld->flow.ahead.on)) {
         requeue(ld, w);
         int rc = spawn_one(ld, i);
         if (rc == 0) {
@@ -323,17 +324,18 @@ static int worker_died(feeder_loader *ld, int i, const char *extra, int transien
             return 0;
         }
         /* Cannot start it again: fail as without restarts, saying why. */
-        size_t u = strlen(ld->deaths);
-        feeder__fmt(ld->deaths + u, sizeof(ld->deaths) - u, " (restart failed: %s)", ld->errmsg);
+        size_t u = strlen(ld->pool.deaths);
+        feeder__fmt(ld->pool.deaths + u, sizeof(ld->pool.deaths) - u, " (restart failed: %s)",
+                    ld->errmsg);
     }
-    if (ld->epoch_deaths == 1)
-        feeder__loader_fail(ld, FEEDER_EWORKER, "%s", ld->deaths);
+    if (ld->pool.epoch_deaths == 1)
+        feeder__loader_fail(ld, FEEDER_EWORKER, "%s", ld->pool.deaths);
     else
         feeder__loader_fail(ld, FEEDER_EWORKER, "%llu worker deaths in epoch %llu, more than max_restarts = %llu: %s",
-             (unsigned long long)ld->epoch_deaths, (unsigned long long)ld->epoch,
-             (unsigned long long)max, ld->deaths);
+             (unsigned long long)ld->pool.epoch_deaths, (unsigned long long)ld->flow.epoch,
+             (unsigned long long)max, ld->pool.deaths);
     feeder__pool_stop(ld, 1);
-    ld->in_epoch = 0;
+    ld->flow.in_epoch = 0;
     return FEEDER_EWORKER;
 }
 
@@ -343,12 +345,12 @@ static int stalled_worker(const feeder_loader *ld, uint64_t batch, int in_order)
 {
     int best = -1;
     uint64_t best_batch = UINT64_MAX;
-    for (int i = 0; i < ld->nworkers; i++) {
-        const worker *w = &ld->workers[i];
+    for (int i = 0; i < ld->pool.nworkers; i++) {
+        const worker *w = &ld->pool.workers[i];
         if (w->pid <= 0 || !w->outstanding)
             continue;
         for (unsigned k = 0; k < w->outstanding; k++)
-            if (in_order && w->inflight[k].batch == batch && w->inflight[k].epoch == ld->epoch)
+            if (in_order && w->inflight[k].batch == batch && w->inflight[k].epoch == ld->flow.epoch)
                 return i;
         if (w->inflight[0].batch < best_batch) {
             best = i;
@@ -360,24 +362,26 @@ static int stalled_worker(const feeder_loader *ld, uint64_t batch, int in_order)
 
 int feeder__pool_timed_out(feeder_loader *ld, int64_t timeout_ms)
 {
-    int in_order = ld->plan.in_order;
-    uint64_t want = ld->next_in_order;
+    int in_order = ld->plan.workers.in_order;
+    uint64_t want = ld->flow.next_in_order;
     int i = stalled_worker(ld, want, in_order);
     char head[256];
     if (in_order)
-        feeder__fmt(head, sizeof(head), "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu",
-                    (long long)timeout_ms, (unsigned long long)want, (unsigned long long)ld->epoch);
+        feeder__fmt(head, sizeof(head),
+                    "no batch within timeout_ms = %lld (waiting for batch %llu of epoch %llu",
+                    (long long)timeout_ms, (unsigned long long)want,
+                    (unsigned long long)ld->flow.epoch);
     else
         feeder__fmt(head, sizeof(head), "no batch within timeout_ms = %lld (epoch %llu",
-                    (long long)timeout_ms, (unsigned long long)ld->epoch);
+                    (long long)timeout_ms, (unsigned long long)ld->flow.epoch);
     if (i < 0)
         return feeder__loader_fail(ld, FEEDER_ETIMEDOUT, "%s; no worker is loading it)", head);
-    worker *w = &ld->workers[i];
+    worker *w = &ld->pool.workers[i];
     uint64_t held = w->inflight[0].batch;
     for (unsigned k = 0; in_order && k < w->outstanding; k++)
         if (w->inflight[k].batch == want)
             held = want;
-    if (ld->plan.max_restarts == 0 || !ld->in_epoch)
+    if (ld->plan.workers.max_restarts == 0 || !ld->flow.in_epoch)
         return feeder__loader_fail(ld, FEEDER_ETIMEDOUT,
                                    "%s; worker %d (pid %d) has not finished batch %llu); call "
                                    "again, or set max_restarts to have a stalled worker replaced",
@@ -396,8 +400,8 @@ int feeder__pool_settle_timed_out(feeder_loader *ld, int64_t timeout_ms)
     char why[160];
     feeder__fmt(why, sizeof(why), "stalled: no answer within timeout_ms = %lld for parts being "
                 "dropped, so the loader killed it", (long long)timeout_ms);
-    for (int i = 0; i < ld->nworkers; i++) {
-        worker *w = &ld->workers[i];
+    for (int i = 0; i < ld->pool.nworkers; i++) {
+        worker *w = &ld->pool.workers[i];
         if (w->pid <= 0 || !w->outstanding)
             continue;
         kill(w->pid, SIGKILL);
@@ -446,7 +450,7 @@ static ssize_t recv_result(int chan, feeder__result_msg *r)
  * failed worker start). */
 static int drain_channel(feeder_loader *ld, int i)
 {
-    worker *w = &ld->workers[i];
+    worker *w = &ld->pool.workers[i];
     int reset_seen = 0;
     for (;;) {
         feeder__result_msg r;
@@ -467,17 +471,17 @@ static int drain_channel(feeder_loader *ld, int i)
             return worker_died(ld, i, "malformed message", 0);
         if (r.kind == FEEDER__MSG_READY) {
             if (r.status) {
-                ld->workers_failed = r.status;
-                feeder__fmt(ld->workers_why, sizeof(ld->workers_why),
+                ld->pool.workers_failed = r.status;
+                feeder__fmt(ld->pool.workers_why, sizeof(ld->pool.workers_why),
                             "%s; workers that cannot start are not started again", r.errmsg);
                 worker_died(ld, i, NULL, 0);
-                return feeder__loader_fail(ld, r.status, "%s", ld->workers_why);
+                return feeder__loader_fail(ld, r.status, "%s", ld->pool.workers_why);
             }
             w->ready = 1;
             continue;
         }
-        if (r.kind != FEEDER__MSG_RESULT || r.slot >= ld->nslots ||
-            ld->slots[r.slot].state != SLOT_FILLING) {
+        if (r.kind != FEEDER__MSG_RESULT || r.slot >= ld->shm.nslots ||
+            ld->shm.slots[r.slot].state != SLOT_FILLING) {
             if (r.extra_fd >= 0)
                 close(r.extra_fd);
             return worker_died(ld, i, "result for a slot that is not being filled", 0);
@@ -496,8 +500,8 @@ int feeder__pool_wait(feeder_loader *ld, int ms)
     struct pollfd p[2 * 1024 + 2];
     int idx[2 * 1024 + 2];
     int np = 0;
-    for (int i = 0; i < ld->nworkers; i++) {
-        worker *w = &ld->workers[i];
+    for (int i = 0; i < ld->pool.nworkers; i++) {
+        worker *w = &ld->pool.workers[i];
         if (w->pid <= 0)
             continue;
         if (w->chan < 0)
@@ -528,8 +532,8 @@ int feeder__pool_wait(feeder_loader *ld, int ms)
             if (rc)
                 return rc;
             /* drain_channel may have seen the EOF and restarted it already. */
-            if (ld->workers[i].pid > 0 && ld->workers[i].pidfd >= 0) {
-                struct pollfd q = {.fd = ld->workers[i].pidfd, .events = POLLIN};
+            if (ld->pool.workers[i].pid > 0 && ld->pool.workers[i].pidfd >= 0) {
+                struct pollfd q = {.fd = ld->pool.workers[i].pidfd, .events = POLLIN};
                 if (poll(&q, 1, 0) == 0)
                     return 0;
             }

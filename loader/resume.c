@@ -25,17 +25,17 @@
 /* The epoch the next begin_epoch starts. */
 uint64_t feeder__resume_next_epoch(const feeder_loader *ld)
 {
-    if (ld->resume)
-        return ld->resume_st.epoch;
-    return ld->next_set ? ld->next_epoch : ld->have_epoch ? ld->epoch + 1 : 0;
+    if (ld->flow.resume)
+        return ld->flow.resume_st.epoch;
+    return ld->flow.next_set ? ld->flow.next_epoch : ld->flow.have_epoch ? ld->flow.epoch + 1 : 0;
 }
 
 void feeder__resume_drop(feeder_loader *ld)
 {
-    free(ld->resume);
-    ld->resume = NULL;
-    ld->resume_len = 0;
-    memset(&ld->resume_st, 0, sizeof(ld->resume_st));
+    free(ld->flow.resume);
+    ld->flow.resume = NULL;
+    ld->flow.resume_len = 0;
+    memset(&ld->flow.resume_st, 0, sizeof(ld->flow.resume_st));
 }
 
 /* Decode a blob and compare it with the loader: 0 and *st (st->map points
@@ -62,11 +62,8 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
     /* A seed the user did not set was drawn from the system: the run being
      * resumed used the blob's. */
     feeder__state st;
-    int seed_i = feeder__opt_index(FEEDER_OPT_SEED);
-    if (!ld->given[seed_i] && feeder__state_decode(copy, len, &st, NULL, 0) == 0) {
-        ld->ival[seed_i] = (int64_t)st.seed;
-        ld->dval[seed_i] = (double)st.seed;
-    }
+    if (feeder__state_decode(copy, len, &st, NULL, 0) == 0)
+        feeder__options_adopt_seed(ld, st.seed);
     /* Checked on the copy, so the map points into memory the loader owns. */
     int rc = feeder__resume_check(ld, copy, len, &st);
     if (rc) {
@@ -74,33 +71,29 @@ int feeder__loader_keep_resume(feeder_loader *ld, const void *buf, size_t len)
         return rc;
     }
     feeder__resume_drop(ld);
-    ld->resume = copy;
-    ld->resume_len = len;
-    ld->resume_st = st;
+    ld->flow.resume = copy;
+    ld->flow.resume_len = len;
+    ld->flow.resume_st = st;
     return 0;
 }
 
-/* What the state records of the loader's setup (dataset, options, whose sampler);
- * the epoch's part is feeder__loader_describe's. */
-static void describe_options(const feeder_loader *ld, feeder__state *st)
+/* What the state records of the loader's setup (dataset, plan, whose
+ * sampler); the epoch's part is feeder__loader_describe's. */
+static void describe_options(const feeder_loader *ld, const feeder__plan *p, feeder__state *st)
 {
-    st->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
+    st->seed = p->sampling.seed;
     st->dataset_size = ld->ds->n;
     st->fingerprint = ld->ds->fingerprint;
-    st->batch_size = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
-    st->drop_last = (uint32_t)iopt(ld, FEEDER_OPT_DROP_LAST);
-    st->shuffle = (uint32_t)iopt(ld, FEEDER_OPT_SHUFFLE);
+    st->batch_size = p->sampling.batch_size;
+    st->drop_last = (uint32_t)p->sampling.drop_last;
+    st->shuffle = (uint32_t)p->sampling.shuffle;
     st->user_sampler = ld->sampler && ld->sampler != ld->own_sampler;
-    /* The transform as the options ask for it, as start reads them, of the
-     * shape start resolves (the plan's once started: a blob saved then
-     * loads into a new loader before its start); the decoder in use once
-     * started. The layout stays the one asked for: float device batches
-     * come from NHWC slots whatever it is. */
-    feeder__plan shape = ld->plan;
-    if (!ld->started)
-        (void)feeder__options_shape(ld, &shape); /* a disagreement fails the start */
+    /* The transform the plan asks for (a blob saved after start loads into
+     * a new loader before its start); the decoder in use once started. The
+     * layout stays the one asked for: float device batches come from NHWC
+     * slots whatever it is. */
     feeder__transform t;
-    feeder__options_transform(ld, &shape, &t);
+    feeder__plan_transform(p, &t);
     if (ld->started)
         t.decoder = ld->job.t.decoder;
     st->pipeline = (uint32_t)t.pipeline;
@@ -110,7 +103,7 @@ static void describe_options(const feeder_loader *ld, feeder__state *st)
     st->width = t.width;
     st->channels = (uint32_t)feeder__transform_channels(&t);
     st->resize = t.resize;
-    st->policy = (uint32_t)iopt(ld, FEEDER_OPT_ERROR_POLICY);
+    st->policy = (uint32_t)p->pipeline.error_policy;
     st->max_pixels = t.max_pixels;
     st->scale_min = t.scale_min;
     st->scale_max = t.scale_max;
@@ -123,27 +116,35 @@ int feeder__loader_describe(const feeder_loader *ld, const uint64_t *at, int wan
                             int hold_epoch, feeder__state *st)
 {
     memset(st, 0, sizeof(*st));
-    describe_options(ld, st);
-    if (!at && (ld->in_epoch || hold_epoch)) {
-        st->epoch = ld->epoch;
-        st->sampler_len = ld->order_len;
-        st->nbatches = ld->nbatches;
-        st->delivered = ld->delivered;
-        st->map = ld->done_map;
+    /* Once started, the plan; before, the plan the options make now (a
+     * shape that disagrees with the file fails the start). */
+    feeder__plan now;
+    const feeder__plan *p = &ld->plan;
+    if (!ld->started) {
+        (void)feeder__options_resolve(ld, &now);
+        p = &now;
+    }
+    describe_options(ld, p, st);
+    if (!at && (ld->flow.in_epoch || hold_epoch)) {
+        st->epoch = ld->flow.epoch;
+        st->sampler_len = ld->flow.order_len;
+        st->nbatches = ld->flow.nbatches;
+        st->delivered = ld->flow.delivered;
+        st->map = ld->flow.done_map;
         if (want_hash)
-            st->order_hash = feeder__order_hash(ld->order, ld->order_len);
+            st->order_hash = feeder__order_hash(ld->flow.order, ld->flow.order_len);
         return 0;
     }
     st->epoch = at ? *at : feeder__resume_next_epoch(ld);
-    if (!at && ld->resume) {
-        st->delivered = ld->resume_st.delivered;
-        st->map = ld->resume_st.map;
+    if (!at && ld->flow.resume) {
+        st->delivered = ld->flow.resume_st.delivered;
+        st->map = ld->flow.resume_st.map;
     }
     feeder_sampler *tmp = NULL;
     const feeder_sampler *smp = ld->sampler;
     int rc;
     if (!smp) {
-        if ((rc = feeder__loader_default_sampler(ld, &tmp)))
+        if ((rc = feeder__loader_default_sampler(ld, p, &tmp)))
             return rc;
         smp = tmp;
     }

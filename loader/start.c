@@ -1,7 +1,8 @@
 /*
- * Start: the options validated and resolved, once, into what the rest reads
- * (the job the workers inherit: read path, decoder in use and why, shape,
- * slots, tasks), the limits checked, the trace started, the slots made.
+ * Start: the options read once into the plan (feeder__host_resolve), the
+ * plan validated and what follows from it decided (the job the workers
+ * inherit: read path, decoder in use and why, slots, tasks), the limits
+ * checked, the trace started, the slots made.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,11 +34,12 @@ static int validate_fields(feeder_loader *ld)
     if (!ld->ds->nfields)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_collate: the dataset "
                                    "has no fields (feeder_dataset_create_fields)");
-    if (iopt(ld, FEEDER_OPT_DEVICE) >= 0 && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+    const feeder__plan *p = &ld->plan;
+    if (p->device.device >= 0 && p->device.dtype != FEEDER_DTYPE_UINT8)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "dtype %lld: a fields dataset's tensors "
                                    "('%s', ...) reach the device as the dataset wrote them; "
                                    "dtype (and mean, std) apply to image batches only",
-                                   (long long)iopt(ld, FEEDER_OPT_DTYPE), ld->ds->fields[0].name);
+                                   (long long)p->device.dtype, ld->ds->fields[0].name);
     if (feeder__augment_has_sample_steps(&ld->job.aug) || feeder__augment_has_mix(&ld->job.aug))
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_augment: the pipeline "
                                    "works on images; a fields dataset takes none (transform "
@@ -48,10 +50,10 @@ static int validate_fields(feeder_loader *ld)
 /* A batch dataset's batches are its own bytes, on the host. */
 static int validate_batches(feeder_loader *ld)
 {
-    if (iopt(ld, FEEDER_OPT_DEVICE) >= 0)
+    if (ld->plan.device.device >= 0)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "device %lld: a batch dataset "
                                    "(feeder_dataset_create_batches) gives host batches only",
-                                   (long long)iopt(ld, FEEDER_OPT_DEVICE));
+                                   (long long)ld->plan.device.device);
     if (feeder__augment_has_sample_steps(&ld->job.aug) || feeder__augment_has_mix(&ld->job.aug))
         return feeder__loader_fail(ld, FEEDER_EINVAL, "feeder_loader_set_augment: the pipeline "
                                    "works on images; a batch dataset takes none");
@@ -63,14 +65,15 @@ static int validate_batches(feeder_loader *ld)
 
 static int validate(feeder_loader *ld)
 {
+    const struct feeder__plan_pipeline *pp = &ld->plan.pipeline;
     if (feeder__batch_dataset(ld))
         return validate_batches(ld);
-    if (dopt(ld, FEEDER_OPT_SCALE_MIN) > dopt(ld, FEEDER_OPT_SCALE_MAX))
+    if (pp->scale_min > pp->scale_max)
         return feeder__loader_fail(ld, FEEDER_ERANGE, "scale_min %g > scale_max %g",
-                    dopt(ld, FEEDER_OPT_SCALE_MIN), dopt(ld, FEEDER_OPT_SCALE_MAX));
-    if (dopt(ld, FEEDER_OPT_RATIO_MIN) > dopt(ld, FEEDER_OPT_RATIO_MAX))
+                    pp->scale_min, pp->scale_max);
+    if (pp->ratio_min > pp->ratio_max)
         return feeder__loader_fail(ld, FEEDER_ERANGE, "ratio_min %g > ratio_max %g",
-                    dopt(ld, FEEDER_OPT_RATIO_MIN), dopt(ld, FEEDER_OPT_RATIO_MAX));
+                    pp->ratio_min, pp->ratio_max);
     if (ld->ds->n == 0)
         return feeder__loader_fail(ld, FEEDER_EDATASET, "the dataset has no samples");
     if (ld->ds->nfields || ld->job.collate)
@@ -81,18 +84,17 @@ static int validate(feeder_loader *ld)
     /* The shorter side is resized to RESIZE, and either side may be the
      * shorter one, so the crop fits every image only if RESIZE covers both
      * (torchvision would pad with black; a source box cannot). */
-    if (iopt(ld, FEEDER_OPT_PIPELINE) == FEEDER_PIPELINE_EVAL &&
-        (iopt(ld, FEEDER_OPT_RESIZE) < ld->plan.height ||
-         iopt(ld, FEEDER_OPT_RESIZE) < ld->plan.width))
+    if (pp->pipeline == FEEDER_PIPELINE_EVAL &&
+        (pp->resize < pp->height || pp->resize < pp->width))
         return feeder__loader_fail(ld, FEEDER_ERANGE,
                     "eval pipeline: resize %lld is smaller than the %ux%u crop",
-                    (long long)iopt(ld, FEEDER_OPT_RESIZE), ld->plan.height, ld->plan.width);
+                    (long long)pp->resize, pp->height, pp->width);
     return 0;
 }
 
 /* `shape`: the options' (a set one disagrees with the file), or the plan's
  * (the layout disagrees with the slots'). */
-static int packed_mismatch(feeder_loader *ld, const feeder__plan *shape)
+static int packed_mismatch(feeder_loader *ld, const feeder__plan *plan)
 {
     const struct feeder__pack *pk = ld->ds->pack;
     const feeder__pack_header *h = &pk->v.h;
@@ -100,23 +102,30 @@ static int packed_mismatch(feeder_loader *ld, const feeder__plan *shape)
                 "%s holds %ux%ux%u %s records, but the loader was set to height %u, width "
                 "%u, channels %u, layout %s",
                 pk->path, h->height, h->width, h->channels, layout_text[h->layout],
-                shape->height, shape->width, shape->channels, layout_text[shape->layout ? 1 : 0]);
+                plan->pipeline.height, plan->pipeline.width, plan->pipeline.channels,
+                layout_text[plan->pipeline.layout ? 1 : 0]);
 }
 
-/* The sample's shape, into the plan: the options', or a RAW packed file's
- * (feeder__options_shape), which also takes no transform. */
-static int resolve_shape(feeder_loader *ld)
+/* The options, read once into the plan (feeder__options_resolve): the
+ * sample's shape is the options' or a RAW packed file's, which also takes
+ * no transform. Nothing reads an option after this. */
+int feeder__host_resolve(feeder_loader *ld)
 {
-    if (feeder__options_shape(ld, &ld->plan))
-        return packed_mismatch(ld, &ld->plan);
-    if (ld->ds->kind != FEEDER__DS_PACKED || ld->ds->pack->v.h.kind != FEEDER_RECORD_RAW)
-        return 0;
-    int p = feeder__opt_index(FEEDER_OPT_PIPELINE);
-    if (ld->given[p] && ld->ival[p] != FEEDER_PIPELINE_EVAL)
+    if (ld->start_failed)
+        return ld->start_failed;
+    ld->errmsg[0] = 0;
+    feeder__plan p;
+    if (feeder__options_resolve(ld, &p))
+        return packed_mismatch(ld, &p);
+    if (ld->ds->kind == FEEDER__DS_PACKED && ld->ds->pack->v.h.kind == FEEDER_RECORD_RAW &&
+        p.pipeline.pipeline_set && p.pipeline.pipeline != FEEDER_PIPELINE_EVAL)
         return feeder__loader_fail(ld, FEEDER_ESHAPE,
                     "%s holds precomputed RAW records: pipeline %s cannot be applied to them "
-                    "(pack JPEG records to transform them while loading)",
-                    ld->ds->pack->path, ld->ival[p] == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
+                    "(pack JPEG records to transform them while loading)", ld->ds->pack->path,
+                    p.pipeline.pipeline == FEEDER_PIPELINE_TRAIN ? "train" : "resize");
+    /* The one write of the plan: the loader is calloc'd, no object of a
+     * const type, and nothing has read the plan yet. */
+    memcpy((feeder__plan *)&ld->plan, &p, sizeof(p));
     return 0;
 }
 
@@ -128,7 +137,7 @@ static int check_packed_layout(feeder_loader *ld, int slot_layout)
     const struct feeder__pack *pk = ld->ds->pack;
     if (pk->v.h.kind != FEEDER_RECORD_RAW || (uint32_t)slot_layout == pk->v.h.layout)
         return 0;
-    if (slot_layout == ld->plan.layout)
+    if (slot_layout == ld->plan.pipeline.layout)
         return packed_mismatch(ld, &ld->plan);
     return feeder__loader_fail(ld, FEEDER_ESHAPE,
                 "%s holds %s records, but float batches are made on the GPU from %s slots: "
@@ -150,8 +159,8 @@ static int direct_supported(int fd)
  * memory this process may use; why, into packed_read_why. */
 static int resolve_packed_read(feeder_loader *ld)
 {
-    int r = (int)iopt(ld, FEEDER_OPT_PACKED_READ);
-    ld->packed_read_why[0] = 0;
+    int r = ld->plan.pipeline.packed_read;
+    ld->decided.packed_read_why[0] = 0;
     if (r != FEEDER_PACKED_READ_AUTO)
         return r;
     if (ld->ds->kind != FEEDER__DS_PACKED)
@@ -161,7 +170,7 @@ static int resolve_packed_read(feeder_loader *ld)
     r = feeder__packed_read_auto(pk->map_len, room, pk->shards != NULL,
                                  !pk->shards && direct_supported(pk->fd));
     if (r != FEEDER_PACKED_READ_MMAP)
-        feeder__fmt(ld->packed_read_why, sizeof(ld->packed_read_why),
+        feeder__fmt(ld->decided.packed_read_why, sizeof(ld->decided.packed_read_why),
                     "packed_read auto: %s (%llu bytes) is more than half the memory this process "
                     "may use (%llu bytes)%s",
                     pk->path, (unsigned long long)pk->map_len, (unsigned long long)room,
@@ -169,18 +178,20 @@ static int resolve_packed_read(feeder_loader *ld)
     return r;
 }
 
-/* The options the workers read, copied into the job (and its transform). */
+/* What the workers read of the plan, copied into the job they inherit
+ * (and its transform). */
 static void resolve_job(feeder_loader *ld)
 {
+    const feeder__plan *p = &ld->plan;
     feeder__job *job = &ld->job;
     job->ds = ld->ds;
-    job->seed = (uint64_t)iopt(ld, FEEDER_OPT_SEED);
-    job->policy = (int)iopt(ld, FEEDER_OPT_ERROR_POLICY);
-    job->num_workers = (uint32_t)iopt(ld, FEEDER_OPT_NUM_WORKERS);
-    job->queue_depth = (unsigned)iopt(ld, FEEDER_OPT_QUEUE_DEPTH);
+    job->seed = p->sampling.seed;
+    job->policy = p->pipeline.error_policy;
+    job->num_workers = p->workers.num_workers;
+    job->queue_depth = p->pipeline.queue_depth;
     job->packed_read = resolve_packed_read(ld);
-    job->verify_crc = (int)iopt(ld, FEEDER_OPT_VERIFY_CRC);
-    feeder__options_transform(ld, &ld->plan, &job->t); /* resolve_decoder and layout_slots refine it */
+    job->verify_crc = p->pipeline.verify_crc;
+    feeder__plan_transform(p, &job->t); /* resolve_decoder and layout_slots refine it */
 }
 
 /* The read path: decided once so every worker agrees and the user can ask
@@ -189,27 +200,28 @@ static int resolve_io(feeder_loader *ld)
 {
     feeder__job *job = &ld->job;
     int rc = 0;
-    int io = (int)iopt(ld, FEEDER_OPT_IO);
+    int io = ld->plan.pipeline.io;
     int direct = ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_DIRECT;
     if (ld->ds->kind == FEEDER__DS_USER) {
-        ld->io_backend = "none";
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "user dataset: no files to read");
+        ld->decided.io_backend = "none";
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason),
+                    "user dataset: no files to read");
         job->io_mode = FEEDER_IO_PREAD;
     } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP &&
-               iopt(ld, FEEDER_OPT_NUM_WORKERS) == 0) {
+               ld->plan.workers.num_workers == 0) {
         /* The calling thread never reads a mapping that a file cut in place
          * would turn into SIGBUS in the user's process (worker/packed_read.c). */
-        ld->io_backend = "pread";
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason),
+        ld->decided.io_backend = "pread";
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason),
                      "num_workers 0: the calling thread reads with pread, never the mapping");
         job->io_mode = FEEDER_IO_PREAD;
     } else if (ld->ds->kind == FEEDER__DS_PACKED && job->packed_read == FEEDER_PACKED_READ_MMAP) {
-        ld->io_backend = "mmap";
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s", "");
+        ld->decided.io_backend = "mmap";
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason), "%s", "");
         job->io_mode = FEEDER_IO_PREAD;
     } else if (io == FEEDER_IO_PREAD) {
-        ld->io_backend = direct ? "pread+O_DIRECT" : "pread";
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "forced by option");
+        ld->decided.io_backend = direct ? "pread+O_DIRECT" : "pread";
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason), "forced by option");
         job->io_mode = FEEDER_IO_PREAD;
     } else {
         char why[200];
@@ -217,10 +229,10 @@ static int resolve_io(feeder_loader *ld)
         if (rc && io == FEEDER_IO_URING)
             return feeder__loader_fail(ld, rc, "io = uring was asked for, but %s", why);
         job->io_mode = rc ? FEEDER_IO_PREAD : FEEDER_IO_URING;
-        ld->io_backend = direct ? (rc ? "pread+O_DIRECT" : "io_uring+O_DIRECT")
+        ld->decided.io_backend = direct ? (rc ? "pread+O_DIRECT" : "io_uring+O_DIRECT")
                                 : (rc ? "pread" : "io_uring");
-        feeder__fmt(ld->io_reason, sizeof(ld->io_reason), "%s%s%s", rc ? why : "",
-                    rc && ld->packed_read_why[0] ? "; " : "", ld->packed_read_why);
+        feeder__fmt(ld->decided.io_reason, sizeof(ld->decided.io_reason), "%s%s%s", rc ? why : "",
+                    rc && ld->decided.packed_read_why[0] ? "; " : "", ld->decided.packed_read_why);
         rc = 0;
     }
     return rc;
@@ -238,7 +250,7 @@ static int resolve_decoder(feeder_loader *ld, int gpu_ok)
                        ld->ds->pack->v.h.kind == FEEDER_RECORD_JPEG;
     if (feeder__decoder_on_gpu(t->decoder) && ld->ds->kind != FEEDER__DS_FOLDER &&
         ld->ds->kind != FEEDER__DS_LIST && ld->ds->kind != FEEDER__DS_TAR && !jpeg_records) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
+        feeder__fmt(ld->decided.decoder_reason, sizeof(ld->decided.decoder_reason),
                     "the GPU decoders take JPEG bytes: %s decode on the CPU",
                     ld->ds->kind == FEEDER__DS_PACKED ? "RAW packed records" : "user datasets");
         t->decoder = FEEDER_DECODER_ROI;
@@ -251,18 +263,18 @@ static int resolve_decoder(feeder_loader *ld, int gpu_ok)
     /* FEEDER_OPT_AUGMENT_ON_DEVICE: the plan's trailing photometric steps
      * and its mixes run on the device batch (cuda/augment.cu), on RGB
      * samples (gray ones stay with the host's ops). */
-    ld->aug_first = feeder__augment_device_first(&job->aug);
-    ld->aug_device = gpu_ok && iopt(ld, FEEDER_OPT_AUGMENT_ON_DEVICE) &&
+    ld->gpu.aug_first = feeder__augment_device_first(&job->aug);
+    ld->gpu.aug_device = gpu_ok && ld->plan.device.augment_on_device &&
                      feeder__transform_channels(t) == 3 &&
-                     (ld->aug_first < job->aug.nsteps || feeder__augment_has_mix(&job->aug));
+                     (ld->gpu.aug_first < job->aug.nsteps || feeder__augment_has_mix(&job->aug));
 
     /* The augment pipeline works on pixels in the slot; the GPU decoders
      * leave JPEG bytes there. Steps the device runs after nvJPEG (all of
      * them photometric) do not need the CPU decoders. */
-    int host_steps = ld->aug_device ? ld->aug_first > 0
+    int host_steps = ld->gpu.aug_device ? ld->gpu.aug_first > 0
                                     : feeder__augment_has_sample_steps(&job->aug);
     if (feeder__decoder_on_gpu(t->decoder) && host_steps) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason),
+        feeder__fmt(ld->decided.decoder_reason, sizeof(ld->decided.decoder_reason),
                     "the augment pipeline (feeder_loader_set_augment) works on decoded pixels "
                     "in the slot: the CPU decodes");
         t->decoder = FEEDER_DECODER_ROI;
@@ -280,12 +292,12 @@ static int gpu_room(feeder_loader *ld)
     feeder__slot_layout *l = &ld->job.layout;
     if (!feeder__decoder_on_gpu(ld->job.t.decoder) || ld->ds->nfields)
         return 0;
-    int64_t room = iopt(ld, FEEDER_OPT_GPU_ROOM);
+    int64_t room = ld->plan.device.gpu_room;
     if (room == 0)
         room = FEEDER__GPU_ROOM;
     if (feeder__slot_layout_room(l, (size_t)room))
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "gpu_room %lld x batch_size %u overflows "
-                                   "a size", (long long)room, l->batch);
+                                   "a size", (long long)room, ld->plan.sampling.batch_size);
     return 0;
 }
 
@@ -297,18 +309,19 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
     int rc = 0;
     /* The GPU path is decided before the slots are laid out: the float dtypes
      * are made on the GPU from NHWC uint8 slots. */
-    if (gpu_ok && iopt(ld, FEEDER_OPT_DTYPE) != FEEDER_DTYPE_UINT8)
+    if (gpu_ok && ld->plan.device.dtype != FEEDER_DTYPE_UINT8)
         t->layout = FEEDER_LAYOUT_NHWC;
     if (ld->ds->kind == FEEDER__DS_PACKED &&
         ((rc = check_packed_layout(ld, t->layout)) ||
          (rc = feeder__packed_prepare(ld->ds, job, ld->errmsg, sizeof(ld->errmsg)))))
         return rc;
 
-    uint32_t batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
+    const feeder__plan *p = &ld->plan;
+    uint32_t batch = p->sampling.batch_size;
     if (feeder__batch_dataset(ld)) /* BATCH_ROOM bytes, as batch x room_bytes */
         rc = feeder__slot_layout_init(&job->layout, batch, 1, 1, 1, FEEDER_LAYOUT_NHWC) ||
              feeder__slot_layout_room(&job->layout,
-                                      ((size_t)iopt(ld, FEEDER_OPT_BATCH_ROOM) + batch - 1) / batch)
+                                      ((size_t)p->pipeline.batch_room + batch - 1) / batch)
                  ? FEEDER_EOVERFLOW : 0;
     else if (ld->ds->nfields)
         rc = feeder__fields_layout_init(&job->fields, &job->layout, ld->ds->fields,
@@ -324,27 +337,27 @@ static int layout_slots(feeder_loader *ld, int gpu_ok)
                     t->height, t->width, feeder__transform_channels(t));
     if ((rc = gpu_room(ld)))
         return rc;
-    ld->nworkers = (int)iopt(ld, FEEDER_OPT_NUM_WORKERS);
-    uint64_t nslots = (uint64_t)(ld->nworkers ? ld->nworkers : 1) *
-                      (uint64_t)iopt(ld, FEEDER_OPT_PREFETCH_FACTOR);
-    if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->slots_bytes) ||
-        __builtin_add_overflow(ld->slots_bytes, FEEDER__LIVE_BYTES, &ld->shm_bytes))
+    ld->pool.nworkers = (int)p->workers.num_workers;
+    uint64_t nslots = (uint64_t)(ld->pool.nworkers ? ld->pool.nworkers : 1) *
+                      (uint64_t)p->workers.prefetch_factor;
+    if (nslots > 65536 || feeder__slot_total(&job->layout, (uint32_t)nslots, &ld->shm.slots_bytes) ||
+        __builtin_add_overflow(ld->shm.slots_bytes, FEEDER__LIVE_BYTES, &ld->shm.shm_bytes))
         return feeder__loader_fail(ld, FEEDER_EOVERFLOW, "%llu slots of %zu bytes overflow a size",
                     (unsigned long long)nslots, job->layout.slot_bytes);
-    ld->nslots = (uint32_t)nslots;
-    job->live_off = ld->slots_bytes; /* page-aligned: every slot is */
+    ld->shm.nslots = (uint32_t)nslots;
+    job->live_off = ld->shm.slots_bytes; /* page-aligned: every slot is */
     /* Tasks of about 16 samples by default (at least one per worker): a
      * batch then does not wait for the slowest worker's quarter, and each
      * task's files are still in cache when they are decoded
      * (docs/BENCHMARKS.md, "The CPU pipeline on one core"). */
-    uint64_t split = (uint64_t)iopt(ld, FEEDER_OPT_SPLIT);
+    uint64_t split = p->workers.split;
     uint64_t autosplit = (batch + FEEDER__TASK_SAMPLES - 1) / FEEDER__TASK_SAMPLES;
-    if (autosplit < (uint64_t)ld->nworkers)
-        autosplit = (uint64_t)ld->nworkers;
-    ld->parts = (uint32_t)(ld->nworkers == 0 || feeder__batch_dataset(ld) ? 1
+    if (autosplit < (uint64_t)ld->pool.nworkers)
+        autosplit = (uint64_t)ld->pool.nworkers;
+    ld->flow.parts = (uint32_t)(ld->pool.nworkers == 0 || feeder__batch_dataset(ld) ? 1
                            : split ? split : autosplit);
-    if (ld->parts > batch)
-        ld->parts = batch;
+    if (ld->flow.parts > batch)
+        ld->flow.parts = batch;
     return rc;
 }
 
@@ -368,17 +381,19 @@ static int check_limits(feeder_loader *ld)
 {
     feeder__job *job = &ld->job;
     int rc;
-    if ((rc = feeder__check_slot_memory(ld->nslots, job->layout.slot_bytes, ld->errmsg,
+    if ((rc = feeder__check_slot_memory(ld->shm.nslots, job->layout.slot_bytes, ld->errmsg,
                                         sizeof(ld->errmsg))))
         return rc;
-    uint32_t batch = job->layout.batch;
-    uint32_t files = ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->parts - 1) / ld->parts;
-    if (ld->nworkers == 0 && files > FEEDER__INLINE_FILES)
+    uint32_t batch = ld->plan.sampling.batch_size;
+    uint32_t files =
+        ld->ds->kind == FEEDER__DS_USER ? 0 : (batch + ld->flow.parts - 1) / ld->flow.parts;
+    if (ld->pool.nworkers == 0 && files > FEEDER__INLINE_FILES)
         files = FEEDER__INLINE_FILES; /* the calling thread reads in groups (flow.c) */
-    if ((rc = feeder__check_nofile(ld->ds, ld->nworkers, files, ld->errmsg,
+    if ((rc = feeder__check_nofile(ld->ds, ld->pool.nworkers, files, ld->errmsg,
                                     sizeof(ld->errmsg))))
         return rc;
-    if (ld->resume && (rc = feeder__resume_check(ld, ld->resume, ld->resume_len, &ld->resume_st)))
+    if (ld->flow.resume &&
+        (rc = feeder__resume_check(ld, ld->flow.resume, ld->flow.resume_len, &ld->flow.resume_st)))
         return rc;
     return 0;
 }
@@ -394,7 +409,7 @@ static int start_trace(feeder_loader *ld)
     ld->trace = job->trace = NULL;
     if (ld->trace_path) {
         char err[512];
-        if (!(ld->trace = feeder__trace_create(ld->trace_path, ld->nworkers, err, sizeof(err))))
+        if (!(ld->trace = feeder__trace_create(ld->trace_path, ld->pool.nworkers, err, sizeof(err))))
             return feeder__loader_fail(ld, -ENOMEM, "%s", err);
         if ((rc = feeder__trace_write(ld->trace, err, sizeof(err)))) {
             feeder__trace_destroy(ld->trace);
@@ -417,39 +432,40 @@ static int map_slots(feeder_loader *ld)
     if (job->memfd < 0)
         return feeder__loader_fail(ld, -errno, "memfd_create: %s", strerror(errno));
     feeder__pool_register_fd(job->memfd);
-    job->shm_bytes = ld->shm_bytes;
-    if (ftruncate(job->memfd, (off_t)ld->shm_bytes) < 0) {
+    job->shm_bytes = ld->shm.shm_bytes;
+    if (ftruncate(job->memfd, (off_t)ld->shm.shm_bytes) < 0) {
         rc = -errno;
         feeder__pool_close_fd(&job->memfd);
         return feeder__loader_fail(ld, rc, "cannot size the batch slots to %zu bytes (%u slots): %s",
-                    ld->shm_bytes, ld->nslots, strerror(-rc));
+                    ld->shm.shm_bytes, ld->shm.nslots, strerror(-rc));
     }
-    ld->mem = mmap(NULL, ld->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
-    if (ld->mem == MAP_FAILED) {
+    ld->shm.mem = mmap(NULL, ld->shm.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, job->memfd, 0);
+    if (ld->shm.mem == MAP_FAILED) {
         rc = -errno;
-        ld->mem = NULL;
+        ld->shm.mem = NULL;
         feeder__pool_close_fd(&job->memfd);
-        return feeder__loader_fail(ld, rc, "mmap of %zu bytes of batch slots: %s", ld->shm_bytes,
+        return feeder__loader_fail(ld, rc, "mmap of %zu bytes of batch slots: %s", ld->shm.shm_bytes,
                     strerror(-rc));
     }
     /* No worker inherits this mapping (its own map the memfd after fork):
      * a worker of another loader would otherwise keep these slots' memory
      * alive after this loader is destroyed. */
-    (void)madvise(ld->mem, ld->shm_bytes, MADV_DONTFORK);
-    ld->live = (feeder__live *)(ld->mem + ld->slots_bytes); /* a new memfd: share 0 */
-    ld->slots = calloc(ld->nslots, sizeof(*ld->slots));
-    ld->workers = calloc(ld->nworkers ? (size_t)ld->nworkers : 1, sizeof(*ld->workers));
-    ld->q.cap = (size_t)ld->nslots * ld->parts;
-    ld->q.v = calloc(ld->q.cap, sizeof(*ld->q.v));
-    if (!ld->slots || !ld->workers || !ld->q.v)
+    (void)madvise(ld->shm.mem, ld->shm.shm_bytes, MADV_DONTFORK);
+    ld->shm.live = (feeder__live *)(ld->shm.mem + ld->shm.slots_bytes); /* a new memfd: share 0 */
+    ld->shm.slots = calloc(ld->shm.nslots, sizeof(*ld->shm.slots));
+    ld->pool.workers =
+        calloc(ld->pool.nworkers ? (size_t)ld->pool.nworkers : 1, sizeof(*ld->pool.workers));
+    ld->flow.q.cap = (size_t)ld->shm.nslots * ld->flow.parts;
+    ld->flow.q.v = calloc(ld->flow.q.cap, sizeof(*ld->flow.q.v));
+    if (!ld->shm.slots || !ld->pool.workers || !ld->flow.q.v)
         return feeder__loader_fail(ld, -ENOMEM, "out of memory");
-    for (uint32_t s = 0; s < ld->nslots; s++) {
-        ld->slots[s].ld = ld;
-        ld->slots[s].extra_fd = -1;
+    for (uint32_t s = 0; s < ld->shm.nslots; s++) {
+        ld->shm.slots[s].ld = ld;
+        ld->shm.slots[s].extra_fd = -1;
     }
     pthread_mutex_lock(&ld->stats_lock);
-    ld->stats.shm_bytes = ld->shm_bytes;
-    ld->stats.slots = ld->nslots;
+    ld->stats.shm_bytes = ld->shm.shm_bytes;
+    ld->stats.slots = ld->shm.nslots;
     pthread_mutex_unlock(&ld->stats_lock);
     return rc;
 }
@@ -462,19 +478,6 @@ static void startup_span(feeder_loader *ld, const char *what, uint64_t t0)
         feeder__trace_span(ld->trace, ld->tr_startup, what, t0, feeder__now_ns(), -1, -1);
 }
 
-/* The options the parent's flow and pool read, fixed here. */
-static void resolve_flow(feeder_loader *ld)
-{
-    feeder__plan *p = &ld->plan;
-    p->batch = (uint32_t)iopt(ld, FEEDER_OPT_BATCH_SIZE);
-    p->drop_last = (int)iopt(ld, FEEDER_OPT_DROP_LAST);
-    p->persistent = (int)iopt(ld, FEEDER_OPT_PERSISTENT_WORKERS);
-    p->in_order = (int)iopt(ld, FEEDER_OPT_IN_ORDER);
-    p->timeout_ms = iopt(ld, FEEDER_OPT_TIMEOUT_MS);
-    p->poll_ms = (int)iopt(ld, FEEDER_OPT_POLL_MS);
-    p->max_restarts = (uint64_t)iopt(ld, FEEDER_OPT_MAX_RESTARTS);
-}
-
 int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
 {
     if (ld->start_failed)
@@ -482,15 +485,14 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
     ld->errmsg[0] = 0;
     ld->prepare_ns = feeder__now_ns();
     int rc = 0;
-    if ((rc = resolve_shape(ld)) || (rc = validate(ld)))
+    if ((rc = validate(ld)))
         return rc;
     if (!ld->sampler) {
-        if ((rc = feeder__loader_default_sampler(ld, &ld->own_sampler)))
+        if ((rc = feeder__loader_default_sampler(ld, &ld->plan, &ld->own_sampler)))
             return rc;
         ld->sampler = ld->own_sampler;
     }
     resolve_job(ld);
-    resolve_flow(ld);
     if ((rc = resolve_io(ld)) || (rc = resolve_decoder(ld, gpu_ok)) ||
         (rc = layout_slots(ld, gpu_ok)) || (rc = check_limits(ld)) || (rc = start_trace(ld)) ||
         (rc = skip_order(ld)) || (rc = map_slots(ld)))
@@ -503,14 +505,14 @@ void feeder__host_start_failed(feeder_loader *ld, int rc) { ld->start_failed = r
 
 int feeder__loader_augment_device(const feeder_loader *ld, uint32_t *first)
 {
-    *first = ld->aug_first;
-    return ld->aug_device;
+    *first = ld->gpu.aug_first;
+    return ld->gpu.aug_device;
 }
 
 void feeder__host_augment_taken(feeder_loader *ld)
 {
     feeder__augment_plan *p = &ld->job.aug;
-    p->nsteps = ld->aug_first;
+    p->nsteps = ld->gpu.aug_first;
     p->mixup_alpha = p->cutmix_alpha = 0;
 }
 
@@ -523,7 +525,8 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
      * the workers decode on the CPU (they fork below, with this job). With one, the GPU layer has set HYBRID's first share
      * and moves it from what both sides do. */
     if (feeder__decoder_on_gpu(t->decoder) && !gpu_decodes) {
-        feeder__fmt(ld->decoder_reason, sizeof(ld->decoder_reason), "%s", decode_why);
+        feeder__fmt(ld->decided.decoder_reason, sizeof(ld->decided.decoder_reason), "%s",
+                    decode_why);
         t->decoder = job->cpu_decoder;
         feeder__loader_set_cpu_share(ld, 0);
     }
@@ -534,12 +537,12 @@ int feeder__host_commit(feeder_loader *ld, int gpu_decodes, const char *decode_w
      * samples, whose messages cost the loader's thread more than the work
      * (docs/ARCHITECTURE.md, "Packed RAW straight to the GPU"). With
      * VERIFY_CRC the parts stay: the checksums are the work to share. */
-    if (packed_direct && !job->verify_crc && !iopt(ld, FEEDER_OPT_SPLIT))
-        ld->parts = 1;
+    if (packed_direct && !job->verify_crc && !ld->plan.workers.split)
+        ld->flow.parts = 1;
     ld->started = 1;
     uint64_t t0 = feeder__now_ns();
-    int rc = ld->nworkers ? feeder__pool_spawn(ld) : 0;
-    if (rc || !ld->nworkers)
+    int rc = ld->pool.nworkers ? feeder__pool_spawn(ld) : 0;
+    if (rc || !ld->pool.nworkers)
         return rc;
     startup_span(ld, "workers forked", t0);
     t0 = feeder__now_ns();
