@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The documentation is a reference, not a diary: README.md and docs/*.md
+# The documentation is a reference, not a diary: README.md, docs/*.md and docs/api/*.md
 # describe the project as it is, never the work history behind it (the words
 # `diary` below lists); README.md stays short (at most
 # 260 lines); and every relative link in them points to a file that exists.
@@ -13,7 +13,7 @@ src=${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 cd "$src"
 
 files=(README.md)
-for f in docs/*.md; do [[ -e $f ]] && files+=("$f"); done
+for f in docs/*.md docs/api/*.md; do [[ -e $f ]] && files+=("$f"); done
 [[ -f README.md ]] || { echo "check_docs: no README.md in $src"; exit 1; }
 
 fail=0
