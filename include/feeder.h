@@ -13,7 +13,7 @@
  *   feeder/dataset.h  folder, list, packed, tar and shard datasets; callback datasets
  *   feeder/sampler.h  samplers
  *   feeder/dist.h     rank, world size and device from the launcher's environment
- *   feeder/loader.h   options, start, feeder_next, errors,
+ *   feeder/loader.h   options and their value names, start, feeder_next, errors,
  *                     the resume state, stats, the timeline trace
  *   feeder/augment.h  the augment pipeline and the batch mixes
  *   feeder/fields.h   fields datasets, batch datasets, user collate

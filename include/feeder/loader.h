@@ -213,6 +213,26 @@ FEEDER_API int feeder_option_bounds(feeder_option opt, double *min, double *max)
 /* Name of an option ("batch_size"), or NULL. Thread-safe. */
 FEEDER_API const char *feeder_option_name(feeder_option opt);
 
+/* The names of an enum-valued option's values (PIPELINE, LAYOUT, DECODER, IO,
+ * ERROR_POLICY, PIN_MODE, DTYPE, PACKED_READ), lower case, one table for
+ * every program and binding; docs/api/names.md lists them.
+ * feeder_option_value_name: the name of `value` ("roi" for FEEDER_OPT_DECODER,
+ * FEEDER_DECODER_ROI), or NULL for an option without named values or a value
+ * that is not one. Values run from 0 without gaps, so a loop from 0 until
+ * NULL lists them in the enum's order. Static storage. Thread-safe. */
+FEEDER_API const char *feeder_option_value_name(feeder_option opt, int value);
+/* The value named `name` (ASCII case ignored): 0 and *value set, or
+ * FEEDER_EINVAL (*value untouched) for an option without named values, an
+ * unknown name or a NULL pointer. Thread-safe. */
+FEEDER_API int feeder_option_value(feeder_option opt, const char *name, int *value);
+/* All of the option's value names joined by `sep` ("turbo, roi, nvjpeg,
+ * hybrid" with ", ") into `out`, as snprintf writes: always terminated when
+ * len > 0, and returns the length the whole list needs (truncated when that
+ * is >= len); FEEDER_EINVAL for an option without named values or a NULL
+ * `sep` (or `out` with len > 0). Thread-safe. */
+FEEDER_API int feeder_option_value_names(feeder_option opt, const char *sep, char *out,
+                                         size_t len);
+
 /* Create a loader over `ds`; the loader takes a reference to it, so the
  * caller may destroy `ds` before the loader (it goes with the last holder).
  * `sampler` is borrowed, must outlive the loader, and may be NULL: then SHUFFLE picks sequential or random order
