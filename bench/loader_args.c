@@ -6,8 +6,6 @@
 
 const char *const set_names[] = {"web", "imagenet", "uniform", NULL};
 const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
-static const char *const io_names[] = {"auto", "uring", "pread", NULL};
-static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 const char *const layout_names[] = {"nhwc", "nchw", NULL};
 const char *const pin_names[] = {"none", "copy", "register", NULL};
 const char *const dtype_names[] = {"uint8", "fp16", "bf16", "fp32", NULL};
@@ -129,7 +127,7 @@ static cli_opt table[] = {
     CLI_FUNC("threads-sweep", "LIST", parse_sweep, &A,
              "run each worker count in turn, e.g. 0,1,2,4,8,15\n"
              "(0 is added when missing: it is the scaling baseline)"),
-    CLI_ENUM("pipeline", A.pipeline, pipeline_names,
+    CLI_OPTION("pipeline", A.pipeline, FEEDER_OPT_PIPELINE,
              "(eval: resize 256 + centre crop 224;\ntrain: RandomResizedCrop 224 + flip)"),
     CLI_ENUM("decoder", A.decoder, bd_decoder_names,
              "full TurboJPEG decode, cropped\n"
@@ -141,12 +139,12 @@ static cli_opt table[] = {
              "in one table (all). nvjpeg, hybrid and all use --device 0\n"
              "when a GPU is present and --device is not given; a GPU\n"
              "decoder that cannot run is reported as n/a, not measured"),
-    CLI_ENUMV("io", A.io, io_names, io_values, "read path (auto)"),
+    CLI_OPTION("io", A.io, FEEDER_OPT_IO, "read path (auto)"),
     CLI_UINT("seed", "N", A.seed, 0, UINT64_MAX, "seed of the order and the random crops (0)"),
     CLI_UINT("size", "N", A.size, 1, 65535, "output side (224)"),
     CLI_UINT("resize", "N", A.resize, 1, 65535,
              "eval: shorter side before the crop (size*256/224)"),
-    CLI_ENUM("layout", A.layout, layout_names, "output layout (nhwc)"),
+    CLI_OPTION("layout", A.layout, FEEDER_OPT_LAYOUT, "output layout (nhwc)"),
     CLI_UINT("shuffle", "0|1", A.shuffle, 0, 1,
              "random order, the one training reads (default 1; 0: file order)"),
     CLI_UINT("in-order", "0|1", A.in_order, 0, 1, "deliver in sampler order (1)"),
@@ -164,7 +162,7 @@ static cli_opt table[] = {
                "machine name for the record (default: hostname + cores)"),
     CLI_INT("device", "N", A.device, -1, 1023,
             "deliver batches on CUDA device N (-1: host batches)"),
-    CLI_ENUM("pin", A.pin, pin_names, "how slots reach the GPU (register)"),
+    CLI_OPTION("pin", A.pin, FEEDER_OPT_PIN_MODE, "how slots reach the GPU (register)"),
     CLI_UINT("gpu-prefetch", "N", A.gpu_prefetch, 2, 64, "device buffers in the ring (2)"),
     CLI_UINT("gpu-room", "BYTES", A.gpu_room, 0, 1u << 30,
              "nvjpeg/hybrid: slot room per sample for the encoded\nfiles, 0 = automatic "
@@ -178,7 +176,7 @@ static cli_opt table[] = {
                "per batch, a kernel on the user's stream reads every byte\n"
                "of the batch and spins X ms (a stand-in training step);\n"
                "reports consumer stall and GPU idle share (0)"),
-    CLI_ENUM("packed-read", A.packed_read, packed_read_names,
+    CLI_OPTION("packed-read", A.packed_read, FEEDER_OPT_PACKED_READ,
              "how a packed file's records are read (auto: mmap while\n"
              "the file fits in half the memory, else direct)"),
     CLI_FLAG("verify-crc", A.verify_crc, "check every packed record's crc32c while loading"),

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feeder.h"
+
 /* Column where help text starts; an option line longer than this puts its
  * help two spaces after it. */
 #define CLI_HELP_COL 23
@@ -110,6 +112,19 @@ int cli_parse_enum(const char *prog, const char *opt, const char *s, const char 
     cli_die_usage(prog, "%s '%s': expected one of %s", opt, s, list);
 }
 
+/* A value of `option` by its exact library name, or cli_die_usage listing them. */
+static int parse_option_value(const char *prog, const char *opt, const char *s, int option)
+{
+    int v;
+    const char *name;
+    if (feeder_option_value((feeder_option)option, s, &v) == 0 &&
+        (name = feeder_option_value_name((feeder_option)option, v)) && strcmp(s, name) == 0)
+        return v;
+    char list[256] = "";
+    feeder_option_value_names((feeder_option)option, "|", list, sizeof(list));
+    cli_die_usage(prog, "%s '%s': expected one of %s", opt, s, list);
+}
+
 unsigned cli_parse_list(const char *prog, const char *opt, const char *s, uint64_t *out,
                         unsigned max, uint64_t min, uint64_t max_value)
 {
@@ -160,6 +175,7 @@ static void apply(const char *prog, const cli_opt *o, const char *arg)
         *(int *)o->dest = o->values ? o->values[i] : i;
         break;
     }
+    case CLI_T_OPTION: *(int *)o->dest = parse_option_value(prog, opt, arg, o->option); break;
     case CLI_T_STRING: *(const char **)o->dest = arg; break;
     case CLI_T_FUNC: o->fn(prog, arg, o->dest); break;
     }
@@ -272,6 +288,8 @@ static int option_head(const cli_opt *o, char *b, size_t len)
     char meta[256] = "";
     if (o->type == CLI_T_ENUM && !o->meta)
         join_names(meta, sizeof(meta), o->names);
+    else if (o->type == CLI_T_OPTION && !o->meta)
+        feeder_option_value_names((feeder_option)o->option, "|", meta, sizeof(meta));
     else if (o->type != CLI_T_FLAG)
         snprintf(meta, sizeof(meta), "%s", o->meta ? o->meta : "X");
     char sh[8] = "";

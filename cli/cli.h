@@ -31,6 +31,7 @@ typedef enum cli_type {
     CLI_T_INT,    /* signed decimal in [imin, imax] into a signed int of dest_size bytes */
     CLI_T_DOUBLE, /* a number in [dmin, dmax] into a double */
     CLI_T_ENUM,   /* one of names: *(int *)dest = values ? values[i] : i */
+    CLI_T_OPTION, /* a name of a feeder option's value (the library's table): *(int *)dest */
     CLI_T_STRING, /* *(const char **)dest = the argument (borrowed from argv) */
     CLI_T_FUNC    /* fn(prog, argument, dest) parses it (a list, say) */
 } cli_type;
@@ -50,6 +51,7 @@ typedef struct cli_opt {
     int64_t value;       /* CLI_T_FLAG: what is stored */
     const char *const *names; /* CLI_T_ENUM: NULL-terminated */
     const int *values;        /* CLI_T_ENUM: stored for names[i]; NULL: i */
+    int option;               /* CLI_T_OPTION: the feeder_option whose value names it takes */
     cli_fn fn;                /* CLI_T_FUNC */
     int *given;          /* set to 1 when the option appears; may be NULL */
     const char *meta;    /* the value's name in --help ("N", "DIR"); enums list their names */
@@ -71,6 +73,11 @@ typedef struct cli_opt {
 #define CLI_ENUMV(nm, var, nms, vals, hp)                                                     \
     {.name = (nm), .type = CLI_T_ENUM, .dest = &(var), .dest_size = sizeof(var),             \
      .names = (nms), .values = (vals), .help = (hp)}
+/* An enum-valued feeder option's value by its library name (feeder_option_value_name):
+ * the names, their order in --help and in the error text come from the library. */
+#define CLI_OPTION(nm, var, opt, hp)                                                          \
+    {.name = (nm), .type = CLI_T_OPTION, .dest = &(var), .dest_size = sizeof(var),           \
+     .option = (opt), .help = (hp)}
 #define CLI_STRING(nm, mt, var, hp)                                                           \
     {.name = (nm), .type = CLI_T_STRING, .dest = &(var), .dest_size = sizeof(var),           \
      .meta = (mt), .help = (hp)}

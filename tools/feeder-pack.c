@@ -57,10 +57,6 @@
 
 
 static const char *const mode_names[] = {"raw", "jpeg", "fields", NULL};
-static const char *const fpk_layout_names[] = {"nhwc", "nchw", NULL};
-static const int layout_values[] = {FEEDER_LAYOUT_NHWC, FEEDER_LAYOUT_NCHW};
-static const char *const io_names[] = {"auto", "uring", "pread", NULL};
-static const int io_values[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
 
 /* --shard-size, --max-bytes: bytes, optionally with K, M, G or T (x1024). */
 static void parse_bytes_of(const char *prog, const char *opt, const char *s, void *dest)
@@ -181,16 +177,14 @@ static void fpk_parse_args(fpk_opts *o, int argc, char **argv)
         CLI_FUNC("size", "N|HxW", parse_size, o, "raw: output height x width (224)"),
         CLI_UINT("resize", "N", o->resize, 1, 65535,
                  "raw: shorter side before the centre crop (size*256/224)"),
-        CLI_ENUMV("layout", o->layout, fpk_layout_names, layout_values,
-                  "raw: sample layout (nhwc)"),
+        CLI_OPTION("layout", o->layout, FEEDER_OPT_LAYOUT, "raw: sample layout (nhwc)"),
         CLI_UINT("workers", "N", o->workers, 0, 1024,
                  "raw: decoding worker processes (number of cores)"),
         CLI_UINT("batch", "N", o->batch, 1, 65536, "raw: samples per loader batch (64)"),
         CLI_FUNC("shard-size", "BYTES", parse_shard_size, &o->shard_size,
                  "raw, jpeg: split into files of at most BYTES (suffix K, M, G:\n"
                  "x1024)"),
-        CLI_ENUMV("io", o->io, io_names, io_values,
-                  "raw: how the loader reads the images (auto)"),
+        CLI_OPTION("io", o->io, FEEDER_OPT_IO, "raw: how the loader reads the images (auto)"),
         CLI_UINT("max-side", "N", o->max_side, 16, 16384,
                  "jpeg: re-encode files whose longer side exceeds N at N\n"
                  "(the other side scaled alike); smaller files kept as they are"),

@@ -171,9 +171,14 @@ static PyObject *loader_gpu_status(LoaderObject *self, PyObject *unused)
     return Py_BuildValue("(Os)", on == 1 ? Py_True : Py_False, why ? why : "");
 }
 
+static const char *decoder_name(int d)
+{
+    const char *name = feeder_option_value_name(FEEDER_OPT_DECODER, d);
+    return name ? name : "?";
+}
+
 static PyObject *loader_decoder(LoaderObject *self, PyObject *unused)
 {
-    static const char *const names[] = {"turbo", "roi", "nvjpeg", "hybrid"};
     if (!self->ld) {
         PyErr_SetString(PyExc_RuntimeError, "the loader is closed");
         return NULL;
@@ -182,7 +187,7 @@ static PyObject *loader_decoder(LoaderObject *self, PyObject *unused)
     int d = feeder_loader_decoder(self->ld, &why);
     const char *io_why = "";
     const char *io = feeder_loader_io_backend(self->ld, &io_why);
-    return Py_BuildValue("{s:s,s:s,s:s,s:s}", "decoder", d >= 0 && d < 4 ? names[d] : "?",
+    return Py_BuildValue("{s:s,s:s,s:s,s:s}", "decoder", decoder_name(d),
                          "decoder_reason", why ? why : "", "io", io ? io : "", "io_reason",
                          io_why ? io_why : "");
 }

@@ -21,8 +21,9 @@ static int worker_ignore_sigint(void *user, int worker_id)
     return 0;
 }
 
-static int lookup(PyObject *value, const char *arg, const char *const *names, const int *values,
-                  int *out)
+/* `value`, a name of one of `opt`'s values (the library's table, case
+ * ignored), into *out; else an OptionError listing the names. */
+static int lookup(PyObject *value, const char *arg, feeder_option opt, int *out)
 {
     if (!PyUnicode_Check(value)) {
         PyErr_Format(PyExc_TypeError, "%s: expected a string, got %R", arg, value);
@@ -31,14 +32,12 @@ static int lookup(PyObject *value, const char *arg, const char *const *names, co
     const char *s = PyUnicode_AsUTF8(value);
     if (!s)
         return 0;
-    for (int i = 0; names[i]; i++)
-        if (strcasecmp(s, names[i]) == 0) {
-            *out = values[i];
-            return 1;
-        }
+    if (feeder_option_value(opt, s, out) == 0)
+        return 1;
     PyObject *choices = PyUnicode_FromString("");
-    for (int i = 0; names[i] && choices; i++) {
-        PyObject *c = PyUnicode_FromFormat("%U%s'%s'", choices, i ? ", " : "", names[i]);
+    const char *name;
+    for (int i = 0; (name = feeder_option_value_name(opt, i)) && choices; i++) {
+        PyObject *c = PyUnicode_FromFormat("%U%s'%s'", choices, i ? ", " : "", name);
         Py_SETREF(choices, c);
     }
     if (choices) {
@@ -178,10 +177,6 @@ static int parse_device(PyObject *o, int *out)
 /* dtype=None, a name ("float32"), or a torch/numpy dtype (its str). */
 static int parse_dtype(PyObject *o, int *out)
 {
-    static const char *const names[] = {"uint8", "float16", "half", "bfloat16", "float32",
-                                        "float", NULL};
-    static const int values[] = {FEEDER_DTYPE_UINT8,    FEEDER_DTYPE_FLOAT16, FEEDER_DTYPE_FLOAT16,
-                                 FEEDER_DTYPE_BFLOAT16, FEEDER_DTYPE_FLOAT32, FEEDER_DTYPE_FLOAT32};
     *out = FEEDER_DTYPE_UINT8;
     if (o == Py_None)
         return 1;
@@ -195,7 +190,15 @@ static int parse_dtype(PyObject *o, int *out)
         if (!s)
             return 0;
     }
-    int ok = lookup(s, "dtype", names, values, out);
+    /* torch's aliases of float16 and float32, beside the library's names */
+    const char *alias = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+    int ok;
+    if (alias && strcasecmp(alias, "half") == 0)
+        *out = FEEDER_DTYPE_FLOAT16, ok = 1;
+    else if (alias && strcasecmp(alias, "float") == 0)
+        *out = FEEDER_DTYPE_FLOAT32, ok = 1;
+    else
+        ok = lookup(s, "dtype", FEEDER_OPT_DTYPE, out);
     Py_DECREF(s);
     return ok;
 }
@@ -253,23 +256,13 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
 #define INTOPT(obj, name, opt) \
     if ((obj) && (!parse_int((obj), name, &v) || !set_opt(self, (opt), v))) \
         return 0;
-#define ENUMOPT(obj, name, tab, vals, opt) \
-    if ((obj) && (!lookup((obj), name, tab, vals, &e) || !set_opt(self, (opt), e))) \
+#define ENUMOPT(obj, name, opt) \
+    if ((obj) && (!lookup((obj), name, (opt), &e) || !set_opt(self, (opt), e))) \
         return 0;
 
 /* The options that are an integer or a name each. */
 static int set_plain_options(LoaderObject *self, const loader_args *a)
 {
-    static const char *const pipelines[] = {"eval", "train", "resize", NULL};
-    static const int pipeline_v[] = {FEEDER_PIPELINE_EVAL, FEEDER_PIPELINE_TRAIN,
-                                     FEEDER_PIPELINE_RESIZE};
-    static const char *const decoders[] = {"roi", "turbo", "nvjpeg", "hybrid", NULL};
-    static const int decoder_v[] = {FEEDER_DECODER_ROI, FEEDER_DECODER_TURBO,
-                                    FEEDER_DECODER_NVJPEG, FEEDER_DECODER_HYBRID};
-    static const char *const policies[] = {"fail", "skip", "drop", NULL};
-    static const int policy_v[] = {FEEDER_ON_ERROR_FAIL, FEEDER_ON_ERROR_SKIP, FEEDER_ON_ERROR_DROP};
-    static const char *const ios[] = {"auto", "uring", "pread", NULL};
-    static const int io_v[] = {FEEDER_IO_AUTO, FEEDER_IO_URING, FEEDER_IO_PREAD};
     int64_t v;
     int e;
     INTOPT(a->batch, "batch_size", FEEDER_OPT_BATCH_SIZE)
@@ -285,10 +278,10 @@ static int set_plain_options(LoaderObject *self, const loader_args *a)
     INTOPT(a->max_pixels, "max_pixels", FEEDER_OPT_MAX_PIXELS)
     INTOPT(a->max_decode_bytes, "max_decode_bytes", FEEDER_OPT_MAX_DECODE_BYTES)
     INTOPT(a->max_side, "max_side", FEEDER_OPT_MAX_SIDE)
-    ENUMOPT(a->pipeline, "pipeline", pipelines, pipeline_v, FEEDER_OPT_PIPELINE)
-    ENUMOPT(a->decoder, "decoder", decoders, decoder_v, FEEDER_OPT_DECODER)
-    ENUMOPT(a->on_error, "on_error", policies, policy_v, FEEDER_OPT_ERROR_POLICY)
-    ENUMOPT(a->io, "io", ios, io_v, FEEDER_OPT_IO)
+    ENUMOPT(a->pipeline, "pipeline", FEEDER_OPT_PIPELINE)
+    ENUMOPT(a->decoder, "decoder", FEEDER_OPT_DECODER)
+    ENUMOPT(a->on_error, "on_error", FEEDER_OPT_ERROR_POLICY)
+    ENUMOPT(a->io, "io", FEEDER_OPT_IO)
     return 1;
 }
 
@@ -303,8 +296,6 @@ static int is_raw_pack(const LoaderObject *self)
 /* layout, size (N or (H, W)) and resize, which size sets unless given. */
 static int set_shape(LoaderObject *self, const loader_args *a)
 {
-    static const char *const layouts[] = {"NCHW", "NHWC", NULL};
-    static const int layout_v[] = {FEEDER_LAYOUT_NCHW, FEEDER_LAYOUT_NHWC};
     int64_t v;
     int e;
     /* PyTorch's convention: a batch of images is N x C x H x W. A RAW pack's
@@ -314,7 +305,7 @@ static int set_shape(LoaderObject *self, const loader_args *a)
     int adopt = !a->layout && is_raw_pack(self) && a->dtype == Py_None;
     if (!a->layout)
         e = FEEDER_LAYOUT_NCHW;
-    else if (!lookup(a->layout, "layout", layouts, layout_v, &e))
+    else if (!lookup(a->layout, "layout", FEEDER_OPT_LAYOUT, &e))
         return 0;
     if (!adopt && !set_opt(self, FEEDER_OPT_LAYOUT, e))
         return 0;
