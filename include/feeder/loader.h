@@ -56,7 +56,8 @@ typedef enum feeder_option {
     FEEDER_OPT_MAX_DECODE_BYTES = 23,  /* largest memory one image's decode may take, in bytes:
                                           the decoded pixels and the decoder's own buffers that
                                           grow with the image (a lossless WebP's whole ARGB
-                                          copy, PNG rows, an alpha plane), reckoned from the
+                                          copy, PNG rows, an alpha plane, a progressive
+                                          JPEG's coefficients), reckoned from the
                                           header and refused (FEEDER_ETOOBIG) before anything
                                           is allocated; a WebP over it is first tried at the
                                           reduced scale the crop needs. 0 = no limit;
