@@ -28,12 +28,12 @@ def run_ranks(folder, tmp_path, *extra, script=EXAMPLE):
     for rank in range(2):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                    WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
-                   CUDA_VISIBLE_DEVICES="")
+                   CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")  # 2 ranks on 2 cores
         cmd = [sys.executable, script, "--data", folder, "--workers", "2", "--batch", "8",
-               "--size", "48", "--epochs", "2", "--json", str(tmp_path / "out.json"), *extra]
+               "--size", "32", "--epochs", "2", "--json", str(tmp_path / "out.json"), *extra]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
-    outs = [p.communicate(timeout=240)[0] for p in procs]
+    outs = [p.communicate(timeout=400)[0] for p in procs]
     return [p.returncode for p in procs], outs
 
 
