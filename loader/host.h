@@ -182,9 +182,10 @@ struct feeder_loader {
     feeder_dataset *ds;
     feeder_sampler *sampler;     /* borrowed, or own_sampler */
     feeder_sampler *own_sampler; /* made from SHUFFLE/SEED when none was given */
-    /* The option table's values (options.c alone reads them). */
-    int64_t ival[FEEDER__NOPTS];
-    double dval[FEEDER__NOPTS];
+    /* The options as set or defaulted, each in the plan field the option
+     * table names (options.c alone writes and reads them); start copies
+     * them into `plan`. */
+    feeder__plan settings;
     uint8_t given[FEEDER__NOPTS]; /* set by the user (a RAW packed file fills the rest of its shape) */
     feeder_worker_init_fn init;
     void *init_user;

@@ -60,12 +60,13 @@ int feeder__check_nofile(const feeder_dataset *ds, int workers, uint32_t files_p
 
 /* ---- the plan: the options, resolved once at start ---- */
 
-/* Every option, read once from the option table (options.c,
- * feeder__options_resolve) when the loader starts, as named and typed
- * fields. After start nothing reads an option by number: code reads the
- * plan, and nothing writes it (the loader holds it const). What start
- * decides from it and the dataset (the decoder in use, the read path, the
- * slots) lives in the job the workers inherit. */
+/* Every option as a named, typed field. feeder_loader_set writes a value
+ * into the field its row of the option table (options.c) names, in the
+ * loader's settings; start copies the settings into the plan once
+ * (feeder__options_resolve), a RAW packed file's shape filled in. After
+ * start code reads the plan, and nothing writes it (the loader holds it
+ * const). What start decides from it and the dataset (the decoder in use,
+ * the read path, the slots) lives in the job the workers inherit. */
 typedef struct feeder__plan {
     /* Which samples make which batch. */
     struct feeder__plan_sampling {

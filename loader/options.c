@@ -1,10 +1,13 @@
 /*
- * The loader's options: one table (name, bounds, default), values validated
- * when set and frozen at start; the typed setters; the getters of what was
- * set; and the one step that reads them all into the plan at start
- * (feeder__options_resolve). Nothing else reads an option's value.
+ * The loader's options: one table (name, bounds, default, and the plan's
+ * field each one fills), values validated when set and written straight
+ * into that named field of the loader's settings; the typed setters; the
+ * getters of what was set; and the one step that turns the settings into
+ * the plan at start (feeder__options_resolve). Nothing else reads an
+ * option's value, and nothing reads one by number after start.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,65 +18,104 @@
 
 #include <sys/random.h>
 
+/* The C type of the plan field an option fills. */
+typedef enum { F_INT, F_U32, F_U64, F_I64, F_DBL } field_type;
+
 typedef struct opt_desc {
     int opt;
     const char *name;
-    int is_double;
     double min, max, def;
+    size_t off; /* offsetof(feeder__plan, the field) */
+    field_type type;
 } opt_desc;
 
+/* An option row: its plan field by name, so a reader follows the setting
+ * from this table (the setter's only write) to its use as that field. */
+#define FIELD(type, member) offsetof(feeder__plan, member), type
+
 static const opt_desc OPTS[] = {
-    {FEEDER_OPT_BATCH_SIZE, "batch_size", 0, 1, 1 << 20, 64},
-    {FEEDER_OPT_SHUFFLE, "shuffle", 0, 0, 1, 0},
-    {FEEDER_OPT_SEED, "seed", 0, (double)INT64_MIN, (double)INT64_MAX, 0},
-    {FEEDER_OPT_DROP_LAST, "drop_last", 0, 0, 1, 0},
-    {FEEDER_OPT_NUM_WORKERS, "num_workers", 0, 0, 1024, 0},
-    {FEEDER_OPT_PREFETCH_FACTOR, "prefetch_factor", 0, 1, 64, 2},
-    {FEEDER_OPT_PERSISTENT_WORKERS, "persistent_workers", 0, 0, 1, 0},
-    {FEEDER_OPT_IN_ORDER, "in_order", 0, 0, 1, 1},
-    {FEEDER_OPT_TIMEOUT_MS, "timeout_ms", 0, 0, 86400000.0 * 365, 0},
-    {FEEDER_OPT_PIPELINE, "pipeline", 0, 0, 2, FEEDER_PIPELINE_EVAL},
-    {FEEDER_OPT_HEIGHT, "height", 0, 1, 65535, 224},
-    {FEEDER_OPT_WIDTH, "width", 0, 1, 65535, 224},
-    {FEEDER_OPT_RESIZE, "resize", 0, 1, 65535, 256},
-    {FEEDER_OPT_LAYOUT, "layout", 0, 0, 1, FEEDER_LAYOUT_NHWC},
-    {FEEDER_OPT_DECODER, "decoder", 0, 0, 3, FEEDER_DECODER_ROI},
-    {FEEDER_OPT_IO, "io", 0, 0, 2, FEEDER_IO_AUTO},
-    {FEEDER_OPT_ERROR_POLICY, "error_policy", 0, 0, 2, FEEDER_ON_ERROR_FAIL},
-    {FEEDER_OPT_MAX_PIXELS, "max_pixels", 0, 0, 1e15, 178956970},
-    {FEEDER_OPT_POLL_MS, "poll_ms", 0, 1, 60000, 100},
-    {FEEDER_OPT_MAX_DECODE_BYTES, "max_decode_bytes", 0, 0, 1e15, 256.0 * 1024 * 1024},
-    {FEEDER_OPT_MAX_SIDE, "max_side", 0, 0, 2147483647, 65535},
-    {FEEDER_OPT_SPLIT, "split", 0, 0, 1 << 20, 0},
-    {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 0, 4, 32768, 256},
-    {FEEDER_OPT_BATCH_ROOM, "batch_room", 0, 4096, 1099511627776.0, 64 << 20},
-    {FEEDER_OPT_DEVICE, "device", 0, -1, 1023, -1},
-    {FEEDER_OPT_PIN_MODE, "pin_mode", 0, 0, 2, FEEDER_PIN_REGISTER},
-    {FEEDER_OPT_GPU_PREFETCH, "gpu_prefetch", 0, 2, 64, 2},
-    {FEEDER_OPT_DTYPE, "dtype", 0, 0, 3, FEEDER_DTYPE_UINT8},
-    {FEEDER_OPT_PIN_THREADS, "pin_threads", 0, 1, 64, 4},
-    {FEEDER_OPT_GPU_WARMUP, "gpu_warmup", 0, 0, 1, 1},
-    {FEEDER_OPT_AUGMENT_ON_DEVICE, "augment_on_device", 0, 0, 1, 0},
-    {FEEDER_OPT_GPU_ROOM, "gpu_room", 0, 0, 1 << 30, 0},
-    {FEEDER_OPT_GPU_DECODE_THREADS, "gpu_decode_threads", 0, 0, 4, 0},
-    {FEEDER_OPT_MEAN_R, "mean_r", 1, -1e6, 1e6, 0.485},
-    {FEEDER_OPT_MEAN_G, "mean_g", 1, -1e6, 1e6, 0.456},
-    {FEEDER_OPT_MEAN_B, "mean_b", 1, -1e6, 1e6, 0.406},
-    {FEEDER_OPT_STD_R, "std_r", 1, 1e-9, 1e6, 0.229},
-    {FEEDER_OPT_STD_G, "std_g", 1, 1e-9, 1e6, 0.224},
-    {FEEDER_OPT_STD_B, "std_b", 1, 1e-9, 1e6, 0.225},
-    {FEEDER_OPT_PACKED_READ, "packed_read", 0, 0, 3, FEEDER_PACKED_READ_AUTO},
-    {FEEDER_OPT_VERIFY_CRC, "verify_crc", 0, 0, 1, 0},
-    {FEEDER_OPT_MAX_RESTARTS, "max_restarts", 0, 0, 1000000, 0},
-    {FEEDER_OPT_CHANNELS, "channels", 0, 1, 3, 3},
-    {FEEDER_OPT_SCALE_MIN, "scale_min", 1, 1e-6, 1, 0.08},
-    {FEEDER_OPT_SCALE_MAX, "scale_max", 1, 1e-6, 1, 1.0},
-    {FEEDER_OPT_RATIO_MIN, "ratio_min", 1, 1e-3, 1e3, 3.0 / 4.0},
-    {FEEDER_OPT_RATIO_MAX, "ratio_max", 1, 1e-3, 1e3, 4.0 / 3.0},
-    {FEEDER_OPT_FLIP_PROB, "flip_prob", 1, 0, 1, 0.5},
+    {FEEDER_OPT_BATCH_SIZE, "batch_size", 1, 1 << 20, 64, FIELD(F_U32, sampling.batch_size)},
+    {FEEDER_OPT_SHUFFLE, "shuffle", 0, 1, 0, FIELD(F_INT, sampling.shuffle)},
+    {FEEDER_OPT_SEED, "seed", (double)INT64_MIN, (double)INT64_MAX, 0, FIELD(F_U64, sampling.seed)},
+    {FEEDER_OPT_DROP_LAST, "drop_last", 0, 1, 0, FIELD(F_INT, sampling.drop_last)},
+    {FEEDER_OPT_NUM_WORKERS, "num_workers", 0, 1024, 0, FIELD(F_U32, workers.num_workers)},
+    {FEEDER_OPT_PREFETCH_FACTOR, "prefetch_factor", 1, 64, 2, FIELD(F_U32, workers.prefetch_factor)},
+    {FEEDER_OPT_PERSISTENT_WORKERS, "persistent_workers", 0, 1, 0, FIELD(F_INT, workers.persistent)},
+    {FEEDER_OPT_IN_ORDER, "in_order", 0, 1, 1, FIELD(F_INT, workers.in_order)},
+    {FEEDER_OPT_TIMEOUT_MS, "timeout_ms", 0, 86400000.0 * 365, 0, FIELD(F_I64, workers.timeout_ms)},
+    {FEEDER_OPT_PIPELINE, "pipeline", 0, 2, FEEDER_PIPELINE_EVAL, FIELD(F_INT, pipeline.pipeline)},
+    {FEEDER_OPT_HEIGHT, "height", 1, 65535, 224, FIELD(F_U32, pipeline.height)},
+    {FEEDER_OPT_WIDTH, "width", 1, 65535, 224, FIELD(F_U32, pipeline.width)},
+    {FEEDER_OPT_RESIZE, "resize", 1, 65535, 256, FIELD(F_U32, pipeline.resize)},
+    {FEEDER_OPT_LAYOUT, "layout", 0, 1, FEEDER_LAYOUT_NHWC, FIELD(F_INT, pipeline.layout)},
+    {FEEDER_OPT_DECODER, "decoder", 0, 3, FEEDER_DECODER_ROI, FIELD(F_INT, pipeline.decoder)},
+    {FEEDER_OPT_IO, "io", 0, 2, FEEDER_IO_AUTO, FIELD(F_INT, pipeline.io)},
+    {FEEDER_OPT_ERROR_POLICY, "error_policy", 0, 2, FEEDER_ON_ERROR_FAIL, FIELD(F_INT, pipeline.error_policy)},
+    {FEEDER_OPT_MAX_PIXELS, "max_pixels", 0, 1e15, 178956970, FIELD(F_U64, pipeline.max_pixels)},
+    {FEEDER_OPT_POLL_MS, "poll_ms", 1, 60000, 100, FIELD(F_INT, workers.poll_ms)},
+    {FEEDER_OPT_MAX_DECODE_BYTES, "max_decode_bytes", 0, 1e15, 256.0 * 1024 * 1024,
+     FIELD(F_U64, pipeline.max_decode_bytes)},
+    {FEEDER_OPT_MAX_SIDE, "max_side", 0, 2147483647, 65535, FIELD(F_U32, pipeline.max_side)},
+    {FEEDER_OPT_SPLIT, "split", 0, 1 << 20, 0, FIELD(F_U32, workers.split)},
+    {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 4, 32768, 256, FIELD(F_U32, pipeline.queue_depth)},
+    {FEEDER_OPT_BATCH_ROOM, "batch_room", 4096, 1099511627776.0, 64 << 20, FIELD(F_U64, pipeline.batch_room)},
+    {FEEDER_OPT_DEVICE, "device", -1, 1023, -1, FIELD(F_INT, device.device)},
+    {FEEDER_OPT_PIN_MODE, "pin_mode", 0, 2, FEEDER_PIN_REGISTER, FIELD(F_INT, device.pin_mode)},
+    {FEEDER_OPT_GPU_PREFETCH, "gpu_prefetch", 2, 64, 2, FIELD(F_INT, device.gpu_prefetch)},
+    {FEEDER_OPT_DTYPE, "dtype", 0, 3, FEEDER_DTYPE_UINT8, FIELD(F_INT, device.dtype)},
+    {FEEDER_OPT_PIN_THREADS, "pin_threads", 1, 64, 4, FIELD(F_INT, device.pin_threads)},
+    {FEEDER_OPT_GPU_WARMUP, "gpu_warmup", 0, 1, 1, FIELD(F_INT, device.warmup)},
+    {FEEDER_OPT_AUGMENT_ON_DEVICE, "augment_on_device", 0, 1, 0, FIELD(F_INT, device.augment_on_device)},
+    {FEEDER_OPT_GPU_ROOM, "gpu_room", 0, 1 << 30, 0, FIELD(F_I64, device.gpu_room)},
+    {FEEDER_OPT_GPU_DECODE_THREADS, "gpu_decode_threads", 0, 4, 0, FIELD(F_INT, device.decode_threads)},
+    {FEEDER_OPT_MEAN_R, "mean_r", -1e6, 1e6, 0.485, FIELD(F_DBL, device.mean[0])},
+    {FEEDER_OPT_MEAN_G, "mean_g", -1e6, 1e6, 0.456, FIELD(F_DBL, device.mean[1])},
+    {FEEDER_OPT_MEAN_B, "mean_b", -1e6, 1e6, 0.406, FIELD(F_DBL, device.mean[2])},
+    {FEEDER_OPT_STD_R, "std_r", 1e-9, 1e6, 0.229, FIELD(F_DBL, device.std[0])},
+    {FEEDER_OPT_STD_G, "std_g", 1e-9, 1e6, 0.224, FIELD(F_DBL, device.std[1])},
+    {FEEDER_OPT_STD_B, "std_b", 1e-9, 1e6, 0.225, FIELD(F_DBL, device.std[2])},
+    {FEEDER_OPT_PACKED_READ, "packed_read", 0, 3, FEEDER_PACKED_READ_AUTO, FIELD(F_INT, pipeline.packed_read)},
+    {FEEDER_OPT_VERIFY_CRC, "verify_crc", 0, 1, 0, FIELD(F_INT, pipeline.verify_crc)},
+    {FEEDER_OPT_MAX_RESTARTS, "max_restarts", 0, 1000000, 0, FIELD(F_U64, workers.max_restarts)},
+    {FEEDER_OPT_CHANNELS, "channels", 1, 3, 3, FIELD(F_U32, pipeline.channels)},
+    {FEEDER_OPT_SCALE_MIN, "scale_min", 1e-6, 1, 0.08, FIELD(F_DBL, pipeline.scale_min)},
+    {FEEDER_OPT_SCALE_MAX, "scale_max", 1e-6, 1, 1.0, FIELD(F_DBL, pipeline.scale_max)},
+    {FEEDER_OPT_RATIO_MIN, "ratio_min", 1e-3, 1e3, 3.0 / 4.0, FIELD(F_DBL, pipeline.ratio_min)},
+    {FEEDER_OPT_RATIO_MAX, "ratio_max", 1e-3, 1e3, 4.0 / 3.0, FIELD(F_DBL, pipeline.ratio_max)},
+    {FEEDER_OPT_FLIP_PROB, "flip_prob", 0, 1, 0.5, FIELD(F_DBL, pipeline.flip_prob)},
 };
 #define NOPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
-_Static_assert(NOPTS == FEEDER__NOPTS, "loader/host.h sizes the option arrays");
+_Static_assert(NOPTS == FEEDER__NOPTS, "loader/host.h sizes the given[] array");
+
+/* Write a value into the settings' field that row d names. An integer
+ * option's value was checked against the row's bounds, which the field's
+ * type holds. */
+static void store(feeder__plan *settings, const opt_desc *d, int64_t v, double dv)
+{
+    char *f = (char *)settings + d->off;
+    switch (d->type) {
+    case F_INT: *(int *)f = (int)v; break;
+    case F_U32: *(uint32_t *)f = (uint32_t)v; break;
+    case F_U64: *(uint64_t *)f = (uint64_t)v; break;
+    case F_I64: *(int64_t *)f = v; break;
+    case F_DBL: *(double *)f = dv; break;
+    }
+}
+
+/* The value in row d's field, as feeder_loader_get gives it. A 64-bit
+ * unsigned field was set from a signed value (a seed may be negative). */
+static double load(const feeder__plan *settings, const opt_desc *d)
+{
+    const char *f = (const char *)settings + d->off;
+    switch (d->type) {
+    case F_INT: return *(const int *)f;
+    case F_U32: return *(const uint32_t *)f;
+    case F_U64: return (double)(int64_t)*(const uint64_t *)f;
+    case F_I64: return (double)*(const int64_t *)f;
+    case F_DBL: return *(const double *)f;
+    }
+    return 0;
+}
 
 static int feeder__opt_index(int opt)
 {
@@ -113,13 +155,9 @@ static uint64_t draw_seed(void)
 
 void feeder__options_init(feeder_loader *ld)
 {
-    for (int i = 0; i < NOPTS; i++) {
-        ld->ival[i] = (int64_t)OPTS[i].def;
-        ld->dval[i] = OPTS[i].def;
-    }
-    uint64_t seed = draw_seed();
-    ld->ival[feeder__opt_index(FEEDER_OPT_SEED)] = (int64_t)seed;
-    ld->dval[feeder__opt_index(FEEDER_OPT_SEED)] = (double)seed;
+    for (int i = 0; i < NOPTS; i++)
+        store(&ld->settings, &OPTS[i], (int64_t)OPTS[i].def, OPTS[i].def);
+    ld->settings.sampling.seed = draw_seed();
 }
 
 /* What feeder_loader_set and _set_double check before a value: a loader
@@ -135,7 +173,7 @@ static int set_check(feeder_loader *ld, feeder_option opt, int is_double, const 
     *i = feeder__opt_index(opt);
     if (*i < 0)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "%s: unknown option %d", fn, (int)opt);
-    if (OPTS[*i].is_double != is_double)
+    if ((OPTS[*i].type == F_DBL) != is_double)
         return feeder__loader_fail(ld, FEEDER_EINVAL, "%s: %s takes %s; use %s", fn, OPTS[*i].name,
                                    is_double ? "an integer" : "a double",
                                    is_double ? "feeder_loader_set" : "feeder_loader_set_double");
@@ -156,8 +194,7 @@ int feeder_loader_set(feeder_loader *ld, feeder_option opt, int64_t value)
     if (opt == FEEDER_OPT_CHANNELS && value == 2)
         return feeder__loader_fail(ld, FEEDER_ERANGE,
                     "channels = 2 is not an image format: 1 (grayscale) or 3 (RGB)");
-    ld->ival[i] = value;
-    ld->dval[i] = (double)value;
+    store(&ld->settings, &OPTS[i], value, (double)value);
     ld->given[i] = 1;
     return 0;
 }
@@ -170,7 +207,7 @@ int feeder_loader_set_double(feeder_loader *ld, feeder_option opt, double value)
     if (!(value >= OPTS[i].min && value <= OPTS[i].max))
         return feeder__loader_fail(ld, FEEDER_ERANGE, "%s = %g is out of range [%g, %g]", OPTS[i].name, value,
                     OPTS[i].min, OPTS[i].max);
-    ld->dval[i] = value;
+    store(&ld->settings, &OPTS[i], 0, value);
     return 0;
 }
 
@@ -179,7 +216,7 @@ int feeder_loader_get(const feeder_loader *ld, feeder_option opt, double *value)
     int i = ld ? feeder__opt_index(opt) : -1;
     if (i < 0 || !value)
         return FEEDER_EINVAL;
-    *value = OPTS[i].is_double ? ld->dval[i] : (double)ld->ival[i];
+    *value = load(&ld->settings, &OPTS[i]);
     if (ld->started) /* the shape in use: a RAW packed file's fills what was not set */
         *value = opt == FEEDER_OPT_HEIGHT     ? ld->plan.pipeline.height
                  : opt == FEEDER_OPT_WIDTH    ? ld->plan.pipeline.width
@@ -274,9 +311,8 @@ int feeder_loader_set_allocators(feeder_loader *ld, const feeder_allocator *devi
     return 0;
 }
 
-/* An option's value as set or defaulted: the table's read for the plan. */
-static int64_t opt_i(const feeder_loader *ld, int opt) { return ld->ival[feeder__opt_index(opt)]; }
-static double opt_d(const feeder_loader *ld, int opt) { return ld->dval[feeder__opt_index(opt)]; }
+/* Whether the user set the option (a RAW packed file fills the rest of
+ * its shape). */
 static int opt_given(const feeder_loader *ld, int opt) { return ld->given[feeder__opt_index(opt)]; }
 
 int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
@@ -286,7 +322,7 @@ int feeder_loader_decoder(const feeder_loader *ld, const char **reason)
     if (!ld)
         return FEEDER_EINVAL;
     if (!ld->started)
-        return (int)opt_i(ld, FEEDER_OPT_DECODER);
+        return ld->settings.pipeline.decoder;
     if (reason)
         *reason = ld->decided.decoder_reason;
     return ld->job.t.decoder;
@@ -296,7 +332,7 @@ int feeder_loader_seed(const feeder_loader *ld, uint64_t *seed)
 {
     if (!ld || !seed)
         return FEEDER_EINVAL;
-    *seed = (uint64_t)opt_i(ld, FEEDER_OPT_SEED);
+    *seed = ld->settings.sampling.seed;
     return 0;
 }
 
@@ -304,10 +340,6 @@ int feeder_loader_seed(const feeder_loader *ld, uint64_t *seed)
  * user did not set: FEEDER_ESHAPE when one set disagrees with the file. */
 static int resolve_shape(const feeder_loader *ld, feeder__plan *p)
 {
-    p->pipeline.height = (uint32_t)opt_i(ld, FEEDER_OPT_HEIGHT);
-    p->pipeline.width = (uint32_t)opt_i(ld, FEEDER_OPT_WIDTH);
-    p->pipeline.channels = (uint32_t)opt_i(ld, FEEDER_OPT_CHANNELS);
-    p->pipeline.layout = (int)opt_i(ld, FEEDER_OPT_LAYOUT);
     if (ld->ds->kind != FEEDER__DS_PACKED || ld->ds->pack->v.h.kind != FEEDER_RECORD_RAW)
         return 0;
     const feeder__pack_header *h = &ld->ds->pack->v.h;
@@ -327,63 +359,13 @@ static int resolve_shape(const feeder_loader *ld, feeder__plan *p)
 
 int feeder__options_resolve(const feeder_loader *ld, feeder__plan *p)
 {
-    memset(p, 0, sizeof(*p));
-    p->sampling.batch_size = (uint32_t)opt_i(ld, FEEDER_OPT_BATCH_SIZE);
-    p->sampling.shuffle = (int)opt_i(ld, FEEDER_OPT_SHUFFLE);
-    p->sampling.seed = (uint64_t)opt_i(ld, FEEDER_OPT_SEED);
-    p->sampling.drop_last = (int)opt_i(ld, FEEDER_OPT_DROP_LAST);
-
-    p->workers.num_workers = (uint32_t)opt_i(ld, FEEDER_OPT_NUM_WORKERS);
-    p->workers.prefetch_factor = (uint32_t)opt_i(ld, FEEDER_OPT_PREFETCH_FACTOR);
-    p->workers.split = (uint32_t)opt_i(ld, FEEDER_OPT_SPLIT);
-    p->workers.persistent = (int)opt_i(ld, FEEDER_OPT_PERSISTENT_WORKERS);
-    p->workers.in_order = (int)opt_i(ld, FEEDER_OPT_IN_ORDER);
-    p->workers.timeout_ms = opt_i(ld, FEEDER_OPT_TIMEOUT_MS);
-    p->workers.poll_ms = (int)opt_i(ld, FEEDER_OPT_POLL_MS);
-    p->workers.max_restarts = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_RESTARTS);
-
-    p->pipeline.pipeline = (int)opt_i(ld, FEEDER_OPT_PIPELINE);
+    *p = ld->settings;
     p->pipeline.pipeline_set = opt_given(ld, FEEDER_OPT_PIPELINE);
-    p->pipeline.decoder = (int)opt_i(ld, FEEDER_OPT_DECODER);
-    p->pipeline.resize = (uint32_t)opt_i(ld, FEEDER_OPT_RESIZE);
-    p->pipeline.scale_min = opt_d(ld, FEEDER_OPT_SCALE_MIN);
-    p->pipeline.scale_max = opt_d(ld, FEEDER_OPT_SCALE_MAX);
-    p->pipeline.ratio_min = opt_d(ld, FEEDER_OPT_RATIO_MIN);
-    p->pipeline.ratio_max = opt_d(ld, FEEDER_OPT_RATIO_MAX);
-    p->pipeline.flip_prob = opt_d(ld, FEEDER_OPT_FLIP_PROB);
-    p->pipeline.max_pixels = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_PIXELS);
-    p->pipeline.max_decode_bytes = (uint64_t)opt_i(ld, FEEDER_OPT_MAX_DECODE_BYTES);
-    p->pipeline.max_side = (uint32_t)opt_i(ld, FEEDER_OPT_MAX_SIDE);
-    p->pipeline.error_policy = (int)opt_i(ld, FEEDER_OPT_ERROR_POLICY);
-    p->pipeline.io = (int)opt_i(ld, FEEDER_OPT_IO);
-    p->pipeline.queue_depth = (unsigned)opt_i(ld, FEEDER_OPT_QUEUE_DEPTH);
-    p->pipeline.packed_read = (int)opt_i(ld, FEEDER_OPT_PACKED_READ);
-    p->pipeline.verify_crc = (int)opt_i(ld, FEEDER_OPT_VERIFY_CRC);
-    p->pipeline.batch_room = (uint64_t)opt_i(ld, FEEDER_OPT_BATCH_ROOM);
-
-    p->device.device = (int)opt_i(ld, FEEDER_OPT_DEVICE);
-    p->device.pin_mode = (int)opt_i(ld, FEEDER_OPT_PIN_MODE);
-    p->device.gpu_prefetch = (int)opt_i(ld, FEEDER_OPT_GPU_PREFETCH);
-    p->device.dtype = (int)opt_i(ld, FEEDER_OPT_DTYPE);
-    p->device.pin_threads = (int)opt_i(ld, FEEDER_OPT_PIN_THREADS);
-    p->device.warmup = (int)opt_i(ld, FEEDER_OPT_GPU_WARMUP);
-    p->device.decode_threads = (int)opt_i(ld, FEEDER_OPT_GPU_DECODE_THREADS);
-    p->device.augment_on_device = (int)opt_i(ld, FEEDER_OPT_AUGMENT_ON_DEVICE);
-    p->device.gpu_room = opt_i(ld, FEEDER_OPT_GPU_ROOM);
-    static const int mean[3] = {FEEDER_OPT_MEAN_R, FEEDER_OPT_MEAN_G, FEEDER_OPT_MEAN_B};
-    static const int std[3] = {FEEDER_OPT_STD_R, FEEDER_OPT_STD_G, FEEDER_OPT_STD_B};
-    for (int k = 0; k < 3; k++) {
-        p->device.mean[k] = opt_d(ld, mean[k]);
-        p->device.std[k] = opt_d(ld, std[k]);
-    }
     return resolve_shape(ld, p);
 }
 
 void feeder__options_adopt_seed(feeder_loader *ld, uint64_t seed)
 {
-    int i = feeder__opt_index(FEEDER_OPT_SEED);
-    if (ld->given[i])
-        return;
-    ld->ival[i] = (int64_t)seed;
-    ld->dval[i] = (double)seed;
+    if (!opt_given(ld, FEEDER_OPT_SEED))
+        ld->settings.sampling.seed = seed;
 }

@@ -1079,6 +1079,50 @@ END_TEST
 
 /* ---- options and states ---- */
 
+/* Every option keeps what was set, at both ends of its range, in the
+ * field its table row names: a row with the wrong field type would clip
+ * or mangle one end. */
+START_TEST(test_option_round_trip)
+{
+    user_ds d = {.n = 8, .exit_at = -1, .fail_at = -1};
+    feeder_dataset *ds = make_user(&d);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+    int seen = 0;
+    for (int opt = 0; opt < 256; opt++) {
+        if (!feeder_option_name((feeder_option)opt) || opt == FEEDER_OPT_SEED)
+            continue;
+        double lo, hi, v;
+        ck_assert_int_eq(feeder_option_bounds((feeder_option)opt, &lo, &hi), 0);
+        int is_double = feeder_loader_set(ld, (feeder_option)opt, (int64_t)lo) == FEEDER_EINVAL;
+        double ends[2] = {lo, hi};
+        for (int e = 0; e < 2; e++) {
+            if (is_double)
+                ck_assert_int_eq(feeder_loader_set_double(ld, (feeder_option)opt, ends[e]), 0);
+            else
+                ck_assert_int_eq(feeder_loader_set(ld, (feeder_option)opt, (int64_t)ends[e]), 0);
+            ck_assert_int_eq(feeder_loader_get(ld, (feeder_option)opt, &v), 0);
+            ck_assert_msg(v == ends[e], "%s: set %.17g, got %.17g",
+                          feeder_option_name((feeder_option)opt), ends[e], v);
+        }
+        seen++;
+    }
+    ck_assert_int_eq(seen, 47);
+    double v;
+    uint64_t seed;
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, INT64_MIN), 0);
+    ck_assert_int_eq(feeder_loader_get(ld, FEEDER_OPT_SEED, &v), 0);
+    ck_assert_double_eq(v, (double)INT64_MIN);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, -5), 0);
+    ck_assert_int_eq(feeder_loader_seed(ld, &seed), 0);
+    ck_assert_uint_eq(seed, (uint64_t)-5);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_DECODER, FEEDER_DECODER_TURBO), 0);
+    ck_assert_int_eq(feeder_loader_decoder(ld, NULL), FEEDER_DECODER_TURBO);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 START_TEST(test_options)
 {
     user_ds d = {.n = 8, .exit_at = -1, .fail_at = -1};
@@ -1385,6 +1429,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_list_file_paths_with_spaces_and_utf8);
     tcase_add_test(tc, test_list_file_errors);
     tcase_add_test(tc, test_options);
+    tcase_add_test(tc, test_option_round_trip);
     tcase_add_test(tc, test_gpu_room_option);
     tcase_add_test(tc, test_gpu_decode_threads_option);
     tcase_add_test(tc, test_errors_text);
