@@ -255,20 +255,45 @@ static int ready_readers(feeder_loader *ld)
     return 0;
 }
 
+/* The epoch's order (or batches) into the flow: the one run ahead when it
+ * is this epoch's (a user's callbacks are asked again, and it is kept only
+ * when they give the same order), else the sampler's now. *adopt: the run
+ * ahead was kept. 0, or the error with the message set. */
+static int take_order(feeder_loader *ld, uint64_t epoch, int *adopt, uint64_t *len, uint64_t *nb)
+{
+    int rc;
+    *adopt = ld->flow.ahead.on && ld->flow.ahead.epoch == epoch && !ld->flow.resume;
+    if (*adopt && !feeder__sampler_pure(ld->sampler)) {
+        if ((rc = fill_order(ld, epoch, len)))
+            return rc;
+        *adopt = *len == ld->flow.ahead.order_len &&
+                 !memcmp(ld->flow.order, ld->flow.ahead.order, *len * sizeof(*ld->flow.order));
+        if (*adopt)
+            adopt_ahead(ld);
+        else
+            drop_ahead(ld);
+        return 0;
+    }
+    if (ld->flow.ahead.on && !*adopt)
+        drop_ahead(ld);
+    if (*adopt)
+        *len = adopt_ahead(ld);
+    else if (feeder__sampler_batched(ld->sampler))
+        return fill_batches(ld, epoch, len, nb);
+    else
+        return fill_order(ld, epoch, len);
+    return 0;
+}
+
 static int begin_epoch(feeder_loader *ld)
 {
     uint64_t epoch = feeder__resume_next_epoch(ld);
     ld->flow.next_set = 0;
-    int adopt = ld->flow.ahead.on && ld->flow.ahead.epoch == epoch && !ld->flow.resume;
-    if (ld->flow.ahead.on && !adopt)
-        drop_ahead(ld);
     uint64_t len = 0, nb = 0;
-    int rc;
-    int batched = feeder__sampler_batched(ld->sampler);
-    if (adopt)
-        len = adopt_ahead(ld);
-    else if ((rc = batched ? fill_batches(ld, epoch, &len, &nb) : fill_order(ld, epoch, &len)))
+    int adopt, rc;
+    if ((rc = take_order(ld, epoch, &adopt, &len, &nb)))
         return rc;
+    int batched = feeder__sampler_batched(ld->sampler);
     ld->flow.epoch_t0 = feeder__now_ns();
     ld->flow.order_len = len;
     ld->flow.nbatches = batched ? nb : feeder_batch_count(len, ld->plan.sampling.batch_size,
@@ -364,7 +389,8 @@ static int plans_fetches(const feeder_dataset *ds)
 static int may_begin_early(const feeder_loader *ld)
 {
     return !ld->flow.resume && !ld->start_failed && !ld->pool.workers_failed &&
-           !plans_fetches(ld->ds) && feeder__sampler_pure(ld->sampler);
+           !plans_fetches(ld->ds) &&
+           (feeder__sampler_pure(ld->sampler) || feeder__sampler_checked_ahead(ld->sampler));
 }
 
 /* Whether the next epoch may begin now: as above, the workers stay between

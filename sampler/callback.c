@@ -27,6 +27,14 @@ const feeder__sampler_kind feeder__sampler_callback_kind = {.name = "callback",
                                                             .fill = fill_callback,
                                                             .destroy = destroy_callback};
 
+int feeder_sampler_set_ahead(feeder_sampler *s, int on)
+{
+    if (!s || s->kind != &feeder__sampler_callback_kind)
+        return FEEDER_EINVAL;
+    s->ahead = on != 0;
+    return 0;
+}
+
 int feeder_sampler_create(const feeder_sampler_callbacks *cb, void *user, feeder_sampler **out)
 {
     if (!cb || !cb->len || !cb->fill)

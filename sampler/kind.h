@@ -61,6 +61,7 @@ struct feeder_sampler {
     uint64_t nonzero;  /* weighted: how many of them are not zero */
     alias_cell *table; /* weighted with replacement: Vose's alias table */
     feeder_sampler_callbacks cb;        /* callback */
+    int ahead; /* callback: may be asked for an epoch early (feeder_sampler_set_ahead) */
     feeder_batch_sampler_callbacks bcb; /* batches */
     void *user;
     uint64_t *shard_first; /* shards: nshards + 1 running counts */

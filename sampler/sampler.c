@@ -132,3 +132,5 @@ uint64_t feeder_batch_count(uint64_t len, uint32_t batch_size, int drop_last)
 }
 
 int feeder__sampler_pure(const feeder_sampler *s) { return s && s->kind->pure; }
+
+int feeder__sampler_checked_ahead(const feeder_sampler *s) { return s && s->ahead; }

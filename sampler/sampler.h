@@ -13,6 +13,9 @@
 /* Whether the sampler's order is a pure function of the epoch (every kind
  * but a user's callbacks), so it may be asked for an epoch early. */
 int feeder__sampler_pure(const feeder_sampler *s);
+/* Whether a user's callbacks may be asked for an epoch early, their order
+ * asked again and compared when that epoch begins (feeder_sampler_set_ahead). */
+int feeder__sampler_checked_ahead(const feeder_sampler *s);
 /* A batch sampler (feeder_sampler_create_batches). */
 int feeder__sampler_batched(const feeder_sampler *s);
 /* A batch sampler's epoch: indices[0..len) and, allocated for the caller

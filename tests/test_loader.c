@@ -572,6 +572,85 @@ START_TEST(test_run_ahead_state_and_user_sampler)
 }
 END_TEST
 
+/* A user sampler asked early (feeder_sampler_set_ahead): the dataset's
+ * indices rotated by 7 an epoch plus `shift`, its fills counted by epoch. */
+typedef struct rot_sampler {
+    uint64_t n, shift;
+    int fills[8];
+} rot_sampler;
+
+static uint64_t rot_len(void *u, uint64_t epoch)
+{
+    (void)epoch;
+    return ((rot_sampler *)u)->n;
+}
+
+static int rot_fill(void *u, uint64_t epoch, uint64_t *out, uint64_t count)
+{
+    rot_sampler *r = u;
+    if (epoch < 8)
+        r->fills[epoch]++;
+    for (uint64_t i = 0; i < count; i++)
+        out[i] = (i + epoch * 7 + r->shift) % r->n;
+    return 0;
+}
+
+/* One epoch from ld: every index at its place in the rotation by `rot`. */
+static void expect_rotation(feeder_loader *ld, uint64_t epoch, uint64_t n, uint64_t rot)
+{
+    feeder_batch *b;
+    uint64_t pos = 0;
+    int rc;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        ck_assert_uint_eq(b->epoch, epoch);
+        for (uint32_t i = 0; i < b->count; i++, pos++)
+            ck_assert_uint_eq(b->indices[i], (pos + rot) % n);
+        feeder_batch_release(b, NULL);
+    }
+    ck_assert_int_eq(rc, FEEDER_DONE);
+    ck_assert_uint_eq(pos, n);
+}
+
+START_TEST(test_run_ahead_checked_user_sampler)
+{
+    user_ds d = {.n = 23, .exit_at = -1, .fail_at = -1};
+    feeder_dataset *ds = make_user(&d);
+    rot_sampler r = {.n = 23};
+    feeder_sampler_callbacks cb = {.len = rot_len, .fill = rot_fill};
+    feeder_sampler *smp, *plain;
+    ck_assert_int_eq(feeder_sampler_create(&cb, &r, &smp), 0);
+    ck_assert_int_eq(feeder_sampler_set_ahead(NULL, 1), FEEDER_EINVAL);
+    ck_assert_int_eq(feeder_sampler_random(23, 0, 0, 1, &plain), 0);
+    ck_assert_int_eq(feeder_sampler_set_ahead(plain, 1), FEEDER_EINVAL);
+    feeder_sampler_destroy(plain);
+    ck_assert_int_eq(feeder_sampler_set_ahead(smp, 1), 0);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 5), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    feeder_stats st;
+    /* The same order when the epoch begins: the early batches are kept. */
+    expect_rotation(ld, 0, 23, 0);
+    ck_assert_int_eq(r.fills[1], 1); /* epoch 1 asked early */
+    expect_rotation(ld, 1, 23, 7);
+    ck_assert_int_eq(r.fills[1], 2); /* and again as it began */
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    uint64_t kept = st.batches_ahead;
+    ck_assert_uint_gt(kept, 0);
+    /* The sampler changed after epoch 2 was asked early: epoch 2 is the
+     * later order, every index once, nothing of the early one. */
+    ck_assert_int_eq(r.fills[2], 1);
+    r.shift = 5;
+    expect_rotation(ld, 2, 23, 14 + 5);
+    ck_assert_int_eq(r.fills[2], 2);
+    expect_rotation(ld, 3, 23, 21 + 5);
+    feeder_loader_destroy(ld);
+    feeder_sampler_destroy(smp);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
 static int init_calls_fd = -1;
 static int record_init(void *user, int id)
 {
@@ -1412,6 +1491,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_run_ahead_set_epoch);
     tcase_add_test(tc, test_start_begins_the_first_epoch);
     tcase_add_test(tc, test_run_ahead_state_and_user_sampler);
+    tcase_add_test(tc, test_run_ahead_checked_user_sampler);
     tcase_add_test(tc, test_worker_init);
     tcase_add_test(tc, test_worker_sigkill_mid_epoch);
     tcase_add_test(tc, test_worker_exit_status);

@@ -95,6 +95,17 @@ typedef struct feeder_sampler_callbacks {
 FEEDER_API int feeder_sampler_create(const feeder_sampler_callbacks *cb, void *user,
                                      feeder_sampler **out);
 
+/* Let the loader ask a callback sampler for an epoch's order before that
+ * epoch begins (on: 1), as it does with the built-in samplers, whose orders
+ * are pure functions of the epoch: with persistent workers the next epoch
+ * then begins in the slots the ending one frees. When that epoch begins, the
+ * loader asks for its order again and keeps what it began only if the two
+ * orders are equal; otherwise it drops those batches and begins the epoch
+ * with the later order. For callbacks that may be called twice an epoch and
+ * early (no side effects); off by default. 0, or FEEDER_EINVAL when `s` is
+ * not a callback sampler. */
+FEEDER_API int feeder_sampler_set_ahead(feeder_sampler *s, int on);
+
 FEEDER_API void feeder_sampler_destroy(feeder_sampler *s);
 
 /* Number of indices the sampler yields in `epoch`. */
