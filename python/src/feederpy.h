@@ -112,6 +112,13 @@ typedef struct {
     uint64_t *smp_idx;
     uint64_t smp_len, smp_epoch;
     int smp_have, smp_keep; /* smp_keep: state_dict() drew it, the next iter() uses it */
+    /* The next epoch's order guessed (sampler.c, guess_next), so the C
+     * loader may begin it early; it keeps those batches only when the
+     * order drawn at that epoch's iter() is the same. */
+    int smp_guess; /* GUESS_*: how the sampler's next order can be guessed */
+    uint64_t *spec_idx;
+    uint64_t spec_len, spec_epoch;
+    int spec_have;
 } LoaderObject;
 
 /* loader_state.c */

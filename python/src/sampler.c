@@ -8,23 +8,77 @@
  * Nothing calls Python from the loader's own threads. The sampler is
  * iterated as it is: sampler.set_epoch(epoch) stays the caller's, as with
  * torch.
+ *
+ * Where the next epoch's order can be drawn without touching anything the
+ * user sees (a sequence, torch's SequentialSampler, or torch's
+ * DistributedSampler, whose order is a pure function of its seed and epoch:
+ * a copy of it is set to the next epoch and drawn), it is drawn as this
+ * epoch begins, and the C sampler may be asked for it early
+ * (feeder_sampler_set_ahead): with persistent workers the next epoch then
+ * begins in the slots this one frees, as with feeder's own samplers. The
+ * C loader keeps those batches only when the order iter() draws for that
+ * epoch is the same, so a loop that never calls set_epoch, or calls it
+ * with another number, gets exactly its sampler's order.
  */
+#include <limits.h>
+
 #include "feederpy.h"
+
+/* How the next epoch's order can be guessed without side effects. */
+enum { GUESS_NONE, GUESS_SAME, GUESS_DISTRIBUTED };
+
+/* The order pushed for `epoch` (drawn, or guessed): NULL when none. */
+static const uint64_t *pushed(const LoaderObject *self, uint64_t epoch, uint64_t *len)
+{
+    if (self->smp_have && self->smp_epoch == epoch) {
+        *len = self->smp_len;
+        return self->smp_idx;
+    }
+    if (self->spec_have && self->spec_epoch == epoch) {
+        *len = self->spec_len;
+        return self->spec_idx;
+    }
+    return NULL;
+}
 
 static uint64_t ps_len(void *user, uint64_t epoch)
 {
-    LoaderObject *self = user;
-    return self->smp_have && self->smp_epoch == epoch ? self->smp_len : 0;
+    uint64_t len = 0;
+    return pushed(user, epoch, &len) ? len : 0;
 }
 
 static int ps_fill(void *user, uint64_t epoch, uint64_t *out, uint64_t count)
 {
-    LoaderObject *self = user;
-    if (!self->smp_have || self->smp_epoch != epoch || count != self->smp_len)
+    uint64_t len = 0;
+    const uint64_t *idx = pushed(user, epoch, &len);
+    if (!idx || count != len)
         return FEEDER_EINVAL;
     if (count)
-        memcpy(out, self->smp_idx, count * sizeof(*out));
+        memcpy(out, idx, count * sizeof(*out));
     return 0;
+}
+
+/* Whether `type` is torch.utils.data's class `name` itself (a subclass may
+ * draw its order any way). */
+static int is_torch_class(PyObject *o, const char *module, const char *name)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    PyObject *mod = PyObject_GetAttrString((PyObject *)t, "__module__");
+    int same = mod && PyUnicode_Check(mod) && !strcmp(PyUnicode_AsUTF8(mod), module) &&
+               !strcmp(t->tp_name, name);
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    return same;
+}
+
+static int guess_kind(PyObject *sampler)
+{
+    if (PyList_CheckExact(sampler) || PyTuple_CheckExact(sampler) || PyRange_Check(sampler) ||
+        is_torch_class(sampler, "torch.utils.data.sampler", "SequentialSampler"))
+        return GUESS_SAME;
+    if (is_torch_class(sampler, "torch.utils.data.distributed", "DistributedSampler"))
+        return GUESS_DISTRIBUTED;
+    return GUESS_NONE;
 }
 
 int loader_sampler_create(LoaderObject *self, PyObject *sampler, feeder_sampler **out)
@@ -45,27 +99,22 @@ int loader_sampler_create(LoaderObject *self, PyObject *sampler, feeder_sampler 
         return -1;
     }
     self->py_sampler = Py_NewRef(sampler);
+    self->smp_guess = guess_kind(sampler);
+    if (self->smp_guess != GUESS_NONE)
+        feeder_sampler_set_ahead(*out, 1);
     return 0;
 }
 
-/* Draw the sampler's order for `epoch` (iterating it once) into the pushed
- * epoch: each iter() draws anew, as torch's DataLoader does, except after a
- * state_dict() that drew the same epoch first (`keep`: that order is the
- * state's). 0, or -1 with the error set (a bad index names its position). */
-int loader_sampler_push(LoaderObject *self, uint64_t epoch, int keep)
+/* Iterate `src` once into a new array of dataset indices (*idx, PyMem_Raw,
+ * *n of them). 0, or -1 with the error set (a bad index names its position). */
+static int draw(const LoaderObject *self, PyObject *src, uint64_t **idx, uint64_t *n_out)
 {
-    if (!self->py_sampler)
-        return 0;
-    int kept = self->smp_keep && self->smp_have && self->smp_epoch == epoch;
-    self->smp_keep = keep;
-    if (kept)
-        return 0;
-    PyObject *seq = PySequence_List(self->py_sampler);
+    PyObject *seq = PySequence_List(src);
     if (!seq)
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(seq);
-    uint64_t *idx = PyMem_RawMalloc(((size_t)n + 1) * sizeof(*idx));
-    if (!idx) {
+    uint64_t *a = PyMem_RawMalloc(((size_t)n + 1) * sizeof(*a));
+    if (!a) {
         Py_DECREF(seq);
         PyErr_NoMemory();
         return -1;
@@ -82,18 +131,79 @@ int loader_sampler_push(LoaderObject *self, uint64_t epoch, int keep)
                          "sampler: index %R at position %zd of the epoch is not a dataset index "
                          "(0 <= i < %llu)",
                          o, i, (unsigned long long)size);
-            PyMem_RawFree(idx);
+            PyMem_RawFree(a);
             Py_DECREF(seq);
             return -1;
         }
-        idx[i] = (uint64_t)v;
+        a[i] = (uint64_t)v;
     }
     Py_DECREF(seq);
+    *idx = a;
+    *n_out = (uint64_t)n;
+    return 0;
+}
+
+/* The guess of epoch + 1's order: this one's again (a sequence, a
+ * SequentialSampler), or a copy of the DistributedSampler set to its next
+ * epoch. A guess that fails is no guess: the epoch then begins at its
+ * iter(), as without one. */
+static void guess_next(LoaderObject *self, uint64_t epoch)
+{
+    self->spec_have = 0;
+    uint64_t *idx = NULL, n = 0;
+    if (self->smp_guess == GUESS_SAME) {
+        if (!(idx = PyMem_RawMalloc(((size_t)self->smp_len + 1) * sizeof(*idx))))
+            return;
+        memcpy(idx, self->smp_idx, (size_t)self->smp_len * sizeof(*idx));
+        n = self->smp_len;
+    } else if (self->smp_guess == GUESS_DISTRIBUTED) {
+        PyObject *copy = PyImport_ImportModule("copy"), *next = NULL, *e = NULL, *r = NULL;
+        next = copy ? PyObject_CallMethod(copy, "copy", "O", self->py_sampler) : NULL;
+        e = next ? PyObject_GetAttrString(next, "epoch") : NULL;
+        long long ev = e ? PyLong_AsLongLong(e) : -1;
+        if (e && !(ev == -1 && PyErr_Occurred()) && ev < LLONG_MAX)
+            r = PyObject_CallMethod(next, "set_epoch", "L", ev + 1);
+        int ok = r && !draw(self, next, &idx, &n);
+        Py_XDECREF(r);
+        Py_XDECREF(e);
+        Py_XDECREF(next);
+        Py_XDECREF(copy);
+        if (!ok) {
+            PyErr_Clear();
+            return;
+        }
+    } else {
+        return;
+    }
+    PyMem_RawFree(self->spec_idx);
+    self->spec_idx = idx;
+    self->spec_len = n;
+    self->spec_epoch = epoch + 1;
+    self->spec_have = 1;
+}
+
+/* Draw the sampler's order for `epoch` (iterating it once) into the pushed
+ * epoch: each iter() draws anew, as torch's DataLoader does, except after a
+ * state_dict() that drew the same epoch first (`keep`: that order is the
+ * state's). Then guess the next epoch's. 0, or -1 with the error set (a bad
+ * index names its position). */
+int loader_sampler_push(LoaderObject *self, uint64_t epoch, int keep)
+{
+    if (!self->py_sampler)
+        return 0;
+    int kept = self->smp_keep && self->smp_have && self->smp_epoch == epoch;
+    self->smp_keep = keep;
+    if (kept)
+        return 0;
+    uint64_t *idx, n;
+    if (draw(self, self->py_sampler, &idx, &n))
+        return -1;
     PyMem_RawFree(self->smp_idx);
     self->smp_idx = idx;
-    self->smp_len = (uint64_t)n;
+    self->smp_len = n;
     self->smp_epoch = epoch;
     self->smp_have = 1;
+    guess_next(self, epoch);
     return 0;
 }
 
@@ -110,5 +220,8 @@ void loader_sampler_free(LoaderObject *self)
     PyMem_RawFree(self->smp_idx);
     self->smp_idx = NULL;
     self->smp_have = 0;
+    PyMem_RawFree(self->spec_idx);
+    self->spec_idx = NULL;
+    self->spec_have = 0;
     Py_CLEAR(self->py_sampler);
 }

@@ -157,6 +157,53 @@ def test_distributed_sampler_as_torch(folder, workers):
         assert sorted(set(seen)) == list(range(60)) and len(seen) == 63
 
 
+def test_sampler_next_epoch_begun_early(folder, monkeypatch):
+    """With persistent workers, a DistributedSampler's next epoch is drawn as
+    this one begins (a copy set to the next epoch) and begun in the slots the
+    ending epoch frees; the batches are kept only when iter() then draws the
+    same order. Set or not, every epoch's labels are torch's DataLoader's."""
+    ds = feeder.ImageFolder(folder)
+    calls = []
+    real_iter = torch.utils.data.DistributedSampler.__iter__
+
+    def counted(s):
+        calls.append(s.epoch)
+        return real_iter(s)
+
+    monkeypatch.setattr(torch.utils.data.DistributedSampler, "__iter__", counted)
+    sampler = torch.utils.data.DistributedSampler(ds, num_replicas=2, rank=1, shuffle=True, seed=3)
+    ld = feeder.Loader(ds, batch_size=4, sampler=sampler, num_workers=2, persistent_workers=True,
+                       size=32, resize=40)
+    ahead = 0
+    for epoch, set_it in ((0, True), (1, True), (2, True), (2, False), (5, True)):
+        if set_it:
+            sampler.set_epoch(epoch)
+        calls.clear()
+        labels = [int(v) for _, y in ld for v in y]
+        assert calls == [epoch, epoch + 1]  # drawn, then the next one guessed
+        calls.clear()
+        want = [ds.targets[i] for i in sampler]
+        assert labels == want
+        now = ld.stats()["batches_ahead"]
+        if epoch in (1, 2) and set_it:  # the guess was right: its batches were kept
+            assert now > ahead
+        ahead = now
+    # A subclass may draw its order any way: never guessed.
+
+    class Mine(torch.utils.data.DistributedSampler):
+        pass
+
+    mine = Mine(ds, num_replicas=2, rank=0, shuffle=True, seed=3)
+    ld = feeder.Loader(ds, batch_size=4, sampler=mine, num_workers=2, persistent_workers=True,
+                       size=32, resize=40)
+    for epoch in range(2):
+        mine.set_epoch(epoch)
+        calls.clear()
+        assert [int(v) for _, y in ld for v in y] == [ds.targets[i] for i in list(mine)]
+        assert calls[:1] == [epoch] and len(calls) == 2  # iter(), and the list() above
+    assert ld.stats()["batches_ahead"] == 0
+
+
 def test_loader_sampler_argument(folder):
     ds = feeder.ImageFolder(folder)
     ld = feeder.Loader(ds, batch_size=4, sampler=[5, 3, 59, 0, 5], size=32, resize=40)
