@@ -139,7 +139,8 @@ def main():
     steady = statistics.median(rates[1:]) if len(rates) > 1 else rates[0]
     shares = [None] * world
     dist.all_gather_object(shares, {"rank": rank, "order": order, "rate": steady,
-                                    "rates": rates, "wrong": int(wrong.item())})
+                                    "rates": rates, "wrong": int(wrong.item()),
+                                    "ahead": loader.stats()["batches_ahead"]})
     if rank == 0:
         union = set()
         for s in shares:
@@ -158,6 +159,9 @@ def main():
                "batch": a.batch, "images": len(ds), "epochs": a.epochs,
                "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                "images_per_s_per_rank": per_rank, "images_per_s_total": sum(per_rank),
+               # batches each rank began before its epoch's iter() (the next epoch
+               # run ahead from the sampler's guessed order, and kept)
+               "batches_ahead_per_rank": [s["ahead"] for s in sorted(shares, key=lambda s: s["rank"])],
                "checks": checks}
         print(json.dumps(out), flush=True)
         if a.json:

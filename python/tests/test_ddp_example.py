@@ -46,6 +46,8 @@ def test_two_ranks_checked(folder, tmp_path, extra):
     assert out["checks"] == {"labels_match_sampler": True, "covers_dataset": True,
                              "disjoint_but_padding": True}
     assert len(out["images_per_s_per_rank"]) == 2
+    # The second epoch began early on every rank: the sampler's next order was guessed right.
+    assert len(out["batches_ahead_per_rank"]) == 2 and min(out["batches_ahead_per_rank"]) > 0
 
 
 def test_wrong_labels_fail(folder, tmp_path):
