@@ -11,7 +11,17 @@
 #include "pack_fields.h"
 #include "packer.h"
 
-const char *const bd_decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", "raw", "all", NULL};
+const char *const bd_decoder_extras[] = {"raw", "all", NULL};
+const int bd_decoder_extra_values[] = {BD_RAW, BD_ALL};
+
+const char *bd_decoder_name(int decoder)
+{
+    const char *name = feeder_option_value_name(FEEDER_OPT_DECODER, decoder);
+    for (int i = 0; !name && bd_decoder_extras[i]; i++)
+        if (bd_decoder_extra_values[i] == decoder)
+            name = bd_decoder_extras[i];
+    return name ? name : "?";
+}
 
 /* ------------------------------------------------------------------------ */
 /* The RAW pack                                                              */
@@ -215,7 +225,7 @@ int bd_decoder_fell_back(const feeder_loader *ld, int asked, char *why, size_t l
     if (runs == asked)
         return 0;
     snprintf(why, len, "n/a: %s", reason && *reason ? reason
-                                      : runs >= 0 && runs < BD_RAW ? bd_decoder_names[runs]
+                                      : runs >= 0 && runs < BD_RAW ? bd_decoder_name(runs)
                                                                    : "another decoder runs");
     return 1;
 }
