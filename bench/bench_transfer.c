@@ -458,8 +458,7 @@ static void make_table(const row *rows, unsigned n, bu_sbuf *b)
         fmt_size(c[1], BU_TABLE_CELL, r->bytes);
         snprintf(c[2], BU_TABLE_CELL, "%u", r->reps);
         if (r->skipped[0]) {
-            for (int k = 3; k < 9; k++)
-                snprintf(c[k], BU_TABLE_CELL, "-");
+            bu_cells_dash(c, 3, 9);
             continue;
         }
         snprintf(c[3], BU_TABLE_CELL, "%.2f", r->setup_ms);

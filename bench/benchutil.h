@@ -127,6 +127,11 @@ void bu_table_init(bu_table *t, unsigned ncols, const char *const *head, const i
 /* Append a row of empty cells and return it, to be filled with snprintf. */
 char (*bu_table_row(bu_table *t))[BU_TABLE_CELL];
 void bu_table_render(const bu_table *t, bu_sbuf *b);
+/* Cells row[from..to) say "-": figures that do not apply (not measured, a
+ * skipped size, a CPU decoder's GPU columns). */
+void bu_cells_dash(char (*row)[BU_TABLE_CELL], unsigned from, unsigned to);
+/* `v` as `fmt` in `cell` when `valid`, else "-". */
+void bu_cell_or_dash(char *cell, const char *fmt, double v, int valid);
 void bu_table_free(bu_table *t);
 
 /* The command line, with argv[0] replaced by `prog` and every argument quoted

@@ -285,17 +285,13 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
         char(*c)[BU_TABLE_CELL] = row + 1; /* the figures, from c[1] */
         if (r->na) {
             snprintf(c[1], BU_TABLE_CELL, "%s", r->reason);
-            for (unsigned k = 2; k < 13; k++)
-                snprintf(c[k], BU_TABLE_CELL, "-");
+            bu_cells_dash(c, 2, 13);
             continue;
         }
         snprintf(c[1], BU_TABLE_CELL, "%.0f", r->images_per_s);
         snprintf(c[2], BU_TABLE_CELL, "%.1f", r->mb_per_s);
         snprintf(c[3], BU_TABLE_CELL, "%.2f", r->cpu_cores);
-        if (r->gpu_busy_pct >= 0)
-            snprintf(c[4], BU_TABLE_CELL, "%.1f", r->gpu_busy_pct);
-        else
-            snprintf(c[4], BU_TABLE_CELL, "-");
+        bu_cell_or_dash(c[4], "%.1f", r->gpu_busy_pct, r->gpu_busy_pct >= 0);
         snprintf(c[5], BU_TABLE_CELL, "%.1f", r->stall_ms);
         snprintf(c[6], BU_TABLE_CELL, "%.1f", r->read_us);
         snprintf(c[7], BU_TABLE_CELL, "%.1f", r->decode_us);
@@ -305,14 +301,9 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
             snprintf(c[10], BU_TABLE_CELL, "%llu", (unsigned long long)r->gpu_fallback);
             bd_routes_cell(c[11], BU_TABLE_CELL, r->routed);
         } else {
-            snprintf(c[9], BU_TABLE_CELL, "-");
-            snprintf(c[10], BU_TABLE_CELL, "-");
-            snprintf(c[11], BU_TABLE_CELL, "-");
+            bu_cells_dash(c, 9, 12);
         }
-        if (r->cpu_share_pct >= 0)
-            snprintf(c[12], BU_TABLE_CELL, "%.1f", r->cpu_share_pct);
-        else
-            snprintf(c[12], BU_TABLE_CELL, "-");
+        bu_cell_or_dash(c[12], "%.1f", r->cpu_share_pct, r->cpu_share_pct >= 0);
     }
     bu_table_render(&t, b);
     bu_table_free(&t);

@@ -43,14 +43,6 @@ static void table_columns(const opts *o, bu_table *t, unsigned *gcol, unsigned *
     t->ncols = ncols;
 }
 
-static void cell_or_dash(char *cell, const char *fmt, double v, int valid)
-{
-    if (valid)
-        snprintf(cell, BU_TABLE_CELL, fmt, v);
-    else
-        snprintf(cell, BU_TABLE_CELL, "-");
-}
-
 static void gpu_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE_CELL], unsigned g)
 {
     const opt_names nm = names_of(o);
@@ -58,16 +50,13 @@ static void gpu_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE_CELL
     snprintf(row[g + 1], 160, "%s", nm.dtype);
     snprintf(row[g + 2], 160, "%.1f", r->h2d_gbps);
     snprintf(row[g + 3], 160, "%.2f", r->med_stall_pct);
-    cell_or_dash(row[g + 4], "%.1f", r->med_idle_pct, r->med_idle_pct >= 0);
-    cell_or_dash(row[g + 5], "%.3f", r->med_vs_alone, r->med_vs_alone >= 0);
+    bu_cell_or_dash(row[g + 4], "%.1f", r->med_idle_pct, r->med_idle_pct >= 0);
+    bu_cell_or_dash(row[g + 5], "%.3f", r->med_vs_alone, r->med_vs_alone >= 0);
 }
 
 static void measured_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE_CELL])
 {
-    if (r->nep > 1)
-        snprintf(row[4], 160, "%.0f", r->steady_rate);
-    else
-        snprintf(row[4], 160, "-");
+    bu_cell_or_dash(row[4], "%.0f", r->steady_rate, r->nep > 1);
     size_t off = 0;
     for (unsigned e = 0; e < r->nep && off < 150; e++)
         off += (size_t)snprintf(row[5] + off, 160 - off, "%s%.0f", e ? " / " : "", r->rate[e]);
@@ -78,7 +67,7 @@ static void measured_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE
     snprintf(row[10], 160, "%.1f", r->decode_us);
     snprintf(row[11], 160, "%.1f", r->xform_us);
     snprintf(row[12], 160, "%.1f", r->wait_ms);
-    cell_or_dash(row[13], "%.2f", r->eff, r->eff >= 0);
+    bu_cell_or_dash(row[13], "%.2f", r->eff, r->eff >= 0);
     if (o->checksum)
         snprintf(row[14], 160, "%016llx", (unsigned long long)r->checksum);
 }
@@ -99,8 +88,7 @@ void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
         snprintf(row[3], 160, "%s", r->io);
         if (r->na) {
             snprintf(row[4], 160, "%s", r->na_reason);
-            for (unsigned c = 5; c < t.ncols; c++)
-                snprintf(row[c], 160, "-");
+            bu_cells_dash(row, 5, t.ncols);
             continue;
         }
         if (dcol < t.ncols) {
