@@ -151,12 +151,8 @@ static void parse_args(opts *o, int argc, char **argv)
                  "copies per timing (default: enough to move ~256 MiB,\nbetween 10 and 1000)"),
         CLI_UINT("repeats", "N", o->repeats, 1, MAX_REPEATS,
                  "timings per figure; the median is reported (5)"),
-        CLI_FLAG("json", o->json, "JSON on stdout instead of the table"),
-        CLI_STRING("append-to", "FILE", o->append_to,
-                   "append the record (table, command, date, machine) to FILE"),
+        BU_CLI_REPORT_OPTIONS(o->json, o->append_to, o->label),
         CLI_FLAG("no-append", no_append, "the default (kept so older command lines run)"),
-        CLI_STRING("label", "TEXT", o->label,
-                   "machine name for the record (default: hostname + cores)"),
         CLI_END,
     };
     cli_spec spec = {.prog = PROG, .opts = t,

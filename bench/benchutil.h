@@ -169,6 +169,15 @@ typedef struct bu_report {
 void bu_report_finish(bu_report *r, int as_json, const char *append_to, const char *prog,
                       const bu_machine *m, const char *title, const char *cmd);
 
-/* Command-line parsing and the die/usage helpers live in cli/cli.h. */
+/* Command-line parsing and the die/usage helpers live in cli/cli.h. The
+ * options of a report and its record, the same in every benchmark that
+ * makes one (bu_report_finish's as_json and append_to, bu_machine_init's
+ * label), as entries of a cli_opt table: */
+#define BU_CLI_REPORT_OPTIONS(json, append_to, label)                                      \
+    CLI_FLAG("json", json, "JSON on stdout instead of the table"),                         \
+    CLI_STRING("append-to", "FILE", append_to,                                             \
+               "append the record (table, command, date, machine) to\n"                   \
+               "FILE; without it nothing is written but stdout"),                          \
+    CLI_STRING("label", "TEXT", label, "machine name for the record (default: hostname + cores)")
 
 #endif
