@@ -53,7 +53,7 @@
 
 static void to_row(const run_res *r, int decoder, int shuffled, bd_row *w)
 {
-    w->backend = bd_decoder_name(decoder);
+    w->decoder = decoder;
     w->shuffled = shuffled;
     w->na = r->na;
     snprintf(w->reason, sizeof(w->reason), "%s", r->na_reason);

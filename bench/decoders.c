@@ -50,7 +50,7 @@ void bd_raw_pack_path(char *out, size_t len, const char *data, uint32_t size, ui
         snprintf(out, len, "%s-%u.pack", base, size);
     else
         snprintf(out, len, "%s-%u-r%u-%s.pack", base, size, resize,
-                 layout == FEEDER_LAYOUT_NCHW ? "nchw" : "nhwc");
+                 feeder_option_value_name(FEEDER_OPT_LAYOUT, layout));
 }
 
 static int newer(const struct timespec *a, const struct timespec *b)
@@ -157,7 +157,7 @@ int bd_ensure_raw_pack(const char *prog, const char *data, const char *pack, uin
         what = "rebuilding (the dataset is newer)";
     }
     fprintf(stderr, "%s: %s the RAW pack %s from %s (%ux%u, resize %u, %s)\n", prog, what, pack,
-            data, size, size, resize, layout == FEEDER_LAYOUT_NCHW ? "nchw" : "nhwc");
+            data, size, size, resize, feeder_option_value_name(FEEDER_OPT_LAYOUT, layout));
     fpk_opts po;
     memset(&po, 0, sizeof(po));
     po.data = data;
@@ -242,7 +242,7 @@ const char *bd_order_name(int shuffled)
 /* The GPU columns of a backend that decodes on the CPU only say "-". */
 static int gpu_decoder(const bd_row *r)
 {
-    return strcmp(r->backend, "nvjpeg") == 0 || strcmp(r->backend, "hybrid") == 0;
+    return r->decoder == FEEDER_DECODER_NVJPEG || r->decoder == FEEDER_DECODER_HYBRID;
 }
 
 static const char *const route_names[FEEDER_ROUTES] = {"progressive", "cmyk", "subsampling",
@@ -280,7 +280,7 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
     for (unsigned i = 0; i < n; i++) {
         const bd_row *r = &rows[i];
         char(*row)[BU_TABLE_CELL] = bu_table_row(&t);
-        snprintf(row[0], BU_TABLE_CELL, "%s", r->backend);
+        snprintf(row[0], BU_TABLE_CELL, "%s", bd_decoder_name(r->decoder));
         snprintf(row[1], BU_TABLE_CELL, "%s", bd_order_name(r->shuffled));
         char(*c)[BU_TABLE_CELL] = row + 1; /* the figures, from c[1] */
         if (r->na) {
@@ -355,7 +355,7 @@ void bd_json_rows(const bd_row *rows, unsigned n, bu_sbuf *b)
     for (unsigned i = 0; i < n; i++) {
         const bd_row *r = &rows[i];
         bu_sb_printf(b, "%s\n    {\"backend\": ", i ? "," : "");
-        bu_sb_json_str(b, r->backend);
+        bu_sb_json_str(b, bd_decoder_name(r->decoder));
         bu_sb_printf(b, ", \"order\": \"%s\", \"status\": \"%s\", \"reason\": ",
                      bd_order_name(r->shuffled), r->na ? "n/a" : "ok");
         if (r->na) {

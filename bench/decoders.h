@@ -74,7 +74,7 @@ int bd_decoder_fell_back(const feeder_loader *ld, int asked, char *why, size_t l
 
 #define BD_MAX_EPOCHS 1000
 typedef struct bd_row {
-    const char *backend;
+    int decoder;            /* the --decoder value measured; bd_decoder_name names it */
     int shuffled;           /* the sampler's order: 1 shuffled, 0 sequential (file order) */
     int na;                 /* not measured: the GPU decoder fell back */
     char reason[512];       /* "n/a: ..." */
