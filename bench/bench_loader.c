@@ -53,7 +53,7 @@
 
 static void to_row(const run_res *r, int decoder, int shuffled, bd_row *w)
 {
-    w->backend = decoder_names[decoder];
+    w->decoder = decoder;
     w->shuffled = shuffled;
     w->na = r->na;
     snprintf(w->reason, sizeof(w->reason), "%s", r->na_reason);
@@ -98,7 +98,7 @@ static void measure_backends(const opts *o, context *cx, const char *pack, bd_ro
         ob.decoder = all_rows[i].decoder;
         if (all_rows[i].shuffle >= 0)
             ob.shuffle = all_rows[i].shuffle;
-        fprintf(stderr, "== %s, %s\n", decoder_names[ob.decoder], bd_order_name(ob.shuffle));
+        fprintf(stderr, "== %s, %s\n", bd_decoder_name(ob.decoder), bd_order_name(ob.shuffle));
         if (ob.decoder == BD_RAW) {
             if (!dr) {
                 dr = open_dataset(pack); /* sets g_pack */
@@ -143,7 +143,7 @@ static int run_all(const opts *o, context *cx)
     if (o->json)
         all_json(o, cx, pack, &pk, rows, BD_NROWS, &r.json);
     char title[96];
-    snprintf(title, sizeof(title), PROG " --decoder all, %s", pipeline_names[o->pipeline]);
+    snprintf(title, sizeof(title), PROG " --decoder all, %s", names_of(o).pipeline);
     bu_report_finish(&r, o->json, o->append_to, PROG, &cx->m, title, cx->cmd.p);
     free(rows);
     return 0;
@@ -206,7 +206,7 @@ static void report(const opts *o, context *cx, const run_res *runs)
     if (o->json)
         make_json(o, cx, runs, o->nworkers, &r.json);
     char title[64];
-    snprintf(title, sizeof(title), PROG ", %s", pipeline_names[o->pipeline]);
+    snprintf(title, sizeof(title), PROG ", %s", names_of(o).pipeline);
     bu_report_finish(&r, o->json, o->append_to, PROG, &cx->m, title, cx->cmd.p);
 }
 

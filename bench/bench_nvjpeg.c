@@ -130,11 +130,7 @@ static void parse_args(opts *o, int argc, char **argv)
         CLI_UINT("batch", "N", o->batch, LARGE_IN_BATCH + 1, 4096, "images a batch (256)"),
         CLI_UINT("iters", "N", o->iters, 1, 100000, "timed batches a case and thread (20)"),
         CLI_INT("device", "N", o->device, 0, 1023, "CUDA device (0)"),
-        CLI_FLAG("json", o->json, "JSON on stdout instead of the table"),
-        CLI_STRING("append-to", "FILE", o->append_to,
-                   "append the record (table, command, date, machine) to FILE"),
-        CLI_STRING("label", "TEXT", o->label,
-                   "machine name for the record (default: hostname + cores)"),
+        BU_CLI_REPORT_OPTIONS(o->json, o->append_to, o->label),
         CLI_END,
     };
     cli_spec spec = {.prog = PROG, .opts = t,

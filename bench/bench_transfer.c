@@ -151,12 +151,8 @@ static void parse_args(opts *o, int argc, char **argv)
                  "copies per timing (default: enough to move ~256 MiB,\nbetween 10 and 1000)"),
         CLI_UINT("repeats", "N", o->repeats, 1, MAX_REPEATS,
                  "timings per figure; the median is reported (5)"),
-        CLI_FLAG("json", o->json, "JSON on stdout instead of the table"),
-        CLI_STRING("append-to", "FILE", o->append_to,
-                   "append the record (table, command, date, machine) to FILE"),
+        BU_CLI_REPORT_OPTIONS(o->json, o->append_to, o->label),
         CLI_FLAG("no-append", no_append, "the default (kept so older command lines run)"),
-        CLI_STRING("label", "TEXT", o->label,
-                   "machine name for the record (default: hostname + cores)"),
         CLI_END,
     };
     cli_spec spec = {.prog = PROG, .opts = t,
@@ -458,8 +454,7 @@ static void make_table(const row *rows, unsigned n, bu_sbuf *b)
         fmt_size(c[1], BU_TABLE_CELL, r->bytes);
         snprintf(c[2], BU_TABLE_CELL, "%u", r->reps);
         if (r->skipped[0]) {
-            for (int k = 3; k < 9; k++)
-                snprintf(c[k], BU_TABLE_CELL, "-");
+            bu_cells_dash(c, 3, 9);
             continue;
         }
         snprintf(c[3], BU_TABLE_CELL, "%.2f", r->setup_ms);

@@ -127,6 +127,11 @@ void bu_table_init(bu_table *t, unsigned ncols, const char *const *head, const i
 /* Append a row of empty cells and return it, to be filled with snprintf. */
 char (*bu_table_row(bu_table *t))[BU_TABLE_CELL];
 void bu_table_render(const bu_table *t, bu_sbuf *b);
+/* Cells row[from..to) say "-": figures that do not apply (not measured, a
+ * skipped size, a CPU decoder's GPU columns). */
+void bu_cells_dash(char (*row)[BU_TABLE_CELL], unsigned from, unsigned to);
+/* `v` as `fmt` in `cell` when `valid`, else "-". */
+void bu_cell_or_dash(char *cell, const char *fmt, double v, int valid);
 void bu_table_free(bu_table *t);
 
 /* The command line, with argv[0] replaced by `prog` and every argument quoted
@@ -164,6 +169,15 @@ typedef struct bu_report {
 void bu_report_finish(bu_report *r, int as_json, const char *append_to, const char *prog,
                       const bu_machine *m, const char *title, const char *cmd);
 
-/* Command-line parsing and the die/usage helpers live in cli/cli.h. */
+/* Command-line parsing and the die/usage helpers live in cli/cli.h. The
+ * options of a report and its record, the same in every benchmark that
+ * makes one (bu_report_finish's as_json and append_to, bu_machine_init's
+ * label), as entries of a cli_opt table: */
+#define BU_CLI_REPORT_OPTIONS(json, append_to, label)                                      \
+    CLI_FLAG("json", json, "JSON on stdout instead of the table"),                         \
+    CLI_STRING("append-to", "FILE", append_to,                                             \
+               "append the record (table, command, date, machine) to\n"                   \
+               "FILE; without it nothing is written but stdout"),                          \
+    CLI_STRING("label", "TEXT", label, "machine name for the record (default: hostname + cores)")
 
 #endif

@@ -144,6 +144,20 @@ void bu_table_render(const bu_table *t, bu_sbuf *b)
     }
 }
 
+void bu_cells_dash(char (*row)[BU_TABLE_CELL], unsigned from, unsigned to)
+{
+    for (unsigned c = from; c < to; c++)
+        snprintf(row[c], BU_TABLE_CELL, "-");
+}
+
+void bu_cell_or_dash(char *cell, const char *fmt, double v, int valid)
+{
+    if (valid)
+        snprintf(cell, BU_TABLE_CELL, fmt, v);
+    else
+        snprintf(cell, BU_TABLE_CELL, "-");
+}
+
 void bu_table_free(bu_table *t)
 {
     free(t->cell);

@@ -54,6 +54,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -586,22 +587,31 @@ def sweep(args, data, samples, have_torch, cuda, use_tvio):
                       res["command"], desc + "\n" + tbl)
 
 
-DECODERS = ("turbo", "roi", "nvjpeg", "hybrid")  # bench_loader --decoder's names
+def bench_decoders(bench):
+    """The decoders bench_loader --decoder takes, as its --help lists them: the
+    library's names, then bench_loader's own rows raw (a RAW pack, no decode)
+    and all (every backend), which are left out here."""
+    out = subprocess.run([bench, "--help"], stdout=subprocess.PIPE, text=True).stdout
+    m = re.search(r"^ *--decoder (\S+)", out, re.M)
+    return [d for d in (m.group(1).split("|") if m else []) if d not in ("raw", "all")]
 
 
 def parse_decoders(s):
     ds = [x for x in s.split(",") if x]
-    bad = [x for x in ds if x not in DECODERS]
-    if not ds or bad:
-        raise argparse.ArgumentTypeError(
-            f"'{s}': expected a comma-separated list of turbo, roi, nvjpeg, hybrid")
+    if not ds:
+        raise argparse.ArgumentTypeError(f"'{s}': expected a comma-separated list of decoders")
     return ds
 
 
-def parse_decoder(s):
-    if s not in DECODERS:
-        raise argparse.ArgumentTypeError(f"'{s}': expected one of turbo, roi, nvjpeg, hybrid")
-    return s
+def check_decoders(ap, args, bench):
+    """--feeder-decoders and --python-decoder against bench_loader's decoders."""
+    known = bench_decoders(bench)
+    bad = [d for d in args.feeder_decoders if d not in known]
+    if bad:
+        ap.error(f"--feeder-decoders '{','.join(args.feeder_decoders)}': expected a "
+                 f"comma-separated list of {', '.join(known)}")
+    if args.python_decoder not in known:
+        ap.error(f"--python-decoder '{args.python_decoder}': expected one of {', '.join(known)}")
 
 
 def main():
@@ -651,7 +661,7 @@ def main():
                          "column / reference (it must be within 5%%)")
     sw.add_argument("--feeder-decoders", type=parse_decoders, default=["roi"],
                     help="bench_loader --decoder values, e.g. roi,nvjpeg,hybrid (roi)")
-    sw.add_argument("--python-decoder", type=parse_decoder, default="roi",
+    sw.add_argument("--python-decoder", default="roi",
                     help="the decoder of the feeder (Python) column (roi)")
     sw.add_argument("--feeder-device", type=int, default=None,
                     help="bench_loader --device (default: 0 with CUDA, else -1)")
@@ -671,6 +681,8 @@ def main():
     args = ap.parse_args()
     if args.no_torch and args.sweep is None:
         ap.error("--no-torch needs --sweep (the other modes measure torch only)")
+    if args.sweep is not None:
+        check_decoders(ap, args, find_bench_loader(args.bench_loader))
     have_torch = not args.no_torch
     if have_torch and TORCH_ERROR is not None:
         sys.exit(f"compare_torch.py: PyTorch and torchvision are needed (or --no-torch): "

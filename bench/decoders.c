@@ -11,7 +11,17 @@
 #include "pack_fields.h"
 #include "packer.h"
 
-const char *const bd_decoder_names[] = {"turbo", "roi", "nvjpeg", "hybrid", "raw", "all", NULL};
+const char *const bd_decoder_extras[] = {"raw", "all", NULL};
+const int bd_decoder_extra_values[] = {BD_RAW, BD_ALL};
+
+const char *bd_decoder_name(int decoder)
+{
+    const char *name = feeder_option_value_name(FEEDER_OPT_DECODER, decoder);
+    for (int i = 0; !name && bd_decoder_extras[i]; i++)
+        if (bd_decoder_extra_values[i] == decoder)
+            name = bd_decoder_extras[i];
+    return name ? name : "?";
+}
 
 /* ------------------------------------------------------------------------ */
 /* The RAW pack                                                              */
@@ -40,7 +50,7 @@ void bd_raw_pack_path(char *out, size_t len, const char *data, uint32_t size, ui
         snprintf(out, len, "%s-%u.pack", base, size);
     else
         snprintf(out, len, "%s-%u-r%u-%s.pack", base, size, resize,
-                 layout == FEEDER_LAYOUT_NCHW ? "nchw" : "nhwc");
+                 feeder_option_value_name(FEEDER_OPT_LAYOUT, layout));
 }
 
 static int newer(const struct timespec *a, const struct timespec *b)
@@ -147,7 +157,7 @@ int bd_ensure_raw_pack(const char *prog, const char *data, const char *pack, uin
         what = "rebuilding (the dataset is newer)";
     }
     fprintf(stderr, "%s: %s the RAW pack %s from %s (%ux%u, resize %u, %s)\n", prog, what, pack,
-            data, size, size, resize, layout == FEEDER_LAYOUT_NCHW ? "nchw" : "nhwc");
+            data, size, size, resize, feeder_option_value_name(FEEDER_OPT_LAYOUT, layout));
     fpk_opts po;
     memset(&po, 0, sizeof(po));
     po.data = data;
@@ -215,7 +225,7 @@ int bd_decoder_fell_back(const feeder_loader *ld, int asked, char *why, size_t l
     if (runs == asked)
         return 0;
     snprintf(why, len, "n/a: %s", reason && *reason ? reason
-                                      : runs >= 0 && runs < BD_RAW ? bd_decoder_names[runs]
+                                      : runs >= 0 && runs < BD_RAW ? bd_decoder_name(runs)
                                                                    : "another decoder runs");
     return 1;
 }
@@ -232,7 +242,7 @@ const char *bd_order_name(int shuffled)
 /* The GPU columns of a backend that decodes on the CPU only say "-". */
 static int gpu_decoder(const bd_row *r)
 {
-    return strcmp(r->backend, "nvjpeg") == 0 || strcmp(r->backend, "hybrid") == 0;
+    return r->decoder == FEEDER_DECODER_NVJPEG || r->decoder == FEEDER_DECODER_HYBRID;
 }
 
 static const char *const route_names[FEEDER_ROUTES] = {"progressive", "cmyk", "subsampling",
@@ -270,22 +280,18 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
     for (unsigned i = 0; i < n; i++) {
         const bd_row *r = &rows[i];
         char(*row)[BU_TABLE_CELL] = bu_table_row(&t);
-        snprintf(row[0], BU_TABLE_CELL, "%s", r->backend);
+        snprintf(row[0], BU_TABLE_CELL, "%s", bd_decoder_name(r->decoder));
         snprintf(row[1], BU_TABLE_CELL, "%s", bd_order_name(r->shuffled));
         char(*c)[BU_TABLE_CELL] = row + 1; /* the figures, from c[1] */
         if (r->na) {
             snprintf(c[1], BU_TABLE_CELL, "%s", r->reason);
-            for (unsigned k = 2; k < 13; k++)
-                snprintf(c[k], BU_TABLE_CELL, "-");
+            bu_cells_dash(c, 2, 13);
             continue;
         }
         snprintf(c[1], BU_TABLE_CELL, "%.0f", r->images_per_s);
         snprintf(c[2], BU_TABLE_CELL, "%.1f", r->mb_per_s);
         snprintf(c[3], BU_TABLE_CELL, "%.2f", r->cpu_cores);
-        if (r->gpu_busy_pct >= 0)
-            snprintf(c[4], BU_TABLE_CELL, "%.1f", r->gpu_busy_pct);
-        else
-            snprintf(c[4], BU_TABLE_CELL, "-");
+        bu_cell_or_dash(c[4], "%.1f", r->gpu_busy_pct, r->gpu_busy_pct >= 0);
         snprintf(c[5], BU_TABLE_CELL, "%.1f", r->stall_ms);
         snprintf(c[6], BU_TABLE_CELL, "%.1f", r->read_us);
         snprintf(c[7], BU_TABLE_CELL, "%.1f", r->decode_us);
@@ -295,14 +301,9 @@ void bd_table(const bd_row *rows, unsigned n, bu_sbuf *b)
             snprintf(c[10], BU_TABLE_CELL, "%llu", (unsigned long long)r->gpu_fallback);
             bd_routes_cell(c[11], BU_TABLE_CELL, r->routed);
         } else {
-            snprintf(c[9], BU_TABLE_CELL, "-");
-            snprintf(c[10], BU_TABLE_CELL, "-");
-            snprintf(c[11], BU_TABLE_CELL, "-");
+            bu_cells_dash(c, 9, 12);
         }
-        if (r->cpu_share_pct >= 0)
-            snprintf(c[12], BU_TABLE_CELL, "%.1f", r->cpu_share_pct);
-        else
-            snprintf(c[12], BU_TABLE_CELL, "-");
+        bu_cell_or_dash(c[12], "%.1f", r->cpu_share_pct, r->cpu_share_pct >= 0);
     }
     bu_table_render(&t, b);
     bu_table_free(&t);
@@ -354,7 +355,7 @@ void bd_json_rows(const bd_row *rows, unsigned n, bu_sbuf *b)
     for (unsigned i = 0; i < n; i++) {
         const bd_row *r = &rows[i];
         bu_sb_printf(b, "%s\n    {\"backend\": ", i ? "," : "");
-        bu_sb_json_str(b, r->backend);
+        bu_sb_json_str(b, bd_decoder_name(r->decoder));
         bu_sb_printf(b, ", \"order\": \"%s\", \"status\": \"%s\", \"reason\": ",
                      bd_order_name(r->shuffled), r->na ? "n/a" : "ok");
         if (r->na) {

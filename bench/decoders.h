@@ -13,11 +13,15 @@
 #include "benchutil.h"
 #include "feeder.h"
 
-/* --decoder values: the first four are feeder_decoder's. */
-/* BD_NROWS: the --decoder all table's rows, every backend once and raw
- * twice (shuffled, then sequential). */
+/* --decoder values: the first four are feeder_decoder's, named by the
+ * library's table (FEEDER_OPT_DECODER); raw and all are bench_loader's own,
+ * after them. BD_NROWS: the --decoder all table's rows, every backend once
+ * and raw twice (shuffled, then sequential). */
 enum { BD_RAW = 4, BD_ALL = 5, BD_NROWS = 6 };
-extern const char *const bd_decoder_names[]; /* turbo roi nvjpeg hybrid raw all, NULL */
+extern const char *const bd_decoder_extras[];   /* raw all, NULL */
+extern const int bd_decoder_extra_values[];     /* BD_RAW BD_ALL */
+/* A --decoder value's name: the library's, or raw / all. */
+const char *bd_decoder_name(int decoder);
 
 /* ---- the RAW pack of --decoder raw ---- */
 
@@ -70,7 +74,7 @@ int bd_decoder_fell_back(const feeder_loader *ld, int asked, char *why, size_t l
 
 #define BD_MAX_EPOCHS 1000
 typedef struct bd_row {
-    const char *backend;
+    int decoder;            /* the --decoder value measured; bd_decoder_name names it */
     int shuffled;           /* the sampler's order: 1 shuffled, 0 sequential (file order) */
     int na;                 /* not measured: the GPU decoder fell back */
     char reason[512];       /* "n/a: ..." */

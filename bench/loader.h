@@ -83,13 +83,16 @@ typedef struct opts {
 feeder_augment *bl_make_augment(const char *list);
 
 extern const char *const set_names[];      /* web imagenet uniform */
-extern const char *const pipeline_names[]; /* eval train resize */
-extern const char *const layout_names[];
-extern const char *const pin_names[];
-extern const char *const dtype_names[];
 extern const size_t dtype_size[];
-extern const char *const packed_read_names[];
-#define decoder_names bd_decoder_names /* turbo roi nvjpeg hybrid raw all */
+/* The name of value `v` of the enum option `opt`, as the library's table
+ * spells it ("?" for none). */
+const char *value_name(feeder_option opt, int v);
+/* The names of `o`'s enum settings: value_name's, the decoder's
+ * bd_decoder_name's. */
+typedef struct opt_names {
+    const char *pipeline, *decoder, *io, *layout, *pin, *dtype, *packed_read;
+} opt_names;
+opt_names names_of(const opts *o);
 
 /* Parse the command line into `o` (defaults first); exits 2 on a bad one. */
 void parse_args(opts *o, int argc, char **argv);

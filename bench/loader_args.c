@@ -5,12 +5,28 @@
 #include "loader.h"
 
 const char *const set_names[] = {"web", "imagenet", "uniform", NULL};
-const char *const pipeline_names[] = {"eval", "train", "resize", NULL};
-const char *const layout_names[] = {"nhwc", "nchw", NULL};
-const char *const pin_names[] = {"none", "copy", "register", NULL};
-const char *const dtype_names[] = {"uint8", "fp16", "bf16", "fp32", NULL};
 const size_t dtype_size[] = {1, 2, 2, 4};
-const char *const packed_read_names[] = {"mmap", "uring", "direct", "auto", NULL};
+/* --dtype takes the library's names and these shorter ones. */
+static const char *const dtype_extras[] = {"fp16", "bf16", "fp32", NULL};
+static const int dtype_extra_values[] = {FEEDER_DTYPE_FLOAT16, FEEDER_DTYPE_BFLOAT16,
+                                         FEEDER_DTYPE_FLOAT32};
+
+const char *value_name(feeder_option opt, int v)
+{
+    const char *name = feeder_option_value_name(opt, v);
+    return name ? name : "?";
+}
+
+opt_names names_of(const opts *o)
+{
+    return (opt_names){.pipeline = value_name(FEEDER_OPT_PIPELINE, o->pipeline),
+                       .decoder = bd_decoder_name(o->decoder),
+                       .io = value_name(FEEDER_OPT_IO, o->io),
+                       .layout = value_name(FEEDER_OPT_LAYOUT, o->layout),
+                       .pin = value_name(FEEDER_OPT_PIN_MODE, o->pin),
+                       .dtype = value_name(FEEDER_OPT_DTYPE, o->dtype),
+                       .packed_read = value_name(FEEDER_OPT_PACKED_READ, o->packed_read)};
+}
 
 static const char epilog[] =
     "Exit status: 0 done, 1 the loader failed, 2 bad arguments, 3 --checksum differs\n"
@@ -129,16 +145,16 @@ static cli_opt table[] = {
              "(0 is added when missing: it is the scaling baseline)"),
     CLI_OPTION("pipeline", A.pipeline, FEEDER_OPT_PIPELINE,
              "(eval: resize 256 + centre crop 224;\ntrain: RandomResizedCrop 224 + flip)"),
-    CLI_ENUM("decoder", A.decoder, bd_decoder_names,
-             "full TurboJPEG decode, cropped\n"
-             "DCT-scaled decode (roi, the default), nvJPEG batches on the\n"
-             "GPU, CPU and GPU together (hybrid), the same images as a\n"
-             "cached RAW pack of uint8 tensors beside the dataset (raw:\n"
-             "DATA-SIZE.pack, made with feeder-pack's packer, remade when\n"
-             "older than the dataset), or each of them on the same files\n"
-             "in one table (all). nvjpeg, hybrid and all use --device 0\n"
-             "when a GPU is present and --device is not given; a GPU\n"
-             "decoder that cannot run is reported as n/a, not measured"),
+    CLI_OPTIONX("decoder", A.decoder, FEEDER_OPT_DECODER, bd_decoder_extras,
+                bd_decoder_extra_values, "full TurboJPEG decode, cropped\n"
+                "DCT-scaled decode (roi, the default), nvJPEG batches on the\n"
+                "GPU, CPU and GPU together (hybrid), the same images as a\n"
+                "cached RAW pack of uint8 tensors beside the dataset (raw:\n"
+                "DATA-SIZE.pack, made with feeder-pack's packer, remade when\n"
+                "older than the dataset), or each of them on the same files\n"
+                "in one table (all). nvjpeg, hybrid and all use --device 0\n"
+                "when a GPU is present and --device is not given; a GPU\n"
+                "decoder that cannot run is reported as n/a, not measured"),
     CLI_OPTION("io", A.io, FEEDER_OPT_IO, "read path (auto)"),
     CLI_UINT("seed", "N", A.seed, 0, UINT64_MAX, "seed of the order and the random crops (0)"),
     CLI_UINT("size", "N", A.size, 1, 65535, "output side (224)"),
@@ -153,13 +169,8 @@ static cli_opt table[] = {
              "fail when no batch comes within N ms, 0 = never (120000)"),
     CLI_FLAG("checksum", A.checksum,
              "hash every delivered pixel and label, in delivery order"),
-    CLI_FLAG("json", A.json, "JSON on stdout instead of the table"),
-    CLI_STRING("append-to", "FILE", A.append_to,
-               "append the record (table, command, date, machine) to\n"
-               "FILE; without it nothing is written but stdout"),
+    BU_CLI_REPORT_OPTIONS(A.json, A.append_to, A.label),
     CLI_FLAG("no-append", no_append, "the default (kept so older command lines run)"),
-    CLI_STRING("label", "TEXT", A.label,
-               "machine name for the record (default: hostname + cores)"),
     CLI_INT("device", "N", A.device, -1, 1023,
             "deliver batches on CUDA device N (-1: host batches)"),
     CLI_OPTION("pin", A.pin, FEEDER_OPT_PIN_MODE, "how slots reach the GPU (register)"),
@@ -170,8 +181,8 @@ static cli_opt table[] = {
     CLI_UINT("gpu-decode-threads", "N", A.gpu_decode_threads, 0, 4,
              "nvjpeg/hybrid: nvJPEG decoders side by side, each on\na thread of its own, "
              "0 = automatic (FEEDER_OPT_GPU_DECODE_THREADS; 0)"),
-    CLI_ENUM("dtype", A.dtype, dtype_names,
-             "device batch type; floats are normalised on\nthe GPU (uint8)"),
+    CLI_OPTIONX("dtype", A.dtype, FEEDER_OPT_DTYPE, dtype_extras, dtype_extra_values,
+                "device batch type; floats are normalised on\nthe GPU (uint8)"),
     CLI_DOUBLE("compute-ms", "X", A.compute_ms, 0, 60000,
                "per batch, a kernel on the user's stream reads every byte\n"
                "of the batch and spins X ms (a stand-in training step);\n"

@@ -43,30 +43,20 @@ static void table_columns(const opts *o, bu_table *t, unsigned *gcol, unsigned *
     t->ncols = ncols;
 }
 
-static void cell_or_dash(char *cell, const char *fmt, double v, int valid)
-{
-    if (valid)
-        snprintf(cell, BU_TABLE_CELL, fmt, v);
-    else
-        snprintf(cell, BU_TABLE_CELL, "-");
-}
-
 static void gpu_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE_CELL], unsigned g)
 {
-    snprintf(row[g], 160, "%s", pin_names[o->pin]);
-    snprintf(row[g + 1], 160, "%s", dtype_names[o->dtype]);
+    const opt_names nm = names_of(o);
+    snprintf(row[g], 160, "%s", nm.pin);
+    snprintf(row[g + 1], 160, "%s", nm.dtype);
     snprintf(row[g + 2], 160, "%.1f", r->h2d_gbps);
     snprintf(row[g + 3], 160, "%.2f", r->med_stall_pct);
-    cell_or_dash(row[g + 4], "%.1f", r->med_idle_pct, r->med_idle_pct >= 0);
-    cell_or_dash(row[g + 5], "%.3f", r->med_vs_alone, r->med_vs_alone >= 0);
+    bu_cell_or_dash(row[g + 4], "%.1f", r->med_idle_pct, r->med_idle_pct >= 0);
+    bu_cell_or_dash(row[g + 5], "%.3f", r->med_vs_alone, r->med_vs_alone >= 0);
 }
 
 static void measured_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE_CELL])
 {
-    if (r->nep > 1)
-        snprintf(row[4], 160, "%.0f", r->steady_rate);
-    else
-        snprintf(row[4], 160, "-");
+    bu_cell_or_dash(row[4], "%.0f", r->steady_rate, r->nep > 1);
     size_t off = 0;
     for (unsigned e = 0; e < r->nep && off < 150; e++)
         off += (size_t)snprintf(row[5] + off, 160 - off, "%s%.0f", e ? " / " : "", r->rate[e]);
@@ -77,13 +67,14 @@ static void measured_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE
     snprintf(row[10], 160, "%.1f", r->decode_us);
     snprintf(row[11], 160, "%.1f", r->xform_us);
     snprintf(row[12], 160, "%.1f", r->wait_ms);
-    cell_or_dash(row[13], "%.2f", r->eff, r->eff >= 0);
+    bu_cell_or_dash(row[13], "%.2f", r->eff, r->eff >= 0);
     if (o->checksum)
         snprintf(row[14], 160, "%016llx", (unsigned long long)r->checksum);
 }
 
 void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 {
+    const opt_names nm = names_of(o);
     bu_table t;
     unsigned gcol, dcol;
     table_columns(o, &t, &gcol, &dcol);
@@ -92,13 +83,12 @@ void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
         const run_res *r = &runs[i];
         char(*row)[BU_TABLE_CELL] = bu_table_row(&t);
         snprintf(row[0], 160, "%d", r->workers);
-        snprintf(row[1], 160, "%s", raw ? "raw pack" : pipeline_names[o->pipeline]);
-        snprintf(row[2], 160, "%s", raw ? "-" : decoder_names[o->decoder]);
+        snprintf(row[1], 160, "%s", raw ? "raw pack" : nm.pipeline);
+        snprintf(row[2], 160, "%s", raw ? "-" : nm.decoder);
         snprintf(row[3], 160, "%s", r->io);
         if (r->na) {
             snprintf(row[4], 160, "%s", r->na_reason);
-            for (unsigned c = 5; c < t.ncols; c++)
-                snprintf(row[c], 160, "-");
+            bu_cells_dash(row, 5, t.ncols);
             continue;
         }
         if (dcol < t.ncols) {
@@ -167,26 +157,26 @@ void make_headline(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 
 void make_header(const opts *o, const context *cx, bu_sbuf *b)
 {
+    const opt_names nm = names_of(o);
     if (g_pack.kind) {
         char shape[96] = "";
         if (g_pack.kind == FEEDER_RECORD_RAW)
             snprintf(shape, sizeof(shape), "RAW %ux%ux%u %s", g_pack.height, g_pack.width,
-                     g_pack.channels, layout_names[g_pack.layout]);
+                     g_pack.channels, value_name(FEEDER_OPT_LAYOUT, g_pack.layout));
         bu_sb_printf(b, "feeder %s on %s (%s); packed %s, read by %s%s, batch %u, prefetch %d, "
                      "%s order%s%s\n",
                      feeder_version_string(), cx->m.label, cx->m.cpu,
                      g_pack.kind == FEEDER_RECORD_RAW ? shape : "JPEG",
-                     packed_read_names[o->packed_read],
+                     nm.packed_read,
                      o->verify_crc ? " with crc32c checks" : "", o->batch, o->prefetch,
                      o->shuffle ? "shuffled" : "sequential", o->in_order ? "" : ", in_order 0",
                      o->persistent ? ", persistent workers" : "");
         if (g_pack.kind == FEEDER_RECORD_JPEG)
             bu_sb_printf(b, "decoded with the %s pipeline, %s decoder, %ux%u %s\n",
-                         pipeline_names[o->pipeline], decoder_names[o->decoder], o->size, o->size,
-                         layout_names[o->layout]);
+                         nm.pipeline, nm.decoder, o->size, o->size, nm.layout);
         if (o->device >= 0)
             bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, compute %.2f ms per batch\n",
-                         o->device, pin_names[o->pin], o->gpu_prefetch, o->compute_ms);
+                         o->device, nm.pin, o->gpu_prefetch, o->compute_ms);
         bu_sb_printf(b, "dataset %s: %llu records, %llu classes, %.1f MB of records (shard %u "
                      "of %u)\n",
                      cx->data, (unsigned long long)cx->images, (unsigned long long)cx->classes,
@@ -195,13 +185,13 @@ void make_header(const opts *o, const context *cx, bu_sbuf *b)
     }
     bu_sb_printf(b, "feeder %s on %s (%s); %s, %s decoder, batch %u, prefetch %d, %ux%u %s, "
               "%s order%s%s\n",
-              feeder_version_string(), cx->m.label, cx->m.cpu, pipeline_names[o->pipeline],
-              decoder_names[o->decoder], o->batch, o->prefetch, o->size, o->size,
-              layout_names[o->layout], o->shuffle ? "shuffled" : "sequential",
+              feeder_version_string(), cx->m.label, cx->m.cpu, nm.pipeline,
+              nm.decoder, o->batch, o->prefetch, o->size, o->size,
+              nm.layout, o->shuffle ? "shuffled" : "sequential",
               o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
     if (o->device >= 0)
         bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, compute %.2f ms per batch\n", o->device,
-                  pin_names[o->pin], o->gpu_prefetch, o->compute_ms);
+                  nm.pin, o->gpu_prefetch, o->compute_ms);
     if (o->augment)
         bu_sb_printf(b, "augment: %s\n", o->augment);
     bu_sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average)\n",
@@ -278,13 +268,14 @@ static void json_head(const context *cx, const char *mode, bu_sbuf *b)
 
 static void json_config(const opts *o, bu_sbuf *b)
 {
+    const opt_names nm = names_of(o);
     bu_sb_printf(b, ", \"packed\": ");
     if (g_pack.kind)
         bu_sb_printf(b, "{\"kind\": \"%s\", \"height\": %u, \"width\": %u, \"layout\": \"%s\", "
                      "\"data_bytes\": %llu, \"read\": \"%s\", \"verify_crc\": %s}},\n",
                      g_pack.kind == FEEDER_RECORD_RAW ? "raw" : "jpeg", g_pack.height,
-                     g_pack.width, layout_names[g_pack.layout],
-                     (unsigned long long)g_pack.data_bytes, packed_read_names[o->packed_read],
+                     g_pack.width, value_name(FEEDER_OPT_LAYOUT, g_pack.layout),
+                     (unsigned long long)g_pack.data_bytes, nm.packed_read,
                      o->verify_crc ? "true" : "false");
     else
         bu_sb_printf(b, "null},\n");
@@ -293,10 +284,8 @@ static void json_config(const opts *o, bu_sbuf *b)
               "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
               "\"in_order\": %d, \"persistent_workers\": %d, \"workers_from\": \"%s\", "
               "\"checksum\": %s, \"augment\": ",
-              o->batch, o->epochs, o->prefetch, pipeline_names[o->pipeline],
-              decoder_names[o->decoder],
-              o->io == FEEDER_IO_URING ? "uring" : o->io == FEEDER_IO_PREAD ? "pread" : "auto",
-              (unsigned long long)o->seed, o->size, o->resize, layout_names[o->layout],
+              o->batch, o->epochs, o->prefetch, nm.pipeline, nm.decoder, nm.io,
+              (unsigned long long)o->seed, o->size, o->resize, nm.layout,
               o->shuffle, o->in_order, o->persistent,
               o->sweep ? "--threads-sweep" : o->workers_auto ? "usable CPUs" : "--workers",
               o->checksum ? "true" : "false");
@@ -317,6 +306,7 @@ static void json_num_or_null(bu_sbuf *b, const char *fmt, double v, int valid)
 
 static void json_gpu(const opts *o, const run_res *r, bu_sbuf *b)
 {
+    const opt_names nm = names_of(o);
     bu_sb_printf(b, ",\n     \"gpu\": ");
     if (!r->gpu) {
         bu_sb_printf(b, "null");
@@ -327,7 +317,7 @@ static void json_gpu(const opts *o, const run_res *r, bu_sbuf *b)
               "\"h2d_bytes\": %llu, \"pin_ns\": %llu, \"median_stall_pct_after_first\": %.3f, "
               "\"median_gpu_idle_pct\": %.2f, \"median_epoch_over_compute_alone\": %.4f, "
               "\"status\": ",
-              o->device, pin_names[o->pin], dtype_names[o->dtype], o->gpu_prefetch, o->gpu_room,
+              o->device, nm.pin, nm.dtype, o->gpu_prefetch, o->gpu_room,
               o->gpu_decode_threads, o->compute_ms, r->h2d_gbps, (unsigned long long)r->h2d_bytes,
               (unsigned long long)r->pin_ns, r->med_stall_pct, r->med_idle_pct,
               r->med_vs_alone);
@@ -420,16 +410,17 @@ void make_json(const opts *o, const context *cx, const run_res *runs, unsigned n
 void all_header(const opts *o, const context *cx, const char *pack,
                        const feeder_packed_info *pk, bu_sbuf *b)
 {
+    const opt_names nm = names_of(o);
     bu_sb_printf(b, "feeder %s on %s (%s); decode backends on the same files: %s pipeline, "
                  "%ux%u %s, batch %u, workers %d%s, prefetch %d, %u epochs, %s order (raw: "
                  "shuffled and sequential)%s%s\n",
-                 feeder_version_string(), cx->m.label, cx->m.cpu, pipeline_names[o->pipeline],
-                 o->size, o->size, layout_names[o->layout], o->batch, o->workers[0],
+                 feeder_version_string(), cx->m.label, cx->m.cpu, nm.pipeline,
+                 o->size, o->size, nm.layout, o->batch, o->workers[0],
                  o->workers_auto ? " (one per usable CPU)" : "", o->prefetch, o->epochs, o->shuffle ? "shuffled" : "sequential",
                  o->in_order ? "" : ", in_order 0", o->persistent ? ", persistent workers" : "");
     if (o->device >= 0)
         bu_sb_printf(b, "GPU: device %d, %s, gpu_prefetch %d, %s batches for every backend\n",
-                     o->device, pin_names[o->pin], o->gpu_prefetch, dtype_names[o->dtype]);
+                     o->device, nm.pin, o->gpu_prefetch, nm.dtype);
     else
         bu_sb_printf(b, "host batches (no --device, or no GPU found)\n");
     bu_sb_printf(b, "dataset %s: %llu images, %llu classes, %.1f MB of JPEG (%.1f KB average); "
@@ -442,6 +433,7 @@ void all_header(const opts *o, const context *cx, const char *pack,
 void all_json(const opts *o, const context *cx, const char *pack,
               const feeder_packed_info *pk, const bd_row *rows, unsigned n, bu_sbuf *b)
 {
+    const opt_names nm = names_of(o);
     json_head(cx, "decoders", b);
     json_str_field(b, "},\n  \"raw_pack\": {", "path", pack);
     bu_sb_printf(b, ", \"data_bytes\": %llu, \"height\": %u, \"width\": %u},\n",
@@ -450,8 +442,8 @@ void all_json(const opts *o, const context *cx, const char *pack,
                  "\"epochs\": %u, \"pipeline\": \"%s\", \"size\": %u, \"resize\": %u, "
                  "\"layout\": \"%s\", \"shuffle\": %d, \"persistent_workers\": %d, "
                  "\"device\": %d},\n  \"backends\": ",
-                 o->batch, o->workers[0], o->prefetch, o->epochs, pipeline_names[o->pipeline],
-                 o->size, o->resize, layout_names[o->layout], o->shuffle, o->persistent,
+                 o->batch, o->workers[0], o->prefetch, o->epochs, nm.pipeline,
+                 o->size, o->resize, nm.layout, o->shuffle, o->persistent,
                  o->device);
     bd_json_rows(rows, n, b);
     bu_sb_printf(b, "\n}\n");

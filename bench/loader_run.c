@@ -279,7 +279,7 @@ static int start(run_state *st)
     /* Never a fallback's figure under the GPU decoder's name. */
     r->na = bd_decoder_fell_back(st->ld, st->o->decoder, r->na_reason, sizeof(r->na_reason));
     if (r->na)
-        fprintf(stderr, "workers %2d  %s: %s\n", st->workers, decoder_names[st->o->decoder],
+        fprintf(stderr, "workers %2d  %s: %s\n", st->workers, bd_decoder_name(st->o->decoder),
                 r->na_reason);
     return r->na;
 }

@@ -172,16 +172,12 @@ cmdline="SWEEP=$SWEEP EPOCHS=$EPOCHS BATCH=$BATCH PREFETCH=$PREFETCH PIPELINES='
 cmdline+=" FEEDER_DATA=$FEEDER_DATA${FEEDER_ARGS:+ FEEDER_ARGS='$FEEDER_ARGS'} $0 $*"
 PYTHONPATH="$here" "$combiner" - "$out" "$md" "$cmdline" "$PIPELINES" <<'EOF'
 import json, os, sys
-from torchbench import append_record, md_table
+from torchbench import load_json, md_table, publish_combined
 
 out, md, cmd, pipelines = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
 
 def load(name):
-    path = os.path.join(out, name)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    return load_json(out, name)
 
 def eff(rate, w, rate0):
     return rate / (w * rate0) if w > 0 and rate0 else None
@@ -240,13 +236,9 @@ else:
 desc += ("Medians over epochs; each epoch timed from the first request (iter(loader) for "
          "torch, which forks its workers) to its end. ratio = feeder / torch. "
          "Scaling efficiency = images/s / (workers × images/s at workers 0).\n")
-print("\n" + desc + "\n" + tbl)
-with open(os.path.join(out, "combined.md"), "w") as fh:
-    fh.write(desc + "\n" + tbl)
 with open(os.path.join(out, "combined.json"), "w") as fh:
     json.dump(dict(meta=meta, command=cmd, rows=combined), fh, indent=2)
     fh.write("\n")
-if md:
-    append_record(md, f["label"], "feeder vs PyTorch DataLoader", cmd, f"{desc}\n{tbl}")
+publish_combined(out, md, f["label"], "feeder vs PyTorch DataLoader", cmd, desc, tbl)
 EOF
 echo "run_figures.sh: raw JSON, logs and combined.md in $out" >&2

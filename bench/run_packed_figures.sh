@@ -108,16 +108,15 @@ fi
 cmdline="SWEEP=$SWEEP EPOCHS=$EPOCHS BATCH=$BATCH PREFETCH=$PREFETCH READS='$READS' COLD=$COLD"
 cmdline+=" PACK=$PACK $0 $*"
 PYTHONPATH="$here" python3 - "$out" "$md" "$cmdline" "$SWEEP" "$READS" <<'EOF'
-import json, os, sys
-from torchbench import append_record, md_table
+import sys
+from torchbench import load_json, md_table, publish_combined
 
 out, md, cmd, sweep, reads = sys.argv[1:6]
 workers = [int(w) for w in sweep.split(",")]
 reads = reads.split()
 
 def load(name):
-    p = os.path.join(out, name)
-    return json.load(open(p)) if os.path.exists(p) else None
+    return load_json(out, name)
 
 def gb(run):
     return run["median_gb_per_s"] if run else None
@@ -160,10 +159,7 @@ else:
 desc += ("warm: page cache filled, workers persistent; cold: the file evicted before every "
          "epoch (posix_fadvise DONTNEED), workers started per epoch; direct = O_DIRECT, which "
          "bypasses the page cache, so its warm figure is a cold one.\n")
-print("\n" + desc + "\n" + tbl)
-open(os.path.join(out, "combined.md"), "w").write(desc + "\n" + tbl)
-if md:
-    append_record(md, ref["label"] if ref else "?", "packed RAW tensors, feeder vs PyTorch", cmd,
-                  f"{desc}\n{tbl}")
+publish_combined(out, md, ref["label"] if ref else "?", "packed RAW tensors, feeder vs PyTorch",
+                 cmd, desc, tbl)
 EOF
 echo "run_packed_figures.sh: JSON, logs and combined.md in $out" >&2

@@ -168,6 +168,25 @@ def append_record(md, label, title, cmd, body):
     print(f"appended to {md}", file=sys.stderr)
 
 
+def load_json(folder, name):
+    """The JSON document `name` in `folder`, or None when the run left none."""
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def publish_combined(out, md, label, title, cmd, desc, tbl):
+    """A figures script's result: `desc` and the Markdown table `tbl` printed,
+    written to OUT/combined.md and, with `md`, appended to it as a record."""
+    print("\n" + desc + "\n" + tbl)
+    with open(os.path.join(out, "combined.md"), "w") as fh:
+        fh.write(desc + "\n" + tbl)
+    if md:
+        append_record(md, label, title, cmd, f"{desc}\n{tbl}")
+
+
 def cpu_model():
     try:
         with open("/proc/cpuinfo") as f:

@@ -112,16 +112,29 @@ int cli_parse_enum(const char *prog, const char *opt, const char *s, const char 
     cli_die_usage(prog, "%s '%s': expected one of %s", opt, s, list);
 }
 
-/* A value of `option` by its exact library name, or cli_die_usage listing them. */
-static int parse_option_value(const char *prog, const char *opt, const char *s, int option)
+/* Every name `o` takes, joined by '|': the library's names of its option's
+ * values, then the program's extras. */
+static void option_names(const cli_opt *o, char *out, size_t len)
+{
+    int n = feeder_option_value_names((feeder_option)o->option, "|", out, len);
+    for (int i = 0; o->names && o->names[i] && n >= 0 && (size_t)n < len; i++)
+        n += snprintf(out + n, len - (size_t)n, "%s%s", n ? "|" : "", o->names[i]);
+}
+
+/* A value of `o`'s option by its exact library name or one of the extras,
+ * or cli_die_usage listing them all. */
+static int parse_option_value(const char *prog, const char *opt, const char *s, const cli_opt *o)
 {
     int v;
     const char *name;
-    if (feeder_option_value((feeder_option)option, s, &v) == 0 &&
-        (name = feeder_option_value_name((feeder_option)option, v)) && strcmp(s, name) == 0)
+    if (feeder_option_value((feeder_option)o->option, s, &v) == 0 &&
+        (name = feeder_option_value_name((feeder_option)o->option, v)) && strcmp(s, name) == 0)
         return v;
+    for (int i = 0; o->names && o->names[i]; i++)
+        if (strcmp(s, o->names[i]) == 0)
+            return o->values[i];
     char list[256] = "";
-    feeder_option_value_names((feeder_option)option, "|", list, sizeof(list));
+    option_names(o, list, sizeof(list));
     cli_die_usage(prog, "%s '%s': expected one of %s", opt, s, list);
 }
 
@@ -175,7 +188,7 @@ static void apply(const char *prog, const cli_opt *o, const char *arg)
         *(int *)o->dest = o->values ? o->values[i] : i;
         break;
     }
-    case CLI_T_OPTION: *(int *)o->dest = parse_option_value(prog, opt, arg, o->option); break;
+    case CLI_T_OPTION: *(int *)o->dest = parse_option_value(prog, opt, arg, o); break;
     case CLI_T_STRING: *(const char **)o->dest = arg; break;
     case CLI_T_FUNC: o->fn(prog, arg, o->dest); break;
     }
@@ -289,7 +302,7 @@ static int option_head(const cli_opt *o, char *b, size_t len)
     if (o->type == CLI_T_ENUM && !o->meta)
         join_names(meta, sizeof(meta), o->names);
     else if (o->type == CLI_T_OPTION && !o->meta)
-        feeder_option_value_names((feeder_option)o->option, "|", meta, sizeof(meta));
+        option_names(o, meta, sizeof(meta));
     else if (o->type != CLI_T_FLAG)
         snprintf(meta, sizeof(meta), "%s", o->meta ? o->meta : "X");
     char sh[8] = "";

@@ -31,7 +31,8 @@ typedef enum cli_type {
     CLI_T_INT,    /* signed decimal in [imin, imax] into a signed int of dest_size bytes */
     CLI_T_DOUBLE, /* a number in [dmin, dmax] into a double */
     CLI_T_ENUM,   /* one of names: *(int *)dest = values ? values[i] : i */
-    CLI_T_OPTION, /* a name of a feeder option's value (the library's table): *(int *)dest */
+    CLI_T_OPTION, /* a name of a feeder option's value (the library's table), or one of the
+                     program's extra names: *(int *)dest */
     CLI_T_STRING, /* *(const char **)dest = the argument (borrowed from argv) */
     CLI_T_FUNC    /* fn(prog, argument, dest) parses it (a list, say) */
 } cli_type;
@@ -49,8 +50,8 @@ typedef struct cli_opt {
     int64_t imin, imax;  /* CLI_T_INT */
     double dmin, dmax;   /* CLI_T_DOUBLE */
     int64_t value;       /* CLI_T_FLAG: what is stored */
-    const char *const *names; /* CLI_T_ENUM: NULL-terminated */
-    const int *values;        /* CLI_T_ENUM: stored for names[i]; NULL: i */
+    const char *const *names; /* CLI_T_ENUM: NULL-terminated; CLI_T_OPTION: the extras, or NULL */
+    const int *values;        /* stored for names[i]; NULL: i (CLI_T_ENUM; given with extras) */
     int option;               /* CLI_T_OPTION: the feeder_option whose value names it takes */
     cli_fn fn;                /* CLI_T_FUNC */
     int *given;          /* set to 1 when the option appears; may be NULL */
@@ -78,6 +79,12 @@ typedef struct cli_opt {
 #define CLI_OPTION(nm, var, opt, hp)                                                          \
     {.name = (nm), .type = CLI_T_OPTION, .dest = &(var), .dest_size = sizeof(var),           \
      .option = (opt), .help = (hp)}
+/* The same with the program's own names after the library's: `xnms` (NULL-terminated) stores
+ * xvals[i], an alias of a library value ("fp16") or a value of the program's past the
+ * library's ("all"). */
+#define CLI_OPTIONX(nm, var, opt, xnms, xvals, hp)                                            \
+    {.name = (nm), .type = CLI_T_OPTION, .dest = &(var), .dest_size = sizeof(var),           \
+     .option = (opt), .names = (xnms), .values = (xvals), .help = (hp)}
 #define CLI_STRING(nm, mt, var, hp)                                                           \
     {.name = (nm), .type = CLI_T_STRING, .dest = &(var), .dest_size = sizeof(var),           \
      .meta = (mt), .help = (hp)}

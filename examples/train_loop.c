@@ -99,9 +99,6 @@ typedef struct opts {
     int check;
 } opts;
 
-static const char *const layout_names[] = {"nchw", "nhwc", NULL};
-static const int layout_values[] = {FEEDER_LAYOUT_NCHW, FEEDER_LAYOUT_NHWC};
-
 static void parse_args(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
@@ -126,8 +123,8 @@ static void parse_args(opts *o, int argc, char **argv)
         CLI_UINT("pool", "N", o->pool, 1, SIDE,
                  "average-pool N x N squares of the 224x224 image (4: 56x56x3\n"
                  "features); N divides 224"),
-        CLI_ENUMV("layout", o->layout, layout_names, layout_values,
-                  "layout feeder delivers (nchw); the model is the same"),
+        CLI_OPTION("layout", o->layout, FEEDER_OPT_LAYOUT,
+                   "layout feeder delivers (nchw); the model is the same"),
         CLI_UINT("seed", "N", o->seed, 0, UINT64_MAX,
                  "seed of the order and of the initial weights (0)"),
         CLI_FLAGV("no-check", o->check, 0,

@@ -4,6 +4,7 @@
  * inherit: read path, decoder in use and why, slots, tasks), the limits
  * checked, the trace started, the slots made.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -25,7 +26,17 @@
 #include "dataset/pack.h"
 #include "loader/host.h"
 
-static const char *const layout_text[] = {"NHWC", "NCHW"};
+/* A layout's name from the library's table, in capitals as messages write
+ * it ("NHWC"), into `buf`. */
+static const char *layout_text(uint32_t layout, char buf[8])
+{
+    const char *name = feeder_option_value_name(FEEDER_OPT_LAYOUT, (int)layout);
+    size_t i = 0;
+    for (; name && name[i] && i < 7; i++)
+        buf[i] = (char)toupper((unsigned char)name[i]);
+    buf[i] = 0;
+    return buf;
+}
 
 /* A fields dataset's batches are made of its fields alone; on the device
  * they arrive as the workers wrote them (no normalisation). */
@@ -98,12 +109,13 @@ static int packed_mismatch(feeder_loader *ld, const feeder__plan *plan)
 {
     const struct feeder__pack *pk = ld->ds->pack;
     const feeder__pack_header *h = &pk->v.h;
+    char file[8], set[8];
     return feeder__loader_fail(ld, FEEDER_ESHAPE,
                 "%s holds %ux%ux%u %s records, but the loader was set to height %u, width "
                 "%u, channels %u, layout %s",
-                pk->path, h->height, h->width, h->channels, layout_text[h->layout],
+                pk->path, h->height, h->width, h->channels, layout_text(h->layout, file),
                 plan->pipeline.height, plan->pipeline.width, plan->pipeline.channels,
-                layout_text[plan->pipeline.layout ? 1 : 0]);
+                layout_text(plan->pipeline.layout ? 1 : 0, set));
 }
 
 /* The options, read once into the plan (feeder__options_resolve): the
@@ -139,10 +151,11 @@ static int check_packed_layout(feeder_loader *ld, int slot_layout)
         return 0;
     if (slot_layout == ld->plan.pipeline.layout)
         return packed_mismatch(ld, &ld->plan);
+    char file[8], slots[8];
     return feeder__loader_fail(ld, FEEDER_ESHAPE,
                 "%s holds %s records, but float batches are made on the GPU from %s slots: "
                 "pack the file with --layout nhwc",
-                pk->path, layout_text[pk->v.h.layout], layout_text[slot_layout]);
+                pk->path, layout_text(pk->v.h.layout, file), layout_text(slot_layout, slots));
 }
 
 /* Whether the file system takes O_DIRECT reads of fd (Linux 6.1+ says;

@@ -1,6 +1,7 @@
 /*
  * cli/, the option parser of the programs in bench/, tools/ and examples/:
- * every type with its bounds, enums with and without values, flags, "given",
+ * every type with its bounds, enums with and without values, a feeder
+ * option's value names with a program's extras, flags, "given",
  * --opt=value, prefixes, positional arguments moved last, the help text, and
  * the messages and exit status (2) of bad command lines, and the die
  * functions' va_list forms.
@@ -14,16 +15,19 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "feeder.h"
 
 static const char *const colours[] = {"red", "green", "blue", NULL};
 static const int colour_values[] = {10, 20, 30};
+static const char *const decoder_extras[] = {"raw", "all", NULL};
+static const int decoder_extra_values[] = {4, 5};
 
 typedef struct vals {
     uint32_t n;
     uint64_t big;
     int signed_v;
     double x;
-    int colour, valued;
+    int colour, valued, decoder, dtype;
     const char *name;
     int flag, off;
     int list_called;
@@ -47,6 +51,9 @@ static int parse(vals *v, int argc, char **argv, unsigned max_args)
         CLI_DOUBLE("ratio", "X", v->x, 0, 1, "a share"),
         CLI_ENUM("colour", v->colour, colours, "a colour\nover two lines"),
         CLI_ENUMV("valued", v->valued, colours, colour_values, "a colour's value"),
+        CLI_OPTIONX("decoder", v->decoder, FEEDER_OPT_DECODER, decoder_extras,
+                    decoder_extra_values, "a decoder"),
+        CLI_OPTION("dtype", v->dtype, FEEDER_OPT_DTYPE, "a dtype"),
         CLI_STRING("name", "TEXT", v->name, "a name"),
         CLI_FLAG("flag", v->flag, "a flag"),
         CLI_FLAGV("no-off", v->off, 0, "clears off"),
@@ -62,9 +69,10 @@ START_TEST(test_values)
 {
     char *argv[] = {"prog", "--count", "7", "pos1", "--big=18446744073709551615", "--device",
                     "-1", "--ratio", "0.25", "--colour", "blue", "--valued", "green", "--name",
-                    "x y", "--flag", "--no-off", "--li", "a,b,c", "--", "--pos2", NULL};
+                    "x y", "--flag", "--no-off", "--li", "a,b,c", "--decoder", "all", "--dtype",
+                    "float16", "--", "--pos2", NULL};
     vals v;
-    int first = parse(&v, 21, argv, 2);
+    int first = parse(&v, 25, argv, 2);
     ck_assert_uint_eq(v.n, 7);
     ck_assert_int_eq(v.n_given, 1);
     ck_assert(v.big == UINT64_MAX);
@@ -76,10 +84,12 @@ START_TEST(test_values)
     ck_assert_int_eq(v.flag, 1);
     ck_assert_int_eq(v.off, 0);
     ck_assert_int_eq(v.list_called, 5);
+    ck_assert_int_eq(v.decoder, 5);
+    ck_assert_int_eq(v.dtype, FEEDER_DTYPE_FLOAT16);
     /* Positional arguments come last, in order. */
-    ck_assert_int_eq(first, 19);
-    ck_assert_str_eq(argv[19], "pos1");
-    ck_assert_str_eq(argv[20], "--pos2");
+    ck_assert_int_eq(first, 23);
+    ck_assert_str_eq(argv[23], "pos1");
+    ck_assert_str_eq(argv[24], "--pos2");
 }
 END_TEST
 
@@ -125,6 +135,9 @@ START_TEST(test_errors)
     BAD("--device '8': expected an integer in [-1, 7]", "--device", "8");
     BAD("--ratio '2': expected a number in [0, 1]", "--ratio", "2");
     BAD("--colour 'pink': expected one of red|green|blue", "--colour", "pink");
+    BAD("--decoder 'gpu': expected one of turbo|roi|nvjpeg|hybrid|raw|all", "--decoder", "gpu");
+    BAD("--decoder 'ROI': expected one of turbo|roi|nvjpeg|hybrid|raw|all", "--decoder", "ROI");
+    BAD("--dtype 'fp16': expected one of uint8|float16|bfloat16|float32", "--dtype", "fp16");
     BAD("--name needs a value, got the option '--flag'", "--name", "--flag");
     BAD("--name needs a value", "--name");
     BAD("unknown option '--nope'", "--nope");
@@ -163,6 +176,7 @@ START_TEST(test_help)
     ck_assert_ptr_nonnull(strstr(m, "  --colour red|green|blue  a colour\n"
                                     "                       over two lines\n"));
     ck_assert_ptr_nonnull(strstr(m, "  --flag               a flag\n"));
+    ck_assert_ptr_nonnull(strstr(m, "  --decoder turbo|roi|nvjpeg|hybrid|raw|all  a decoder\n"));
     ck_assert_ptr_nonnull(strstr(m, "  -h, --help           this text\nThe end.\n"));
 }
 END_TEST

@@ -253,35 +253,59 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
         &a->sampler, &a->max_pixels, &a->max_decode_bytes, &a->max_side);
 }
 
-#define INTOPT(obj, name, opt) \
-    if ((obj) && (!parse_int((obj), name, &v) || !set_opt(self, (opt), v))) \
-        return 0;
-#define ENUMOPT(obj, name, opt) \
-    if ((obj) && (!lookup((obj), name, (opt), &e) || !set_opt(self, (opt), e))) \
-        return 0;
+/* An argument that is an integer (or a bool) or a name of one of the
+ * option's values, as the library's table spells them. */
+typedef struct plain_option {
+    const char *arg;
+    size_t field; /* offsetof(loader_args, ...) */
+    feeder_option opt;
+    int named;    /* 1: a name (lookup), 0: an integer (parse_int) */
+} plain_option;
 
-/* The options that are an integer or a name each. */
-static int set_plain_options(LoaderObject *self, const loader_args *a)
+#define PLAIN(arg, field, opt, named) {arg, offsetof(loader_args, field), opt, named}
+static const plain_option PLAIN_OPTIONS[] = {
+    PLAIN("batch_size", batch, FEEDER_OPT_BATCH_SIZE, 0),
+    PLAIN("shuffle", shuffle, FEEDER_OPT_SHUFFLE, 0),
+    PLAIN("num_workers", workers, FEEDER_OPT_NUM_WORKERS, 0),
+    PLAIN("prefetch_factor", prefetch, FEEDER_OPT_PREFETCH_FACTOR, 0),
+    PLAIN("persistent_workers", persistent, FEEDER_OPT_PERSISTENT_WORKERS, 0),
+    PLAIN("drop_last", drop_last, FEEDER_OPT_DROP_LAST, 0),
+    PLAIN("seed", seed, FEEDER_OPT_SEED, 0),
+    PLAIN("in_order", in_order, FEEDER_OPT_IN_ORDER, 0),
+    PLAIN("max_restarts", max_restarts, FEEDER_OPT_MAX_RESTARTS, 0),
+    PLAIN("channels", channels, FEEDER_OPT_CHANNELS, 0),
+    PLAIN("max_pixels", max_pixels, FEEDER_OPT_MAX_PIXELS, 0),
+    PLAIN("max_decode_bytes", max_decode_bytes, FEEDER_OPT_MAX_DECODE_BYTES, 0),
+    PLAIN("max_side", max_side, FEEDER_OPT_MAX_SIDE, 0),
+    PLAIN("pipeline", pipeline, FEEDER_OPT_PIPELINE, 1),
+    PLAIN("decoder", decoder, FEEDER_OPT_DECODER, 1),
+    PLAIN("on_error", on_error, FEEDER_OPT_ERROR_POLICY, 1),
+    PLAIN("io", io, FEEDER_OPT_IO, 1),
+};
+#undef PLAIN
+
+/* An integer argument `o` (NULL: not given) set as `opt`. */
+static int set_int_arg(LoaderObject *self, PyObject *o, const char *arg, feeder_option opt)
 {
     int64_t v;
-    int e;
-    INTOPT(a->batch, "batch_size", FEEDER_OPT_BATCH_SIZE)
-    INTOPT(a->shuffle, "shuffle", FEEDER_OPT_SHUFFLE)
-    INTOPT(a->workers, "num_workers", FEEDER_OPT_NUM_WORKERS)
-    INTOPT(a->prefetch, "prefetch_factor", FEEDER_OPT_PREFETCH_FACTOR)
-    INTOPT(a->persistent, "persistent_workers", FEEDER_OPT_PERSISTENT_WORKERS)
-    INTOPT(a->drop_last, "drop_last", FEEDER_OPT_DROP_LAST)
-    INTOPT(a->seed == Py_None ? NULL : a->seed, "seed", FEEDER_OPT_SEED) /* None: drawn */
-    INTOPT(a->in_order, "in_order", FEEDER_OPT_IN_ORDER)
-    INTOPT(a->max_restarts, "max_restarts", FEEDER_OPT_MAX_RESTARTS)
-    INTOPT(a->channels, "channels", FEEDER_OPT_CHANNELS)
-    INTOPT(a->max_pixels, "max_pixels", FEEDER_OPT_MAX_PIXELS)
-    INTOPT(a->max_decode_bytes, "max_decode_bytes", FEEDER_OPT_MAX_DECODE_BYTES)
-    INTOPT(a->max_side, "max_side", FEEDER_OPT_MAX_SIDE)
-    ENUMOPT(a->pipeline, "pipeline", FEEDER_OPT_PIPELINE)
-    ENUMOPT(a->decoder, "decoder", FEEDER_OPT_DECODER)
-    ENUMOPT(a->on_error, "on_error", FEEDER_OPT_ERROR_POLICY)
-    ENUMOPT(a->io, "io", FEEDER_OPT_IO)
+    return !o || (parse_int(o, arg, &v) && set_opt(self, opt, v));
+}
+
+/* The options that are an integer or a name each: those given, in the
+ * table's order. seed=None is not set (the loader draws one). */
+static int set_plain_options(LoaderObject *self, const loader_args *a)
+{
+    for (size_t i = 0; i < sizeof(PLAIN_OPTIONS) / sizeof(PLAIN_OPTIONS[0]); i++) {
+        const plain_option *p = &PLAIN_OPTIONS[i];
+        PyObject *o = *(PyObject *const *)((const char *)a + p->field);
+        if (!o || (p->opt == FEEDER_OPT_SEED && o == Py_None))
+            continue;
+        int e;
+        int ok = p->named ? lookup(o, p->arg, p->opt, &e) && set_opt(self, p->opt, e)
+                          : set_int_arg(self, o, p->arg, p->opt);
+        if (!ok)
+            return 0;
+    }
     return 1;
 }
 
@@ -328,13 +352,8 @@ static int set_shape(LoaderObject *self, const loader_args *a)
                 return 0;
         }
     }
-    if (a->resize != Py_None)
-        INTOPT(a->resize, "resize", FEEDER_OPT_RESIZE)
-    return 1;
+    return a->resize == Py_None || set_int_arg(self, a->resize, "resize", FEEDER_OPT_RESIZE);
 }
-
-#undef INTOPT
-#undef ENUMOPT
 
 /* device, dtype (floats need a device), mean and std. */
 static int set_device_values(LoaderObject *self, const loader_args *a)
