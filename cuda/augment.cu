@@ -292,37 +292,28 @@ __device__ __forceinline__ float blur_sum(const T *src, uint64_t step, uint32_t 
     return acc;
 }
 
-/* blur_rows_ps: plane = sum_j k[j] * src(reflect(x + j - r), y), channel c. */
-template <bool NCHW>
-__global__ void blur_rows_kernel(const uint8_t *__restrict__ data, float *__restrict__ plane,
-                                 const float *__restrict__ kw, blur_args a)
+/* One of blur.c's passes over channel c of every sample, one thread an
+ * output value. Rows (blur_rows_ps): plane = sum_j k[j] * src(reflect(x + j
+ * - r), y). Columns (blur_cols + store_row): sum_j k[j] * plane(x, reflect(y
+ * + j - r)), rounded half to even (nearbyintf), clamped, into channel c. */
+template <bool NCHW, bool COLS>
+__global__ void blur_kernel(uint8_t *__restrict__ data, float *__restrict__ plane,
+                            const float *__restrict__ kw, blur_args a)
 {
     uint64_t total = (uint64_t)a.count * a.hw;
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
          i += (uint64_t)gridDim.x * blockDim.x) {
         uint32_t n = (uint32_t)(i / a.hw), q = (uint32_t)(i % a.hw);
         uint32_t y = q / a.w, x = q % a.w;
-        const uint8_t *row = data + (uint64_t)n * 3 * a.hw + channel_at<NCHW>(a, (uint64_t)y * a.w);
-        plane[i] = blur_sum(row, NCHW ? 1 : 3, x, a.w, kw + (uint64_t)n * FEEDER__DAUG_KMAX,
-                            a.ksize);
-    }
-}
-
-/* blur_cols + store_row: sum_j k[j] * plane(x, reflect(y + j - r)), rounded
- * half to even (nearbyintf), clamped, into channel c. */
-template <bool NCHW>
-__global__ void blur_cols_kernel(uint8_t *__restrict__ data, const float *__restrict__ plane,
-                                 const float *__restrict__ kw, blur_args a)
-{
-    uint64_t total = (uint64_t)a.count * a.hw;
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
-         i += (uint64_t)gridDim.x * blockDim.x) {
-        uint32_t n = (uint32_t)(i / a.hw), q = (uint32_t)(i % a.hw);
-        uint32_t y = q / a.w, x = q % a.w;
-        const float *col = plane + (uint64_t)n * a.hw + x;
-        float v = rintf(blur_sum(col, a.w, y, a.h, kw + (uint64_t)n * FEEDER__DAUG_KMAX, a.ksize));
-        uint8_t o = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
-        data[(uint64_t)n * 3 * a.hw + channel_at<NCHW>(a, q)] = o;
+        uint8_t *s = data + (uint64_t)n * 3 * a.hw;
+        const float *k = kw + (uint64_t)n * FEEDER__DAUG_KMAX;
+        if (!COLS) {
+            const uint8_t *row = s + channel_at<NCHW>(a, (uint64_t)y * a.w);
+            plane[i] = blur_sum(row, NCHW ? 1 : 3, x, a.w, k, a.ksize);
+        } else {
+            float v = rintf(blur_sum(plane + (uint64_t)n * a.hw + x, a.w, y, a.h, k, a.ksize));
+            s[channel_at<NCHW>(a, q)] = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
+        }
     }
 }
 
@@ -340,11 +331,11 @@ extern "C" int feeder__daug_blur_launch(uint8_t *data, uint32_t count, uint32_t 
     for (int c = 0; c < 3; c++) {
         blur_args a = {count, h, w, h * w, ksize, c};
         if (nchw) {
-            blur_rows_kernel<true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
-            blur_cols_kernel<true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_kernel<true, false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_kernel<true, true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
         } else {
-            blur_rows_kernel<false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
-            blur_cols_kernel<false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_kernel<false, false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_kernel<false, true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
         }
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess)
