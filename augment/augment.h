@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "augment/pixel.h"
 #include "common/common.h"
 
 #define FEEDER__AUG_COUNTER(s, k) ((((uint64_t)(s) + 1) << 32) | (uint64_t)(k))
@@ -91,17 +92,6 @@ static inline feeder__aimg feeder__aimg_make_ch(uint8_t *p, uint32_t w, uint32_t
         im.nc = 1;
     }
     return im;
-}
-
-/* torch's float-to-uint8 cast after a clamp to [0, 255]: truncation, NaN
- * and negatives to 0 (the blends' and blur's final step). */
-static inline uint8_t feeder__trunc_u8(float v)
-{
-    if (!(v > 0.0f))
-        return 0;
-    if (v >= 255.0f)
-        return 255;
-    return (uint8_t)v;
 }
 
 /* 1 when the plan has per-sample steps; batch-level ones. */

@@ -66,16 +66,6 @@ void feeder__aug_sharpness(feeder__aimg im, double factor, void *scratch)
     }
 }
 
-/* Reflect padding's source position (no edge repeat), for r < n. */
-static inline uint32_t reflect(int64_t i, uint32_t n)
-{
-    if (n == 1)
-        return 0;
-    while (i < 0 || i >= (int64_t)n)
-        i = i < 0 ? -i : 2 * ((int64_t)n - 1) - i;
-    return (uint32_t)i;
-}
-
 /* Rows: plane[y * w + x] = sum_j k[j] * src(x + j - r, y), reflected; the
  * sum in j order, as one accumulation per x (a loop the compiler vectorises
  * over x). */
@@ -87,8 +77,8 @@ blur_rows_ps(const uint8_t *p, size_t ps, uint32_t w, uint32_t h, const float *k
     for (uint32_t y = 0; y < h; y++) {
         const uint8_t *src = p + (size_t)y * w * ps;
         for (uint32_t x = 0; x < r; x++) {
-            row[x] = src[(size_t)reflect((int64_t)x - r, w) * ps];
-            row[w + r + x] = src[(size_t)reflect((int64_t)w + x, w) * ps];
+            row[x] = src[(size_t)feeder__reflect((int64_t)x - r, w) * ps];
+            row[w + r + x] = src[(size_t)feeder__reflect((int64_t)w + x, w) * ps];
         }
         for (uint32_t x = 0; x < w; x++)
             row[r + x] = src[(size_t)x * ps];
@@ -130,7 +120,7 @@ static void blur_cols(feeder__aimg im, int c, const float *k, uint32_t ksize, co
     for (uint32_t y = 0; y < h; y++) {
         memset(acc, 0, w * sizeof(float));
         for (uint32_t j = 0; j < ksize; j++) {
-            const float *src = plane + (size_t)reflect((int64_t)y + j - r, h) * w;
+            const float *src = plane + (size_t)feeder__reflect((int64_t)y + j - r, h) * w;
             float kj = k[j];
             for (uint32_t x = 0; x < w; x++)
                 acc[x] += kj * src[x];

@@ -71,12 +71,6 @@ void feeder__aug_brightness(feeder__aimg im, double factor) { blend_const(im, fa
  * integer weights at 2^14 to 2^22 with any offset match all of them
  * (docs/ARCHITECTURE.md, augment). So the loops stay float and branch-free,
  * in chunks of contiguous planes, where the compiler vectorises them. */
-static inline float clamp255(float v)
-{
-    v = v > 0.0f ? v : 0.0f;
-    return v < 255.0f ? v : 255.0f;
-}
-
 static inline uint8_t luma_of(float r, float g, float b)
 {
     float l = 0.2989f * r;
@@ -208,7 +202,7 @@ INLINE void saturate_chunk(uint8_t q[3][CHUNK], size_t n, float a, float b, int 
     for (int c = 0; c < 3; c++)
         for (size_t i = 0; i < n; i++) {
             float v = a * (float)q[c][i] + b * (float)l[i];
-            q[c][i] = wide ? (uint8_t)(int)clamp255(v) : sat_u8(v);
+            q[c][i] = wide ? (uint8_t)(int)feeder__clamp255(v) : sat_u8(v);
         }
 }
 

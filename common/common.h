@@ -21,6 +21,11 @@
 void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* feeder__fmt, then return rc: the error exit of a function that reports
+ * into its caller's buffer (the decoders, the pack and state parsers). */
+int feeder__fail(char *buf, size_t len, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Debug builds (no NDEBUG, or FEEDER_DEBUG) keep a record of live loaders
  * and the batch structs they lent (handles.c), so that feeder_next,
  * feeder_batch_release and feeder_loader_destroy refuse a destroyed loader

@@ -7,14 +7,27 @@
 
 #include "common/common.h"
 
+static void vfmt(char *buf, size_t len, const char *fmt, va_list ap)
+{
+    if (buf && len)
+        vsnprintf(buf, len, fmt, ap);
+}
+
 void feeder__fmt(char *buf, size_t len, const char *fmt, ...)
 {
-    if (!buf || !len)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
+    vfmt(buf, len, fmt, ap);
     va_end(ap);
+}
+
+int feeder__fail(char *buf, size_t len, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfmt(buf, len, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 uint64_t feeder__now_ns(void)

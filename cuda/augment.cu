@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "augment/pixel.h"
 #include "cuda/augment.h"
 
 static const int THREADS = 256;
@@ -30,40 +31,25 @@ static unsigned blocks_for(uint64_t n)
     return (unsigned)(b > MAX_BLOCKS ? MAX_BLOCKS : b);
 }
 
-__device__ __forceinline__ uint8_t trunc_u8(float v)
-{
-    if (!(v > 0.0f))
-        return 0;
-    if (v >= 255.0f)
-        return 255;
-    return (uint8_t)v;
-}
-
-__device__ __forceinline__ float clamp255(float v)
-{
-    v = v > 0.0f ? v : 0.0f;
-    return v < 255.0f ? v : 255.0f;
-}
-
 /* color.c's luma: (0.2989 r + 0.587 g) + 0.114 b, each product rounded. */
 __device__ __forceinline__ uint8_t luma(uint8_t r, uint8_t g, uint8_t b)
 {
     float l = __fmul_rn(0.2989f, (float)r);
     l = __fadd_rn(l, __fmul_rn(0.587f, (float)g));
     l = __fadd_rn(l, __fmul_rn(0.114f, (float)b));
-    return (uint8_t)(int)clamp255(l);
+    return (uint8_t)(int)feeder__clamp255(l);
 }
 
 /* blend_const's table entry: r v + q other. */
 __device__ __forceinline__ uint8_t blend(float r, float q, uint8_t v, float other)
 {
-    return trunc_u8(__fadd_rn(__fmul_rn(r, (float)v), __fmul_rn(q, other)));
+    return feeder__trunc_u8(__fadd_rn(__fmul_rn(r, (float)v), __fmul_rn(q, other)));
 }
 
 /* saturate's blend_chunk: a v + (b luma), clamped and truncated. */
 __device__ __forceinline__ uint8_t sat(float a, uint8_t v, float gl)
 {
-    return (uint8_t)(int)clamp255(__fadd_rn(__fmul_rn(a, (float)v), gl));
+    return (uint8_t)(int)feeder__clamp255(__fadd_rn(__fmul_rn(a, (float)v), gl));
 }
 
 __device__ __forceinline__ float clamp01(float v) { return fminf(fmaxf(v, 0.0f), 1.0f); }
@@ -133,9 +119,9 @@ __device__ void pixel_op(uint8_t *p0, uint8_t *p1, uint8_t *p2, int op, const fe
         float rgb[3] = {__fdiv_rn((float)r, 255.0f), __fdiv_rn((float)g, 255.0f),
                         __fdiv_rn((float)b, 255.0f)};
         hue_pixel(rgb, pr->hue);
-        *p0 = trunc_u8(__fmul_rn(rgb[0], 255.0f));
-        *p1 = trunc_u8(__fmul_rn(rgb[1], 255.0f));
-        *p2 = trunc_u8(__fmul_rn(rgb[2], 255.0f));
+        *p0 = feeder__trunc_u8(__fmul_rn(rgb[0], 255.0f));
+        *p1 = feeder__trunc_u8(__fmul_rn(rgb[1], 255.0f));
+        *p2 = feeder__trunc_u8(__fmul_rn(rgb[2], 255.0f));
         break;
     }
     case FEEDER__DAUG_GRAY: {
@@ -279,71 +265,55 @@ extern "C" int feeder__daug_mix_launch(uint8_t *data, uint8_t *tmp, uint32_t cou
     return (int)cudaGetLastError();
 }
 
-/* blur.c's reflect: the source position of i, no edge repeat. */
-__device__ __forceinline__ uint32_t reflect_at(int64_t i, uint32_t n)
-{
-    if (n == 1)
-        return 0;
-    while (i < 0 || i >= (int64_t)n)
-        i = i < 0 ? -i : 2 * ((int64_t)n - 1) - i;
-    return (uint32_t)i;
-}
-
 struct blur_args {
     uint32_t count, h, w, hw, ksize;
     int c;
 };
 
-/* blur_rows_ps: plane = sum_j k[j] * src(reflect(x + j - r), y), channel c. */
-template <bool NCHW>
-__global__ void blur_rows_kernel(const uint8_t *__restrict__ data, float *__restrict__ plane,
-                                 const float *__restrict__ kw, blur_args a)
+/* Where channel c of pixel q (y * w + x) lies in a sample's bytes. */
+template <bool NCHW> __device__ __forceinline__ uint64_t channel_at(const blur_args &a, uint64_t q)
 {
-    uint64_t total = (uint64_t)a.count * a.hw;
-    uint32_t r = a.ksize / 2;
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
-         i += (uint64_t)gridDim.x * blockDim.x) {
-        uint32_t n = (uint32_t)(i / a.hw), q = (uint32_t)(i % a.hw);
-        uint32_t y = q / a.w, x = q % a.w;
-        const uint8_t *s = data + (uint64_t)n * 3 * a.hw;
-        const float *k = kw + (uint64_t)n * FEEDER__DAUG_KMAX;
-        float acc = 0.0f;
-        for (uint32_t j = 0; j < a.ksize; j++) {
-            uint32_t xx = reflect_at((int64_t)x + j - r, a.w);
-            uint8_t v = NCHW ? s[(uint64_t)a.c * a.hw + (uint64_t)y * a.w + xx]
-                             : s[((uint64_t)y * a.w + xx) * 3 + a.c];
-            acc = __fadd_rn(acc, __fmul_rn(k[j], (float)v));
-        }
-        plane[i] = acc;
-    }
+    return NCHW ? (uint64_t)a.c * a.hw + q : q * 3 + a.c;
 }
 
-/* blur_cols + store_row: sum_j k[j] * plane(x, reflect(y + j - r)), rounded
- * half to even (nearbyintf), clamped, into channel c. */
-template <bool NCHW>
-__global__ void blur_cols_kernel(uint8_t *__restrict__ data, const float *__restrict__ plane,
-                                 const float *__restrict__ kw, blur_args a)
+/* One output of either pass: sum_j k[j] * src[reflect(pos + j - r, len) *
+ * step], in j order, each product and sum rounded on its own, as blur.c's
+ * float passes. */
+template <typename T>
+__device__ __forceinline__ float blur_sum(const T *src, uint64_t step, uint32_t pos, uint32_t len,
+                                          const float *k, uint32_t ksize)
+{
+    uint32_t r = ksize / 2;
+    float acc = 0.0f;
+    for (uint32_t j = 0; j < ksize; j++) {
+        uint32_t at = feeder__reflect((int64_t)pos + j - r, len);
+        acc = __fadd_rn(acc, __fmul_rn(k[j], (float)src[(uint64_t)at * step]));
+    }
+    return acc;
+}
+
+/* One of blur.c's passes over channel c of every sample, one thread an
+ * output value. Rows (blur_rows_ps): plane = sum_j k[j] * src(reflect(x + j
+ * - r), y). Columns (blur_cols + store_row): sum_j k[j] * plane(x, reflect(y
+ * + j - r)), rounded half to even (nearbyintf), clamped, into channel c. */
+template <bool NCHW, bool COLS>
+__global__ void blur_kernel(uint8_t *__restrict__ data, float *__restrict__ plane,
+                            const float *__restrict__ kw, blur_args a)
 {
     uint64_t total = (uint64_t)a.count * a.hw;
-    uint32_t r = a.ksize / 2;
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
          i += (uint64_t)gridDim.x * blockDim.x) {
         uint32_t n = (uint32_t)(i / a.hw), q = (uint32_t)(i % a.hw);
         uint32_t y = q / a.w, x = q % a.w;
-        const float *p = plane + (uint64_t)n * a.hw;
-        const float *k = kw + (uint64_t)n * FEEDER__DAUG_KMAX;
-        float acc = 0.0f;
-        for (uint32_t j = 0; j < a.ksize; j++) {
-            uint32_t yy = reflect_at((int64_t)y + j - r, a.h);
-            acc = __fadd_rn(acc, __fmul_rn(k[j], p[(uint64_t)yy * a.w + x]));
-        }
-        float v = rintf(acc);
-        uint8_t o = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
         uint8_t *s = data + (uint64_t)n * 3 * a.hw;
-        if (NCHW)
-            s[(uint64_t)a.c * a.hw + q] = o;
-        else
-            s[(uint64_t)q * 3 + a.c] = o;
+        const float *k = kw + (uint64_t)n * FEEDER__DAUG_KMAX;
+        if (!COLS) {
+            const uint8_t *row = s + channel_at<NCHW>(a, (uint64_t)y * a.w);
+            plane[i] = blur_sum(row, NCHW ? 1 : 3, x, a.w, k, a.ksize);
+        } else {
+            float v = rintf(blur_sum(plane + (uint64_t)n * a.hw + x, a.w, y, a.h, k, a.ksize));
+            s[channel_at<NCHW>(a, q)] = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
+        }
     }
 }
 
@@ -361,11 +331,11 @@ extern "C" int feeder__daug_blur_launch(uint8_t *data, uint32_t count, uint32_t 
     for (int c = 0; c < 3; c++) {
         blur_args a = {count, h, w, h * w, ksize, c};
         if (nchw) {
-            blur_rows_kernel<true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
-            blur_cols_kernel<true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_kernel<true, false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_kernel<true, true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
         } else {
-            blur_rows_kernel<false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
-            blur_cols_kernel<false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_kernel<false, false><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
+            blur_kernel<false, true><<<blocks, THREADS, 0, s>>>(data, plane, kw, a);
         }
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess)

@@ -159,7 +159,7 @@ static void rebalance(feeder__gpu *gpu)
     }
     gpu->bal_ns = now;
     gpu->bal_busy_ns = busy;
-    uint32_t step = 60 / gpu->nslots ? 60 / gpu->nslots : 1;
+    uint32_t step = 60 / gpu->cfg.nslots ? 60 / gpu->cfg.nslots : 1;
     uint32_t pm = gpu->cpu_share;
     int more = !gpu->starved && gpu->bal_busy_pm >= FEEDER__HYBRID_BUSY_PM;
     pm = more ? (pm + step < 980 ? pm + step : 980) : (pm > 20 + step ? pm - step : 20);

@@ -158,8 +158,7 @@ int feeder__gpu_decoder_create(feeder__gpu_decoder **out, char *why, size_t whyl
         s = nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &d->h);
         if (s != NVJPEG_STATUS_SUCCESS) {
             free(d);
-            return feeder__decode_fail(why, whylen, FEEDER_EUNSUPPORTED,
-                                       "nvjpegCreateEx: %s", njerr(s));
+            return feeder__fail(why, whylen, FEEDER_EUNSUPPORTED, "nvjpegCreateEx: %s", njerr(s));
         }
         snprintf(d->name, sizeof(d->name), "nvJPEG GPU hybrid");
     }
@@ -171,7 +170,7 @@ int feeder__gpu_decoder_create(feeder__gpu_decoder **out, char *why, size_t whyl
     if ((s = nvjpegJpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS ||
         (s = nvjpegJpegStreamCreate(d->h, &d->js)) != NVJPEG_STATUS_SUCCESS) {
         feeder__gpu_decoder_destroy(d);
-        return feeder__decode_fail(why, whylen, FEEDER_EUNSUPPORTED, "nvJPEG state: %s", njerr(s));
+        return feeder__fail(why, whylen, FEEDER_EUNSUPPORTED, "nvJPEG state: %s", njerr(s));
     }
     *out = d;
     return 0;
@@ -389,8 +388,7 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
     if (n == 0)
         return 0;
     if (grow_host(d, n))
-        return feeder__decode_fail(err, errlen, -ENOMEM,
-                                   "GPU decoder: out of memory for %u images", n);
+        return feeder__fail(err, errlen, -ENOMEM, "GPU decoder: out of memory for %u images", n);
     size_t total;
     uint32_t ch = (uint32_t)feeder__transform_channels(t);
     uint32_t m = list_images(d, t, seed, epoch, img, n, ch, refused, nrefused, &total);
@@ -400,9 +398,10 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
     uint32_t size = d->batch_init > 0 && (uint32_t)d->batch_init >= n ? (uint32_t)d->batch_init : n;
     cudaError_t e = grow_dev(d, total, m, size - m, s);
     if (e != cudaSuccess)
-        return feeder__decode_fail(err, errlen, FEEDER_ECUDA,
-                                   "GPU decoder: %zu bytes of device memory for %u "
-                                   "decoded images: %s", total, m, cudaGetErrorString(e));
+        return feeder__fail(err, errlen, FEEDER_ECUDA,
+                            "GPU decoder: %zu bytes of device memory for %u "
+                            "decoded images: %s",
+                            total, m, cudaGetErrorString(e));
     place_outputs(d, m, size, ch);
     if (decode_batch(d, size, ch, s) != NVJPEG_STATUS_SUCCESS) {
         /* One bad bitstream fails the call: every image goes to the CPU,
@@ -415,8 +414,8 @@ int feeder__gpu_decode(feeder__gpu_decoder *d, const feeder__transform *t, uint6
     e = (cudaError_t)feeder__gpu_resize_launch(d->jobs, m, d->jobs_dev, dst, sample_bytes,
                                                t->width, t->height, t->layout, (int)ch, s);
     if (e != cudaSuccess)
-        return feeder__decode_fail(err, errlen, FEEDER_ECUDA, "GPU decoder: resize kernel: %s",
-                                   cudaGetErrorString(e));
+        return feeder__fail(err, errlen, FEEDER_ECUDA, "GPU decoder: resize kernel: %s",
+                            cudaGetErrorString(e));
     return 0;
 }
 

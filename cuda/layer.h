@@ -144,9 +144,7 @@ struct feeder__gpu {
     uint32_t cpu_share;      /* HYBRID: the workers' share the layer last set (1/1000) */
     cudaStream_t stream;
     int own_stream;
-    const feeder__slot_layout *l;
-    uint8_t *mem;
-    size_t mem_bytes;
+    const feeder__slot_layout *l; /* cfg.layout */
     /* Slots registered so far, from slot 0 on (cuda/register.c); the thread
      * that registers all but the first. */
     atomic_uint reg_done;
@@ -157,11 +155,10 @@ struct feeder__gpu {
     pthread_t reg_thread;
     int reg_thread_live;
     char reg_note[80];
-    int pin_mode;
-    int depth;
+    int pin_mode; /* cfg.pin_mode, or the mode the layer fell back to */
+    int depth;    /* cfg.depth, and one buffer more per extra decode lane */
     ring_entry *ring; /* depth device buffers */
     size_t in_bytes, out_bytes, out_sample_bytes;
-    uint32_t nslots;
     int held;      /* host batches held by entries */
     item *fifo;
     int head, len; /* FIFO of depth + 1 items */

@@ -19,13 +19,14 @@
 
 static uint8_t *slot_at(const feeder__gpu *gpu, uint32_t s)
 {
-    return gpu->mem + (size_t)s * gpu->l->slot_bytes;
+    return gpu->cfg.slot_mem + (size_t)s * gpu->l->slot_bytes;
 }
 
 /* Slot s's bytes; the last takes any tail of the area. */
 static size_t slot_len(const feeder__gpu *gpu, uint32_t s)
 {
-    return s + 1 < gpu->nslots ? gpu->l->slot_bytes : gpu->mem_bytes - (size_t)s * gpu->l->slot_bytes;
+    return s + 1 < gpu->cfg.nslots ? gpu->l->slot_bytes
+                                   : gpu->cfg.slot_mem_bytes - (size_t)s * gpu->l->slot_bytes;
 }
 
 void feeder__cuda_copies_begin(feeder__gpu *gpu) { atomic_fetch_add(&gpu->copying, 1); }
@@ -64,7 +65,7 @@ static void *register_rest(void *arg)
     if (cudaSetDevice(gpu->cfg.device) != cudaSuccess) /* per thread */
         return NULL;
     wait_decoder(gpu);
-    for (uint32_t s = 1; s < gpu->nslots && !atomic_load(&gpu->reg_stop); s++) {
+    for (uint32_t s = 1; s < gpu->cfg.nslots && !atomic_load(&gpu->reg_stop); s++) {
         wait_copies(gpu);
         uint64_t t0 = feeder__now_ns();
         cudaError_t e = cudaHostRegister(slot_at(gpu, s), slot_len(gpu, s), cudaHostRegisterPortable);
@@ -90,7 +91,7 @@ static int registration_refused(void)
 
 void feeder__cuda_register_first(feeder__gpu *gpu)
 {
-    if (gpu->pin_mode != FEEDER_PIN_REGISTER || gpu->nslots == 0)
+    if (gpu->pin_mode != FEEDER_PIN_REGISTER || gpu->cfg.nslots == 0)
         return;
     cudaError_t e = registration_refused()
                         ? cudaErrorNotSupported
@@ -104,12 +105,13 @@ void feeder__cuda_register_first(feeder__gpu *gpu)
         return;
     }
     atomic_store(&gpu->reg_done, 1);
-    gpu->pinned_bytes += gpu->mem_bytes;
+    gpu->pinned_bytes += gpu->cfg.slot_mem_bytes;
 }
 
 void feeder__cuda_register_rest(feeder__gpu *gpu)
 {
-    if (gpu->pin_mode != FEEDER_PIN_REGISTER || atomic_load(&gpu->reg_done) != 1 || gpu->nslots < 2)
+    if (gpu->pin_mode != FEEDER_PIN_REGISTER || atomic_load(&gpu->reg_done) != 1 ||
+        gpu->cfg.nslots < 2)
         return;
     if (pthread_create(&gpu->reg_thread, NULL, register_rest, gpu) == 0)
         gpu->reg_thread_live = 1;

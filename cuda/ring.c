@@ -123,7 +123,7 @@ static int reap(feeder__gpu *gpu, feeder_stats *d, int block)
                 oldest = entry;
             }
         }
-        if (freed || !block || !oldest || gpu->held < (int)gpu->nslots)
+        if (freed || !block || !oldest || gpu->held < (int)gpu->cfg.nslots)
             return 0;
         /* Every host slot is in a copy: wait for the oldest. */
         if (gpu->pin_mode == FEEDER_PIN_COPY) {
@@ -335,7 +335,7 @@ static int prefetch(feeder__gpu *gpu, int wait)
         int rc = drop_held(gpu, entry);
         if (rc)
             return rc;
-        if (gpu->held >= (int)gpu->nslots)
+        if (gpu->held >= (int)gpu->cfg.nslots)
             return 0; /* every slot is in a copy; reap frees them */
         feeder_batch *host = NULL;
         uint64_t t0 = feeder__now_ns();
@@ -381,7 +381,7 @@ static int fill_fifo(feeder__gpu *gpu, feeder_stats *d)
     if (!rc && gpu->len == 0)
         rc = feeder__cuda_fail(gpu, FEEDER_EPROTO,
                                "GPU prefetcher: no batch could be pulled (%d of %u host slots "
-                               "in copies)", gpu->held, gpu->nslots);
+                               "in copies)", gpu->held, gpu->cfg.nslots);
     return rc;
 }
 

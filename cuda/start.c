@@ -24,9 +24,6 @@ static feeder__gpu *layer_new(const feeder__gpu_config *cfg)
         return NULL;
     gpu->cfg = *cfg;
     gpu->l = cfg->layout;
-    gpu->mem = cfg->slot_mem;
-    gpu->mem_bytes = cfg->slot_mem_bytes;
-    gpu->nslots = cfg->nslots;
     gpu->depth = cfg->depth;
     gpu->pin_mode = cfg->pin_mode;
     pthread_mutex_init(&gpu->lock, NULL);

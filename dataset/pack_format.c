@@ -146,18 +146,6 @@ int64_t feeder__pack_label(const feeder__pack_view *v, uint64_t i)
     return (int64_t)feeder__get_le64(v->labels + i * 8);
 }
 
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return FEEDER_EFORMAT;
-}
-
 #define ULL(x) ((unsigned long long)(x))
 
 /* A section of `bytes` bytes at `off` lies after the header and inside the file. */
@@ -166,12 +154,14 @@ static int check_section(const char *name, size_t len, const char *what, uint64_
 {
     uint64_t end;
     if (off < FEEDER__PACK_HEADER_BYTES)
-        return bad(err, errlen, "%s: %s (offset %llu) overlaps the %u-byte header", name, what,
-                   ULL(off), FEEDER__PACK_HEADER_BYTES);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: %s (offset %llu) overlaps the %u-byte header", name, what,
+                            ULL(off), FEEDER__PACK_HEADER_BYTES);
     if (__builtin_add_overflow(off, bytes, &end) || end > len)
-        return bad(err, errlen,
-                   "%s: %s (offset %llu, %llu bytes) runs past the end of the file (%llu bytes)",
-                   name, what, ULL(off), ULL(bytes), ULL(len));
+        return feeder__fail(
+            err, errlen, FEEDER_EFORMAT,
+            "%s: %s (offset %llu, %llu bytes) runs past the end of the file (%llu bytes)", name,
+            what, ULL(off), ULL(bytes), ULL(len));
     return 0;
 }
 
@@ -181,31 +171,35 @@ static int parse_magic(const uint8_t *buf, size_t len, const char *name, char *e
                        size_t errlen)
 {
     if (len < 8)
-        return bad(err, errlen,
-                   "%s: not a feeder packed file (%llu bytes, shorter than its 8-byte magic)",
-                   name, ULL(len));
+        return feeder__fail(
+            err, errlen, FEEDER_EFORMAT,
+            "%s: not a feeder packed file (%llu bytes, shorter than its 8-byte magic)", name,
+            ULL(len));
     if (memcmp(buf, FEEDER__PACK_MAGIC, 8) != 0)
-        return bad(err, errlen,
-                   "%s: not a feeder packed file (bad magic %02x %02x %02x %02x %02x %02x %02x "
-                   "%02x; expected \"" FEEDER__PACK_MAGIC "\")",
-                   name, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7]);
+        return feeder__fail(
+            err, errlen, FEEDER_EFORMAT,
+            "%s: not a feeder packed file (bad magic %02x %02x %02x %02x %02x %02x %02x "
+            "%02x; expected \"" FEEDER__PACK_MAGIC "\")",
+            name, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7]);
     if (len < H_VERSION + 4)
-        return bad(err, errlen, "%s: truncated header (%llu of %u bytes)", name, ULL(len),
-                   FEEDER__PACK_HEADER_BYTES);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT, "%s: truncated header (%llu of %u bytes)",
+                            name, ULL(len), FEEDER__PACK_HEADER_BYTES);
     /* The version first: a later version may lay out the rest differently. */
     uint32_t version = feeder__get_le32(buf + H_VERSION);
     if (version < FEEDER__PACK_VERSION_MIN || version > FEEDER__PACK_VERSION_MAX)
-        return bad(err, errlen,
-                   "%s: unsupported format version %u (this library reads versions %u to %u)",
-                   name, version, FEEDER__PACK_VERSION_MIN, FEEDER__PACK_VERSION_MAX);
+        return feeder__fail(
+            err, errlen, FEEDER_EFORMAT,
+            "%s: unsupported format version %u (this library reads versions %u to %u)", name,
+            version, FEEDER__PACK_VERSION_MIN, FEEDER__PACK_VERSION_MAX);
     if (len < FEEDER__PACK_HEADER_BYTES)
-        return bad(err, errlen, "%s: truncated header (%llu of %u bytes)", name, ULL(len),
-                   FEEDER__PACK_HEADER_BYTES);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT, "%s: truncated header (%llu of %u bytes)",
+                            name, ULL(len), FEEDER__PACK_HEADER_BYTES);
     uint32_t stored = feeder__get_le32(buf + FEEDER__PACK_CRC_OFF);
     uint32_t computed = feeder__crc32c(0, buf, FEEDER__PACK_CRC_OFF);
     if (stored != computed)
-        return bad(err, errlen, "%s: header crc32c mismatch (stored 0x%08x, computed 0x%08x)",
-                   name, stored, computed);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: header crc32c mismatch (stored 0x%08x, computed 0x%08x)", name,
+                            stored, computed);
     return 0;
 }
 
@@ -253,52 +247,62 @@ static int check_header(const feeder__pack_header *h, const char *name, char *er
 {
     uint32_t version = h->version;
     if (h->header_bytes != FEEDER__PACK_HEADER_BYTES)
-        return bad(err, errlen, "%s: header size %u (version %u headers are %u bytes)", name,
-                   h->header_bytes, version, FEEDER__PACK_HEADER_BYTES);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: header size %u (version %u headers are %u bytes)", name,
+                            h->header_bytes, version, FEEDER__PACK_HEADER_BYTES);
     if (h->kind != FEEDER_RECORD_RAW && h->kind != FEEDER_RECORD_JPEG &&
         h->kind != FEEDER_RECORD_FIELDS)
-        return bad(err, errlen, "%s: unknown record kind %u (1 = RAW, 2 = JPEG, 3 = FIELDS)", name,
-                   h->kind);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: unknown record kind %u (1 = RAW, 2 = JPEG, 3 = FIELDS)", name,
+                            h->kind);
     if ((h->kind == FEEDER_RECORD_FIELDS) != (version >= FEEDER__PACK_VERSION_FIELDS))
-        return bad(err, errlen, "%s: record kind %u in a version %u file (FIELDS files are "
-                   "version %u, RAW and JPEG files versions 1 and 2)", name, h->kind, version,
-                   FEEDER__PACK_VERSION_FIELDS);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: record kind %u in a version %u file (FIELDS files are "
+                            "version %u, RAW and JPEG files versions 1 and 2)",
+                            name, h->kind, version, FEEDER__PACK_VERSION_FIELDS);
     if (h->dtype != FEEDER__PACK_DTYPE_UINT8)
-        return bad(err, errlen, "%s: unsupported dtype %u (version %u stores uint8 = 1)", name,
-                   h->dtype, version);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: unsupported dtype %u (version %u stores uint8 = 1)", name,
+                            h->dtype, version);
     if (h->label_type != FEEDER__PACK_LABEL_INT64)
-        return bad(err, errlen, "%s: unsupported label type %u (version %u stores int64 = 1)",
-                   name, h->label_type, version);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: unsupported label type %u (version %u stores int64 = 1)", name,
+                            h->label_type, version);
     if (h->count == 0)
-        return bad(err, errlen, "%s: holds no records", name);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT, "%s: holds no records", name);
     if (h->kind == FEEDER_RECORD_RAW) {
         if (h->layout > FEEDER_LAYOUT_NCHW)
-            return bad(err, errlen, "%s: unknown layout %u (0 = NHWC, 1 = NCHW)", name,
-                       h->layout);
+            return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                                "%s: unknown layout %u (0 = NHWC, 1 = NCHW)", name, h->layout);
         if (h->height == 0 || h->width == 0 || (h->channels != 3 && h->channels != 1))
-            return bad(err, errlen,
-                       "%s: RAW sample shape %ux%ux%u is not supported (height and width > 0, "
-                       "3 or 1 channels)",
-                       name, h->height, h->width, h->channels);
+            return feeder__fail(
+                err, errlen, FEEDER_EFORMAT,
+                "%s: RAW sample shape %ux%ux%u is not supported (height and width > 0, "
+                "3 or 1 channels)",
+                name, h->height, h->width, h->channels);
         uint64_t p;
         if (__builtin_mul_overflow((uint64_t)h->height * h->width, (uint64_t)h->channels, &p))
-            return bad(err, errlen, "%s: RAW sample shape %ux%ux%u overflows a size", name,
-                       h->height, h->width, h->channels);
+            return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                                "%s: RAW sample shape %ux%ux%u overflows a size", name, h->height,
+                                h->width, h->channels);
         if (h->record_bytes != p)
-            return bad(err, errlen,
-                       "%s: RAW record size mismatch: the header says %llu bytes per record, "
-                       "%ux%ux%u is %llu",
-                       name, ULL(h->record_bytes), h->height, h->width, h->channels, ULL(p));
+            return feeder__fail(
+                err, errlen, FEEDER_EFORMAT,
+                "%s: RAW record size mismatch: the header says %llu bytes per record, "
+                "%ux%ux%u is %llu",
+                name, ULL(h->record_bytes), h->height, h->width, h->channels, ULL(p));
     }
     uint64_t last;
     if (h->shard_count == 0 || h->shard_index >= h->shard_count)
-        return bad(err, errlen, "%s: shard %u of %u is not a valid shard number", name,
-                   h->shard_index, h->shard_count);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: shard %u of %u is not a valid shard number", name, h->shard_index,
+                            h->shard_count);
     if (__builtin_add_overflow(h->shard_first, h->count, &last) || last > h->total_records)
-        return bad(err, errlen,
-                   "%s: shard holds %llu records from record %llu on, past the %llu records of "
-                   "all shards",
-                   name, ULL(h->count), ULL(h->shard_first), ULL(h->total_records));
+        return feeder__fail(
+            err, errlen, FEEDER_EFORMAT,
+            "%s: shard holds %llu records from record %llu on, past the %llu records of "
+            "all shards",
+            name, ULL(h->count), ULL(h->shard_first), ULL(h->total_records));
     return 0;
 }
 
@@ -311,8 +315,8 @@ static int check_fields(const uint8_t *buf, size_t len, const char *name,
     const feeder__pack_header *h = &out->h;
     if (h->kind != FEEDER_RECORD_FIELDS) {
         if (h->fields_off || h->fields_bytes)
-            return bad(err, errlen, "%s: a schema section in a file of record kind %u", name,
-                       h->kind);
+            return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                                "%s: a schema section in a file of record kind %u", name, h->kind);
         return 0;
     }
     int rc = check_section(name, len, "schema", h->fields_off, h->fields_bytes, err, errlen);
@@ -321,14 +325,16 @@ static int check_fields(const uint8_t *buf, size_t len, const char *name,
     const uint8_t *s = buf + h->fields_off;
     uint32_t n = h->fields_bytes >= 8 ? feeder__get_le32(s) : 0;
     if (n == 0 || n > FEEDER_FIELDS_MAX || h->fields_bytes != 8 + (uint64_t)n * F_END)
-        return bad(err, errlen, "%s: schema section of %llu bytes for %u fields (1 to %d fields "
-                   "of %u bytes after 8)", name, ULL(h->fields_bytes), n, FEEDER_FIELDS_MAX,
-                   (unsigned)F_END);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: schema section of %llu bytes for %u fields (1 to %d fields "
+                            "of %u bytes after 8)",
+                            name, ULL(h->fields_bytes), n, FEEDER_FIELDS_MAX, (unsigned)F_END);
     for (uint32_t k = 0; k < n; k++) {
         const uint8_t *e = s + 8 + (size_t)k * F_END;
         if (!memchr(e + F_NAME, 0, FEEDER_FIELD_NAME_MAX + 1))
-            return bad(err, errlen, "%s: field %u's name does not end within its %d bytes",
-                       name, k, FEEDER_FIELD_NAME_MAX + 1);
+            return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                                "%s: field %u's name does not end within its %d bytes", name, k,
+                                FEEDER_FIELD_NAME_MAX + 1);
         feeder_field *f = &out->fields[k];
         f->name = (const char *)(e + F_NAME);
         f->elem = (int32_t)feeder__get_le32(e + F_ELEM);
@@ -339,7 +345,7 @@ static int check_fields(const uint8_t *buf, size_t len, const char *name,
     }
     char why[256];
     if (feeder__fields_check(out->fields, n, why, sizeof(why)))
-        return bad(err, errlen, "%s: schema: %s", name, why);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT, "%s: schema: %s", name, why);
     out->nfields = n;
     return 0;
 }
@@ -352,15 +358,16 @@ static int check_sections(const uint8_t *buf, size_t len, const char *name,
     uint64_t index_bytes, label_bytes;
     if (__builtin_mul_overflow(h->count, (uint64_t)FEEDER__PACK_ENTRY_BYTES, &index_bytes) ||
         __builtin_mul_overflow(h->count, (uint64_t)8, &label_bytes))
-        return bad(err, errlen, "%s: record count %llu is too large for any file", name,
-                   ULL(h->count));
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: record count %llu is too large for any file", name, ULL(h->count));
     int rc;
     if ((rc = check_section(name, len, "index", h->index_off, index_bytes, err, errlen)) ||
         (rc = check_section(name, len, "labels", h->labels_off, label_bytes, err, errlen)))
         return rc;
     if (h->records_off % FEEDER__PACK_ALIGN)
-        return bad(err, errlen, "%s: record area offset %llu is not a multiple of %u", name,
-                   ULL(h->records_off), FEEDER__PACK_ALIGN);
+        return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                            "%s: record area offset %llu is not a multiple of %u", name,
+                            ULL(h->records_off), FEEDER__PACK_ALIGN);
     if ((rc = check_section(name, len, "record area", h->records_off, h->records_bytes, err,
                             errlen)))
         return rc;
@@ -381,10 +388,11 @@ static int check_sections(const uint8_t *buf, size_t len, const char *name,
                                      ? memchr(c + pos, 0, (size_t)(h->classes_bytes - pos))
                                      : NULL;
             if (!nul)
-                return bad(err, errlen,
-                           "%s: class name %llu of %llu does not end within the %llu bytes of "
-                           "class names",
-                           name, ULL(k), ULL(h->num_classes), ULL(h->classes_bytes));
+                return feeder__fail(
+                    err, errlen, FEEDER_EFORMAT,
+                    "%s: class name %llu of %llu does not end within the %llu bytes of "
+                    "class names",
+                    name, ULL(k), ULL(h->num_classes), ULL(h->classes_bytes));
             pos = (uint64_t)(nul - c) + 1;
         }
         out->classes = c;
@@ -401,10 +409,12 @@ static int check_labels(const char *name, feeder__pack_view *out, char *err, siz
         int64_t l = feeder__pack_label(out, i);
         if (l < 0 || (h->num_classes && (uint64_t)l >= h->num_classes)) {
             if (h->num_classes)
-                return bad(err, errlen, "%s: label %lld of record %llu is outside [0, %llu)",
-                           name, (long long)l, ULL(i), ULL(h->num_classes));
-            return bad(err, errlen, "%s: label %lld of record %llu is negative", name,
-                       (long long)l, ULL(i));
+                return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                                    "%s: label %lld of record %llu is outside [0, %llu)", name,
+                                    (long long)l, ULL(i), ULL(h->num_classes));
+            return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                                "%s: label %lld of record %llu is negative", name, (long long)l,
+                                ULL(i));
         }
         if (l > maxlab)
             maxlab = l;
@@ -425,23 +435,25 @@ static int check_records(const char *name, const feeder__pack_view *out, char *e
         uint32_t crc;
         feeder__pack_entry(out, i, &off, &size, &crc);
         if (size == 0)
-            return bad(err, errlen, "%s: record %llu is empty (size 0)", name, ULL(i));
+            return feeder__fail(err, errlen, FEEDER_EFORMAT, "%s: record %llu is empty (size 0)",
+                                name, ULL(i));
         if (h->kind == FEEDER_RECORD_RAW && size != h->record_bytes)
-            return bad(err, errlen,
-                       "%s: record %llu has %llu bytes; RAW records of %ux%ux%u are %llu", name,
-                       ULL(i), ULL(size), h->height, h->width, h->channels,
-                       ULL(h->record_bytes));
+            return feeder__fail(err, errlen, FEEDER_EFORMAT,
+                                "%s: record %llu has %llu bytes; RAW records of %ux%ux%u are %llu",
+                                name, ULL(i), ULL(size), h->height, h->width, h->channels,
+                                ULL(h->record_bytes));
         if (off < h->records_off || __builtin_add_overflow(off, size, &end) || end > area_end)
-            return bad(err, errlen,
-                       "%s: record %llu (offset %llu, %llu bytes) lies outside the record area "
-                       "(offset %llu, %llu bytes)",
-                       name, ULL(i), ULL(off), ULL(size), ULL(h->records_off),
-                       ULL(h->records_bytes));
+            return feeder__fail(
+                err, errlen, FEEDER_EFORMAT,
+                "%s: record %llu (offset %llu, %llu bytes) lies outside the record area "
+                "(offset %llu, %llu bytes)",
+                name, ULL(i), ULL(off), ULL(size), ULL(h->records_off), ULL(h->records_bytes));
         if (off < prev_end)
-            return bad(err, errlen,
-                       "%s: record %llu (offset %llu) starts before record %llu ends (offset "
-                       "%llu): records must be in index order and must not overlap",
-                       name, ULL(i), ULL(off), ULL(i - 1), ULL(prev_end));
+            return feeder__fail(
+                err, errlen, FEEDER_EFORMAT,
+                "%s: record %llu (offset %llu) starts before record %llu ends (offset "
+                "%llu): records must be in index order and must not overlap",
+                name, ULL(i), ULL(off), ULL(i - 1), ULL(prev_end));
         prev_end = end;
     }
     return 0;

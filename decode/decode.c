@@ -34,8 +34,7 @@ static int decode_whole(const feeder__format *f, feeder__decoder *d, const feede
     rc = feeder__resize(rs, pix->p, img.w, img.h, img.stride, img.channels, c.fx, c.fy, c.fw,
                         c.fh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
-        return feeder__decode_fail(err, errlen, rc, "resize of a %ux%u image failed", img.w,
-                                   img.h);
+        return feeder__fail(err, errlen, rc, "resize of a %ux%u image failed", img.w, img.h);
     if (times) {
         times->decode_ns = t1 - t0;
         times->transform_ns = feeder__now_ns() - t1;
@@ -52,9 +51,9 @@ static int decode_sample(feeder__decoder *d, const feeder__transform *t, const u
     if (times)
         *times = (feeder__decode_times){0, 0};
     if (!d || !t || !dst || (!p && len) || t->width == 0 || t->height == 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EINVAL, "invalid argument to the decoder");
+        return feeder__fail(err, errlen, FEEDER_EINVAL, "invalid argument to the decoder");
     if (len == 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "empty input (0 bytes)");
+        return feeder__fail(err, errlen, FEEDER_EDECODE, "empty input (0 bytes)");
     const feeder__format *f = feeder__format_of(p, len);
     if (!f)
         return feeder__format_unknown(p, len, err, errlen);

@@ -153,6 +153,6 @@ int feeder__format_unknown(const uint8_t *p, size_t len, char *err, size_t errle
     for (size_t i = 0; i < n; i++)
         at += (size_t)snprintf(hex + at, sizeof(hex) - at, "%s%02X", i ? " " : "", p[i]);
     format_names(names, sizeof(names));
-    return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "not a %s file (starts %s: %s)",
-                               names, hex, guess_name(p, len));
+    return feeder__fail(err, errlen, FEEDER_EDECODE, "not a %s file (starts %s: %s)", names, hex,
+                        guess_name(p, len));
 }

@@ -1,42 +1,27 @@
-/* The error exit every decoder shares, and the pixel-limit check of the
- * whole-image decoders. */
-#include <stdarg.h>
-#include <stdio.h>
-
+/* The pixel-limit check of the whole-image decoders. */
 #include "decode/image.h"
-
-int feeder__decode_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 int feeder__check_image(const feeder__transform *t, uint32_t w, uint32_t h, uint64_t need,
                         const char *what, char *err, size_t errlen)
 {
     uint64_t n = (uint64_t)w * h;
     if (n == 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "image has no pixels (%ux%u)",
-                                   w, h);
+        return feeder__fail(err, errlen, FEEDER_EDECODE, "image has no pixels (%ux%u)", w, h);
     if (t->max_pixels && n > t->max_pixels)
-        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
-                                   "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
-                                   (unsigned long long)n, (unsigned long long)t->max_pixels);
+        return feeder__fail(err, errlen, FEEDER_ETOOBIG,
+                            "image is %ux%u = %llu pixels, over the limit of %llu", w, h,
+                            (unsigned long long)n, (unsigned long long)t->max_pixels);
     if (t->max_side && (w > t->max_side || h > t->max_side))
-        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
-                                   "image is %ux%u, over the limit of %u pixels a side "
-                                   "(FEEDER_OPT_MAX_SIDE raises it)", w, h, t->max_side);
+        return feeder__fail(err, errlen, FEEDER_ETOOBIG,
+                            "image is %ux%u, over the limit of %u pixels a side "
+                            "(FEEDER_OPT_MAX_SIDE raises it)",
+                            w, h, t->max_side);
     if (t->max_decode_bytes && need > t->max_decode_bytes)
-        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
-                                   "image is %ux%u: decoding it takes %llu bytes (%s), over the "
-                                   "limit of %llu (FEEDER_OPT_MAX_DECODE_BYTES raises it)", w, h,
-                                   (unsigned long long)need, what,
-                                   (unsigned long long)t->max_decode_bytes);
+        return feeder__fail(err, errlen, FEEDER_ETOOBIG,
+                            "image is %ux%u: decoding it takes %llu bytes (%s), over the "
+                            "limit of %llu (FEEDER_OPT_MAX_DECODE_BYTES raises it)",
+                            w, h, (unsigned long long)need, what,
+                            (unsigned long long)t->max_decode_bytes);
     return 0;
 }
 

@@ -203,7 +203,7 @@ static int to_output_pixels(uint8_t *p, uint32_t w, uint32_t h, size_t stride, i
  * rare, so the cost does not matter. */
 static int turbo_failed(feeder__decoder *d, char *err, size_t errlen)
 {
-    feeder__decode_fail(err, errlen, FEEDER_EDECODE, "%s", tjGetErrorStr2(d->tj));
+    feeder__fail(err, errlen, FEEDER_EDECODE, "%s", tjGetErrorStr2(d->tj));
     tjDestroy(d->tj);
     d->tj = tjInitDecompress();
     return FEEDER_EDECODE;
@@ -254,16 +254,16 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
                         size_t errlen)
 {
     if (!d->tj && !(d->tj = tjInitDecompress()))
-        return feeder__decode_fail(err, errlen, -ENOMEM, "TurboJPEG: tjInitDecompress failed");
+        return feeder__fail(err, errlen, -ENOMEM, "TurboJPEG: tjInitDecompress failed");
     int w = 0, h = 0, ss = 0, cs = 0;
     if (tjDecompressHeader3(d->tj, jpeg, (unsigned long)len, &w, &h, &ss, &cs) != 0)
         return turbo_failed(d, err, errlen);
     /* TurboJPEG 2.x answers a tables-only stream, or one cut before the
      * frame header, with success and no size. */
     if (w <= 0 || h <= 0)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
-                                   "no image in the JPEG stream (tables only, or cut "
-                                   "before the frame header)");
+        return feeder__fail(err, errlen, FEEDER_EDECODE,
+                            "no image in the JPEG stream (tables only, or cut "
+                            "before the frame header)");
     int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     int gray = feeder__transform_channels(t) == 1, ch = gray && !cmyk ? 1 : 4;
     size_t stride = (size_t)w * (size_t)ch;
@@ -278,7 +278,7 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
     feeder__crop c;
     feeder__crop_compute(t, (uint32_t)w, (uint32_t)h, seed, epoch, index, &c);
     if ((rc = feeder__buf_reserve(&d->pix, stride * (size_t)h)))
-        return feeder__decode_fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
+        return feeder__fail(err, errlen, rc, "out of memory for a %dx%d image", w, h);
     int pf = cmyk ? TJPF_CMYK : ch == 1 ? TJPF_GRAY : TJPF_RGBX;
     if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->pix.p, w, (int)stride, h, pf,
                       TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
@@ -289,7 +289,7 @@ static int decode_turbo(feeder__decoder *d, const feeder__transform *t, const ui
     rc = feeder__resize(&d->rs, d->pix.p, (uint32_t)w, (uint32_t)h, stride, ch, c.fx, c.fy, c.fw,
                         c.fh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
-        return feeder__decode_fail(err, errlen, rc, "resize of a %dx%d image failed", w, h);
+        return feeder__fail(err, errlen, rc, "resize of a %dx%d image failed", w, h);
     times->decode_ns = t1 - t0;
     times->transform_ns = feeder__now_ns() - t1;
     return 0;
@@ -367,9 +367,9 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     struct jpeg_decompress_struct *ci = &d->cinfo;
     jpeg_mem_src(ci, jpeg, (unsigned long)len);
     if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
-                                   "no image in the JPEG stream (tables only, or cut "
-                                   "before the frame header)");
+        return feeder__fail(err, errlen, FEEDER_EDECODE,
+                            "no image in the JPEG stream (tables only, or cut "
+                            "before the frame header)");
     uint32_t W = ci->image_width, H = ci->image_height;
     /* The region decoded is at most a few output sizes; what can be large
      * is the coefficient buffer of a multi-scan file, made at full size
@@ -405,21 +405,19 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     size_t stride = (size_t)cw * (size_t)ch, nrows = y1 - y0;
     if ((rc = feeder__buf_reserve(&d->pix, stride * nrows)) ||
         (rc = feeder__buf_reserve(&d->rows, nrows * sizeof(JSAMPROW))))
-        return feeder__decode_fail(err, errlen, rc,
-                                   "out of memory for a %ux%u region", (unsigned)cw,
-                                   (unsigned)nrows);
+        return feeder__fail(err, errlen, rc, "out of memory for a %ux%u region", (unsigned)cw,
+                            (unsigned)nrows);
     JSAMPROW *rows = (JSAMPROW *)(void *)d->rows.p;
     for (size_t i = 0; i < nrows; i++)
         rows[i] = d->pix.p + i * stride;
     if (y0 > 0 && jpeg_skip_scanlines(ci, y0) != y0)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "could not skip to row %u", y0);
+        return feeder__fail(err, errlen, FEEDER_EDECODE, "could not skip to row %u", y0);
     while (ci->output_scanline < y1) {
         JDIMENSION got = jpeg_read_scanlines(ci, rows + (ci->output_scanline - y0),
                                              y1 - ci->output_scanline);
         if (got == 0)
-            return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
-                                       "decoder returned no rows at row %u",
-                                       (unsigned)ci->output_scanline);
+            return feeder__fail(err, errlen, FEEDER_EDECODE, "decoder returned no rows at row %u",
+                                (unsigned)ci->output_scanline);
     }
     if (cmyk)
         ch = to_output_pixels(d->pix.p, cw, (uint32_t)nrows, stride, gray);
@@ -427,8 +425,8 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     rc = feeder__resize(&d->rs, d->pix.p, cw, (uint32_t)nrows, stride, ch, bx - xoff, by - y0,
                         bw, bh, dst, t->width, t->height, c.flip, t->layout);
     if (rc)
-        return feeder__decode_fail(err, errlen, rc, "resize of a %ux%u region failed", (unsigned)cw,
-                                   (unsigned)nrows);
+        return feeder__fail(err, errlen, rc, "resize of a %ux%u region failed", (unsigned)cw,
+                            (unsigned)nrows);
     times->decode_ns = t1 - t0;
     times->transform_ns = feeder__now_ns() - t1;
     return 0;
@@ -442,7 +440,7 @@ static int decode_roi(feeder__decoder *d, const feeder__transform *t, const uint
         /* Back to the state after jpeg_create_decompress, ready for the next
          * image. */
         jpeg_abort_decompress(&d->cinfo);
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "%s", d->jerr.msg);
+        return feeder__fail(err, errlen, FEEDER_EDECODE, "%s", d->jerr.msg);
     }
     int rc = roi_run(d, t, jpeg, len, seed, epoch, index, dst, t0, times, err, errlen);
     /* Also the normal end: the rows below the crop are never read. */
@@ -499,7 +497,7 @@ int feeder__jpeg_sample(feeder__decoder *d, const feeder__transform *t, const ui
     else if (t->decoder == FEEDER_DECODER_ROI)
         rc = decode_roi(d, t, jpeg, len, seed, epoch, index, dst, t0, &tm, err, errlen);
     else
-        return feeder__decode_fail(err, errlen, FEEDER_EINVAL, "unknown decoder %d", t->decoder);
+        return feeder__fail(err, errlen, FEEDER_EINVAL, "unknown decoder %d", t->decoder);
     if (times)
         *times = tm;
     return rc;

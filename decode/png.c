@@ -31,7 +31,7 @@ static int png_fail(spng_ctx *ctx, int rc, char *err, size_t errlen, const char 
 {
     spng_ctx_free(ctx);
     int code = rc == SPNG_EMEM ? -ENOMEM : FEEDER_EDECODE;
-    return feeder__decode_fail(err, errlen, code, "PNG: %s: %s", what, spng_strerror(rc));
+    return feeder__fail(err, errlen, code, "PNG: %s: %s", what, spng_strerror(rc));
 }
 
 int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8_t *p,
@@ -39,7 +39,7 @@ int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8
 {
     spng_ctx *ctx = spng_ctx_new(0);
     if (!ctx)
-        return feeder__decode_fail(err, errlen, -ENOMEM, "PNG: out of memory for a context");
+        return feeder__fail(err, errlen, -ENOMEM, "PNG: out of memory for a context");
     uint32_t side = FEEDER__PNG_SIDE_MAX;
     if (t->max_pixels && t->max_pixels < side)
         side = (uint32_t)t->max_pixels;
@@ -66,9 +66,9 @@ int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8
         return png_fail(ctx, rc, err, errlen, "image size");
     if (t->max_pixels && size / 4 > t->max_pixels) {
         spng_ctx_free(ctx);
-        return feeder__decode_fail(err, errlen, FEEDER_ETOOBIG,
-                                   "PNG: decoded image is %zu bytes, over 4 x %llu pixels", size,
-                                   (unsigned long long)t->max_pixels);
+        return feeder__fail(err, errlen, FEEDER_ETOOBIG,
+                            "PNG: decoded image is %zu bytes, over 4 x %llu pixels", size,
+                            (unsigned long long)t->max_pixels);
     }
     /* libspng holds the scanline being unfiltered and the one above it,
      * each a row of the file's own samples (up to 8 bytes a pixel). */
@@ -82,8 +82,8 @@ int feeder__png_decode(feeder__buf *pix, const feeder__transform *t, const uint8
     }
     if ((rc = feeder__buf_reserve(pix, size))) {
         spng_ctx_free(ctx);
-        return feeder__decode_fail(err, errlen, rc, "out of memory for a %ux%u image", ih.width,
-                                   ih.height);
+        return feeder__fail(err, errlen, rc, "out of memory for a %ux%u image", ih.width,
+                            ih.height);
     }
     if ((rc = spng_decode_image(ctx, pix->p, size, fmt, 0)))
         return png_fail(ctx, rc, err, errlen, "decode");

@@ -227,9 +227,12 @@ static inline uint8_t clip8(int32_t v, int prec)
  * of a row. The vertical pass then yields rows that are already NHWC.
  */
 
-/* Horizontal pass, portable: rows [y0, y1) of src into tmp. */
-static void hpass_portable(const axis *a, const uint8_t *src, size_t stride, int ch, uint32_t y0,
-                           uint32_t y1, uint8_t *tmp, size_t tstride, uint32_t out_w)
+/* Horizontal pass, portable: rows [y0, y1) of src into tmp, oc sums a pixel
+ * (3: RGB from pixels ch bytes apart; 1: gray, ch 1). Inlined with constant
+ * counts, so each call's loop is compiled for its own shape. */
+static inline __attribute__((always_inline)) void
+hpass_portable(const axis *a, const uint8_t *src, size_t stride, int ch, int oc, uint32_t y0,
+               uint32_t y1, uint8_t *tmp, size_t tstride, uint32_t out_w)
 {
     int32_t half = 1 << (a->prec - 1);
     for (uint32_t y = y0; y < y1; y++) {
@@ -238,36 +241,12 @@ static void hpass_portable(const axis *a, const uint8_t *src, size_t stride, int
         for (uint32_t i = 0; i < out_w; i++) {
             const uint8_t *p = s + (size_t)a->start[i] * ch;
             const int16_t *w = a->w + (size_t)i * a->ksize;
-            int32_t r = half, g = half, b = half;
-            for (int x = 0; x < a->count[i]; x++, p += ch) {
-                r += p[0] * w[x];
-                g += p[1] * w[x];
-                b += p[2] * w[x];
-            }
-            d[3 * i + 0] = clip8(r, a->prec);
-            d[3 * i + 1] = clip8(g, a->prec);
-            d[3 * i + 2] = clip8(b, a->prec);
-        }
-    }
-}
-
-/* Horizontal pass of a gray (1-byte) image, portable: the same sums as
- * hpass_portable's on one channel. Gray rows are a third of the work of RGB
- * ones, so no SIMD path of their own. */
-static void hpass_gray(const axis *a, const uint8_t *src, size_t stride, uint32_t y0,
-                       uint32_t y1, uint8_t *tmp, size_t tstride, uint32_t out_w)
-{
-    int32_t half = 1 << (a->prec - 1);
-    for (uint32_t y = y0; y < y1; y++) {
-        const uint8_t *s = src + (size_t)y * stride;
-        uint8_t *d = tmp + (size_t)(y - y0) * tstride;
-        for (uint32_t i = 0; i < out_w; i++) {
-            const uint8_t *p = s + a->start[i];
-            const int16_t *w = a->w + (size_t)i * a->ksize;
-            int32_t v = half;
-            for (int x = 0; x < a->count[i]; x++)
-                v += p[x] * w[x];
-            d[i] = clip8(v, a->prec);
+            int32_t acc[3] = {half, half, half};
+            for (int x = 0; x < a->count[i]; x++, p += ch)
+                for (int c = 0; c < oc; c++)
+                    acc[c] += p[c] * w[x];
+            for (int c = 0; c < oc; c++)
+                d[oc * i + c] = clip8(acc[c], a->prec);
         }
     }
 }
@@ -340,7 +319,8 @@ static void hpass_sse2(const axis *a, const uint8_t *src, size_t stride, uint32_
 
 /* Horizontal pass of a gray image, SSE2: four taps per pmaddwd. Needs a
  * padded axis (every count a multiple of 4, every window inside the row),
- * where the zero-weight taps change no sum: the same bytes as hpass_gray. */
+ * where the zero-weight taps change no sum: the same bytes as
+ * hpass_portable's gray sums. */
 static void hpass_gray_sse2(const axis *a, const uint8_t *src, size_t stride, uint32_t y0,
                             uint32_t y1, uint8_t *tmp, size_t tstride, uint32_t out_w)
 {
@@ -364,48 +344,16 @@ static void hpass_gray_sse2(const axis *a, const uint8_t *src, size_t stride, ui
     }
 }
 
-/* Vertical pass, SSE2: 16 bytes of the row at a time, two rows per pmaddwd.
- * nbytes is a multiple of 16 (tmp rows and `row` are padded for it). */
-static void vpass_sse2(const axis *a, uint32_t o, const uint8_t *tmp, size_t tstride,
-                       uint32_t y0, uint8_t *row, size_t nbytes)
-{
-    const __m128i zero = _mm_setzero_si128();
-    const __m128i half = _mm_set1_epi32(1 << (a->prec - 1));
-    const int prec = a->prec;
-    const int16_t *w = a->w + (size_t)o * a->ksize;
-    const uint8_t *base = tmp + (size_t)(a->start[o] - (int32_t)y0) * tstride;
-    int n = a->count[o];
-    for (size_t x = 0; x < nbytes; x += 16) {
-        __m128i a0 = half, a1 = half, a2 = half, a3 = half;
-        const uint8_t *p = base + x;
-        int k = 0;
-        for (; k + 1 < n; k += 2, p += 2 * tstride) {
-            __m128i r0 = _mm_load_si128((const __m128i *)p);
-            __m128i r1 = _mm_load_si128((const __m128i *)(p + tstride));
-            __m128i c = _mm_set1_epi32(pair(w + k));
-            __m128i lo = _mm_unpacklo_epi8(r0, r1), hi = _mm_unpackhi_epi8(r0, r1);
-            a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, zero), c));
-            a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, zero), c));
-            a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, zero), c));
-            a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, zero), c));
-        }
-        if (k < n) {
-            __m128i r0 = _mm_load_si128((const __m128i *)p);
-            __m128i c = _mm_set1_epi32((uint16_t)w[k]);
-            __m128i lo = _mm_unpacklo_epi8(r0, zero), hi = _mm_unpackhi_epi8(r0, zero);
-            a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi16(lo, zero), c));
-            a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi16(lo, zero), c));
-            a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi16(hi, zero), c));
-            a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi16(hi, zero), c));
-        }
-        a0 = _mm_srai_epi32(a0, prec);
-        a1 = _mm_srai_epi32(a1, prec);
-        a2 = _mm_srai_epi32(a2, prec);
-        a3 = _mm_srai_epi32(a3, prec);
-        __m128i v = _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
-        _mm_store_si128((__m128i *)(row + x), v);
-    }
-}
+/* Vertical pass, SSE2: 16 bytes of the row at a time (resize_vpass.h). */
+#define VPASS_NAME vpass_sse2
+#define VPASS_TARGET
+#define VEC __m128i
+#define VEC_BYTES 16
+#define VOP(op) _mm_##op
+#define VEC_LOAD _mm_load_si128
+#define VEC_STORE _mm_store_si128
+#define VEC_ZERO _mm_setzero_si128
+#include "decode/resize_vpass.h"
 #endif
 
 #ifdef FEEDER_RESIZE_AVX2
@@ -543,50 +491,16 @@ __attribute__((target("avx2"))) static void hpass_avx2(const axis *a, const uint
     }
 }
 
-/* 32 bytes at a time; nbytes is a multiple of 32. The in-lane unpacks and the
- * in-lane packs undo each other, so the bytes come back in order. */
-__attribute__((target("avx2"))) static void vpass_avx2(const axis *a, uint32_t o,
-                                                       const uint8_t *tmp, size_t tstride,
-                                                       uint32_t y0, uint8_t *row, size_t nbytes)
-{
-    const __m256i zero = _mm256_setzero_si256();
-    const __m256i half = _mm256_set1_epi32(1 << (a->prec - 1));
-    const int prec = a->prec;
-    const int16_t *w = a->w + (size_t)o * a->ksize;
-    const uint8_t *base = tmp + (size_t)(a->start[o] - (int32_t)y0) * tstride;
-    int n = a->count[o];
-    for (size_t x = 0; x < nbytes; x += 32) {
-        __m256i a0 = half, a1 = half, a2 = half, a3 = half;
-        const uint8_t *p = base + x;
-        int k = 0;
-        for (; k + 1 < n; k += 2, p += 2 * tstride) {
-            __m256i r0 = _mm256_load_si256((const __m256i *)p);
-            __m256i r1 = _mm256_load_si256((const __m256i *)(p + tstride));
-            __m256i c = _mm256_set1_epi32(pair(w + k));
-            __m256i lo = _mm256_unpacklo_epi8(r0, r1), hi = _mm256_unpackhi_epi8(r0, r1);
-            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, zero), c));
-            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, zero), c));
-            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, zero), c));
-            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), c));
-        }
-        if (k < n) {
-            __m256i r0 = _mm256_load_si256((const __m256i *)p);
-            __m256i c = _mm256_set1_epi32((uint16_t)w[k]);
-            __m256i lo = _mm256_unpacklo_epi8(r0, zero), hi = _mm256_unpackhi_epi8(r0, zero);
-            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi16(lo, zero), c));
-            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi16(lo, zero), c));
-            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi16(hi, zero), c));
-            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi16(hi, zero), c));
-        }
-        a0 = _mm256_srai_epi32(a0, prec);
-        a1 = _mm256_srai_epi32(a1, prec);
-        a2 = _mm256_srai_epi32(a2, prec);
-        a3 = _mm256_srai_epi32(a3, prec);
-        __m256i v =
-            _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
-        _mm256_store_si256((__m256i *)(row + x), v);
-    }
-}
+/* Vertical pass, AVX2: 32 bytes at a time, the same body (resize_vpass.h). */
+#define VPASS_NAME vpass_avx2
+#define VPASS_TARGET __attribute__((target("avx2")))
+#define VEC __m256i
+#define VEC_BYTES 32
+#define VOP(op) _mm256_##op
+#define VEC_LOAD _mm256_load_si256
+#define VEC_STORE _mm256_store_si256
+#define VEC_ZERO _mm256_setzero_si256
+#include "decode/resize_vpass.h"
 
 /* libgcc fills the CPU model in a constructor; this only reads it. */
 static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
@@ -693,9 +607,9 @@ static void hpass(int level, const axis *ax, const uint8_t *src, size_t src_stri
 #endif
     default:
         if (src_channels == 1)
-            hpass_gray(ax, src, src_stride, y0, y1, tmp, tstride, out_w);
+            hpass_portable(ax, src, src_stride, 1, 1, y0, y1, tmp, tstride, out_w);
         else
-            hpass_portable(ax, src, src_stride, src_channels, y0, y1, tmp, tstride, out_w);
+            hpass_portable(ax, src, src_stride, src_channels, 3, y0, y1, tmp, tstride, out_w);
         break;
     }
 }

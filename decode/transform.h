@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/common.h" /* feeder__fail, every decoder's error exit */
 #include "feeder.h"
 
 /* What to make of every image; fixed when the loader starts. */
@@ -91,12 +92,6 @@ typedef struct feeder__decode_times {
     uint64_t decode_ns;
     uint64_t transform_ns;
 } feeder__decode_times;
-
-
-/* Write a message into err (errlen bytes; either may be 0/NULL) and return
- * rc: every decoder's error exit (jpeg.c, cuda/gpu_decode.c). */
-int feeder__decode_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* ------------------------------------------------------------------------ */
 /* Scratch memory and the resizer (resize.c)                                 */

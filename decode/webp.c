@@ -43,7 +43,7 @@ static const char *vp8_status_name(VP8StatusCode s)
 static int webp_fail(VP8StatusCode s, char *err, size_t errlen, const char *what)
 {
     int code = s == VP8_STATUS_OUT_OF_MEMORY ? -ENOMEM : FEEDER_EDECODE;
-    return feeder__decode_fail(err, errlen, code, "WebP: %s: %s", what, vp8_status_name(s));
+    return feeder__fail(err, errlen, code, "WebP: %s: %s", what, vp8_status_name(s));
 }
 
 /* The bytes libwebp and the RGB output take for a w x h image decoded to
@@ -89,14 +89,15 @@ int feeder__webp_decode(feeder__buf *pix, const feeder__transform *t, const uint
 {
     WebPDecoderConfig cfg;
     if (!WebPInitDecoderConfig(&cfg))
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE, "WebP: library version mismatch");
+        return feeder__fail(err, errlen, FEEDER_EDECODE, "WebP: library version mismatch");
     VP8StatusCode s = WebPGetFeatures(p, len, &cfg.input);
     if (s != VP8_STATUS_OK)
         return webp_fail(s, err, errlen, "header");
     if (cfg.input.has_animation)
-        return feeder__decode_fail(err, errlen, FEEDER_EDECODE,
-                                   "WebP: animated file (%dx%d): not supported, convert it to a "
-                                   "still image", cfg.input.width, cfg.input.height);
+        return feeder__fail(err, errlen, FEEDER_EDECODE,
+                            "WebP: animated file (%dx%d): not supported, convert it to a "
+                            "still image",
+                            cfg.input.width, cfg.input.height);
     uint32_t w = (uint32_t)cfg.input.width, h = (uint32_t)cfg.input.height;
     int rc = feeder__check_pixels(t, w, h, err, errlen);
     if (rc)
@@ -113,10 +114,10 @@ int feeder__webp_decode(feeder__buf *pix, const feeder__transform *t, const uint
              ow < w || oh < h ? ", at the reduced scale the crop allows" : "");
     char why[512];
     if ((rc = feeder__check_image(t, w, h, need, what, why, sizeof(why))))
-        return feeder__decode_fail(err, errlen, rc, "WebP: %s", why);
+        return feeder__fail(err, errlen, rc, "WebP: %s", why);
     size_t stride = (size_t)ow * 3, size = stride * oh;
     if ((rc = feeder__buf_reserve(pix, size)))
-        return feeder__decode_fail(err, errlen, rc, "out of memory for a %ux%u image", ow, oh);
+        return feeder__fail(err, errlen, rc, "out of memory for a %ux%u image", ow, oh);
     if (ow < w || oh < h) {
         cfg.options.use_scaling = 1;
         cfg.options.scaled_width = (int)ow;

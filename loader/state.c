@@ -36,7 +36,6 @@
  * calls the loader.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,19 +47,6 @@
 #define STATE_VERSION 3u
 #define STATE_HEADER 184u
 #define STATE_HEADER_V1 176u
-
-static int state_fail(char *msg, size_t msglen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int state_fail(char *msg, size_t msglen, int rc, const char *fmt, ...)
-{
-    if (msg && msglen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 uint64_t feeder__order_hash(const uint64_t *v, uint64_t n)
 {
@@ -154,34 +140,35 @@ static int check_frame(const uint8_t *b, size_t len, uint32_t *header, char *msg
 {
     const char *pre = "state blob";
     if (len < STATE_HEADER_V1)
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: %zu bytes, shorter than its %u-byte header", pre, len,
-                          STATE_HEADER_V1);
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: %zu bytes, shorter than its %u-byte header", pre, len,
+                            STATE_HEADER_V1);
     if (feeder__get_le32(b) != STATE_MAGIC)
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: bad magic 0x%08x (not a feeder state blob)", pre, feeder__get_le32(b));
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: bad magic 0x%08x (not a feeder state blob)", pre,
+                            feeder__get_le32(b));
     uint32_t version = feeder__get_le32(b + 4);
     if (version < 1 || version > STATE_VERSION)
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: version %u, this library reads versions 1 to %u", pre, version,
-                          STATE_VERSION);
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: version %u, this library reads versions 1 to %u", pre, version,
+                            STATE_VERSION);
     *header = version == 1 ? STATE_HEADER_V1 : STATE_HEADER;
     if (len < *header)
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: %zu bytes, shorter than its %u-byte header", pre, len, *header);
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: %zu bytes, shorter than its %u-byte header", pre, len, *header);
     if (feeder__get_le32(b + 8) != len)
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: its length field says %u bytes, %zu were given", pre,
-                          feeder__get_le32(b + 8), len);
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: its length field says %u bytes, %zu were given", pre,
+                            feeder__get_le32(b + 8), len);
     /* The CRC covers the blob with its own field read as zeros. */
     static const uint8_t zeros[4];
     uint32_t crc = feeder__crc32c(feeder__crc32c(feeder__crc32c(0, b, 12), zeros, 4), b + 16,
                                   len - 16);
     if (crc != feeder__get_le32(b + 12))
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: CRC32C mismatch (stored 0x%08x, computed 0x%08x): the blob was "
-                          "damaged",
-                          pre, feeder__get_le32(b + 12), crc);
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: CRC32C mismatch (stored 0x%08x, computed 0x%08x): the blob was "
+                            "damaged",
+                            pre, feeder__get_le32(b + 12), crc);
     return 0;
 }
 
@@ -227,19 +214,19 @@ static int check_map(const uint8_t *b, size_t len, uint32_t header, feeder__stat
     const char *pre = "state blob";
     uint64_t mb = feeder__get_le64(b + 168);
     if (mb != map_bytes(st->nbatches) || mb != len - header)
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: map of %llu bytes for %llu batches in a %zu-byte blob", pre,
-                          (unsigned long long)mb, (unsigned long long)st->nbatches, len);
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: map of %llu bytes for %llu batches in a %zu-byte blob", pre,
+                            (unsigned long long)mb, (unsigned long long)st->nbatches, len);
     const uint8_t *map = b + header;
     if (st->nbatches % 8 && (map[mb - 1] >> (st->nbatches % 8)))
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: the map marks batches past the epoch's %llu", pre,
-                          (unsigned long long)st->nbatches);
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: the map marks batches past the epoch's %llu", pre,
+                            (unsigned long long)st->nbatches);
     uint64_t set = popcount_map(map, mb);
     if (set != st->delivered)
-        return state_fail(msg, msglen, FEEDER_ESTATEBLOB,
-                          "%s: %llu batches delivered, but the map marks %llu", pre,
-                          (unsigned long long)st->delivered, (unsigned long long)set);
+        return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
+                            "%s: %llu batches delivered, but the map marks %llu", pre,
+                            (unsigned long long)st->delivered, (unsigned long long)set);
     st->map = mb ? map : NULL;
     return 0;
 }
@@ -257,18 +244,18 @@ int feeder__state_decode(const uint8_t *b, size_t len, feeder__state *st, char *
 
 static int differ_u(char *msg, size_t msglen, const char *field, uint64_t blob, uint64_t mine)
 {
-    return state_fail(msg, msglen, FEEDER_EMISMATCH,
-                               "state blob does not match the loader: %s is %llu in the blob, "
-                               "%llu in the loader",
-                               field, (unsigned long long)blob, (unsigned long long)mine);
+    return feeder__fail(msg, msglen, FEEDER_EMISMATCH,
+                        "state blob does not match the loader: %s is %llu in the blob, "
+                        "%llu in the loader",
+                        field, (unsigned long long)blob, (unsigned long long)mine);
 }
 
 static int differ_d(char *msg, size_t msglen, const char *field, double blob, double mine)
 {
-    return state_fail(msg, msglen, FEEDER_EMISMATCH,
-                               "state blob does not match the loader: %s is %.17g in the blob, "
-                               "%.17g in the loader",
-                               field, blob, mine);
+    return feeder__fail(msg, msglen, FEEDER_EMISMATCH,
+                        "state blob does not match the loader: %s is %.17g in the blob, "
+                        "%.17g in the loader",
+                        field, blob, mine);
 }
 
 /* Compare field by field so the message names the first one that differs.
@@ -288,17 +275,17 @@ int feeder__state_compare(const feeder__state *b, const feeder__state *m, char *
      * checked against files that have a fingerprint: refused, or rewriting a
      * blob would be a way past the check. */
     if (!b->fingerprint && m->fingerprint)
-        return state_fail(msg, msglen, FEEDER_EMISMATCH,
-                          "state blob does not match the loader: the blob records no dataset "
-                          "fingerprint (version 1, or the field is 0), and this loader's dataset "
-                          "has one (%016llx): it cannot be checked against the files",
-                          (unsigned long long)m->fingerprint);
+        return feeder__fail(msg, msglen, FEEDER_EMISMATCH,
+                            "state blob does not match the loader: the blob records no dataset "
+                            "fingerprint (version 1, or the field is 0), and this loader's dataset "
+                            "has one (%016llx): it cannot be checked against the files",
+                            (unsigned long long)m->fingerprint);
     if (b->fingerprint && m->fingerprint && b->fingerprint != m->fingerprint)
-        return state_fail(msg, msglen, FEEDER_EMISMATCH,
-                          "state blob does not match the loader: the dataset's files differ "
-                          "(fingerprint %016llx in the blob, %016llx in the loader): a file was "
-                          "renamed, added, removed or relabelled, or another packed file",
-                          (unsigned long long)b->fingerprint, (unsigned long long)m->fingerprint);
+        return feeder__fail(msg, msglen, FEEDER_EMISMATCH,
+                            "state blob does not match the loader: the dataset's files differ "
+                            "(fingerprint %016llx in the blob, %016llx in the loader): a file was "
+                            "renamed, added, removed or relabelled, or another packed file",
+                            (unsigned long long)b->fingerprint, (unsigned long long)m->fingerprint);
     U(batch_size, "batch_size");
     U(drop_last, "drop_last");
     U(seed, "seed");
@@ -308,7 +295,7 @@ int feeder__state_compare(const feeder__state *b, const feeder__state *m, char *
     U(sampler_len, "the sampler's length");
     U(nbatches, "the number of batches");
     if (b->order_hash != m->order_hash)
-        return state_fail(
+        return feeder__fail(
             msg, msglen, FEEDER_EMISMATCH,
             "state blob does not match the loader: the order of epoch %llu differs (hash "
             "%016llx in the blob, %016llx in the loader): another sampler, seed or rank",
