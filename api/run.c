@@ -36,11 +36,6 @@ static void host_set_cpu_share(void *ctx, uint32_t permille)
     feeder__loader_set_cpu_share(ctx, permille);
 }
 
-static void host_set_engine_pixels(void *ctx, uint64_t pixels)
-{
-    feeder__loader_set_engine_pixels(ctx, pixels);
-}
-
 static int host_decode_cpu(void *ctx, unsigned who, const uint8_t *jpeg, size_t len, uint64_t epoch,
                            uint64_t index, uint8_t *dst, char *msg, size_t msglen)
 {
@@ -97,7 +92,7 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     c->decode_threads = d->decode_threads;
     c->host = (feeder__host_ops){ld,           host_next,       host_release,      host_errmsg,
                                  host_status_batch, host_epoch, host_set_cpu_share,
-                                 host_set_engine_pixels, host_decode_cpu};
+                                 host_decode_cpu};
     c->layout = feeder__loader_layout(ld);
     c->slot_mem = feeder__loader_mem(ld, &c->slot_mem_bytes);
     c->nslots = feeder__loader_nslots(ld);

@@ -4,7 +4,6 @@
  * the events that order every reuse; their times for the stats and trace.
  */
 #include "cuda/layer.h"
-#include "decode/jpeg_header.h"
 
 /* Add an entry's finished copy (and decode) times to the counters; its
  * h2d_ev has passed. */
@@ -164,20 +163,6 @@ static void rebalance(feeder__gpu *gpu)
     int more = !gpu->starved && gpu->bal_busy_pm >= FEEDER__HYBRID_BUSY_PM;
     pm = more ? (pm + step < 980 ? pm + step : 980) : (pm > 20 + step ? pm - step : 20);
     feeder__cuda_set_cpu_share(gpu, pm);
-    /* The other way: with the workers behind and the engines idle most of
-     * the time, the photos over 2 MP (a few percent of a web mix, but half
-     * the workers' time at 4 workers) go to the engines, whose full-size
-     * decode of one costs about ten ordinary images; back on the workers
-     * once the engines near their limit. */
-    int big = gpu->big_on;
-    if (gpu->starved && gpu->bal_busy_pm < FEEDER__HYBRID_BIG_ON_PM)
-        big = 1;
-    else if (gpu->bal_busy_pm >= FEEDER__HYBRID_BIG_OFF_PM)
-        big = 0;
-    if (big != gpu->big_on) {
-        gpu->big_on = big;
-        gpu->cfg.host.set_engine_pixels(gpu->cfg.host.ctx, big ? FEEDER__ENGINE_PIXELS_HYBRID : 0);
-    }
 }
 
 /* The runs of a RAW packed batch: records that follow each other both in

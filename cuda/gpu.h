@@ -61,9 +61,6 @@ typedef struct feeder__host_ops {
     /* HYBRID: the share of each batch (1/1000) the workers decode, from the
      * next dispatched batch on. */
     void (*set_cpu_share)(void *ctx, uint32_t permille);
-    /* HYBRID: the largest image (pixels) the workers send to the engines
-     * from the next part on; 0: their default (decode/jpeg_header.h). */
-    void (*set_engine_pixels)(void *ctx, uint64_t pixels);
     /* Decode one sample the way the workers do it (errors name index and
      * path), into dst: the GPU decoder's CPU fallback. `who`: the decode
      * thread (0 .. FEEDER__GPU_DECODE_THREADS_MAX - 1); calls with

@@ -32,11 +32,6 @@
 /* HYBRID gives the workers more only while the decode threads are this busy
  * (1/1000 of each one's time, in nvJPEG's calls): the GPU side is the bound. */
 #define FEEDER__HYBRID_BUSY_PM 950u
-/* HYBRID sends the photos over 2 MP to the engines too while the workers are
- * the bound and each decode thread is busy less than the first (1/1000),
- * and keeps them on the workers again from the second on. */
-#define FEEDER__HYBRID_BIG_ON_PM 600u
-#define FEEDER__HYBRID_BIG_OFF_PM 900u
 /* FEEDER_OPT_GPU_DECODE_THREADS: the most, and what 0 (automatic) gives. */
 #define FEEDER__DEC_LANES_MAX FEEDER__GPU_DECODE_THREADS_MAX
 #define FEEDER__DEC_LANES_AUTO 2
@@ -203,7 +198,6 @@ struct feeder__gpu {
     atomic_uint_fast64_t dec_busy_ns;
     uint64_t bal_busy_ns, bal_ns;
     uint32_t bal_busy_pm;
-    int big_on;           /* HYBRID: the engines take the photos over 2 MP too */
     int decode_thread;    /* the GPU decoders' batches go through the decode threads (lanes) */
 
     /* RAW packed files: records copied from the file's registered mapping */

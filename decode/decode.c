@@ -72,7 +72,7 @@ int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const 
     return rc;
 }
 
-int feeder__decode_route(const uint8_t *p, size_t len, uint64_t max_pixels, uint64_t engine_pixels)
+int feeder__decode_route(const uint8_t *p, size_t len, uint64_t max_pixels)
 {
     const feeder__format *f = feeder__format_of(p, len);
     if (f && !f->gpu)
@@ -80,5 +80,5 @@ int feeder__decode_route(const uint8_t *p, size_t len, uint64_t max_pixels, uint
     feeder__jpeg_info info;
     if (feeder__jpeg_probe(p, len, &info))
         return FEEDER__ROUTE_CORRUPT;
-    return feeder__jpeg_route(&info, max_pixels, engine_pixels);
+    return feeder__jpeg_route(&info, max_pixels);
 }

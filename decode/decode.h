@@ -47,9 +47,8 @@ int feeder__decode_sample(feeder__decoder *d, const feeder__transform *t, const 
 /* Where a GPU decoder sends `len` bytes (FEEDER__ROUTE_*, decode/jpeg_header.h):
  * a format of the table the engine does not take (PNG, WebP) is
  * FEEDER__ROUTE_FORMAT; anything else goes by its JPEG header under the
- * pixel limit `max_pixels` (0: none) and the engine's `engine_pixels` (0:
- * FEEDER__ENGINE_PIXELS): CORRUPT when none is found (the CPU decoder then
- * names what the bytes are). Pure: reads only the buffer. */
-int feeder__decode_route(const uint8_t *p, size_t len, uint64_t max_pixels, uint64_t engine_pixels);
+ * pixel limit `max_pixels` (0: none): CORRUPT when none is found (the CPU
+ * decoder then names what the bytes are). Pure: reads only the buffer. */
+int feeder__decode_route(const uint8_t *p, size_t len, uint64_t max_pixels);
 
 #endif

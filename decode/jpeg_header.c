@@ -12,6 +12,12 @@
  * smaller than this for the A100/H100 engines); nvJPEG's own
  * nvjpegDecodeBatchedSupported still checks every routed image. */
 #define ENGINE_MAX_SIDE 16384u
+/* Above this many pixels an image goes to the CPU: the engine decodes every
+ * pixel at full size, where the CPU decoder's DCT scaling decodes a photo
+ * this large at 1/2 to 1/8 of its size for a 224-pixel output, so one such
+ * image costs the engine the time of ten ordinary ones and the CPU only its
+ * entropy decoding (docs/ARCHITECTURE.md has the measurement). */
+#define ENGINE_MAX_PIXELS (2048u * 1024u)
 
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
@@ -107,14 +113,12 @@ static int engine_sampling(const feeder__jpeg_info *in)
     return (in->h[0] == 1 || in->h[0] == 2) && (in->v[0] == 1 || in->v[0] == 2);
 }
 
-int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels, uint64_t engine_pixels)
+int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels)
 {
     if (!in || !in->width || !in->height)
         return FEEDER__ROUTE_CORRUPT;
     uint64_t px = (uint64_t)in->width * in->height;
-    if (!engine_pixels)
-        engine_pixels = FEEDER__ENGINE_PIXELS;
-    if ((max_pixels && px > max_pixels) || px > engine_pixels ||
+    if ((max_pixels && px > max_pixels) || px > ENGINE_MAX_PIXELS ||
         in->width > ENGINE_MAX_SIDE || in->height > ENGINE_MAX_SIDE)
         return FEEDER__ROUTE_SIZE;
     if (in->sof == 0xC2 || in->sof == 0xC6 || in->sof == 0xCA || in->sof == 0xCE)

@@ -36,9 +36,8 @@ enum {
     FEEDER__ROUTE_PROGRESSIVE = 1,
     FEEDER__ROUTE_CMYK = 2,       /* 4 components: CMYK or YCCK */
     FEEDER__ROUTE_SUBSAMPLING = 3,/* a sampling the engine refuses (4:1:1, 4:1:0, ...) */
-    FEEDER__ROUTE_SIZE = 4,       /* over the pixel limit, over the engine's (2 MP, the CPU's
-                                     DCT scaling decodes it for less; HYBRID raises it while the
-                                     engines have time); a file too large for its task's room
+    FEEDER__ROUTE_SIZE = 4,       /* over the pixel limit, over 2 MP (the CPU's DCT scaling
+                                     decodes it for less); a file too large for its task's room
                                      is counted as FEEDER_ROUTE_ROOM by the plan (worker/plan.c) */
     FEEDER__ROUTE_CORRUPT = 5,    /* no readable frame header: the CPU decoder names it */
     FEEDER__ROUTE_OTHER = 6,      /* 12-bit, arithmetic coding, lossless */
@@ -52,21 +51,9 @@ enum {
  * header is found before the first scan (not a JPEG, truncated, corrupt). */
 int feeder__jpeg_probe(const uint8_t *buf, size_t len, feeder__jpeg_info *out);
 
-/* Above this many pixels an image goes to the CPU: the engine decodes every
- * pixel at full size, where the CPU decoder's DCT scaling decodes a photo
- * this large at 1/2 to 1/8 of its size for a 224-pixel output, so one such
- * image costs the engine the time of ten ordinary ones and the CPU only its
- * entropy decoding (docs/ARCHITECTURE.md has the measurement). */
-#define FEEDER__ENGINE_PIXELS (2048u * 1024u)
-/* HYBRID raises it to this while the engines have time and the workers are
- * the bound (cuda/enqueue.c, rebalance): a 4096 x 4096 photo decoded whole
- * is 48 MiB of scratch. */
-#define FEEDER__ENGINE_PIXELS_HYBRID (4096u * 4096u)
-
 /* The route of an image with header `in` (NULL: unreadable) under a pixel
- * limit (0: none), the engine taking images of up to `engine_pixels` (0:
- * FEEDER__ENGINE_PIXELS). */
-int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels, uint64_t engine_pixels);
+ * limit (0: none). */
+int feeder__jpeg_route(const feeder__jpeg_info *in, uint64_t max_pixels);
 
 /* "gpu", "progressive", "cmyk", "subsampling", "size", "corrupt", "other",
  * "room", "format". */

@@ -42,12 +42,6 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
     pthread_mutex_unlock(&ld->stats_lock);
 }
 
-void feeder__loader_set_engine_pixels(feeder_loader *ld, uint64_t pixels)
-{
-    if (ld->shm.live)
-        atomic_store_explicit(&ld->shm.live->engine_pixels, pixels, memory_order_relaxed);
-}
-
 feeder__loader_gpu *feeder__loader_gpu_part(feeder_loader *ld) { return &ld->gpu.layer; }
 
 const feeder__loader_gpu *feeder__loader_gpu_view(const feeder_loader *ld) { return &ld->gpu.layer; }

@@ -202,9 +202,6 @@ struct feeder__trace *feeder__loader_trace(const feeder_loader *ld);
 /* HYBRID: the share of each batch (1/1000) the workers decode from the next
  * dispatched batch on. */
 void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille);
-/* GPU decoders: the largest image (pixels) the workers send to the engines
- * from the next part on; 0: FEEDER__ENGINE_PIXELS. */
-void feeder__loader_set_engine_pixels(feeder_loader *ld, uint64_t pixels);
 /* CPU fallback decoders the GPU layer may use at once (its decode threads,
  * FEEDER_OPT_GPU_DECODE_THREADS at most 4; api/run.c checks the two agree). */
 #define FEEDER__FALLBACK_DECODERS 4

@@ -1589,52 +1589,6 @@ START_TEST(test_hybrid_splits_every_batch)
 }
 END_TEST
 
-START_TEST(test_hybrid_large_photos_to_idle_engines)
-{
-    /* Half the files past the engines' 2 MP, one worker: the worker is the
-     * bound and the engines idle, so HYBRID raises the engines' limit and
-     * the later parts send the large ones over too. Every image is decoded
-     * once, by one side or the other, and the batches are the CPU's within
-     * the GPU tolerance. NVJPEG keeps every large one on the worker. */
-    char dir[512], path[600];
-    class_dir("large", dir, sizeof(dir));
-    for (int i = 0; i < 32; i++) {
-        snprintf(path, sizeof(path), "%s/%03d.jpg", dir, i);
-        if (i % 2)
-            write_gradient(path, 2100, 1100); /* 2.3 MP */
-        else
-            write_gradient(path, 200 + i, 150);
-    }
-    feeder_dataset *ds = open_dir("large");
-    cfg h = base();
-    h.size = 224;
-    h.batch = 8;
-    h.workers = 1;
-    h.epochs = 4;
-    for (int decoder = FEEDER_DECODER_NVJPEG; decoder <= FEEDER_DECODER_HYBRID; decoder++) {
-        run *ref, *got;
-        if (gpu_vs_cpu(ds, &h, decoder, &ref, &got)) {
-            uint64_t large_cpu = last_stats.cpu_routed[FEEDER_ROUTE_SIZE];
-            ck_assert_uint_eq(last_stats.gpu_fallback, 0);
-            ck_assert_uint_le(last_stats.gpu_decoded + large_cpu + last_stats.cpu_shared, 128);
-            if (decoder == FEEDER_DECODER_NVJPEG) {
-                ck_assert_uint_eq(large_cpu, 64);
-            } else {
-                printf("HYBRID, large photos: %llu of 64 on the worker\n",
-                       (unsigned long long)large_cpu);
-                ck_assert_uint_lt(large_cpu, 64);
-            }
-            close_batches(ref, got);
-        } else {
-            same_batches(ref, got);
-        }
-        run_free(ref);
-        run_free(got);
-    }
-    feeder_dataset_destroy(ds);
-}
-END_TEST
-
 /* ---- grayscale output on the GPU decoders ---- */
 
 /* Gray GPU batch bytes against CPU ones: the sum and the largest of |gpu -
@@ -2218,7 +2172,6 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_nvjpeg_bad_files_fail_their_batches);
     tcase_add_test(tc, test_nvjpeg_drop_keeps_each_file_its_bytes);
     tcase_add_test(tc, test_hybrid_splits_every_batch);
-    tcase_add_test(tc, test_hybrid_large_photos_to_idle_engines);
     tcase_add_test(tc, test_nvjpeg_gray_close_to_cpu);
     tcase_add_test(tc, test_hybrid_gray_splits_every_batch);
     tcase_add_test(tc, test_trace_gpu_spans);

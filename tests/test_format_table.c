@@ -86,10 +86,10 @@ START_TEST(gpu_route_of_each_format)
     static const uint8_t webp[] = {'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'};
     static const uint8_t gif[] = {'G', 'I', 'F', '8', '9', 'a'};
     static const uint8_t cut_jpeg[] = {0xff, 0xd8, 0xff};
-    ck_assert_int_eq(feeder__decode_route(png, sizeof(png), 0, 0), FEEDER__ROUTE_FORMAT);
-    ck_assert_int_eq(feeder__decode_route(webp, sizeof(webp), 0, 0), FEEDER__ROUTE_FORMAT);
-    ck_assert_int_eq(feeder__decode_route(gif, sizeof(gif), 0, 0), FEEDER__ROUTE_CORRUPT);
-    ck_assert_int_eq(feeder__decode_route(cut_jpeg, sizeof(cut_jpeg), 0, 0), FEEDER__ROUTE_CORRUPT);
+    ck_assert_int_eq(feeder__decode_route(png, sizeof(png), 0), FEEDER__ROUTE_FORMAT);
+    ck_assert_int_eq(feeder__decode_route(webp, sizeof(webp), 0), FEEDER__ROUTE_FORMAT);
+    ck_assert_int_eq(feeder__decode_route(gif, sizeof(gif), 0), FEEDER__ROUTE_CORRUPT);
+    ck_assert_int_eq(feeder__decode_route(cut_jpeg, sizeof(cut_jpeg), 0), FEEDER__ROUTE_CORRUPT);
     /* counted where the public enum says */
     ck_assert_int_eq(FEEDER__ROUTE_FORMAT - 1, FEEDER_ROUTE_FORMAT);
     ck_assert_int_eq(FEEDER__ROUTE_ROOM - 1, FEEDER_ROUTE_ROOM);
@@ -104,8 +104,8 @@ START_TEST(gpu_route_of_each_format)
     unsigned char *jpg = NULL;
     unsigned long n = 0;
     ck_assert_int_eq(tjCompress2(tj, px, 16, 0, 16, TJPF_RGB, &jpg, &n, TJSAMP_420, 90, 0), 0);
-    ck_assert_int_eq(feeder__decode_route(jpg, n, 0, 0), FEEDER__ROUTE_GPU);
-    ck_assert_int_eq(feeder__decode_route(jpg, n, 100, 0), FEEDER__ROUTE_SIZE);
+    ck_assert_int_eq(feeder__decode_route(jpg, n, 0), FEEDER__ROUTE_GPU);
+    ck_assert_int_eq(feeder__decode_route(jpg, n, 100), FEEDER__ROUTE_SIZE);
     tjFree(jpg);
     tjDestroy(tj);
 }

@@ -83,7 +83,7 @@ static int route_of(const spec *s, feeder__jpeg_info *info)
     int rc = feeder__jpeg_probe(j, len, info);
     ck_assert_int_eq(rc, 0);
     free(j);
-    return feeder__jpeg_route(info, 178956970, 0);
+    return feeder__jpeg_route(info, 178956970);
 }
 
 START_TEST(baseline_subsamplings_go_to_the_engine)
@@ -161,29 +161,21 @@ START_TEST(size_limits)
 {
     feeder__jpeg_info in = {.width = 2048, .height = 1024, .sof = 0xC0, .precision = 8,
                             .components = 3, .h = {2, 1, 1}, .v = {2, 1, 1}};
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_GPU);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024, 0), FEEDER__ROUTE_GPU);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024 - 1, 0), FEEDER__ROUTE_SIZE);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_GPU);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024), FEEDER__ROUTE_GPU);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024 - 1), FEEDER__ROUTE_SIZE);
     in.height = 1025; /* past 2 MP: the CPU's DCT scaling decodes it for less */
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_SIZE);
-    /* HYBRID's raised engine limit takes it; the pixel limit still wins. */
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, FEEDER__ENGINE_PIXELS_HYBRID), FEEDER__ROUTE_GPU);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 2048 * 1024, FEEDER__ENGINE_PIXELS_HYBRID),
-                     FEEDER__ROUTE_SIZE);
-    in.width = 4096;
-    in.height = 4097;
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, FEEDER__ENGINE_PIXELS_HYBRID), FEEDER__ROUTE_SIZE);
-    in.width = 2048;
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_SIZE);
     in.height = 1024;
     in.width = 16385;
     in.height = 10;
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_SIZE);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_SIZE);
     in.precision = 12;
     in.width = 100;
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_OTHER);
-    ck_assert_int_eq(feeder__jpeg_route(NULL, 0, 0), FEEDER__ROUTE_CORRUPT);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_OTHER);
+    ck_assert_int_eq(feeder__jpeg_route(NULL, 0), FEEDER__ROUTE_CORRUPT);
     in.width = 0;
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_CORRUPT);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_CORRUPT);
 }
 END_TEST
 
@@ -233,7 +225,7 @@ START_TEST(truncated_and_garbage)
     ck_assert_int_eq(feeder__jpeg_probe(ok, sizeof(ok), &in), 0);
     ck_assert_uint_eq(in.width, 9);
     ck_assert_uint_eq(in.height, 8);
-    ck_assert_int_eq(feeder__jpeg_route(&in, 0, 0), FEEDER__ROUTE_GPU);
+    ck_assert_int_eq(feeder__jpeg_route(&in, 0), FEEDER__ROUTE_GPU);
     ck_assert_int_eq(feeder__jpeg_probe(NULL, 0, &in), -1);
     free(j);
 }

@@ -43,11 +43,10 @@ void feeder__worker_plan_gpu_part(feeder__worker_ctx *w, const feeder__task_msg 
     uint32_t permille = atomic_load_explicit(&w->live->cpu_permille, memory_order_relaxed);
     uint32_t cpu = (uint32_t)(((uint64_t)t->count * permille + 500) / 1000);
     uint64_t max_pixels = w->job->t.max_pixels;
-    uint64_t engine_pixels = atomic_load_explicit(&w->live->engine_pixels, memory_order_relaxed);
     for (uint32_t k = 0; k < t->count; k++) {
         int route = -1;
         if (k >= cpu && bytes[k] && len[k])
-            route = feeder__decode_route(bytes[k], len[k], max_pixels, engine_pixels);
+            route = feeder__decode_route(bytes[k], len[k], max_pixels);
         w->part.gpu[k] = route == FEEDER__ROUTE_GPU;
         if (route > FEEDER__ROUTE_GPU)
             res->routed[route - 1]++;

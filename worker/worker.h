@@ -66,10 +66,6 @@ typedef struct feeder__live {
      * it plans its samples, so the warm-up ends for every part not begun
      * when nvJPEG is ready, not for the slots given after. */
     _Atomic uint32_t cpu_permille;
-    /* GPU decoders: the largest image (pixels) the workers send to the
-     * engines; 0: FEEDER__ENGINE_PIXELS (HYBRID raises it while the engines
-     * have time and the workers are the bound). Read as cpu_permille is. */
-    _Atomic uint64_t engine_pixels;
 } feeder__live;
 #define FEEDER__LIVE_BYTES ((size_t)4096)
 

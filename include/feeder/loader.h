@@ -149,9 +149,7 @@ typedef enum feeder_decoder {
                                   sample, are decoded on the CPU (feeder_stats counts them) */
     FEEDER_DECODER_HYBRID = 3  /* workers decode a share of every batch on the CPU (ROI) and
                                   the GPU decodes the rest as NVJPEG does; the share follows
-                                  the measured rates of both sides (feeder_stats), and while
-                                  the workers are the bound and the engines mostly idle, the
-                                  engines also take the photos over 2 MP (up to 16 MP) */
+                                  the measured rates of both sides (feeder_stats) */
 } feeder_decoder;
 
 typedef enum feeder_io {
@@ -477,8 +475,7 @@ typedef enum feeder_route {
     FEEDER_ROUTE_PROGRESSIVE = 0,
     FEEDER_ROUTE_CMYK = 1,
     FEEDER_ROUTE_SUBSAMPLING = 2,
-    FEEDER_ROUTE_SIZE = 3,        /* over 2 MP (HYBRID: the limit in use) or the pixel limit
-                                     (the CPU's DCT scaling wins) */
+    FEEDER_ROUTE_SIZE = 3,        /* over 2 MP or the pixel limit (the CPU's DCT scaling wins) */
     FEEDER_ROUTE_CORRUPT = 4,
     FEEDER_ROUTE_OTHER = 5,
     FEEDER_ROUTE_ROOM = 6,        /* its task's room in the slot was full (FEEDER_OPT_GPU_ROOM) */
