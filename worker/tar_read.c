@@ -96,18 +96,35 @@ static int grow(void **p, size_t *cap, size_t need)
     return 0;
 }
 
+/* Entry e of shard s's display name, "SHARD: KEY.EXT" ("SHARD: key KEY"
+ * for a bad sample), into out (cap bytes; NULL and 0 measure it). Its
+ * length without the NUL. */
+static size_t entry_name(char *out, size_t cap, const feeder__tar_shard *s, uint64_t e)
+{
+    int len = s->ix.e[e].bad
+                  ? snprintf(out, cap, "%s: key %s", s->path, feeder__tar_key(&s->ix, e))
+                  : snprintf(out, cap, "%s: %s.%s", s->path, feeder__tar_key(&s->ix, e),
+                             feeder__tar_detail(&s->ix, e));
+    return len < 0 ? 0 : (size_t)len;
+}
+
+/* Sample k of a task's `index`: its shard, and its entry there in *e. */
+static const feeder__tar_shard *task_sample(const feeder__worker_ctx *w, const uint64_t *index,
+                                            unsigned k, uint64_t *e)
+{
+    return feeder__tar_sample(w->job->ds->tar, index[k], e);
+}
+
 /* Room for n files: spans, and the display names and member bytes of the
  * samples in `index`. */
 static int reserve(feeder__worker_ctx *w, const uint64_t *index, unsigned n)
 {
     struct feeder__tar_worker *p = w->tar;
-    const feeder__tar *t = w->job->ds->tar;
     size_t names = 0, bytes = 0;
     for (unsigned k = 0; k < n; k++) {
         uint64_t e;
-        const feeder__tar_shard *s = feeder__tar_sample(t, index[k], &e);
-        names += strlen(s->path) + strlen(feeder__tar_key(&s->ix, e)) + 24 +
-                 (s->ix.e[e].bad ? 0 : strlen(feeder__tar_detail(&s->ix, e)));
+        const feeder__tar_shard *s = task_sample(w, index, k, &e);
+        names += entry_name(NULL, 0, s, e) + 1;
         bytes += s->ix.e[e].bad ? 0 : (size_t)s->ix.e[e].len;
     }
     if (n > p->span_cap) {
@@ -173,17 +190,13 @@ static void describe(feeder__worker_ctx *w, const uint64_t *index, feeder__file 
                      unsigned n)
 {
     struct feeder__tar_worker *p = w->tar;
-    const feeder__tar *t = w->job->ds->tar;
     size_t at = 0, boff = 0;
     for (unsigned k = 0; k < n; k++) {
         uint64_t e;
-        const feeder__tar_shard *s = feeder__tar_sample(t, index[k], &e);
+        const feeder__tar_shard *s = task_sample(w, index, k, &e);
         const feeder__tar_entry *en = &s->ix.e[e];
         char *name = p->names + at;
-        int len = en->bad ? sprintf(name, "%s: key %s", s->path, feeder__tar_key(&s->ix, e))
-                          : sprintf(name, "%s: %s.%s", s->path, feeder__tar_key(&s->ix, e),
-                                    feeder__tar_detail(&s->ix, e));
-        at += (size_t)len + 1;
+        at += entry_name(name, p->names_cap - at, s, e) + 1;
         files[k] = (feeder__file){.path = name};
         if (en->bad) {
             files[k].err = FEEDER_EDATASET;
@@ -207,7 +220,7 @@ static int read_shard(feeder__worker_ctx *w, uint32_t shard, const uint64_t *ind
         uint64_t e;
         if (files[k].err || t->shard_of[index[k]] != shard)
             continue;
-        const feeder__tar_shard *s = feeder__tar_sample(t, index[k], &e);
+        const feeder__tar_shard *s = task_sample(w, index, k, &e);
         p->spans[m] = (feeder__span){.off = s->ix.e[e].off, .len = files[k].len,
                                      .dst = files[k].data};
         p->which[m++] = k;

@@ -109,21 +109,31 @@ static int load_file_sample(feeder__worker_ctx *w, const feeder__task_msg *t,
     return rc;
 }
 
+/* What a user's get callback is told of sample `index` of task t: its
+ * index, the loader's seed, the epoch and the worker (the shape is the
+ * image callbacks' only). */
+static feeder_sample_ctx sample_ctx(const feeder__worker_ctx *w, const feeder__task_msg *t,
+                                    uint64_t index)
+{
+    feeder_sample_ctx sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.index = index;
+    sc.seed = w->job->seed;
+    sc.epoch = t->epoch;
+    sc.worker_id = w->id;
+    return sc;
+}
+
 static int load_user_sample(feeder__worker_ctx *w, const feeder__task_msg *t, uint64_t index,
                             uint8_t *dst, int64_t *label, char *msg, size_t msglen)
 {
     const feeder__job *job = w->job;
     const feeder__slot_layout *l = &job->layout;
-    feeder_sample_ctx sc;
-    memset(&sc, 0, sizeof(sc));
-    sc.index = index;
-    sc.seed = job->seed;
-    sc.epoch = t->epoch;
+    feeder_sample_ctx sc = sample_ctx(w, t, index);
     sc.height = l->height;
     sc.width = l->width;
     sc.channels = l->channels;
     sc.layout = l->layout;
-    sc.worker_id = w->id;
     char uerr[512] = "";
     uint64_t t0 = job->trace ? feeder__now_ns() : 0;
     FEEDER_NVTX_PUSH("callback");
@@ -147,12 +157,7 @@ static int load_fields_sample(feeder__worker_ctx *w, const feeder__task_msg *t, 
                               uint8_t *slot, uint32_t i, char *msg, size_t msglen)
 {
     const feeder__job *job = w->job;
-    feeder_sample_ctx sc;
-    memset(&sc, 0, sizeof(sc));
-    sc.index = index;
-    sc.seed = job->seed;
-    sc.epoch = t->epoch;
-    sc.worker_id = w->id;
+    feeder_sample_ctx sc = sample_ctx(w, t, index);
     feeder__sample_buf buf;
     feeder_sample_out o;
     feeder__fields_sample_out(&job->fields, slot, i, &buf, &o);
@@ -369,28 +374,36 @@ static int run_batch_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint
     return 0;
 }
 
+/* A sample that failed with `rc` (`msg` says why), under the error policy:
+ * DROP marks it (label -1) and counts it for the loader to leave out, SKIP
+ * replaces it, FAIL reports it. 0, or the task's error with res->errmsg set. */
+static int settle_failed(feeder__worker_ctx *w, const feeder__task_msg *t, uint32_t i,
+                         uint8_t *slot, feeder__result_msg *res, const char *msg, int rc)
+{
+    const feeder__slot_layout *l = &w->job->layout;
+    if (w->job->policy == FEEDER_ON_ERROR_DROP) {
+        feeder__slot_labels(l, slot)[i] = -1;
+        res->dropped++;
+        note_bad(res, feeder__slot_indices(l, slot)[i]);
+        return 0;
+    }
+    if (w->job->policy == FEEDER_ON_ERROR_SKIP)
+        return replace_sample(w, t, i, slot, res, msg);
+    feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
+    return rc;
+}
+
 /* A user dataset's task: its get callback, sample by sample. */
 static int run_user_task(feeder__worker_ctx *w, const feeder__task_msg *t, uint8_t *slot,
                          feeder__result_msg *res)
 {
-    const feeder__slot_layout *l = &w->job->layout;
-    uint64_t *idx = feeder__slot_indices(l, slot);
-    int64_t *lab = feeder__slot_labels(l, slot);
+    const uint64_t *idx = feeder__slot_indices(&w->job->layout, slot);
     char msg[FEEDER__ERRMSG_LEN];
     for (uint32_t i = t->first; i < t->first + t->count; i++) {
         uint64_t t0 = feeder__now_ns();
         int rc = load_user_at(w, t, idx[i], slot, i, msg, sizeof(msg));
         res->decode_ns += feeder__now_ns() - t0;
-        if (rc && w->job->policy == FEEDER_ON_ERROR_DROP) {
-            lab[i] = -1;
-            res->dropped++;
-            note_bad(res, idx[i]);
-            rc = 0;
-        } else if (rc && w->job->policy == FEEDER_ON_ERROR_SKIP)
-            rc = replace_sample(w, t, i, slot, res, msg);
-        else if (rc)
-            feeder__fmt(res->errmsg, sizeof(res->errmsg), "%s", msg);
-        if (rc)
+        if (rc && (rc = settle_failed(w, t, i, slot, res, msg, rc)))
             return rc;
     }
     return 0;
@@ -480,11 +493,6 @@ static int replace_marked(feeder__worker_ctx *w, const feeder__task_msg *t, uint
     for (uint32_t i = bad_first; i != UINT32_MAX && i < t->first + t->count; i++) {
         if (lab[i] != -1)
             continue;
-        if (w->job->policy == FEEDER_ON_ERROR_DROP) {
-            res->dropped++;
-            note_bad(res, idx[i]);
-            continue;
-        }
         const char *path = feeder_dataset_path(w->job->ds, idx[i]);
         if (w->job->ds->kind == FEEDER__DS_PACKED)
             feeder__fmt(msg, sizeof(msg), "record %llu of %s failed", (unsigned long long)idx[i],
@@ -494,7 +502,7 @@ static int replace_marked(feeder__worker_ctx *w, const feeder__task_msg *t, uint
                         path);
         else
             feeder__fmt(msg, sizeof(msg), "sample %llu failed", (unsigned long long)idx[i]);
-        int rc = replace_sample(w, t, i, slot, res, msg);
+        int rc = settle_failed(w, t, i, slot, res, msg, FEEDER_EDECODE);
         if (rc)
             return rc;
     }

@@ -21,6 +21,7 @@ antialiased one (bytes close to torchvision's, not equal); RandomErasing
 erases uint8 pixels before Normalize (value=0 is black, where torchvision
 after Normalize erases to the mean colour).
 """
+import dataclasses
 import math
 
 __all__ = ["Compose", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
@@ -126,19 +127,19 @@ class Compose(Transform):
             t._compile(plan)
 
 
+@dataclasses.dataclass
 class _Plan:
     """What a pipeline compiles to: feeder.Loader's keyword arguments, plus
     the host-side float conversion."""
 
-    def __init__(self):
-        self.kw = {}
-        self.augment = []
-        self.crop = None
-        self.pending_resize = None
-        self.dtype = None
-        self.scale = False
-        self.mean = None
-        self.std = None
+    kw: dict = dataclasses.field(default_factory=dict)
+    augment: list = dataclasses.field(default_factory=list)
+    crop: object = None
+    pending_resize: object = None
+    dtype: object = None
+    scale: bool = False
+    mean: object = None
+    std: object = None
 
     def need_crop(self, what):
         if self.pending_resize is not None:

@@ -355,13 +355,10 @@ static PyGetSetDef array_getset[] = {
 static PySequenceMethods array_as_seq = {.sq_length = (lenfunc)array_len};
 
 PyTypeObject ArrayType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder.Array",
-    .tp_basicsize = sizeof(ArrayObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    FPY_TYPE_HEAD("feeder.Array", ArrayObject, Py_TPFLAGS_DEFAULT, array_dealloc),
     .tp_doc = "A view of a batch's images or labels in feeder's batch slot. torch.from_dlpack, "
               "numpy.from_dlpack and numpy.asarray take it without a copy; the slot goes back "
               "to the loader when the last view is freed.",
-    .tp_dealloc = (destructor)array_dealloc,
     .tp_methods = array_methods,
     .tp_getset = array_getset,
     .tp_as_sequence = &array_as_seq,
@@ -369,11 +366,8 @@ PyTypeObject ArrayType = {
 };
 
 PyTypeObject BatchType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder._feeder.Batch",
-    .tp_basicsize = sizeof(BatchObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    FPY_TYPE_HEAD("feeder._feeder.Batch", BatchObject, Py_TPFLAGS_DEFAULT, batch_dealloc),
     .tp_doc = "A lent batch slot (internal).",
-    .tp_dealloc = (destructor)batch_dealloc,
 };
 
 /* torch's current stream on the array's device, as __dlpack__'s stream

@@ -522,16 +522,13 @@ static PyGetSetDef bl_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 PyTypeObject BatchLoaderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder._feeder.BatchLoader",
-    .tp_basicsize = sizeof(BatchLoaderObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    FPY_TYPE_HEAD("feeder._feeder.BatchLoader", BatchLoaderObject, Py_TPFLAGS_DEFAULT, bl_dealloc),
     .tp_doc = "BatchLoader(fetch, init, length, num_workers, prefetch_factor, persistent_workers, "
               "in_order, timeout, batch_room, max_batch, seed): feeder's workers running a "
               "Python fetch(epoch, number, worker_id, indices, room) -> (used, fd, bytes). "
               "The engine of feeder.DataLoader; not meant to be used directly.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)bl_init_obj,
-    .tp_dealloc = (destructor)bl_dealloc,
     .tp_methods = bl_methods,
     .tp_getset = bl_getset,
 };
@@ -577,12 +574,9 @@ static Py_ssize_t payload_len(PayloadObject *self) { return (Py_ssize_t)self->le
 static PySequenceMethods payload_seq = {.sq_length = (lenfunc)payload_len};
 
 static PyTypeObject PayloadType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder._feeder.Payload",
-    .tp_basicsize = sizeof(PayloadObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    FPY_TYPE_HEAD("feeder._feeder.Payload", PayloadObject, Py_TPFLAGS_DEFAULT, payload_dealloc),
     .tp_doc = "The bytes a worker wrote into a batch slot, or those past the slot's room (the "
               "worker's memfd, mapped); the batch is lent while any view of them lives.",
-    .tp_dealloc = (destructor)payload_dealloc,
     .tp_as_buffer = &payload_buffer,
     .tp_as_sequence = &payload_seq,
 };

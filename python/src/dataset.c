@@ -224,13 +224,11 @@ static PyGetSetDef dataset_getset[] = {
 static PySequenceMethods dataset_as_seq = {.sq_length = (lenfunc)dataset_len};
 
 PyTypeObject DatasetType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder._feeder.Dataset",
-    .tp_basicsize = sizeof(DatasetObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    FPY_TYPE_HEAD("feeder._feeder.Dataset", DatasetObject,
+                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, dataset_dealloc),
     .tp_doc = "A feeder dataset; use feeder.ImageFolder, feeder.FileList or feeder.Packed.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)dataset_init,
-    .tp_dealloc = (destructor)dataset_dealloc,
     .tp_methods = dataset_methods,
     .tp_getset = dataset_getset,
     .tp_as_sequence = &dataset_as_seq,

@@ -51,6 +51,12 @@
 #define FPY_POLL_MS 100
 #define FPY_MAX_STREAMS 8
 
+/* The head every type object of the module begins with: its name, object
+ * size, flags and deallocator; each type adds its own slots after it. */
+#define FPY_TYPE_HEAD(name, object, flags, dealloc)                                           \
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = (name), .tp_basicsize = sizeof(object),         \
+    .tp_flags = (flags), .tp_dealloc = (destructor)(dealloc)
+
 /* errors.c (made by module.c) */
 extern PyObject *FeederError, *SampleError, *WorkerError, *LoaderTimeoutError, *BusyError,
     *OptionError, *StateError, *DatasetError;

@@ -317,11 +317,9 @@ static void loaderiter_dealloc(LoaderIterObject *it)
 }
 
 PyTypeObject LoaderIterType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder._feeder.LoaderIterator",
-    .tp_basicsize = sizeof(LoaderIterObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    FPY_TYPE_HEAD("feeder._feeder.LoaderIterator", LoaderIterObject,
+                  Py_TPFLAGS_DEFAULT, loaderiter_dealloc),
     .tp_doc = "One epoch of a Loader.",
-    .tp_dealloc = (destructor)loaderiter_dealloc,
     .tp_iter = PyObject_SelfIter,
     .tp_iternext = (iternextfunc)loaderiter_next,
 };

@@ -316,13 +316,11 @@ static PyGetSetDef loader_getset[] = {
 static PySequenceMethods loader_as_seq = {.sq_length = (lenfunc)loader_len};
 
 PyTypeObject LoaderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feeder._feeder.Loader",
-    .tp_basicsize = sizeof(LoaderObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    FPY_TYPE_HEAD("feeder._feeder.Loader", LoaderObject,
+                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, loader_dealloc),
     .tp_doc = "Loader(dataset, batch_size=64, shuffle=False, num_workers=0, ...): see feeder.Loader.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
-    .tp_dealloc = (destructor)loader_dealloc,
     .tp_iter = (getiterfunc)loader_iter,
     .tp_methods = loader_methods,
     .tp_getset = loader_getset,
