@@ -143,7 +143,7 @@ static int run_all(const opts *o, context *cx)
     if (o->json)
         all_json(o, cx, pack, &pk, rows, BD_NROWS, &r.json);
     char title[96];
-    snprintf(title, sizeof(title), PROG " --decoder all, %s", names_of(o).pipeline);
+    snprintf(title, sizeof(title), PROG " --decoder all, %s", opts_names(o).pipeline);
     bu_report_finish(&r, o->json, o->append_to, PROG, &cx->m, title, cx->cmd.p);
     free(rows);
     return 0;
@@ -206,7 +206,7 @@ static void report(const opts *o, context *cx, const run_res *runs)
     if (o->json)
         make_json(o, cx, runs, o->nworkers, &r.json);
     char title[64];
-    snprintf(title, sizeof(title), PROG ", %s", names_of(o).pipeline);
+    snprintf(title, sizeof(title), PROG ", %s", opts_names(o).pipeline);
     bu_report_finish(&r, o->json, o->append_to, PROG, &cx->m, title, cx->cmd.p);
 }
 

@@ -92,7 +92,7 @@ const char *value_name(feeder_option opt, int v);
 typedef struct opt_names {
     const char *pipeline, *decoder, *io, *layout, *pin, *dtype, *packed_read;
 } opt_names;
-opt_names names_of(const opts *o);
+opt_names opts_names(const opts *o);
 
 /* Parse the command line into `o` (defaults first); exits 2 on a bad one. */
 void parse_args(opts *o, int argc, char **argv);

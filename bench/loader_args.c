@@ -17,7 +17,7 @@ const char *value_name(feeder_option opt, int v)
     return name ? name : "?";
 }
 
-opt_names names_of(const opts *o)
+opt_names opts_names(const opts *o)
 {
     return (opt_names){.pipeline = value_name(FEEDER_OPT_PIPELINE, o->pipeline),
                        .decoder = bd_decoder_name(o->decoder),

@@ -45,7 +45,7 @@ static void table_columns(const opts *o, bu_table *t, unsigned *gcol, unsigned *
 
 static void gpu_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE_CELL], unsigned g)
 {
-    const opt_names nm = names_of(o);
+    const opt_names nm = opts_names(o);
     snprintf(row[g], 160, "%s", nm.pin);
     snprintf(row[g + 1], 160, "%s", nm.dtype);
     snprintf(row[g + 2], 160, "%.1f", r->h2d_gbps);
@@ -74,7 +74,7 @@ static void measured_cells(const opts *o, const run_res *r, char (*row)[BU_TABLE
 
 void make_table(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 {
-    const opt_names nm = names_of(o);
+    const opt_names nm = opts_names(o);
     bu_table t;
     unsigned gcol, dcol;
     table_columns(o, &t, &gcol, &dcol);
@@ -157,7 +157,7 @@ void make_headline(const opts *o, const run_res *runs, unsigned n, bu_sbuf *b)
 
 void make_header(const opts *o, const context *cx, bu_sbuf *b)
 {
-    const opt_names nm = names_of(o);
+    const opt_names nm = opts_names(o);
     if (g_pack.kind) {
         char shape[96] = "";
         if (g_pack.kind == FEEDER_RECORD_RAW)
@@ -268,7 +268,7 @@ static void json_head(const context *cx, const char *mode, bu_sbuf *b)
 
 static void json_config(const opts *o, bu_sbuf *b)
 {
-    const opt_names nm = names_of(o);
+    const opt_names nm = opts_names(o);
     bu_sb_printf(b, ", \"packed\": ");
     if (g_pack.kind)
         bu_sb_printf(b, "{\"kind\": \"%s\", \"height\": %u, \"width\": %u, \"layout\": \"%s\", "
@@ -306,7 +306,7 @@ static void json_num_or_null(bu_sbuf *b, const char *fmt, double v, int valid)
 
 static void json_gpu(const opts *o, const run_res *r, bu_sbuf *b)
 {
-    const opt_names nm = names_of(o);
+    const opt_names nm = opts_names(o);
     bu_sb_printf(b, ",\n     \"gpu\": ");
     if (!r->gpu) {
         bu_sb_printf(b, "null");
@@ -410,7 +410,7 @@ void make_json(const opts *o, const context *cx, const run_res *runs, unsigned n
 void all_header(const opts *o, const context *cx, const char *pack,
                        const feeder_packed_info *pk, bu_sbuf *b)
 {
-    const opt_names nm = names_of(o);
+    const opt_names nm = opts_names(o);
     bu_sb_printf(b, "feeder %s on %s (%s); decode backends on the same files: %s pipeline, "
                  "%ux%u %s, batch %u, workers %d%s, prefetch %d, %u epochs, %s order (raw: "
                  "shuffled and sequential)%s%s\n",
@@ -433,7 +433,7 @@ void all_header(const opts *o, const context *cx, const char *pack,
 void all_json(const opts *o, const context *cx, const char *pack,
               const feeder_packed_info *pk, const bd_row *rows, unsigned n, bu_sbuf *b)
 {
-    const opt_names nm = names_of(o);
+    const opt_names nm = opts_names(o);
     json_head(cx, "decoders", b);
     json_str_field(b, "},\n  \"raw_pack\": {", "path", pack);
     bu_sb_printf(b, ", \"data_bytes\": %llu, \"height\": %u, \"width\": %u},\n",
