@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -540,6 +541,82 @@ static void remember_failure(feeder__cache *c, const char *url, const char *data
 
 /* ---- the download ---- */
 
+/* A large shard comes as range requests on threads of their own: one
+ * connection's receive loop (a recv and a write a buffer) keeps one core
+ * busy, and the readers wait for the whole shard. Open has checked that the
+ * server answers ranges (206), and gave the size. */
+typedef struct part {
+    const feeder__remote_cfg *cfg;
+    feeder__request r;
+    pthread_t th;
+    int threaded;
+    char err[512];
+} part;
+
+static void *part_main(void *arg)
+{
+    part *p = arg;
+    feeder__remote_run(p->cfg, &p->r, 1, p->err, sizeof(p->err));
+    return NULL;
+}
+
+static unsigned parts_for(const feeder__remote_cfg *cfg, const feeder__remote_meta *expect)
+{
+    if (!expect || !cfg->part_bytes || cfg->max_parts < 2 || expect->size / 2 < cfg->part_bytes)
+        return 1;
+    uint64_t k = expect->size / cfg->part_bytes;
+    return k > cfg->max_parts ? cfg->max_parts : (unsigned)k;
+}
+
+/* The shard as `k` ranges written at their offsets of fd. `out` gets the
+ * whole shard's meta (the size from Content-Range) and `len` the bytes that
+ * came; each part's failure is the download's, the first one named. */
+static int download_parts(feeder__cache *c, const feeder__target *t, int fd,
+                          const feeder__remote_meta *expect, unsigned k, feeder__request *out,
+                          char *err, size_t errlen)
+{
+    part ps[16];
+    uint64_t size = expect->size, step = size / k;
+    for (unsigned i = 0; i < k; i++) {
+        uint64_t a = i * step, b = i + 1 == k ? size - 1 : (i + 1) * step - 1;
+        ps[i] = (part){.cfg = &c->cfg};
+        ps[i].r = (feeder__request){.target = t, .first = a, .last = b, .fd = fd, .fd_off = a,
+                                    .cap = (size_t)(b - a + 1),
+                                    .cap_what = "the part of the shard asked for"};
+    }
+    for (unsigned i = 1; i < k; i++)
+        ps[i].threaded = pthread_create(&ps[i].th, NULL, part_main, &ps[i]) == 0;
+    part_main(&ps[0]);
+    for (unsigned i = 1; i < k; i++) {
+        if (ps[i].threaded)
+            pthread_join(ps[i].th, NULL);
+        else
+            part_main(&ps[i]); /* no thread: in turn */
+    }
+    out->len = 0;
+    out->meta = ps[0].r.meta;
+    for (unsigned i = 0; i < k; i++) { /* a part that saw another shard: it changed */
+        const feeder__request *r = &ps[i].r;
+        if (!r->rc && !meta_matches(expect, &r->meta)) {
+            feeder__fmt(err, errlen, "%s: the shard changed on the server: %llu bytes (ETag %s) "
+                        "when it was opened, %llu bytes (ETag %s) now", t->url,
+                        ULL(expect->size), expect->etag[0] ? expect->etag : "none",
+                        ULL(r->meta.size), r->meta.etag[0] ? r->meta.etag : "none");
+            return FEEDER_ECHECKSUM;
+        }
+    }
+    for (unsigned i = 0; i < k; i++) {
+        const feeder__request *r = &ps[i].r;
+        if (r->rc) {
+            feeder__fmt(err, errlen, "%s", ps[i].err);
+            return r->rc;
+        }
+        out->len += r->len;
+    }
+    out->meta.size = size;
+    return 0;
+}
+
 static int download(feeder__cache *c, const feeder__target *t, const char *data,
                     const feeder__remote_meta *expect, char *err, size_t errlen)
 {
@@ -558,7 +635,19 @@ static int download(feeder__cache *c, const feeder__target *t, const char *data,
         r.cap = (size_t)expect->size;
         r.cap_what = "the shard's size when the dataset was opened";
     }
-    int rc = feeder__remote_run(&c->cfg, &r, 1, err, errlen);
+    /* The shard's blocks at once, not a buffer at a time; a full disk shows
+     * before any byte is fetched. */
+    int rc = expect && expect->size && fallocate(fd, 0, 0, (off_t)expect->size) < 0 ? errno : 0;
+    if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT) { /* else (EOPNOTSUPP): as it comes */
+        feeder__fmt(err, errlen, "%s: the shard cache %s is full (%s); the partial download "
+                    "was removed", t->url, c->dir, strerror(rc));
+        close(fd);
+        unlink(tmp);
+        return -rc;
+    }
+    unsigned k = parts_for(&c->cfg, expect);
+    rc = k > 1 ? download_parts(c, t, fd, expect, k, &r, err, errlen)
+                   : feeder__remote_run(&c->cfg, &r, 1, err, errlen);
     if (rc && r.over && r.meta.size && r.meta.size != expect->size) {
         feeder__fmt(err, errlen, "%s: the shard changed on the server: %llu bytes (ETag %s) "
                     "when it was opened, %llu bytes now (Content-Length)", t->url,

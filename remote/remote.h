@@ -49,8 +49,9 @@ void feeder__target_free(feeder__target *t);
 /* How hard a transfer tries. feeder__remote_defaults fills the defaults,
  * overridden by FEEDER_REMOTE_RETRIES, FEEDER_REMOTE_BACKOFF_MS,
  * FEEDER_REMOTE_CONNECT_TIMEOUT_MS, FEEDER_REMOTE_LOW_SPEED,
- * FEEDER_REMOTE_LOW_SPEED_TIME_S, FEEDER_REMOTE_TIMEOUT_S and
- * FEEDER_REMOTE_MAX_INDEX_BYTES; the CA certificates that https servers
+ * FEEDER_REMOTE_LOW_SPEED_TIME_S, FEEDER_REMOTE_TIMEOUT_S,
+ * FEEDER_REMOTE_MAX_INDEX_BYTES, FEEDER_REMOTE_BUFFER_BYTES,
+ * FEEDER_REMOTE_PART_BYTES and FEEDER_REMOTE_PARTS; the CA certificates that https servers
  * are checked against from FEEDER_CA_FILE, else CURL_CA_BUNDLE, else
  * libcurl's default bundle. */
 typedef struct feeder__remote_cfg {
@@ -62,6 +63,11 @@ typedef struct feeder__remote_cfg {
     long timeout_s;          /* one request's deadline, all its attempts together (600; 0: none) */
     uint64_t max_index_bytes; /* the most a server's tar index may hold (64 MiB) */
     unsigned max_in_flight;  /* transfers at once (16) */
+    long buffer_bytes;       /* libcurl's receive buffer for a download to a file (512 KiB) */
+    uint64_t part_bytes;     /* a whole-shard download of at least twice this size is fetched
+                                as range requests of at least this many bytes (8 MiB) */
+    unsigned max_parts;      /* ... this many at most, each on a thread of its own
+                                (min(4, online CPUs); 1: one request) */
     uint64_t seed;           /* jitter: feeder_random(seed, attempt, request, 0) */
     char ca_file[1024];      /* CURLOPT_CAINFO, or "" for libcurl's default */
 } feeder__remote_cfg;
@@ -74,8 +80,9 @@ typedef struct feeder__remote_meta {
     char modified[64]; /* Last-Modified, "" when absent */
 } feeder__remote_meta;
 
-/* One request. `fd` >= 0: the body is written there from offset 0 (a
- * retry truncates and starts over); otherwise into buf[0, cap). `len` says
+/* One request. `fd` >= 0: the body is written there from offset `fd_off`
+ * (a retry starts over there; with fd_off 0 and no range it truncates the
+ * file first); otherwise into buf[0, cap). `len` says
  * how much came. Either way `cap` (0 with a descriptor: no limit but the
  * response's own Content-Length) is the most the request accepts: a
  * response that announces more, or a body that runs past it, is stopped
@@ -86,6 +93,7 @@ typedef struct feeder__request {
     const feeder__target *target;
     uint64_t first, last;
     int fd;
+    uint64_t fd_off;
     uint8_t *buf;
     size_t cap, len;
     const char *cap_what;     /* "the range asked for" when NULL */

@@ -61,6 +61,9 @@ static void setup(void)
     unsetenv("FEEDER_CA_FILE");
     unsetenv("CURL_CA_BUNDLE");
     unsetenv("FEEDER_REMOTE_OFFLINE");
+    unsetenv("FEEDER_REMOTE_PART_BYTES");
+    unsetenv("FEEDER_REMOTE_PARTS");
+    unsetenv("FEEDER_REMOTE_BUFFER_BYTES");
 }
 
 static void teardown(void)
@@ -1078,6 +1081,133 @@ START_TEST(test_keep_alive)
 }
 END_TEST
 
+/* The download settings: libcurl's receive buffer for downloads to the
+ * cache (FEEDER_REMOTE_BUFFER_BYTES, 512 KiB, kept within libcurl's 16 KiB
+ * .. 10 MiB) and the parts a large shard is fetched in
+ * (FEEDER_REMOTE_PART_BYTES, FEEDER_REMOTE_PARTS: min(4, online CPUs)). */
+START_TEST(test_download_settings)
+{
+    feeder__remote_cfg cfg;
+    unsetenv("FEEDER_REMOTE_BUFFER_BYTES");
+    unsetenv("FEEDER_REMOTE_PART_BYTES");
+    unsetenv("FEEDER_REMOTE_PARTS");
+    feeder__remote_defaults(&cfg);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_int_eq(cfg.buffer_bytes, 512 * 1024);
+    ck_assert_uint_eq(cfg.part_bytes, 8u << 20);
+    ck_assert_uint_eq(cfg.max_parts, cpus >= 4 ? 4 : cpus >= 2 ? (unsigned)cpus : 1);
+    setenv("FEEDER_REMOTE_BUFFER_BYTES", "1000", 1);
+    setenv("FEEDER_REMOTE_PARTS", "64", 1);
+    feeder__remote_defaults(&cfg);
+    ck_assert_int_eq(cfg.buffer_bytes, 16384);
+    ck_assert_uint_eq(cfg.max_parts, 16);
+    setenv("FEEDER_REMOTE_BUFFER_BYTES", "100000000", 1);
+    setenv("FEEDER_REMOTE_PARTS", "1", 1);
+    feeder__remote_defaults(&cfg);
+    ck_assert_int_eq(cfg.buffer_bytes, 10l << 20);
+    ck_assert_uint_eq(cfg.max_parts, 1);
+    unsetenv("FEEDER_REMOTE_BUFFER_BYTES");
+    unsetenv("FEEDER_REMOTE_PARTS");
+}
+END_TEST
+
+/* A shard at least twice FEEDER_REMOTE_PART_BYTES comes as range requests
+ * (here 3, on threads of their own) written at their offsets of one file:
+ * the cached copy is the server's file byte for byte and the loader's
+ * batches are the local file's; no whole GET is made. A part answered 503
+ * is retried on its own, the other parts kept. */
+START_TEST(test_download_parts)
+{
+    size_t size = put_pack("a.pack", 400);
+    ck_assert_uint_ge(size, 3 * 65536);
+    setenv("FEEDER_REMOTE_PART_BYTES", "65536", 1);
+    setenv("FEEDER_REMOTE_PARTS", "3", 1);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, NULL, NULL);
+    char url[300], local[400], err[512];
+    url_of(url, sizeof(url), &p, "a.pack");
+    www(local, sizeof(local), "a.pack");
+    feeder_dataset *r, *l;
+    ck_assert_msg(feeder_dataset_open_packed(url, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(feeder_dataset_open_packed(local, &l, err, sizeof(err)), 0);
+    size_t len;
+    uint8_t *want = read_all(local, &len);
+    ck_assert_uint_eq(r->pack->map_len, len);
+    ck_assert_int_eq(memcmp(r->pack->map, want, len), 0);
+    uint64_t nr, nl;
+    ck_assert_uint_eq(epoch_crc(r, &nr), epoch_crc(l, &nl));
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack"), 1 + 3); /* the header, 3 parts */
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack - "), 0); /* no whole GET */
+    feeder_dataset_destroy(r);
+    stop(&p, SIGKILL);
+
+    /* Again into an empty cache, through a proxy that answers its first two
+     * requests (two of the parts) with 503. */
+    feeder__cache c;
+    ck_assert_int_eq(feeder__cache_open(&c, NULL, 0, err, sizeof(err)), 0);
+    char direct[300];
+    url_of(direct, sizeof(direct), &s, "a.pack");
+    feeder__target t;
+    ck_assert_int_eq(feeder__target_resolve(direct, &t, err, sizeof(err)), 0);
+    uint8_t page[4096];
+    feeder__request q = {.target = &t, .last = 4095, .fd = -1, .buf = page, .cap = 4096};
+    ck_assert_int_eq(feeder__remote_run(&c.cfg, &q, 1, err, sizeof(err)), 0);
+    feeder__target_free(&t);
+    p = start_proxy(s.port, "--fail-first", "2");
+    url_of(url, sizeof(url), &p, "a.pack");
+    feeder__shard sh;
+    ck_assert_msg(feeder__cache_get(&c, url, &q.meta, &sh, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(sh.size, len);
+    uint8_t *got = malloc(len);
+    ck_assert_int_eq(feeder__pread_full(sh.fd, 0, got, len), (long)len);
+    ck_assert_int_eq(memcmp(got, want, len), 0);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack"), 4 + 3 + 2);
+    free(got);
+    feeder__shard_release(&sh);
+    feeder__cache_close(&c);
+    feeder_dataset_destroy(l);
+    free(want);
+    unsetenv("FEEDER_REMOTE_PART_BYTES");
+    unsetenv("FEEDER_REMOTE_PARTS");
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* A shard changed on the server between open and a download in parts:
+ * FEEDER_ECHECKSUM naming the URL, as for a whole download, and nothing
+ * left in the cache but the lock and the failure's record. */
+START_TEST(test_download_parts_changed)
+{
+    put_pack("a.pack", 400);
+    setenv("FEEDER_REMOTE_PART_BYTES", "65536", 1);
+    setenv("FEEDER_REMOTE_PARTS", "3", 1);
+    server s = start_lighttpd();
+    char url[300], err[512];
+    url_of(url, sizeof(url), &s, "a.pack");
+    feeder__cache c;
+    ck_assert_int_eq(feeder__cache_open(&c, NULL, 0, err, sizeof(err)), 0);
+    feeder__target t;
+    ck_assert_int_eq(feeder__target_resolve(url, &t, err, sizeof(err)), 0);
+    uint8_t page[4096];
+    feeder__request r = {.target = &t, .last = 4095, .fd = -1, .buf = page, .cap = 4096};
+    ck_assert_int_eq(feeder__remote_run(&c.cfg, &r, 1, err, sizeof(err)), 0);
+    put_pack("a.pack", 420);
+    feeder__shard sh;
+    ck_assert_int_eq(feeder__cache_get(&c, url, &r.meta, &sh, err, sizeof(err)),
+                     FEEDER_ECHECKSUM);
+    ck_assert_msg(strstr(err, url) == err && strstr(err, "the shard changed on the server"),
+                  "%s", err);
+    ck_assert_int_eq(cache_files("-a.pack"), 2);
+    ck_assert_int_eq(cache_files("-a.pack.failed"), 1);
+    feeder__target_free(&t);
+    feeder__cache_close(&c);
+    unsetenv("FEEDER_REMOTE_PART_BYTES");
+    unsetenv("FEEDER_REMOTE_PARTS");
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 /* A shards dataset from s3rver: signed range requests for the headers and
  * indices of s3://bkt/s-{0..3}.pack, then signed whole downloads by two
  * workers: the local shards' batches. */
@@ -1714,6 +1844,9 @@ static Suite *remote_suite(int s3)
     tcase_add_test(tc, test_http_open_packed);
     tcase_add_test(tc, test_http_404);
     tcase_add_test(tc, test_keep_alive);
+    tcase_add_test(tc, test_download_settings);
+    tcase_add_test(tc, test_download_parts);
+    tcase_add_test(tc, test_download_parts_changed);
     tcase_add_test(tc, test_server_killed);
     tcase_add_test(tc, test_5xx_retried);
     tcase_add_test(tc, test_cut_mid_transfer);
