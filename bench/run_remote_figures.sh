@@ -2,17 +2,24 @@
 # The remote-shard figures of docs/BENCHMARKS.md: the same packs
 # read by bench_loader from local files, from lighttpd on 127.0.0.1, and from
 # lighttpd behind tests/remote_proxy.py adding DELAY ms to every request;
-# first epoch (empty shard cache) and warm epochs, RAW and JPEG.
-#   bench/run_remote_figures.sh BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS]
-# WWW holds raw.pack, jpeg.pack and their shards rawsh-0000{0..7}-of-00008.pack
-# and jpegsh-...; make them with feeder-pack (docs/BENCHMARKS.md gives the
-# commands). Starts and stops its own servers; the cache is a fresh folder.
+# first epoch (empty shard cache) and warm epochs, RAW and JPEG, and tar
+# shards when WWW/tar/s-0.tar is there.
+#   bench/run_remote_figures.sh BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS] [FETCH_AHEAD]
+# WWW holds raw.pack, jpeg.pack, their shards rawsh-NNNNN-of-MMMMM.pack and
+# jpegsh-..., and optionally tar/s-K.tar (+ .idx); make them with feeder-pack
+# and bench/run_tar_figures.sh's layout (docs/BENCHMARKS.md gives the
+# commands). SERVER=nginx serves with nginx instead of lighttpd (the proxy
+# stays in front of it); KINDS="raw tar" picks the cases (default: raw jpeg tar). Starts and stops its own servers; the cache is a
+# fresh folder each run.
 set -euo pipefail
 build=${1:?usage: $0 BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS]}
 www=${2:?usage: $0 BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS]}
 workers=${3:-2}
 epochs=${4:-4}
 delay=${5:-20}
+ahead=${6:-0}
+server=${SERVER:-lighttpd}
+kinds=" ${KINDS:-raw jpeg tar} "
 here=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d /tmp/feeder-remote-bench-XXXXXX)
 pids=()
@@ -21,10 +28,32 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-source "$here/scripts/lighttpd.sh"
-start_lighttpd "$www" "$tmp"
-pids+=("$lighttpd_pid")
-port=$lighttpd_port
+if [ "$server" = nginx ]; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  cat >"$tmp/nginx.conf" <<END
+worker_processes 1;
+pid $tmp/nginx.pid;
+error_log $tmp/error.log;
+daemon off;
+events { worker_connections 256; }
+http {
+  access_log off;
+  sendfile on;
+  server { listen 127.0.0.1:$port; root $www; default_type application/octet-stream; }
+}
+END
+  /usr/sbin/nginx -c "$tmp/nginx.conf" -p "$tmp" 2>/dev/null &
+  pids+=($!)
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+else
+  source "$here/scripts/lighttpd.sh"
+  start_lighttpd "$www" "$tmp"
+  pids+=("$lighttpd_pid")
+  port=$lighttpd_port
+fi
 /usr/bin/python3 "$here/tests/remote_proxy.py" "$port" --delay-ms "$delay" >"$tmp/proxy.port" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/proxy.port" ] && break; sleep 0.1; done
@@ -33,20 +62,44 @@ sleep 0.5
 run() { # label data
   rm -rf "$tmp/cache"
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  if ! FEEDER_CACHE_DIR="$tmp/cache" nice "$build/bench/bench_loader" --data "$2" \
-      --workers "$workers" --epochs "$epochs" --persistent --label "$1" >"$tmp/out" 2>&1; then
+  local more=(--batch 256 --shuffle 0)
+  case "$2" in *.tar) more=(--batch 64 --shuffle 1) ;; esac
+  if ! FEEDER_CACHE_DIR="$tmp/cache" "$build/bench/bench_loader" --data "$2" \
+      --workers "$workers" --epochs "$epochs" --persistent --fetch-ahead "$ahead" \
+      "${more[@]}" --label "$1" >"$tmp/out" 2>&1; then
     tail -5 "$tmp/out"
   fi
   grep -E "^\| +[0-9]" "$tmp/out" || true
 }
+# The brace range of WWW's shards named PREFIX-NNNNN-of-MMMMM.pack.
+shards_of() {
+  local f n
+  f=$(ls "$www/$1"-00000-of-*.pack 2>/dev/null | head -1)
+  [ -n "$f" ] || return 1
+  n=${f##*-of-}; n=${n%.pack}
+  printf '%s-{00000..%05d}-of-%s.pack' "$1" $((10#$n - 1)) "$n"
+}
 for kind in raw jpeg; do
-  shards="${kind}sh-{00000..00007}-of-00008.pack"
+  [[ $kinds == *" $kind "* && -f "$www/$kind.pack" ]] || continue
   echo "== $kind: one local file"
   run "$kind-local-file" "$www/$kind.pack"
-  echo "== $kind: 8 local shards"
+  echo "== $kind: one file from $server"
+  run "$kind-http-file" "http://127.0.0.1:$port/$kind.pack"
+  shards=$(shards_of "${kind}sh") || continue
+  echo "== $kind: local shards"
   run "$kind-local-shards" "$www/$shards"
-  echo "== $kind: 8 shards from lighttpd"
+  echo "== $kind: shards from $server"
   run "$kind-http" "http://127.0.0.1:$port/$shards"
-  echo "== $kind: 8 shards from lighttpd + ${delay} ms a request"
+  echo "== $kind: shards from $server + ${delay} ms a request"
   run "$kind-http-${delay}ms" "http://127.0.0.1:$proxy/$shards"
 done
+if [[ $kinds == *" tar "* && -f "$www/tar/s-0.tar" ]]; then
+  n=$(ls "$www"/tar/s-*.tar | wc -l)
+  tars="tar/s-{0..$((n - 1))}.tar"
+  echo "== tar: local shards"
+  run "tar-local" "$www/$tars"
+  echo "== tar: shards from $server"
+  run "tar-http" "http://127.0.0.1:$port/$tars"
+  echo "== tar: shards from $server + ${delay} ms a request"
+  run "tar-http-${delay}ms" "http://127.0.0.1:$proxy/$tars"
+fi
