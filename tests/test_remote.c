@@ -1115,7 +1115,8 @@ END_TEST
  * (here 3, on threads of their own) written at their offsets of one file:
  * the cached copy is the server's file byte for byte and the loader's
  * batches are the local file's; no whole GET is made. A part answered 503
- * is retried on its own, the other parts kept. */
+ * is retried on its own, the other parts kept. The body is gathered in a
+ * stage of FEEDER_REMOTE_BUFFER_BYTES and written a stage at a time. */
 START_TEST(test_download_parts)
 {
     size_t size = put_pack("a.pack", 400);
@@ -1142,7 +1143,9 @@ START_TEST(test_download_parts)
     stop(&p, SIGKILL);
 
     /* Again into an empty cache, through a proxy that answers its first two
-     * requests (two of the parts) with 503. */
+     * requests (two of the parts) with 503, with a 20,000-byte stage: the
+     * body gathered and written many times, at no 16 KiB boundary. */
+    setenv("FEEDER_REMOTE_BUFFER_BYTES", "20000", 1);
     feeder__cache c;
     ck_assert_int_eq(feeder__cache_open(&c, NULL, 0, err, sizeof(err)), 0);
     char direct[300];
@@ -1162,6 +1165,7 @@ START_TEST(test_download_parts)
     ck_assert_int_eq(feeder__pread_full(sh.fd, 0, got, len), (long)len);
     ck_assert_int_eq(memcmp(got, want, len), 0);
     ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack"), 4 + 3 + 2);
+    ck_assert_int_eq(c.cfg.buffer_bytes, 20000);
     free(got);
     feeder__shard_release(&sh);
     feeder__cache_close(&c);
