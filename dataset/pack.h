@@ -157,6 +157,8 @@ struct feeder__shards {
     uint8_t *remote;     /* 1: a URL */
     uint8_t *resident;   /* mapped in this process */
     int *lock_fd;        /* this process's shared lock on the cached copy, or -1 */
+    void **stream;       /* feeder__shard * of a copy still arriving (mapped, read as it
+                            comes: feeder__shard_wait), or NULL */
     uint64_t *used;      /* this process's tick of the last ensure, for unmapping */
     uint64_t tick;
     uint32_t max_resident; /* URL shards one process keeps mapped; 0: no limit */
@@ -169,9 +171,10 @@ struct feeder__shards {
 uint32_t feeder__shards_of(const struct feeder__shards *sh, uint64_t index);
 
 /* Map, in this process, every not-yet-mapped shard that holds one of the
- * n records idx[]: the shard cache's copy (fetched now when it is not
- * there, waiting for another process that is fetching it), checked against
- * the size and ETag seen at open. Unmaps least recently used URL shards
+ * n records idx[]: the shard cache's copy, checked against the size and
+ * ETag seen at open, or, while it is being downloaded (by this process, on
+ * a thread of the cache's, or by another), its partial copy; then wait
+ * until each of the n records has arrived. Unmaps least recently used URL shards
  * past max_resident (never one of idx[]'s). 0, or the cache's error with
  * its message (naming the URL) in msg. Not thread-safe: one reader per
  * process (a worker, or the calling thread of a loader without workers). */

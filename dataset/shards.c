@@ -48,6 +48,10 @@ void feeder__shards_free(struct feeder__shards *sh, uint8_t *map, size_t map_len
     for (uint32_t s = 0; s < sh->n; s++) {
         if (sh->lock_fd && sh->lock_fd[s] >= 0)
             close(sh->lock_fd[s]);
+        if (sh->stream && sh->stream[s]) {
+            feeder__shard_release(sh->stream[s]);
+            free(sh->stream[s]);
+        }
         if (sh->names)
             free(sh->names[s]);
     }
@@ -63,6 +67,7 @@ void feeder__shards_free(struct feeder__shards *sh, uint8_t *map, size_t map_len
     free(sh->remote);
     free(sh->resident);
     free(sh->lock_fd);
+    free(sh->stream);
     free(sh->used);
     free(sh);
 }
@@ -81,10 +86,11 @@ static struct feeder__shards *shards_alloc(char **names, uint32_t n)
     sh->remote = calloc(n, 1);
     sh->resident = calloc(n, 1);
     sh->lock_fd = malloc(n * sizeof(int));
+    sh->stream = calloc(n, sizeof(void *));
     sh->used = calloc(n, sizeof(uint64_t));
     sh->cache = calloc(1, sizeof(feeder__cache));
     if (!sh->first || !sh->base || !sh->bytes || !sh->meta || !sh->remote || !sh->resident ||
-        !sh->lock_fd || !sh->used || !sh->cache) {
+        !sh->lock_fd || !sh->stream || !sh->used || !sh->cache) {
         sh->n = 0; /* names stay the caller's */
         sh->names = NULL;
         feeder__shards_free(sh, NULL, 0);
@@ -612,6 +618,17 @@ int feeder_dataset_shard_counts(const feeder_dataset *ds, uint64_t *counts, uint
 
 /* ---- a process maps the shards it reads ---- */
 
+/* A partial copy's state, let go (its mapping stays until replaced). */
+static void drop_stream(struct feeder__shards *sh, uint32_t s)
+{
+    feeder__shard *st = sh->stream[s];
+    if (!st)
+        return;
+    feeder__shard_release(st);
+    free(st);
+    sh->stream[s] = NULL;
+}
+
 /* Give back the least recently used URL shard (not used in this call):
  * its place becomes unmapped again and its cache lock is dropped. */
 static void unmap_oldest(struct feeder__shards *sh, uint8_t *map)
@@ -625,29 +642,51 @@ static void unmap_oldest(struct feeder__shards *sh, uint8_t *map)
         return;
     mmap(map + sh->base[best], (size_t)page_up(sh->bytes[best]), PROT_NONE,
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    drop_stream(sh, best);
     close(sh->lock_fd[best]);
     sh->lock_fd[best] = -1;
     sh->resident[best] = 0;
 }
 
-/* The cached copy of URL shard s, held, when it begins with the header and
- * index open parsed (they lie at its place in the range, fetched then): a
- * copy that does not (the shard rewritten on a server that gives no ETag
- * and kept its size) is dropped and fetched once more. */
+/* How often a shard is got again after its download stopped without an
+ * answer (the downloading process died) before that is the reader's error. */
+enum { AGAIN_MAX = 3 };
+
+static int stopped(const char *url, char *msg, size_t msglen)
+{
+    feeder__fmt(msg, msglen, "%s: its download into the shard cache stopped without an answer "
+                "%d times (the downloading process ended)", url, AGAIN_MAX);
+    return FEEDER_EREMOTE;
+}
+
+/* The cached copy of URL shard s, held (or its partial copy, once its
+ * header and index have arrived), when it begins with the header and index
+ * open parsed (they lie at its place in the range, fetched then): a copy
+ * that does not (the shard rewritten on a server that gives no ETag and
+ * kept its size) is dropped and fetched once more. */
 static int get_checked(struct feeder__shards *sh, uint8_t *map, uint32_t s, feeder__shard *got,
                        char *msg, size_t msglen)
 {
     const feeder__remote_meta *seen = &((feeder__remote_meta *)sh->meta)[s];
     feeder__pack_header h;
     int rc = feeder__pack_peek(map + sh->base[s], PAGE, sh->names[s], &h, msg, msglen);
-    for (int round = 0; !rc && round < 2; round++) {
-        if ((rc = feeder__cache_get(sh->cache, sh->names[s], seen, got, msg, msglen)) != 0)
+    for (int round = 0, again = 0; !rc && round < 2;) {
+        if ((rc = feeder__cache_get_stream(sh->cache, sh->names[s], seen, got, msg, msglen)))
             break;
-        rc = feeder__shard_verify(got, sh->names[s], map + sh->base[s], (size_t)h.records_off,
-                                  msg, msglen);
+        rc = feeder__shard_wait(got, sh->names[s], 0, h.records_off, msg, msglen);
+        if (rc == FEEDER__SHARD_AGAIN) {
+            feeder__shard_release(got);
+            rc = ++again < AGAIN_MAX ? 0 : stopped(sh->names[s], msg, msglen);
+            continue;
+        }
+        if (!rc)
+            rc = feeder__shard_verify(got, sh->names[s], map + sh->base[s],
+                                      (size_t)h.records_off, msg, msglen);
+        else
+            feeder__shard_release(got);
         if (rc != FEEDER_ECHECKSUM)
             break;
-        if (round == 0)
+        if (round++ == 0)
             rc = 0;
     }
     return rc;
@@ -670,9 +709,42 @@ static int map_cached(struct feeder__shards *sh, uint8_t *map, uint32_t s, char 
         return rc;
     }
     close(got.fd);
-    sh->lock_fd[s] = got.lock_fd;
+    got.fd = -1;
+    drop_stream(sh, s);
+    if (got.prog && !(sh->stream[s] = malloc(sizeof(got)))) {
+        feeder__shard_release(&got);
+        return -ENOMEM;
+    }
+    if (got.prog)
+        *(feeder__shard *)sh->stream[s] = got;
+    sh->lock_fd[s] = got.lock_fd; /* a partial copy's: -1 until it is whole */
     sh->resident[s] = 1;
     return 0;
+}
+
+/* Record i of URL shard s, mapped from a partial copy, once it has
+ * arrived; the shard held as a whole copy once its download has ended. */
+static int wait_record(struct feeder__shards *sh, struct feeder__pack *pk, uint32_t s,
+                       uint64_t i, char *msg, size_t msglen)
+{
+    for (int again = 0;;) {
+        feeder__shard *st = sh->stream[s];
+        if (!st)
+            return 0;
+        int rc = feeder__shard_wait(st, sh->names[s], pk->off[i] - sh->base[s], pk->size[i],
+                                    msg, msglen);
+        if (!rc && !st->prog) { /* whole now: kept like any cached copy */
+            sh->lock_fd[s] = st->lock_fd;
+            st->lock_fd = -1;
+            drop_stream(sh, s);
+        }
+        if (rc != FEEDER__SHARD_AGAIN)
+            return rc;
+        if (++again == AGAIN_MAX)
+            return stopped(sh->names[s], msg, msglen);
+        if ((rc = map_cached(sh, pk->map, s, msg, msglen)) != 0)
+            return rc;
+    }
 }
 
 int feeder__shards_ensure(struct feeder__pack *pk, const uint64_t *idx, uint32_t n, char *msg,
@@ -704,6 +776,12 @@ int feeder__shards_ensure(struct feeder__pack *pk, const uint64_t *idx, uint32_t
         if (rc)
             return rc;
         resident++;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t s = feeder__shards_of(sh, idx[k]);
+        int rc = sh->stream[s] ? wait_record(sh, pk, s, idx[k], msg, msglen) : 0;
+        if (rc)
+            return rc;
     }
     return 0;
 }

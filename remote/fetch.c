@@ -14,6 +14,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -46,6 +47,7 @@ typedef struct xfer {
     int werr;             /* errno of a failed write, or EMSGSIZE: body past cap */
     uint8_t *stage;       /* a download to a file: the body gathered here, then written */
     size_t stage_cap, staged; /* (libcurl hands it over 16 KiB at a time, whatever its buffer) */
+    uint64_t staged_at;   /* ns: when the stage's first byte came (readers wait for it) */
     char cerr[CURL_ERROR_SIZE];
 } xfer;
 
@@ -169,6 +171,21 @@ static void curl_init(void)
 
 /* ---- callbacks ---- */
 
+/* Readers of a download in progress may use the bytes below `arrived`:
+ * raised once they are in the file, never lowered (a retry writes the same
+ * bytes again, the object's size and ETag checked before its first one). */
+static void publish(xfer *x, uint64_t in_file)
+{
+    _Atomic uint64_t *a = x->r->arrived;
+    if (!a)
+        return;
+    uint64_t was = atomic_load_explicit(a, memory_order_relaxed);
+    while (in_file > was &&
+           !atomic_compare_exchange_weak_explicit(a, &was, in_file, memory_order_release,
+                                                  memory_order_relaxed))
+        ;
+}
+
 /* Bytes of a download to their place in the file; -1 with werr set. */
 static int write_at(xfer *x, const void *data, size_t n, uint64_t off)
 {
@@ -185,6 +202,18 @@ static int write_at(xfer *x, const void *data, size_t n, uint64_t off)
     return 0;
 }
 
+/* The response is the object the request expects (size; ETag when both
+ * are known): its headers have all come before the first body byte. */
+static int expected(const feeder__request *r)
+{
+    const feeder__remote_meta *e = r->expect;
+    if (!e)
+        return 1;
+    if (r->meta.size && e->size != r->meta.size)
+        return 0; /* (no size: a chunked body, measured when it ends) */
+    return !e->etag[0] || !r->meta.etag[0] || !strcmp(e->etag, r->meta.etag);
+}
+
 /* What the stage holds, written where it belongs: one pwrite a buffer of
  * the body rather than one each 16 KiB (a 300 MB shard: 18,000). */
 static int flush_stage(xfer *x)
@@ -193,6 +222,8 @@ static int flush_stage(xfer *x)
         return 0;
     int rc = write_at(x, x->stage, x->staged, x->r->fd_off + x->written - x->staged);
     x->staged = 0;
+    if (!rc)
+        publish(x, x->written);
     return rc;
 }
 
@@ -201,10 +232,16 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     xfer *x = arg;
     feeder__request *r = x->r;
     size_t n = size * nmemb;
+    if (x->werr)
+        return 0; /* a write of the stage between calls failed (flush_aged) */
     if (x->status >= 300 && x->status < 400)
         return n; /* a redirect's own body (followed by hand): not the object */
     if (r->cap && ((x->clen != UINT64_MAX && x->clen > r->cap) || x->written + n > r->cap)) {
         x->werr = EMSGSIZE; /* stop now: neither memory nor the cache grows past cap */
+        return 0;
+    }
+    if (!x->written && !expected(r)) {
+        x->werr = ESTALE; /* another object than the one opened: not one byte of it */
         return 0;
     }
     if (r->fd < 0) {
@@ -215,6 +252,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     if (x->stage && x->staged + n > x->stage_cap && flush_stage(x) < 0)
         return 0;
     if (x->stage && n <= x->stage_cap) {
+        if (!x->staged)
+            x->staged_at = feeder__now_ns();
         memcpy(x->stage + x->staged, data, n);
         x->staged += n;
         x->written += n;
@@ -223,6 +262,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     if (write_at(x, data, n, r->fd_off + x->written) < 0)
         return 0;
     x->written += n;
+    publish(x, x->written);
     return n;
 }
 
@@ -288,7 +328,7 @@ static int start(CURLM *m, const feeder__remote_cfg *cfg, xfer *x)
     x->status = 0;
     x->clen = UINT64_MAX;
     x->cerr[0] = 0;
-    if (r->fd >= 0 && !r->fd_off && r->last == UINT64_MAX && ftruncate(r->fd, 0) < 0)
+    if (r->fd >= 0 && !r->fd_off && r->last == UINT64_MAX && !r->sized && ftruncate(r->fd, 0) < 0)
         return -errno;
     uint64_t now = feeder__now_ns();
     if (!x->deadline)
@@ -465,7 +505,14 @@ static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
     char what[400];
     if (c == CURLE_WRITE_ERROR && x->werr == EMSGSIZE)
         return fail_over_cap(x);
-    if (c == CURLE_OK && flush_stage(x) < 0)
+    if (c == CURLE_WRITE_ERROR && x->werr == ESTALE) {
+        feeder__fmt(what, sizeof(what), "the shard changed on the server: %llu bytes (ETag %s) "
+                    "when it was opened, %llu bytes (ETag %s) now", ULL(r->expect->size),
+                    r->expect->etag[0] ? r->expect->etag : "none", ULL(r->meta.size),
+                    r->meta.etag[0] ? r->meta.etag : "none");
+        return fail(x, FEEDER_ECHECKSUM, what);
+    }
+    if (c == CURLE_OK && (x->werr || flush_stage(x) < 0))
         c = CURLE_WRITE_ERROR; /* the body's last bytes could not be written */
     if (c == CURLE_OK && status >= 300 && status < 400) {
         if (r->target->sigv4)
@@ -521,6 +568,28 @@ static void finish(const feeder__remote_cfg *cfg, xfer *x, CURLcode c)
 }
 
 /* ---- the batch ---- */
+
+/* A download that readers use as it arrives (`arrived`) writes a stage
+ * that has waited STAGE_AGE_NS, full or not: when the body comes slower
+ * than a stage fills, its bytes reach the readers anyway. The wait (ms)
+ * until the next stage is that old. */
+#define STAGE_AGE_NS 2000000ull
+
+static long flush_aged(xfer *xs, size_t n)
+{
+    long wait_ms = 1000;
+    uint64_t now = feeder__now_ns();
+    for (size_t i = 0; i < n; i++) {
+        xfer *x = &xs[i];
+        if (x->state != X_RUN || !x->staged || !x->r->arrived || x->werr)
+            continue;
+        if (now - x->staged_at >= STAGE_AGE_NS)
+            flush_stage(x); /* a failure: werr, and the next on_body stops the transfer */
+        else if (wait_ms > 2)
+            wait_ms = 2;
+    }
+    return wait_ms;
+}
 
 /* Start every waiting request whose time has come, while there is room;
  * the wait (ms) until the next one may start. */
@@ -587,6 +656,9 @@ static int run_all(CURLM *m, const feeder__remote_cfg *cfg, xfer *xs, size_t n)
         size_t fresh = 0;
         if (mc == CURLM_OK)
             collect(m, cfg, &running, &fresh);
+        long aged_ms = flush_aged(xs, n);
+        if (aged_ms < wait_ms)
+            wait_ms = aged_ms;
         /* No longer than libcurl's own next deadline (connect timeouts). */
         long curl_ms = -1;
         curl_multi_timeout(m, &curl_ms);

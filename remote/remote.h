@@ -81,8 +81,8 @@ typedef struct feeder__remote_meta {
 } feeder__remote_meta;
 
 /* One request. `fd` >= 0: the body is written there from offset `fd_off`
- * (a retry starts over there; with fd_off 0 and no range it truncates the
- * file first); otherwise into buf[0, cap). `len` says
+ * (a retry starts over there; with fd_off 0, no range and not `sized` it
+ * truncates the file first); otherwise into buf[0, cap). `len` says
  * how much came. Either way `cap` (0 with a descriptor: no limit but the
  * response's own Content-Length) is the most the request accepts: a
  * response that announces more, or a body that runs past it, is stopped
@@ -94,6 +94,13 @@ typedef struct feeder__request {
     uint64_t first, last;
     int fd;
     uint64_t fd_off;
+    int sized;                /* fd already has the object's size: a retry writes over it
+                                 rather than truncating (readers may have it mapped) */
+    _Atomic uint64_t *arrived; /* fd: the body's bytes written in order from fd_off, raised
+                                  (release) after each write, never lowered; or NULL */
+    const feeder__remote_meta *expect; /* a response whose size or ETag is not this one's is
+                                          stopped before its first byte is written:
+                                          FEEDER_ECHECKSUM, the object changed; or NULL */
     uint8_t *buf;
     size_t cap, len;
     const char *cap_what;     /* "the range asked for" when NULL */
@@ -145,15 +152,27 @@ int feeder__cache_open(feeder__cache *c, const char *dir, uint64_t max_bytes, ch
                        size_t errlen);
 void feeder__cache_close(feeder__cache *c);
 
+typedef struct feeder__progress feeder__progress; /* a download in progress (cache.c) */
+
 /* A shard in the cache, held: `fd` the whole file (read-only), `lock_fd` a
  * shared flock that keeps eviction away while it is held; both are the
- * caller's to close (feeder__shard_release). */
+ * caller's to close (feeder__shard_release). From feeder__cache_get_stream
+ * it may instead be a copy still arriving: `prog` set, `fd` the partial
+ * file (of the shard's full size), `lock_fd` -1, and no byte of it may be
+ * read before feeder__shard_wait has said it is there. */
 typedef struct feeder__shard {
     int fd, lock_fd;
     uint64_t size;
     feeder__remote_meta meta;
     char path[4096];
+    feeder__progress *prog; /* the download's progress record (mapped), or NULL: whole */
+    size_t prog_len;
+    int wait_ms;            /* the cache's lock_timeout_ms: the most a wait goes without a byte */
 } feeder__shard;
+
+/* feeder__shard_wait: the download a partial copy belongs to stopped
+ * without an answer (its process died): get the shard again. */
+#define FEEDER__SHARD_AGAIN 1
 
 /* Get `url` into the cache (or find it there) and hold it. When `expect`
  * is given (size, and ETag when both are known), a cached copy that differs
@@ -175,6 +194,37 @@ typedef struct feeder__shard {
 int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
                       feeder__shard *out, char *err, size_t errlen);
 void feeder__shard_release(feeder__shard *s);
+
+/* feeder__cache_get, except that a shard not yet cached (with `expect`
+ * giving its size) need not have arrived: when another process or thread
+ * is downloading it, or when this call starts its download (on a thread of
+ * its own: feeder__remote_settle), `out` is the
+ * partial copy, read as it arrives (feeder__shard_wait). Every download
+ * publishes its progress ("<name>.progress" beside the copy), so readers in
+ * other processes can use it too. The first bytes of every response are
+ * checked against `expect`: a partial copy never holds another version's
+ * bytes. Thread-safe. */
+int feeder__cache_get_stream(feeder__cache *c, const char *url,
+                             const feeder__remote_meta *expect, feeder__shard *out, char *err,
+                             size_t errlen);
+
+/* Wait for every download this process started on a thread of its own
+ * (feeder__cache_get_stream) to end: its copy renamed into the cache or
+ * removed. feeder__cache_close calls it; a worker calls it before it exits,
+ * so that a shard its readers no longer need the last bytes of is not left
+ * half fetched. In a process forked while such a download ran, it only
+ * frees the parent's records. */
+void feeder__remote_settle(void);
+
+/* Wait until bytes [off, off + len) of `s` have arrived (at once for a
+ * whole copy); when its download has ended, `s` becomes a whole copy held
+ * under a shared lock. 0; the download's own error and message (naming the
+ * URL) when it failed; FEEDER__SHARD_AGAIN when it stopped without an
+ * answer (release `s` and get the shard again); FEEDER_ETIMEDOUT naming
+ * the URL after `s->wait_ms` without a new byte. Not thread-safe for one
+ * `s`; any number of readers, in any processes, may wait on one download. */
+int feeder__shard_wait(feeder__shard *s, const char *url, uint64_t off, uint64_t len, char *err,
+                       size_t errlen);
 
 /* Whether bytes [0, len) of the held copy `s` are `want` (what the server
  * sent for them at open: a pack's header and index); when they are not,

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """A small HTTP proxy for the remote-shard tests (tests/test_remote.c) and
 the latency figures (docs/BENCHMARKS.md): forwards every GET to UPSTREAM and
-can add a delay per request, answer the first K requests with 503, or cut
-every response's body after N bytes. Logs one line a request to --log,
-with the client's port (one port: one kept-alive connection).
-Prints its port on the first line of stdout, then serves until killed.
+can add a delay per request, answer the first K requests with 503, cut
+every response's body after N bytes, stall each body for MS milliseconds
+after its first N bytes, or send every body of 64 KiB or more N bytes short
+(with a Content-Length that says so: a complete answer, short; the header
+page and index a dataset's open asks for are smaller). Logs one line a
+request to --log, with the client's port (one port: one kept-alive
+connection). Prints its port on the first line of stdout, then serves until
+killed.
 
   remote_proxy.py UPSTREAM_PORT [--delay-ms N] [--fail-first K]
-                  [--cut-after N] [--log FILE]
+                  [--cut-after N] [--stall-after N --stall-ms MS]
+                  [--short-by N] [--log FILE]
 """
 import argparse
 import http.client
@@ -26,6 +31,9 @@ def main():
     ap.add_argument("--delay-ms", type=float, default=0)
     ap.add_argument("--fail-first", type=int, default=0)
     ap.add_argument("--cut-after", type=int, default=-1)
+    ap.add_argument("--stall-after", type=int, default=-1)
+    ap.add_argument("--stall-ms", type=float, default=0)
+    ap.add_argument("--short-by", type=int, default=0)
     ap.add_argument("--log", default=None)
     a = ap.parse_args()
     lock = threading.Lock()
@@ -71,12 +79,19 @@ def main():
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+            if a.short_by and r.status in (200, 206) and len(body) >= 65536:
+                body = body[:max(0, len(body) - a.short_by)]
             self.send_response(r.status)
             for k, v in r.getheaders():
                 if k.lower() not in HOP and k.lower() != "content-length":
                     self.send_header(k, v)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            if a.stall_after >= 0 and len(body) > a.stall_after:
+                self.wfile.write(body[:a.stall_after])
+                self.wfile.flush()
+                time.sleep(a.stall_ms / 1000.0)
+                body = body[a.stall_after:]
             if a.cut_after >= 0 and len(body) > a.cut_after:
                 self.wfile.write(body[:a.cut_after])
                 self.wfile.flush()

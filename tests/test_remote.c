@@ -1112,10 +1112,10 @@ START_TEST(test_download_settings)
 END_TEST
 
 /* A shard at least twice FEEDER_REMOTE_PART_BYTES comes as range requests
- * (here 3, on threads of their own) written at their offsets of one file:
- * the cached copy is the server's file byte for byte and the loader's
- * batches are the local file's; no whole GET is made. A part answered 503
- * is retried on its own, the other parts kept. The body is gathered in a
+ * of that size (chunks), in 3 lanes on threads of their own, written at
+ * their offsets of one file: the cached copy is the server's file byte for
+ * byte and the loader's batches are the local file's; no whole GET is
+ * made. A chunk answered 503 is retried on its own, the others kept. The body is gathered in a
  * stage of FEEDER_REMOTE_BUFFER_BYTES and written a stage at a time. */
 START_TEST(test_download_parts)
 {
@@ -1137,7 +1137,8 @@ START_TEST(test_download_parts)
     ck_assert_int_eq(memcmp(r->pack->map, want, len), 0);
     uint64_t nr, nl;
     ck_assert_uint_eq(epoch_crc(r, &nr), epoch_crc(l, &nl));
-    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack"), 1 + 3); /* the header, 3 parts */
+    int chunks = (int)((size + 65535) / 65536);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack"), 1 + chunks); /* the header, chunks */
     ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack - "), 0); /* no whole GET */
     feeder_dataset_destroy(r);
     stop(&p, SIGKILL);
@@ -1164,7 +1165,7 @@ START_TEST(test_download_parts)
     uint8_t *got = malloc(len);
     ck_assert_int_eq(feeder__pread_full(sh.fd, 0, got, len), (long)len);
     ck_assert_int_eq(memcmp(got, want, len), 0);
-    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack"), 4 + 3 + 2);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack"), 1 + chunks + chunks + 2);
     ck_assert_int_eq(c.cfg.buffer_bytes, 20000);
     free(got);
     feeder__shard_release(&sh);
@@ -1208,6 +1209,278 @@ START_TEST(test_download_parts_changed)
     feeder__cache_close(&c);
     unsetenv("FEEDER_REMOTE_PART_BYTES");
     unsetenv("FEEDER_REMOTE_PARTS");
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* remote_proxy.py in front of `upstream` with two options. */
+static server start_proxy2(int upstream, const char *o1, const char *v1, const char *o2,
+                           const char *v2)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    char up[16], log[400];
+    snprintf(up, sizeof(up), "%d", upstream);
+    snprintf(log, sizeof(log), "%s/proxy.log", tmpdir);
+    char *argv[] = {PYTHON, FEEDER_TEST_PROXY, up, "--log", log, (char *)o1, (char *)v1,
+                    (char *)o2, (char *)v2, NULL};
+    server s = {spawn(argv, p[1]), 0};
+    close(p[1]);
+    char line[32] = {0};
+    ssize_t n = read(p[0], line, sizeof(line) - 1);
+    close(p[0]);
+    ck_assert_msg(n > 0, "the proxy printed no port");
+    s.port = atoi(line);
+    wait_port(s.port);
+    return s;
+}
+
+/* Record i of a one-shard dataset is the local file's record i. */
+static void assert_record(const feeder_dataset *ds, const uint8_t *local, uint64_t i)
+{
+    const struct feeder__pack *pk = ds->pack;
+    uint64_t at = pk->off[i] - pk->shards->base[0];
+    ck_assert_int_eq(memcmp(pk->map + pk->off[i], local + at, pk->size[i]), 0);
+}
+
+/* A shard is read while it downloads: through a proxy that stalls every
+ * body for 3 s after its first 64 KiB, record 0 (in those 64 KiB) is there
+ * long before the download ends, in the process that fetches it (on the
+ * cache's thread) and in another process that reads the same download
+ * (its progress record) rather than fetching it again; the last record
+ * waits for the rest. Then the shard is an ordinary cached copy held under
+ * a shared lock, and the folder holds no partial copy or progress record. */
+START_TEST(test_stream_read_early)
+{
+    size_t size = put_pack("a.pack", 400);
+    ck_assert_uint_gt(size, 200000);
+    server s = start_lighttpd();
+    server p = start_proxy2(s.port, "--stall-after", "65536", "--stall-ms", "3000");
+    char url[300], local[400], err[512];
+    url_of(url, sizeof(url), &p, "a.pack");
+    www(local, sizeof(local), "a.pack");
+    size_t len;
+    uint8_t *want = read_all(local, &len);
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(ds->n, 400);
+    ck_assert_uint_lt(ds->pack->off[0] + ds->pack->size[0], 65536);
+    double t0 = now_s();
+    uint64_t first = 0, last = 399;
+    ck_assert_msg(feeder__shards_ensure(ds->pack, &first, 1, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_double_lt(now_s() - t0, 2.0);
+    assert_record(ds, want, 0);
+    ck_assert_ptr_nonnull(ds->pack->shards->stream[0]);
+    ck_assert_int_eq(cache_files("-a.pack.progress"), 1);
+
+    pid_t kid = fork();
+    ck_assert_int_ge(kid, 0);
+    if (kid == 0) {
+        feeder_dataset *other;
+        double t1 = now_s();
+        int ok = feeder_dataset_open_shards(url, NULL, &other, err, sizeof(err)) == 0 &&
+                 feeder__shards_ensure(other->pack, &first, 1, err, sizeof(err)) == 0 &&
+                 other->pack->shards->stream[0] != NULL && now_s() - t1 < 2.0 &&
+                 !memcmp(other->pack->map + other->pack->off[0], want + other->pack->off[0] -
+                         other->pack->shards->base[0], other->pack->size[0]);
+        ok = ok && feeder__shards_ensure(other->pack, &last, 1, err, sizeof(err)) == 0 &&
+             !memcmp(other->pack->map + other->pack->off[399], want + other->pack->off[399] -
+                     other->pack->shards->base[0], other->pack->size[399]);
+        if (!ok)
+            fprintf(stderr, "the other reader: %s\n", err);
+        _exit(ok ? 0 : 1);
+    }
+    ck_assert_msg(feeder__shards_ensure(ds->pack, &last, 1, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_double_ge(now_s() - t0, 2.5);
+    assert_record(ds, want, 399);
+    int st;
+    ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Once the download has ended, the next read holds it as a whole copy. */
+    for (double t1 = now_s(); ds->pack->shards->stream[0] && now_s() - t1 < 5.0;) {
+        usleep(10000);
+        ck_assert_int_eq(feeder__shards_ensure(ds->pack, &last, 1, err, sizeof(err)), 0);
+    }
+    ck_assert_ptr_null(ds->pack->shards->stream[0]);
+    ck_assert_int_ge(ds->pack->shards->lock_fd[0], 0);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack -"), 1); /* one download */
+    feeder_dataset_destroy(ds);
+    ck_assert_int_eq(cache_files("-a.pack.meta"), 1);
+    ck_assert_int_eq(cache_files(".progress"), 0);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+    size_t clen;
+    char cached[700];
+    feeder__cache_name(cachedir, url, cached, sizeof(cached));
+    uint8_t *got = read_all(cached, &clen);
+    ck_assert_uint_eq(clen, len);
+    ck_assert_int_eq(memcmp(got, want, len), 0);
+    free(got);
+    free(want);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* The same with the shard in chunks (FEEDER_REMOTE_PART_BYTES 65536, two
+ * lanes): the records arrive as their chunks do, all of them right, and
+ * the loader's batches (2 workers, both reading the one download) are the
+ * local file's. */
+START_TEST(test_stream_chunks)
+{
+    put_pack("a.pack", 400);
+    setenv("FEEDER_REMOTE_PART_BYTES", "65536", 1);
+    setenv("FEEDER_REMOTE_PARTS", "2", 1);
+    server s = start_lighttpd();
+    server p = start_proxy2(s.port, "--stall-after", "32768", "--stall-ms", "200");
+    char url[300], local[400], err[512], msg[1024];
+    url_of(url, sizeof(url), &p, "a.pack");
+    www(local, sizeof(local), "a.pack");
+    feeder_dataset *r, *l;
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(feeder_dataset_open_shards(local, NULL, &l, err, sizeof(err)), 0);
+    uint64_t nl, nr;
+    int rc;
+    uint32_t cl = epoch_crc_workers(l, 2, &nl, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t cr = epoch_crc_workers(r, 2, &nr, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(nr, 400);
+    ck_assert_uint_eq(cl, cr);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack -"), 0); /* chunks only */
+    ck_assert_int_ge(count_lines(proxy_log(), "GET /a.pack bytes="), 1 + 1 + 4);
+    feeder_dataset_destroy(r);
+    feeder_dataset_destroy(l);
+    ck_assert_int_eq(cache_files(".progress"), 0);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* The server drops every body after 100,000 bytes: the records that came
+ * may be read, the others' wait ends with the download's error (naming the
+ * URL and its attempts) instead of hanging; nothing partial stays. The same
+ * with chunks answered short (206 with fewer bytes than asked, a
+ * Content-Length to match): an error naming the bytes that came. */
+START_TEST(test_stream_dropped)
+{
+    put_pack("a.pack", 400);
+    setenv("FEEDER_REMOTE_RETRIES", "1", 1);
+    server s = start_lighttpd();
+    server p = start_proxy(s.port, "--cut-after", "100000");
+    char url[300], err[512];
+    url_of(url, sizeof(url), &p, "a.pack");
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    uint64_t last = 399;
+    double t0 = now_s();
+    ck_assert_int_eq(feeder__shards_ensure(ds->pack, &last, 1, err, sizeof(err)),
+                     FEEDER_EREMOTE);
+    ck_assert_double_lt(now_s() - t0, 10.0);
+    ck_assert_msg(strstr(err, url) == err && strstr(err, "(2 attempts)"), "%s", err);
+    feeder_dataset_destroy(ds);
+    ck_assert_int_eq(cache_files(".progress"), 0);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+    ck_assert_int_eq(cache_files("-a.pack.meta"), 0);
+    stop(&p, SIGKILL);
+
+    setenv("FEEDER_REMOTE_PART_BYTES", "65536", 1);
+    setenv("FEEDER_REMOTE_PARTS", "2", 1);
+    p = start_proxy(s.port, "--short-by", "100");
+    url_of(url, sizeof(url), &p, "a.pack");
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(feeder__shards_ensure(ds->pack, &last, 1, err, sizeof(err)),
+                     FEEDER_EREMOTE);
+    ck_assert_msg(strstr(err, url) == err && strstr(err, "arrived of the 65536 asked for"),
+                  "%s", err);
+    feeder_dataset_destroy(ds);
+    ck_assert_int_eq(cache_files(".progress"), 0);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* The shard replaced on the server after open: not one byte of the new one
+ * reaches a reader (the answer's size is checked before its body is
+ * written); FEEDER_ECHECKSUM naming the URL, whole or in chunks. */
+START_TEST(test_stream_changed)
+{
+    put_pack("a.pack", 400);
+    server s = start_lighttpd();
+    char url[300], err[512];
+    url_of(url, sizeof(url), &s, "a.pack");
+    for (int chunks = 0; chunks < 2; chunks++) {
+        if (chunks) {
+            setenv("FEEDER_REMOTE_PART_BYTES", "65536", 1);
+            setenv("FEEDER_REMOTE_PARTS", "2", 1);
+        }
+        put_pack("a.pack", 400);
+        feeder_dataset *ds;
+        ck_assert_msg(feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0, "%s",
+                      err);
+        put_pack("a.pack", 410);
+        uint64_t first = 0;
+        ck_assert_int_eq(feeder__shards_ensure(ds->pack, &first, 1, err, sizeof(err)),
+                         FEEDER_ECHECKSUM);
+        ck_assert_msg(strstr(err, url) == err && strstr(err, "the shard changed on the server"),
+                      "%s", err);
+        feeder_dataset_destroy(ds);
+        ck_assert_int_eq(cache_files(".progress"), 0);
+        ck_assert_int_eq(cache_files(".tmp."), 0);
+    }
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* The process downloading a shard is killed while another reads it as it
+ * arrives: the reader sees the download's lock let go without an answer,
+ * gets the shard again (its own download, which marks the dead one's
+ * progress record abandoned) and reads every record right. */
+START_TEST(test_stream_downloader_dies)
+{
+    put_pack("a.pack", 400);
+    server s = start_lighttpd();
+    server p = start_proxy2(s.port, "--stall-after", "65536", "--stall-ms", "1500");
+    char url[300], local[400], err[512];
+    url_of(url, sizeof(url), &p, "a.pack");
+    www(local, sizeof(local), "a.pack");
+    size_t len;
+    uint8_t *want = read_all(local, &len);
+    int go[2];
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t kid = fork();
+    ck_assert_int_ge(kid, 0);
+    if (kid == 0) {
+        feeder_dataset *ds;
+        uint64_t first = 0;
+        int ok = feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0 &&
+                 feeder__shards_ensure(ds->pack, &first, 1, err, sizeof(err)) == 0;
+        ck_assert_int_eq(write(go[1], ok ? "y" : "n", 1), 1);
+        pause();
+        _exit(0);
+    }
+    close(go[1]);
+    char c = 0;
+    ck_assert_int_eq(read(go[0], &c, 1), 1);
+    close(go[0]);
+    ck_assert_int_eq(c, 'y');
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    uint64_t first = 0, last = 399;
+    ck_assert_msg(feeder__shards_ensure(ds->pack, &first, 1, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_ptr_nonnull(ds->pack->shards->stream[0]); /* the other process's download */
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    ck_assert_msg(feeder__shards_ensure(ds->pack, &last, 1, err, sizeof(err)) == 0, "%s", err);
+    assert_record(ds, want, 0);
+    assert_record(ds, want, 399);
+    ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack -"), 2);
+    feeder_dataset_destroy(ds);
+    ck_assert_int_eq(cache_files(".progress"), 0);
+    ck_assert_int_eq(cache_files("-a.pack.meta"), 1);
+    free(want);
+    stop(&p, SIGKILL);
     stop(&s, SIGTERM);
 }
 END_TEST
@@ -1403,6 +1676,46 @@ START_TEST(test_tar_shards_http)
         snprintf(want, sizeof(want), "GET /s-%d.tar.idx HTTP/1.1\" 200", k);
         ck_assert_int_eq(count_lines(log, want), 1);
     }
+}
+END_TEST
+
+/* Tar shards read as they arrive: through a proxy that stalls every body
+ * after its first 2 KiB, with the shards' .idx published (open downloads
+ * no shard), the workers read members of shards still downloading (their
+ * own, or the other worker's); the batches are the local shards'. */
+START_TEST(test_stream_tar)
+{
+    put_tars();
+    server s = start_lighttpd();
+    char pat_local[400], pat_url[300], err[512], msg[1024];
+    snprintf(pat_local, sizeof(pat_local), "%s/s-{0..3}.tar", docroot);
+    feeder_dataset *r, *l;
+    ck_assert_msg(feeder_dataset_open_tar_pattern(pat_local, &l, err, sizeof(err)) == 0, "%s",
+                  err); /* writes each shard's .idx beside it */
+    server p = start_proxy2(s.port, "--stall-after", "2048", "--stall-ms", "300");
+    snprintf(pat_url, sizeof(pat_url), "http://127.0.0.1:%d/s-{0..3}.tar", p.port);
+    ck_assert_msg(feeder_dataset_open_shards(pat_url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(cache_files(".tar.meta"), 0);
+    uint64_t nl, nr;
+    int rc;
+    uint32_t cl = tar_epochs(l, 2, &nl, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    uint32_t cr = tar_epochs(r, 2, &nr, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    ck_assert_uint_eq(nr, 28);
+    ck_assert_uint_eq(cl, cr);
+    feeder_dataset_destroy(r);
+    feeder_dataset_destroy(l);
+    ck_assert_int_eq(cache_files(".tar.meta"), 4);
+    ck_assert_int_eq(cache_files(".progress"), 0);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+    for (int k = 0; k < 4; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /s-%d.tar -", k);
+        ck_assert_int_eq(count_lines(proxy_log(), want), 1); /* one download each */
+    }
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
 }
 END_TEST
 
@@ -1851,6 +2164,12 @@ static Suite *remote_suite(int s3)
     tcase_add_test(tc, test_download_settings);
     tcase_add_test(tc, test_download_parts);
     tcase_add_test(tc, test_download_parts_changed);
+    tcase_add_test(tc, test_stream_read_early);
+    tcase_add_test(tc, test_stream_chunks);
+    tcase_add_test(tc, test_stream_dropped);
+    tcase_add_test(tc, test_stream_changed);
+    tcase_add_test(tc, test_stream_downloader_dies);
+    tcase_add_test(tc, test_stream_tar);
     tcase_add_test(tc, test_server_killed);
     tcase_add_test(tc, test_5xx_retried);
     tcase_add_test(tc, test_cut_mid_transfer);

@@ -24,6 +24,7 @@
 struct feeder__tar_worker {
     int *fd;            /* per shard: -1 until opened */
     int *lock;          /* per shard: the cache's shared lock on a URL's copy, or -1 */
+    feeder__shard **part; /* per shard: a URL's copy still arriving (read as it comes), or NULL */
     uint32_t nopen;
     uint8_t *buf;       /* the task's members, back to back */
     size_t buf_cap;
@@ -50,9 +51,12 @@ void feeder__tar_ctx_free(feeder__worker_ctx *w)
             close(p->fd[i]);
         if (p->lock[i] >= 0)
             close(p->lock[i]);
+        feeder__shard_release(p->part[i]);
+        free(p->part[i]);
     }
     free(p->fd);
     free(p->lock);
+    free(p->part);
     free(p->msgs);
     free(p->buf);
     free(p->spans);
@@ -69,9 +73,12 @@ static int tar_ctx(feeder__worker_ctx *w)
     const feeder__tar *t = w->job->ds->tar;
     struct feeder__tar_worker *p = calloc(1, sizeof(*p));
     if (!p || !(p->fd = malloc(t->nshards * sizeof(*p->fd))) ||
-        !(p->lock = malloc(t->nshards * sizeof(*p->lock)))) {
-        if (p)
+        !(p->lock = malloc(t->nshards * sizeof(*p->lock))) ||
+        !(p->part = calloc(t->nshards, sizeof(*p->part)))) {
+        if (p) {
             free(p->fd);
+            free(p->lock);
+        }
         free(p);
         return -ENOMEM;
     }
@@ -145,15 +152,24 @@ static int reserve(feeder__worker_ctx *w, const uint64_t *index, unsigned n)
     return 0;
 }
 
+static void close_one(struct feeder__tar_worker *p, uint32_t i)
+{
+    if (p->fd[i] >= 0) {
+        close(p->fd[i]);
+        p->nopen--;
+    }
+    if (p->lock[i] >= 0)
+        close(p->lock[i]); /* lets the cache evict the copy */
+    p->fd[i] = p->lock[i] = -1;
+    feeder__shard_release(p->part[i]);
+    free(p->part[i]);
+    p->part[i] = NULL;
+}
+
 static void close_all(struct feeder__tar_worker *p, uint32_t nshards)
 {
-    for (uint32_t i = 0; i < nshards; i++) {
-        if (p->fd[i] >= 0)
-            close(p->fd[i]);
-        if (p->lock[i] >= 0)
-            close(p->lock[i]); /* lets the cache evict the copy */
-        p->fd[i] = p->lock[i] = -1;
-    }
+    for (uint32_t i = 0; i < nshards; i++)
+        close_one(p, i);
     p->nopen = 0;
 }
 
@@ -172,11 +188,19 @@ static int shard_fd(feeder__worker_ctx *w, uint32_t shard, char *msg)
     int fd;
     if (s->remote) {
         feeder__shard got;
-        int rc = feeder__cache_get(t->cache, s->path, &s->meta, &got, msg, MSG_LEN);
+        int rc = feeder__cache_get_stream(t->cache, s->path, &s->meta, &got, msg, MSG_LEN);
         if (rc)
             return rc;
+        if (got.prog && !(p->part[shard] = malloc(sizeof(got)))) {
+            feeder__shard_release(&got);
+            return -ENOMEM;
+        }
         fd = got.fd;
-        p->lock[shard] = got.lock_fd;
+        p->lock[shard] = got.lock_fd; /* a partial copy's: -1 until it is whole */
+        if (got.prog) {
+            got.fd = -1; /* p->fd's */
+            *p->part[shard] = got;
+        }
     } else if ((fd = open(s->path, O_RDONLY | O_CLOEXEC)) < 0) {
         return -errno;
     }
@@ -209,6 +233,41 @@ static void describe(feeder__worker_ctx *w, const uint64_t *index, feeder__file 
     }
 }
 
+/* A shard's copy still arriving: wait until the m spans have come (the
+ * shard held as a whole copy once its download has ended); got again when
+ * its download stopped without an answer. The descriptor, or the error
+ * with its message in msg. */
+static int arrive(feeder__worker_ctx *w, uint32_t shard, unsigned m, char *msg)
+{
+    struct feeder__tar_worker *p = w->tar;
+    const feeder__tar_shard *s = &w->job->ds->tar->shards[shard];
+    for (int again = 0;;) {
+        feeder__shard *part = p->part[shard];
+        int rc = 0;
+        for (unsigned j = 0; j < m && part && !rc; j++)
+            rc = feeder__shard_wait(part, s->path, p->spans[j].off, p->spans[j].len, msg,
+                                    MSG_LEN);
+        if (!rc && part && !part->prog) { /* whole now: kept like any cached copy */
+            p->lock[shard] = part->lock_fd;
+            free(part);
+            p->part[shard] = NULL;
+        }
+        if (!rc)
+            return p->fd[shard];
+        if (rc != FEEDER__SHARD_AGAIN)
+            return rc;
+        close_one(p, shard);
+        if (++again == 3) {
+            snprintf(msg, MSG_LEN, "%s: its download into the shard cache stopped without an "
+                     "answer 3 times (the downloading process ended)", s->path);
+            return FEEDER_EREMOTE;
+        }
+        int fd = shard_fd(w, shard, msg);
+        if (fd < 0 || !p->part[shard])
+            return fd;
+    }
+}
+
 /* Every good file of shard `shard` among `files`, in one reader call. */
 static int read_shard(feeder__worker_ctx *w, uint32_t shard, const uint64_t *index,
                       feeder__file *files, unsigned n)
@@ -230,6 +289,8 @@ static int read_shard(feeder__worker_ctx *w, uint32_t shard, const uint64_t *ind
     char *msg = p->msgs + (size_t)p->which[0] * MSG_LEN;
     msg[0] = 0;
     int fd = shard_fd(w, shard, msg);
+    if (fd >= 0 && p->part[shard])
+        fd = arrive(w, shard, m, msg);
     int rc = fd < 0 ? 0 : feeder__reader_read_at(w->rd, fd, p->spans, m);
     for (unsigned j = 0; j < m; j++) {
         feeder__file *f = &files[p->which[j]];

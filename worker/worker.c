@@ -27,6 +27,7 @@
 #include "common/nvtx.h"
 #include "dataset/pack.h"
 #include "common/trace.h"
+#include "remote/remote.h"
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem)
 {
@@ -819,9 +820,12 @@ _Noreturn void feeder__worker_main(const feeder__job *job, int id, int chan, pid
         ssize_t n = recv(chan, &t, sizeof(t), 0);
         if (n < 0 && errno == EINTR)
             continue;
-        /* The loader closed the channel (end of epoch, destroy) or died. */
-        if (n <= 0)
+        /* The loader closed the channel (end of epoch, destroy) or died. A
+         * shard this worker is still downloading is finished first. */
+        if (n <= 0) {
+            feeder__remote_settle();
             _exit(0);
+        }
         if ((size_t)n != sizeof(t) || t.kind != FEEDER__MSG_TASK)
             _exit(2);
         feeder__run_task(&w, &t, &res);
