@@ -91,7 +91,10 @@ void feeder__remote_defaults(feeder__remote_cfg *cfg)
         cfg->buffer_bytes = 10l << 20; /* CURL_MAX_READ_SIZE */
     cfg->part_bytes = env_u64("FEEDER_REMOTE_PART_BYTES", 8ull << 20);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg->max_parts = env_uint("FEEDER_REMOTE_PARTS", cpus >= 4 ? 4 : cpus >= 2 ? (unsigned)cpus : 1);
+    /* Half the cores, at most 4: readers use a shard as it arrives, so the
+     * lanes share the cores with them (docs/BENCHMARKS.md, "Shards over
+     * HTTP"). */
+    cfg->max_parts = env_uint("FEEDER_REMOTE_PARTS", cpus >= 8 ? 4 : cpus >= 2 ? (unsigned)cpus / 2 : 1);
     if (cfg->max_parts < 1)
         cfg->max_parts = 1;
     if (cfg->max_parts > 16)

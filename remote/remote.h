@@ -67,7 +67,7 @@ typedef struct feeder__remote_cfg {
     uint64_t part_bytes;     /* a whole-shard download of at least twice this size is fetched
                                 as range requests of at least this many bytes (8 MiB) */
     unsigned max_parts;      /* ... this many at most, each on a thread of its own
-                                (min(4, online CPUs); 1: one request) */
+                                (half the online CPUs, 1 to 4; 1: one request) */
     uint64_t seed;           /* jitter: feeder_random(seed, attempt, request, 0) */
     char ca_file[1024];      /* CURLOPT_CAINFO, or "" for libcurl's default */
 } feeder__remote_cfg;

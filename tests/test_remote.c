@@ -1084,7 +1084,7 @@ END_TEST
 /* The download settings: libcurl's receive buffer for downloads to the
  * cache (FEEDER_REMOTE_BUFFER_BYTES, 512 KiB, kept within libcurl's 16 KiB
  * .. 10 MiB) and the parts a large shard is fetched in
- * (FEEDER_REMOTE_PART_BYTES, FEEDER_REMOTE_PARTS: min(4, online CPUs)). */
+ * (FEEDER_REMOTE_PART_BYTES, FEEDER_REMOTE_PARTS: half the online CPUs, 1 to 4). */
 START_TEST(test_download_settings)
 {
     feeder__remote_cfg cfg;
@@ -1095,7 +1095,7 @@ START_TEST(test_download_settings)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     ck_assert_int_eq(cfg.buffer_bytes, 512 * 1024);
     ck_assert_uint_eq(cfg.part_bytes, 8u << 20);
-    ck_assert_uint_eq(cfg.max_parts, cpus >= 4 ? 4 : cpus >= 2 ? (unsigned)cpus : 1);
+    ck_assert_uint_eq(cfg.max_parts, cpus >= 8 ? 4 : cpus >= 2 ? (unsigned)cpus / 2 : 1);
     setenv("FEEDER_REMOTE_BUFFER_BYTES", "1000", 1);
     setenv("FEEDER_REMOTE_PARTS", "64", 1);
     feeder__remote_defaults(&cfg);
