@@ -887,10 +887,15 @@ static int dl_run(dl *d, char *err, size_t errlen)
     d->prog = NULL;
     char mark[4300];
     feeder__fmt(mark, sizeof(mark), "%s.failed", d->data);
-    if (rc)
+    if (rc) {
         remember_failure(d->c, d->t.url, d->data, rc, err);
-    else
+    } else {
         unlink(mark);
+        /* Again now that it is in: a copy whose readers let it go while it
+         * was still arriving, or one that landed meanwhile, may be over the
+         * limit, since readers no longer wait for the rename. */
+        evict(d->c, 0, d->data);
+    }
     return rc;
 }
 
