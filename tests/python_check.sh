@@ -5,6 +5,8 @@
 # belong to). 77 (skipped) where any of them is missing. FEEDER_BUILD_DIR
 # tells the tests where the build's tools are (feeder-pack).
 #   tests/python_check.sh BUILD_DIR SOURCE_DIR [pytest args]
+# The args may name test files (then only those run); without any file or
+# folder among them, python/tests runs whole.
 set -euo pipefail
 build=$(realpath "$1"); src=$(realpath "$2"); shift 2
 py=${FEEDER_PYTHON:-/usr/bin/python3}
@@ -16,4 +18,8 @@ out=$build/python
 FEEDER_BUILD_DIR=$build "$py" "$src/python/setup.py" -q build_py -d "$out" \
   build_ext -f -b "$out" -t "$build/python-temp" >/dev/null  # -f: CUDA on/off is not a file change
 cd "$build"  # not python/: its feeder/ has no built module
-FEEDER_BUILD_DIR=$build PYTHONPATH=$out PYTHONDONTWRITEBYTECODE=1 exec "$py" -m pytest -p no:cacheprovider -q "$src/python/tests" "$@"
+paths=("$src/python/tests")
+for a in "$@"; do
+  [[ $a == -* ]] || paths=()
+done
+FEEDER_BUILD_DIR=$build PYTHONPATH=$out PYTHONDONTWRITEBYTECODE=1 exec "$py" -m pytest -p no:cacheprovider -q "${paths[@]}" "$@"
