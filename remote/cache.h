@@ -1,0 +1,38 @@
+/*
+ * remote/: what cache.c (the folder, the landed copies, eviction, the retry
+ * budget) and download.c (a download into it, read while it arrives)
+ * share. Private to the room; remote.h is what the rest of the library
+ * uses.
+ */
+#ifndef FEEDER_REMOTE_CACHE_H
+#define FEEDER_REMOTE_CACHE_H
+
+#include "remote/remote.h"
+
+/* Every cache file is made with these: never through a link planted in
+ * its place, never over a file that is there. */
+#define CREATE_FLAGS (O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC)
+
+/* The cached copy `data` of `url`, when it is whole and what `expect`
+ * (NULL: any) asks for: opened into *out (0); otherwise nonzero. */
+int feeder__cache_open_copy(const char *data, const char *url, const feeder__remote_meta *expect,
+                            feeder__shard *out);
+/* Whether `expect` (size; ETag when both are known; NULL: anything)
+ * matches `m`. */
+int feeder__cache_meta_matches(const feeder__remote_meta *expect, const feeder__remote_meta *m);
+/* Write the .meta of `url` at `path`: 0 or an error. */
+int feeder__cache_meta_write(const char *path, const char *url, const feeder__remote_meta *m);
+/* Remove least recently used shards nobody holds, never `keep`, until
+ * `need` more bytes fit under the limit (or nothing more can go). */
+void feeder__cache_evict(const feeder__cache *c, uint64_t need, const char *keep);
+/* Remove the temporary files of downloads that died (over a minute old,
+ * their process gone) or were left (over ten minutes old). */
+void feeder__cache_sweep_tmp(const char *dir);
+/* The retry budget (cache.c): nonzero, with `err` set, when `url`'s
+ * download failed since the dataset was opened; record a failure. */
+int feeder__cache_failed_before(const feeder__cache *c, const char *url, const char *data,
+                                char *err, size_t errlen);
+void feeder__cache_remember_failure(feeder__cache *c, const char *url, const char *data, int rc,
+                                    const char *msg);
+
+#endif
