@@ -238,6 +238,14 @@ static int cache_files(const char *needle)
     return n;
 }
 
+/* Nothing of a download is left in the cache: no progress record, no
+ * partial copy. */
+static void expect_no_partial_copies(void)
+{
+    ck_assert_int_eq(cache_files(".progress"), 0);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+}
+
 /* Every batch of one epoch (data, labels, indices): 2 workers, shuffled. */
 static uint32_t epoch_crc(feeder_dataset *ds, uint64_t *samples)
 {
@@ -1307,8 +1315,7 @@ START_TEST(test_stream_read_early)
     ck_assert_int_eq(count_lines(proxy_log(), "GET /a.pack -"), 1); /* one download */
     feeder_dataset_destroy(ds);
     ck_assert_int_eq(cache_files("-a.pack.meta"), 1);
-    ck_assert_int_eq(cache_files(".progress"), 0);
-    ck_assert_int_eq(cache_files(".tmp."), 0);
+    expect_no_partial_copies();
     size_t clen;
     char cached[700];
     feeder__cache_name(cachedir, url, cached, sizeof(cached));
@@ -1351,8 +1358,7 @@ START_TEST(test_stream_chunks)
     ck_assert_int_ge(count_lines(proxy_log(), "GET /a.pack bytes="), 1 + 1 + 4);
     feeder_dataset_destroy(r);
     feeder_dataset_destroy(l);
-    ck_assert_int_eq(cache_files(".progress"), 0);
-    ck_assert_int_eq(cache_files(".tmp."), 0);
+    expect_no_partial_copies();
     stop(&p, SIGKILL);
     stop(&s, SIGTERM);
 }
@@ -1380,8 +1386,7 @@ START_TEST(test_stream_dropped)
     ck_assert_double_lt(now_s() - t0, 10.0);
     ck_assert_msg(strstr(err, url) == err && strstr(err, "(2 attempts)"), "%s", err);
     feeder_dataset_destroy(ds);
-    ck_assert_int_eq(cache_files(".progress"), 0);
-    ck_assert_int_eq(cache_files(".tmp."), 0);
+    expect_no_partial_copies();
     ck_assert_int_eq(cache_files("-a.pack.meta"), 0);
     stop(&p, SIGKILL);
 
@@ -1395,8 +1400,7 @@ START_TEST(test_stream_dropped)
     ck_assert_msg(strstr(err, url) == err && strstr(err, "arrived of the 65536 asked for"),
                   "%s", err);
     feeder_dataset_destroy(ds);
-    ck_assert_int_eq(cache_files(".progress"), 0);
-    ck_assert_int_eq(cache_files(".tmp."), 0);
+    expect_no_partial_copies();
     stop(&p, SIGKILL);
     stop(&s, SIGTERM);
 }
@@ -1708,8 +1712,7 @@ START_TEST(test_stream_tar)
     feeder_dataset_destroy(r);
     feeder_dataset_destroy(l);
     ck_assert_int_eq(cache_files(".tar.meta"), 4);
-    ck_assert_int_eq(cache_files(".progress"), 0);
-    ck_assert_int_eq(cache_files(".tmp."), 0);
+    expect_no_partial_copies();
     for (int k = 0; k < 4; k++) {
         char want[64];
         snprintf(want, sizeof(want), "GET /s-%d.tar -", k);
