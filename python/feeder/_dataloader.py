@@ -20,10 +20,9 @@ from torch._utils import ExceptionWrapper
 from torch.utils.data import (BatchSampler, IterableDataset, RandomSampler, SequentialSampler,
                               default_collate, default_convert)
 from torch.utils.data._utils import collate as _tcollate
-from torch.utils.data._utils import pin_memory as _tpin
 from torch.utils.data._utils import worker as _tworker
 
-from . import _feeder, _payload
+from . import _feeder, _payload, _pin
 
 __all__ = ["DataLoader", "get_worker_info", "default_collate", "default_convert"]
 
@@ -504,17 +503,20 @@ class _Native:
         for images, labels in it:
             # Device batches live in a ring of gpu_prefetch (2) buffers, host ones in the slots.
             room = 2 if on_device else self.loader.slots
-            if self.loader.outstanding > max(1, room // 2):
+            host_pin = pin and images.device.type == "cpu"
+            if self.loader.outstanding > max(1, room // 2) and not host_pin:
                 # More than half the slots (or device buffers) held by kept batches:
-                # copy this one out so its own goes back (as the Python datasets' path does).
+                # copy this one out so its own goes back (as the Python datasets' path does;
+                # pinning copies it anyway).
                 images, labels = images.clone(), labels.clone()
             if f is not None:
                 images = images.to(f.dtype).div_(255)
                 if mean is not None:
                     images = images.sub_(mean.to(f.dtype)).div_(std.to(f.dtype))
             batch = [images, labels]
-            if pin and images.device.type == "cpu":
-                batch = _tpin.pin_memory(batch, dl.pin_memory_device or None)
+            images = labels = None  # the pinned copy alone holds no slot while we wait
+            if host_pin:
+                batch = _pin.pin(batch, dl.pin_memory_device or None)
             yield batch
 
 
@@ -574,7 +576,7 @@ class _SingleProcessIter:
             else:
                 data = self.collate([self.dataset[i] for i in index])
         if self.pin:
-            data = _tpin.pin_memory(data, self.loader.pin_memory_device or None)
+            data = _pin.pin(data, self.loader.pin_memory_device or None)
         return data
 
 
@@ -682,7 +684,7 @@ class _MultiProcessIter:
             if kind == _payload.KIND_ERROR:
                 data.reraise()
             if self.pin:
-                data = _tpin.pin_memory(data, self.loader.pin_memory_device or None)
+                data = _pin.pin(data, self.loader.pin_memory_device or None)
             return data
 
     def _finish(self):

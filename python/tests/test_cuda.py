@@ -112,3 +112,24 @@ def test_native_dataloader_on_the_device(folder):
         assert b.is_cuda and b.dtype == torch.float32
         assert torch.allclose(a, b.cpu(), atol=1e-5)
         assert torch.equal(la, lb.cpu())
+
+
+def test_native_dataloader_pin_memory(folder):
+    """feeder.ImageFolder with pin_memory=True: every batch pinned and equal
+    to the unpinned loader's, also while every batch is kept (the pinned copy
+    lets each slot go), and a non_blocking copy to the GPU carries it whole."""
+    from feeder import transforms as T
+    tf = T.Compose([T.Resize(80), T.CenterCrop(64)])
+
+    def batches(**kw):
+        dl = feeder.DataLoader(feeder.ImageFolder(folder, transform=tf), batch_size=4,
+                               num_workers=2, prefetch_factor=2, **kw)
+        return list(dl)
+
+    plain = [(x.clone(), y.clone()) for x, y in batches()]
+    kept = batches(pin_memory=True)  # more batches than the 4 slots, all alive
+    assert len(kept) == len(plain) > 4
+    for (a, la), (b, lb) in zip(plain, kept):
+        assert b.is_pinned() and lb.is_pinned()
+        assert torch.equal(a, b) and torch.equal(la, lb)
+        assert torch.equal(b.cuda(non_blocking=True).cpu(), a)

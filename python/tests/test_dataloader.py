@@ -411,12 +411,56 @@ def test_persistent_workers_keep_processes_and_dataset_copies():
     assert not p0 & p1  # new workers each epoch
 
 
+def tensors_in(obj):
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in tensors_in(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in tensors_in(v)]
+    return []
+
+
 def test_pin_memory_as_torch():
-    """On a machine without CUDA both ignore pin_memory (torch's rule)."""
+    """On a machine without CUDA both ignore pin_memory (torch's rule); with
+    CUDA every tensor of the batch is pinned, the named tuple's too."""
     t, f = both(Mixed(), batch_size=8, num_workers=2, pin_memory=True)
     same(f, t)
     if torch.cuda.is_available():
-        assert all(b["big"].is_pinned() for b in f[0])
+        assert all(x.is_pinned() for b in f[0] for x in tensors_in(b))
+        assert all(x.is_pinned() for b in t[0] for x in tensors_in(b))
+
+
+@pytest.mark.filterwarnings("ignore:Named tensors")
+def test_pin_walk_copies_plain_tensors_and_leaves_the_rest_to_torch():
+    """pin_memory's own walk (feeder/_pin.py), with an unpinned allocator so
+    it runs without CUDA: plain contiguous CPU tensors are copied byte for
+    byte into new memory, lists, tuples and dicts keep their types, and what
+    torch's pin_memory must handle is handed back as it was."""
+    from feeder import _pin
+    made = []
+
+    def empty(t):
+        made.append(tuple(t.shape))
+        return torch.empty(t.shape, dtype=t.dtype)
+
+    base = torch.arange(48, dtype=torch.int16).view(2, 3, 8)
+    view = base[1]  # contiguous, at an offset in its storage
+    batch = [base, {"ids": ["a", "b"], "w": (1.5, None, True), "v": view,
+                    "e": torch.empty(0, 5)}, b"x", 7]
+    out, whole = _pin.walk(batch, empty)
+    assert whole and made == [(2, 3, 8), (3, 8), (0, 5)]
+    assert type(out) is list and type(out[1]) is dict and type(out[1]["w"]) is tuple
+    assert torch.equal(out[0], base) and out[0].data_ptr() != base.data_ptr()
+    assert torch.equal(out[1]["v"], view) and out[1]["v"].data_ptr() != view.data_ptr()
+    assert out[1]["e"].shape == (0, 5)
+    assert out[1]["ids"] == ["a", "b"] and out[1]["w"] == (1.5, None, True)
+    assert out[2:] == [b"x", 7]
+    for odd in (base.transpose(0, 2), Point(1, 2), np.zeros(3),
+                torch.ones(2, requires_grad=True), torch.ones(2, names=("n",)),
+                torch.ones(2, dtype=torch.complex64).conj()):
+        got, whole = _pin.walk({"k": [base, odd]}, empty)
+        assert not whole and got["k"][1] is odd and torch.equal(got["k"][0], base)
 
 
 class Boxes:
