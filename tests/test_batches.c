@@ -4,7 +4,9 @@
  * sampler's lengths (empty batches too) and workers; a batch larger than
  * the room through an extra descriptor; a failing batch named while the
  * next one still comes; the fork hooks; and the refusals (device batches,
- * resume state, a batch past batch_size, a worker that does not exist).
+ * resume state, a batch past batch_size, a worker that does not exist);
+ * and a batch sampler over an image folder, batch by batch against the
+ * same images loaded one at a time.
  */
 #include <check.h>
 #include <errno.h>
@@ -316,6 +318,105 @@ START_TEST(test_fork_hooks)
 }
 END_TEST
 
+/* A batch sampler over an image folder (the C pipeline, not a batch
+ * dataset): epoch e's batch b holds lens[b] indices (7 * i + 5 * e) mod 12,
+ * i counting through the epoch; each batch's indices, labels and pixels are
+ * those of the same images loaded one at a time in file order, across a
+ * batch split between workers and an empty one. */
+static const uint32_t img_lens[] = {3, 8, 0, 1, 5};
+enum { IMG_N = 12, IMG_NB = 5, IMG_BYTES = 32 * 32 * 3 };
+
+static uint64_t img_nb(void *user, uint64_t epoch)
+{
+    (void)user;
+    (void)epoch;
+    return IMG_NB;
+}
+
+static uint64_t img_len(void *user, uint64_t epoch)
+{
+    (void)user;
+    (void)epoch;
+    uint64_t t = 0;
+    for (int b = 0; b < IMG_NB; b++)
+        t += img_lens[b];
+    return t;
+}
+
+static uint64_t img_index(uint64_t epoch, uint64_t i) { return (7 * i + 5 * epoch) % IMG_N; }
+
+static int img_fill(void *user, uint64_t epoch, uint64_t *idx, uint64_t len, uint32_t *lengths,
+                    int32_t *workers, uint64_t nb)
+{
+    (void)user;
+    for (uint64_t i = 0; i < len; i++)
+        idx[i] = img_index(epoch, i);
+    for (uint64_t b = 0; b < nb; b++) {
+        lengths[b] = img_lens[b];
+        workers[b] = -1;
+    }
+    return 0;
+}
+
+START_TEST(test_batch_sampler_over_images)
+{
+    tu_setup();
+    tu_folder("f", 2, 6);
+    feeder_dataset *ds = tu_open_folder(tu_dir, "f");
+    uint8_t ref[IMG_N][IMG_BYTES];
+    int64_t ref_label[IMG_N];
+    feeder_loader *one = tu_small_loader(ds, 0, 1);
+    ck_assert_int_eq(feeder_loader_set(one, FEEDER_OPT_SHUFFLE, 0), 0);
+    for (int i = 0; i < IMG_N; i++) {
+        feeder_batch *bt;
+        ck_assert_msg(feeder_next(one, &bt) == 0, "%s", feeder_loader_errmsg(one));
+        ck_assert_uint_eq(bt->indices[0], (uint64_t)i);
+        memcpy(ref[i], bt->data, IMG_BYTES);
+        ref_label[i] = bt->labels[0];
+        ck_assert_int_eq(feeder_batch_release(bt, NULL), 0);
+    }
+    feeder_loader_destroy(one);
+
+    feeder_batch_sampler_callbacks sc = {.nbatches = img_nb, .len = img_len, .fill = img_fill};
+    feeder_sampler *smp;
+    ck_assert_int_eq(feeder_sampler_create_batches(&sc, NULL, &smp), 0);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 8), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SPLIT, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_HEIGHT, 32), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_WIDTH, 32), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_RESIZE, 40), 0);
+    for (uint64_t epoch = 0; epoch < 2; epoch++) {
+        uint64_t i = 0;
+        for (uint64_t b = 0; b < IMG_NB; b++) {
+            feeder_batch *bt;
+            ck_assert_msg(feeder_next(ld, &bt) == 0, "%s", feeder_loader_errmsg(ld));
+            ck_assert_uint_eq(bt->epoch, epoch);
+            ck_assert_uint_eq(bt->number, b);
+            ck_assert_uint_eq(bt->count, img_lens[b]);
+            for (uint32_t k = 0; k < bt->count; k++, i++) {
+                uint64_t want = img_index(epoch, i);
+                ck_assert_uint_eq(bt->indices[k], want);
+                ck_assert_int_eq(bt->labels[k], ref_label[want]);
+                ck_assert_msg(!memcmp(bt->data + (size_t)k * IMG_BYTES, ref[want], IMG_BYTES),
+                              "epoch %llu batch %llu sample %u: pixels differ",
+                              (unsigned long long)epoch, (unsigned long long)b, k);
+            }
+            ck_assert_int_eq(feeder_batch_release(bt, NULL), 0);
+        }
+        feeder_batch *bt;
+        ck_assert_int_eq(feeder_next(ld, &bt), FEEDER_DONE);
+    }
+    feeder_loader_destroy(ld);
+    feeder_sampler_destroy(smp);
+    feeder_dataset_destroy(ds);
+    tu_teardown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("batches");
@@ -329,6 +430,7 @@ int main(void)
     tcase_add_test(tc, test_failed_batch_named);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_fork_hooks);
+    tcase_add_test(tc, test_batch_sampler_over_images);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -351,8 +351,9 @@ FEEDER_API int feeder_dataset_create_batches(const feeder_batches_callbacks *cb,
 FEEDER_API int feeder_batch_payload(const feeder_batch *b, void **data, size_t *len,
                                     void **extra, size_t *extra_len);
 
-/* A batch sampler: each epoch is a list of batches of any lengths (each at
- * most FEEDER_OPT_BATCH_SIZE indices, which sizes the slots' index room;
+/* A batch sampler, over any dataset (a batch dataset's, an image folder's):
+ * each epoch is a list of batches of any lengths (each at most
+ * FEEDER_OPT_BATCH_SIZE indices, which sizes the slots' index room;
  * empty batches are allowed), and each batch may name the worker that must
  * make it (PyTorch's DataLoader sends batch k to worker k mod num_workers,
  * and a worker that reads a stream of its own must get its own batches).

@@ -145,7 +145,8 @@ class Loader(_feeder.Loader):
            decoder="roi", in_order=True, on_error="fail", io="auto",
            max_restarts=0, scale=None, ratio=None, flip_prob=None,
            as_torch=None, trace=None, channels=3, augment=None, sampler=None,
-           max_pixels=178956970, max_decode_bytes=268435456, max_side=65535)
+           max_pixels=178956970, max_decode_bytes=268435456, max_side=65535,
+           batch_sampler=None)
 
     seed: the seed of the order and of every random crop; None (the
     default) draws one from the system, as torch does, so two runs differ
@@ -171,6 +172,12 @@ class Loader(_feeder.Loader):
     per rank, SubsetRandomSampler, a list). It is iterated once as each
     epoch begins; set_epoch on it stays the caller's, as with torch.
     Mutually exclusive with shuffle.
+    batch_sampler: the batches themselves, as torch's DataLoader takes them:
+    an iterable of lists of dataset indices (torch's BatchSampler, a list of
+    lists), of any lengths up to batch_size, which sizes the slots and
+    defaults to the batch sampler's own batch_size attribute. Iterated once
+    as each epoch begins; such an epoch never begins early, and has no
+    state_dict(). Mutually exclusive with shuffle, sampler and drop_last.
     max_pixels, max_decode_bytes, max_side: the decoders' limits on one
     image (pixels, memory its decode takes, either side), read from its
     header; an image over one fails its batch (or is skipped or dropped, as

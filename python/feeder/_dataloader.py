@@ -263,6 +263,12 @@ class DataLoader:
       Sampler indices must be integers (0 <= i < 2**62).
     - batch_room (feeder's addition): bytes of each slot's room for a batch
       (default 64 MiB, address space only); larger batches still work.
+    - pin_memory copies each tensor on one thread, without the GIL, in the
+      iterating thread (torch pins on a thread of its own, with one intra-op
+      thread): the process's intra-op threads would compete with the workers.
+    - On a feeder.ImageFolder a batch_sampler needs an int batch_size
+      attribute (the most indices one of its batches holds; torch's
+      BatchSampler has one): the slots are made before its first batch.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
@@ -371,6 +377,8 @@ class DataLoader:
 
     def __len__(self):
         if self._native is not None:
+            if self._native.batch_sampler is not None:
+                return len(self._native.batch_sampler)
             n = len(self.dataset if self._native.sampler is None else self._native.sampler)
             return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         if isinstance(self.dataset, IterableDataset):
@@ -435,16 +443,24 @@ class _Native:
 
     def __init__(self, dataset, sampler, batch_sampler, collate_fn, worker_init_fn, batch_room,
                  **native):
-        for name, value in (("batch_sampler", batch_sampler),
-                            ("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn),
+        for name, value in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn),
                             ("batch_room", batch_room)):
             if value is not None:
                 raise ValueError(
                     f"DataLoader: {name}= with {type(dataset).__name__}: feeder's native "
-                    "pipeline takes sampler, shuffle, generator, drop_last and the worker "
-                    f"options; for {name}= use a Python dataset (e.g. "
+                    "pipeline takes sampler, batch_sampler, shuffle, generator, drop_last and "
+                    f"the worker options; for {name}= use a Python dataset (e.g. "
                     "torchvision.datasets.ImageFolder)")
+        room = getattr(batch_sampler, "batch_size", None)
+        if batch_sampler is not None and (not isinstance(room, int) or isinstance(room, bool)
+                                          or room < 1):
+            raise ValueError(
+                f"DataLoader: batch_sampler= with {type(dataset).__name__}: feeder's slots are "
+                "made before the first batch is drawn, so the batch sampler needs an int "
+                "batch_size attribute, the most indices one of its batches holds (torch's "
+                f"BatchSampler has one); got batch_size={room!r}")
         self.sampler = sampler
+        self.batch_sampler = batch_sampler
         bad = sorted(set(native) - set(_NATIVE_KW))
         if bad:
             raise TypeError(f"DataLoader got an unexpected keyword argument {bad[0]!r}")
@@ -471,6 +487,10 @@ class _Native:
             kw["prefetch_factor"] = dl.prefetch_factor
         if self.sampler is not None:  # drawn once an epoch, as torch's iterator does
             kw["sampler"] = self.sampler
+        if self.batch_sampler is not None:  # the same; its batch_size sizes the slots
+            for k in ("batch_size", "shuffle", "drop_last"):
+                del kw[k]
+            kw["batch_sampler"] = self.batch_sampler
         # Reproducible per generator: the order and every random crop come from this seed.
         kw["seed"] = torch.empty((), dtype=torch.int64).random_(
             generator=dl.generator).item() & ((1 << 53) - 1)

@@ -118,6 +118,11 @@ typedef struct {
     uint64_t *smp_idx;
     uint64_t smp_len, smp_epoch;
     int smp_have, smp_keep; /* smp_keep: state_dict() drew it, the next iter() uses it */
+    /* Loader(batch_sampler=...): the epoch's batches, their indices one
+     * after another in smp_idx and their lengths here (smp_nb of them). */
+    int smp_batched;
+    uint32_t *smp_lens;
+    uint64_t smp_nb;
     /* The next epoch's order guessed (sampler.c, guess_next), so the C
      * loader may begin it early; it keeps those batches only when the
      * order drawn at that epoch's iter() is the same. */
@@ -134,7 +139,8 @@ PyObject *state_save(LoaderObject *self, uint64_t epoch);
 void abandon_epoch(LoaderObject *self);
 
 /* sampler.c: Loader(sampler=...) */
-int loader_sampler_create(LoaderObject *self, PyObject *sampler, feeder_sampler **out);
+int loader_sampler_create(LoaderObject *self, PyObject *sampler, PyObject *batch_sampler,
+                          feeder_sampler **out);
 int loader_sampler_push(LoaderObject *self, uint64_t epoch, int keep);
 Py_ssize_t loader_sampler_len(LoaderObject *self);
 void loader_sampler_free(LoaderObject *self);

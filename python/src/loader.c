@@ -32,6 +32,8 @@ static Py_ssize_t loader_len(LoaderObject *self)
     feeder_loader_get(self->ld, FEEDER_OPT_BATCH_SIZE, &bs);
     feeder_loader_get(self->ld, FEEDER_OPT_DROP_LAST, &dl);
     uint64_t n = feeder_dataset_size(self->dataset->ds);
+    if (self->smp_batched) /* as torch: len(batch_sampler) batches */
+        return loader_sampler_len(self);
     if (self->py_sampler) { /* as torch: len(sampler) samples an epoch */
         Py_ssize_t sn = loader_sampler_len(self);
         if (sn < 0)

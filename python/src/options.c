@@ -229,6 +229,7 @@ typedef struct loader_args {
     PyObject *pipeline, *size, *resize, *device, *dtype, *mean, *std, *layout, *decoder,
              *in_order, *on_error, *io, *max_restarts, *scale, *ratio, *flip_prob, *as_torch;
     PyObject *trace, *channels, *augment, *sampler, *max_pixels, *max_decode_bytes, *max_side;
+    PyObject *batch_sampler;
 } loader_args;
 
 static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
@@ -238,19 +239,21 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
                              "size", "resize", "device", "dtype", "mean", "std", "layout",
                              "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
                              "ratio", "flip_prob", "as_torch", "trace", "channels", "augment",
-                             "sampler", "max_pixels", "max_decode_bytes", "max_side", NULL};
+                             "sampler", "max_pixels", "max_decode_bytes", "max_side",
+                             "batch_sampler", NULL};
     *a = (loader_args){.shuffle = Py_False, .persistent = Py_False, .drop_last = Py_False,
                        .resize = Py_None, .device = Py_None, .dtype = Py_None, .mean = Py_None,
                        .std = Py_None, .in_order = Py_True, .scale = Py_None,
                        .ratio = Py_None, .flip_prob = Py_None, .as_torch = Py_None,
-                       .trace = Py_None, .sampler = Py_None};
+                       .trace = Py_None, .sampler = Py_None,
+                       .batch_sampler = Py_None};
     return PyArg_ParseTupleAndKeywords(
-        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
+        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
         &a->shuffle, &a->workers, &a->prefetch, &a->persistent, &a->drop_last, &a->timeout,
         &a->seed, &a->pipeline, &a->size, &a->resize, &a->device, &a->dtype, &a->mean, &a->std,
         &a->layout, &a->decoder, &a->in_order, &a->on_error, &a->io, &a->max_restarts, &a->scale,
         &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels, &a->augment,
-        &a->sampler, &a->max_pixels, &a->max_decode_bytes, &a->max_side);
+        &a->sampler, &a->max_pixels, &a->max_decode_bytes, &a->max_side, &a->batch_sampler);
 }
 
 /* An argument that is an integer (or a bool) or a name of one of the
@@ -463,6 +466,28 @@ static int bind_torch(LoaderObject *self, PyObject *as_torch)
     return 0;
 }
 
+/* batch_sampler= without batch_size=: the batch sampler's own int
+ * batch_size sizes the slots, which are made before its first batch is
+ * drawn. */
+static int set_batch_sampler_room(LoaderObject *self, const loader_args *a)
+{
+    if (a->batch_sampler == Py_None || a->batch)
+        return 1;
+    PyObject *o = PyObject_GetAttrString(a->batch_sampler, "batch_size");
+    if (!o || !PyLong_Check(o)) {
+        Py_XDECREF(o);
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError,
+                        "batch_sampler: give batch_size, the most indices one of its batches "
+                        "may hold (the slots are made before its first batch is drawn), or a "
+                        "batch sampler with an int batch_size attribute");
+        return 0;
+    }
+    int ok = set_int_arg(self, o, "batch_sampler.batch_size", FEEDER_OPT_BATCH_SIZE);
+    Py_DECREF(o);
+    return ok;
+}
+
 int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     loader_args a;
@@ -487,9 +512,16 @@ int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "sampler option is mutually exclusive with shuffle");
         return -1;
     }
+    if (a.batch_sampler != Py_None &&
+        (a.sampler != Py_None || PyObject_IsTrue(a.shuffle) > 0 ||
+         PyObject_IsTrue(a.drop_last) > 0)) {
+        PyErr_SetString(PyExc_ValueError, "batch_sampler option is mutually exclusive with "
+                                          "shuffle, sampler, and drop_last");
+        return -1;
+    }
     self->dataset = (DatasetObject *)Py_NewRef(a.ds);
     feeder_sampler *smp = NULL;
-    if (loader_sampler_create(self, a.sampler, &smp))
+    if (loader_sampler_create(self, a.sampler, a.batch_sampler, &smp))
         return -1;
     self->smp = smp;
     int rc = feeder_loader_create(ds->ds, smp, &self->ld);
@@ -499,7 +531,8 @@ int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     self->fields = dataset_has_fields(ds);
     self->timeout_s = a.timeout;
-    if (!set_plain_options(self, &a) || !set_shape(self, &a) || !set_device_values(self, &a) ||
+    if (!set_plain_options(self, &a) || !set_batch_sampler_room(self, &a) ||
+        !set_shape(self, &a) || !set_device_values(self, &a) ||
         !set_crop_and_flip(self, &a) || !set_trace(self, a.trace) || !set_module_options(self) ||
         !set_augment(self, a.augment))
         return -1;

@@ -226,6 +226,65 @@ def test_loader_sampler_argument(folder):
         list(feeder.Loader(ds, sampler=["a"], size=32, resize=40))
 
 
+def test_loader_batch_sampler_argument(folder):
+    """Loader(batch_sampler=): the batches as given (an empty one too), drawn
+    anew each epoch; batch_size is the slots' room, taken from the batch
+    sampler when it has one; every refusal names what is wrong."""
+    ds = feeder.ImageFolder(folder)
+    batches = [[5, 3, 59], [], [0], [7, 7, 1, 2]]
+    ld = feeder.Loader(ds, batch_sampler=batches, batch_size=4, num_workers=2, size=32,
+                       resize=40)
+    assert len(ld) == 4
+    got = [[int(v) for v in y] for _, y in ld]
+    assert got == [[ds.targets[i] for i in b] for b in batches]
+    batches.append([9])
+    assert [len(y) for _, y in ld] == [3, 0, 1, 4, 1]
+    bs = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(range(60)), 7, False)
+    ld = feeder.Loader(ds, batch_sampler=bs, size=32, resize=40)  # batch_size from bs: 7
+    assert [len(y) for _, y in ld] == [7] * 8 + [4]
+    with pytest.raises(ValueError, match="mutually exclusive with shuffle, sampler, and "
+                       "drop_last"):
+        feeder.Loader(ds, batch_sampler=bs, drop_last=True)
+    with pytest.raises(ValueError, match="batch_sampler: give batch_size"):
+        feeder.Loader(ds, batch_sampler=[[1]])
+    with pytest.raises(TypeError, match="iterable of batches of dataset indices"):
+        feeder.Loader(ds, batch_sampler=5, batch_size=2)
+    with pytest.raises(IndexError, match="index 60 at position 1 of batch 1 .*0 <= i < 60"):
+        list(feeder.Loader(ds, batch_sampler=[[0], [1, 60]], batch_size=2, size=32))
+    with pytest.raises(TypeError, match="batch 0 is <class 'int'>, not a sequence"):
+        list(feeder.Loader(ds, batch_sampler=[3], batch_size=2, size=32))
+    with pytest.raises(feeder.OptionError, match="batch 1 of epoch 0 has 3 indices; the slots "
+                       "hold at most batch_size = 2"):
+        list(feeder.Loader(ds, batch_sampler=[[0], [1, 2, 3]], batch_size=2, size=32))
+    with pytest.raises(feeder.OptionError, match="a batch sampler .* has no resume state"):
+        feeder.Loader(ds, batch_sampler=[[1]], batch_size=2).state_dict()
+
+
+def test_native_dataloader_batch_sampler_as_torch(folder):
+    """feeder.DataLoader(ImageFolder, batch_sampler=torch's BatchSampler over a
+    seeded RandomSampler): torch's batches, index for index, over two epochs
+    with persistent workers, each image the one the loader makes alone."""
+    tf = T.Compose([T.Resize(40), T.CenterCrop(32)])
+    ds = feeder.ImageFolder(folder, transform=tf)
+    ref = [x[0].clone() for x, _ in feeder.DataLoader(ds, batch_size=1)]
+
+    def sampler():
+        g = torch.Generator().manual_seed(11)
+        return torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(range(60),
+                                                                            generator=g), 8, False)
+
+    want = sampler()
+    dl = feeder.DataLoader(ds, batch_sampler=sampler(), num_workers=2, persistent_workers=True)
+    assert len(dl) == 8
+    for _ in range(2):
+        order = list(want)
+        got = list(dl)
+        assert [len(y) for _, y in got] == [len(b) for b in order]
+        for (x, y), b in zip(got, order):
+            assert [int(v) for v in y] == [ds.targets[i] for i in b]
+            assert all(torch.equal(x[k], ref[i]) for k, i in enumerate(b))
+
+
 def test_sampler_resume_mid_epoch(folder):
     """state_dict() mid-epoch with a DistributedSampler, loaded into a new
     Loader with the same sampler: the rest of the epoch, batch for batch."""
@@ -257,7 +316,8 @@ def test_timeout_inf_waits_forever(folder):
 
 def test_native_refusals(folder):
     ds = feeder.ImageFolder(folder, transform=T.RandomResizedCrop(64))
-    with pytest.raises(ValueError, match="batch_sampler= with ImageFolder"):
+    with pytest.raises(ValueError, match="batch_sampler= with ImageFolder.*needs an int "
+                       "batch_size attribute.*got batch_size=None"):
         feeder.DataLoader(ds, batch_sampler=[[1, 2, 3]])
     with pytest.raises(ValueError, match="collate_fn= with ImageFolder"):
         feeder.DataLoader(ds, collate_fn=lambda b: b)
