@@ -528,7 +528,7 @@ class _Native:
                 # More than half the slots (or device buffers) held by kept batches:
                 # copy this one out so its own goes back (as the Python datasets' path does;
                 # pinning copies it anyway).
-                images, labels = images.clone(), labels.clone()
+                images, labels = _pin.clone(images), _pin.clone(labels)
             if f is not None:
                 images = images.to(f.dtype).div_(255)
                 if mean is not None:

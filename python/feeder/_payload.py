@@ -24,6 +24,8 @@ import struct
 import numpy as np
 import torch
 
+from . import _pin
+
 MAGIC = b"FDRB"
 VERSION = 1
 KIND_DATA, KIND_ERROR, KIND_END = 0, 1, 2
@@ -220,7 +222,7 @@ def read(payload, extra, copy_all=False):
                 return torch.empty(shape, dtype=dt)
             t = torch.frombuffer(buf, dtype=dt, count=nbytes // _itemsize(dt),
                                  offset=off).view(shape)
-            return t.clone() if copy_all or nbytes < SMALL_LEAF else t
+            return _pin.clone(t) if copy_all or nbytes < SMALL_LEAF else t
         if nbytes == 0:
             return np.empty(shape, dtype=np.dtype(dtype))
         a = np.frombuffer(buf, dtype=np.dtype(dtype), count=nbytes // np.dtype(dtype).itemsize,

@@ -1,4 +1,5 @@
-"""pin_memory for feeder.DataLoader's batches: torch's result, one thread's copy.
+"""pin_memory for feeder.DataLoader's batches, and the copies that take a batch
+out of its slot: torch's results, one thread's copies.
 
 torch's DataLoader pins on a thread of its own that runs with one intra-op
 thread (torch.utils.data._utils.pin_memory._pin_memory_loop sets
@@ -34,6 +35,22 @@ def _pinned_empty(t):
     return torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
 
 
+def _copy_into(out, t):
+    n = t.numel() * t.element_size()
+    if n:
+        ctypes.memmove(out.data_ptr(), t.data_ptr(), n)  # releases the GIL
+    return out
+
+
+def clone(t):
+    """t.clone(), by one thread without the GIL for a plain contiguous CPU
+    tensor (what copies a batch out of its slot on the iterating thread,
+    where the intra-op threads would compete with the workers)."""
+    if type(t) is not torch.Tensor or not _copyable(t):
+        return t.clone()
+    return _copy_into(torch.empty(t.shape, dtype=t.dtype), t)
+
+
 def walk(data, empty=_pinned_empty):
     """(data with each plain contiguous CPU tensor copied into empty(t),
     True when nothing is left for torch's pin_memory)."""
@@ -41,11 +58,7 @@ def walk(data, empty=_pinned_empty):
     if kind is torch.Tensor:
         if not _copyable(data):
             return data, False
-        out = empty(data)
-        n = data.numel() * data.element_size()
-        if n:
-            ctypes.memmove(out.data_ptr(), data.data_ptr(), n)  # releases the GIL
-        return out, True
+        return _copy_into(empty(data), data), True
     if kind is list or kind is tuple:
         pairs = [walk(x, empty) for x in data]
         items = [x for x, _ in pairs]

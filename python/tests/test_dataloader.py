@@ -461,6 +461,12 @@ def test_pin_walk_copies_plain_tensors_and_leaves_the_rest_to_torch():
                 torch.ones(2, dtype=torch.complex64).conj()):
         got, whole = _pin.walk({"k": [base, odd]}, empty)
         assert not whole and got["k"][1] is odd and torch.equal(got["k"][0], base)
+    # The copy out of a slot: the same bytes in new memory, whatever the tensor.
+    for t in (base, view, base.transpose(0, 2), torch.empty(0, 3), torch.ones(2, names=("n",))):
+        c = _pin.clone(t)
+        assert c.dtype == t.dtype and c.shape == t.shape and c.names == t.names
+        assert torch.equal(c.rename(None), t.rename(None))
+        assert c.numel() == 0 or c.data_ptr() != t.data_ptr()
 
 
 class Boxes:
