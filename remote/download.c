@@ -391,9 +391,54 @@ static void *dl_main(void *arg)
     return NULL;
 }
 
-void feeder__remote_settle(void)
+/* Moves records between the list and a settle, never held across a join:
+ * two settles at once each take their own records, not each other's. A
+ * fork waits for it (settle_atfork), so no child inherits it held. */
+static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t settle_once = PTHREAD_ONCE_INIT;
+static int settle_forksafe;
+
+static void settle_lock(void) { pthread_mutex_lock(&settle_mu); }
+static void settle_unlock(void) { pthread_mutex_unlock(&settle_mu); }
+static void settle_atfork(void)
 {
-    dl *d = atomic_exchange(&dls_head, NULL);
+    settle_forksafe = pthread_atfork(settle_lock, settle_unlock, settle_unlock) == 0;
+}
+
+/* The records of downloads into cache `c` (all of them when c is NULL),
+ * taken off the list; the others stay on it. */
+static dl *take_records(const feeder__cache *c)
+{
+    pthread_once(&settle_once, settle_atfork);
+    if (settle_forksafe)
+        settle_lock();
+    dl *d = atomic_exchange(&dls_head, NULL), *mine = NULL, *rest = NULL, *rest_tail = NULL;
+    while (d) {
+        dl *next = d->next;
+        if (!c || d->c == c) {
+            d->next = mine;
+            mine = d;
+        } else {
+            d->next = rest;
+            rest = d;
+            if (!rest_tail)
+                rest_tail = d;
+        }
+        d = next;
+    }
+    if (rest) { /* back in front of any pushed meanwhile */
+        rest_tail->next = atomic_load(&dls_head);
+        while (!atomic_compare_exchange_weak(&dls_head, &rest_tail->next, rest))
+            ;
+    }
+    if (settle_forksafe)
+        settle_unlock();
+    return mine;
+}
+
+/* Join the records' threads (those of this process) and free them. */
+static void join_records(dl *d)
+{
     while (d) {
         dl *next = d->next;
         if (d->pid == getpid())
@@ -404,12 +449,14 @@ void feeder__remote_settle(void)
     }
 }
 
-/* Closing a cache waits for this process's download threads first: they
- * write into it. */
+void feeder__remote_settle(void) { join_records(take_records(NULL)); }
+
+/* Closing a cache waits for this process's download threads into it first:
+ * they write into it. Another cache's downloads go on. */
 void feeder__cache_close(feeder__cache *c)
 {
     if (c) {
-        feeder__remote_settle(); /* no download thread uses c past here */
+        join_records(take_records(c)); /* no download thread uses c past here */
         free(c->dir);
         free(c->fails);
         c->dir = NULL;

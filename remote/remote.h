@@ -210,7 +210,8 @@ int feeder__cache_get_stream(feeder__cache *c, const char *url,
 
 /* Wait for every download this process started on a thread of its own
  * (feeder__cache_get_stream) to end: its copy renamed into the cache or
- * removed. feeder__cache_close calls it; a worker calls it before it exits,
+ * removed. feeder__cache_close waits for those into its own cache alone
+ * (another dataset's downloads go on); a worker calls this before it exits,
  * so that a shard its readers no longer need the last bytes of is not left
  * half fetched. In a process forked while such a download ran, it only
  * frees the parent's records. */

@@ -1329,6 +1329,40 @@ START_TEST(test_stream_read_early)
 }
 END_TEST
 
+/* Closing a dataset waits for its own downloads only: with one shard's
+ * download held 3 s by the proxy, a second dataset streamed from the
+ * server directly is destroyed at once, and then the first waits for its
+ * own. */
+START_TEST(test_close_waits_for_its_own_downloads)
+{
+    put_pack("a.pack", 400);
+    put_pack("b.pack", 400);
+    server s = start_lighttpd();
+    server p = start_proxy2(s.port, "--stall-after", "65536", "--stall-ms", "3000");
+    char ua[300], ub[300], err[512];
+    url_of(ua, sizeof(ua), &p, "a.pack");
+    url_of(ub, sizeof(ub), &s, "b.pack");
+    feeder_dataset *a, *b;
+    ck_assert_msg(feeder_dataset_open_shards(ua, NULL, &a, err, sizeof(err)) == 0, "%s", err);
+    double t0 = now_s();
+    uint64_t first = 0;
+    ck_assert_msg(feeder__shards_ensure(a->pack, &first, 1, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_ptr_nonnull(a->pack->shards->stream[0]); /* its download runs, held */
+    ck_assert_msg(feeder_dataset_open_shards(ub, NULL, &b, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(feeder__shards_ensure(b->pack, &first, 1, err, sizeof(err)) == 0, "%s", err);
+    feeder_dataset_destroy(b);
+    double closed_b = now_s() - t0;
+    ck_assert_msg(closed_b < 2.0, "b's close took %.2f s: it waited for a's download", closed_b);
+    ck_assert_int_eq(cache_files("-b.pack.meta"), 1); /* b's own download ended whole */
+    feeder_dataset_destroy(a);
+    ck_assert_double_ge(now_s() - t0, 2.5); /* a's close waited for a's download */
+    ck_assert_int_eq(cache_files("-a.pack.meta"), 1);
+    expect_no_partial_copies();
+    stop(&p, SIGKILL);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 /* The same with the shard in chunks (FEEDER_REMOTE_PART_BYTES 65536, two
  * lanes): the records arrive as their chunks do, all of them right, and
  * the loader's batches (2 workers, both reading the one download) are the
@@ -2169,6 +2203,7 @@ static Suite *remote_suite(int s3)
     tcase_add_test(tc, test_download_parts);
     tcase_add_test(tc, test_download_parts_changed);
     tcase_add_test(tc, test_stream_read_early);
+    tcase_add_test(tc, test_close_waits_for_its_own_downloads);
     tcase_add_test(tc, test_stream_chunks);
     tcase_add_test(tc, test_stream_dropped);
     tcase_add_test(tc, test_stream_changed);
