@@ -105,6 +105,9 @@ static void describe_options(const feeder_loader *ld, const feeder__plan *p, fee
     st->resize = t.resize;
     st->policy = (uint32_t)p->pipeline.error_policy;
     st->max_pixels = t.max_pixels;
+    st->max_decode_bytes = t.max_decode_bytes;
+    st->max_side = t.max_side;
+    st->limits_known = 1;
     st->scale_min = t.scale_min;
     st->scale_max = t.scale_max;
     st->ratio_min = t.ratio_min;

@@ -4,7 +4,7 @@
  *
  *   off size  field
  *     0   4   magic "FDRS"
- *     4   4   version (3; 1 and 2 are still read)
+ *     4   4   version (4; 1 to 3 are still read)
  *     8   4   length of the whole blob
  *    12   4   CRC32C of the whole blob, this field taken as 0
  *    16   8   seed                 72   4   batch_size
@@ -18,12 +18,17 @@
  *   120   8   max_pixels          128  40   scale_min, scale_max, ratio_min,
  *   168   8   map_bytes                     ratio_max, flip_prob (IEEE 754)
  *   176   8   dataset fingerprint (version 2; 0: unknown)
- *   184   map_bytes  bit b (LSB first) = batch b delivered
+ *   184   8   max_decode_bytes (version 4)
+ *   192   4   max_side (version 4)   196   4   zero
+ *   200   map_bytes  bit b (LSB first) = batch b delivered
  *
  * Version 1 had no fingerprint and its map at 176; such a blob loads only
  * into a loader whose dataset has no fingerprint either (user datasets). Version 2 had 0 where
  * version 3 has the output channels (FEEDER_OPT_CHANNELS, 1 or 3): its
  * blobs load with the channels unknown (not compared), as version 1's.
+ * Versions 2 and 3 had their map at 184 and no decode limits but
+ * max_pixels: their blobs load with max_decode_bytes and max_side unknown
+ * (not compared).
  *
  * A bitmap, not a count: with in_order 0 batches are delivered as they
  * complete, so the delivered ones need not be a prefix (a slow batch 0 can
@@ -44,8 +49,9 @@
 #include "loader/state.h"
 
 #define STATE_MAGIC 0x53524446u /* "FDRS" little-endian */
-#define STATE_VERSION 3u
-#define STATE_HEADER 184u
+#define STATE_VERSION 4u
+#define STATE_HEADER 200u
+#define STATE_HEADER_V2 184u /* versions 2 and 3 */
 #define STATE_HEADER_V1 176u
 
 uint64_t feeder__order_hash(const uint64_t *v, uint64_t n)
@@ -128,6 +134,8 @@ void feeder__state_encode(const feeder__state *st, uint8_t *b, size_t len)
     uint64_t mb = map_bytes(st->nbatches);
     feeder__put_le64(b + 168, mb);
     feeder__put_le64(b + 176, st->fingerprint);
+    feeder__put_le64(b + 184, st->max_decode_bytes);
+    feeder__put_le32(b + 192, st->max_side);
     if (st->map)
         memcpy(b + STATE_HEADER, st->map, (size_t)mb);
     feeder__put_le32(b + 12, feeder__crc32c(0, b, len));
@@ -152,7 +160,7 @@ static int check_frame(const uint8_t *b, size_t len, uint32_t *header, char *msg
         return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
                             "%s: version %u, this library reads versions 1 to %u", pre, version,
                             STATE_VERSION);
-    *header = version == 1 ? STATE_HEADER_V1 : STATE_HEADER;
+    *header = version == 1 ? STATE_HEADER_V1 : version < 4 ? STATE_HEADER_V2 : STATE_HEADER;
     if (len < *header)
         return feeder__fail(msg, msglen, FEEDER_ESTATEBLOB,
                             "%s: %zu bytes, shorter than its %u-byte header", pre, len, *header);
@@ -203,6 +211,11 @@ static void read_fields(const uint8_t *b, feeder__state *st)
     uint32_t version = feeder__get_le32(b + 4);
     st->fingerprint = version == 1 ? 0 : feeder__get_le64(b + 176);
     st->channels = version < 3 ? 0 : feeder__get_le32(b + 116);
+    st->limits_known = version >= 4;
+    if (st->limits_known) {
+        st->max_decode_bytes = feeder__get_le64(b + 184);
+        st->max_side = feeder__get_le32(b + 192);
+    }
 }
 
 /* The delivered-batch map after the header: a CRC that matches says the
@@ -319,6 +332,10 @@ int feeder__state_compare(const feeder__state *b, const feeder__state *m, char *
     }
     U(policy, "error_policy");
     U(max_pixels, "max_pixels");
+    if (b->limits_known && m->limits_known) {
+        U(max_decode_bytes, "max_decode_bytes");
+        U(max_side, "max_side");
+    }
 #undef U
 #undef D
     return 0;

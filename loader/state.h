@@ -14,7 +14,11 @@
  * that shapes the bytes of its batches. */
 typedef struct feeder__state {
     uint64_t seed, epoch, delivered, dataset_size, sampler_len, nbatches, order_hash;
-    uint64_t max_pixels;
+    uint64_t max_pixels, max_decode_bytes;
+    uint32_t max_side;
+    /* max_decode_bytes and max_side recorded (version 4 on); else not
+     * compared. */
+    int limits_known;
     /* The dataset's identity (feeder_dataset.fingerprint); 0 when unknown (a
      * user dataset, or a version 1 blob): then it is not compared. */
     uint64_t fingerprint;

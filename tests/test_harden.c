@@ -207,7 +207,7 @@ START_TEST(test_resume_in_order_any_workers)
         }
         size_t len;
         uint8_t *blob = save(ld, &len);
-        ck_assert_uint_eq(len, 184 + 1); /* 7 batches: a 1-byte map */
+        ck_assert_uint_eq(len, 200 + 1); /* 7 batches: a 1-byte map */
         feeder_loader_destroy(ld);
         for (int w = 0; w <= 3; w += w == 0 ? 1 : 2) {
             cfg rc = c;
@@ -461,15 +461,15 @@ START_TEST(test_resume_blob_damage)
     feeder_batch_release(b, NULL);
     size_t len;
     uint8_t *blob = save(ld, &len);
-    ck_assert_uint_eq(len, 185); /* 8 batches: one map byte */
-    ck_assert_int_eq(blob[184], 1);
+    ck_assert_uint_eq(len, 201); /* 8 batches: one map byte */
+    ck_assert_int_eq(blob[200], 1);
     /* Size queries. */
     size_t l2 = 0;
     uint8_t small[100];
     ck_assert_int_eq(feeder_loader_state_save(ld, small, sizeof(small), &l2), -ENOSPC);
-    ck_assert_uint_eq(l2, 185);
+    ck_assert_uint_eq(l2, 201);
     ck_assert_str_eq(feeder_loader_errmsg(ld),
-                     "feeder_loader_state_save: the blob needs 185 bytes, the buffer holds 100");
+                     "feeder_loader_state_save: the blob needs 201 bytes, the buffer holds 100");
     ck_assert_int_eq(feeder_loader_state_save(ld, blob, len, NULL), FEEDER_EINVAL);
     feeder_loader_destroy(ld);
 
@@ -481,15 +481,15 @@ START_TEST(test_resume_blob_damage)
         size_t len;
         const char *want;
     } cases[] = {
-        {20, 0x55, 0, 185, "state blob: CRC32C mismatch (stored 0x"},
-        {0, 'X', 1, 185, "state blob: bad magic 0x53524458 (not a feeder state blob)"},
-        {4, 4, 1, 185, "state blob: version 4, this library reads versions 1 to 3"},
+        {20, 0x55, 0, 201, "state blob: CRC32C mismatch (stored 0x"},
+        {0, 'X', 1, 201, "state blob: bad magic 0x53524458 (not a feeder state blob)"},
+        {4, 5, 1, 201, "state blob: version 5, this library reads versions 1 to 4"},
         {0, 'F', 0, 100, "state blob: 100 bytes, shorter than its 176-byte header"},
-        {0, 'F', 0, 180, "state blob: 180 bytes, shorter than its 184-byte header"},
-        {0, 'F', 0, 184, "state blob: its length field says 185 bytes, 184 were given"},
-        {184, 3, 1, 185, "state blob: 1 batches delivered, but the map marks 2"},
-        {184, 0x81, 1, 185, "state blob: 1 batches delivered, but the map marks 2"},
-        {56, 9, 1, 185, "state blob: map of 1 bytes for 9 batches in a 185-byte blob"},
+        {0, 'F', 0, 190, "state blob: 190 bytes, shorter than its 200-byte header"},
+        {0, 'F', 0, 200, "state blob: its length field says 201 bytes, 200 were given"},
+        {200, 3, 1, 201, "state blob: 1 batches delivered, but the map marks 2"},
+        {200, 0x81, 1, 201, "state blob: 1 batches delivered, but the map marks 2"},
+        {56, 9, 1, 201, "state blob: map of 1 bytes for 9 batches in a 201-byte blob"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         memcpy(x, blob, len);
@@ -506,7 +506,7 @@ START_TEST(test_resume_blob_damage)
      * epoch to 7 (and the length field's story stays consistent). */
     memcpy(x, blob, len);
     x[56] = 7;
-    x[184] = 0x81;
+    x[200] = 0x81;
     x[32] = 2;
     reseal(x, len);
     feeder_loader *l = make_loader(ds, &c);

@@ -35,10 +35,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (marked(&st) != st.delivered || (st.delivered && !st.map))
         abort();
     /* Re-encoded as the current version: a version 1 blob gains the 8-byte
-     * fingerprint (unknown, 0). */
+     * fingerprint (unknown, 0), and blobs before version 4 the 16 bytes of
+     * the decode limits. */
     size_t len;
-    size_t grow = data[4] == 1 ? 8 : 0;
-    if (feeder__state_size(&st, &len) != 0 || len != size + grow || (grow && st.fingerprint))
+    size_t grow = data[4] == 1 ? 24 : data[4] < 4 ? 16 : 0;
+    if (feeder__state_size(&st, &len) != 0 || len != size + grow ||
+        (data[4] == 1 && st.fingerprint))
         abort();
     uint8_t *b = malloc(len);
     if (!b)
