@@ -27,11 +27,19 @@
 #include "dataset/pack.h"
 #include "feeder.h"
 
-static uint8_t *save_state(feeder_loader *ld, size_t *len)
+/* The state of `ld` after its first batch (whose channel count goes to
+ * *channels when not NULL); `ld` is destroyed. */
+static uint8_t *save_after_one_batch(feeder_loader *ld, size_t *len, uint32_t *channels)
 {
+    feeder_batch *b;
+    ck_assert_int_eq(feeder_next(ld, &b), 0);
+    if (channels)
+        *channels = b->channels;
+    feeder_batch_release(b, NULL);
     ck_assert_int_eq(feeder_loader_state_save(ld, NULL, 0, len), 0);
     uint8_t *blob = malloc(*len);
     ck_assert_int_eq(feeder_loader_state_save(ld, blob, *len, len), 0);
+    feeder_loader_destroy(ld);
     return blob;
 }
 
@@ -104,20 +112,16 @@ START_TEST(test_resume_checks_dataset_fingerprint)
     char root[512], from[600], to[600], moved[512];
     tu_path(root, sizeof(root), "d");
     feeder_dataset *ds = tu_open_folder(tu_dir, "d");
-    feeder_loader *ld = tu_small_loader(ds, 0, 2);
-    feeder_batch *b;
-    ck_assert_int_eq(feeder_next(ld, &b), 0);
-    feeder_batch_release(b, NULL);
     size_t len;
-    uint8_t *blob = save_state(ld, &len);
-    feeder_loader_destroy(ld);
+    uint8_t *blob = save_after_one_batch(tu_small_loader(ds, 0, 2), &len, NULL);
     feeder_dataset_destroy(ds);
     /* The same files under another root: accepted. */
     tu_path(moved, sizeof(moved), "moved");
     ck_assert_int_eq(rename(root, moved), 0);
     ds = tu_open_folder(tu_dir, "moved");
-    ld = tu_small_loader(ds, 0, 2);
+    feeder_loader *ld = tu_small_loader(ds, 0, 2);
     ck_assert_int_eq(feeder_loader_state_load(ld, blob, len), 0);
+    feeder_batch *b;
     ck_assert_int_eq(feeder_next(ld, &b), 0);
     ck_assert_uint_eq(b->number, 1);
     feeder_batch_release(b, NULL);
@@ -196,15 +200,11 @@ START_TEST(test_resume_checks_channels)
     size_t len[2];
     uint8_t *blob[2];
     for (int k = 0; k < 2; k++) {
-        feeder_loader *ld = channels_loader(ds, k ? 3 : 1);
-        feeder_batch *b;
-        ck_assert_int_eq(feeder_next(ld, &b), 0);
-        ck_assert_uint_eq(b->channels, k ? 3 : 1);
-        feeder_batch_release(b, NULL);
-        blob[k] = save_state(ld, &len[k]);
+        uint32_t channels;
+        blob[k] = save_after_one_batch(channels_loader(ds, k ? 3 : 1), &len[k], &channels);
+        ck_assert_uint_eq(channels, k ? 3 : 1);
         ck_assert_uint_eq(blob[k][4], 4);
         ck_assert_uint_eq(blob[k][116], k ? 3 : 1);
-        feeder_loader_destroy(ld);
     }
     const char *want[2] = {
         "state blob does not match the loader: channels is 1 in the blob, 3 in the loader",
@@ -256,13 +256,10 @@ START_TEST(test_resume_checks_decode_limits)
 {
     tu_folder("d", 2, 4);
     feeder_dataset *ds = tu_open_folder(tu_dir, "d");
-    feeder_loader *ld = limits_loader(ds, 64 << 20, 4000);
-    feeder_batch *b;
-    ck_assert_int_eq(feeder_next(ld, &b), 0);
-    feeder_batch_release(b, NULL);
     size_t len;
-    uint8_t *blob = save_state(ld, &len);
-    feeder_loader_destroy(ld);
+    uint8_t *blob = save_after_one_batch(limits_loader(ds, 64 << 20, 4000), &len, NULL);
+    feeder_loader *ld;
+    feeder_batch *b;
     struct {
         int64_t bytes, side;
         const char *want;
