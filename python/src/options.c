@@ -474,7 +474,7 @@ static int set_batch_sampler_room(LoaderObject *self, const loader_args *a)
     if (a->batch_sampler == Py_None || a->batch)
         return 1;
     PyObject *o = PyObject_GetAttrString(a->batch_sampler, "batch_size");
-    if (!o || !PyLong_Check(o)) {
+    if (!o || !PyLong_Check(o) || PyBool_Check(o)) {
         Py_XDECREF(o);
         PyErr_Clear();
         PyErr_SetString(PyExc_ValueError,

@@ -247,6 +247,12 @@ def test_loader_batch_sampler_argument(folder):
         feeder.Loader(ds, batch_sampler=bs, drop_last=True)
     with pytest.raises(ValueError, match="batch_sampler: give batch_size"):
         feeder.Loader(ds, batch_sampler=[[1]])
+
+    class Flagged(list):
+        batch_size = True  # a bool is no batch size, as in the DataLoader's check
+
+    with pytest.raises(ValueError, match="batch_sampler: give batch_size"):
+        feeder.Loader(ds, batch_sampler=Flagged([[1]]))
     with pytest.raises(TypeError, match="iterable of batches of dataset indices"):
         feeder.Loader(ds, batch_sampler=5, batch_size=2)
     with pytest.raises(IndexError, match="index 60 at position 1 of batch 1 .*0 <= i < 60"):
