@@ -14,6 +14,11 @@ same files and machine. Three questions, one case each:
           torch's DataLoader with the equivalent torchvision code at its
           strongest (torchvision.io.decode_jpeg + transforms.v2 on uint8
           tensors).
+  float   native, ending in ToDtype(float32, scale=True) + Normalize (ImageNet's
+          mean and std) without device=: float32 host batches, as the common
+          training script asks for them; torch's side adds the same two v2
+          transforms in its workers. "no pin" is the uint8 native loader
+          without pin_memory (the float batches' ceiling).
 
 Both loaders: shuffle, persistent workers, pin_memory, the same batch size
 and worker count; each epoch's batches are touched and dropped (no compute);
@@ -21,7 +26,7 @@ the figure is the median of the epochs after the first. Prints a table and,
 with --json, one JSON record; writes a file only with --append-to.
 
     python3 bench/bench_dataloader.py --data DIR [--workers 4,15] [--epochs 3]
-        [--batch 64] [--cases pil,small,native] [--bench-loader build/bench/bench_loader]
+        [--batch 64] [--cases pil,small,native,float] [--bench-loader build/bench/bench_loader]
         [--small-samples 100000] [--json] [--append-to FILE]
 """
 import argparse
@@ -88,17 +93,24 @@ class SmallDataset(tud.Dataset):
                 "id": f"doc-{i:08d}"}
 
 
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
 class TorchVisionIo(tud.Dataset):
     """PyTorch at its strongest on JPEGs: torchvision.io.decode_jpeg and
     transforms.v2 on uint8 tensors (Resize 256 antialiased, CenterCrop 224)."""
 
-    def __init__(self, root):
+    def __init__(self, root, to_float=False):
         try:
             from torchvision.transforms import v2
         except ImportError:  # torchvision < 0.15: v1's tensor transforms, the same ops
             import torchvision.transforms as v2
         self.items = images_in(root)
-        self.tf = v2.Compose([v2.Resize(256, antialias=True), v2.CenterCrop(224)])
+        tail = []
+        if to_float:
+            tail = [v2.ToDtype(torch.float32, scale=True) if hasattr(v2, "ToDtype")
+                    else v2.ConvertImageDtype(torch.float32), v2.Normalize(MEAN, STD)]
+        self.tf = v2.Compose([v2.Resize(256, antialias=True), v2.CenterCrop(224)] + tail)
 
     def __len__(self):
         return len(self.items)
@@ -165,14 +177,16 @@ def bench_loader(a, workers):
     return rec["runs"][0]["steady_images_per_s"], " ".join(cmd)
 
 
-def run_native(a, workers):
-    tf = FT.Compose([FT.Resize(256), FT.CenterCrop(224)])
+def run_native(a, workers, to_float=False):
+    eval_tf = [FT.Resize(256), FT.CenterCrop(224)]
+    tail = [FT.ToDtype(torch.float32, scale=True), FT.Normalize(MEAN, STD)] if to_float else []
+    tf = FT.Compose(eval_tf + tail)
     loader = feeder.DataLoader(feeder.ImageFolder(a.data, transform=tf), **loader_kw(a, workers))
     rates = epochs(loader, a.epochs)
     del loader
-    row = {"case": "native", "workers": workers, "feeder": steady(rates),
+    row = {"case": "float" if to_float else "native", "workers": workers, "feeder": steady(rates),
            "feeder_epochs": [round(r, 1) for r in rates]}
-    tl = tud.DataLoader(TorchVisionIo(a.data), **loader_kw(a, workers))
+    tl = tud.DataLoader(TorchVisionIo(a.data, to_float), **loader_kw(a, workers))
     trates = epochs(tl, a.epochs)
     del tl
     row["torch"] = steady(trates)
@@ -181,7 +195,8 @@ def run_native(a, workers):
     if a.bench_loader:
         # The same pipeline as bench_loader's: shuffled NCHW uint8 host batches, no pinning.
         kw = dict(loader_kw(a, workers), pin_memory=False)
-        loader = feeder.DataLoader(feeder.ImageFolder(a.data, transform=tf), **kw)
+        loader = feeder.DataLoader(feeder.ImageFolder(a.data, transform=FT.Compose(eval_tf)),
+                                   **kw)
         nopin = epochs(loader, a.epochs)
         del loader
         row["feeder_nopin"] = steady(nopin)
@@ -215,6 +230,8 @@ def main():
             rows.append(run_pair(a, lambda: SmallDataset(a.small_samples), w, "small"))
         if "native" in cases:
             rows.append(run_native(a, w))
+        if "float" in cases:
+            rows.append(run_native(a, w, to_float=True))
     gpu = ""
     if torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(0)

@@ -154,7 +154,7 @@ print(f"feeder: libfeeder from {how}: {libdir}; CUDA {'ON (' + cuda[0] + ')' if 
 
 # python/src: one concern a file (feederpy.h lists them).
 SOURCES = ["errors.c", "dataset.c", "loader_state.c", "augment.c", "options.c", "batch.c", "fields.c", "iter.c",
-           "loader.c", "batches.c", "sampler.c", "module.c"]
+           "loader.c", "batches.c", "sampler.c", "convert.c", "module.c"]
 ext = Extension(
     "feeder._feeder",
     sources=[os.path.join("src", f) for f in SOURCES],

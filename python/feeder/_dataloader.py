@@ -515,29 +515,60 @@ class _Native:
 
     def _iter(self, dl, it):
         pin = dl._pin()
-        f = self.host_float
-        if f is not None:
-            mean = torch.tensor(f.mean).view(1, -1, 1, 1) if f.mean else None
-            std = torch.tensor(f.std).view(1, -1, 1, 1) if f.std else None
+        table = None if self.host_float is None else _float_table(self.host_float)
         on_device = self.native.get("device") is not None
         for images, labels in it:
             # Device batches live in a ring of gpu_prefetch (2) buffers, host ones in the slots.
             room = 2 if on_device else self.loader.slots
             host_pin = pin and images.device.type == "cpu"
-            if self.loader.outstanding > max(1, room // 2) and not host_pin:
+            if table is not None:
+                # New memory, so the slot goes back at once; pinned here when asked for
+                # (but for another pin_memory_device, left to torch below).
+                here = host_pin and not dl.pin_memory_device
+                images = _host_float(images, table, here)
+                labels = _pin.pin(labels) if here else _pin.clone(labels)
+                host_pin = host_pin and not here
+            elif self.loader.outstanding > max(1, room // 2) and not host_pin:
                 # More than half the slots (or device buffers) held by kept batches:
                 # copy this one out so its own goes back (as the Python datasets' path does;
                 # pinning copies it anyway).
                 images, labels = _pin.clone(images), _pin.clone(labels)
-            if f is not None:
-                images = images.to(f.dtype).div_(255)
-                if mean is not None:
-                    images = images.sub_(mean.to(f.dtype)).div_(std.to(f.dtype))
             batch = [images, labels]
             images = labels = None  # the pinned copy alone holds no slot while we wait
             if host_pin:
                 batch = _pin.pin(batch, dl.pin_memory_device or None)
             yield batch
+
+
+_KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  # convert.c's empty()
+
+
+def _float_table(plan):
+    """ToDtype (and Normalize) of each uint8 value, a row per channel: the
+    ops torch would run on the batch, run once on the 256 values."""
+    t = torch.arange(256).to(plan.dtype).div_(255).view(1, 256)
+    if plan.mean is not None:
+        mean = torch.tensor(plan.mean).view(-1, 1).to(plan.dtype)
+        std = torch.tensor(plan.std).view(-1, 1).to(plan.dtype)
+        t = t.sub(mean).div_(std)
+    return t.contiguous()
+
+
+def _host_float(images, table, pin):
+    """A uint8 NCHW batch as ToDtype / Normalize make it, through `table` on
+    one thread without the GIL (python/src/convert.c says why)."""
+    n, c = images.shape[0], images.shape[1]
+    if table.shape[0] not in (1, c):
+        raise ValueError(f"feeder.transforms.Normalize: {table.shape[0]} means and stds for "
+                         f"batches of {c} channels")
+    if pin:
+        out = torch.empty(images.shape, dtype=table.dtype, pin_memory=True)
+    else:
+        out = torch.utils.dlpack.from_dlpack(_feeder.empty(*images.shape, _KIND[table.dtype]))
+    images = images.contiguous()
+    _feeder.lookup(images.data_ptr(), out.data_ptr(), n, c, images[0, 0].numel(),
+                   table.data_ptr(), table.shape[0], table.element_size())
+    return out
 
 
 def _feeder_module():

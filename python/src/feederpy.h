@@ -30,6 +30,7 @@
  *   iter.c          iter(loader), the iterator, next(): wait, then lend the batch
  *   loader.c        Loader: its methods (epochs, resume state, counters, close), type
  *   batches.c       BatchLoader: Python datasets in feeder's workers (feeder.DataLoader)
+ *   convert.c       lookup(): host float batches of feeder.DataLoader's native pipeline
  *   module.c        PyInit__feeder: exception classes, types, constants, strerror
  * Each uses only those above it.
  */
@@ -187,5 +188,8 @@ extern PyTypeObject LoaderType;
 /* batches.c: BatchLoader, the engine of feeder.DataLoader for Python datasets */
 extern PyTypeObject BatchLoaderType;
 int batches_ready_types(void);
+
+/* convert.c */
+extern PyMethodDef convert_methods[];
 
 #endif

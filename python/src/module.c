@@ -1,6 +1,6 @@
 /*
  * The module feeder._feeder: its exception classes, types and constants
- * (library_version, header_version, cuda), and strerror.
+ * (library_version, header_version, cuda), strerror, and convert.c's functions.
  */
 #include "feederpy.h"
 
@@ -43,6 +43,8 @@ PyMODINIT_FUNC PyInit__feeder(void)
     PyObject *m = PyModule_Create(&feeder_module);
     if (!m)
         return NULL;
+    if (PyModule_AddFunctions(m, convert_methods) < 0)
+        goto fail;
     if (!(FeederError = new_exc(m, "FeederError", Py_BuildValue("(O)", PyExc_RuntimeError),
                                 "An error from feeder; .code and .code_name give its result "
                                 "code.")) ||

@@ -114,12 +114,15 @@ def test_native_dataloader_on_the_device(folder):
         assert torch.equal(la, lb.cpu())
 
 
-def test_native_dataloader_pin_memory(folder):
+@pytest.mark.parametrize("host_float", [False, True])
+def test_native_dataloader_pin_memory(folder, host_float):
     """feeder.ImageFolder with pin_memory=True: every batch pinned and equal
     to the unpinned loader's, also while every batch is kept (the pinned copy
-    lets each slot go), and a non_blocking copy to the GPU carries it whole."""
+    lets each slot go), and a non_blocking copy to the GPU carries it whole;
+    uint8 batches and host float ones (ToDtype + Normalize, no device=)."""
     from feeder import transforms as T
-    tf = T.Compose([T.Resize(80), T.CenterCrop(64)])
+    tail = [T.ToDtype(torch.float32, scale=True), T.Normalize([0.5, 0.4, 0.3], [0.2, 0.25, 0.3])]
+    tf = T.Compose([T.Resize(80), T.CenterCrop(64)] + (tail if host_float else []))
 
     def batches(**kw):
         dl = feeder.DataLoader(feeder.ImageFolder(folder, transform=tf), batch_size=4,

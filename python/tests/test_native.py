@@ -90,18 +90,79 @@ def test_dataloader_is_feeder_loader(folder, workers):
             assert torch.equal(x, wx) and torch.equal(y, wy)
 
 
-def test_host_float_is_normalised_uint8(folder):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_host_float_is_normalised_uint8(folder, dtype, normalize):
+    """ToDtype / Normalize without device=: the uint8 batch through torch's
+    own ops, bit for bit, and what torchvision's v2 transforms make of it."""
     base = [T.Resize(80), T.CenterCrop(64)]
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-    u8 = feeder.DataLoader(feeder.ImageFolder(folder, transform=T.Compose(base)), batch_size=16)
-    fl = feeder.DataLoader(feeder.ImageFolder(folder, transform=T.Compose(
-        base + [T.ToDtype(torch.float32, scale=True), T.Normalize(mean, std)])), batch_size=16)
+    tail = [T.ToDtype(dtype, scale=True)] + ([T.Normalize(mean, std)] if normalize else [])
+    u8 = feeder.DataLoader(feeder.ImageFolder(folder, transform=T.Compose(base)), batch_size=16,
+                           num_workers=2)
+    fl = feeder.DataLoader(feeder.ImageFolder(folder, transform=T.Compose(base + tail)),
+                           batch_size=16, num_workers=2)
+    try:  # torchvision >= 0.16; Debian 12's 0.14 has no v2
+        from torchvision.transforms import v2
+        theirs = v2.Compose([v2.ToDtype(dtype, scale=True)] +
+                            ([v2.Normalize(mean, std)] if normalize else []))
+    except ImportError:
+        theirs = None
+    n = 0
     for (a, la), (b, lb) in zip(u8, fl):
-        assert b.dtype == torch.float32
-        want = (a.float() / 255 - torch.tensor(mean).view(1, 3, 1, 1)) / \
-            torch.tensor(std).view(1, 3, 1, 1)
-        assert torch.allclose(b, want, atol=1e-6)
+        assert b.dtype == dtype and b.shape == a.shape and b.is_contiguous()
+        want = a.to(dtype).div(255)
+        if normalize:
+            want = want.sub(torch.tensor(mean).view(1, 3, 1, 1).to(dtype)).div(
+                torch.tensor(std).view(1, 3, 1, 1).to(dtype))
+        assert torch.equal(b, want)
+        tol = 1e-6 if dtype == torch.float32 else 2e-2
+        assert theirs is None or torch.allclose(b.float(), theirs(a).float(), atol=tol, rtol=tol)
         assert torch.equal(la, lb)
+        n += len(a)
+    assert n == len(fl.dataset)
+
+
+def test_host_float_blocks_go_back_when_the_last_view_dies():
+    """Unpinned float batches come from convert.c's pool: a block is handed
+    out again only once torch freed every view of it, and only for its size."""
+    from feeder import _feeder
+
+    def empty(*shape, kind=0):
+        return torch.utils.dlpack.from_dlpack(_feeder.empty(*shape, kind))
+
+    a = empty(2, 3, 4, 4)
+    assert a.dtype == torch.float32 and a.shape == (2, 3, 4, 4) and a.is_contiguous()
+    a.fill_(7.0)
+    at, view = a.data_ptr(), a[:, 1]
+    del a
+    b = empty(2, 3, 4, 4)  # the view still holds the first block
+    assert b.data_ptr() != at and torch.equal(view, torch.full((2, 4, 4), 7.0))
+    del view
+    assert empty(2, 3, 4, 5).data_ptr() != at  # another size: a block of its own
+    c = empty(2, 3, 4, 4)
+    assert c.data_ptr() == at
+    assert empty(1, 1, 2, 2, kind=1).dtype == torch.float16
+    assert empty(1, 1, 2, 2, kind=2).dtype == torch.bfloat16
+    for bad in ((0, 3, 4, 4, 0), (1, 3, 4, 4, 3), (1 << 62, 4, 4, 4, 0)):
+        with pytest.raises(ValueError, match="empty: shape"):
+            _feeder.empty(*bad)
+    del b, c
+
+
+def test_host_float_table_covers_every_value():
+    """The per-channel table convert.c looks pixels up in, against the ops on
+    all 256 values laid out as a batch (planes of 1, 3 channels)."""
+    from feeder._dataloader import _float_table, _host_float
+    plan = T.compile(T.Compose([T.Resize((4, 4)), T.ToDtype(torch.float32, scale=True),
+                                T.Normalize([0.1, 0.5, 0.9], [0.3, 0.7, 1.1])]))
+    x = torch.arange(256, dtype=torch.uint8).repeat(2, 3, 1).view(2, 3, 16, 16)
+    got = _host_float(x, _float_table(plan), False)
+    want = x.float().div(255).sub(torch.tensor([0.1, 0.5, 0.9]).view(1, 3, 1, 1)).div(
+        torch.tensor([0.3, 0.7, 1.1]).view(1, 3, 1, 1))
+    assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="3 means and stds for batches of 1 channels"):
+        _host_float(x[:, :1].contiguous(), _float_table(plan), False)
 
 
 def test_eval_close_to_torchvision(folder):
