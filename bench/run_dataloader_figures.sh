@@ -16,7 +16,7 @@ FEEDER_BUILD_DIR=$build "$py" python/setup.py -q build_py -d "$build/python" \
 export PYTHONPATH=$build/python
 for w in 4 15; do
   "$py" bench/bench_dataloader.py --data "$sets/web10k" --workers "$w" --epochs 3 --batch 64 \
-    --bench-loader "$build/bench/bench_loader" --append-to "$out" \
+    --cases pil,small,native,float --bench-loader "$build/bench/bench_loader" --append-to "$out" \
     --label "web 10k (make_set --set web 10000: 3 % photos of 2,000-3,000 px)"
   "$py" bench/bench_dataloader.py --data "$sets/web10k-nolarge" --workers "$w" --epochs 3 \
     --batch 64 --cases native --bench-loader "$build/bench/bench_loader" --append-to "$out" \
