@@ -12,6 +12,9 @@
 #   bash scripts/mpi_gpu_check.sh           (OUT default ./gpu-out, BUILD default build-mpi-gpu)
 # Where there is no GPU it builds, says so and skips the GPU runs (exit 0).
 # WORKERS=N gives every rank N workers instead (the same at 1 and 2 ranks).
+# ROUNDS=N runs the 1- and 2-rank jobs N times, alternating (each 2-rank run
+# is set against the 1-rank run just before it, and the mean is printed):
+# runs on one machine move by 5-15 % from one to the next.
 # Exit 0: all good or skipped; 1: a build, run or check failed.
 # Meant to finish well inside 6 minutes: making the 10,000 JPEGs took ~3 ms each on one core
 # here (once, in the first run), and the mpirun runs are capped at 150 + 90 + 90 + 60 s.
@@ -69,7 +72,7 @@ run() {
   local limit=$1 np=$2; shift 2
   local w=$(( cores / np - 1 )); (( w > 15 )) && w=15; (( w < 1 )) && w=1
   [[ -n ${WORKERS:-} ]] && w=$WORKERS
-  local name="np$np${1:+-${1#--}${2:+-$2}}"
+  local name="np$np${1:+-${1#--}${2:+-$2}}$suffix"
   local cmd=(mpirun "${root[@]}" --bind-to none -np "$np" "$bin" --cache "$data" --images "$images"
              --batch "$batch" --epochs "$epochs" --workers "$w" --device auto --bench --json "$@")
   say "== ${cmd[*]}"
@@ -83,11 +86,17 @@ run() {
   runs+=("$np:$name:${cmd[*]}")
 }
 
-run 150 1   # makes the dataset first (not timed by --bench)
-if (( ngpu < 2 )); then
-  say "mpi_gpu_check: one GPU here: the 2-rank runs share it (no scaling figure)"
-fi
-run 90 2
+rounds=${ROUNDS:-1}
+suffix=""
+for (( r = 1; r <= rounds; r++ )); do
+  (( rounds > 1 )) && suffix="-r$r"
+  run 150 1   # the first makes the dataset (not timed by --bench)
+  if (( ngpu < 2 && r == 1 )); then
+    say "mpi_gpu_check: one GPU here: the 2-rank runs share it (no scaling figure)"
+  fi
+  run 90 2
+done
+suffix=""
 # The same job averaging through host memory, to compare with NCCL.
 run 90 2 --allreduce mpi-host
 
@@ -107,7 +116,7 @@ PYTHONPATH="$PWD/scripts" python3 - "$out" "$machine" "$ngpu" "${runs[@]}" <<'PY
 import json, os, sys, time
 from mpi_summary import index_sum, summaries, want_sum
 out, machine, ngpu, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
-fail, rows, cmds, total1 = [], [], [], 0
+fail, rows, cmds, total1, effs = [], [], [], 0, []
 mixes = {}
 for r in runs:
     np_, name, cmd = r.split(":", 2)
@@ -139,11 +148,13 @@ for r in runs:
         fail.append(f"{name}: batch {batch} does not divide {n} / {np_}: shards not checked")
     per = j["ranks"]
     tot = j["total_images_per_s"]
-    if name == "np1":
+    if np_ == 1:
         total1 = tot
     eff = ""
     if np_ == 2 and total1:
         eff = f"{100 * tot / (2 * total1):.0f} %" + ("" if ngpu >= 2 else " (1 GPU)")
+        if "-allreduce" not in name:  # the rounds' own runs, not the mpi-host one
+            effs.append(tot / (2 * total1))
     split = "; ".join(f"{p['wait_s']:.3f} / {p['compute_s']:.3f} / {p['allreduce_s']:.3f}"
                       for p in per)
     rows.append([str(np_), ", ".join(f"GPU {p['device']}" if p["device"] >= 0 else "CPU" for p in per), str(per[0]["workers"]),
@@ -155,6 +166,11 @@ head = ["ranks", "GPUs", "workers/rank", "gradient averaging", "images/s per ran
         "scaling efficiency"]
 table = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
 table += ["| " + " | ".join(r) + " |" for r in rows]
+if len(effs) > 1:
+    table.append("")
+    table.append(f"Scaling efficiency over {len(effs)} alternating rounds: "
+                 + ", ".join(f"{100 * e:.0f} %" for e in effs)
+                 + f"; mean {100 * sum(effs) / len(effs):.0f} %")
 print("\n".join(table))
 when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 with open(os.path.join(out, "BENCHMARKS.md"), "a") as f:
