@@ -51,6 +51,7 @@ def main():
     p.add_argument("--batch", type=int, default=256, help="per rank")
     p.add_argument("--workers", type=int, default=7, help="per rank")
     p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
+    p.add_argument("--gpu-prefetch", type=int, default=2, help="batches the device ring holds")
     p.add_argument("--in-order", type=int, default=1, choices=(0, 1),
                    help="0: batches as they are ready (each epoch's labels checked as a whole)")
     p.add_argument("--decoder", default="roi", help="feeder's decoder (roi, turbo, nvjpeg, hybrid)")
@@ -73,7 +74,8 @@ def main():
 
     ds = feeder.ImageFolder(a.data)
     sampler = torch.utils.data.DistributedSampler(ds, shuffle=True, seed=a.seed)
-    gpu = dict(device=str(device), dtype=torch.float32, mean=MEAN, std=STD) if cuda else {}
+    gpu = dict(device=str(device), dtype=torch.float32, mean=MEAN, std=STD,
+               gpu_prefetch=a.gpu_prefetch) if cuda else {}
     loader = feeder.Loader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers,
                            prefetch_factor=a.prefetch_factor, persistent_workers=True,
                            in_order=bool(a.in_order),
@@ -155,7 +157,8 @@ def main():
         per_rank = [round(s["rate"]) for s in sorted(shares, key=lambda s: s["rank"])]
         out = {"program": "train_ddp", "world_size": world, "model": a.model,
                "decoder": a.decoder, "pipeline": a.pipeline, "workers_per_rank": a.workers,
-               "prefetch_factor": a.prefetch_factor, "in_order": a.in_order,
+               "prefetch_factor": a.prefetch_factor, "gpu_prefetch": a.gpu_prefetch,
+               "in_order": a.in_order,
                "batch": a.batch, "images": len(ds), "epochs": a.epochs,
                "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                "images_per_s_per_rank": per_rank, "images_per_s_total": sum(per_rank),

@@ -146,7 +146,7 @@ class Loader(_feeder.Loader):
            max_restarts=0, scale=None, ratio=None, flip_prob=None,
            as_torch=None, trace=None, channels=3, augment=None, sampler=None,
            max_pixels=178956970, max_decode_bytes=268435456, max_side=65535,
-           batch_sampler=None)
+           batch_sampler=None, gpu_prefetch=2)
 
     seed: the seed of the order and of every random crop; None (the
     default) draws one from the system, as torch does, so two runs differ
@@ -167,6 +167,8 @@ class Loader(_feeder.Loader):
     or "NHWC". A RAW pack (feeder-pack --mode raw) brings its own shape and
     layout: unless size or layout is given, batches have the pack's (with a
     float dtype on the device, NCHW unless layout is given).
+    gpu_prefetch: with a device, the batches the device ring holds (2 to
+    64): the one being used, and those made ready behind it.
     sampler: the order, as torch's DataLoader takes it: any iterable of
     dataset indices with __len__ (torch's DistributedSampler for one loader
     per rank, SubsetRandomSampler, a list). It is iterated once as each

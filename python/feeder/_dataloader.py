@@ -433,7 +433,8 @@ class DataLoader:
             engine.close()
 
 
-_NATIVE_KW = ("device", "decoder", "io", "on_error", "max_restarts", "trace", "channels")
+_NATIVE_KW = ("device", "decoder", "io", "on_error", "max_restarts", "trace", "channels",
+              "gpu_prefetch")
 
 
 class _Native:
@@ -518,8 +519,8 @@ class _Native:
         table = None if self.host_float is None else _float_table(self.host_float)
         on_device = self.native.get("device") is not None
         for images, labels in it:
-            # Device batches live in a ring of gpu_prefetch (2) buffers, host ones in the slots.
-            room = 2 if on_device else self.loader.slots
+            # Device batches live in a ring of gpu_prefetch buffers, host ones in the slots.
+            room = self.native.get("gpu_prefetch", 2) if on_device else self.loader.slots
             host_pin = pin and images.device.type == "cpu"
             if table is not None:
                 # New memory, so the slot goes back at once; pinned here when asked for

@@ -229,7 +229,7 @@ typedef struct loader_args {
     PyObject *pipeline, *size, *resize, *device, *dtype, *mean, *std, *layout, *decoder,
              *in_order, *on_error, *io, *max_restarts, *scale, *ratio, *flip_prob, *as_torch;
     PyObject *trace, *channels, *augment, *sampler, *max_pixels, *max_decode_bytes, *max_side;
-    PyObject *batch_sampler;
+    PyObject *batch_sampler, *gpu_prefetch;
 } loader_args;
 
 static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
@@ -240,7 +240,7 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
                              "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
                              "ratio", "flip_prob", "as_torch", "trace", "channels", "augment",
                              "sampler", "max_pixels", "max_decode_bytes", "max_side",
-                             "batch_sampler", NULL};
+                             "batch_sampler", "gpu_prefetch", NULL};
     *a = (loader_args){.shuffle = Py_False, .persistent = Py_False, .drop_last = Py_False,
                        .resize = Py_None, .device = Py_None, .dtype = Py_None, .mean = Py_None,
                        .std = Py_None, .in_order = Py_True, .scale = Py_None,
@@ -248,12 +248,13 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
                        .trace = Py_None, .sampler = Py_None,
                        .batch_sampler = Py_None};
     return PyArg_ParseTupleAndKeywords(
-        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
+        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
         &a->shuffle, &a->workers, &a->prefetch, &a->persistent, &a->drop_last, &a->timeout,
         &a->seed, &a->pipeline, &a->size, &a->resize, &a->device, &a->dtype, &a->mean, &a->std,
         &a->layout, &a->decoder, &a->in_order, &a->on_error, &a->io, &a->max_restarts, &a->scale,
         &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels, &a->augment,
-        &a->sampler, &a->max_pixels, &a->max_decode_bytes, &a->max_side, &a->batch_sampler);
+        &a->sampler, &a->max_pixels, &a->max_decode_bytes, &a->max_side, &a->batch_sampler,
+        &a->gpu_prefetch);
 }
 
 /* An argument that is an integer (or a bool) or a name of one of the
@@ -280,6 +281,7 @@ static const plain_option PLAIN_OPTIONS[] = {
     PLAIN("max_pixels", max_pixels, FEEDER_OPT_MAX_PIXELS, 0),
     PLAIN("max_decode_bytes", max_decode_bytes, FEEDER_OPT_MAX_DECODE_BYTES, 0),
     PLAIN("max_side", max_side, FEEDER_OPT_MAX_SIDE, 0),
+    PLAIN("gpu_prefetch", gpu_prefetch, FEEDER_OPT_GPU_PREFETCH, 0),
     PLAIN("pipeline", pipeline, FEEDER_OPT_PIPELINE, 1),
     PLAIN("decoder", decoder, FEEDER_OPT_DECODER, 1),
     PLAIN("on_error", on_error, FEEDER_OPT_ERROR_POLICY, 1),

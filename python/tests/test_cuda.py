@@ -21,6 +21,21 @@ def test_device_uint8_equals_host(dataset):
     assert all(torch.equal(a, b) for a, b in zip(host, dev))
 
 
+def test_gpu_prefetch_holds_that_many_batches(dataset):
+    """gpu_prefetch=4: the three batches before the current one stay alive
+    in their own device buffers while the loader goes on, unchanged."""
+    host = [x.clone() for x, _ in feeder.Loader(dataset, batch_size=8, num_workers=2)]
+    ld = feeder.Loader(dataset, batch_size=8, num_workers=2, device="cuda:0", gpu_prefetch=4)
+    held, n = [], 0
+    for x, _ in ld:
+        held = (held + [(n, x)])[-4:]
+        assert len({t.data_ptr() for _, t in held}) == len(held)
+        for k, t in held:
+            assert torch.equal(t.cpu(), host[k])
+        n += 1
+    assert n == len(host) > 4
+
+
 def test_device_float32_normalised_on_a_side_stream(dataset):
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
     host = [x.clone() for x, _ in feeder.Loader(dataset, batch_size=8, num_workers=2)]

@@ -54,6 +54,8 @@ def test_not_a_packed_file(tmp_path):
     (dict(max_pixels=-1), "max_pixels"),
     (dict(max_decode_bytes=-1), "max_decode_bytes"),
     (dict(max_side=-5), "max_side"),
+    (dict(gpu_prefetch=1), "gpu_prefetch"),
+    (dict(gpu_prefetch=65), "gpu_prefetch"),
 ])
 def test_bad_options(dataset, kw, match):
     with pytest.raises(ValueError, match=match):
