@@ -55,7 +55,7 @@ static uint32_t allowed(const feeder__ahead *a)
         else
             hi = mid;
     }
-    return lo + a->src.ahead;
+    return a->src.ahead > UINT32_MAX - lo ? UINT32_MAX : lo + a->src.ahead;
 }
 
 static void *ahead_main(void *arg)
