@@ -162,7 +162,7 @@ struct feeder__shards {
     uint64_t *used;      /* this process's tick of the last ensure, for unmapping */
     uint64_t tick;
     uint32_t max_resident; /* URL shards one process keeps mapped; 0: no limit */
-    uint32_t fetch_ahead;
+    uint32_t fetch_ahead;  /* shards fetched ahead (feeder__ahead_shards): 0 for none */
     void *cache;         /* feeder__cache (remote/remote.h) */
     struct feeder__ahead *fetch; /* the fetch-ahead threads (parent only), or NULL */
 };

@@ -450,9 +450,9 @@ int feeder__tar_open(const char *const *paths, size_t count, const feeder_shard_
     feeder_dataset *ds = NULL;
     int rc = tar_alloc(paths, count, &ds);
     if (!rc)
-        ds->tar->fetch_ahead = opt ? opt->fetch_ahead : 0;
-    if (!rc)
         rc = open_cache(ds->tar, opt, err, errlen);
+    if (!rc) /* the cache: URL shards */
+        ds->tar->fetch_ahead = feeder__ahead_shards(opt ? opt->fetch_ahead : 0, !!ds->tar->cache);
     if (!rc && ds->tar->cache && !ds->tar->cache->offline &&
         !(rc = probe_all(ds->tar, err, errlen)))
         rc = known_indexes(ds->tar);

@@ -128,7 +128,7 @@ typedef struct feeder__tar {
     uint32_t nshards;
     uint32_t *shard_of; /* each sample's shard */
     feeder__cache *cache; /* the shard cache, when any shard is a URL */
-    uint32_t fetch_ahead; /* feeder_shard_options.fetch_ahead */
+    uint32_t fetch_ahead; /* shards fetched ahead (feeder__ahead_shards): 0 for none */
     feeder__ahead *fetch; /* the fetch-ahead threads (parent only), or NULL */
 } feeder__tar;
 

@@ -43,6 +43,13 @@ static void forget(feeder__ahead **ap)
     *ap = NULL;
 }
 
+uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls)
+{
+    if (!urls || opt == FEEDER_FETCH_AHEAD_NONE)
+        return 0;
+    return opt ? opt : FEEDER__FETCH_AHEAD_DEFAULT;
+}
+
 /* How many planned shards may be fetched now: those first needed at or
  * before `progress`, plus src.ahead. */
 static uint32_t allowed(const feeder__ahead *a)

@@ -263,6 +263,14 @@ typedef struct feeder__ahead_src {
 
 typedef struct feeder__ahead feeder__ahead;
 
+/* feeder_shard_options.fetch_ahead's 0 */
+#define FEEDER__FETCH_AHEAD_DEFAULT 1u
+
+/* The shards a set fetches ahead (feeder__ahead_src.ahead) for the option's
+ * value `opt` (0: FEEDER__FETCH_AHEAD_DEFAULT; FEEDER_FETCH_AHEAD_NONE: 0)
+ * over a set with `urls` URL shards: 0 without any, as nothing is fetched. */
+uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls);
+
 /* The loader's hooks (parent process only). plan gives the epoch's order
  * (read now, as the URL shards in the order they are first needed; NULL/0
  * stops fetching) and the first time it names a URL shard starts
