@@ -470,6 +470,7 @@ static int size_shards(opening *o, const feeder_shard_options *opt, uint8_t **pa
                            : size_local(o, s, err, errlen);
     }
     sh->fetch_ahead = feeder__ahead_shards(opt->fetch_ahead, remote);
+    sh->nurl = remote;
     if (rc || !remote)
         return rc;
     if ((rc = feeder__cache_open(sh->cache, opt->cache_dir, opt->cache_max_bytes, err, errlen)))
@@ -820,4 +821,9 @@ void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos)
 {
     if (pk->shards)
         feeder__ahead_progress(pk->shards->fetch, pos);
+}
+
+int feeder__shards_settled(const struct feeder__pack *pk)
+{
+    return pk->shards && feeder__ahead_settled(pk->shards->fetch, pk->shards->nurl);
 }

@@ -504,6 +504,14 @@ void feeder__tar_progress(feeder__tar *t, uint64_t pos)
     feeder__ahead_progress(t->fetch, pos);
 }
 
+int feeder__tar_settled(const feeder__tar *t)
+{
+    uint32_t nurl = 0;
+    for (uint32_t s = 0; s < t->nshards; s++)
+        nurl += t->shards[s].remote != 0;
+    return feeder__ahead_settled(t->fetch, nurl);
+}
+
 int feeder_dataset_open_tar(const char *const *paths, size_t count, feeder_dataset **out,
                             char *err, size_t errlen)
 {

@@ -895,6 +895,63 @@ START_TEST(test_shards_faults)
 }
 END_TEST
 
+/* Epochs of a persistent loader over the four URL shards; the loader's
+ * batches_ahead after them. */
+static uint64_t ahead_after_epochs(const char *pat, const feeder_shard_options *opt, int epochs)
+{
+    char err[512];
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_shards(pat, opt, &ds, err, sizeof(err)) == 0, "%s", err);
+    uint64_t counts[4];
+    uint32_t ns;
+    ck_assert_int_eq(feeder_dataset_shard_counts(ds, counts, 4, &ns), 0);
+    feeder_sampler *smp;
+    ck_assert_int_eq(feeder_sampler_shards(counts, ns, 0, 1, 1, 5, 0, &smp), 0);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 8), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    uint64_t seen = 0;
+    for (int e = 0; e < epochs; e++) {
+        feeder_batch *b;
+        int rc;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            ck_assert_uint_eq(b->epoch, (uint64_t)e);
+            seen += b->count;
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+    }
+    ck_assert_uint_eq(seen, (uint64_t)epochs * 85);
+    feeder_stats st;
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    feeder_loader_destroy(ld);
+    feeder_sampler_destroy(smp);
+    feeder_dataset_destroy(ds);
+    return st.batches_ahead;
+}
+
+/* A set that fetches ahead plans each epoch's fetches from its order, so
+ * persistent workers do not begin the next epoch early; once every URL
+ * shard has landed in a cache that evicts none there is nothing left to
+ * plan, and the epochs after it begin early as a local set's do. With a
+ * byte limit on the cache they keep being planned. */
+START_TEST(test_shards_fetch_ahead_then_run_ahead)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    bu_rm_rf(cachedir);
+    ck_assert_uint_gt(ahead_after_epochs(pat, NULL, 3), 0);
+    bu_rm_rf(cachedir);
+    feeder_shard_options limited = {.cache_max_bytes = 1ull << 40};
+    ck_assert_uint_eq(ahead_after_epochs(pat, &limited, 3), 0);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
 /* fetch_ahead: with a window of one shard and both slots held (positions
  * 0-7, all in the first shard), the worker needs only the first shard; the
  * loader's fetch threads download one more with the default (0) and every
@@ -2292,6 +2349,7 @@ static Suite *remote_suite(int s3)
     tcase_add_test(tc, test_shards_reject);
     tcase_add_test(tc, test_shards_faults);
     tcase_add_test(tc, test_shards_fetch_ahead);
+    tcase_add_test(tc, test_shards_fetch_ahead_then_run_ahead);
     tcase_add_test(tc, test_shards_fetch_ahead_default);
     tcase_add_test(tc, test_shards_small_cache);
     tcase_add_test(tc, test_tar_shards_http);
