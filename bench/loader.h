@@ -33,7 +33,7 @@
 
 typedef struct opts {
     const char *data;     /* NULL: the default dataset */
-    unsigned fetch_ahead; /* shards datasets (URLs, brace ranges): --fetch-ahead */
+    unsigned fetch_ahead; /* shards datasets (URLs, brace ranges): --fetch-ahead (1; 0: none) */
     uint32_t batch;
     unsigned epochs;
     int workers[MAX_SWEEP];
@@ -140,8 +140,9 @@ typedef struct run_res {
 
 /* The dataset is a packed file: what its header says (kind 0 otherwise). */
 extern feeder_packed_info g_pack;
-/* --fetch-ahead, for open_dataset's shards datasets. */
-extern unsigned g_fetch_ahead;
+/* feeder_shard_options.fetch_ahead for open_dataset's shards datasets:
+ * --fetch-ahead, its 0 as FEEDER_FETCH_AHEAD_NONE. */
+extern uint32_t g_fetch_ahead;
 
 /* Open --data: a folder, a list file or a packed file (sets g_pack); a URL
  * or a brace range of packs opens as a shards dataset. */

@@ -12,7 +12,7 @@
 #include "loader.h"
 
 feeder_packed_info g_pack;
-unsigned g_fetch_ahead;
+uint32_t g_fetch_ahead;
 
 /* URLs and brace ranges of packs: a shards dataset (the URL's shards come
  * through the shard cache as the epochs need them). */

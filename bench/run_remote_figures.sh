@@ -5,6 +5,9 @@
 # first epoch (empty shard cache) and warm epochs, RAW and JPEG, and tar
 # shards when WWW/tar/s-0.tar is there.
 #   bench/run_remote_figures.sh BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS] [FETCH_AHEAD]
+# WORKERS 2, EPOCHS 4, DELAY_MS 20; FETCH_AHEAD is bench_loader's
+# --fetch-ahead, 1 as there (0: none, each shard fetched by the worker that
+# first needs it). The first line of output gives the settings.
 # WWW holds raw.pack, jpeg.pack, their shards rawsh-NNNNN-of-MMMMM.pack and
 # jpegsh-..., and optionally tar/s-K.tar (+ .idx); make them with feeder-pack
 # and bench/run_tar_figures.sh's layout (docs/BENCHMARKS.md gives the
@@ -12,12 +15,13 @@
 # stays in front of it); KINDS="raw tar" picks the cases (default: raw jpeg tar). Starts and stops its own servers; the cache is a
 # fresh folder each run.
 set -euo pipefail
-build=${1:?usage: $0 BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS]}
-www=${2:?usage: $0 BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS]}
+usage="usage: $0 BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS] [FETCH_AHEAD]"
+build=${1:?$usage}
+www=${2:?$usage}
 workers=${3:-2}
 epochs=${4:-4}
 delay=${5:-20}
-ahead=${6:-0}
+ahead=${6:-1}
 server=${SERVER:-lighttpd}
 kinds=" ${KINDS:-raw jpeg tar} "
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +32,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+none=$([ "$ahead" = 0 ] && echo ' (none)' || true)
+echo "workers $workers, epochs $epochs, persistent, --fetch-ahead $ahead$none," \
+  "proxy delay $delay ms, server $server"
 if [ "$server" = nginx ]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   cat >"$tmp/nginx.conf" <<END

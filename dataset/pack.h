@@ -162,7 +162,8 @@ struct feeder__shards {
     uint64_t *used;      /* this process's tick of the last ensure, for unmapping */
     uint64_t tick;
     uint32_t max_resident; /* URL shards one process keeps mapped; 0: no limit */
-    uint32_t fetch_ahead;
+    uint32_t fetch_ahead;  /* shards fetched ahead (feeder__ahead_shards): 0 for none */
+    uint32_t nurl;         /* URL shards of the set */
     void *cache;         /* feeder__cache (remote/remote.h) */
     struct feeder__ahead *fetch; /* the fetch-ahead threads (parent only), or NULL */
 };
@@ -194,6 +195,9 @@ void feeder__shards_free(struct feeder__shards *sh, uint8_t *map, size_t map_len
  * fetch_ahead 0. Thread-safe with respect to the fetch thread. */
 void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_t len);
 void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos);
+/* Whether the set's fetching ahead is done for good (feeder__ahead_settled):
+ * every URL shard landed once, in a cache that evicts none. */
+int feeder__shards_settled(const struct feeder__pack *pk);
 
 void feeder__pack_free(struct feeder__pack *pk);
 /* A packed (or shards, or fields pack) dataset's `release`: its pack. */

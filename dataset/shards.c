@@ -469,6 +469,8 @@ static int size_shards(opening *o, const feeder_shard_options *opt, uint8_t **pa
         rc = sh->remote[s] ? feeder__target_resolve(sh->names[s], &o->t[s], err, errlen)
                            : size_local(o, s, err, errlen);
     }
+    sh->fetch_ahead = feeder__ahead_shards(opt->fetch_ahead, remote);
+    sh->nurl = remote;
     if (rc || !remote)
         return rc;
     if ((rc = feeder__cache_open(sh->cache, opt->cache_dir, opt->cache_max_bytes, err, errlen)))
@@ -588,7 +590,6 @@ int feeder_dataset_open_shards(const char *pattern, const feeder_shard_options *
     ds->pack->shards = o.sh;
     ds->pack->shards_free = feeder__shards_free;
     o.sh->max_resident = opt->max_resident;
-    o.sh->fetch_ahead = opt->fetch_ahead;
     uint8_t *pages = NULL;
     rc = size_shards(&o, opt, &pages, err, errlen);
     if (!rc)
@@ -820,4 +821,9 @@ void feeder__shards_progress(struct feeder__pack *pk, uint64_t pos)
 {
     if (pk->shards)
         feeder__ahead_progress(pk->shards->fetch, pos);
+}
+
+int feeder__shards_settled(const struct feeder__pack *pk)
+{
+    return pk->shards && feeder__ahead_settled(pk->shards->fetch, pk->shards->nurl);
 }

@@ -450,9 +450,9 @@ int feeder__tar_open(const char *const *paths, size_t count, const feeder_shard_
     feeder_dataset *ds = NULL;
     int rc = tar_alloc(paths, count, &ds);
     if (!rc)
-        ds->tar->fetch_ahead = opt ? opt->fetch_ahead : 0;
-    if (!rc)
         rc = open_cache(ds->tar, opt, err, errlen);
+    if (!rc) /* the cache: URL shards */
+        ds->tar->fetch_ahead = feeder__ahead_shards(opt ? opt->fetch_ahead : 0, !!ds->tar->cache);
     if (!rc && ds->tar->cache && !ds->tar->cache->offline &&
         !(rc = probe_all(ds->tar, err, errlen)))
         rc = known_indexes(ds->tar);
@@ -502,6 +502,14 @@ void feeder__tar_plan(feeder__tar *t, const uint64_t *order, uint64_t len)
 void feeder__tar_progress(feeder__tar *t, uint64_t pos)
 {
     feeder__ahead_progress(t->fetch, pos);
+}
+
+int feeder__tar_settled(const feeder__tar *t)
+{
+    uint32_t nurl = 0;
+    for (uint32_t s = 0; s < t->nshards; s++)
+        nurl += t->shards[s].remote != 0;
+    return feeder__ahead_settled(t->fetch, nurl);
 }
 
 int feeder_dataset_open_tar(const char *const *paths, size_t count, feeder_dataset **out,

@@ -128,7 +128,7 @@ typedef struct feeder__tar {
     uint32_t nshards;
     uint32_t *shard_of; /* each sample's shard */
     feeder__cache *cache; /* the shard cache, when any shard is a URL */
-    uint32_t fetch_ahead; /* feeder_shard_options.fetch_ahead */
+    uint32_t fetch_ahead; /* shards fetched ahead (feeder__ahead_shards): 0 for none */
     feeder__ahead *fetch; /* the fetch-ahead threads (parent only), or NULL */
 } feeder__tar;
 
@@ -147,6 +147,8 @@ void feeder__tar_free(feeder__tar *t);
  * shards or with fetch_ahead 0. Parent process only. */
 void feeder__tar_plan(feeder__tar *t, const uint64_t *order, uint64_t len);
 void feeder__tar_progress(feeder__tar *t, uint64_t pos);
+/* As feeder__shards_settled, for tar shards. */
+int feeder__tar_settled(const feeder__tar *t);
 
 /* Sample `index`'s shard and its entry there. */
 static inline const feeder__tar_shard *feeder__tar_sample(const feeder__tar *t, uint64_t index,

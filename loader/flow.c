@@ -371,13 +371,16 @@ static void give_slot(feeder_loader *ld, uint32_t s, uint64_t epoch, uint64_t b,
     }
 }
 
-/* Whether the dataset fetches URL shards ahead of the epoch's order. */
+/* Whether the dataset fetches URL shards ahead of the epoch's order: not
+ * once every URL shard has landed in a cache that evicts none, so that the
+ * epochs after the first begin early as a local set's do. */
 static int plans_fetches(const feeder_dataset *ds)
 {
     if (ds->kind == FEEDER__DS_TAR)
-        return ds->tar->cache && ds->tar->fetch_ahead;
+        return ds->tar->cache && ds->tar->fetch_ahead && !feeder__tar_settled(ds->tar);
     if (ds->kind == FEEDER__DS_PACKED)
-        return ds->pack->shards && ds->pack->shards->cache && ds->pack->shards->fetch_ahead;
+        return ds->pack->shards && ds->pack->shards->cache && ds->pack->shards->fetch_ahead &&
+               !feeder__shards_settled(ds->pack);
     return 0;
 }
 

@@ -27,6 +27,8 @@ struct feeder__ahead {
     uint64_t progress;
     int stop;
     uint64_t fetched, failed;
+    uint8_t *landed;  /* per URL shard: fetched once by these threads */
+    uint32_t nlanded; /* distinct shards in `landed` */
     pid_t pid; /* the process whose threads these are */
 };
 
@@ -39,8 +41,16 @@ static void forget(feeder__ahead **ap)
 {
     free((*ap)->need);
     free((*ap)->need_pos);
+    free((*ap)->landed);
     free(*ap);
     *ap = NULL;
+}
+
+uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls)
+{
+    if (!urls || opt == FEEDER_FETCH_AHEAD_NONE)
+        return 0;
+    return opt ? opt : FEEDER__FETCH_AHEAD_DEFAULT;
 }
 
 /* How many planned shards may be fetched now: those first needed at or
@@ -55,7 +65,7 @@ static uint32_t allowed(const feeder__ahead *a)
         else
             hi = mid;
     }
-    return lo + a->src.ahead;
+    return a->src.ahead > UINT32_MAX - lo ? UINT32_MAX : lo + a->src.ahead;
 }
 
 static void *ahead_main(void *arg)
@@ -79,6 +89,10 @@ static void *ahead_main(void *arg)
         pthread_mutex_lock(&a->mu);
         a->fetched += !rc;
         a->failed += rc != 0;
+        if (!rc && !a->landed[s]) {
+            a->landed[s] = 1;
+            a->nlanded++;
+        }
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
@@ -87,8 +101,10 @@ static void *ahead_main(void *arg)
 static feeder__ahead *ahead_start(const feeder__ahead_src *src)
 {
     feeder__ahead *a = calloc(1, sizeof(*a));
-    if (!a)
+    if (!a || !(a->landed = calloc((size_t)src->nshards + 1, 1))) {
+        free(a);
         return NULL;
+    }
     a->src = *src;
     a->pid = getpid();
     pthread_mutex_init(&a->mu, NULL);
@@ -99,6 +115,7 @@ static feeder__ahead *ahead_start(const feeder__ahead_src *src)
     if (!a->nth) {
         pthread_mutex_destroy(&a->mu);
         pthread_cond_destroy(&a->cv);
+        free(a->landed);
         free(a);
         return NULL;
     }
@@ -124,8 +141,19 @@ void feeder__ahead_stop(feeder__ahead **ap)
     pthread_cond_destroy(&a->cv);
     free(a->need);
     free(a->need_pos);
+    free(a->landed);
     free(a);
     *ap = NULL;
+}
+
+int feeder__ahead_settled(feeder__ahead *a, uint32_t nurl)
+{
+    if (!a || foreign(a) || a->src.cache->max_bytes)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    int all = a->nlanded >= nurl;
+    pthread_mutex_unlock(&a->mu);
+    return all;
 }
 
 /* The URL shards of order[0, len) in first-need order, with the positions

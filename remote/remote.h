@@ -263,6 +263,14 @@ typedef struct feeder__ahead_src {
 
 typedef struct feeder__ahead feeder__ahead;
 
+/* feeder_shard_options.fetch_ahead's 0 */
+#define FEEDER__FETCH_AHEAD_DEFAULT 1u
+
+/* The shards a set fetches ahead (feeder__ahead_src.ahead) for the option's
+ * value `opt` (0: FEEDER__FETCH_AHEAD_DEFAULT; FEEDER_FETCH_AHEAD_NONE: 0)
+ * over a set with `urls` URL shards: 0 without any, as nothing is fetched. */
+uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls);
+
 /* The loader's hooks (parent process only). plan gives the epoch's order
  * (read now, as the URL shards in the order they are first needed; NULL/0
  * stops fetching) and the first time it names a URL shard starts
@@ -283,5 +291,12 @@ void feeder__ahead_plan(feeder__ahead **a, const feeder__ahead_src *src, const u
                         uint64_t len);
 void feeder__ahead_progress(feeder__ahead *a, uint64_t pos);
 void feeder__ahead_stop(feeder__ahead **a);
+
+/* Whether there is nothing left to fetch ahead: these threads have landed
+ * every one of the set's `nurl` URL shards once, in a cache with no byte
+ * limit (so none is evicted). Then an epoch may begin before the user asks
+ * for it without its fetches being planned (loader/flow.c). 0 for NULL or
+ * a forked copy. Parent process only. */
+int feeder__ahead_settled(feeder__ahead *a, uint32_t nurl);
 
 #endif

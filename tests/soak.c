@@ -548,7 +548,8 @@ typedef struct {
  * workers (one is killed every kill_every batches): every batch must be
  * the reference's, exactly. Round k starts from an empty cache (open walks
  * the downloaded shards), from the indexes alone (the workers download the
- * shards), or from everything cached. */
+ * shards, and the loader's fetch thread one shard ahead: the default
+ * options), or from everything cached. */
 static void remote_epoch(const ref *r, uint64_t seed, int workers, int kill_every, int e,
                          unsigned *rnd, remote_counts *rc)
 {

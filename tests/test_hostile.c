@@ -345,7 +345,8 @@ END_TEST
  * retries (2 GETs), every later batch gets that failure at once, naming
  * it, without asking the server again: in the calling thread (0 workers)
  * and across 2 worker processes (the cache folder's record). A new open
- * tries again, once. */
+ * tries again, once. The readers download alone (FEEDER_FETCH_AHEAD_NONE):
+ * a fetch thread's failed download could come before the first batch's. */
 START_TEST(test_retry_budget_per_shard)
 {
     put_pack("s-0.pack", 30);
@@ -355,7 +356,8 @@ START_TEST(test_retry_budget_per_shard)
     url_of(pat, sizeof(pat), "fail", "s-{0..1}.pack");
     for (int w = 0, round = 1; w <= 2; w += 2, round++) {
         feeder_dataset *ds;
-        ck_assert_msg(feeder_dataset_open_shards(pat, NULL, &ds, err, sizeof(err)) == 0, "%s",
+        const feeder_shard_options none = {.fetch_ahead = FEEDER_FETCH_AHEAD_NONE};
+        ck_assert_msg(feeder_dataset_open_shards(pat, &none, &ds, err, sizeof(err)) == 0, "%s",
                       err);
         feeder_loader *ld;
         ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);

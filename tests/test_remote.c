@@ -775,7 +775,9 @@ static uint32_t epoch_crc_workers(feeder_dataset *ds, int workers, uint64_t *sam
 
 /* Four packs as one dataset, from local files and from URLs: the same
  * samples, labels and batches (0 and 2 workers); open reads only headers
- * and indices (range requests), each shard is downloaded whole once. */
+ * and indices (range requests), each shard is downloaded whole once (the
+ * default options: the workers and the fetch thread, one shard ahead,
+ * share each download). */
 START_TEST(test_shards_http)
 {
     put_shards();
@@ -893,18 +895,79 @@ START_TEST(test_shards_faults)
 }
 END_TEST
 
-/* fetch_ahead: the loader's fetch thread downloads every shard of the epoch
- * while the workers, with a window of one shard and four slots held, need
- * only the first two; still one whole download per shard. */
+/* Epochs of a persistent loader over the four URL shards; the loader's
+ * batches_ahead after them. */
+static uint64_t ahead_after_epochs(const char *pat, const feeder_shard_options *opt, int epochs)
+{
+    char err[512];
+    feeder_dataset *ds;
+    ck_assert_msg(feeder_dataset_open_shards(pat, opt, &ds, err, sizeof(err)) == 0, "%s", err);
+    uint64_t counts[4];
+    uint32_t ns;
+    ck_assert_int_eq(feeder_dataset_shard_counts(ds, counts, 4, &ns), 0);
+    feeder_sampler *smp;
+    ck_assert_int_eq(feeder_sampler_shards(counts, ns, 0, 1, 1, 5, 0, &smp), 0);
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 8), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 2), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PERSISTENT_WORKERS, 1), 0);
+    uint64_t seen = 0;
+    for (int e = 0; e < epochs; e++) {
+        feeder_batch *b;
+        int rc;
+        while ((rc = feeder_next(ld, &b)) == 0) {
+            ck_assert_uint_eq(b->epoch, (uint64_t)e);
+            seen += b->count;
+            ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
+        }
+        ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+    }
+    ck_assert_uint_eq(seen, (uint64_t)epochs * 85);
+    feeder_stats st;
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    feeder_loader_destroy(ld);
+    feeder_sampler_destroy(smp);
+    feeder_dataset_destroy(ds);
+    return st.batches_ahead;
+}
+
+/* A set that fetches ahead plans each epoch's fetches from its order, so
+ * persistent workers do not begin the next epoch early; once every URL
+ * shard has landed in a cache that evicts none there is nothing left to
+ * plan, and the epochs after it begin early as a local set's do. With a
+ * byte limit on the cache they keep being planned. */
+START_TEST(test_shards_fetch_ahead_then_run_ahead)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    bu_rm_rf(cachedir);
+    ck_assert_uint_gt(ahead_after_epochs(pat, NULL, 3), 0);
+    bu_rm_rf(cachedir);
+    feeder_shard_options limited = {.cache_max_bytes = 1ull << 40};
+    ck_assert_uint_eq(ahead_after_epochs(pat, &limited, 3), 0);
+    stop(&s, SIGTERM);
+}
+END_TEST
+
+/* fetch_ahead: with a window of one shard and both slots held (positions
+ * 0-7, all in the first shard), the worker needs only the first shard; the
+ * loader's fetch threads download one more with the default (0) and every
+ * shard with 4, none with FEEDER_FETCH_AHEAD_NONE; one whole download per
+ * shard and run. */
 START_TEST(test_shards_fetch_ahead)
 {
     put_shards();
     server s = start_lighttpd();
     char pat[300], err[512];
     snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
-    for (int ahead = 0; ahead <= 4; ahead += 4) {
+    const uint32_t aheads[3] = {FEEDER_FETCH_AHEAD_NONE, 0, 4};
+    const int cached[3] = {1, 2, 4};
+    for (int k = 0; k < 3; k++) {
         bu_rm_rf(cachedir);
-        feeder_shard_options opt = {.fetch_ahead = (uint32_t)ahead};
+        feeder_shard_options opt = {.fetch_ahead = aheads[k]};
         feeder_dataset *ds;
         ck_assert_int_eq(feeder_dataset_open_shards(pat, &opt, &ds, err, sizeof(err)), 0);
         uint64_t counts[4];
@@ -920,12 +983,12 @@ START_TEST(test_shards_fetch_ahead)
         feeder_batch *b[2];
         ck_assert_int_eq(feeder_next(ld, &b[0]), 0);
         ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: workers idle */
-        for (int i = 0; i < 300 && cache_files(".pack.meta") < (ahead ? 4 : 1); i++)
+        for (int i = 0; i < 300 && cache_files(".pack.meta") < cached[k]; i++)
             usleep(10000);
         usleep(200000);
-        ck_assert_int_eq(cache_files(".pack.meta"), ahead ? 4 : 1);
-        feeder_batch_release(b[0], NULL);
-        feeder_batch_release(b[1], NULL);
+        ck_assert_int_eq(cache_files(".pack.meta"), cached[k]);
+        /* Destroyed with both batches held: a release would let the worker
+         * on to later positions, perhaps another shard's. */
         feeder_loader_destroy(ld);
         feeder_sampler_destroy(smp);
         feeder_dataset_destroy(ds);
@@ -933,18 +996,73 @@ START_TEST(test_shards_fetch_ahead)
     char log[400];
     snprintf(log, sizeof(log), "%s/access.log", tmpdir);
     stop(&s, SIGTERM);
+    int whole = 0;
     for (int k = 0; k < 4; k++) {
         char want[64];
         snprintf(want, sizeof(want), "GET /s-%d.pack HTTP/1.1\" 200", k);
-        ck_assert_int_le(count_lines(log, want), 2);
+        whole += count_lines(log, want);
     }
+    ck_assert_int_eq(whole, 1 + 2 + 4); /* the shards cached in the three runs */
+}
+END_TEST
+
+/* The default: options zero-filled or NULL over URL shards, one
+ * "feeder-ahead" thread (remote/ahead.c names them) starts with the first
+ * epoch and downloads the shard after the one the worker reads (in file
+ * order, both slots held: positions 0-7, all in s-0), and no other;
+ * FEEDER_FETCH_AHEAD_NONE starts none and s-1 stays on the server. Over
+ * the local shards the default starts no thread. */
+START_TEST(test_shards_fetch_ahead_default)
+{
+    put_shards();
+    server s = start_lighttpd();
+    char pat[300], local[400], err[512];
+    snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
+    snprintf(local, sizeof(local), "%s/s-{0..3}.pack", docroot);
+    const feeder_shard_options zero = {0}, none = {.fetch_ahead = FEEDER_FETCH_AHEAD_NONE};
+    const feeder_shard_options *opts[4] = {&zero, NULL, &none, &zero};
+    for (int k = 0; k < 4; k++) {
+        int url = k < 3, ahead = k < 2;
+        bu_rm_rf(cachedir);
+        feeder_dataset *ds;
+        ck_assert_msg(feeder_dataset_open_shards(url ? pat : local, opts[k], &ds, err,
+                                                 sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(tu_threads_named("feeder-ahead"), 0); /* none before a loader */
+        feeder_loader *ld;
+        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 4), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1), 0);
+        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 2), 0);
+        feeder_batch *b[2];
+        ck_assert_msg(feeder_next(ld, &b[0]) == 0, "%s", feeder_loader_errmsg(ld));
+        ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: the worker idles */
+        ck_assert_uint_eq(b[1]->indices[3], 7);
+        for (int i = 0; i < 300 && ahead && cache_files("-s-1.pack.meta") < 1; i++)
+            usleep(10000);
+        usleep(200000);
+        ck_assert_int_eq(tu_threads_named("feeder-ahead"), ahead);
+        ck_assert_int_eq(cache_files("-s-0.pack.meta"), url);
+        ck_assert_int_eq(cache_files("-s-1.pack.meta"), ahead);
+        ck_assert_int_eq(cache_files(".pack.meta"), url + ahead); /* s-2, s-3: not yet */
+        feeder_loader_destroy(ld); /* the batches held */
+        feeder_dataset_destroy(ds);
+        ck_assert_int_eq(tu_threads_named("feeder-ahead"), 0);
+    }
+    char log[400];
+    snprintf(log, sizeof(log), "%s/access.log", tmpdir);
+    stop(&s, SIGTERM);
+    ck_assert_int_eq(count_lines(log, "GET /s-0.pack HTTP/1.1\" 200"), 3); /* once per run */
+    ck_assert_int_eq(count_lines(log, "GET /s-1.pack HTTP/1.1\" 200"), 2); /* ahead: 2 runs */
+    ck_assert_int_eq(count_lines(log, "GET /s-2.pack HTTP/1.1\" 200"), 0);
 }
 END_TEST
 
 /* A cache smaller than two shards and max_resident 1, read in the calling
- * thread with a window of one shard: every shard still comes through
- * (evicting the previous one), the batches are the local files', and the
- * process never holds more than one URL shard. */
+ * thread with a window of one shard, no fetch thread
+ * (FEEDER_FETCH_AHEAD_NONE: one fetching ahead would hold a second shard in
+ * the cache): every shard still comes through (evicting the previous one),
+ * the batches are the local files', and the process never holds more than
+ * one URL shard. */
 START_TEST(test_shards_small_cache)
 {
     put_shards();
@@ -957,7 +1075,8 @@ START_TEST(test_shards_small_cache)
     www(p0, sizeof(p0), "s-0.pack");
     ck_assert_int_eq(stat(p0, &st), 0);
     feeder_shard_options opt = {.max_resident = 1,
-                                .cache_max_bytes = (uint64_t)st.st_size * 3 / 2};
+                                .cache_max_bytes = (uint64_t)st.st_size * 3 / 2,
+                                .fetch_ahead = FEEDER_FETCH_AHEAD_NONE};
     feeder_dataset *r, *l;
     ck_assert_int_eq(feeder_dataset_open_shards(pat, &opt, &r, err, sizeof(err)), 0);
     ck_assert_int_eq(feeder_dataset_open_shards(local, NULL, &l, err, sizeof(err)), 0);
@@ -1652,7 +1771,8 @@ static void assert_same_samples(const feeder_dataset *a, const feeder_dataset *b
  * and walks it; the batches (0 and 2 workers, two epochs) are byte for byte
  * the local shards'. Then, with <shard>.idx files beside them on the server
  * (the local open wrote them) and an empty cache, open fetches only the
- * indexes and the workers download each shard once. */
+ * indexes and each shard is downloaded once (the default options: by a
+ * worker or the fetch thread, one shard ahead). */
 START_TEST(test_tar_shards_http)
 {
     put_tars();
@@ -1721,7 +1841,8 @@ END_TEST
 /* Tar shards read as they arrive: through a proxy that stalls every body
  * after its first 2 KiB, with the shards' .idx published (open downloads
  * no shard), the workers read members of shards still downloading (their
- * own, or the other worker's); the batches are the local shards'. */
+ * own, the other worker's, or the default fetch thread's); the batches are
+ * the local shards', and each shard is downloaded once. */
 START_TEST(test_stream_tar)
 {
     put_tars();
@@ -1849,9 +1970,11 @@ static void tar_with_server_idx(feeder_dataset **l)
 
 /* fetch_ahead for tar shards, as for packs: with one worker, batches of two
  * and both slots held, the workers need only s-0 (samples 0-3); the fetch
- * threads download all four shards before any worker asks for them, each
- * once (the access log). The batches of two shuffled epochs are the local
- * shards', byte for byte. */
+ * threads download s-1 too with the default (0), all four shards with 4,
+ * before any worker asks for them, and none with FEEDER_FETCH_AHEAD_NONE;
+ * each once per run (the access log). With the default and with 4, the
+ * batches of two shuffled epochs are then the local shards', byte for
+ * byte. */
 START_TEST(test_tar_fetch_ahead)
 {
     feeder_dataset *l;
@@ -1859,9 +1982,11 @@ START_TEST(test_tar_fetch_ahead)
     server s = start_lighttpd();
     char pat[300], err[512], msg[1024];
     snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.tar", s.port);
-    for (int ahead = 0; ahead <= 4; ahead += 4) {
+    const uint32_t aheads[3] = {FEEDER_FETCH_AHEAD_NONE, 0, 4};
+    const int cached[3] = {1, 2, 4};
+    for (int k = 0; k < 3; k++) {
         bu_rm_rf(cachedir);
-        feeder_shard_options opt = {.fetch_ahead = (uint32_t)ahead};
+        feeder_shard_options opt = {.fetch_ahead = aheads[k]};
         feeder_dataset *ds;
         ck_assert_msg(feeder_dataset_open_shards(pat, &opt, &ds, err, sizeof(err)) == 0, "%s",
                       err);
@@ -1875,16 +2000,16 @@ START_TEST(test_tar_fetch_ahead)
         ck_assert_msg(feeder_next(ld, &b[0]) == 0, "%s", feeder_loader_errmsg(ld));
         ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: the worker idles */
         ck_assert_uint_eq(b[1]->indices[1], 3);
-        for (int i = 0; i < 300 && cache_files(".tar.meta") < (ahead ? 4 : 1); i++)
+        for (int i = 0; i < 300 && cache_files(".tar.meta") < cached[k]; i++)
             usleep(10000);
         usleep(200000);
-        ck_assert_int_eq(cache_files(".tar.meta"), ahead ? 4 : 1);
+        ck_assert_int_eq(cache_files(".tar.meta"), cached[k]);
         /* Destroyed with both batches held: a release would hand the worker
          * batch 2 (s-1), and whether its download reached the server's log
          * before the destroy killed it would be a race (it did once, under
          * ASan). */
         feeder_loader_destroy(ld);
-        if (ahead) {
+        if (aheads[k] != FEEDER_FETCH_AHEAD_NONE) {
             uint64_t nl, nr;
             int rc;
             uint32_t cl = tar_epochs(l, 2, &nl, &rc, msg, sizeof(msg));
@@ -1903,7 +2028,9 @@ START_TEST(test_tar_fetch_ahead)
     for (int k = 0; k < 4; k++) {
         char want[64];
         snprintf(want, sizeof(want), "GET /s-%d.tar HTTP/1.1\" 200", k);
-        ck_assert_int_eq(count_lines(log, want), k ? 1 : 2); /* s-0 in both runs */
+        /* s-0 in the three runs; the others fetched ahead or read by the
+         * epochs of the last two */
+        ck_assert_int_eq(count_lines(log, want), k ? 2 : 3);
     }
 }
 END_TEST
@@ -2222,6 +2349,8 @@ static Suite *remote_suite(int s3)
     tcase_add_test(tc, test_shards_reject);
     tcase_add_test(tc, test_shards_faults);
     tcase_add_test(tc, test_shards_fetch_ahead);
+    tcase_add_test(tc, test_shards_fetch_ahead_then_run_ahead);
+    tcase_add_test(tc, test_shards_fetch_ahead_default);
     tcase_add_test(tc, test_shards_small_cache);
     tcase_add_test(tc, test_tar_shards_http);
     tcase_add_test(tc, test_tar_shards_faults);

@@ -159,6 +159,10 @@ FEEDER_API int feeder_dataset_tar_sample(const feeder_dataset *ds, uint64_t inde
 /* Shards, local or remote (http://, https://, s3://)                        */
 /* ------------------------------------------------------------------------ */
 
+/* feeder_shard_options.fetch_ahead for no fetching ahead: each URL shard is
+ * downloaded by the worker (or calling thread) that first reads it. */
+#define FEEDER_FETCH_AHEAD_NONE UINT32_MAX
+
 /* How a shards dataset reaches and keeps its shards. Zero-fill it (or pass
  * NULL) for the defaults. */
 typedef struct feeder_shard_options {
@@ -168,8 +172,11 @@ typedef struct feeder_shard_options {
     uint64_t cache_max_bytes; /* evict least recently used shards past this;
                                  0: $FEEDER_CACHE_MAX_BYTES, else no limit */
     uint32_t max_resident;    /* remote shards one process keeps mapped; 0: all */
-    uint32_t fetch_ahead;     /* shards a loader's fetch thread downloads ahead of
-                                 the sampler; 0: none (workers fetch on demand) */
+    uint32_t fetch_ahead;     /* URL shards a loader's fetch threads download
+                                 ahead of the sampler (min(N, 4) threads);
+                                 0: the default, 1; FEEDER_FETCH_AHEAD_NONE:
+                                 none (workers fetch on demand). Local shards
+                                 are never fetched: no thread */
     uint64_t reserved_[8];    /* zero */
 } feeder_shard_options;
 
