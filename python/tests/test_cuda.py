@@ -22,13 +22,14 @@ def test_device_uint8_equals_host(dataset):
 
 
 def test_gpu_prefetch_holds_that_many_batches(dataset):
-    """gpu_prefetch=4: the three batches before the current one stay alive
-    in their own device buffers while the loader goes on, unchanged."""
+    """gpu_prefetch=4: the two batches before the current one stay alive in
+    their own device buffers while the loader goes on (the fourth buffer
+    takes the next batch), unchanged."""
     host = [x.clone() for x, _ in feeder.Loader(dataset, batch_size=8, num_workers=2)]
     ld = feeder.Loader(dataset, batch_size=8, num_workers=2, device="cuda:0", gpu_prefetch=4)
     held, n = [], 0
     for x, _ in ld:
-        held = (held + [(n, x)])[-4:]
+        held = (held + [(n, x)])[-3:]
         assert len({t.data_ptr() for _, t in held}) == len(held)
         for k, t in held:
             assert torch.equal(t.cpu(), host[k])
