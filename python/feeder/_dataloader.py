@@ -542,6 +542,8 @@ class _Native:
 
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  # convert.c's empty()
+# Threads of one host float conversion (convert.c's lookup).
+LOOKUP_THREADS = 4
 
 
 def _float_table(plan):
@@ -568,7 +570,7 @@ def _host_float(images, table, pin):
         out = torch.utils.dlpack.from_dlpack(_feeder.empty(*images.shape, _KIND[table.dtype]))
     images = images.contiguous()
     _feeder.lookup(images.data_ptr(), out.data_ptr(), n, c, images[0, 0].numel(),
-                   table.data_ptr(), table.shape[0], table.element_size())
+                   table.data_ptr(), table.shape[0], table.element_size(), LOOKUP_THREADS)
     return out
 
 

@@ -165,6 +165,23 @@ def test_host_float_table_covers_every_value():
         _host_float(x[:, :1].contiguous(), _float_table(plan), False)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3, 5, 8])
+def test_host_float_lookup_threads_split_the_planes(threads):
+    """convert.c's lookup over 1-8 threads: every plane written once, with
+    its own channel's row, also with fewer planes than threads."""
+    from feeder import _feeder
+    table = torch.arange(3 * 256, dtype=torch.float32).view(3, 256)
+    for n in (1, 7):
+        x = torch.randint(0, 256, (n, 3, 5, 7), dtype=torch.uint8)
+        out = torch.full(x.shape, -1.0)
+        _feeder.lookup(x.data_ptr(), out.data_ptr(), n, 3, 35, table.data_ptr(), 3, 4, threads)
+        want = x.long() + torch.tensor([0, 256, 512]).view(1, 3, 1, 1)
+        assert torch.equal(out, want.float())
+    for bad in (0, 9):
+        with pytest.raises(ValueError, match="threads"):
+            _feeder.lookup(x.data_ptr(), out.data_ptr(), n, 3, 35, table.data_ptr(), 3, 4, bad)
+
+
 def test_eval_close_to_torchvision(folder):
     """Same files, same order and labels as torchvision's ImageFolder with
     the same transform; pixels close (another decoder and resampler)."""
