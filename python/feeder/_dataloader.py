@@ -559,7 +559,7 @@ def _float_table(plan):
 
 def _host_float(images, table, pin):
     """A uint8 NCHW batch as ToDtype / Normalize make it, through `table` on
-    one thread without the GIL (python/src/convert.c says why)."""
+    LOOKUP_THREADS threads without the GIL (python/src/convert.c says why)."""
     n, c = images.shape[0], images.shape[1]
     if table.shape[0] not in (1, c):
         raise ValueError(f"feeder.transforms.Normalize: {table.shape[0]} means and stds for "
