@@ -146,13 +146,40 @@ void feeder__ahead_stop(feeder__ahead **ap)
     *ap = NULL;
 }
 
+/* Whether the cache holds a whole copy of shard s as open saw it (a worker
+ * may have downloaded it before these threads reached it). */
+static int in_cache(const feeder__ahead *a, uint32_t s)
+{
+    feeder__remote_meta m;
+    const feeder__remote_meta *want = a->src.meta(a->src.ctx, s);
+    return feeder__cache_lookup(a->src.cache, a->src.url(a->src.ctx, s), &m) == 0 &&
+           m.size == want->size && strcmp(m.etag, want->etag) == 0;
+}
+
 int feeder__ahead_settled(feeder__ahead *a, uint32_t nurl)
 {
     if (!a || foreign(a) || a->src.cache->max_bytes)
         return 0;
     pthread_mutex_lock(&a->mu);
+    uint32_t n = 0, *look = a->nlanded < nurl ? malloc(((size_t)a->nneed + 1) * sizeof(*look))
+                                              : NULL;
+    for (uint32_t k = 0; look && k < a->nneed; k++)
+        if (!a->landed[a->need[k]])
+            look[n++] = a->need[k];
+    pthread_mutex_unlock(&a->mu);
+    /* The planned shards these threads have not landed, looked up in the
+     * cache outside the lock (a file each); found ones count as landed. */
+    for (uint32_t k = 0; k < n; k++)
+        look[k] = in_cache(a, look[k]) ? look[k] : UINT32_MAX;
+    pthread_mutex_lock(&a->mu);
+    for (uint32_t k = 0; k < n; k++)
+        if (look[k] != UINT32_MAX && !a->landed[look[k]]) {
+            a->landed[look[k]] = 1;
+            a->nlanded++;
+        }
     int all = a->nlanded >= nurl;
     pthread_mutex_unlock(&a->mu);
+    free(look);
     return all;
 }
 

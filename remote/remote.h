@@ -292,11 +292,13 @@ void feeder__ahead_plan(feeder__ahead **a, const feeder__ahead_src *src, const u
 void feeder__ahead_progress(feeder__ahead *a, uint64_t pos);
 void feeder__ahead_stop(feeder__ahead **a);
 
-/* Whether there is nothing left to fetch ahead: these threads have landed
- * every one of the set's `nurl` URL shards once, in a cache with no byte
- * limit (so none is evicted). Then an epoch may begin before the user asks
- * for it without its fetches being planned (loader/flow.c). 0 for NULL or
- * a forked copy. Parent process only. */
+/* Whether there is nothing left to fetch ahead: every one of the set's
+ * `nurl` URL shards has landed once (by these threads, or found whole in
+ * the cache as open saw it: a worker may have fetched it first), in a cache
+ * with no byte limit (so none is evicted). Then an epoch may begin before
+ * the user asks for it without its fetches being planned (loader/flow.c).
+ * Looks up each planned shard not yet known to have landed (a file each).
+ * 0 for NULL or a forked copy. Parent process only. */
 int feeder__ahead_settled(feeder__ahead *a, uint32_t nurl);
 
 #endif
