@@ -282,11 +282,11 @@ static void json_config(const opts *o, bu_sbuf *b)
     bu_sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
               "\"pipeline\": \"%s\", \"decoder\": \"%s\", \"io\": \"%s\", \"seed\": %llu, "
               "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
-              "\"in_order\": %d, \"persistent_workers\": %d, \"workers_from\": \"%s\", "
-              "\"checksum\": %s, \"augment\": ",
+              "\"in_order\": %d, \"persistent_workers\": %d, \"fetch_ahead\": %u, "
+              "\"workers_from\": \"%s\", \"checksum\": %s, \"augment\": ",
               o->batch, o->epochs, o->prefetch, nm.pipeline, nm.decoder, nm.io,
               (unsigned long long)o->seed, o->size, o->resize, nm.layout,
-              o->shuffle, o->in_order, o->persistent,
+              o->shuffle, o->in_order, o->persistent, o->fetch_ahead,
               o->sweep ? "--threads-sweep" : o->workers_auto ? "usable CPUs" : "--workers",
               o->checksum ? "true" : "false");
     if (o->augment)
