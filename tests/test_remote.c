@@ -895,6 +895,22 @@ START_TEST(test_shards_faults)
 }
 END_TEST
 
+/* A loader over ds (sampler smp, NULL for in order) with one worker, two
+ * slots and batches of `batch`, both its first batches taken into b and
+ * held: the worker then idles, having read only those positions. */
+static feeder_loader *loader_both_held(feeder_dataset *ds, feeder_sampler *smp, uint32_t batch,
+                                       feeder_batch *b[2])
+{
+    feeder_loader *ld;
+    ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, batch), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1), 0);
+    ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 2), 0);
+    ck_assert_msg(feeder_next(ld, &b[0]) == 0, "%s", feeder_loader_errmsg(ld));
+    ck_assert_int_eq(feeder_next(ld, &b[1]), 0);
+    return ld;
+}
+
 /* Epochs of a persistent loader over the four URL shards; the loader's
  * batches_ahead after them. */
 static uint64_t ahead_after_epochs(const char *pat, const feeder_shard_options *opt, int epochs)
@@ -975,14 +991,8 @@ START_TEST(test_shards_fetch_ahead)
         ck_assert_int_eq(feeder_dataset_shard_counts(ds, counts, 4, &ns), 0);
         feeder_sampler *smp;
         ck_assert_int_eq(feeder_sampler_shards(counts, ns, 0, 1, 1, 5, 0, &smp), 0);
-        feeder_loader *ld;
-        ck_assert_int_eq(feeder_loader_create(ds, smp, &ld), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 4), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 2), 0);
         feeder_batch *b[2];
-        ck_assert_int_eq(feeder_next(ld, &b[0]), 0);
-        ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: workers idle */
+        feeder_loader *ld = loader_both_held(ds, smp, 4, b); /* workers idle */
         for (int i = 0; i < 300 && cache_files(".pack.meta") < cached[k]; i++)
             usleep(10000);
         usleep(200000);
@@ -1028,14 +1038,8 @@ START_TEST(test_shards_fetch_ahead_default)
         ck_assert_msg(feeder_dataset_open_shards(url ? pat : local, opts[k], &ds, err,
                                                  sizeof(err)) == 0, "%s", err);
         ck_assert_int_eq(tu_threads_named("feeder-ahead"), 0); /* none before a loader */
-        feeder_loader *ld;
-        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 4), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 2), 0);
         feeder_batch *b[2];
-        ck_assert_msg(feeder_next(ld, &b[0]) == 0, "%s", feeder_loader_errmsg(ld));
-        ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: the worker idles */
+        feeder_loader *ld = loader_both_held(ds, NULL, 4, b);
         ck_assert_uint_eq(b[1]->indices[3], 7);
         for (int i = 0; i < 300 && ahead && cache_files("-s-1.pack.meta") < 1; i++)
             usleep(10000);
@@ -1991,14 +1995,8 @@ START_TEST(test_tar_fetch_ahead)
         ck_assert_msg(feeder_dataset_open_shards(pat, &opt, &ds, err, sizeof(err)) == 0, "%s",
                       err);
         ck_assert_int_eq(cache_files(".tar.meta"), 0);
-        feeder_loader *ld;
-        ck_assert_int_eq(feeder_loader_create(ds, NULL, &ld), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_BATCH_SIZE, 2), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_NUM_WORKERS, 1), 0);
-        ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_PREFETCH_FACTOR, 2), 0);
         feeder_batch *b[2];
-        ck_assert_msg(feeder_next(ld, &b[0]) == 0, "%s", feeder_loader_errmsg(ld));
-        ck_assert_int_eq(feeder_next(ld, &b[1]), 0); /* both slots held: the worker idles */
+        feeder_loader *ld = loader_both_held(ds, NULL, 2, b);
         ck_assert_uint_eq(b[1]->indices[1], 3);
         for (int i = 0; i < 300 && cache_files(".tar.meta") < cached[k]; i++)
             usleep(10000);
