@@ -58,6 +58,7 @@ typedef struct opts {
     int checksum;
     const char *append_to;
     const char *label;
+    int row_index_mib; /* FEEDER_OPT_ROW_INDEX_BYTES in MiB, 0 = off */
     /* GPU delivery */
     int device;        /* -1: host batches */
     int pin;

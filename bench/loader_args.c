@@ -75,6 +75,7 @@ static void set_defaults(opts *o)
     o->device = -1;
     o->pin = FEEDER_PIN_REGISTER;
     o->gpu_prefetch = 2;
+    o->row_index_mib = 256;
     o->dtype = FEEDER_DTYPE_UINT8;
 }
 
@@ -169,6 +170,8 @@ static cli_opt table[] = {
     CLI_FLAG("persistent", A.persistent, "keep the workers across epochs"),
     CLI_UINT("timeout-ms", "N", A.timeout_ms, 0, 86400000,
              "fail when no batch comes within N ms, 0 = never (120000)"),
+    CLI_UINT("row-index", "MIB", A.row_index_mib, 0, 1 << 20,
+             "roi: MiB the workers share for each JPEG's MCU-row\nstarts (FEEDER_OPT_ROW_INDEX_BYTES; 256; 0: off)"),
     CLI_FLAG("checksum", A.checksum,
              "hash every delivered pixel and label, in delivery order"),
     BU_CLI_REPORT_OPTIONS(A.json, A.append_to, A.label),

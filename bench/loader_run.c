@@ -244,6 +244,7 @@ static void configure(run_state *st)
     set_opt(ld, FEEDER_OPT_DEVICE, o->device, "--device");
     set_opt(ld, FEEDER_OPT_PIN_MODE, o->pin, "--pin");
     set_opt(ld, FEEDER_OPT_GPU_PREFETCH, o->gpu_prefetch, "--gpu-prefetch");
+    set_opt(ld, FEEDER_OPT_ROW_INDEX_BYTES, (int64_t)o->row_index_mib << 20, "--row-index");
     set_opt(ld, FEEDER_OPT_GPU_ROOM, o->gpu_room, "--gpu-room");
     set_opt(ld, FEEDER_OPT_GPU_DECODE_THREADS, o->gpu_decode_threads, "--gpu-decode-threads");
     set_opt(ld, FEEDER_OPT_DTYPE, o->dtype, "--dtype");

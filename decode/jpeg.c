@@ -63,11 +63,20 @@
 #define FEEDER_JPEG_SKIP_COLS 1
 #endif
 #endif
+/* The jumps of the row index (row_jump) write libjpeg-turbo's private
+ * Huffman decoder state, whose first fields (jdhuff.c's huff_entropy_decoder)
+ * have kept this layout from 1.x through 3.1; other libjpeg builds decode
+ * without the index. Each image is also checked at run time (index_plausible). */
+#if defined(FEEDER_JPEG_SKIP_COLS) && defined(LIBJPEG_TURBO_VERSION_NUMBER) && \
+    LIBJPEG_TURBO_VERSION_NUMBER >= 2000000 && LIBJPEG_TURBO_VERSION_NUMBER < 4000000
+#define FEEDER_JPEG_ROW_INDEX 1
+#endif
 #include <turbojpeg.h>
 
 #include "common/common.h"
 #include "decode/transform.h"
 #include "decode/image.h"
+#include "decode/jpeg_index.h"
 
 typedef struct jerr_mgr {
     struct jpeg_error_mgr pub;
@@ -87,6 +96,20 @@ struct feeder__decoder {
      * reads [col_lo, col_hi], MCUs a row, the column of the next call. */
     boolean (*decode_mcu)(j_decompress_ptr ci, JBLOCKROW *data);
     JDIMENSION col_lo, col_hi, cols, col;
+    /* The row index: the shared table, this image's bytes and key, the rows
+     * found for it (jump when `jump`), the MCU row of the next call, a skip
+     * waiting for its jump, and the rows this decode records. */
+    feeder__jindex *ix;
+    const uint8_t *src;
+    size_t src_len;
+    uint64_t key, sample;
+    const feeder__jrow *found;
+    uint32_t nfound;
+    JDIMENSION row;
+    int jump, pending, record;
+    feeder__buf rec;
+    uint32_t nrec;
+    uint64_t jumps; /* decodes that used the index (tests) */
 };
 
 /* libjpeg's error hooks: keep the text, never print, never exit. */
@@ -163,9 +186,17 @@ void feeder__decoder_destroy(feeder__decoder *d)
         tjDestroy(d->tj);
     feeder__buf_free(&d->pix);
     feeder__buf_free(&d->rows);
+    feeder__buf_free(&d->rec);
     feeder__resizer_free(&d->rs);
     free(d);
 }
+
+void feeder__decoder_set_index(feeder__decoder *d, feeder__jindex *ix)
+{
+    d->ix = ix;
+}
+
+uint64_t feeder__decoder_index_jumps(const feeder__decoder *d) { return d->jumps; }
 
 /* Pillow: "CMYK;I" unpacking (inversion), then cmyk2rgb. In place, 4 bytes a
  * pixel; the 4th byte is left as is. */
@@ -330,33 +361,181 @@ void feeder__roi_axis(double b0, double blen, uint32_t out, uint32_t n, uint32_t
  * predictors only, which is what the decoder does when handed no block
  * (jpeg_skip_scanlines relies on it): this hook hands it none there. */
 #ifdef FEEDER_JPEG_SKIP_COLS
+#ifdef FEEDER_JPEG_ROW_INDEX
+/* The leading fields of libjpeg-turbo's huff_entropy_decoder (jdhuff.c and
+ * jdhuff.h): the bit buffer and the DC predictors at the start of the next
+ * MCU, each in its own struct as there (the bit buffer's is padded to 16
+ * bytes). */
+typedef struct huff_bits {
+    size_t get_buffer; /* bit_buf_type */
+    int bits_left;
+} huff_bits;
+typedef struct huff_saved {
+    int last_dc_val[MAX_COMPS_IN_SCAN];
+} huff_saved;
+typedef struct huff_state {
+    struct jpeg_entropy_decoder pub;
+    huff_bits bitstate;
+    huff_saved saved;
+    unsigned int restarts_to_go;
+} huff_state;
+
+/* Right after jpeg_start_decompress of a single-scan file the state is all
+ * zero (start_pass_huff_decoder); anything else means the layout is not the
+ * one above, and the image is decoded without the index. */
+static int index_plausible(j_decompress_ptr ci)
+{
+    const huff_state *h = (const huff_state *)(const void *)ci->entropy;
+    if (h->bitstate.get_buffer || h->bitstate.bits_left || h->restarts_to_go != ci->restart_interval)
+        return 0;
+    for (int i = 0; i < MAX_COMPS_IN_SCAN; i++)
+        if (h->saved.last_dc_val[i])
+            return 0;
+    return 1;
+}
+
+/* Row r's start, recorded before its first MCU is decoded. */
+static void row_record(feeder__decoder *d, j_decompress_ptr ci)
+{
+    const huff_state *h = (const huff_state *)(const void *)ci->entropy;
+    if (ci->unread_marker || h->bitstate.bits_left < 0 || h->bitstate.bits_left > 64 ||
+        (d->nrec + 1) * sizeof(feeder__jrow) > d->rec.cap) {
+        d->record = 0;
+        return;
+    }
+    feeder__jrow *e = (feeder__jrow *)(void *)d->rec.p + d->nrec++;
+    *e = (feeder__jrow){.bits = h->bitstate.get_buffer,
+                        .off = (uint32_t)(ci->src->next_input_byte - d->src),
+                        .nbits = (uint8_t)h->bitstate.bits_left};
+    for (int i = 0; i < 3; i++)
+        e->dc[i] = (int16_t)h->saved.last_dc_val[i];
+}
+
+/* Put the entropy decoder where row r begins. */
+static void row_jump(feeder__decoder *d, j_decompress_ptr ci, JDIMENSION r)
+{
+    huff_state *h = (huff_state *)(void *)ci->entropy;
+    const feeder__jrow *e = &d->found[r];
+    ci->src->next_input_byte = d->src + e->off;
+    ci->src->bytes_in_buffer = d->src_len - e->off;
+    h->bitstate.get_buffer = (size_t)e->bits;
+    h->bitstate.bits_left = e->nbits;
+    for (int i = 0; i < 3; i++)
+        h->saved.last_dc_val[i] = e->dc[i];
+}
+#endif
+
+/* libjpeg decodes every MCU of a row in full (its coefficients stored) and
+ * then runs the IDCT only on the columns jpeg_crop_scanline kept. The MCUs
+ * left and right of those are needed for the bit position and the DC
+ * predictors only, which is what the decoder does when handed no block
+ * (jpeg_skip_scanlines relies on it): this hook hands it none there.
+ *
+ * With the row index, an MCU whose block is not wanted is not decoded at
+ * all: the next wanted one, in row r at column c, first jumps to row r's
+ * recorded start and decodes the c MCUs before it. So the rows above the
+ * crop and the columns right of it cost nothing. */
 static boolean decode_mcu_cropped(j_decompress_ptr ci, JBLOCKROW *data)
 {
     feeder__decoder *d = (feeder__decoder *)(void *)((char *)ci -
                                                      offsetof(feeder__decoder, cinfo));
-    JDIMENSION c = d->col;
-    d->col = c + 1 == d->cols ? 0 : c + 1;
-    return d->decode_mcu(ci, c >= d->col_lo && c <= d->col_hi ? data : NULL);
+    JDIMENSION c = d->col, r = d->row;
+    if (c + 1 == d->cols) {
+        d->col = 0;
+        d->row = r + 1;
+    } else {
+        d->col = c + 1;
+    }
+    JBLOCKROW *use = c >= d->col_lo && c <= d->col_hi ? data : NULL;
+#ifdef FEEDER_JPEG_ROW_INDEX
+    if (d->jump) {
+        if (!use) {
+            d->pending = 1;
+            return TRUE;
+        }
+        if (d->pending) {
+            if (r >= d->nfound) { /* not reached: skip_cols checked the rows */
+                snprintf(d->jerr.msg, sizeof(d->jerr.msg),
+                         "row index: MCU row %u of the image was not recorded", (unsigned)r);
+                longjmp(d->jerr.jb, 1);
+            }
+            row_jump(d, ci, r);
+            d->pending = 0;
+            for (JDIMENSION k = 0; k < c; k++)
+                if (!d->decode_mcu(ci, NULL))
+                    return FALSE;
+        }
+    } else if (d->record && c == 0 && r == d->nrec) {
+        row_record(d, ci);
+    }
+#endif
+    return d->decode_mcu(ci, use);
 }
 
-/* Install decode_mcu_cropped after jpeg_crop_scanline, which set the MCU
- * columns the IDCT will see (cinfo->master), on a single scan only: there
- * every call decodes the next MCU of the row, left to right. A multi-scan
- * file was entropy-decoded whole in jpeg_start_decompress. */
-static void skip_cols(feeder__decoder *d)
+/* Install decode_mcu_cropped after jpeg_crop_scanline (when the crop is
+ * narrower than the image), which set the MCU columns the IDCT will see
+ * (cinfo->master), on a single scan only: there every call decodes the next
+ * MCU of the row, left to right. A multi-scan file was entropy-decoded
+ * whole in jpeg_start_decompress. `y1` is the end of the rows read, in
+ * output rows: with the row index the image's recorded rows are used when
+ * they reach the last MCU row libjpeg will decode, else this decode records
+ * them. */
+static void skip_cols(feeder__decoder *d, int cropped, uint32_t y1)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
+    d->jump = d->pending = d->record = 0;
+    d->nrec = 0;
     if (jpeg_has_multiple_scans(ci) || !ci->entropy->decode_mcu)
         return;
-    d->col_lo = ci->master->first_iMCU_col;
-    d->col_hi = ci->master->last_iMCU_col;
+    d->col_lo = cropped ? ci->master->first_iMCU_col : 0;
+    d->col_hi = cropped ? ci->master->last_iMCU_col : ci->MCUs_per_row - 1;
     d->cols = ci->MCUs_per_row;
     d->col = 0;
+    d->row = 0;
+#ifdef FEEDER_JPEG_ROW_INDEX
+    if (d->ix && !ci->restart_interval && ci->comps_in_scan <= 3 && d->src_len < UINT32_MAX &&
+        index_plausible(ci)) {
+        uint32_t mh = (uint32_t)ci->max_v_samp_factor * (uint32_t)ci->min_DCT_scaled_size;
+        /* Fancy upsampling reads the iMCU row below the last one output. */
+        uint32_t last = (y1 - 1) / mh + (ci->upsample->need_context_rows ? 1 : 0);
+        if (last >= ci->MCU_rows_in_scan)
+            last = ci->MCU_rows_in_scan - 1;
+        d->key = feeder__jindex_key(d->src, d->src_len);
+        d->found = feeder__jindex_find(d->ix, d->sample, d->key, &d->nfound);
+        d->jump = d->found && d->nfound > last;
+        d->jumps += (uint64_t)d->jump;
+        /* Room for every row first: feeder__buf_reserve does not keep the
+         * contents when it grows. */
+        d->record = !d->jump && feeder__buf_reserve(&d->rec, (size_t)ci->MCU_rows_in_scan *
+                                                                 sizeof(feeder__jrow)) == 0;
+    }
+#else
+    (void)y1;
+#endif
+    if (!cropped && !d->jump && !d->record)
+        return; /* every column wanted and nothing to index: libjpeg's own path */
     d->decode_mcu = ci->entropy->decode_mcu;
     ci->entropy->decode_mcu = decode_mcu_cropped;
 }
+
+/* After a whole decode: publish the rows it recorded. */
+static void index_publish(feeder__decoder *d)
+{
+#ifdef FEEDER_JPEG_ROW_INDEX
+    if (d->record && d->nrec)
+        feeder__jindex_put(d->ix, d->sample, d->key, (const feeder__jrow *)(void *)d->rec.p,
+                           d->nrec);
+#endif
+    d->record = 0;
+}
 #else
-static void skip_cols(feeder__decoder *d) { (void)d; }
+static void skip_cols(feeder__decoder *d, int cropped, uint32_t y1)
+{
+    (void)d;
+    (void)cropped;
+    (void)y1;
+}
+static void index_publish(feeder__decoder *d) { (void)d; }
 #endif
 
 /* Everything that can longjmp; decode_roi holds the setjmp. */
@@ -366,6 +545,10 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     jpeg_mem_src(ci, jpeg, (unsigned long)len);
+    d->src = jpeg;
+    d->src_len = len;
+    d->sample = index;
+    d->record = 0;
     if (jpeg_read_header(ci, TRUE) != JPEG_HEADER_OK)
         return feeder__fail(err, errlen, FEEDER_EDECODE,
                             "no image in the JPEG stream (tables only, or cut "
@@ -397,10 +580,11 @@ static int roi_run(feeder__decoder *d, const feeder__transform *t, const uint8_t
     if (cw < ci->output_width) {
         /* Moves xoff down to an iMCU boundary and widens cw to match. */
         jpeg_crop_scanline(ci, &xoff, &cw);
-        skip_cols(d);
+        skip_cols(d, 1, y1);
     } else {
         xoff = 0;
         cw = ci->output_width;
+        skip_cols(d, 0, y1);
     }
     size_t stride = (size_t)cw * (size_t)ch, nrows = y1 - y0;
     if ((rc = feeder__buf_reserve(&d->pix, stride * nrows)) ||
@@ -443,6 +627,8 @@ static int decode_roi(feeder__decoder *d, const feeder__transform *t, const uint
         return feeder__fail(err, errlen, FEEDER_EDECODE, "%s", d->jerr.msg);
     }
     int rc = roi_run(d, t, jpeg, len, seed, epoch, index, dst, t0, times, err, errlen);
+    if (rc == 0)
+        index_publish(d);
     /* Also the normal end: the rows below the crop are never read. */
     jpeg_abort_decompress(&d->cinfo);
     return rc;

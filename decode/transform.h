@@ -87,6 +87,15 @@ int feeder__decoder_create(feeder__decoder **out);
 /* Accepts NULL. */
 void feeder__decoder_destroy(feeder__decoder *d);
 
+/* The shared table of MCU-row starts (decode/jpeg_index.h) the ROI decoder
+ * reads and adds to, keyed by the `index` of feeder__decode_sample; NULL (the
+ * default): none. Where libjpeg-turbo's private entropy state cannot be
+ * relied on (see decode/jpeg.c), it is not used. */
+struct feeder__jindex;
+void feeder__decoder_set_index(feeder__decoder *d, struct feeder__jindex *ix);
+/* How many decodes so far started from the index. */
+uint64_t feeder__decoder_index_jumps(const feeder__decoder *d);
+
 /* Per-stage time of the last feeder__decode_sample call, in ns. */
 typedef struct feeder__decode_times {
     uint64_t decode_ns;

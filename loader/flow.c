@@ -26,6 +26,7 @@
 #include "common/trace.h"
 #include "dataset/pack.h"
 #include "dataset/tar.h"
+#include "decode/jpeg_index.h"
 #include "loader/host.h"
 
 static int batch_done(const feeder_loader *ld, uint64_t b)
@@ -782,6 +783,8 @@ void feeder__host_free(feeder_loader *ld)
         munmap(ld->shm.mem, ld->shm.shm_bytes);
     feeder__pool_close_fd(&ld->job.memfd);
     free(ld->job.class_next);
+    feeder__jindex_destroy(ld->job.jindex);
+    ld->job.jindex = NULL;
     if (ld->job.pack_fd >= 0)
         close(ld->job.pack_fd);
     feeder_sampler_destroy(ld->own_sampler);

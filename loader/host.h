@@ -16,7 +16,7 @@
 /* Parts a worker may have outstanding. */
 #define FEEDER__WORKER_QUEUE 2
 /* Entries of the option table (options.c). */
-#define FEEDER__NOPTS 48
+#define FEEDER__NOPTS 49
 
 enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
 

@@ -99,6 +99,7 @@ typedef struct feeder__plan {
         double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
         uint64_t max_pixels, max_decode_bytes;
         uint32_t max_side;
+        uint64_t row_index_bytes; /* FEEDER_OPT_ROW_INDEX_BYTES */
         int error_policy;
         int io;          /* FEEDER_IO_* */
         unsigned queue_depth;

@@ -56,6 +56,8 @@ static const opt_desc OPTS[] = {
     {FEEDER_OPT_MAX_DECODE_BYTES, "max_decode_bytes", 0, 1e15, 256.0 * 1024 * 1024,
      FIELD(F_U64, pipeline.max_decode_bytes)},
     {FEEDER_OPT_MAX_SIDE, "max_side", 0, 2147483647, 65535, FIELD(F_U32, pipeline.max_side)},
+    {FEEDER_OPT_ROW_INDEX_BYTES, "row_index_bytes", 0, 1099511627776.0, 256.0 * 1024 * 1024,
+     FIELD(F_U64, pipeline.row_index_bytes)},
     {FEEDER_OPT_SPLIT, "split", 0, 1 << 20, 0, FIELD(F_U32, workers.split)},
     {FEEDER_OPT_QUEUE_DEPTH, "queue_depth", 4, 32768, 256, FIELD(F_U32, pipeline.queue_depth)},
     {FEEDER_OPT_BATCH_ROOM, "batch_room", 4096, 1099511627776.0, 64 << 20, FIELD(F_U64, pipeline.batch_room)},

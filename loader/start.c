@@ -24,6 +24,7 @@
 #include "common/nvtx.h"
 #include "common/trace.h"
 #include "dataset/pack.h"
+#include "decode/jpeg_index.h"
 #include "loader/host.h"
 
 /* A layout's name from the library's table, in capitals as messages write
@@ -387,6 +388,21 @@ static int skip_order(feeder_loader *ld)
     return 0;
 }
 
+/* The ROI decoder's row index (decode/jpeg_index.h): one shared mapping made
+ * before the workers fork, kept for the loader's life so every epoch after
+ * a sample's first decode jumps. Made only where the workers decode JPEG
+ * files with the ROI decoder; failing to map it costs speed, not the run. */
+static void row_index(feeder_loader *ld)
+{
+    feeder__job *job = &ld->job;
+    uint64_t budget = ld->plan.pipeline.row_index_bytes;
+    if (job->jindex || !budget || job->cpu_decoder != FEEDER_DECODER_ROI || !ld->ds->n ||
+        ld->ds->kind == FEEDER__DS_USER || feeder__batch_dataset(ld) ||
+        (ld->ds->kind == FEEDER__DS_PACKED && ld->ds->pack->v.h.kind != FEEDER_RECORD_JPEG))
+        return;
+    (void)feeder__jindex_create(ld->ds->n, budget, &job->jindex);
+}
+
 /* Limits the configuration would run into later, checked before anything
  * is allocated (limits.c says why these numbers); a resume blob is checked
  * again against the options as they are now. */
@@ -510,6 +526,7 @@ int feeder__host_prepare(feeder_loader *ld, int gpu_ok)
         (rc = layout_slots(ld, gpu_ok)) || (rc = check_limits(ld)) || (rc = start_trace(ld)) ||
         (rc = skip_order(ld)) || (rc = map_slots(ld)))
         return rc;
+    row_index(ld);
     startup_span(ld, "prepare (options, order, slots mapped)", ld->prepare_ns);
     return 0;
 }

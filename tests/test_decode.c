@@ -17,6 +17,7 @@
 #include "benchutil.h"
 #include "common/common.h"
 #include "decode/decode.h"
+#include "decode/jpeg_index.h"
 
 static bu_photos *photos;
 
@@ -625,6 +626,111 @@ START_TEST(roi_restart_intervals_exact)
 }
 END_TEST
 
+/* The row index (decode/jpeg_index.h): a decoder that records each image's
+ * MCU-row starts and later jumps to the crop gives the bytes a decoder
+ * without it gives, epoch after epoch of random crops, at every sampling
+ * and DCT scale; a file with restart markers is not indexed, other bytes
+ * under the same index are not mistaken for the recorded ones, and a spent
+ * budget only stops the recording. */
+START_TEST(roi_row_index_exact)
+{
+    static const int samp[] = {TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_GRAY};
+    static const uint32_t wh[][2] = {{600, 450}, {450, 700}, {1200, 300}, {2000, 1500}};
+    feeder__jindex *ix;
+    ck_assert_int_eq(feeder__jindex_create(64, 1 << 20, &ix), 0);
+    feeder__decoder *plain, *fast;
+    ck_assert_int_eq(feeder__decoder_create(&plain), 0);
+    ck_assert_int_eq(feeder__decoder_create(&fast), 0);
+    feeder__decoder_set_index(fast, ix);
+    size_t n = 224 * 224 * 3;
+    uint8_t *a = malloc(n), *b = malloc(n);
+    char err[256];
+    for (size_t k = 0; k < 4; k++)
+        for (size_t z = 0; z < 4; z++) {
+            uint8_t *j;
+            size_t len;
+            make_photo((unsigned)(k * 4 + z), wh[z][0], wh[z][1], 90, samp[k], &j, &len);
+            uint64_t idx = k * 4 + z;
+            for (int pi = 0; pi < 2; pi++)
+                for (uint64_t e = 0; e < 6; e++) {
+                    feeder__transform t = mk(pipelines[pi], FEEDER_DECODER_ROI, 0, 224, 224);
+                    ck_assert_int_eq(feeder__decode_sample(plain, &t, j, len, 7, e, idx, a, NULL,
+                                                           err, sizeof(err)), 0);
+                    ck_assert_int_eq(feeder__decode_sample(fast, &t, j, len, 7, e, idx, b, NULL,
+                                                           err, sizeof(err)), 0);
+                    REQUIRE(memcmp(a, b, n) == 0, "samp %d %ux%u pipeline %d epoch %llu: the "
+                            "row index changed the output", samp[k], wh[z][0], wh[z][1],
+                            pipelines[pi], (unsigned long long)e);
+                }
+            free(j);
+        }
+    /* Eval's crop is the same every epoch: from the second on, every image
+     * jumps; train's jump once the rows below their crops were seen. */
+    ck_assert_uint_ge(feeder__decoder_index_jumps(fast), 16 * 5);
+    ck_assert_uint_gt(feeder__jindex_used(ix), 0);
+
+    /* Other bytes under index 0: no jump, the right pixels, and a new
+     * record for them. */
+    uint64_t jumps = feeder__decoder_index_jumps(fast);
+    uint8_t *j;
+    size_t len;
+    make_photo(9, 600, 450, 80, TJSAMP_420, &j, &len);
+    feeder__transform t = mk(FEEDER_PIPELINE_EVAL, FEEDER_DECODER_ROI, 0, 224, 224);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(feeder__decode_sample(plain, &t, j, len, 7, 0, 0, a, NULL, err,
+                                               sizeof(err)), 0);
+        ck_assert_int_eq(feeder__decode_sample(fast, &t, j, len, 7, 0, 0, b, NULL, err,
+                                               sizeof(err)), 0);
+        ck_assert(memcmp(a, b, n) == 0);
+    }
+    ck_assert_uint_eq(feeder__decoder_index_jumps(fast), jumps + 1);
+    free(j);
+
+    /* Restart markers: never indexed. */
+    uint64_t used = feeder__jindex_used(ix);
+    uint8_t *rgb = pattern(500, 400, 3);
+    make_restart(rgb, 500, 400, 2, 2, 4, &j, &len);
+    for (int r = 0; r < 3; r++) {
+        ck_assert_int_eq(feeder__decode_sample(plain, &t, j, len, 7, 0, 40, a, NULL, err,
+                                               sizeof(err)), 0);
+        ck_assert_int_eq(feeder__decode_sample(fast, &t, j, len, 7, 0, 40, b, NULL, err,
+                                               sizeof(err)), 0);
+        ck_assert(memcmp(a, b, n) == 0);
+    }
+    ck_assert_uint_eq(feeder__jindex_used(ix), used);
+    ck_assert_uint_eq(feeder__decoder_index_jumps(fast), jumps + 1);
+    free(j);
+    free(rgb);
+    feeder__jindex_destroy(ix);
+
+    /* A budget too small for one image: nothing recorded, nothing jumps,
+     * the same pixels; an index past the table's count is never kept. */
+    ck_assert_int_eq(feeder__jindex_create(4, 64, &ix), 0);
+    feeder__decoder_set_index(fast, ix);
+    make_photo(3, 600, 450, 90, TJSAMP_420, &j, &len);
+    for (uint64_t idx = 2; idx < 6; idx++)
+        for (int r = 0; r < 2; r++) {
+            ck_assert_int_eq(feeder__decode_sample(plain, &t, j, len, 7, 0, idx, a, NULL, err,
+                                                   sizeof(err)), 0);
+            ck_assert_int_eq(feeder__decode_sample(fast, &t, j, len, 7, 0, idx, b, NULL, err,
+                                                   sizeof(err)), 0);
+            ck_assert(memcmp(a, b, n) == 0);
+        }
+    ck_assert_uint_eq(feeder__jindex_used(ix), 0);
+    ck_assert_uint_eq(feeder__decoder_index_jumps(fast), jumps + 1);
+    free(j);
+    feeder__jindex_destroy(ix);
+    feeder__jindex *none;
+    ck_assert_int_eq(feeder__jindex_create(0, 64, &none), -EINVAL);
+    ck_assert_int_eq(feeder__jindex_create(4, 0, &none), -EINVAL);
+    ck_assert_ptr_null(none);
+    feeder__decoder_destroy(plain);
+    feeder__decoder_destroy(fast);
+    free(a);
+    free(b);
+}
+END_TEST
+
 START_TEST(grayscale_is_rgb)
 {
     feeder__decoder *d;
@@ -1008,6 +1114,7 @@ static Suite *decode_suite(void)
     tcase_add_test(px, flip_and_layout_exact);
     tcase_add_test(px, roi_vs_turbo);
     tcase_add_test(px, roi_restart_intervals_exact);
+    tcase_add_test(px, roi_row_index_exact);
     tcase_add_test(px, grayscale_is_rgb);
     tcase_add_test(px, cmyk_colours);
     tcase_add_test(px, progressive_same_as_baseline);

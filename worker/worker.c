@@ -56,6 +56,7 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
             return rc;
         if ((rc = feeder__decoder_create(&w->dec)))
             return rc;
+        feeder__decoder_set_index(w->dec, job->jindex);
     }
     return 0;
 }

@@ -49,6 +49,9 @@ typedef struct feeder__job {
      * (feeder__dataset_class_next), or NULL: the next sample. Owned by the
      * loader. */
     uint64_t *class_next;
+    /* The ROI decoder's shared row index (decode/jpeg_index.h), or NULL.
+     * Owned by the loader; a shared mapping the workers inherit. */
+    struct feeder__jindex *jindex;
     feeder__augment_plan aug;    /* feeder_loader_set_augment's copy (augment/) */
     /* Fields datasets: the slot's fields (collate/fields.h; nfields 0
      * otherwise) and feeder_loader_set_collate's callback, or NULL. */

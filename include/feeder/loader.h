@@ -64,6 +64,14 @@ typedef enum feeder_option {
                                           default 256 MiB */
     FEEDER_OPT_MAX_SIDE = 24,          /* largest width or height decoded (FEEDER_ETOOBIG);
                                           0 = no limit; default 65535 (JPEG's own limit) */
+    FEEDER_OPT_ROW_INDEX_BYTES = 25,   /* ROI decoder: bytes the workers share for each JPEG's
+                                          row index (where each MCU row's entropy data starts,
+                                          recorded at its first decode), so later decodes skip
+                                          the rows above the crop and the columns right of it;
+                                          24 bytes a row of 8-16 pixels, taken as samples are
+                                          first decoded, none after it is spent; 0 = off;
+                                          default 256 MiB (docs/ARCHITECTURE.md, "The CPU
+                                          decode on one core") */
     /* GPU delivery (feeder_cuda.h; needs a CUDA build and a device): */
     FEEDER_OPT_DEVICE = 30,            /* CUDA device of the batches, -1 = host batches; default -1 */
     FEEDER_OPT_PIN_MODE = 31,          /* feeder_pin_mode; default FEEDER_PIN_REGISTER */

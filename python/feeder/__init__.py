@@ -146,7 +146,7 @@ class Loader(_feeder.Loader):
            max_restarts=0, scale=None, ratio=None, flip_prob=None,
            as_torch=None, trace=None, channels=3, augment=None, sampler=None,
            max_pixels=178956970, max_decode_bytes=268435456, max_side=65535,
-           batch_sampler=None, gpu_prefetch=2)
+           batch_sampler=None, gpu_prefetch=2, row_index_bytes=268435456)
 
     seed: the seed of the order and of every random crop; None (the
     default) draws one from the system, as torch does, so two runs differ
@@ -184,6 +184,10 @@ class Loader(_feeder.Loader):
     image (pixels, memory its decode takes, either side), read from its
     header; an image over one fails its batch (or is skipped or dropped, as
     on_error says) with a message naming the limit. 0 = no limit.
+    row_index_bytes: the ROI decoder's shared row index: bytes the workers
+    keep for where each JPEG's MCU rows begin, so that every decode after a
+    file's first starts at its crop (docs/ARCHITECTURE.md, "The CPU decode on one core");
+    0 turns it off.
     timeout: seconds to wait for a batch, 0 = forever. as_torch: yield torch
     tensors (default when torch imports) or feeder.Array views, which
     torch.from_dlpack / numpy.from_dlpack / numpy.asarray take without a copy.

@@ -229,7 +229,7 @@ typedef struct loader_args {
     PyObject *pipeline, *size, *resize, *device, *dtype, *mean, *std, *layout, *decoder,
              *in_order, *on_error, *io, *max_restarts, *scale, *ratio, *flip_prob, *as_torch;
     PyObject *trace, *channels, *augment, *sampler, *max_pixels, *max_decode_bytes, *max_side;
-    PyObject *batch_sampler, *gpu_prefetch;
+    PyObject *batch_sampler, *gpu_prefetch, *row_index_bytes;
 } loader_args;
 
 static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
@@ -240,7 +240,7 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
                              "decoder", "in_order", "on_error", "io", "max_restarts", "scale",
                              "ratio", "flip_prob", "as_torch", "trace", "channels", "augment",
                              "sampler", "max_pixels", "max_decode_bytes", "max_side",
-                             "batch_sampler", "gpu_prefetch", NULL};
+                             "batch_sampler", "gpu_prefetch", "row_index_bytes", NULL};
     *a = (loader_args){.shuffle = Py_False, .persistent = Py_False, .drop_last = Py_False,
                        .resize = Py_None, .device = Py_None, .dtype = Py_None, .mean = Py_None,
                        .std = Py_None, .in_order = Py_True, .scale = Py_None,
@@ -248,13 +248,13 @@ static int parse_loader_args(PyObject *args, PyObject *kw, loader_args *a)
                        .trace = Py_None, .sampler = Py_None,
                        .batch_sampler = Py_None};
     return PyArg_ParseTupleAndKeywords(
-        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
+        args, kw, "O!|OOOOOOdOOOOOOOOOOOOOOOOOOOOOOOOOOOO", kwlist, &DatasetType, &a->ds, &a->batch,
         &a->shuffle, &a->workers, &a->prefetch, &a->persistent, &a->drop_last, &a->timeout,
         &a->seed, &a->pipeline, &a->size, &a->resize, &a->device, &a->dtype, &a->mean, &a->std,
         &a->layout, &a->decoder, &a->in_order, &a->on_error, &a->io, &a->max_restarts, &a->scale,
         &a->ratio, &a->flip_prob, &a->as_torch, &a->trace, &a->channels, &a->augment,
         &a->sampler, &a->max_pixels, &a->max_decode_bytes, &a->max_side, &a->batch_sampler,
-        &a->gpu_prefetch);
+        &a->gpu_prefetch, &a->row_index_bytes);
 }
 
 /* An argument that is an integer (or a bool) or a name of one of the
@@ -282,6 +282,7 @@ static const plain_option PLAIN_OPTIONS[] = {
     PLAIN("max_decode_bytes", max_decode_bytes, FEEDER_OPT_MAX_DECODE_BYTES, 0),
     PLAIN("max_side", max_side, FEEDER_OPT_MAX_SIDE, 0),
     PLAIN("gpu_prefetch", gpu_prefetch, FEEDER_OPT_GPU_PREFETCH, 0),
+    PLAIN("row_index_bytes", row_index_bytes, FEEDER_OPT_ROW_INDEX_BYTES, 0),
     PLAIN("pipeline", pipeline, FEEDER_OPT_PIPELINE, 1),
     PLAIN("decoder", decoder, FEEDER_OPT_DECODER, 1),
     PLAIN("on_error", on_error, FEEDER_OPT_ERROR_POLICY, 1),

@@ -54,6 +54,7 @@ def test_not_a_packed_file(tmp_path):
     (dict(max_pixels=-1), "max_pixels"),
     (dict(max_decode_bytes=-1), "max_decode_bytes"),
     (dict(max_side=-5), "max_side"),
+    (dict(row_index_bytes=-1), "row_index_bytes"),
     (dict(gpu_prefetch=1), "gpu_prefetch"),
     (dict(gpu_prefetch=65), "gpu_prefetch"),
 ])

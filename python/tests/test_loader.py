@@ -168,6 +168,21 @@ def test_epochs_deterministic_and_different(dataset):
     assert ld.epoch == 1
 
 
+@pytest.mark.parametrize("pipeline", ["train", "eval"])
+def test_row_index_changes_no_byte(dataset, pipeline):
+    """The ROI decoder's shared row index (on by default) only changes where
+    the entropy decode starts: every batch of four epochs, with persistent
+    workers that each see files another one indexed, equals the batches made
+    without it."""
+    opts = dict(OPTS, pipeline=pipeline, persistent_workers=True)
+    def epochs(**kw):
+        ld = feeder.Loader(dataset, **opts, **kw)
+        return [[digest(x, y) for x, y in ld] for _ in range(4)]
+    off = epochs(row_index_bytes=0)
+    assert epochs() == off
+    assert epochs(row_index_bytes=4096) == off  # a budget spent at once
+
+
 def test_stats_and_backends(dataset):
     ld = feeder.Loader(dataset, batch_size=10, num_workers=2)
     assert sum(x.shape[0] for x, _ in ld) == 60
