@@ -495,7 +495,11 @@ static void skip_cols(feeder__decoder *d, int cropped, uint32_t y1)
 #ifdef FEEDER_JPEG_ROW_INDEX
     if (d->ix && !ci->restart_interval && ci->comps_in_scan <= 3 && d->src_len < UINT32_MAX &&
         index_plausible(ci)) {
+#if JPEG_LIB_VERSION >= 70
+        uint32_t mh = (uint32_t)ci->max_v_samp_factor * (uint32_t)ci->min_DCT_v_scaled_size;
+#else
         uint32_t mh = (uint32_t)ci->max_v_samp_factor * (uint32_t)ci->min_DCT_scaled_size;
+#endif
         /* Fancy upsampling reads the iMCU row below the last one output. */
         uint32_t last = (y1 - 1) / mh + (ci->upsample->need_context_rows ? 1 : 0);
         if (last >= ci->MCU_rows_in_scan)
