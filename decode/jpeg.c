@@ -432,9 +432,10 @@ static void row_jump(feeder__decoder *d, j_decompress_ptr ci, JDIMENSION r)
  * (jpeg_skip_scanlines relies on it): this hook hands it none there.
  *
  * With the row index, an MCU whose block is not wanted is not decoded at
- * all: the next wanted one, in row r at column c, first jumps to row r's
- * recorded start and decodes the c MCUs before it. So the rows above the
- * crop and the columns right of it cost nothing. */
+ * all while the next row's start is recorded: the next MCU decoded, in row
+ * r at column c, first jumps to row r's recorded start and decodes the c
+ * MCUs before it. So the rows above the crop and the columns right of it
+ * cost nothing. */
 static boolean decode_mcu_cropped(j_decompress_ptr ci, JBLOCKROW *data)
 {
     feeder__decoder *d = (feeder__decoder *)(void *)((char *)ci -
@@ -449,7 +450,10 @@ static boolean decode_mcu_cropped(j_decompress_ptr ci, JBLOCKROW *data)
     JBLOCKROW *use = c >= d->col_lo && c <= d->col_hi ? data : NULL;
 #ifdef FEEDER_JPEG_ROW_INDEX
     if (d->jump) {
-        if (!use) {
+        /* Skipped only while the next row's start is known: from the last
+         * recorded row on, every MCU is decoded, so the rows libjpeg reads
+         * below the recorded ones (fancy upsampling's context) follow on. */
+        if (!use && r + 1 < d->nfound) {
             d->pending = 1;
             return TRUE;
         }
@@ -478,7 +482,7 @@ static boolean decode_mcu_cropped(j_decompress_ptr ci, JBLOCKROW *data)
  * MCU of the row, left to right. A multi-scan file was entropy-decoded
  * whole in jpeg_start_decompress. `y1` is the end of the rows read, in
  * output rows: with the row index the image's recorded rows are used when
- * they reach the last MCU row libjpeg will decode, else this decode records
+ * they reach the MCU row of the last row output, else this decode records
  * them. */
 static void skip_cols(feeder__decoder *d, int cropped, uint32_t y1)
 {
@@ -500,10 +504,8 @@ static void skip_cols(feeder__decoder *d, int cropped, uint32_t y1)
 #else
         uint32_t mh = (uint32_t)ci->max_v_samp_factor * (uint32_t)ci->min_DCT_scaled_size;
 #endif
-        /* Fancy upsampling reads the iMCU row below the last one output. */
-        uint32_t last = (y1 - 1) / mh + (ci->upsample->need_context_rows ? 1 : 0);
-        if (last >= ci->MCU_rows_in_scan)
-            last = ci->MCU_rows_in_scan - 1;
+        /* The MCU row of the last row output. */
+        uint32_t last = (y1 - 1) / mh;
         d->key = feeder__jindex_key(d->src, d->src_len);
         d->found = feeder__jindex_find(d->ix, d->sample, d->key, &d->nfound);
         d->jump = d->found && d->nfound > last;
