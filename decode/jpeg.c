@@ -380,15 +380,16 @@ typedef struct huff_state {
     unsigned int restarts_to_go;
 } huff_state;
 
-/* Right after jpeg_start_decompress of a single-scan file the state is all
- * zero (start_pass_huff_decoder); anything else means the layout is not the
- * one above, and the image is decoded without the index. */
+/* Right after jpeg_start_decompress of a single-scan file the bit buffer,
+ * the restart count and the scan's components' DC predictors are zero
+ * (start_pass_huff_decoder); anything else means the layout is not the one
+ * above, and the image is decoded without the index. */
 static int index_plausible(j_decompress_ptr ci)
 {
     const huff_state *h = (const huff_state *)(const void *)ci->entropy;
     if (h->bitstate.get_buffer || h->bitstate.bits_left || h->restarts_to_go != ci->restart_interval)
         return 0;
-    for (int i = 0; i < MAX_COMPS_IN_SCAN; i++)
+    for (int i = 0; i < ci->comps_in_scan; i++) /* the others are left as they were */
         if (h->saved.last_dc_val[i])
             return 0;
     return 1;
