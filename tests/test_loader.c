@@ -1186,7 +1186,7 @@ START_TEST(test_option_round_trip)
         }
         seen++;
     }
-    ck_assert_int_eq(seen, 47);
+    ck_assert_int_eq(seen, 48);
     double v;
     uint64_t seed;
     ck_assert_int_eq(feeder_loader_set(ld, FEEDER_OPT_SEED, INT64_MIN), 0);
