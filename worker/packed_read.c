@@ -223,8 +223,7 @@ static int mapping_fault(feeder__worker_ctx *w, char *msg, size_t msglen)
     if (w->dec) {
         feeder__decoder_destroy(w->dec);
         w->dec = NULL;
-        if (feeder__decoder_create(&w->dec) == 0)
-            feeder__decoder_set_index(w->dec, w->job->jindex);
+        (void)feeder__worker_decoder(w);
     }
     return -EIO;
 }
@@ -247,9 +246,8 @@ int feeder__packed_ctx_init(feeder__worker_ctx *w)
         if (rc && job->io_mode == FEEDER_IO_URING)
             rc = feeder__reader_create(FEEDER_IO_PREAD, 0, &w->rd, NULL, 0);
     }
-    if (!rc && job->ds->pack->v.h.kind == FEEDER_RECORD_JPEG &&
-        (rc = feeder__decoder_create(&w->dec)) == 0)
-        feeder__decoder_set_index(w->dec, job->jindex);
+    if (!rc && job->ds->pack->v.h.kind == FEEDER_RECORD_JPEG)
+        rc = feeder__worker_decoder(w);
     return rc;
 }
 
