@@ -626,6 +626,21 @@ START_TEST(roi_restart_intervals_exact)
 }
 END_TEST
 
+/* Sample `idx` of epoch `e` decoded by `plain` (no row index) and by `fast`
+ * (with one): both succeed; 1 when their bytes are equal. */
+static int same_with_index(feeder__decoder *plain, feeder__decoder *fast,
+                           const feeder__transform *t, const uint8_t *j, size_t len, uint64_t e,
+                           uint64_t idx)
+{
+    static uint8_t a[224 * 224 * 3], b[224 * 224 * 3];
+    char err[256];
+    ck_assert_int_eq(feeder__decode_sample(plain, t, j, len, 7, e, idx, a, NULL, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(feeder__decode_sample(fast, t, j, len, 7, e, idx, b, NULL, err, sizeof(err)),
+                     0);
+    return memcmp(a, b, sizeof(a)) == 0;
+}
+
 /* The row index (decode/jpeg_index.h): a decoder that records each image's
  * MCU-row starts and later jumps to the crop gives the bytes a decoder
  * without it gives, epoch after epoch of random crops, at every sampling
@@ -642,9 +657,6 @@ START_TEST(roi_row_index_exact)
     ck_assert_int_eq(feeder__decoder_create(&plain), 0);
     ck_assert_int_eq(feeder__decoder_create(&fast), 0);
     feeder__decoder_set_index(fast, ix);
-    size_t n = 224 * 224 * 3;
-    uint8_t *a = malloc(n), *b = malloc(n);
-    char err[256];
     for (size_t k = 0; k < 4; k++)
         for (size_t z = 0; z < 4; z++) {
             uint8_t *j;
@@ -654,11 +666,7 @@ START_TEST(roi_row_index_exact)
             for (int pi = 0; pi < 2; pi++)
                 for (uint64_t e = 0; e < 6; e++) {
                     feeder__transform t = mk(pipelines[pi], FEEDER_DECODER_ROI, 0, 224, 224);
-                    ck_assert_int_eq(feeder__decode_sample(plain, &t, j, len, 7, e, idx, a, NULL,
-                                                           err, sizeof(err)), 0);
-                    ck_assert_int_eq(feeder__decode_sample(fast, &t, j, len, 7, e, idx, b, NULL,
-                                                           err, sizeof(err)), 0);
-                    REQUIRE(memcmp(a, b, n) == 0, "samp %d %ux%u pipeline %d epoch %llu: the "
+                    REQUIRE(same_with_index(plain, fast, &t, j, len, e, idx), "samp %d %ux%u pipeline %d epoch %llu: the "
                             "row index changed the output", samp[k], wh[z][0], wh[z][1],
                             pipelines[pi], (unsigned long long)e);
                 }
@@ -676,13 +684,8 @@ START_TEST(roi_row_index_exact)
     size_t len;
     make_photo(9, 600, 450, 80, TJSAMP_420, &j, &len);
     feeder__transform t = mk(FEEDER_PIPELINE_EVAL, FEEDER_DECODER_ROI, 0, 224, 224);
-    for (int r = 0; r < 2; r++) {
-        ck_assert_int_eq(feeder__decode_sample(plain, &t, j, len, 7, 0, 0, a, NULL, err,
-                                               sizeof(err)), 0);
-        ck_assert_int_eq(feeder__decode_sample(fast, &t, j, len, 7, 0, 0, b, NULL, err,
-                                               sizeof(err)), 0);
-        ck_assert(memcmp(a, b, n) == 0);
-    }
+    for (int r = 0; r < 2; r++)
+        ck_assert(same_with_index(plain, fast, &t, j, len, 0, 0));
     ck_assert_uint_eq(feeder__decoder_index_jumps(fast), jumps + 1);
     free(j);
 
@@ -690,13 +693,8 @@ START_TEST(roi_row_index_exact)
     uint64_t used = feeder__jindex_used(ix);
     uint8_t *rgb = pattern(500, 400, 3);
     make_restart(rgb, 500, 400, 2, 2, 4, &j, &len);
-    for (int r = 0; r < 3; r++) {
-        ck_assert_int_eq(feeder__decode_sample(plain, &t, j, len, 7, 0, 40, a, NULL, err,
-                                               sizeof(err)), 0);
-        ck_assert_int_eq(feeder__decode_sample(fast, &t, j, len, 7, 0, 40, b, NULL, err,
-                                               sizeof(err)), 0);
-        ck_assert(memcmp(a, b, n) == 0);
-    }
+    for (int r = 0; r < 3; r++)
+        ck_assert(same_with_index(plain, fast, &t, j, len, 0, 40));
     ck_assert_uint_eq(feeder__jindex_used(ix), used);
     ck_assert_uint_eq(feeder__decoder_index_jumps(fast), jumps + 1);
     free(j);
@@ -709,13 +707,8 @@ START_TEST(roi_row_index_exact)
     feeder__decoder_set_index(fast, ix);
     make_photo(3, 600, 450, 90, TJSAMP_420, &j, &len);
     for (uint64_t idx = 2; idx < 6; idx++)
-        for (int r = 0; r < 2; r++) {
-            ck_assert_int_eq(feeder__decode_sample(plain, &t, j, len, 7, 0, idx, a, NULL, err,
-                                                   sizeof(err)), 0);
-            ck_assert_int_eq(feeder__decode_sample(fast, &t, j, len, 7, 0, idx, b, NULL, err,
-                                                   sizeof(err)), 0);
-            ck_assert(memcmp(a, b, n) == 0);
-        }
+        for (int r = 0; r < 2; r++)
+            ck_assert(same_with_index(plain, fast, &t, j, len, 0, idx));
     ck_assert_uint_eq(feeder__jindex_used(ix), 0);
     ck_assert_uint_eq(feeder__decoder_index_jumps(fast), jumps + 1);
     free(j);
@@ -726,8 +719,6 @@ START_TEST(roi_row_index_exact)
     ck_assert_ptr_null(none);
     feeder__decoder_destroy(plain);
     feeder__decoder_destroy(fast);
-    free(a);
-    free(b);
 }
 END_TEST
 
