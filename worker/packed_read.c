@@ -223,7 +223,8 @@ static int mapping_fault(feeder__worker_ctx *w, char *msg, size_t msglen)
     if (w->dec) {
         feeder__decoder_destroy(w->dec);
         w->dec = NULL;
-        (void)feeder__worker_decoder(w);
+        if (feeder__decoder_create(&w->dec) == 0)
+            feeder__decoder_set_index(w->dec, w->job->jindex);
     }
     return -EIO;
 }
@@ -246,8 +247,9 @@ int feeder__packed_ctx_init(feeder__worker_ctx *w)
         if (rc && job->io_mode == FEEDER_IO_URING)
             rc = feeder__reader_create(FEEDER_IO_PREAD, 0, &w->rd, NULL, 0);
     }
-    if (!rc && job->ds->pack->v.h.kind == FEEDER_RECORD_JPEG)
-        rc = feeder__worker_decoder(w);
+    if (!rc && job->ds->pack->v.h.kind == FEEDER_RECORD_JPEG &&
+        (rc = feeder__decoder_create(&w->dec)) == 0)
+        feeder__decoder_set_index(w->dec, job->jindex);
     return rc;
 }
 

@@ -54,18 +54,11 @@ int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int i
             rc = feeder__reader_create(FEEDER_IO_PREAD, 0, &w->rd, NULL, 0);
         if (rc)
             return rc;
-        if ((rc = feeder__worker_decoder(w)))
+        if ((rc = feeder__decoder_create(&w->dec)))
             return rc;
+        feeder__decoder_set_index(w->dec, job->jindex);
     }
     return 0;
-}
-
-int feeder__worker_decoder(feeder__worker_ctx *w)
-{
-    int rc = feeder__decoder_create(&w->dec);
-    if (rc == 0)
-        feeder__decoder_set_index(w->dec, w->job->jindex);
-    return rc;
 }
 
 void feeder__worker_ctx_free(feeder__worker_ctx *w)

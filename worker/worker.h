@@ -153,9 +153,6 @@ typedef struct feeder__worker_ctx {
 
 int feeder__worker_ctx_init(feeder__worker_ctx *w, const feeder__job *job, int id, uint8_t *mem);
 void feeder__worker_ctx_free(feeder__worker_ctx *w);
-/* A new CPU decoder in w->dec, reading and adding to the loader's row index
- * (job->jindex). 0 or -ENOMEM (w->dec then NULL). */
-int feeder__worker_decoder(feeder__worker_ctx *w);
 /* Run one task into the slot; never fails as a whole: errors land in `res`. */
 void feeder__run_task(feeder__worker_ctx *w, const feeder__task_msg *t, feeder__result_msg *res);
 
