@@ -85,6 +85,7 @@ def find_feeder():
             if _libdir_has(os.path.join(prefix, sub)):
                 return [os.path.join(prefix, "include")], os.path.join(prefix, sub), "FEEDER_PREFIX"
         sys.exit(f"FEEDER_PREFIX={prefix}: no libfeeder.so under lib/ or lib64/")
+    pc_error = ""
     if shutil.which("pkg-config"):
         try:
             cflags = subprocess.run(["pkg-config", "--cflags-only-I", "feeder"], check=True,
@@ -92,13 +93,14 @@ def find_feeder():
             libdir = subprocess.run(["pkg-config", "--variable=libdir", "feeder"], check=True,
                                     capture_output=True, text=True).stdout.strip()
             return [f[2:] for f in cflags], os.path.realpath(libdir), "pkg-config"
-        except subprocess.CalledProcessError:
-            pass
+        except subprocess.CalledProcessError as e:
+            pc_error = (e.stderr or "").strip()
     build = os.path.join(SOURCE, "build")
     if _libdir_has(build):
         return [os.path.join(SOURCE, "include")], build, "../build"
     sys.exit("libfeeder not found: set FEEDER_BUILD_DIR (an in-tree build) or FEEDER_PREFIX "
-             "(an install), or install feeder.pc where pkg-config looks")
+             "(an install), or install feeder.pc where pkg-config looks"
+             + (f" (pkg-config feeder: {pc_error})" if pc_error else ""))
 
 
 def feeder_has_gpu_plugin(libdir):

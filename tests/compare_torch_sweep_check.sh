@@ -97,7 +97,8 @@ assert py["status"] == "unavailable" or (
 assert "| feeder (Python, nvjpeg) img/s " in out, out
 print("compare_torch.py --python-decoder nvjpeg: the fallback is reported, not measured:", py["status"])
 PY
-if "$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --python-decoder jpeg > /dev/null 2> "$d/err"; then
+if "$py" "$src/bench/compare_torch.py" --no-torch --sweep 1 --python-decoder jpeg \
+    --bench-loader "$bench" > /dev/null 2> "$d/err"; then
     echo "FAIL: compare_torch.py took --python-decoder jpeg"; exit 1
 fi
 grep -q "'jpeg': expected one of turbo, roi, nvjpeg, hybrid" "$d/err" || { cat "$d/err"; exit 1; }

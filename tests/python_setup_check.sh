@@ -41,7 +41,7 @@ for how in prefix pkg-config; do
         (cd "$d" && FEEDER_PREFIX=prefix "$py" "$src/python/setup.py" -q build_ext -b "mod-$how" \
             -t "mod-$how/temp" > "$d/log" 2>&1) || { cat "$d/log" >&2; fail "FEEDER_PREFIX build"; }
     else
-        (cd "$d" && PKG_CONFIG_PATH=$d/prefix/lib/pkgconfig "$py" "$src/python/setup.py" -q \
+        (cd "$d" && PKG_CONFIG_PATH=$d/prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} "$py" "$src/python/setup.py" -q \
             build_ext -b "mod-$how" -t "mod-$how/temp" > "$d/log" 2>&1) || { cat "$d/log" >&2; fail "pkg-config build"; }
     fi
     grep -q "libfeeder from $([[ $how == prefix ]] && echo FEEDER_PREFIX || echo pkg-config): $d/prefix/lib" "$d/log" ||

@@ -259,10 +259,12 @@ START_TEST(test_endless_index_bounded)
 }
 END_TEST
 
-/* A server's .idx answer carries bytes past its Content-Length; libcurl
- * keeps the connection and reads them as the start of the next request's
- * answer (the shard's whole GET): "HTTP/0.9", final. Come on a reused
- * connection, it is asked for again on a new one: open walks the shard. */
+/* A server's .idx answer carries bytes past its Content-Length. libcurl
+ * 7.88 keeps the connection and reads them as the start of the next
+ * request's answer (the shard's whole GET): "HTTP/0.9", final. Come on a
+ * reused connection, it is asked for again on a new one: two GETs. Later
+ * libcurl releases close a connection that sent excess bytes, and the one
+ * GET is answered right. Either way open walks the shard. */
 START_TEST(test_bytes_past_content_length_not_an_answer)
 {
     tu_tar t = {0};
@@ -281,7 +283,8 @@ START_TEST(test_bytes_past_content_length_not_an_answer)
     ck_assert_msg(feeder_dataset_open_shards(url, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
     ck_assert_uint_eq(feeder_dataset_size(ds), 1);
     ck_assert_int_eq(logged("GET /smuggle/s-0.tar.idx", NULL), 1);
-    ck_assert_int_eq(logged("GET /smuggle/s-0.tar range=-", NULL), 2);
+    int gets = logged("GET /smuggle/s-0.tar range=-", NULL);
+    ck_assert_msg(gets == 1 || gets == 2, "%d GETs of the shard", gets);
     feeder_dataset_destroy(ds);
 }
 END_TEST
