@@ -12,8 +12,10 @@
 # DATA: an image folder (default: make_set --set web, 10,000 images, made in
 # /tmp/feeder-ddp-web10k). BUILD: a Release build with the CUDA plugin
 # (default build-gpu; built here if missing). WORKERS (default 7 per rank),
-# DECODERS (default "roi nvjpeg"), MODELS (default "none small"), EPOCHS (4),
-# BATCH (256 per rank).
+# DECODERS (default "roi nvjpeg synthetic"; synthetic is train_ddp.py
+# --synthetic, the small model on a batch made on the device with no loader:
+# the model's and the collective's own scaling, run for the small model only),
+# MODELS (default "none small"), EPOCHS (4), BATCH (256 per rank).
 # Exit 0: all runs passed their checks (or no GPU: skipped); 1: a run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,13 +50,18 @@ run=(torchrun)
 command -v torchrun >/dev/null || run=(python3 -m torch.distributed.run)
 status=0
 rows=()
-for decoder in ${DECODERS:-roi nvjpeg}; do
+for decoder in ${DECODERS:-roi nvjpeg synthetic}; do
   for model in ${MODELS:-none small}; do
+    src=(--decoder "$decoder")
+    if [[ $decoder == synthetic ]]; then
+      [[ $model == small ]] || continue
+      src=(--synthetic)
+    fi
     for np in 1 2; do
       ((np <= ngpu)) || continue
       name=ddp-$decoder-$model-np$np
       cmd=("${run[@]}" --standalone --nproc_per_node "$np" examples/python/train_ddp.py --data "$data"
-           --workers "$workers" --decoder "$decoder" --model "$model" --epochs "$epochs"
+           --workers "$workers" "${src[@]}" --model "$model" --epochs "$epochs"
            --batch "$batch" --json "$out/$name.json")
       say "== ${cmd[*]}"
       if ! timeout 300 "${cmd[@]}" >"$out/$name.log" 2>&1; then
@@ -73,7 +80,7 @@ for decoder in ${DECODERS:-roi nvjpeg}; do
       for g in 0 1; do
         name=ddp-$decoder-$model-side$g
         CUDA_VISIBLE_DEVICES=$g timeout 300 "${run[@]}" --standalone --nproc_per_node 1 \
-          examples/python/train_ddp.py --data "$data" --workers "$workers" --decoder "$decoder" \
+          examples/python/train_ddp.py --data "$data" --workers "$workers" "${src[@]}" \
           --model "$model" --epochs "$epochs" --batch "$batch" --json "$out/$name.json" \
           >"$out/$name.log" 2>&1 &
         pids+=($!)
@@ -95,13 +102,16 @@ python3 - "$machine" "${rows[@]}" <<'PY' | tee "$out/ddp_gpu_check.md" | tee -a 
 import json, sys
 machine, files = sys.argv[1], sys.argv[2:]
 runs = [json.load(open(f)) for f in files]
-print(f"{machine}; {runs[0]['images'] if runs else 0} images, {runs[0]['workers_per_rank'] if runs else 0} "
+print(f"{machine}; {runs[0]['images'] if runs else 0} images, {max((r['workers_per_rank'] for r in runs), default=0)} "
       "workers a rank, batch per rank "
       f"{runs[0]['batch'] if runs else 0}, median of the epochs after the first\n")
 print("| decoder | model | 1 GPU: images/s | 2 GPUs: images/s per GPU | total | per GPU, 2 / 1 "
-      "| two 1-GPU jobs at once: images/s each | checks |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
-one, two, side, bad = {}, {}, {}, {}
+      "| two 1-GPU jobs at once: images/s each | waiting for the loader, 1 GPU "
+      "| waiting for the loader, 2 GPUs, each rank | checks |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
+one, one_wait, two, side, bad = {}, {}, {}, {}, {}
+# a rank's time in next(): its share of the epoch; one step's median / 90th percentile
+wait_s = lambda w: f"{w['share']:.0%} ({w['step_ms_p50']:.1f} / {w['step_ms_p90']:.1f} ms)"
 for f, r in zip(files, runs):
     key = (r["decoder"], r["model"])
     if not all(r["checks"].values()):
@@ -110,6 +120,7 @@ for f, r in zip(files, runs):
         side.setdefault(key, []).append(r["images_per_s_total"])
     elif r["world_size"] == 1:
         one[key] = r["images_per_s_total"]
+        one_wait[key] = r["loader_wait_per_rank"][0]
     else:
         two[key] = r
 for key, r in two.items():
@@ -120,7 +131,9 @@ for key, r in two.items():
     side_s = ", ".join(f"{v:,}" for v in side.get(key, [])) or "n/a"
     ok = "ok" if key not in bad else "FAILED " + "; ".join(bad[key])
     print(f"| {key[0]} | {key[1]} | {base_s} | {', '.join(f'{v:,}' for v in per)} "
-          f"| {r['images_per_s_total']:,} | {ratio} | {side_s} | {ok} |")
+          f"| {r['images_per_s_total']:,} | {ratio} | {side_s} "
+          f"| {wait_s(one_wait[key]) if key in one_wait else 'n/a'} "
+          f"| {', '.join(wait_s(w) for w in r['loader_wait_per_rank'])} | {ok} |")
 PY
 for f in "${rows[@]}"; do
   grep -q '"labels_match_sampler": true' "$f" && grep -q '"covers_dataset": true' "$f" &&

@@ -15,7 +15,13 @@ DistributedSampler's padding) and covering the dataset.
         --data DIR --workers 7 --decoder roi --model small --epochs 4 --json out.json
 
 Rank 0 prints a line per epoch and, with --json, writes every rank's images/s
-(median of the epochs after the first) and the checks.
+(median of the epochs after the first), the time each rank waited for its
+loader (the share of the steady epochs spent in next(), and the median and 90th
+percentile of one step's wait) and the checks.
+
+--synthetic trains the same model on one batch made on the device, as many
+steps as the sampler gives a rank, with no loader: the model's and the
+collective's own rate, the ceiling a loader is measured against.
 """
 import argparse
 import json
@@ -44,6 +50,30 @@ def small_model(classes):
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(128, classes))
 
 
+class Synthetic:
+    """The loader's place with no loader: one batch of random float32 images
+    made on the device, and the dataset's labels at the sampler's indices,
+    for each step of the epoch."""
+
+    def __init__(self, sampler, batch, size, targets, device):
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.randn(batch, 3, size, size, generator=g).to(device)
+        self.sampler, self.batch, self.device = sampler, batch, device
+        self.targets = torch.tensor(targets)
+
+    def __iter__(self):
+        order = list(self.sampler)
+        for i in range(0, len(order), self.batch):
+            idx = torch.tensor(order[i:i + self.batch])
+            yield self.images[:len(idx)], self.targets[idx].to(self.device, non_blocking=True)
+
+    def stats(self):
+        return {"batches_ahead": 0}
+
+    def close(self):
+        pass
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", help="an image folder (class sub-folders); required")
@@ -59,10 +89,14 @@ def main():
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--model", default="none", choices=("none", "small"))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--synthetic", action="store_true",
+                   help="no loader: one batch made on the device, every step (needs --model small)")
     p.add_argument("--json", help="rank 0 writes the figures and checks here")
     a = p.parse_args()
     if not a.data:  # checked here, so that an unknown option is named first
         p.error("the following arguments are required: --data")
+    if a.synthetic and a.model != "small":
+        p.error("--synthetic measures a model: it needs --model small")
 
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -76,11 +110,14 @@ def main():
     sampler = torch.utils.data.DistributedSampler(ds, shuffle=True, seed=a.seed)
     gpu = dict(device=str(device), dtype=torch.float32, mean=MEAN, std=STD,
                gpu_prefetch=a.gpu_prefetch) if cuda else {}
-    loader = feeder.Loader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers,
-                           prefetch_factor=a.prefetch_factor, persistent_workers=True,
-                           in_order=bool(a.in_order),
-                           pipeline=a.pipeline, size=a.size, decoder=a.decoder, seed=a.seed,
-                           **gpu)
+    if a.synthetic:
+        loader = Synthetic(sampler, a.batch, a.size, ds.targets, device)
+    else:
+        loader = feeder.Loader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers,
+                               prefetch_factor=a.prefetch_factor, persistent_workers=True,
+                               in_order=bool(a.in_order),
+                               pipeline=a.pipeline, size=a.size, decoder=a.decoder, seed=a.seed,
+                               **gpu)
     targets = torch.tensor(ds.targets, device=device)
     classes = len(ds.classes)
     model = None
@@ -94,7 +131,7 @@ def main():
     sink = torch.zeros((), device=device)
     wrong = torch.zeros((), dtype=torch.int64, device=device)
 
-    rates, order = [], []
+    rates, waits, order = [], [], []
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
         order = list(sampler)
@@ -105,7 +142,14 @@ def main():
             torch.cuda.synchronize()
         dist.barrier()
         t0 = time.perf_counter()
-        for images, labels in loader:
+        it, step_waits = iter(loader), []
+        while True:
+            w0 = time.perf_counter()
+            try:
+                images, labels = next(it)
+            except StopIteration:
+                break
+            step_waits.append(time.perf_counter() - w0)
             n = labels.shape[0]
             labels = labels.to(device, non_blocking=True)
             if not cuda:  # host batches are uint8: normalise here
@@ -133,15 +177,21 @@ def main():
             raise SystemExit(f"rank {rank}: epoch {epoch} delivered {pos} samples, the sampler "
                              f"gave {len(order)}")
         rates.append(seen / dt)
+        waits.append((sum(step_waits) / dt, step_waits))
         if rank == 0:
             print(f"epoch {epoch}: rank 0 {seen / dt:,.0f} images/s ({seen} in {dt:.2f} s)",
                   flush=True)
 
     # Every rank's share of the last epoch, and its rate.
     steady = statistics.median(rates[1:]) if len(rates) > 1 else rates[0]
+    later = waits[1:] or waits
+    steps = sorted(w for _, ws in later for w in ws)
+    wait = {"share": round(statistics.median(sh for sh, _ in later), 4),
+            "step_ms_p50": round(1e3 * steps[len(steps) // 2], 3) if steps else 0.0,
+            "step_ms_p90": round(1e3 * steps[(len(steps) * 9) // 10], 3) if steps else 0.0}
     shares = [None] * world
     dist.all_gather_object(shares, {"rank": rank, "order": order, "rate": steady,
-                                    "rates": rates, "wrong": int(wrong.item()),
+                                    "rates": rates, "wrong": int(wrong.item()), "wait": wait,
                                     "ahead": loader.stats()["batches_ahead"]})
     if rank == 0:
         union = set()
@@ -156,12 +206,15 @@ def main():
         }
         per_rank = [round(s["rate"]) for s in sorted(shares, key=lambda s: s["rank"])]
         out = {"program": "train_ddp", "world_size": world, "model": a.model,
-               "decoder": a.decoder, "pipeline": a.pipeline, "workers_per_rank": a.workers,
+               "decoder": "synthetic" if a.synthetic else a.decoder, "pipeline": a.pipeline,
+               "workers_per_rank": 0 if a.synthetic else a.workers,
                "prefetch_factor": a.prefetch_factor, "gpu_prefetch": a.gpu_prefetch,
                "in_order": a.in_order,
                "batch": a.batch, "images": len(ds), "epochs": a.epochs,
                "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                "images_per_s_per_rank": per_rank, "images_per_s_total": sum(per_rank),
+               # time in next() a rank waited for its batches, in the epochs after the first
+               "loader_wait_per_rank": [s["wait"] for s in sorted(shares, key=lambda s: s["rank"])],
                # batches each rank began before its epoch's iter() (the next epoch
                # run ahead from the sampler's guessed order, and kept)
                "batches_ahead_per_rank": [s["ahead"] for s in sorted(shares, key=lambda s: s["rank"])],
@@ -174,6 +227,9 @@ def main():
     else:
         ok = True
     loader.close()
+    # DDP's reducer before its process group: the other order can leave a
+    # rank hanging in the reducer's destructor on exit (gloo, seen with torch 1.13).
+    model = opt = loss = None  # noqa: F841
     dist.destroy_process_group()
     if not ok:
         raise SystemExit("train_ddp: a check failed (see the JSON line)")

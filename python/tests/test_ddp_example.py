@@ -48,6 +48,27 @@ def test_two_ranks_checked(folder, tmp_path, extra):
     assert len(out["images_per_s_per_rank"]) == 2
     # The second epoch began early on every rank: the sampler's next order was guessed right.
     assert len(out["batches_ahead_per_rank"]) == 2 and min(out["batches_ahead_per_rank"]) > 0
+    waits = out["loader_wait_per_rank"]
+    assert len(waits) == 2, waits
+    for w in waits:
+        assert 0 <= w["share"] <= 1 and 0 <= w["step_ms_p50"] <= w["step_ms_p90"], w
+
+
+def test_synthetic_trains_without_a_loader(folder, tmp_path):
+    """--synthetic: the same steps and label checks, a batch made on the device, no workers."""
+    codes, outs = run_ranks(folder, tmp_path, "--model", "small", "--synthetic")
+    assert codes == [0, 0], outs
+    out = json.load(open(tmp_path / "out.json"))
+    assert out["decoder"] == "synthetic" and out["workers_per_rank"] == 0, out
+    assert all(out["checks"].values()), out["checks"]
+    assert out["batches_ahead_per_rank"] == [0, 0]
+    assert min(out["images_per_s_per_rank"]) > 0
+
+
+def test_synthetic_needs_a_model(folder):
+    r = subprocess.run([sys.executable, EXAMPLE, "--data", folder, "--synthetic"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--synthetic measures a model: it needs --model small" in r.stderr
 
 
 def test_wrong_labels_fail(folder, tmp_path):
