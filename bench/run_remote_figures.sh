@@ -13,7 +13,12 @@
 # and bench/run_tar_figures.sh's layout (docs/BENCHMARKS.md gives the
 # commands). SERVER=nginx serves with nginx instead of lighttpd (the proxy
 # stays in front of it); KINDS="raw tar" picks the cases (default: raw jpeg tar). Starts and stops its own servers; the cache is a
-# fresh folder each run.
+# fresh folder each run. CEILING=1 adds, for each pack and shard set, the
+# local run while curl fetches the same files from the server at the same
+# moment and drops them (-o /dev/null): more than the first epoch from the
+# server can reach, since that download also writes the shard cache and
+# the readers wait for its bytes (on a machine of few cores the CPU the
+# two need together is the bound).
 set -euo pipefail
 usage="usage: $0 BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS] [FETCH_AHEAD]"
 build=${1:?$usage}
@@ -78,6 +83,20 @@ run() { # label data
   fi
   grep -E "^\| +[0-9]" "$tmp/out" || true
 }
+# run, with curl fetching URLS (one connection, in turn) to /dev/null meanwhile.
+run_with_curl() { # label data urls...
+  local label=$1 data=$2 u args=()
+  shift 2
+  for u in "$@"; do args+=(-o /dev/null "$u"); done
+  curl -sf "${args[@]}" &
+  local cpid=$!
+  run "$label" "$data"
+  wait "$cpid" || echo "curl failed ($?)"
+}
+# The URLs of brace range PATTERN (one level, {A..B} with zero padding).
+urls_of() {
+  eval "printf '%s\n' http://127.0.0.1:$port/$1"
+}
 # The brace range of WWW's shards named PREFIX-NNNNN-of-MMMMM.pack.
 shards_of() {
   local f n
@@ -92,11 +111,20 @@ for kind in raw jpeg; do
   run "$kind-local-file" "$www/$kind.pack"
   echo "== $kind: one file from $server"
   run "$kind-http-file" "http://127.0.0.1:$port/$kind.pack"
+  if [ "${CEILING:-0}" = 1 ]; then
+    echo "== $kind: one local file, curl fetching it from $server to /dev/null meanwhile"
+    run_with_curl "$kind-local-file-curl" "$www/$kind.pack" "http://127.0.0.1:$port/$kind.pack"
+  fi
   shards=$(shards_of "${kind}sh") || continue
   echo "== $kind: local shards"
   run "$kind-local-shards" "$www/$shards"
   echo "== $kind: shards from $server"
   run "$kind-http" "http://127.0.0.1:$port/$shards"
+  if [ "${CEILING:-0}" = 1 ]; then
+    echo "== $kind: local shards, curl fetching them from $server to /dev/null meanwhile"
+    mapfile -t urls < <(urls_of "$shards")
+    run_with_curl "$kind-local-shards-curl" "$www/$shards" "${urls[@]}"
+  fi
   echo "== $kind: shards from $server + ${delay} ms a request"
   run "$kind-http-${delay}ms" "http://127.0.0.1:$proxy/$shards"
 done
@@ -107,6 +135,11 @@ if [[ $kinds == *" tar "* && -f "$www/tar/s-0.tar" ]]; then
   run "tar-local" "$www/$tars"
   echo "== tar: shards from $server"
   run "tar-http" "http://127.0.0.1:$port/$tars"
+  if [ "${CEILING:-0}" = 1 ]; then
+    echo "== tar: local shards, curl fetching them from $server to /dev/null meanwhile"
+    mapfile -t urls < <(urls_of "$tars")
+    run_with_curl "tar-local-curl" "$www/$tars" "${urls[@]}"
+  fi
   echo "== tar: shards from $server + ${delay} ms a request"
   run "tar-http-${delay}ms" "http://127.0.0.1:$proxy/$tars"
 fi
