@@ -183,8 +183,8 @@ def main():
                   flush=True)
 
     # Every rank's share of the last epoch, and its rate.
-    steady = statistics.median(rates[1:]) if len(rates) > 1 else rates[0]
-    later = waits[1:] or waits
+    steady = statistics.median(rates[1:] or rates)  # the epochs after the first
+    later = waits[1:] or waits  # the same epochs
     steps = sorted(w for _, ws in later for w in ws)
     wait = {"share": round(statistics.median(sh for sh, _ in later), 4),
             "step_ms_p50": round(1e3 * steps[len(steps) // 2], 3) if steps else 0.0,
