@@ -7,6 +7,7 @@
 #ifndef FEEDER_BENCH_LOADER_H
 #define FEEDER_BENCH_LOADER_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,7 +34,8 @@
 
 typedef struct opts {
     const char *data;     /* NULL: the default dataset */
-    unsigned fetch_ahead; /* shards datasets (URLs, brace ranges): --fetch-ahead (1; 0: none) */
+    unsigned fetch_ahead; /* shards datasets (URLs, brace ranges): --fetch-ahead (0: none;
+                             FETCH_AHEAD_DEFAULT: not given, the library's default) */
     uint32_t batch;
     unsigned epochs;
     int workers[MAX_SWEEP];
@@ -141,8 +143,11 @@ typedef struct run_res {
 
 /* The dataset is a packed file: what its header says (kind 0 otherwise). */
 extern feeder_packed_info g_pack;
+#define FETCH_AHEAD_DEFAULT UINT_MAX /* loader_opts.fetch_ahead: --fetch-ahead not given */
+
 /* feeder_shard_options.fetch_ahead for open_dataset's shards datasets:
- * --fetch-ahead, its 0 as FEEDER_FETCH_AHEAD_NONE. */
+ * --fetch-ahead, its 0 as FEEDER_FETCH_AHEAD_NONE (not given: 0, the
+ * library's default). */
 extern uint32_t g_fetch_ahead;
 
 /* Open --data: a folder, a list file or a packed file (sets g_pack); a URL

@@ -71,7 +71,7 @@ static void set_defaults(opts *o)
     o->in_order = 1;
     o->timeout_ms = 120000;
     o->make_images = 2000;
-    o->fetch_ahead = 1;
+    o->fetch_ahead = FETCH_AHEAD_DEFAULT;
     o->device = -1;
     o->pin = FEEDER_PIN_REGISTER;
     o->gpu_prefetch = 2;
@@ -123,8 +123,9 @@ static cli_opt table[] = {
                "images of --set under $FEEDER_DATA or\n~/.cache/feeder/web-2000"),
     CLI_UINT("fetch-ahead", "N", A.fetch_ahead, 0, 1000000,
              "URL shards (packs or tar): shards downloaded ahead of the\n"
-             "sampler into the shard cache (1; 0: none, the workers\n"
-             "fetch each shard on demand)"),
+             "sampler into the shard cache (default: half the online\n"
+             "CPUs, 1 to 4; 0: none, the workers fetch each shard on\n"
+             "demand)"),
     CLI_UINT("images", "N", A.make_images, 10, 10000000,
              "size of the dataset made when --data is not given (2000;\nmade in SET-N)"),
     CLI_ENUM("set", A.set, set_names,
@@ -230,5 +231,6 @@ void parse_args(opts *o, int argc, char **argv)
     cli_parse(&spec, argc, argv);
     check_args(&A, workers_given, shape);
     *o = A;
-    g_fetch_ahead = A.fetch_ahead ? A.fetch_ahead : FEEDER_FETCH_AHEAD_NONE;
+    g_fetch_ahead = A.fetch_ahead == FETCH_AHEAD_DEFAULT ? 0
+                    : A.fetch_ahead ? A.fetch_ahead : FEEDER_FETCH_AHEAD_NONE;
 }

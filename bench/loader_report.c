@@ -269,6 +269,9 @@ static void json_head(const context *cx, const char *mode, bu_sbuf *b)
 static void json_config(const opts *o, bu_sbuf *b)
 {
     const opt_names nm = opts_names(o);
+    char ahead[16] = "\"default\"";
+    if (o->fetch_ahead != FETCH_AHEAD_DEFAULT)
+        snprintf(ahead, sizeof(ahead), "%u", o->fetch_ahead);
     bu_sb_printf(b, ", \"packed\": ");
     if (g_pack.kind)
         bu_sb_printf(b, "{\"kind\": \"%s\", \"height\": %u, \"width\": %u, \"layout\": \"%s\", "
@@ -282,11 +285,11 @@ static void json_config(const opts *o, bu_sbuf *b)
     bu_sb_printf(b, "  \"config\": {\"batch\": %u, \"epochs\": %u, \"prefetch\": %d, "
               "\"pipeline\": \"%s\", \"decoder\": \"%s\", \"io\": \"%s\", \"seed\": %llu, "
               "\"size\": %u, \"resize\": %u, \"layout\": \"%s\", \"shuffle\": %d, "
-              "\"in_order\": %d, \"persistent_workers\": %d, \"fetch_ahead\": %u, "
+              "\"in_order\": %d, \"persistent_workers\": %d, \"fetch_ahead\": %s, "
               "\"workers_from\": \"%s\", \"checksum\": %s, \"augment\": ",
               o->batch, o->epochs, o->prefetch, nm.pipeline, nm.decoder, nm.io,
               (unsigned long long)o->seed, o->size, o->resize, nm.layout,
-              o->shuffle, o->in_order, o->persistent, o->fetch_ahead,
+              o->shuffle, o->in_order, o->persistent, ahead,
               o->sweep ? "--threads-sweep" : o->workers_auto ? "usable CPUs" : "--workers",
               o->checksum ? "true" : "false");
     if (o->augment)

@@ -6,13 +6,16 @@
 # shards when WWW/tar/s-0.tar is there.
 #   bench/run_remote_figures.sh BUILD WWW [WORKERS] [EPOCHS] [DELAY_MS] [FETCH_AHEAD]
 # WORKERS 2, EPOCHS 4, DELAY_MS 20; FETCH_AHEAD is bench_loader's
-# --fetch-ahead, 1 as there (0: none, each shard fetched by the worker that
-# first needs it). The first line of output gives the settings.
+# --fetch-ahead (0: none, each shard fetched by the worker that first needs
+# it; not given: bench_loader's default, half the online CPUs, 1 to 4). The
+# first line of output gives the settings.
 # WWW holds raw.pack, jpeg.pack, their shards rawsh-NNNNN-of-MMMMM.pack and
 # jpegsh-..., and optionally tar/s-K.tar (+ .idx); make them with feeder-pack
 # and bench/run_tar_figures.sh's layout (docs/BENCHMARKS.md gives the
 # commands). SERVER=nginx serves with nginx instead of lighttpd (the proxy
-# stays in front of it); KINDS="raw tar" picks the cases (default: raw jpeg tar). Starts and stops its own servers; the cache is a
+# stays in front of it; NGINX names its binary, /usr/sbin/nginx by default,
+# and NGINX_WORKERS its worker_processes, auto by default as in Debian's
+# nginx.conf); KINDS="raw tar" picks the cases (default: raw jpeg tar). Starts and stops its own servers; the cache is a
 # fresh folder each run. CEILING=1 adds, for each pack and shard set, the
 # local run while curl fetches the same files from the server at the same
 # moment and drops them (-o /dev/null): more than the first epoch from the
@@ -26,7 +29,7 @@ www=${2:?$usage}
 workers=${3:-2}
 epochs=${4:-4}
 delay=${5:-20}
-ahead=${6:-1}
+ahead=${6:-}
 server=${SERVER:-lighttpd}
 kinds=" ${KINDS:-raw jpeg tar} "
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,13 +40,15 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+ahead_opt=()
+[ -n "$ahead" ] && ahead_opt=(--fetch-ahead "$ahead")
 none=$([ "$ahead" = 0 ] && echo ' (none)' || true)
-echo "workers $workers, epochs $epochs, persistent, --fetch-ahead $ahead$none," \
+echo "workers $workers, epochs $epochs, persistent, --fetch-ahead ${ahead:-default}$none," \
   "proxy delay $delay ms, server $server"
 if [ "$server" = nginx ]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   cat >"$tmp/nginx.conf" <<END
-worker_processes 1;
+worker_processes ${NGINX_WORKERS:-auto};
 pid $tmp/nginx.pid;
 error_log $tmp/error.log;
 daemon off;
@@ -51,10 +56,15 @@ events { worker_connections 256; }
 http {
   access_log off;
   sendfile on;
+  client_body_temp_path $tmp/body;
+  proxy_temp_path $tmp/proxy;
+  fastcgi_temp_path $tmp/fastcgi;
+  uwsgi_temp_path $tmp/uwsgi;
+  scgi_temp_path $tmp/scgi;
   server { listen 127.0.0.1:$port; root $www; default_type application/octet-stream; }
 }
 END
-  /usr/sbin/nginx -c "$tmp/nginx.conf" -p "$tmp" 2>/dev/null &
+  "${NGINX:-/usr/sbin/nginx}" -c "$tmp/nginx.conf" -p "$tmp" 2>/dev/null &
   pids+=($!)
   for _ in $(seq 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -77,7 +87,7 @@ run() { # label data
   local more=(--batch 256 --shuffle 0)
   case "$2" in *.tar) more=(--batch 64 --shuffle 1) ;; esac
   if ! FEEDER_CACHE_DIR="$tmp/cache" "$build/bench/bench_loader" --data "$2" \
-      --workers "$workers" --epochs "$epochs" --persistent --fetch-ahead "$ahead" \
+      --workers "$workers" --epochs "$epochs" --persistent "${ahead_opt[@]}" \
       "${more[@]}" --label "$1" >"$tmp/out" 2>&1; then
     tail -5 "$tmp/out"
   fi

@@ -50,7 +50,7 @@ uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls)
 {
     if (!urls || opt == FEEDER_FETCH_AHEAD_NONE)
         return 0;
-    return opt ? opt : FEEDER__FETCH_AHEAD_DEFAULT;
+    return opt ? opt : feeder__remote_spare_cores();
 }
 
 /* How many planned shards may be fetched now: those first needed at or

@@ -90,11 +90,8 @@ void feeder__remote_defaults(feeder__remote_cfg *cfg)
     if (cfg->buffer_bytes > (10l << 20))
         cfg->buffer_bytes = 10l << 20; /* CURL_MAX_READ_SIZE */
     cfg->part_bytes = env_u64("FEEDER_REMOTE_PART_BYTES", 8ull << 20);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    /* Half the cores, at most 4: readers use a shard as it arrives, so the
-     * lanes share the cores with them (docs/BENCHMARKS.md, "Shards over
-     * HTTP"). */
-    cfg->max_parts = env_uint("FEEDER_REMOTE_PARTS", cpus >= 8 ? 4 : cpus >= 2 ? (unsigned)cpus / 2 : 1);
+    /* docs/BENCHMARKS.md, "Shards over HTTP" */
+    cfg->max_parts = env_uint("FEEDER_REMOTE_PARTS", feeder__remote_spare_cores());
     if (cfg->max_parts < 1)
         cfg->max_parts = 1;
     if (cfg->max_parts > 16)
@@ -104,6 +101,12 @@ void feeder__remote_defaults(feeder__remote_cfg *cfg)
         ca = getenv("CURL_CA_BUNDLE");
     if (ca && *ca)
         feeder__fmt(cfg->ca_file, sizeof(cfg->ca_file), "%s", ca);
+}
+
+unsigned feeder__remote_spare_cores(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus >= 8 ? 4 : cpus >= 2 ? (unsigned)cpus / 2 : 1;
 }
 
 /* No thread is inside libcurl, and so inside OpenSSL, when the process

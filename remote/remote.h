@@ -73,6 +73,11 @@ typedef struct feeder__remote_cfg {
 } feeder__remote_cfg;
 void feeder__remote_defaults(feeder__remote_cfg *cfg);
 
+/* Transfers a process runs beside its readers by default: half the online
+ * CPUs, 1 to 4 (a shard's lanes, and the shards fetched ahead). The readers
+ * use a shard as it arrives, so the transfers share the cores with them. */
+unsigned feeder__remote_spare_cores(void);
+
 /* What the server said about the object (any field may be unknown). */
 typedef struct feeder__remote_meta {
     uint64_t size;   /* whole object's bytes (Content-Length or Content-Range) */
@@ -263,12 +268,12 @@ typedef struct feeder__ahead_src {
 
 typedef struct feeder__ahead feeder__ahead;
 
-/* feeder_shard_options.fetch_ahead's 0 */
-#define FEEDER__FETCH_AHEAD_DEFAULT 1u
-
 /* The shards a set fetches ahead (feeder__ahead_src.ahead) for the option's
- * value `opt` (0: FEEDER__FETCH_AHEAD_DEFAULT; FEEDER_FETCH_AHEAD_NONE: 0)
- * over a set with `urls` URL shards: 0 without any, as nothing is fetched. */
+ * value `opt` (0: the default, feeder__remote_spare_cores(): one download
+ * at a time keeps 20 MB shards read in file order at 0.45 of the local
+ * files' first epoch on 16 cores, four at 0.9 (docs/BENCHMARKS.md, "Shards
+ * over HTTP"); FEEDER_FETCH_AHEAD_NONE: 0) over a set with `urls` URL
+ * shards: 0 without any, as nothing is fetched. */
 uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls);
 
 /* The loader's hooks (parent process only). plan gives the epoch's order
