@@ -270,9 +270,9 @@ typedef struct feeder__ahead feeder__ahead;
 
 /* The shards a set fetches ahead (feeder__ahead_src.ahead) for the option's
  * value `opt` (0: the default, feeder__remote_spare_cores(): one download
- * at a time keeps 20 MB shards read in file order at 0.45 of the local
- * files' first epoch on 16 cores, four at 0.9 (docs/BENCHMARKS.md, "Shards
- * over HTTP"); FEEDER_FETCH_AHEAD_NONE: 0) over a set with `urls` URL
+ * at a time keeps 20 MB shards read in file order at 0.46 of the local
+ * files' first epoch on 16 cores, four at 0.86-0.95 (docs/BENCHMARKS.md,
+ * "Shards over HTTP"); FEEDER_FETCH_AHEAD_NONE: 0) over a set with `urls` URL
  * shards: 0 without any, as nothing is fetched. */
 uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls);
 
