@@ -143,7 +143,7 @@ typedef struct run_res {
 
 /* The dataset is a packed file: what its header says (kind 0 otherwise). */
 extern feeder_packed_info g_pack;
-#define FETCH_AHEAD_DEFAULT UINT_MAX /* loader_opts.fetch_ahead: --fetch-ahead not given */
+#define FETCH_AHEAD_DEFAULT UINT_MAX /* opts.fetch_ahead: --fetch-ahead not given */
 
 /* feeder_shard_options.fetch_ahead for open_dataset's shards datasets:
  * --fetch-ahead, its 0 as FEEDER_FETCH_AHEAD_NONE (not given: 0, the
