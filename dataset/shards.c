@@ -469,12 +469,14 @@ static int size_shards(opening *o, const feeder_shard_options *opt, uint8_t **pa
         rc = sh->remote[s] ? feeder__target_resolve(sh->names[s], &o->t[s], err, errlen)
                            : size_local(o, s, err, errlen);
     }
-    sh->fetch_ahead = feeder__ahead_shards(opt->fetch_ahead, remote);
+    sh->fetch_ahead = 0;
     sh->nurl = remote;
     if (rc || !remote)
         return rc;
     if ((rc = feeder__cache_open(sh->cache, opt->cache_dir, opt->cache_max_bytes, err, errlen)))
         return rc;
+    sh->fetch_ahead = feeder__ahead_shards(opt->fetch_ahead, remote,
+                                           ((feeder__cache *)sh->cache)->max_bytes);
     if (!(*pages = malloc((size_t)n * PAGE)))
         return -ENOMEM;
     return probe_remote(o, *pages, err, errlen);

@@ -452,7 +452,8 @@ int feeder__tar_open(const char *const *paths, size_t count, const feeder_shard_
     if (!rc)
         rc = open_cache(ds->tar, opt, err, errlen);
     if (!rc) /* the cache: URL shards */
-        ds->tar->fetch_ahead = feeder__ahead_shards(opt ? opt->fetch_ahead : 0, !!ds->tar->cache);
+        ds->tar->fetch_ahead = feeder__ahead_shards(opt ? opt->fetch_ahead : 0, !!ds->tar->cache,
+                                                    ds->tar->cache ? ds->tar->cache->max_bytes : 0);
     if (!rc && ds->tar->cache && !ds->tar->cache->offline &&
         !(rc = probe_all(ds->tar, err, errlen)))
         rc = known_indexes(ds->tar);

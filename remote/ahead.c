@@ -46,11 +46,11 @@ static void forget(feeder__ahead **ap)
     *ap = NULL;
 }
 
-uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls)
+uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls, uint64_t cache_max_bytes)
 {
     if (!urls || opt == FEEDER_FETCH_AHEAD_NONE)
         return 0;
-    return opt ? opt : feeder__remote_spare_cores();
+    return opt ? opt : cache_max_bytes ? 1 : feeder__remote_spare_cores();
 }
 
 /* How many planned shards may be fetched now: those first needed at or

@@ -269,12 +269,15 @@ typedef struct feeder__ahead_src {
 typedef struct feeder__ahead feeder__ahead;
 
 /* The shards a set fetches ahead (feeder__ahead_src.ahead) for the option's
- * value `opt` (0: the default, feeder__remote_spare_cores(): one download
- * at a time keeps 20 MB shards read in file order at 0.46 of the local
- * files' first epoch on 16 cores, four at 0.86-0.95 (docs/BENCHMARKS.md,
- * "Shards over HTTP"); FEEDER_FETCH_AHEAD_NONE: 0) over a set with `urls` URL
- * shards: 0 without any, as nothing is fetched. */
-uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls);
+ * value `opt` over a set with `urls` URL shards and a cache of at most
+ * `cache_max_bytes` (0: no limit): 0 without URL shards, as nothing is
+ * fetched; FEEDER_FETCH_AHEAD_NONE: 0; 0, the default:
+ * feeder__remote_spare_cores() (one download at a time keeps 20 MB shards
+ * read in file order at 0.46 of the local files' first epoch on 16 cores,
+ * four at 0.86-0.95: docs/BENCHMARKS.md, "Shards over HTTP"), but 1 in a
+ * cache with a byte limit, where shards fetched ahead may evict the ones
+ * still being read, which are then downloaded again. */
+uint32_t feeder__ahead_shards(uint32_t opt, uint64_t urls, uint64_t cache_max_bytes);
 
 /* The loader's hooks (parent process only). plan gives the epoch's order
  * (read now, as the URL shards in the order they are first needed; NULL/0

@@ -1021,22 +1021,24 @@ END_TEST
  * threads (remote/ahead.c names them) start with the first epoch and
  * download as many shards after the one the worker reads (in file order,
  * both slots held: positions 0-7, all in s-0), and no other (one on two
- * cores: s-1 alone); FEEDER_FETCH_AHEAD_NONE starts none and s-1 stays on
- * the server. Over the local shards the default starts no thread. */
+ * cores: s-1 alone); in a cache with a byte limit one thread fetches s-1
+ * alone; FEEDER_FETCH_AHEAD_NONE starts none and s-1 stays on the server.
+ * Over the local shards the default starts no thread. */
 START_TEST(test_shards_fetch_ahead_default)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int dflt = cpus >= 8 ? 4 : cpus >= 2 ? (int)cpus / 2 : 1;
-    int past = dflt < 3 ? dflt : 3; /* of s-1..s-3 */
+    int cores = cpus >= 8 ? 4 : cpus >= 2 ? (int)cpus / 2 : 1;
     put_shards();
     server s = start_lighttpd();
     char pat[300], local[400], err[512];
     snprintf(pat, sizeof(pat), "http://127.0.0.1:%d/s-{0..3}.pack", s.port);
     snprintf(local, sizeof(local), "%s/s-{0..3}.pack", docroot);
-    const feeder_shard_options zero = {0}, none = {.fetch_ahead = FEEDER_FETCH_AHEAD_NONE};
-    const feeder_shard_options *opts[4] = {&zero, NULL, &none, &zero};
-    for (int k = 0; k < 4; k++) {
-        int url = k < 3, ahead = k < 2;
+    const feeder_shard_options zero = {0}, none = {.fetch_ahead = FEEDER_FETCH_AHEAD_NONE},
+                               limited = {.cache_max_bytes = 1ull << 40};
+    const feeder_shard_options *opts[5] = {&zero, NULL, &limited, &none, &zero};
+    for (int k = 0; k < 5; k++) {
+        int url = k < 4, ahead = k < 3, dflt = k == 2 ? 1 : cores;
+        int past = dflt < 3 ? dflt : 3; /* of s-1..s-3 */
         bu_rm_rf(cachedir);
         feeder_dataset *ds;
         ck_assert_msg(feeder_dataset_open_shards(url ? pat : local, opts[k], &ds, err,
@@ -1060,10 +1062,10 @@ START_TEST(test_shards_fetch_ahead_default)
     char log[400];
     snprintf(log, sizeof(log), "%s/access.log", tmpdir);
     stop(&s, SIGTERM);
-    ck_assert_int_eq(count_lines(log, "GET /s-0.pack HTTP/1.1\" 200"), 3); /* once per run */
-    ck_assert_int_eq(count_lines(log, "GET /s-1.pack HTTP/1.1\" 200"), 2); /* ahead: 2 runs */
-    ck_assert_int_eq(count_lines(log, "GET /s-2.pack HTTP/1.1\" 200"), past >= 2 ? 2 : 0);
-    ck_assert_int_eq(count_lines(log, "GET /s-3.pack HTTP/1.1\" 200"), past >= 3 ? 2 : 0);
+    ck_assert_int_eq(count_lines(log, "GET /s-0.pack HTTP/1.1\" 200"), 4); /* once per run */
+    ck_assert_int_eq(count_lines(log, "GET /s-1.pack HTTP/1.1\" 200"), 3); /* ahead: 3 runs */
+    ck_assert_int_eq(count_lines(log, "GET /s-2.pack HTTP/1.1\" 200"), cores >= 2 ? 2 : 0);
+    ck_assert_int_eq(count_lines(log, "GET /s-3.pack HTTP/1.1\" 200"), cores >= 3 ? 2 : 0);
 }
 END_TEST
 

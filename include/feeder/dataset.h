@@ -175,7 +175,8 @@ typedef struct feeder_shard_options {
     uint32_t fetch_ahead;     /* URL shards a loader's fetch threads download
                                  ahead of the sampler (min(N, 4) threads);
                                  0: the default, half the online CPUs,
-                                 1 to 4; FEEDER_FETCH_AHEAD_NONE:
+                                 1 to 4 (1 with a cache byte limit);
+                                 FEEDER_FETCH_AHEAD_NONE:
                                  none (workers fetch on demand). Local shards
                                  are never fetched: no thread */
     uint64_t reserved_[8];    /* zero */
