@@ -44,6 +44,7 @@
 
 #include "benchutil.h"
 #include "cli.h"
+#include "remote/remote.h"
 
 #define PROG "bench_cache_write"
 #define CHUNK (8u << 20)  /* FEEDER_REMOTE_PART_BYTES' default */
@@ -136,9 +137,11 @@ static double one_round(const opts *o, int mode, unsigned t)
     }
     if (mode == MAPPING) {
         r.map = mmap(NULL, r.total, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd[0], 0);
-        if (r.map == MAP_FAILED)
-            cli_die(PROG, "cannot map %s/bench-cache-write.%ld.0: %s", o->dir, (long)getpid(),
-                strerror(errno));
+        if (r.map == MAP_FAILED) {
+            char p[4200];
+            file_name(p, sizeof(p), o, 0);
+            cli_die(PROG, "cannot map %s: %s", p, strerror(errno));
+        }
     }
     lane ls[MAX_THREADS];
     pthread_t th[MAX_THREADS];
@@ -173,18 +176,16 @@ static double one_round(const opts *o, int mode, unsigned t)
     return (double)r.total / 1e9 / s;
 }
 
-/* The shard cache's folder, as remote/cache.c finds it. */
-static const char *default_dir(char *buf, size_t len)
+/* The shard cache's folder, found and made as a loader's cache finds and
+ * makes it (remote/cache.c). */
+static void default_dir(char *buf, size_t len)
 {
-    const char *d = getenv("FEEDER_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"),
-               *h = getenv("HOME");
-    if (d && *d)
-        return d;
-    if (x && *x)
-        snprintf(buf, len, "%s/feeder/shards", x);
-    else
-        snprintf(buf, len, "%s/.cache/feeder/shards", h && *h ? h : "/tmp");
-    return buf;
+    feeder__cache c;
+    char err[512];
+    if (feeder__cache_open(&c, NULL, 0, err, sizeof(err)) != 0)
+        cli_die(PROG, "%s", err);
+    snprintf(buf, len, "%s", c.dir);
+    feeder__cache_close(&c);
 }
 
 static void parse_args(opts *o, int argc, char **argv)
@@ -213,8 +214,10 @@ static void parse_args(opts *o, int argc, char **argv)
         if (o->counts[i] > o->mib / (CHUNK >> 20))
             cli_die_usage(PROG, "--threads %u: more threads than the %u chunks of --mib %u",
                           (unsigned)o->counts[i], o->mib / (CHUNK >> 20), o->mib);
-    if (!o->dir)
-        o->dir = default_dir(dirbuf, sizeof(dirbuf));
+    if (!o->dir) {
+        default_dir(dirbuf, sizeof(dirbuf));
+        o->dir = dirbuf;
+    }
     int rc = bu_mkdirs(o->dir);
     if (rc)
         cli_die(PROG, "cannot make the folder %s: %s", o->dir, strerror(-rc));
