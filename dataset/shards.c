@@ -137,16 +137,11 @@ static int size_local(opening *o, uint32_t s, char *err, size_t errlen)
 static int read_cached(const struct feeder__shards *sh, uint32_t s, uint64_t off, uint8_t *dst,
                        size_t len, char *err, size_t errlen)
 {
+    const feeder__cache *c = sh->cache;
     char path[4200];
-    feeder__cache_name(((feeder__cache *)sh->cache)->dir, sh->names[s], path, sizeof(path));
-    int fd = open(path, O_RDONLY | O_CLOEXEC), e = fd < 0 ? errno : 0;
-    long got = fd >= 0 ? feeder__pread_full(fd, off, dst, len) : 0;
-    if (fd >= 0 && got < 0)
-        e = (int)-got;
-    else if (fd >= 0 && (size_t)got < len)
-        e = EIO; /* shorter than the cache recorded */
-    if (fd >= 0)
-        close(fd);
+    feeder__cache_name(c->dir, sh->names[s], FEEDER__GET_STRIPED, path, sizeof(path));
+    long got = feeder__cache_peek(c, sh->names[s], FEEDER__GET_STRIPED, off, dst, len);
+    int e = got < 0 ? (int)-got : (size_t)got < len ? EIO : 0; /* EIO: shorter than recorded */
     if (e)
         feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and its cached copy %s cannot be "
                     "read: %s", sh->names[s], path, strerror(e));
@@ -163,7 +158,7 @@ static int probe_cached(opening *o, uint8_t *pages, char *err, size_t errlen)
         if (!sh->remote[s])
             continue;
         feeder__remote_meta *m = &((feeder__remote_meta *)sh->meta)[s];
-        if (feeder__cache_lookup(c, sh->names[s], m) < 0) {
+        if (feeder__cache_lookup(c, sh->names[s], FEEDER__GET_STRIPED, m) < 0) {
             feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and the shard cache %s holds "
                         "no whole copy of it", sh->names[s], c->dir);
             return -ENOENT;
@@ -674,7 +669,9 @@ static int get_checked(struct feeder__shards *sh, uint8_t *map, uint32_t s, feed
     feeder__pack_header h;
     int rc = feeder__pack_peek(map + sh->base[s], PAGE, sh->names[s], &h, msg, msglen);
     for (int round = 0, again = 0; !rc && round < 2;) {
-        if ((rc = feeder__cache_get_stream(sh->cache, sh->names[s], seen, got, msg, msglen)))
+        if ((rc = feeder__cache_fetch(sh->cache, sh->names[s], seen,
+                                      FEEDER__GET_STREAM | FEEDER__GET_STRIPED, got, msg,
+                                      msglen)))
             break;
         rc = feeder__shard_wait(got, sh->names[s], 0, h.records_off, msg, msglen);
         if (rc == FEEDER__SHARD_AGAIN) {
@@ -702,17 +699,13 @@ static int map_cached(struct feeder__shards *sh, uint8_t *map, uint32_t s, char 
     int rc = get_checked(sh, map, s, &got, msg, msglen);
     if (rc)
         return rc;
-    void *m = mmap(map + sh->base[s], (size_t)sh->bytes[s], PROT_READ, MAP_SHARED | MAP_FIXED,
-                   got.fd, 0);
-    if (m == MAP_FAILED) {
-        rc = -errno;
+    if ((rc = feeder__shard_map(&got, map + sh->base[s], sh->bytes[s])) != 0) {
         feeder__fmt(msg, msglen, "%s: mmap of its cached copy %s: %s", sh->names[s], got.path,
                     strerror(-rc));
         feeder__shard_release(&got);
         return rc;
     }
-    close(got.fd);
-    got.fd = -1;
+    feeder__shard_close_files(&got);
     drop_stream(sh, s);
     if (got.prog && !(sh->stream[s] = malloc(sizeof(got)))) {
         feeder__shard_release(&got);
@@ -815,7 +808,7 @@ void feeder__shards_plan(struct feeder__pack *pk, const uint64_t *order, uint64_
         return;
     feeder__ahead_src src = {.cache = sh->cache, .nshards = sh->n, .ahead = sh->fetch_ahead,
                              .ctx = sh, .shard_of = ahead_shard_of, .url = ahead_url,
-                             .meta = ahead_meta};
+                             .meta = ahead_meta, .flags = FEEDER__GET_STRIPED};
     feeder__ahead_plan(&sh->fetch, &src, order, len);
 }
 

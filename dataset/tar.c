@@ -123,7 +123,7 @@ static int64_t remote_tag(const feeder__remote_meta *m)
 static void cache_index_name(const feeder__tar *t, const feeder__tar_shard *sh, char *out,
                              size_t outlen)
 {
-    feeder__cache_name(t->cache->dir, sh->path, out, outlen - 8);
+    feeder__cache_name(t->cache->dir, sh->path, 0, out, outlen - 8);
     strcat(out, ".idx");
 }
 
@@ -272,7 +272,7 @@ static int index_remote(const feeder__tar *t, feeder__tar_shard *sh, char *err, 
     if (sh->cached)
         return 0;
     if (t->cache->offline) {
-        if (feeder__cache_lookup(t->cache, sh->path, &sh->meta) < 0) {
+        if (feeder__cache_lookup(t->cache, sh->path, 0, &sh->meta) < 0) {
             feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and the shard cache %s holds "
                         "no whole copy of it", sh->path, t->cache->dir);
             return -ENOENT;

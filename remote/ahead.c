@@ -82,8 +82,9 @@ static void *ahead_main(void *arg)
         pthread_mutex_unlock(&a->mu);
         feeder__shard got;
         char msg[512];
-        int rc = feeder__cache_get(a->src.cache, a->src.url(a->src.ctx, s),
-                                   a->src.meta(a->src.ctx, s), &got, msg, sizeof(msg));
+        int rc = feeder__cache_fetch(a->src.cache, a->src.url(a->src.ctx, s),
+                                     a->src.meta(a->src.ctx, s), a->src.flags, &got, msg,
+                                     sizeof(msg));
         if (!rc)
             feeder__shard_release(&got); /* the readers map or open it */
         pthread_mutex_lock(&a->mu);
@@ -152,7 +153,7 @@ static int in_cache(const feeder__ahead *a, uint32_t s)
 {
     feeder__remote_meta m;
     const feeder__remote_meta *want = a->src.meta(a->src.ctx, s);
-    return feeder__cache_lookup(a->src.cache, a->src.url(a->src.ctx, s), &m) == 0 &&
+    return feeder__cache_lookup(a->src.cache, a->src.url(a->src.ctx, s), a->src.flags, &m) == 0 &&
            m.size == want->size && strcmp(m.etag, want->etag) == 0;
 }
 

@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -153,12 +154,115 @@ int feeder__cache_open(feeder__cache *c, const char *dir, uint64_t max_bytes, ch
     return 0;
 }
 
+/* ---- a copy's files: one, or stripes ---- */
+
+void feeder__stripe_name(const char *base, uint32_t j, char *out, size_t len)
+{
+    feeder__fmt(out, len, "%s.s%u", base, j);
+}
+
+void feeder__cache_unlink_stripes(const char *base, uint32_t from)
+{
+    for (uint32_t j = from ? from : 1; j < FEEDER__STRIPES_MAX; j++) {
+        char p[4300];
+        feeder__stripe_name(base, j, p, sizeof(p));
+        unlink(p);
+    }
+}
+
+uint64_t feeder__stripe_bytes(uint64_t size, uint64_t chunk, uint32_t n, uint32_t j)
+{
+    if (n <= 1)
+        return j ? 0 : size;
+    uint64_t m = (size + chunk - 1) / chunk; /* chunks; the last may be short */
+    if (j >= m)
+        return 0;
+    uint64_t mine = (m - 1 - j) / n + 1;
+    uint64_t bytes = mine * chunk;
+    if ((m - 1) % n == j)
+        bytes -= m * chunk - size; /* the short last chunk is this stripe's */
+    return bytes;
+}
+
+long long feeder__cache_copy_bytes(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -errno;
+    long long n = (long long)st.st_size;
+    for (uint32_t j = 1; j < FEEDER__STRIPES_MAX; j++) {
+        char p[4300];
+        feeder__stripe_name(path, j, p, sizeof(p));
+        if (stat(p, &st) < 0)
+            break;
+        n += (long long)st.st_size;
+    }
+    return n;
+}
+
+/* Where byte `off` of a striped copy lies: its stripe, its offset there,
+ * and how many bytes from it on are in the same chunk. */
+static int stripe_at(const feeder__shard *s, uint64_t off, uint64_t *at, uint64_t *run)
+{
+    uint64_t i = off / s->stripe_chunk, in = off % s->stripe_chunk;
+    *at = i / s->stripes * s->stripe_chunk + in;
+    *run = s->stripe_chunk - in;
+    uint32_t j = (uint32_t)(i % s->stripes);
+    return j ? s->stripe_fd[j - 1] : s->fd;
+}
+
+int feeder__shard_map(const feeder__shard *s, void *at, uint64_t len)
+{
+    if (s->stripes <= 1)
+        return len && mmap(at, (size_t)len, PROT_READ, MAP_SHARED | MAP_FIXED, s->fd, 0) ==
+                          MAP_FAILED ? -errno : 0;
+    for (uint64_t off = 0; off < len;) {
+        uint64_t where, run;
+        int fd = stripe_at(s, off, &where, &run);
+        size_t n = (size_t)(run < len - off ? run : len - off);
+        if (mmap((uint8_t *)at + off, n, PROT_READ, MAP_SHARED | MAP_FIXED, fd,
+                 (off_t)where) == MAP_FAILED)
+            return -errno;
+        off += n;
+    }
+    return 0;
+}
+
+long feeder__shard_pread(const feeder__shard *s, uint64_t off, void *dst, size_t len)
+{
+    if (s->stripes <= 1)
+        return feeder__pread_full(s->fd, off, dst, len);
+    size_t done = 0;
+    while (done < len) {
+        uint64_t where, run;
+        int fd = stripe_at(s, off + done, &where, &run);
+        size_t n = (size_t)(run < len - done ? run : len - done);
+        long got = feeder__pread_full(fd, where, (uint8_t *)dst + done, n);
+        if (got < 0)
+            return got;
+        done += (size_t)got;
+        if ((size_t)got < n)
+            break; /* the copy's end */
+    }
+    return (long)done;
+}
+
+void feeder__shard_close_files(feeder__shard *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    for (uint32_t j = 1; j < s->stripes; j++)
+        if (s->stripe_fd[j - 1] >= 0)
+            close(s->stripe_fd[j - 1]);
+    s->fd = -1;
+    s->stripes = 1;
+}
+
 void feeder__shard_release(feeder__shard *s)
 {
     if (!s)
         return;
-    if (s->fd >= 0)
-        close(s->fd);
+    feeder__shard_close_files(s);
     if (s->lock_fd >= 0)
         close(s->lock_fd); /* drops the shared flock */
     if (s->prog)
@@ -173,7 +277,7 @@ int feeder__shard_verify(feeder__shard *s, const char *url, const uint8_t *want,
     uint8_t *got = malloc(len ? len : 1);
     if (!got)
         return -ENOMEM;
-    long n = feeder__pread_full(s->fd, 0, got, len);
+    long n = feeder__shard_pread(s, 0, got, len);
     int rc = n < 0 ? (int)n : (size_t)n != len || memcmp(got, want, len) ? FEEDER_ECHECKSUM : 0;
     free(got);
     if (rc == FEEDER_ECHECKSUM) {
@@ -202,7 +306,8 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-void feeder__cache_name(const char *dir, const char *url, char *out, size_t outlen)
+void feeder__cache_name(const char *dir, const char *url, unsigned flags, char *out,
+                        size_t outlen)
 {
     const char *base = strrchr(url, '/');
     base = base ? base + 1 : url;
@@ -215,13 +320,19 @@ void feeder__cache_name(const char *dir, const char *url, char *out, size_t outl
         clean[n] = ok ? ch : '_';
     }
     clean[n] = 0;
-    feeder__fmt(out, outlen, "%s/%016llx-%s", dir, ULL(fnv1a(url)), clean);
+    uint64_t h = fnv1a(url);
+    if (flags & FEEDER__GET_STRIPED) /* a mapped reader's copy, kept apart */
+        h = (h ^ 0x5f) * 0x100000001b3ull;
+    feeder__fmt(out, outlen, "%s/%016llx-%s", dir, ULL(h), clean);
 }
 
 /* ---- the .meta file ---- */
 
-static int meta_read(const char *path, const char *url, feeder__remote_meta *m)
+static int meta_read(const char *path, const char *url, feeder__remote_meta *m,
+                     uint32_t *stripes, uint64_t *chunk)
 {
+    *stripes = 1;
+    *chunk = 0;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
@@ -241,12 +352,19 @@ static int meta_read(const char *path, const char *url, feeder__remote_meta *m)
             feeder__fmt(m->etag, sizeof(m->etag), "%s", line + 5);
         else if (!strncmp(line, "modified ", 9))
             feeder__fmt(m->modified, sizeof(m->modified), "%s", line + 9);
+        else if (!strncmp(line, "stripes ", 8) &&
+                 sscanf(line + 8, "%u %" SCNu64, stripes, chunk) != 2)
+            *stripes = 0; /* unreadable: no copy */
     }
+    if (*stripes > 1 && (*stripes > FEEDER__STRIPES_MAX || !*chunk ||
+                         *chunk % (uint64_t)sysconf(_SC_PAGESIZE)))
+        *stripes = 0;
     fclose(f);
-    return strcmp(got_url, url) ? -1 : 0;
+    return strcmp(got_url, url) || !*stripes ? -1 : 0;
 }
 
-int feeder__cache_meta_write(const char *path, const char *url, const feeder__remote_meta *m)
+int feeder__cache_meta_write(const char *path, const char *url, const feeder__remote_meta *m,
+                             uint32_t stripes, uint64_t chunk)
 {
     char tmp[4200];
     static _Atomic unsigned seq;
@@ -263,6 +381,8 @@ int feeder__cache_meta_write(const char *path, const char *url, const feeder__re
     }
     fprintf(f, "url %s\nsize %llu\netag %s\nmodified %s\n", url, ULL(m->size), m->etag,
             m->modified);
+    if (stripes > 1)
+        fprintf(f, "stripes %u %llu\n", stripes, ULL(chunk));
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
         int e = errno ? errno : EIO;
@@ -288,37 +408,72 @@ int feeder__cache_meta_matches(const feeder__remote_meta *expect, const feeder__
 }
 
 /* The cached copy, when it is whole and what `expect` asks for: opened. */
+/* A regular file of `size` bytes, opened read-only, or -1. */
+static int open_sized(const char *path, uint64_t size)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 int feeder__cache_open_copy(const char *data, const char *url, const feeder__remote_meta *expect,
-                            feeder__shard *out)
+                            int striped_ok, feeder__shard *out)
 {
     char meta[4200];
     feeder__fmt(meta, sizeof(meta), "%s.meta", data);
     feeder__remote_meta m;
-    if (meta_read(meta, url, &m) < 0 || !feeder__cache_meta_matches(expect, &m))
+    uint32_t n;
+    uint64_t chunk;
+    if (meta_read(meta, url, &m, &n, &chunk) < 0 || !feeder__cache_meta_matches(expect, &m) ||
+        (n > 1 && !striped_ok))
         return -1;
-    int fd = open(data, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0)
-        return -1;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != m.size) {
-        close(fd);
+    feeder__shard got = {.fd = open_sized(data, feeder__stripe_bytes(m.size, chunk, n, 0)),
+                         .stripes = 1};
+    for (uint32_t j = 1; got.fd >= 0 && j < n; j++, got.stripes++) {
+        char p[4300];
+        feeder__stripe_name(data, j, p, sizeof(p));
+        if ((got.stripe_fd[j - 1] = open_sized(p, feeder__stripe_bytes(m.size, chunk, n, j))) < 0)
+            break;
+    }
+    if (got.fd < 0 || got.stripes != n) {
+        feeder__shard_close_files(&got);
         return -1;
     }
-    out->fd = fd;
+    out->fd = got.fd;
+    out->stripes = n;
+    memcpy(out->stripe_fd, got.stripe_fd, sizeof(out->stripe_fd));
+    out->stripe_chunk = chunk;
     out->size = m.size;
     out->meta = m;
     return 0;
 }
 
-int feeder__cache_lookup(const feeder__cache *c, const char *url, feeder__remote_meta *out)
+int feeder__cache_lookup(const feeder__cache *c, const char *url, unsigned flags,
+                         feeder__remote_meta *out)
 {
     feeder__shard s = {.fd = -1, .lock_fd = -1};
-    feeder__cache_name(c->dir, url, s.path, sizeof(s.path));
-    if (feeder__cache_open_copy(s.path, url, NULL, &s) < 0)
+    feeder__cache_name(c->dir, url, flags, s.path, sizeof(s.path));
+    if (feeder__cache_open_copy(s.path, url, NULL, (flags & FEEDER__GET_STRIPED) != 0, &s) < 0)
         return -ENOENT;
     *out = s.meta;
-    close(s.fd);
+    feeder__shard_close_files(&s);
     return 0;
+}
+
+long feeder__cache_peek(const feeder__cache *c, const char *url, unsigned flags, uint64_t off,
+                        void *dst, size_t len)
+{
+    feeder__shard s = {.fd = -1, .lock_fd = -1};
+    feeder__cache_name(c->dir, url, flags, s.path, sizeof(s.path));
+    if (feeder__cache_open_copy(s.path, url, NULL, (flags & FEEDER__GET_STRIPED) != 0, &s) < 0)
+        return -ENOENT;
+    long got = feeder__shard_pread(&s, off, dst, len);
+    feeder__shard_close_files(&s);
+    return got;
 }
 
 /* ---- eviction ---- */
@@ -356,8 +511,10 @@ static size_t list_entries(const char *dir, entry **out, uint64_t *total)
         char p[4600];
         struct stat st, lk;
         feeder__fmt(p, sizeof(p), "%s/%.*s", dir, (int)(len - 5), e->d_name);
-        if (stat(p, &st) < 0)
+        long long bytes = feeder__cache_copy_bytes(p); /* a striped copy's every file */
+        if (bytes < 0 || stat(p, &st) < 0)
             continue;
+        uint64_t size = (uint64_t)bytes;
         feeder__fmt(p, sizeof(p), "%s/%.*s.lock", dir, (int)(len - 5), e->d_name);
         if (stat(p, &lk) < 0)
             lk.st_mtim = st.st_mtim;
@@ -368,9 +525,9 @@ static size_t list_entries(const char *dir, entry **out, uint64_t *total)
             *out = g;
         }
         feeder__fmt((*out)[n].name, sizeof((*out)[n].name), "%.*s", (int)(len - 5), e->d_name);
-        (*out)[n].size = (uint64_t)st.st_size;
+        (*out)[n].size = size;
         (*out)[n].used = lk.st_mtim;
-        *total += (uint64_t)st.st_size;
+        *total += size;
         n++;
     }
     closedir(d);
@@ -405,6 +562,7 @@ void feeder__cache_evict(const feeder__cache *c, uint64_t need, const char *keep
         feeder__fmt(meta, sizeof(meta), "%s.meta", p);
         unlink(meta);
         unlink(p);
+        feeder__cache_unlink_stripes(p, 1);
         total -= es[i].size;
         close(fd);
     }
@@ -427,7 +585,13 @@ static int stale_tmp(const char *dir, const char *name, time_t now)
         return 0;
     char *end;
     long pid = strtol(t + 5, &end, 10);
-    if (end == t + 5 || (*end == '.' && (strtoul(end + 1, &end, 10), *end)) || *end)
+    if (end == t + 5)
+        return 0;
+    if (*end == '.' && end[1] >= '0' && end[1] <= '9')
+        strtoul(end + 1, &end, 10);
+    if (*end == '.' && end[1] == 's') /* a partial copy's stripe: "NAME.tmp.PID.N.sJ" */
+        strtoul(end + 2, &end, 10);
+    if (*end)
         return 0;
     char p[4400];
     struct stat st;

@@ -14,14 +14,26 @@
 #define CREATE_FLAGS (O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC)
 
 /* The cached copy `data` of `url`, when it is whole and what `expect`
- * (NULL: any) asks for: opened into *out (0); otherwise nonzero. */
+ * (NULL: any) asks for, and one file or `striped_ok`: opened into *out
+ * (0); otherwise nonzero. */
 int feeder__cache_open_copy(const char *data, const char *url, const feeder__remote_meta *expect,
-                            feeder__shard *out);
+                            int striped_ok, feeder__shard *out);
+/* Stripe j (1 ..) of the copy or partial copy `base`: "<base>.s<j>"
+ * (stripe 0 is `base` itself). */
+void feeder__stripe_name(const char *base, uint32_t j, char *out, size_t len);
+/* Remove stripes `from` (at least 1) and up of `base`, those that are
+ * there. */
+void feeder__cache_unlink_stripes(const char *base, uint32_t from);
+/* The bytes stripe j holds of a copy of `size` bytes kept as n stripes
+ * of `chunk`-byte units. Pure. */
+uint64_t feeder__stripe_bytes(uint64_t size, uint64_t chunk, uint32_t n, uint32_t j);
 /* Whether `expect` (size; ETag when both are known; NULL: anything)
  * matches `m`. */
 int feeder__cache_meta_matches(const feeder__remote_meta *expect, const feeder__remote_meta *m);
-/* Write the .meta of `url` at `path`: 0 or an error. */
-int feeder__cache_meta_write(const char *path, const char *url, const feeder__remote_meta *m);
+/* Write the .meta of `url` at `path` (a copy kept as `stripes` files of
+ * `chunk`-byte units when stripes > 1): 0 or an error. */
+int feeder__cache_meta_write(const char *path, const char *url, const feeder__remote_meta *m,
+                             uint32_t stripes, uint64_t chunk);
 /* Remove least recently used shards nobody holds, never `keep`, until
  * `need` more bytes fit under the limit (or nothing more can go). */
 void feeder__cache_evict(const feeder__cache *c, uint64_t need, const char *keep);

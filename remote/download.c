@@ -40,11 +40,12 @@ static _Atomic(dl *) dls_head;
  * start, and chunk i's arrived bytes are raised as they reach the file.
  * A reader of bytes [a, b) waits until every chunk they touch has come as
  * far; the partial file already has the shard's size (preallocated), so
- * a mapping of it never faults. Made under a temporary name and renamed,
+ * a mapping of it never faults. It may be kept as stripes (remote.h,
+ * FEEDER__STRIPES_MAX), each preallocated. Made under a temporary name and renamed,
  * so a reader never sees half a record. */
 enum { PROG_RUNNING = 0, PROG_DONE = 1, PROG_FAILED = 2, PROG_ABANDONED = 3 };
 enum { PROG_CHUNKS_MAX = 4096 };
-#define PROG_MAGIC 0x676f727072656466ull
+#define PROG_MAGIC 0x676f727072656467ull /* the layout's: a new one for each change */
 
 struct feeder__progress {
     _Atomic uint64_t magic; /* PROG_MAGIC once the rest is written */
@@ -53,6 +54,7 @@ struct feeder__progress {
     int64_t pid;            /* the downloading process */
     uint64_t size, chunk;   /* the shard's bytes; each chunk's (the last: what is left) */
     uint32_t nchunks;
+    uint32_t stripes;       /* the partial copy's files: chunk i in tmp's stripe i % stripes */
     char etag[128];
     char tmp[320];          /* the partial copy's name in the folder */
     char err[512];
@@ -109,7 +111,7 @@ static void prog_abandon(const char *data)
 
 static feeder__progress *prog_create(const char *data, const char *tmp,
                                      const feeder__remote_meta *expect, uint64_t chunk,
-                                     size_t *len)
+                                     uint32_t stripes, size_t *len)
 {
     static _Atomic unsigned seq;
     char p[4300], t[4400];
@@ -133,6 +135,7 @@ static feeder__progress *prog_create(const char *data, const char *tmp,
     g->size = expect->size;
     g->chunk = chunk;
     g->nchunks = n;
+    g->stripes = stripes;
     feeder__fmt(g->etag, sizeof(g->etag), "%s", expect->etag);
     feeder__fmt(g->tmp, sizeof(g->tmp), "%s", base ? base + 1 : tmp);
     atomic_store_explicit(&g->magic, PROG_MAGIC, memory_order_release);
@@ -172,7 +175,10 @@ struct dl {
     char data[4200], tmp[4300];
     feeder__remote_meta expect;
     int has_expect;
-    int fd, lock_fd;          /* lock_fd: a thread's, held exclusively; else -1 */
+    unsigned flags;           /* feeder__cache_fetch's */
+    int fd[FEEDER__STRIPES_MAX]; /* the partial copy: stripe 0 (tmp), then tmp's stripes */
+    uint32_t stripes;
+    int lock_fd;              /* a thread's, held exclusively; else -1 */
     feeder__progress *prog;   /* with a known size, else NULL */
     size_t prog_len;
     int rc;
@@ -221,8 +227,10 @@ static int fetch_chunks(dl *d, feeder__request *out, char *err, size_t errlen)
     for (uint32_t i = 0; i < n; i++) {
         lane *l = &ls[i % k];
         uint64_t a = (uint64_t)i * g->chunk, b = i + 1 == n ? g->size - 1 : a + g->chunk - 1;
-        l->r[l->n++] = (feeder__request){.target = &d->t, .first = a, .last = b, .fd = d->fd,
-                                         .fd_off = a, .sized = 1, .cap = (size_t)(b - a + 1),
+        uint32_t j = i % d->stripes; /* with stripes, a lane writes its own file */
+        l->r[l->n++] = (feeder__request){.target = &d->t, .first = a, .last = b, .fd = d->fd[j],
+                                         .fd_off = (uint64_t)(i / d->stripes) * g->chunk,
+                                         .sized = 1, .cap = (size_t)(b - a + 1),
                                          .cap_what = "the chunk of the shard asked for",
                                          .arrived = &d->prog->arrived[i], .expect = &d->expect};
     }
@@ -263,50 +271,79 @@ static int fetch_chunks(dl *d, feeder__request *out, char *err, size_t errlen)
     return rc;
 }
 
+/* Remove the partial copy's files, those made so far. */
+static void dl_discard(dl *d)
+{
+    for (uint32_t j = 0; j < d->stripes; j++) {
+        char p[4400];
+        if (d->fd[j] >= 0)
+            close(d->fd[j]);
+        d->fd[j] = -1;
+        if (j)
+            feeder__stripe_name(d->tmp, j, p, sizeof(p));
+        unlink(j ? p : d->tmp);
+    }
+    d->stripes = 0;
+}
+
 /* The partial copy, of the shard's size from the start when it is known
  * (a full disk shows before any byte is fetched, and its readers' mappings
- * never reach past its end), and the progress record. */
+ * never reach past its end): one file, or, for a reader that maps it
+ * (FEEDER__GET_STRIPED) and a shard in several chunks, a stripe a lane;
+ * and the progress record. */
 static int dl_begin(dl *d, char *err, size_t errlen)
 {
     static _Atomic unsigned seq;
     feeder__fmt(d->tmp, sizeof(d->tmp), "%s.tmp.%ld.%u", d->data, (long)getpid(), seq++);
-    d->fd = open(d->tmp, O_RDWR | CREATE_FLAGS, 0600);
-    if (d->fd < 0) {
-        int e = errno;
-        feeder__fmt(err, errlen, "%s: cannot create %s in the shard cache: %s", d->t.url, d->tmp,
-                    strerror(e));
-        return -e;
-    }
-    if (!d->has_expect || !d->expect.size)
-        return 0;
-    int rc = fallocate(d->fd, 0, 0, (off_t)d->expect.size) < 0 ? errno : 0;
-    if (rc == EOPNOTSUPP && ftruncate(d->fd, (off_t)d->expect.size) < 0)
-        rc = errno; /* a file system without fallocate: a sparse file of that size */
-    else if (rc == EOPNOTSUPP)
-        rc = 0;
-    if (rc) {
+    uint64_t size = d->has_expect ? d->expect.size : 0;
+    uint64_t chunk = chunk_for(&d->c->cfg, size);
+    uint64_t nchunks = size ? (size + chunk - 1) / chunk : 1;
+    /* Stripes when every lane has more than one chunk to write: a 1.5 GB
+     * pack (188 chunks, 4 lanes) came in at 0.91 of the local first epoch
+     * as stripes, 0.65 as one file; 20 MB shards (3 chunks, a lane each)
+     * gained nothing (docs/BENCHMARKS.md, "Shards over HTTP"). Each chunk is
+     * mapped on its own, so it must be whole pages. */
+    uint32_t want = 1;
+    uint64_t lanes = d->c->cfg.max_parts;
+    if ((d->flags & FEEDER__GET_STRIPED) && lanes > 1 && nchunks >= 2 * lanes &&
+        chunk % (uint64_t)sysconf(_SC_PAGESIZE) == 0)
+        want = lanes < FEEDER__STRIPES_MAX ? (uint32_t)lanes : FEEDER__STRIPES_MAX;
+    int rc = 0;
+    for (d->stripes = 0; d->stripes < want && !rc; d->stripes++) {
+        uint32_t j = d->stripes;
+        char p[4400];
+        if (j)
+            feeder__stripe_name(d->tmp, j, p, sizeof(p));
+        const char *path = j ? p : d->tmp;
+        if ((d->fd[j] = open(path, O_RDWR | CREATE_FLAGS, 0600)) < 0) {
+            rc = errno;
+            feeder__fmt(err, errlen, "%s: cannot create %s in the shard cache: %s", d->t.url,
+                        path, strerror(rc));
+            break;
+        }
+        uint64_t bytes = feeder__stripe_bytes(size, chunk, want, j);
+        if (!bytes)
+            continue;
+        rc = fallocate(d->fd[j], 0, 0, (off_t)bytes) < 0 ? errno : 0;
+        if (rc == EOPNOTSUPP && ftruncate(d->fd[j], (off_t)bytes) < 0)
+            rc = errno; /* a file system without fallocate: a sparse file of that size */
+        else if (rc == EOPNOTSUPP)
+            rc = 0;
         if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
             feeder__fmt(err, errlen, "%s: the shard cache %s is full (%s); the partial download "
                         "was removed", d->t.url, d->c->dir, strerror(rc));
-        else
-            feeder__fmt(err, errlen, "%s: sizing %s: %s", d->t.url, d->tmp, strerror(rc));
-        close(d->fd);
-        d->fd = -1;
-        unlink(d->tmp);
-        return -rc;
+        else if (rc)
+            feeder__fmt(err, errlen, "%s: sizing %s: %s", d->t.url, path, strerror(rc));
     }
-    d->prog = prog_create(d->data, d->tmp, &d->expect, chunk_for(&d->c->cfg, d->expect.size),
-                          &d->prog_len);
-    if (!d->prog) {
-        int e = errno ? errno : ENOMEM;
+    if (!rc && size &&
+        !(d->prog = prog_create(d->data, d->tmp, &d->expect, chunk, want, &d->prog_len))) {
+        rc = errno ? errno : ENOMEM;
         feeder__fmt(err, errlen, "%s: cannot create its progress record in the shard cache "
-                    "%s: %s", d->t.url, d->c->dir, strerror(e));
-        close(d->fd);
-        d->fd = -1;
-        unlink(d->tmp);
-        return -e;
+                    "%s: %s", d->t.url, d->c->dir, strerror(rc));
     }
-    return 0;
+    if (rc)
+        dl_discard(d);
+    return -rc;
 }
 
 /* The transfers, their checks, then .meta and the rename (or the partial
@@ -315,7 +352,7 @@ static int dl_begin(dl *d, char *err, size_t errlen)
 static int dl_run(dl *d, char *err, size_t errlen)
 {
     const feeder__remote_meta *expect = d->has_expect ? &d->expect : NULL;
-    feeder__request r = {.target = &d->t, .last = UINT64_MAX, .fd = d->fd};
+    feeder__request r = {.target = &d->t, .last = UINT64_MAX, .fd = d->fd[0]};
     if (expect && expect->size) {
         r.cap = (size_t)expect->size;
         r.cap_what = "the shard's size when the dataset was opened";
@@ -354,17 +391,36 @@ static int dl_run(dl *d, char *err, size_t errlen)
     }
     char meta[4300];
     feeder__fmt(meta, sizeof(meta), "%s.meta", d->data);
-    if (!rc && (rc = feeder__cache_meta_write(meta, d->t.url, &r.meta)) != 0)
+    uint64_t chunk = d->prog ? d->prog->chunk : 0;
+    if (!rc && (rc = feeder__cache_meta_write(meta, d->t.url, &r.meta, d->stripes, chunk)) != 0)
         feeder__fmt(err, errlen, "%s: writing %s: %s", d->t.url, meta, strerror(-rc));
+    int wrote = !rc;
+    /* The stripes first, stripe 0 (the name readers open first) last; an
+     * older copy's stripes past this one's go. */
+    for (uint32_t j = d->stripes; !rc && j-- > 1;) {
+        char from[4400], to[4300];
+        feeder__stripe_name(d->tmp, j, from, sizeof(from));
+        feeder__stripe_name(d->data, j, to, sizeof(to));
+        if (rename(from, to) < 0) {
+            rc = -errno;
+            feeder__fmt(err, errlen, "%s: renaming %s: %s", d->t.url, from, strerror(-rc));
+        }
+    }
+    if (!rc)
+        feeder__cache_unlink_stripes(d->data, d->stripes);
     if (!rc && rename(d->tmp, d->data) < 0) {
         rc = -errno;
         feeder__fmt(err, errlen, "%s: renaming %s: %s", d->t.url, d->tmp, strerror(-rc));
-        unlink(meta);
     }
-    close(d->fd);
-    d->fd = -1;
+    if (rc && wrote) { /* a rename failed: no copy, and none of its stripes */
+        unlink(meta);
+        feeder__cache_unlink_stripes(d->data, 1);
+    }
     if (rc)
-        unlink(d->tmp);
+        dl_discard(d);
+    for (uint32_t j = 0; j < d->stripes; j++)
+        close(d->fd[j]);
+    d->stripes = 0;
     prog_finish(d->data, d->prog, d->prog_len, rc, err);
     d->prog = NULL;
     char mark[4300];
@@ -469,10 +525,11 @@ void feeder__cache_close(feeder__cache *c)
  * (`stream`, with a known size), on a thread of its own that takes the lock
  * over; `out` is then the partial copy and its progress (feeder__shard_wait). */
 static int fetch_locked(feeder__cache *c, const feeder__target *t, const char *data,
-                        const feeder__remote_meta *expect, int stream, feeder__shard *out,
+                        const feeder__remote_meta *expect, unsigned flags, feeder__shard *out,
                         char *err, size_t errlen)
 {
-    if (feeder__cache_open_copy(data, t->url, expect, out) == 0)
+    int striped_ok = (flags & FEEDER__GET_STRIPED) != 0, stream = flags & FEEDER__GET_STREAM;
+    if (feeder__cache_open_copy(data, t->url, expect, striped_ok, out) == 0)
         return 0;
     feeder__cache_sweep_tmp(c->dir);
     feeder__cache_evict(c, expect ? expect->size : 0, data);
@@ -482,7 +539,8 @@ static int fetch_locked(feeder__cache *c, const feeder__target *t, const char *d
     dl *d = calloc(1, sizeof(*d));
     if (!d)
         return -ENOMEM;
-    *d = (dl){.c = c, .fd = -1, .lock_fd = -1, .has_expect = expect != NULL, .pid = getpid()};
+    *d = (dl){.c = c, .lock_fd = -1, .has_expect = expect != NULL, .flags = flags,
+              .pid = getpid()};
     feeder__fmt(d->data, sizeof(d->data), "%s", data);
     if (expect)
         d->expect = *expect;
@@ -509,7 +567,7 @@ done:
     free(d);
     if (rc)
         return rc;
-    if (feeder__cache_open_copy(data, t->url, NULL, out) < 0) {
+    if (feeder__cache_open_copy(data, t->url, NULL, striped_ok, out) < 0) {
         feeder__fmt(err, errlen, "%s: the cached copy %s vanished after its download",
                     t->url, data);
         return -ENOENT;
@@ -521,7 +579,8 @@ done:
  * of this one) that `out` may read as it arrives: its progress record
  * mapped and its partial copy opened, when both are there and are the
  * shard `expect` describes. */
-static int stream_join(const char *data, const feeder__remote_meta *expect, feeder__shard *out)
+static int stream_join(const char *data, const feeder__remote_meta *expect, unsigned flags,
+                       feeder__shard *out)
 {
     char p[4300];
     prog_path(data, p, sizeof(p));
@@ -540,27 +599,41 @@ static int stream_join(const char *data, const feeder__remote_meta *expect, feed
     int ok = atomic_load_explicit(&g->magic, memory_order_acquire) == PROG_MAGIC &&
              atomic_load(&g->state) == PROG_RUNNING && g->size == expect->size &&
              g->chunk && g->nchunks == (g->size + g->chunk - 1) / g->chunk &&
+             g->stripes >= 1 && g->stripes <= FEEDER__STRIPES_MAX &&
+             (g->stripes == 1 || ((flags & FEEDER__GET_STRIPED) &&
+                                   g->chunk % (uint64_t)sysconf(_SC_PAGESIZE) == 0)) &&
              prog_bytes(g->nchunks) <= len && memchr(g->tmp, 0, sizeof(g->tmp)) &&
              !strchr(g->tmp, '/') && g->tmp[0] && memchr(g->etag, 0, sizeof(g->etag)) &&
              (!expect->etag[0] || !g->etag[0] || !strcmp(expect->etag, g->etag));
     const char *slash = strrchr(data, '/');
-    int dfd = -1;
+    feeder__shard got = {.fd = -1, .stripes = 1};
     if (ok) {
         feeder__fmt(p, sizeof(p), "%.*s%s", slash ? (int)(slash - data + 1) : 0, data, g->tmp);
-        dfd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        ok = dfd >= 0 && fstat(dfd, &st) == 0 && S_ISREG(st.st_mode) &&
-             (uint64_t)st.st_size == g->size;
+        for (uint32_t j = 0; ok && j < g->stripes; j++) {
+            char q[4400];
+            if (j)
+                feeder__stripe_name(p, j, q, sizeof(q));
+            int sfd = open(j ? q : p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            ok = sfd >= 0 && fstat(sfd, &st) == 0 && S_ISREG(st.st_mode) &&
+                 (uint64_t)st.st_size == feeder__stripe_bytes(g->size, g->chunk, g->stripes, j);
+            if (sfd >= 0 && j)
+                got.stripe_fd[got.stripes++ - 1] = sfd;
+            else if (sfd >= 0)
+                got.fd = sfd;
+        }
     }
     if (!ok) {
-        if (dfd >= 0)
-            close(dfd);
+        feeder__shard_close_files(&got);
         munmap(g, len);
         return -1;
     }
     if (out->lock_fd >= 0)
         close(out->lock_fd); /* a reader of a partial copy holds no lock (shard_wait) */
     out->lock_fd = -1;
-    out->fd = dfd;
+    out->fd = got.fd;
+    out->stripes = got.stripes;
+    memcpy(out->stripe_fd, got.stripe_fd, sizeof(out->stripe_fd));
+    out->stripe_chunk = g->chunk;
     out->size = g->size;
     out->meta = *expect;
     out->prog = g;
@@ -575,20 +648,21 @@ static int stream_join(const char *data, const feeder__remote_meta *expect, feed
  * lock for as long as it does, so a process waiting for the exclusive lock
  * after another fetched it would wait forever. */
 static int get_locked(feeder__cache *c, const feeder__target *t, const char *data,
-                      const feeder__remote_meta *expect, int stream, feeder__shard *out,
+                      const feeder__remote_meta *expect, unsigned flags, feeder__shard *out,
                       char *err, size_t errlen)
 {
+    int striped_ok = (flags & FEEDER__GET_STRIPED) != 0;
     uint64_t end = feeder__now_ns() + (uint64_t)c->lock_timeout_ms * 1000000ull;
     char lock[4300];
     feeder__fmt(lock, sizeof(lock), "%s.lock", data);
     for (;;) {
         if (flock(out->lock_fd, LOCK_SH | LOCK_NB) == 0) {
-            if (feeder__cache_open_copy(data, t->url, expect, out) == 0)
+            if (feeder__cache_open_copy(data, t->url, expect, striped_ok, out) == 0)
                 return 0;
             flock(out->lock_fd, LOCK_UN);
         }
         if (flock(out->lock_fd, LOCK_EX | LOCK_NB) == 0) {
-            int rc = fetch_locked(c, t, data, expect, stream, out, err, errlen);
+            int rc = fetch_locked(c, t, data, expect, flags, out, err, errlen);
             if (rc == 1) { /* the lock went with the download's thread: read it as it comes */
                 if ((out->lock_fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0) {
                     rc = -errno;
@@ -607,7 +681,8 @@ static int get_locked(feeder__cache *c, const feeder__target *t, const char *dat
             }
             return rc;
         }
-        if (stream && expect && expect->size && stream_join(data, expect, out) == 0)
+        if ((flags & FEEDER__GET_STREAM) && expect && expect->size &&
+            stream_join(data, expect, flags, out) == 0)
             return 0;
         if (feeder__now_ns() >= end) {
             feeder__fmt(err, errlen, "%s: waited %d ms for another process fetching it into %s",
@@ -619,13 +694,13 @@ static int get_locked(feeder__cache *c, const feeder__target *t, const char *dat
     }
 }
 
-static int get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
-               int stream, feeder__shard *out, char *err, size_t errlen)
+int feeder__cache_fetch(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
+                        unsigned flags, feeder__shard *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     out->fd = out->lock_fd = -1;
     out->wait_ms = c->lock_timeout_ms;
-    feeder__cache_name(c->dir, url, out->path, sizeof(out->path));
+    feeder__cache_name(c->dir, url, flags, out->path, sizeof(out->path));
     int rc = feeder__cache_failed_before(c, url, out->path, err, errlen);
     if (rc)
         return rc;
@@ -640,7 +715,7 @@ static int get(feeder__cache *c, const char *url, const feeder__remote_meta *exp
         feeder__fmt(err, errlen, "%s: cannot open %s: %s", url, lock, strerror(-rc));
     }
     if (!rc)
-        rc = get_locked(c, &t, out->path, expect, stream, out, err, errlen);
+        rc = get_locked(c, &t, out->path, expect, flags, out, err, errlen);
     feeder__target_free(&t);
     if (rc) {
         feeder__shard_release(out);
@@ -654,14 +729,14 @@ static int get(feeder__cache *c, const char *url, const feeder__remote_meta *exp
 int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
                       feeder__shard *out, char *err, size_t errlen)
 {
-    return get(c, url, expect, 0, out, err, errlen);
+    return feeder__cache_fetch(c, url, expect, 0, out, err, errlen);
 }
 
 int feeder__cache_get_stream(feeder__cache *c, const char *url,
                              const feeder__remote_meta *expect, feeder__shard *out, char *err,
                              size_t errlen)
 {
-    return get(c, url, expect, 1, out, err, errlen);
+    return feeder__cache_fetch(c, url, expect, FEEDER__GET_STREAM, out, err, errlen);
 }
 
 /* ---- reading a shard as it arrives ---- */

@@ -159,6 +159,16 @@ void feeder__cache_close(feeder__cache *c);
 
 typedef struct feeder__progress feeder__progress; /* a download in progress (cache.c) */
 
+/* The most files one cached copy is kept as. A copy is one file, or, when
+ * a reader that maps it asks for that (FEEDER__GET_STRIPED), a shard of
+ * several chunks is kept as one stripe a lane (cfg.max_parts, at most
+ * this): chunk i in stripe i mod n, at (i div n) chunks. A file system
+ * takes one file's writes one at a time (ext4 holds the inode's lock for
+ * each), so the lanes of one large shard written into one file go no
+ * faster than one lane; into a file each they go side by side
+ * (docs/BENCHMARKS.md, "Shards over HTTP"). */
+enum { FEEDER__STRIPES_MAX = 8 };
+
 /* A shard in the cache, held: `fd` the whole file (read-only), `lock_fd` a
  * shared flock that keeps eviction away while it is held; both are the
  * caller's to close (feeder__shard_release). From feeder__cache_get_stream
@@ -167,6 +177,9 @@ typedef struct feeder__progress feeder__progress; /* a download in progress (cac
  * read before feeder__shard_wait has said it is there. */
 typedef struct feeder__shard {
     int fd, lock_fd;
+    uint32_t stripes;       /* files the copy is kept as: 0 or 1 one (fd), else fd and ... */
+    int stripe_fd[FEEDER__STRIPES_MAX - 1]; /* ... stripes 1 .. stripes - 1 (read-only) */
+    uint64_t stripe_chunk;  /* a stripe's unit: chunk i in stripe i % stripes */
     uint64_t size;
     feeder__remote_meta meta;
     char path[4096];
@@ -199,6 +212,25 @@ typedef struct feeder__shard {
 int feeder__cache_get(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
                       feeder__shard *out, char *err, size_t errlen);
 void feeder__shard_release(feeder__shard *s);
+
+/* feeder__cache_get with flags: FEEDER__GET_STREAM is
+ * feeder__cache_get_stream; FEEDER__GET_STRIPED says the caller reads the
+ * copy only through feeder__shard_map and feeder__shard_pread, so a shard
+ * downloaded in chunks by several lanes is kept as stripes (a file a lane).
+ * Such copies have names of their own (feeder__cache_name). */
+enum { FEEDER__GET_STREAM = 1, FEEDER__GET_STRIPED = 2 };
+int feeder__cache_fetch(feeder__cache *c, const char *url, const feeder__remote_meta *expect,
+                        unsigned flags, feeder__shard *out, char *err, size_t errlen);
+
+/* Map bytes [0, len) of the copy `s` read-only at `at` (MAP_FIXED), each
+ * stripe's chunks in their places: 0 or -errno. */
+int feeder__shard_map(const feeder__shard *s, void *at, uint64_t len);
+/* Bytes [off, off + len) of the copy `s` into dst: how many were read
+ * (fewer at its end), or -errno. */
+long feeder__shard_pread(const feeder__shard *s, uint64_t off, void *dst, size_t len);
+/* Close the copy's files (its mappings stay), keeping its lock and
+ * progress. */
+void feeder__shard_close_files(feeder__shard *s);
 
 /* feeder__cache_get, except that a shard not yet cached (with `expect`
  * giving its size) need not have arrived: when another process or thread
@@ -242,13 +274,30 @@ int feeder__shard_verify(feeder__shard *s, const char *url, const uint8_t *want,
 
 /* What the cache holds for `url` without asking the server: 0 and `out`
  * (the size, ETag and Last-Modified recorded at its download) when a whole
- * copy is there, else -ENOENT. Takes no lock: a copy evicted after this
+ * copy is there, else -ENOENT; `flags` as feeder__cache_fetch's (which
+ * kind of copy). Takes no lock: a copy evicted after this
  * call is fetched again by feeder__cache_get. Thread-safe. */
-int feeder__cache_lookup(const feeder__cache *c, const char *url, feeder__remote_meta *out);
+int feeder__cache_lookup(const feeder__cache *c, const char *url, unsigned flags,
+                         feeder__remote_meta *out);
+
+/* Bytes [off, off + len) of the whole copy the cache holds for `url`,
+ * striped or not, without asking the server or taking a lock: how many
+ * were read, -ENOENT without a whole copy, or -errno. */
+long feeder__cache_peek(const feeder__cache *c, const char *url, unsigned flags, uint64_t off,
+                        void *dst, size_t len);
+
+/* The bytes of the cached copy at `path` (a name from feeder__cache_name),
+ * its stripes' with it, as they are now: -errno when its first file is
+ * gone. */
+long long feeder__cache_copy_bytes(const char *path);
 
 /* The cache file names of `url` inside `dir`: "<dir>/<16 hex>-<basename>"
- * (+ ".meta", ".lock"). Pure. */
-void feeder__cache_name(const char *dir, const char *url, char *out, size_t outlen);
+ * (+ ".meta", ".lock", and a striped copy's ".s1" ...), the hex a hash of
+ * the URL and of whether the copy is for readers that map it
+ * (FEEDER__GET_STRIPED in `flags`): those are kept apart from copies read
+ * as one file, so neither kind ever waits on the other. Pure. */
+void feeder__cache_name(const char *dir, const char *url, unsigned flags, char *out,
+                        size_t outlen);
 
 /* ---- fetching ahead of the sampler (ahead.c) ---- */
 
@@ -264,6 +313,7 @@ typedef struct feeder__ahead_src {
     uint32_t (*shard_of)(const void *ctx, uint64_t index);
     const char *(*url)(const void *ctx, uint32_t s);
     const feeder__remote_meta *(*meta)(const void *ctx, uint32_t s);
+    unsigned flags; /* feeder__cache_fetch's: FEEDER__GET_STRIPED when the readers map */
 } feeder__ahead_src;
 
 typedef struct feeder__ahead feeder__ahead;

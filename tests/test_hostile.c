@@ -525,7 +525,7 @@ START_TEST(test_planted_links_not_followed)
     url_of(url, sizeof(url), "ok", "a.pack");
     feeder__cache c;
     ck_assert_int_eq(feeder__cache_open(&c, NULL, 0, err, sizeof(err)), 0);
-    feeder__cache_name(c.dir, url, name, sizeof(name));
+    feeder__cache_name(c.dir, url, 0, name, sizeof(name));
     snprintf(victim, sizeof(victim), "%s/victim", tmpdir);
     ck_assert_int_eq(bu_write_file(victim, "keep", 4), 0);
     struct timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
@@ -662,7 +662,7 @@ START_TEST(test_truncated_cached_copy_named)
     ck_assert_int_eq(feeder_batch_release(b, NULL), 0);
     char url[300], name[600];
     url_of(url, sizeof(url), "ok", "s-0.pack");
-    feeder__cache_name(cachedir, url, name, sizeof(name));
+    feeder__cache_name(cachedir, url, FEEDER__GET_STRIPED, name, sizeof(name));
     /* The batch's records may have come before the rest of the shard: the
      * copy is renamed into the cache when its download ends. */
     struct stat st;

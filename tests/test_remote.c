@@ -33,6 +33,7 @@
 #include "dataset/pack.h"
 #include "benchutil.h"
 #include "feeder.h"
+#include "remote/cache.h"
 #include "remote/remote.h"
 #include "testutil.h"
 
@@ -725,7 +726,7 @@ START_TEST(test_target_resolve)
     ck_assert_str_eq(err, "s3://bkt/x: no S3 credentials (set AWS_ACCESS_KEY_ID and "
                           "AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials)");
     char name[600];
-    feeder__cache_name("/c", "http://h/d/s-00001.pack?x=1", name, sizeof(name));
+    feeder__cache_name("/c", "http://h/d/s-00001.pack?x=1", 0, name, sizeof(name));
     ck_assert_int_eq(strlen(name), strlen("/c/0123456789abcdef-s-00001.pack_x_1"));
     ck_assert_str_eq(name + 19, "-s-00001.pack_x_1");
 }
@@ -1450,7 +1451,7 @@ START_TEST(test_stream_read_early)
     expect_no_partial_copies();
     size_t clen;
     char cached[700];
-    feeder__cache_name(cachedir, url, cached, sizeof(cached));
+    feeder__cache_name(cachedir, url, FEEDER__GET_STRIPED, cached, sizeof(cached));
     uint8_t *got = read_all(cached, &clen);
     ck_assert_uint_eq(clen, len);
     ck_assert_int_eq(memcmp(got, want, len), 0);
@@ -1527,6 +1528,183 @@ START_TEST(test_stream_chunks)
     expect_no_partial_copies();
     stop(&p, SIGKILL);
     stop(&s, SIGTERM);
+}
+END_TEST
+
+/* One epoch of the shard set `path` (2 workers, shuffled): its checksum,
+ * and the samples in *n. */
+static uint32_t shards_crc(const char *path, uint64_t *n)
+{
+    feeder_dataset *ds;
+    char err[512], msg[1024];
+    int rc;
+    ck_assert_msg(feeder_dataset_open_shards(path, NULL, &ds, err, sizeof(err)) == 0, "%s", err);
+    uint32_t crc = epoch_crc_workers(ds, 2, n, &rc, msg, sizeof(msg));
+    ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+    feeder_dataset_destroy(ds);
+    return crc;
+}
+
+/* The bytes each stripe of a striped copy holds: chunk i in stripe i % n,
+ * the short last chunk's bytes counted where it lies. */
+START_TEST(test_stripe_bytes)
+{
+    ck_assert_uint_eq(feeder__stripe_bytes(1000, 100, 1, 0), 1000);
+    ck_assert_uint_eq(feeder__stripe_bytes(1000, 100, 1, 1), 0);
+    /* 10 chunks in 3 stripes: 0 3 6 9 | 1 4 7 | 2 5 8 */
+    ck_assert_uint_eq(feeder__stripe_bytes(1000, 100, 3, 0), 400);
+    ck_assert_uint_eq(feeder__stripe_bytes(1000, 100, 3, 1), 300);
+    ck_assert_uint_eq(feeder__stripe_bytes(1000, 100, 3, 2), 300);
+    /* 950 bytes: chunk 9 is 50 bytes, in stripe 0 */
+    ck_assert_uint_eq(feeder__stripe_bytes(950, 100, 3, 0), 350);
+    ck_assert_uint_eq(feeder__stripe_bytes(950, 100, 3, 1), 300);
+    /* 870 bytes: 9 chunks, the last (8, 70 bytes) in stripe 2 */
+    ck_assert_uint_eq(feeder__stripe_bytes(870, 100, 3, 2), 270);
+    ck_assert_uint_eq(feeder__stripe_bytes(870, 100, 3, 0) + feeder__stripe_bytes(870, 100, 3, 1) +
+                          feeder__stripe_bytes(870, 100, 3, 2), 870);
+    /* more stripes than chunks: the extra ones hold nothing */
+    ck_assert_uint_eq(feeder__stripe_bytes(150, 100, 4, 1), 50);
+    ck_assert_uint_eq(feeder__stripe_bytes(150, 100, 4, 3), 0);
+}
+END_TEST
+
+/* A shard set's pack of at least two chunks a lane, fetched by 3 lanes
+ * (PARTS 3), is kept as 3 stripes, a file a lane, under a name of its own
+ * (one of fewer chunks stays one file): the batches
+ * (2 workers, while it arrives and again from the whole copy) are the
+ * local file's; the stripes put together by the rule are the server's file
+ * byte for byte; lookup and peek read it; the same URL opened as one packed
+ * file meanwhile (a copy read with pread) gets a one-file copy of its own
+ * at once, not a wait on the striped one; a copy missing a stripe is
+ * fetched again; offline the set opens from the stripes; eviction removes
+ * every stripe; a dead download's stripes are swept. */
+START_TEST(test_stream_stripes)
+{
+    size_t size = put_pack("a.pack", 600);
+    ck_assert_uint_gt(size, 5 * 65536); /* 6 chunks or more: 2 a lane */
+    size_t small = put_pack("b.pack", 200);
+    ck_assert_uint_gt(small, 65536);
+    ck_assert_uint_le(small, 5 * 65536);
+    setenv("FEEDER_REMOTE_PART_BYTES", "65536", 1);
+    setenv("FEEDER_REMOTE_PARTS", "3", 1);
+    server s = start_lighttpd();
+    char url[300], local[400], err[512], msg[1024], name[700];
+    url_of(url, sizeof(url), &s, "a.pack");
+    www(local, sizeof(local), "a.pack");
+    size_t len;
+    uint8_t *want = read_all(local, &len);
+    uint64_t nr;
+    uint32_t cl = shards_crc(local, &nr);
+    ck_assert_uint_eq(nr, 600);
+    feeder_dataset *r;
+    int rc;
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    for (int pass = 0; pass < 2; pass++) { /* arriving, then whole */
+        uint32_t cr = epoch_crc_workers(r, 2, &nr, &rc, msg, sizeof(msg));
+        ck_assert_msg(rc == FEEDER_DONE, "%s", msg);
+        ck_assert_uint_eq(nr, 600);
+        ck_assert_uint_eq(cl, cr);
+    }
+    feeder_dataset_destroy(r);
+    expect_no_partial_copies();
+
+    /* Three files, each of its stripe's size, put together by the rule. */
+    feeder__cache_name(cachedir, url, FEEDER__GET_STRIPED, name, sizeof(name));
+    char plain[700];
+    feeder__cache_name(cachedir, url, 0, plain, sizeof(plain));
+    ck_assert_str_ne(name, plain);
+    uint8_t *st[3];
+    size_t sl[3];
+    for (uint32_t j = 0; j < 3; j++) {
+        char p[800];
+        if (j)
+            snprintf(p, sizeof(p), "%s.s%u", name, j);
+        st[j] = read_all(j ? p : name, &sl[j]);
+        ck_assert_uint_eq(sl[j], feeder__stripe_bytes(len, 65536, 3, j));
+    }
+    ck_assert_int_eq(cache_files("-a.pack.s3"), 0);
+    char ub[300];
+    url_of(ub, sizeof(ub), &s, "b.pack");
+    shards_crc(ub, &nr);
+    ck_assert_uint_eq(nr, 200);
+    ck_assert_int_eq(cache_files("-b.pack.meta"), 1);
+    ck_assert_int_eq(cache_files("-b.pack.s"), 0); /* fewer than 6 chunks: one file */
+    for (size_t off = 0; off < len; off += 65536) {
+        size_t i = off / 65536, n = len - off < 65536 ? len - off : 65536;
+        ck_assert_int_eq(memcmp(st[i % 3] + i / 3 * 65536, want + off, n), 0);
+    }
+    for (uint32_t j = 0; j < 3; j++)
+        free(st[j]);
+    char meta[800];
+    snprintf(meta, sizeof(meta), "%s.meta", name);
+    size_t ml;
+    char *mt = (char *)read_all(meta, &ml);
+    ck_assert_ptr_nonnull(strstr(mt, "\nstripes 3 65536\n"));
+    free(mt);
+
+    feeder__cache c;
+    ck_assert_int_eq(feeder__cache_open(&c, NULL, 0, err, sizeof(err)), 0);
+    feeder__remote_meta m;
+    ck_assert_int_eq(feeder__cache_lookup(&c, url, FEEDER__GET_STRIPED, &m), 0);
+    ck_assert_uint_eq(m.size, len);
+    ck_assert_int_eq(feeder__cache_lookup(&c, url, 0, &m), -ENOENT); /* kept apart */
+    uint8_t span[3 * 65536];
+    ck_assert_int_eq(feeder__cache_peek(&c, url, FEEDER__GET_STRIPED, 65536 - 100, span,
+                                        sizeof(span)), (long)sizeof(span));
+    ck_assert_int_eq(memcmp(span, want + 65536 - 100, sizeof(span)), 0);
+    ck_assert_int_eq(feeder__cache_peek(&c, url, FEEDER__GET_STRIPED, len - 10, span, 100), 10);
+    ck_assert_int_eq(memcmp(span, want + len - 10, 10), 0);
+
+    /* A stripe gone from the folder: no whole copy, fetched again. */
+    char s2[800];
+    snprintf(s2, sizeof(s2), "%s.s2", name);
+    ck_assert_int_eq(unlink(s2), 0);
+    ck_assert_int_eq(feeder__cache_lookup(&c, url, FEEDER__GET_STRIPED, &m), -ENOENT);
+    ck_assert_uint_eq(shards_crc(url, &nr), cl);
+    ck_assert_int_eq(feeder__cache_lookup(&c, url, FEEDER__GET_STRIPED, &m), 0);
+
+    /* Held by a shard set (a shared lock on the striped copy), the URL
+     * opened as one packed file: a copy of its own, no wait. */
+    ck_assert_msg(feeder_dataset_open_shards(url, NULL, &r, err, sizeof(err)) == 0, "%s", err);
+    uint64_t first = 0;
+    ck_assert_int_eq(feeder__shards_ensure(r->pack, &first, 1, err, sizeof(err)), 0);
+    ck_assert_int_ge(r->pack->shards->lock_fd[0], 0);
+    setenv("FEEDER_CACHE_LOCK_TIMEOUT_MS", "2000", 1);
+    feeder_dataset *whole;
+    double t0 = now_s();
+    ck_assert_msg(feeder_dataset_open_packed(url, &whole, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_double_lt(now_s() - t0, 1.5);
+    unsetenv("FEEDER_CACHE_LOCK_TIMEOUT_MS");
+    ck_assert_uint_eq(whole->pack->map_len, len);
+    ck_assert_int_eq(memcmp(whole->pack->map, want, len), 0);
+    ck_assert_int_eq(feeder__cache_lookup(&c, url, 0, &m), 0);
+    feeder_dataset_destroy(whole);
+    feeder_dataset_destroy(r);
+
+    /* Offline, from the stripes alone. */
+    stop(&s, SIGTERM);
+    setenv("FEEDER_REMOTE_OFFLINE", "1", 1);
+    ck_assert_uint_eq(shards_crc(url, &nr), cl);
+    unsetenv("FEEDER_REMOTE_OFFLINE");
+
+    /* A dead download's partial stripes are swept; eviction takes every
+     * stripe of a copy. */
+    char dead[800];
+    snprintf(dead, sizeof(dead), "%s.tmp.999999999.0.s2", name);
+    ck_assert_int_eq(bu_write_file(dead, "x", 1), 0);
+    struct timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, dead, old, 0), 0);
+    feeder__cache_sweep_tmp(cachedir);
+    ck_assert_int_eq(cache_files(".tmp."), 0);
+    c.max_bytes = 1;
+    feeder__cache_evict(&c, 0, "");
+    ck_assert_int_eq(cache_files("-b.pack"), 1); /* its .lock */
+    ck_assert_int_eq(cache_files("-a.pack"), 2); /* the two .lock files */
+    ck_assert_int_eq(cache_files("-a.pack.lock"), 2);
+    feeder__cache_close(&c);
+    free(want);
+    unsetenv("FEEDER_REMOTE_PART_BYTES");
+    unsetenv("FEEDER_REMOTE_PARTS");
 }
 END_TEST
 
@@ -2339,6 +2517,8 @@ static Suite *remote_suite(int s3)
     tcase_add_test(tc, test_stream_read_early);
     tcase_add_test(tc, test_close_waits_for_its_own_downloads);
     tcase_add_test(tc, test_stream_chunks);
+    tcase_add_test(tc, test_stripe_bytes);
+    tcase_add_test(tc, test_stream_stripes);
     tcase_add_test(tc, test_stream_dropped);
     tcase_add_test(tc, test_stream_changed);
     tcase_add_test(tc, test_stream_downloader_dies);

@@ -197,18 +197,20 @@ static void fault_source(const struct feeder__pack *pk, uint64_t rec, char *msg,
     uint32_t s = feeder__shards_of(sh, rec);
     char path[4200], was[4400];
     if (sh->remote[s]) {
-        feeder__cache_name(((const feeder__cache *)sh->cache)->dir, sh->names[s], path,
-                           sizeof(path));
+        feeder__cache_name(((const feeder__cache *)sh->cache)->dir, sh->names[s],
+                           FEEDER__GET_STRIPED, path, sizeof(path));
         feeder__fmt(was, sizeof(was), "its cached copy %s", path);
     } else {
         feeder__fmt(path, sizeof(path), "%s", sh->names[s]);
         feeder__fmt(was, sizeof(was), "the file");
     }
     char now[128];
-    if (stat(path, &st) == 0)
-        feeder__fmt(now, sizeof(now), "%lld bytes", (long long)st.st_size);
+    long long bytes = sh->remote[s] ? feeder__cache_copy_bytes(path)
+                                    : stat(path, &st) == 0 ? (long long)st.st_size : -errno;
+    if (bytes >= 0)
+        feeder__fmt(now, sizeof(now), "%lld bytes", bytes);
     else
-        feeder__fmt(now, sizeof(now), "gone (%s)", strerror(errno));
+        feeder__fmt(now, sizeof(now), "gone (%s)", strerror((int)-bytes));
     feeder__fmt(msg, msglen, "record %llu of %s (shard %u of %s): %s changed under the loader: "
                 "reading its mapping faulted (SIGBUS); it is now %s, %llu when %s (truncated "
                 "or rewritten in place?)", ULL(rec), sh->names[s], s, pk->path, was, now,

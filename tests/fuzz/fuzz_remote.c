@@ -216,9 +216,18 @@ static void check_cache(size_t given)
         if (n > 5 && !strcmp(e->d_name + n - 5, ".meta")) {
             char data[512];
             snprintf(data, sizeof(data), "%.*s", (int)(strlen(p) - 5), p);
-            if (stat(data, &st) == 0 &&
-                ((uint64_t)st.st_size != meta_size(p) || (uint64_t)st.st_size > given))
-                abort();
+            if (stat(data, &st) == 0) {
+                uint64_t bytes = (uint64_t)st.st_size;
+                for (int j = 1; j < 8; j++) { /* a striped copy's other files: NAME.sJ */
+                    char sj[600];
+                    snprintf(sj, sizeof(sj), "%s.s%d", data, j);
+                    if (stat(sj, &st) < 0)
+                        break;
+                    bytes += (uint64_t)st.st_size;
+                }
+                if (bytes != meta_size(p) || bytes > given)
+                    abort();
+            }
         }
     }
     closedir(d);
