@@ -19,6 +19,7 @@
  * threads"). Each batch's tail goes on the copy stream, one at a time.
  */
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda/layer.h"
 
@@ -292,6 +293,10 @@ static void *lane_run(dec_lane *ln)
         memcpy(entry->errmsg, msg, sizeof(msg));
         entry->pin = PIN_ENQUEUED;
         pthread_cond_broadcast(&gpu->cv_done);
+        if (gpu->wake_fd >= 0) {
+            uint64_t one = 1; /* a full counter (never: the loader's thread reads it) is still readable */
+            (void)!write(gpu->wake_fd, &one, sizeof(one));
+        }
     }
     pthread_mutex_unlock(&gpu->lock);
     return NULL;

@@ -161,7 +161,9 @@ static void rebalance(feeder__gpu *gpu)
     uint32_t step = 60 / gpu->cfg.nslots ? 60 / gpu->cfg.nslots : 1;
     uint32_t pm = gpu->cpu_share;
     int more = !gpu->starved && gpu->bal_busy_pm >= FEEDER__HYBRID_BUSY_PM;
-    pm = more ? (pm + step < 980 ? pm + step : 980) : (pm > 20 + step ? pm - step : 20);
+    /* Down to none: where the workers are the bound, any share they keep
+     * is their time taken from the images only they can decode. */
+    pm = more ? (pm + step < 980 ? pm + step : 980) : (pm > step ? pm - step : 0);
     feeder__cuda_set_cpu_share(gpu, pm);
 }
 

@@ -61,6 +61,11 @@ typedef struct feeder__host_ops {
     /* HYBRID: the share of each batch (1/1000) the workers decode, from the
      * next dispatched batch on. */
     void (*set_cpu_share)(void *ctx, uint32_t permille);
+    /* While the layer waits for its decode threads: hand the workers their
+     * next parts and take in their results, for up to ms or until wake_fd is
+     * readable. 0; FEEDER__AGAIN when there is nothing to serve; or an error
+     * as next's. */
+    int (*serve)(void *ctx, int wake_fd, int ms);
     /* Decode one sample the way the workers do it (errors name index and
      * path), into dst: the GPU decoder's CPU fallback. `who`: the decode
      * thread (0 .. FEEDER__GPU_DECODE_THREADS_MAX - 1); calls with

@@ -199,6 +199,10 @@ struct feeder__gpu {
     uint64_t bal_busy_ns, bal_ns;
     uint32_t bal_busy_pm;
     int decode_thread;    /* the GPU decoders' batches go through the decode threads (lanes) */
+    /* An eventfd the lanes write when they hand an entry back: the loader's
+     * thread, waiting for one, serves the host loader until it is readable
+     * (ring.c, wait_decoded); -1 without lanes (or without an eventfd). */
+    int wake_fd;
 
     /* RAW packed files: records copied from the file's registered mapping */
     const struct feeder__pack *pack;

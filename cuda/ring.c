@@ -32,6 +32,8 @@
  * needs more) share each job: every thread copies a chunk, the last one to
  * finish enqueues the H2D and the events. They never touch the host loader.
  */
+#include <unistd.h>
+
 #include "cuda/layer.h"
 
 const char *feeder__gpu_describe(const feeder__gpu *gpu) { return gpu ? gpu->describe : ""; }
@@ -420,15 +422,51 @@ static int decoder_wedged(feeder__gpu *gpu, int k)
     return mark_fatal(gpu, rc, gpu->errmsg);
 }
 
+/* One turn of the host loader while the loader's thread waits for a lane
+ * (the lock not held): the workers get their next parts and their results
+ * are taken in, until a lane hands an entry back (wake_fd) or a slice of the
+ * watchdog passes; then finished host batches go to free entries. Without
+ * this the thread served no one while it waited, a batch's decode long: the
+ * workers ran out of parts, and a host batch finished meanwhile waited with
+ * a lane idle (docs/ARCHITECTURE.md, decode threads). 1 to go on serving;
+ * 0 when there is nothing to serve or it failed (the failure is queued as
+ * the FIFO's next status, or breaks the layer, as prefetch's). */
+static int serve_host(feeder__gpu *gpu)
+{
+    uint64_t slice_ms = (gpu->stuck_ns / 4 < 100000000u ? gpu->stuck_ns / 4 : 100000000u) / 1000000u;
+    int rc = gpu->cfg.host.serve(gpu->cfg.host.ctx, gpu->wake_fd, slice_ms ? (int)slice_ms : 1);
+    uint64_t v;
+    (void)!read(gpu->wake_fd, &v, sizeof(v)); /* non-blocking; the entries say what is done */
+    if (rc == FEEDER__AGAIN)
+        return 0;
+    if (rc) {
+        if (!gpu->paused)
+            push_status(gpu, rc, gpu->cfg.host.errmsg(gpu->cfg.host.ctx));
+        return 0;
+    }
+    if (!gpu->fatal && (rc = prefetch(gpu, 0)) != 0) {
+        mark_fatal(gpu, rc, gpu->errmsg);
+        return 0;
+    }
+    return !gpu->fatal;
+}
+
 /* Wait until a decode thread has handed the entry back, or a lane's
- * nvJPEG call is stuck (the watchdog). */
+ * nvJPEG call is stuck (the watchdog), serving the host loader meanwhile. */
 static int wait_decoded(feeder__gpu *gpu, ring_entry *entry)
 {
     pthread_mutex_lock(&gpu->lock);
-    int stuck = -1;
+    int stuck = -1, serving = gpu->wake_fd >= 0;
     while (entry->pin == PIN_QUEUED &&
-           (stuck = feeder__cuda_stuck_lane(gpu, feeder__now_ns(), gpu->stuck_ns)) < 0)
-        feeder__cuda_wait_done_slice(gpu);
+           (stuck = feeder__cuda_stuck_lane(gpu, feeder__now_ns(), gpu->stuck_ns)) < 0) {
+        if (!serving) {
+            feeder__cuda_wait_done_slice(gpu);
+            continue;
+        }
+        pthread_mutex_unlock(&gpu->lock);
+        serving = serve_host(gpu);
+        pthread_mutex_lock(&gpu->lock);
+    }
     if (entry->pin == PIN_QUEUED) {
         pthread_mutex_unlock(&gpu->lock);
         return decoder_wedged(gpu, stuck);

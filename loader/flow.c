@@ -603,7 +603,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
                 break;
             }
             looked = 1;
-            if ((rc = feeder__pool_wait(ld, 0)))
+            if ((rc = feeder__pool_wait(ld, 0, -1)))
                 break;
             continue;
         }
@@ -621,7 +621,7 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
             continue;
         }
         uint64_t left_ms = deadline == UINT64_MAX ? (uint64_t)poll_ms : (deadline - now + 999999) / 1000000;
-        if ((rc = feeder__pool_wait(ld, (int)(left_ms < (uint64_t)poll_ms ? left_ms : (uint64_t)poll_ms))))
+        if ((rc = feeder__pool_wait(ld, (int)(left_ms < (uint64_t)poll_ms ? left_ms : (uint64_t)poll_ms), -1)))
             break;
     }
     /* With the GPU layer on, its own wait is the consumer's stall. */
@@ -630,6 +630,19 @@ int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only)
         ld->stats.wait_ns += feeder__now_ns() - t0;
         pthread_mutex_unlock(&ld->stats_lock);
     }
+    return rc;
+}
+
+int feeder__host_serve(feeder_loader *ld, int wake_fd, int ms)
+{
+    if (!ld->pool.running || !ld->pool.nworkers || !(ld->flow.in_epoch || ld->flow.ahead.on))
+        return FEEDER__HOST_AGAIN;
+    ld->errmsg[0] = 0;
+    ld->flow.status_batch = -1;
+    dispatch(ld);
+    int rc = feeder__pool_wait(ld, ms, wake_fd);
+    if (!rc)
+        dispatch(ld); /* the slots and workers its results freed */
     return rc;
 }
 
@@ -718,7 +731,7 @@ static void settle_slots(feeder_loader *ld)
             deadline = feeder__now_ns() + (uint64_t)timeout * 1000000ull;
             continue;
         }
-        if (feeder__pool_wait(ld, ld->plan.workers.poll_ms))
+        if (feeder__pool_wait(ld, ld->plan.workers.poll_ms, -1))
             break;
     }
     for (uint32_t s = 0; s < ld->shm.nslots; s++)

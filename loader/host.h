@@ -254,9 +254,10 @@ void feeder__pool_stop(feeder_loader *ld, int hard);
  * workers' descriptors; no signal, no wait, the slots' states untouched. */
 void feeder__pool_forget(feeder_loader *ld);
 int feeder__pool_send_task(feeder_loader *ld, worker *w, const feeder__task_msg *t);
-/* Wait up to ms for the workers' results and deaths; 0 or the error that
- * ends the epoch (a death past max_restarts). */
-int feeder__pool_wait(feeder_loader *ld, int ms);
+/* Wait up to ms for the workers' results and deaths, or until wake_fd
+ * (-1: none) is readable; 0 or the error that ends the epoch (a death past
+ * max_restarts). */
+int feeder__pool_wait(feeder_loader *ld, int ms, int wake_fd);
 /* No batch within timeout_ms: name the worker holding the batch waited for
  * (FEEDER_ETIMEDOUT), or with max_restarts kill and restart it as after a
  * death (0: wait again; FEEDER_EWORKER past the limit). */

@@ -162,6 +162,14 @@ void feeder__host_kick(feeder_loader *ld);
  * no workers, instead of loading in the calling thread). Statuses and errors
  * as feeder_next, with the message in the loader's errmsg. */
 int feeder__host_next(feeder_loader *ld, feeder_batch **out, int try_only);
+/* While the GPU layer's thread waits for its decode threads: hand queued
+ * parts to the workers and take in what they finished, for up to ms or
+ * until wake_fd (-1: none) is readable (it is not read here), so that the
+ * workers and the next host batches do not wait for that wait to end.
+ * 0; FEEDER__HOST_AGAIN when there is nothing to serve (no workers, or no
+ * epoch running): the caller waits its own way; or an error as
+ * feeder__host_next's (a worker's death), with the message in errmsg. */
+int feeder__host_serve(feeder_loader *ld, int wake_fd, int ms);
 /* Give a host batch's slot back. */
 int feeder__host_release(feeder_batch *b);
 /* A batch dataset's batch bytes (feeder_batch_payload); FEEDER_EINVAL for

@@ -495,10 +495,10 @@ static int drain_channel(feeder_loader *ld, int i)
 }
 
 /* Wait up to `ms` for worker traffic and handle it. */
-int feeder__pool_wait(feeder_loader *ld, int ms)
+int feeder__pool_wait(feeder_loader *ld, int ms, int wake_fd)
 {
-    struct pollfd p[2 * 1024 + 2];
-    int idx[2 * 1024 + 2];
+    struct pollfd p[2 * 1024 + 3];
+    int idx[2 * 1024 + 3];
     int np = 0;
     for (int i = 0; i < ld->pool.nworkers; i++) {
         worker *w = &ld->pool.workers[i];
@@ -513,9 +513,13 @@ int feeder__pool_wait(feeder_loader *ld, int ms)
             idx[np++] = -1 - i;
         }
     }
+    int nw = np; /* the workers' descriptors; the wake_fd after them */
+    if (wake_fd >= 0)
+        p[np++] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
     int n = poll(p, (nfds_t)np, ms);
     if (n < 0)
         return errno == EINTR ? 0 : feeder__loader_fail(ld, -errno, "poll: %s", strerror(errno));
+    np = nw;
     /* Messages first: a worker that answered and then died still counts its
      * answer. */
     for (int k = 0; k < np; k++) {

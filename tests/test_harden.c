@@ -7,10 +7,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -26,6 +28,7 @@
 #include "collate/slot.h"
 #include "decode/decode.h"
 #include "feeder.h"
+#include "loader/host.h"
 #include "loader/loader.h"
 
 /* ---- helpers ---- */
@@ -1265,6 +1268,98 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Hostile list paths                                                        */
 /* ------------------------------------------------------------------------ */
+/* Serving the workers while the GPU layer waits                             */
+/* ------------------------------------------------------------------------ */
+
+static int slots_ready(const feeder_loader *ld)
+{
+    int n = 0;
+    for (uint32_t s = 0; s < ld->shm.nslots; s++)
+        n += ld->shm.slots[s].state == SLOT_READY;
+    return n;
+}
+
+/* feeder__host_serve, which the GPU layer's thread runs while it waits for
+ * a decode lane: with no workers running there is nothing to serve; else
+ * it hands the workers the parts queued behind their queues and takes in
+ * their results with no feeder_next, so the workers, stopped then, still
+ * leave every slot's batch ready (without it the last slot's parts were
+ * never sent); a readable wake_fd ends its wait and stays readable; the
+ * batches are the reference's, byte for byte; a death past the limit is its
+ * error, named. */
+START_TEST(test_host_serve)
+{
+    user_ds d = {.n = 48, .sleep_ms = 30};
+    feeder_dataset *ds = make_user(&d);
+    cfg c = train_cfg(); /* 2 workers, 4 slots, batches of 4 in two parts */
+    ref r;
+    reference(ds, &c, &r);
+    ck_assert_uint_eq(r.n, 12);
+    feeder_loader *ld = make_loader(ds, &c);
+    ck_assert_int_eq(feeder__host_serve(ld, -1, 10), FEEDER__HOST_AGAIN); /* not started */
+    ck_assert_int_eq(feeder_loader_start(ld), 0);
+
+    feeder_batch *b0, *b;
+    ck_assert_int_eq(feeder_next(ld, &b0), 0);
+    ck_assert_uint_eq(b0->number, 0);
+    ck_assert_uint_eq(batch_hash(b0), r.h[0][0]);
+    /* Slots 1-3 fill while batch 0 is held, the calls below the only ones. */
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ck_assert_int_ge(efd, 0);
+    uint64_t one = 1;
+    ck_assert_int_eq(write(efd, &one, sizeof(one)), (ssize_t)sizeof(one));
+    double t0 = (bu_now_ns() / 1e9);
+    ck_assert_int_eq(feeder__host_serve(ld, efd, 5000), 0);
+    ck_assert_msg((bu_now_ns() / 1e9) - t0 < 2.5, "a readable wake_fd did not end the wait");
+    struct pollfd pf = {.fd = efd, .events = POLLIN};
+    ck_assert_int_eq(poll(&pf, 1, 0), 1); /* not read */
+    close(efd);
+    for (t0 = (bu_now_ns() / 1e9); slots_ready(ld) < 3 && (bu_now_ns() / 1e9) - t0 < 20;)
+        ck_assert_int_eq(feeder__host_serve(ld, -1, 50), 0);
+    ck_assert_int_eq(slots_ready(ld), 3);
+    for (int w = 0; w < 2; w++)
+        ck_assert_int_eq(kill(feeder_loader_worker_pid(ld, w), SIGSTOP), 0);
+    for (uint64_t k = 1; k <= 3; k++) {
+        ck_assert_int_eq(feeder__host_next(ld, &b, 1), 0);
+        ck_assert_uint_eq(b->number, k);
+        ck_assert_uint_eq(batch_hash(b), r.h[0][k]);
+        feeder_batch_release(b, NULL);
+    }
+    ck_assert_int_eq(feeder__host_next(ld, &b, 1), FEEDER__HOST_AGAIN);
+    for (int w = 0; w < 2; w++)
+        ck_assert_int_eq(kill(feeder_loader_worker_pid(ld, w), SIGCONT), 0);
+    feeder_batch_release(b0, NULL);
+    uint64_t k = 4;
+    int rc;
+    while ((rc = feeder_next(ld, &b)) == 0) {
+        ck_assert_uint_eq(b->number, k);
+        ck_assert_uint_eq(batch_hash(b), r.h[0][k]);
+        k++;
+        feeder_batch_release(b, NULL);
+    }
+    ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
+    ck_assert_uint_eq(k, 12);
+
+    /* Epoch 1: a worker killed with no restarts left is serve's error. */
+    ck_assert_int_eq(feeder_next(ld, &b0), 0);
+    ck_assert_uint_eq(batch_hash(b0), r.h[1][0]);
+    pid_t pid = feeder_loader_worker_pid(ld, 1);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    for (t0 = (bu_now_ns() / 1e9); (rc = feeder__host_serve(ld, -1, 50)) == 0 && (bu_now_ns() / 1e9) - t0 < 20;)
+        ;
+    ck_assert_int_eq(rc, FEEDER_EWORKER);
+    char want[64];
+    snprintf(want, sizeof(want), "worker 1 (pid %d)", (int)pid);
+    ck_assert_msg(strstr(feeder_loader_errmsg(ld), want), "%s", feeder_loader_errmsg(ld));
+    ck_assert_int_eq(feeder__host_serve(ld, -1, 10), FEEDER__HOST_AGAIN); /* the epoch ended */
+    feeder_batch_release(b0, NULL);
+    feeder_loader_destroy(ld);
+    feeder_dataset_destroy(ds);
+}
+END_TEST
+
+
+/* ------------------------------------------------------------------------ */
 
 START_TEST(test_list_paths_escaping_root)
 {
@@ -1396,6 +1491,7 @@ static Suite *harden_suite(void)
     tcase_add_test(tc, test_progressive_scan_limit);
     tcase_add_test(tc, test_file_over_size_limit);
     tcase_add_test(tc, test_list_paths_escaping_root);
+    tcase_add_test(tc, test_host_serve);
     tcase_add_test(tc, test_error_names);
     suite_add_tcase(s, tc);
     return s;
