@@ -108,6 +108,8 @@ typedef struct epoch_res {
     uint64_t bytes, read_ns, decode_ns, transform_ns, wait_ns, skipped;
     uint64_t gpu_decoded, gpu_fallback, gpu_decode_ns, h2d_ns;
     uint64_t routed[FEEDER_ROUTES];
+    uint64_t cpu_shared;     /* images the workers decoded as HYBRID's share */
+    uint64_t cpu_permille;   /* HYBRID's share at the epoch's end */
     uint64_t cpu_ns; /* loader process + workers (bd_cpu_end) */
 } epoch_res;
 

@@ -337,7 +337,8 @@ static void json_epochs(const run_res *r, bu_sbuf *b)
                   "\"images_per_s\": %.1f, \"first_batch_ms\": %.3f, \"bytes_read\": %llu, "
                   "\"read_ns\": %llu, \"decode_ns\": %llu, \"transform_ns\": %llu, "
                   "\"wait_ns\": %llu, \"skipped\": %llu, \"gpu_decoded\": %llu, "
-                  "\"gpu_fallback\": %llu, \"gpu_decode_ns\": %llu, \"cpu_ns\": %llu}",
+                  "\"gpu_fallback\": %llu, \"gpu_decode_ns\": %llu, \"cpu_shared\": %llu, "
+                  "\"hybrid_cpu_permille\": %llu, \"cpu_ns\": %llu}",
                   e ? "," : "", (unsigned long long)ep->images,
                   (unsigned long long)ep->batches, ep->ns / 1e9, r->rate[e],
                   ep->first_ns / 1e6, (unsigned long long)ep->bytes,
@@ -345,6 +346,7 @@ static void json_epochs(const run_res *r, bu_sbuf *b)
                   (unsigned long long)ep->transform_ns, (unsigned long long)ep->wait_ns,
                   (unsigned long long)ep->skipped, (unsigned long long)ep->gpu_decoded,
                   (unsigned long long)ep->gpu_fallback, (unsigned long long)ep->gpu_decode_ns,
+                  (unsigned long long)ep->cpu_shared, (unsigned long long)ep->cpu_permille,
                   (unsigned long long)ep->cpu_ns);
     }
     bu_sb_printf(b, "]}");

@@ -376,6 +376,8 @@ static void epoch_stats(run_res *r, epoch_res *ep, const feeder_stats *s0,
     for (int k = 0; k < FEEDER_ROUTES; k++)
         ep->routed[k] = s1->cpu_routed[k] - s0->cpu_routed[k];
     ep->gpu_decode_ns = s1->gpu_decode_ns - s0->gpu_decode_ns;
+    ep->cpu_shared = s1->cpu_shared - s0->cpu_shared;
+    ep->cpu_permille = s1->hybrid_cpu_permille;
     r->hybrid_permille = s1->hybrid_cpu_permille;
 }
 
