@@ -420,6 +420,24 @@ static int open_sized(const char *path, uint64_t size)
     return fd;
 }
 
+int feeder__stripes_open(const char *base, uint64_t size, uint64_t chunk, uint32_t n,
+                         feeder__shard *got)
+{
+    *got = (feeder__shard){.fd = open_sized(base, feeder__stripe_bytes(size, chunk, n, 0)),
+                           .stripes = 1};
+    for (uint32_t j = 1; got->fd >= 0 && j < n; j++, got->stripes++) {
+        char p[4400];
+        feeder__stripe_name(base, j, p, sizeof(p));
+        if ((got->stripe_fd[j - 1] = open_sized(p, feeder__stripe_bytes(size, chunk, n, j))) < 0)
+            break;
+    }
+    if (got->fd < 0 || got->stripes != n) {
+        feeder__shard_close_files(got);
+        return -1;
+    }
+    return 0;
+}
+
 int feeder__cache_open_copy(const char *data, const char *url, const feeder__remote_meta *expect,
                             int striped_ok, feeder__shard *out)
 {
@@ -431,18 +449,9 @@ int feeder__cache_open_copy(const char *data, const char *url, const feeder__rem
     if (meta_read(meta, url, &m, &n, &chunk) < 0 || !feeder__cache_meta_matches(expect, &m) ||
         (n > 1 && !striped_ok))
         return -1;
-    feeder__shard got = {.fd = open_sized(data, feeder__stripe_bytes(m.size, chunk, n, 0)),
-                         .stripes = 1};
-    for (uint32_t j = 1; got.fd >= 0 && j < n; j++, got.stripes++) {
-        char p[4300];
-        feeder__stripe_name(data, j, p, sizeof(p));
-        if ((got.stripe_fd[j - 1] = open_sized(p, feeder__stripe_bytes(m.size, chunk, n, j))) < 0)
-            break;
-    }
-    if (got.fd < 0 || got.stripes != n) {
-        feeder__shard_close_files(&got);
+    feeder__shard got;
+    if (feeder__stripes_open(data, m.size, chunk, n, &got) < 0)
         return -1;
-    }
     out->fd = got.fd;
     out->stripes = n;
     memcpy(out->stripe_fd, got.stripe_fd, sizeof(out->stripe_fd));

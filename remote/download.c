@@ -606,24 +606,10 @@ static int stream_join(const char *data, const feeder__remote_meta *expect, unsi
              !strchr(g->tmp, '/') && g->tmp[0] && memchr(g->etag, 0, sizeof(g->etag)) &&
              (!expect->etag[0] || !g->etag[0] || !strcmp(expect->etag, g->etag));
     const char *slash = strrchr(data, '/');
-    feeder__shard got = {.fd = -1, .stripes = 1};
-    if (ok) {
+    feeder__shard got;
+    if (ok)
         feeder__fmt(p, sizeof(p), "%.*s%s", slash ? (int)(slash - data + 1) : 0, data, g->tmp);
-        for (uint32_t j = 0; ok && j < g->stripes; j++) {
-            char q[4400];
-            if (j)
-                feeder__stripe_name(p, j, q, sizeof(q));
-            int sfd = open(j ? q : p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            ok = sfd >= 0 && fstat(sfd, &st) == 0 && S_ISREG(st.st_mode) &&
-                 (uint64_t)st.st_size == feeder__stripe_bytes(g->size, g->chunk, g->stripes, j);
-            if (sfd >= 0 && j)
-                got.stripe_fd[got.stripes++ - 1] = sfd;
-            else if (sfd >= 0)
-                got.fd = sfd;
-        }
-    }
-    if (!ok) {
-        feeder__shard_close_files(&got);
+    if (!ok || feeder__stripes_open(p, g->size, g->chunk, g->stripes, &got) < 0) {
         munmap(g, len);
         return -1;
     }
