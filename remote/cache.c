@@ -615,16 +615,53 @@ static int stale_tmp(const char *dir, const char *name, time_t now)
     return age > 600 || (dead && age > 60);
 }
 
-void feeder__cache_sweep_tmp(const char *dir)
+/* A landed stripe ("NAME.sJ") of no whole copy: eviction or a landing cut
+ * by a crash between its unlinks or renames leaves one, and the size limit
+ * counts only whole copies. NAME or its .meta gone marks it; then, under an
+ * exclusive lock on NAME's lock file (no download lands NAME meanwhile, no
+ * reader holds it), it is looked at again and removed. A stripe past the
+ * count of a copy that is there is left: the copy's next landing removes
+ * it. */
+static void sweep_orphan_stripe(int dfd, const char *dir, const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot[1] != 's' || dot[2] < '1' || dot[2] >= '0' + FEEDER__STRIPES_MAX || dot[3] ||
+        strstr(name, ".tmp."))
+        return;
+    char base[4400], p[4500];
+    struct stat st;
+    feeder__fmt(base, sizeof(base), "%s/%.*s", dir, (int)(dot - name), name);
+    feeder__fmt(p, sizeof(p), "%s/%s.meta", dir, name);
+    if (lstat(p, &st) == 0)
+        return; /* a cached shard whose URL's name ends so */
+    feeder__fmt(p, sizeof(p), "%s.meta", base);
+    if (lstat(base, &st) == 0 && lstat(p, &st) == 0)
+        return; /* the common case: a stripe of a whole copy, no lock taken */
+    feeder__fmt(p, sizeof(p), "%s.lock", base);
+    int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return; /* no copy of this cache's was ever there */
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        feeder__fmt(p, sizeof(p), "%s.meta", base);
+        if (lstat(base, &st) < 0 || lstat(p, &st) < 0)
+            unlinkat(dfd, name, 0);
+    }
+    close(fd); /* drops the lock; lock files stay (eviction says why) */
+}
+
+void feeder__cache_sweep(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
         return;
     time_t now = time(NULL);
     struct dirent *e;
-    while ((e = readdir(d)))
+    while ((e = readdir(d))) {
         if (stale_tmp(dir, e->d_name, now))
             unlinkat(dirfd(d), e->d_name, 0);
+        else
+            sweep_orphan_stripe(dirfd(d), dir, e->d_name);
+    }
     closedir(d);
 }
 

@@ -43,9 +43,10 @@ int feeder__cache_meta_write(const char *path, const char *url, const feeder__re
 /* Remove least recently used shards nobody holds, never `keep`, until
  * `need` more bytes fit under the limit (or nothing more can go). */
 void feeder__cache_evict(const feeder__cache *c, uint64_t need, const char *keep);
-/* Remove the temporary files of downloads that died (over a minute old,
- * their process gone) or were left (over ten minutes old). */
-void feeder__cache_sweep_tmp(const char *dir);
+/* Remove what crashes left: the temporary files of downloads that died
+ * (over a minute old, their process gone) or were left (over ten minutes
+ * old), and landed stripes of no whole copy. */
+void feeder__cache_sweep(const char *dir);
 /* The retry budget (cache.c): nonzero, with `err` set, when `url`'s
  * download failed since the dataset was opened; record a failure. */
 int feeder__cache_failed_before(const feeder__cache *c, const char *url, const char *data,

@@ -531,7 +531,7 @@ static int fetch_locked(feeder__cache *c, const feeder__target *t, const char *d
     int striped_ok = (flags & FEEDER__GET_STRIPED) != 0, stream = flags & FEEDER__GET_STREAM;
     if (feeder__cache_open_copy(data, t->url, expect, striped_ok, out) == 0)
         return 0;
-    feeder__cache_sweep_tmp(c->dir);
+    feeder__cache_sweep(c->dir);
     feeder__cache_evict(c, expect ? expect->size : 0, data);
     int rc = feeder__cache_failed_before(c, t->url, data, err, errlen); /* while this one waited */
     if (rc)

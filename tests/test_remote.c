@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -1687,6 +1688,35 @@ START_TEST(test_stream_stripes)
     ck_assert_uint_eq(shards_crc(url, &nr), cl);
     unsetenv("FEEDER_REMOTE_OFFLINE");
 
+    /* Landed stripes of no whole copy (a crash cut an eviction or a
+     * landing) are swept under their copy's lock; those of a whole copy
+     * stay, and so do one whose copy someone holds and one that no copy of
+     * the cache's ever had (no lock file). */
+    char cut[700], cut_s1[800], cut_lock[800], held_s1[800], held_lock[800], stray[800];
+    snprintf(cut, sizeof(cut), "%s/00000000000000aa-cut.pack", cachedir);
+    snprintf(cut_s1, sizeof(cut_s1), "%s.s1", cut);
+    snprintf(cut_lock, sizeof(cut_lock), "%s.lock", cut);
+    snprintf(held_s1, sizeof(held_s1), "%s/00000000000000bb-held.pack.s3", cachedir);
+    snprintf(held_lock, sizeof(held_lock), "%s/00000000000000bb-held.pack.lock", cachedir);
+    snprintf(stray, sizeof(stray), "%s/00000000000000cc-stray.pack.s2", cachedir);
+    const char *made[] = {cut, cut_s1, cut_lock, held_s1, held_lock, stray};
+    for (size_t k = 0; k < sizeof(made) / sizeof(made[0]); k++)
+        ck_assert_int_eq(bu_write_file(made[k], "x", 1), 0);
+    int hold = open(held_lock, O_RDWR);
+    ck_assert_int_eq(flock(hold, LOCK_SH), 0);
+    feeder__cache_sweep(cachedir);
+    ck_assert_int_eq(access(cut_s1, F_OK), -1);
+    ck_assert_int_eq(access(cut, F_OK), 0); /* a data file without its .meta: refetched over */
+    ck_assert_int_eq(access(held_s1, F_OK), 0);
+    ck_assert_int_eq(access(stray, F_OK), 0);
+    ck_assert_int_eq(access(s2, F_OK), 0);
+    ck_assert_int_eq(feeder__cache_lookup(&c, url, FEEDER__GET_STRIPED, &m), 0);
+    close(hold);
+    feeder__cache_sweep(cachedir);
+    ck_assert_int_eq(access(held_s1, F_OK), -1); /* no longer held */
+    for (size_t k = 0; k < sizeof(made) / sizeof(made[0]); k++)
+        unlink(made[k]);
+
     /* A dead download's partial stripes are swept; eviction takes every
      * stripe of a copy. */
     char dead[800];
@@ -1694,7 +1724,7 @@ START_TEST(test_stream_stripes)
     ck_assert_int_eq(bu_write_file(dead, "x", 1), 0);
     struct timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
     ck_assert_int_eq(utimensat(AT_FDCWD, dead, old, 0), 0);
-    feeder__cache_sweep_tmp(cachedir);
+    feeder__cache_sweep(cachedir);
     ck_assert_int_eq(cache_files(".tmp."), 0);
     c.max_bytes = 1;
     feeder__cache_evict(&c, 0, "");
