@@ -22,4 +22,8 @@ paths=("$src/python/tests")
 for a in "$@"; do
   [[ $a == -* ]] || paths=()
 done
-FEEDER_BUILD_DIR=$build PYTHONPATH=$out PYTHONDONTWRITEBYTECODE=1 exec "$py" -m pytest -p no:cacheprovider -q "${paths[@]}" "$@"
+# A test still running after 240 s has every thread's stack dumped (pytest's
+# faulthandler), and the output is unbuffered: a hang that ctest's timeout
+# ends still says where it was.
+FEEDER_BUILD_DIR=$build PYTHONPATH=$out PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+  exec "$py" -m pytest -p no:cacheprovider -o faulthandler_timeout=240 -q "${paths[@]}" "$@"

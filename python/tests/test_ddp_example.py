@@ -33,7 +33,14 @@ def run_ranks(folder, tmp_path, *extra, script=EXAMPLE):
                "--size", "32", "--epochs", "2", "--json", str(tmp_path / "out.json"), *extra]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
-    outs = [p.communicate(timeout=400)[0] for p in procs]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=400)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:  # a rank left waiting for the other is killed, not waited for
+                q.kill()
+            pytest.fail("a rank ran past 400 s: " + " | ".join(q.communicate()[0] for q in procs))
     return [p.returncode for p in procs], outs
 
 

@@ -1,6 +1,7 @@
 """Ctrl-C during iteration: KeyboardInterrupt at once, no worker left."""
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -34,6 +35,21 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def read_line(p, timeout):
+    """The child's first line, or a failure naming what it said: a child stuck
+    before it prints is killed, not waited for."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ)
+    ready = sel.select(timeout)
+    sel.close()
+    if not ready:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        pytest.fail(f"the child printed nothing in {timeout} s: {out} {err}")
+    return p.stdout.readline()
+
+
 def alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -48,7 +64,8 @@ def test_sigint_mid_iteration(tmp_path, folder, mode):
     p = subprocess.Popen([sys.executable, "-c", CHILD, folder, mode],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          start_new_session=True)
-    pids = json.loads(p.stdout.readline())["pids"]
+    line = read_line(p, 60)
+    pids = json.loads(line)["pids"]
     assert len(pids) == 3 and all(alive(q) for q in pids)
     time.sleep(0.3)
     t = time.monotonic()
