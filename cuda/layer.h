@@ -203,6 +203,10 @@ struct feeder__gpu {
      * thread, waiting for one, serves the host loader until it is readable
      * (ring.c, wait_decoded); -1 without lanes (or without an eventfd). */
     int wake_fd;
+    /* A failure of that serving while a status was already queued (paused):
+     * it becomes the next status once that one is taken (prefetch). */
+    int serve_rc;
+    char serve_msg[512];
 
     /* RAW packed files: records copied from the file's registered mapping */
     const struct feeder__pack *pack;

@@ -331,6 +331,11 @@ static int start_batch(feeder__gpu *gpu, ring_entry *entry, feeder_batch *host)
 static int prefetch(feeder__gpu *gpu, int wait)
 {
     while (!gpu->paused) {
+        if (gpu->serve_rc) { /* the host loader failed while the last status waited */
+            push_status(gpu, gpu->serve_rc, gpu->serve_msg);
+            gpu->serve_rc = 0;
+            return 0;
+        }
         ring_entry *entry = free_entry(gpu);
         if (!entry)
             return 0;
@@ -430,7 +435,8 @@ static int decoder_wedged(feeder__gpu *gpu, int k)
  * workers ran out of parts, and a host batch finished meanwhile waited with
  * a lane idle (docs/ARCHITECTURE.md, decode threads). 1 to go on serving;
  * 0 when there is nothing to serve or it failed (the failure is queued as
- * the FIFO's next status, or breaks the layer, as prefetch's). */
+ * the FIFO's next status, right after one already queued once that is
+ * taken, or breaks the layer, as prefetch's). */
 static int serve_host(feeder__gpu *gpu)
 {
     uint64_t slice_ms = (gpu->stuck_ns / 4 < 100000000u ? gpu->stuck_ns / 4 : 100000000u) / 1000000u;
@@ -440,8 +446,13 @@ static int serve_host(feeder__gpu *gpu)
     if (rc == FEEDER__AGAIN)
         return 0;
     if (rc) {
-        if (!gpu->paused)
-            push_status(gpu, rc, gpu->cfg.host.errmsg(gpu->cfg.host.ctx));
+        const char *msg = gpu->cfg.host.errmsg(gpu->cfg.host.ctx);
+        if (!gpu->paused) {
+            push_status(gpu, rc, msg);
+        } else if (!gpu->serve_rc) { /* after the status queued (a run-ahead's death) */
+            gpu->serve_rc = rc;
+            feeder__fmt(gpu->serve_msg, sizeof(gpu->serve_msg), "%s", msg);
+        }
         return 0;
     }
     if (!gpu->fatal && (rc = prefetch(gpu, 0)) != 0) {
