@@ -138,13 +138,14 @@ static int read_cached(const struct feeder__shards *sh, uint32_t s, uint64_t off
                        size_t len, char *err, size_t errlen)
 {
     const feeder__cache *c = sh->cache;
-    char path[4200];
-    feeder__cache_name(c->dir, sh->names[s], FEEDER__GET_STRIPED, path, sizeof(path));
     long got = feeder__cache_peek(c, sh->names[s], FEEDER__GET_STRIPED, off, dst, len);
     int e = got < 0 ? (int)-got : (size_t)got < len ? EIO : 0; /* EIO: shorter than recorded */
-    if (e)
+    if (e) {
+        char path[4200];
+        feeder__cache_name(c->dir, sh->names[s], FEEDER__GET_STRIPED, path, sizeof(path));
         feeder__fmt(err, errlen, "%s: FEEDER_REMOTE_OFFLINE=1 and its cached copy %s cannot be "
                     "read: %s", sh->names[s], path, strerror(e));
+    }
     return -e;
 }
 

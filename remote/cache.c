@@ -407,7 +407,6 @@ int feeder__cache_meta_matches(const feeder__remote_meta *expect, const feeder__
     return !expect->etag[0] || !m->etag[0] || !strcmp(expect->etag, m->etag);
 }
 
-/* The cached copy, when it is whole and what `expect` asks for: opened. */
 /* A regular file of `size` bytes, opened read-only, or -1. */
 static int open_sized(const char *path, uint64_t size)
 {
@@ -421,18 +420,19 @@ static int open_sized(const char *path, uint64_t size)
 }
 
 int feeder__stripes_open(const char *base, uint64_t size, uint64_t chunk, uint32_t n,
-                         feeder__shard *got)
+                         feeder__shard *s)
 {
-    *got = (feeder__shard){.fd = open_sized(base, feeder__stripe_bytes(size, chunk, n, 0)),
-                           .stripes = 1};
-    for (uint32_t j = 1; got->fd >= 0 && j < n; j++, got->stripes++) {
+    s->fd = open_sized(base, feeder__stripe_bytes(size, chunk, n, 0));
+    s->stripes = 1;
+    s->stripe_chunk = chunk;
+    for (uint32_t j = 1; s->fd >= 0 && j < n; j++, s->stripes++) {
         char p[4400];
         feeder__stripe_name(base, j, p, sizeof(p));
-        if ((got->stripe_fd[j - 1] = open_sized(p, feeder__stripe_bytes(size, chunk, n, j))) < 0)
+        if ((s->stripe_fd[j - 1] = open_sized(p, feeder__stripe_bytes(size, chunk, n, j))) < 0)
             break;
     }
-    if (got->fd < 0 || got->stripes != n) {
-        feeder__shard_close_files(got);
+    if (s->fd < 0 || s->stripes != n) {
+        feeder__shard_close_files(s);
         return -1;
     }
     return 0;
@@ -449,24 +449,28 @@ int feeder__cache_open_copy(const char *data, const char *url, const feeder__rem
     if (meta_read(meta, url, &m, &n, &chunk) < 0 || !feeder__cache_meta_matches(expect, &m) ||
         (n > 1 && !striped_ok))
         return -1;
-    feeder__shard got;
-    if (feeder__stripes_open(data, m.size, chunk, n, &got) < 0)
+    if (feeder__stripes_open(data, m.size, chunk, n, out) < 0)
         return -1;
-    out->fd = got.fd;
-    out->stripes = n;
-    memcpy(out->stripe_fd, got.stripe_fd, sizeof(out->stripe_fd));
-    out->stripe_chunk = chunk;
     out->size = m.size;
     out->meta = m;
     return 0;
 }
 
+/* The whole copy of `url` of the kind `flags` names, opened with no lock
+ * and no server: 0, or -ENOENT. */
+static int open_whole(const feeder__cache *c, const char *url, unsigned flags, feeder__shard *s)
+{
+    *s = (feeder__shard){.fd = -1, .lock_fd = -1};
+    feeder__cache_name(c->dir, url, flags, s->path, sizeof(s->path));
+    return feeder__cache_open_copy(s->path, url, NULL, (flags & FEEDER__GET_STRIPED) != 0, s) < 0
+               ? -ENOENT : 0;
+}
+
 int feeder__cache_lookup(const feeder__cache *c, const char *url, unsigned flags,
                          feeder__remote_meta *out)
 {
-    feeder__shard s = {.fd = -1, .lock_fd = -1};
-    feeder__cache_name(c->dir, url, flags, s.path, sizeof(s.path));
-    if (feeder__cache_open_copy(s.path, url, NULL, (flags & FEEDER__GET_STRIPED) != 0, &s) < 0)
+    feeder__shard s;
+    if (open_whole(c, url, flags, &s) < 0)
         return -ENOENT;
     *out = s.meta;
     feeder__shard_close_files(&s);
@@ -476,9 +480,8 @@ int feeder__cache_lookup(const feeder__cache *c, const char *url, unsigned flags
 long feeder__cache_peek(const feeder__cache *c, const char *url, unsigned flags, uint64_t off,
                         void *dst, size_t len)
 {
-    feeder__shard s = {.fd = -1, .lock_fd = -1};
-    feeder__cache_name(c->dir, url, flags, s.path, sizeof(s.path));
-    if (feeder__cache_open_copy(s.path, url, NULL, (flags & FEEDER__GET_STRIPED) != 0, &s) < 0)
+    feeder__shard s;
+    if (open_whole(c, url, flags, &s) < 0)
         return -ENOENT;
     long got = feeder__shard_pread(&s, off, dst, len);
     feeder__shard_close_files(&s);
@@ -628,24 +631,21 @@ static void sweep_orphan_stripe(int dfd, const char *dir, const char *name)
     if (!dot || dot[1] != 's' || dot[2] < '1' || dot[2] >= '0' + FEEDER__STRIPES_MAX || dot[3] ||
         strstr(name, ".tmp."))
         return;
-    char base[4400], p[4500];
+    char base[4400], meta[4500], p[4500];
     struct stat st;
-    feeder__fmt(base, sizeof(base), "%s/%.*s", dir, (int)(dot - name), name);
     feeder__fmt(p, sizeof(p), "%s/%s.meta", dir, name);
     if (lstat(p, &st) == 0)
         return; /* a cached shard whose URL's name ends so */
-    feeder__fmt(p, sizeof(p), "%s.meta", base);
-    if (lstat(base, &st) == 0 && lstat(p, &st) == 0)
+    feeder__fmt(base, sizeof(base), "%s/%.*s", dir, (int)(dot - name), name);
+    feeder__fmt(meta, sizeof(meta), "%s.meta", base);
+    if (lstat(base, &st) == 0 && lstat(meta, &st) == 0)
         return; /* the common case: a stripe of a whole copy, no lock taken */
     feeder__fmt(p, sizeof(p), "%s.lock", base);
     int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return; /* no copy of this cache's was ever there */
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-        feeder__fmt(p, sizeof(p), "%s.meta", base);
-        if (lstat(base, &st) < 0 || lstat(p, &st) < 0)
-            unlinkat(dfd, name, 0);
-    }
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && (lstat(base, &st) < 0 || lstat(meta, &st) < 0))
+        unlinkat(dfd, name, 0); /* still so under the lock */
     close(fd); /* drops the lock; lock files stay (eviction says why) */
 }
 

@@ -23,10 +23,11 @@ int feeder__cache_open_copy(const char *data, const char *url, const feeder__rem
 void feeder__stripe_name(const char *base, uint32_t j, char *out, size_t len);
 /* Open `base` and its stripes 1 .. n-1, each a regular file of its
  * stripe's bytes (feeder__stripe_bytes of size and chunk), read-only into
- * got's fd, stripe_fd and stripes: 0; else -1 with none left open. The
- * whole copy's and the partial copy's readers both open them so. */
+ * s's fd, stripe_fd, stripes and stripe_chunk (its other fields as they
+ * were): 0; else -1 with none left open (fd -1). The whole copy's and the
+ * partial copy's readers both open them so. */
 int feeder__stripes_open(const char *base, uint64_t size, uint64_t chunk, uint32_t n,
-                         feeder__shard *got);
+                         feeder__shard *s);
 /* Remove stripes `from` (at least 1) and up of `base`, those that are
  * there. */
 void feeder__cache_unlink_stripes(const char *base, uint32_t from);

@@ -606,20 +606,15 @@ static int stream_join(const char *data, const feeder__remote_meta *expect, unsi
              !strchr(g->tmp, '/') && g->tmp[0] && memchr(g->etag, 0, sizeof(g->etag)) &&
              (!expect->etag[0] || !g->etag[0] || !strcmp(expect->etag, g->etag));
     const char *slash = strrchr(data, '/');
-    feeder__shard got;
     if (ok)
         feeder__fmt(p, sizeof(p), "%.*s%s", slash ? (int)(slash - data + 1) : 0, data, g->tmp);
-    if (!ok || feeder__stripes_open(p, g->size, g->chunk, g->stripes, &got) < 0) {
+    if (!ok || feeder__stripes_open(p, g->size, g->chunk, g->stripes, out) < 0) {
         munmap(g, len);
         return -1;
     }
     if (out->lock_fd >= 0)
         close(out->lock_fd); /* a reader of a partial copy holds no lock (shard_wait) */
     out->lock_fd = -1;
-    out->fd = got.fd;
-    out->stripes = got.stripes;
-    memcpy(out->stripe_fd, got.stripe_fd, sizeof(out->stripe_fd));
-    out->stripe_chunk = g->chunk;
     out->size = g->size;
     out->meta = *expect;
     out->prog = g;
