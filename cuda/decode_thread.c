@@ -330,10 +330,14 @@ int feeder__cuda_stuck_lane(const feeder__gpu *gpu, uint64_t now, uint64_t limit
     return -1;
 }
 
+uint64_t feeder__cuda_slice_ns(const feeder__gpu *gpu)
+{
+    return gpu->stuck_ns / 4 < 100000000u ? gpu->stuck_ns / 4 : 100000000u;
+}
+
 void feeder__cuda_wait_done_slice(feeder__gpu *gpu)
 {
-    /* stuck_ns is at least 1 ms (start.c), so the slice at least 250 us */
-    uint64_t slice = gpu->stuck_ns / 4 < 100000000u ? gpu->stuck_ns / 4 : 100000000u;
+    uint64_t slice = feeder__cuda_slice_ns(gpu);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* cv_done's clock */
     uint64_t ns = (uint64_t)ts.tv_nsec + slice;

@@ -285,6 +285,9 @@ void *feeder__cuda_decode_thread(void *arg);
 /* The first decode lane whose nvJPEG call has lasted over `limit_ns` at
  * `now`, or -1. Any thread. */
 int feeder__cuda_stuck_lane(const feeder__gpu *gpu, uint64_t now, uint64_t limit_ns);
+/* A slice of the watchdog's period: a quarter of stuck_ns, at most 100 ms
+ * (stuck_ns is at least 1 ms, start.c, so at least 250 us). */
+uint64_t feeder__cuda_slice_ns(const feeder__gpu *gpu);
 /* Wait on cv_done (gpu->lock held) for a slice of the watchdog's period. */
 void feeder__cuda_wait_done_slice(feeder__gpu *gpu);
 /* Destroy: stop the decode lanes and join them; a lane still in an nvJPEG

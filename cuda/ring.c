@@ -439,7 +439,7 @@ static int decoder_wedged(feeder__gpu *gpu, int k)
  * taken, or breaks the layer, as prefetch's). */
 static int serve_host(feeder__gpu *gpu)
 {
-    uint64_t slice_ms = (gpu->stuck_ns / 4 < 100000000u ? gpu->stuck_ns / 4 : 100000000u) / 1000000u;
+    uint64_t slice_ms = feeder__cuda_slice_ns(gpu) / 1000000u;
     int rc = gpu->cfg.host.serve(gpu->cfg.host.ctx, gpu->wake_fd, slice_ms ? (int)slice_ms : 1);
     uint64_t v;
     (void)!read(gpu->wake_fd, &v, sizeof(v)); /* non-blocking; the entries say what is done */
