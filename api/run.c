@@ -36,6 +36,11 @@ static void host_set_cpu_share(void *ctx, uint32_t permille)
     feeder__loader_set_cpu_share(ctx, permille);
 }
 
+static uint64_t host_work_ns(void *ctx, uint32_t *workers)
+{
+    return feeder__loader_work_ns(ctx, workers);
+}
+
 static int host_serve(void *ctx, int wake_fd, int ms)
 {
     return feeder__host_serve(ctx, wake_fd, ms);
@@ -97,7 +102,7 @@ static void gpu_config(feeder_loader *ld, feeder__gpu_config *c)
     c->decode_threads = d->decode_threads;
     c->host = (feeder__host_ops){ld,           host_next,       host_release,      host_errmsg,
                                  host_status_batch, host_epoch, host_set_cpu_share,
-                                 host_serve,        host_decode_cpu};
+                                 host_work_ns,      host_serve,        host_decode_cpu};
     c->layout = feeder__loader_layout(ld);
     c->slot_mem = feeder__loader_mem(ld, &c->slot_mem_bytes);
     c->nslots = feeder__loader_nslots(ld);

@@ -135,32 +135,47 @@ void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d)
  * neither side waits for the other. A host batch that was already finished
  * when a free entry asked for it means the workers are ahead; none finished
  * (or one waited for) means they are behind: give them less. Ahead, they get
- * more only while the GPU side is near its limit (each decode thread busy
- * FEEDER__HYBRID_BUSY_PM of the time in nvJPEG's calls): with the engines
- * idle part of the time, images the workers take from them cost CPU that
- * reads and routes the rest, and on the web mix at 15 workers the pull
- * alone settled at 154 permille with the engines 64 % busy, 10 % under
- * NVJPEG alone (docs/ARCHITECTURE.md, the GPU decoders).
+ * more only while
+ * - the GPU side is near its limit (each decode thread busy
+ *   FEEDER__HYBRID_BUSY_PM of the time in nvJPEG's calls): with the engines
+ *   idle part of the time, images the workers take from them cost CPU that
+ *   reads and routes the rest, and on the web mix at 15 workers the pull
+ *   alone settled at 154 permille with the engines 64 % busy, 10 % under
+ *   NVJPEG alone;
+ * - and the workers have time to spare (under FEEDER__HYBRID_WORK_PM of it
+ *   in reading, decoding and transforming): "ahead" only says a batch was
+ *   ready, and four workers 56-85 % busy under NVJPEG alone were ahead often
+ *   enough to take 50-200 permille, which ran HYBRID 2-9 % under NVJPEG.
+ * (docs/ARCHITECTURE.md, the GPU decoders, has both measurements.)
  * The split follows what the pipeline does rather than a cost model, whose
  * per-image decode times leave out reading, scheduling and the cores the
- * loader's thread and the driver take (docs/ARCHITECTURE.md). A step shows only in batches
+ * loader's thread and the driver take. A step shows only in batches
  * dispatched after it, which arrive behind every slot already in flight, so
  * the step is small against that lag: all the slots together move the share
- * by at most 6%, and it does not swing from one side to the other. */
+ * by at most 6%, and it does not swing from one side to the other. The
+ * workers' time arrives with each finished part, so its share is smoothed
+ * over about eight batches. */
 static void rebalance(feeder__gpu *gpu)
 {
     uint64_t now = feeder__now_ns(), busy = atomic_load(&gpu->dec_busy_ns);
     uint64_t live = (uint64_t)atomic_load(&gpu->lanes_live);
+    uint32_t nw = 0;
+    uint64_t work = gpu->cfg.host.work_ns(gpu->cfg.host.ctx, &nw);
     if (gpu->bal_ns && now > gpu->bal_ns) {
         uint64_t pm_now = (busy - gpu->bal_busy_ns) * 1000 / ((now - gpu->bal_ns) * (live ? live : 1));
         pm_now = pm_now > 1000 ? 1000 : pm_now;
         gpu->bal_busy_pm = (uint32_t)((3 * (uint64_t)gpu->bal_busy_pm + pm_now) / 4);
+        uint64_t w_now = (work - gpu->bal_work_ns) * 1000 / ((now - gpu->bal_ns) * (nw ? nw : 1));
+        w_now = w_now > 1000 ? 1000 : w_now;
+        gpu->bal_work_pm = (uint32_t)((7 * (uint64_t)gpu->bal_work_pm + w_now) / 8);
     }
     gpu->bal_ns = now;
     gpu->bal_busy_ns = busy;
+    gpu->bal_work_ns = work;
     uint32_t step = 60 / gpu->cfg.nslots ? 60 / gpu->cfg.nslots : 1;
     uint32_t pm = gpu->cpu_share;
-    int more = !gpu->starved && gpu->bal_busy_pm >= FEEDER__HYBRID_BUSY_PM;
+    int more = !gpu->starved && gpu->bal_busy_pm >= FEEDER__HYBRID_BUSY_PM &&
+               gpu->bal_work_pm < FEEDER__HYBRID_WORK_PM;
     /* Down to none: where the workers are the bound, any share they keep
      * is their time taken from the images only they can decode. */
     pm = more ? (pm + step < 980 ? pm + step : 980) : (pm > step ? pm - step : 0);

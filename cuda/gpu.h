@@ -61,6 +61,9 @@ typedef struct feeder__host_ops {
     /* HYBRID: the share of each batch (1/1000) the workers decode, from the
      * next dispatched batch on. */
     void (*set_cpu_share)(void *ctx, uint32_t permille);
+    /* The workers' time in reading, decoding and transforming so far (ns,
+     * summed over them, counted as each part ends), and how many run. */
+    uint64_t (*work_ns)(void *ctx, uint32_t *workers);
     /* While the layer waits for its decode threads: hand the workers their
      * next parts and take in their results, for up to ms or until wake_fd is
      * readable. 0; FEEDER__AGAIN when there is nothing to serve; or an error

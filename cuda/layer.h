@@ -32,6 +32,10 @@
 /* HYBRID gives the workers more only while the decode threads are this busy
  * (1/1000 of each one's time, in nvJPEG's calls): the GPU side is the bound. */
 #define FEEDER__HYBRID_BUSY_PM 950u
+/* ... and while the workers spend less than this share of their time
+ * (1/1000 each, smoothed) reading, decoding and transforming: with more,
+ * what they take from the engines delays the images only they decode. */
+#define FEEDER__HYBRID_WORK_PM 750u
 /* FEEDER_OPT_GPU_DECODE_THREADS: the most, and what 0 (automatic) gives. */
 #define FEEDER__DEC_LANES_MAX FEEDER__GPU_DECODE_THREADS_MAX
 #define FEEDER__DEC_LANES_AUTO 2
@@ -198,6 +202,10 @@ struct feeder__gpu {
     atomic_uint_fast64_t dec_busy_ns;
     uint64_t bal_busy_ns, bal_ns;
     uint32_t bal_busy_pm;
+    /* Its third: the workers' time (host op work_ns) at the last step, and
+     * their busy share per worker (1/1000, smoothed). */
+    uint64_t bal_work_ns;
+    uint32_t bal_work_pm;
     int decode_thread;    /* the GPU decoders' batches go through the decode threads (lanes) */
     /* An eventfd the lanes write when they hand an entry back: the loader's
      * thread, waiting for one, serves the host loader until it is readable

@@ -42,6 +42,15 @@ void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille)
     pthread_mutex_unlock(&ld->stats_lock);
 }
 
+uint64_t feeder__loader_work_ns(feeder_loader *ld, uint32_t *workers)
+{
+    *workers = ld->pool.running ? (uint32_t)ld->pool.nworkers : 0;
+    pthread_mutex_lock(&ld->stats_lock);
+    uint64_t ns = ld->stats.read_ns + ld->stats.decode_ns + ld->stats.transform_ns;
+    pthread_mutex_unlock(&ld->stats_lock);
+    return ns;
+}
+
 feeder__loader_gpu *feeder__loader_gpu_part(feeder_loader *ld) { return &ld->gpu.layer; }
 
 const feeder__loader_gpu *feeder__loader_gpu_view(const feeder_loader *ld) { return &ld->gpu.layer; }

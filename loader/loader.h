@@ -211,6 +211,9 @@ struct feeder__trace *feeder__loader_trace(const feeder_loader *ld);
 /* HYBRID: the share of each batch (1/1000) the workers decode from the next
  * dispatched batch on. */
 void feeder__loader_set_cpu_share(feeder_loader *ld, uint32_t permille);
+/* The workers' read + decode + transform time so far (ns, summed over the
+ * parts they finished) and, in *workers, how many run (0 before start). */
+uint64_t feeder__loader_work_ns(feeder_loader *ld, uint32_t *workers);
 /* CPU fallback decoders the GPU layer may use at once (its decode threads,
  * FEEDER_OPT_GPU_DECODE_THREADS at most 4; api/run.c checks the two agree). */
 #define FEEDER__FALLBACK_DECODERS 4

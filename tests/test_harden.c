@@ -1297,7 +1297,12 @@ START_TEST(test_host_serve)
     ck_assert_uint_eq(r.n, 12);
     feeder_loader *ld = make_loader(ds, &c);
     ck_assert_int_eq(feeder__host_serve(ld, -1, 10), FEEDER__HOST_AGAIN); /* not started */
+    uint32_t nw = 9;
+    ck_assert_uint_eq(feeder__loader_work_ns(ld, &nw), 0);
+    ck_assert_uint_eq(nw, 0);
     ck_assert_int_eq(feeder_loader_start(ld), 0);
+    feeder__loader_work_ns(ld, &nw);
+    ck_assert_uint_eq(nw, 2);
 
     feeder_batch *b0, *b;
     ck_assert_int_eq(feeder_next(ld, &b0), 0);
@@ -1339,6 +1344,13 @@ START_TEST(test_host_serve)
     }
     ck_assert_msg(rc == FEEDER_DONE, "%s", feeder_loader_errmsg(ld));
     ck_assert_uint_eq(k, 12);
+    /* HYBRID's third signal (host op work_ns): the workers' time, here their
+     * 48 calls of the dataset's 30 ms get (how many run: 2 above). */
+    feeder_stats st;
+    ck_assert_int_eq(feeder_loader_stats(ld, &st), 0);
+    uint64_t work = feeder__loader_work_ns(ld, &nw);
+    ck_assert_uint_ge(work, st.read_ns + st.decode_ns + st.transform_ns);
+    ck_assert_uint_ge(work, 48ull * 30 * 1000000);
 
     /* Epoch 1: a worker killed with no restarts left is serve's error. */
     ck_assert_int_eq(feeder_next(ld, &b0), 0);
