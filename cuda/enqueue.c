@@ -145,7 +145,7 @@ void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d)
  * - and the workers have time to spare (under FEEDER__HYBRID_WORK_PM of it
  *   in reading, decoding and transforming): "ahead" only says a batch was
  *   ready, and four workers 56-85 % busy under NVJPEG alone were ahead often
- *   enough to take 50-200 permille, which ran HYBRID 2-9 % under NVJPEG.
+ *   enough to take up to 210 permille, which ran HYBRID 2-9 % under NVJPEG.
  * (docs/ARCHITECTURE.md, the GPU decoders, has both measurements.)
  * The split follows what the pipeline does rather than a cost model, whose
  * per-image decode times leave out reading, scheduling and the cores the
