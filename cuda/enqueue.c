@@ -165,9 +165,13 @@ static void rebalance(feeder__gpu *gpu)
         uint64_t pm_now = (busy - gpu->bal_busy_ns) * 1000 / ((now - gpu->bal_ns) * (live ? live : 1));
         pm_now = pm_now > 1000 ? 1000 : pm_now;
         gpu->bal_busy_pm = (uint32_t)((3 * (uint64_t)gpu->bal_busy_pm + pm_now) / 4);
-        uint64_t w_now = (work - gpu->bal_work_ns) * 1000 / ((now - gpu->bal_ns) * (nw ? nw : 1));
-        w_now = w_now > 1000 ? 1000 : w_now;
-        gpu->bal_work_pm = (uint32_t)((7 * (uint64_t)gpu->bal_work_pm + w_now) / 8);
+        /* Between two epochs of workers that do not persist none run,
+         * while their last parts' time still arrives: no reading then. */
+        if (nw) {
+            uint64_t w_now = (work - gpu->bal_work_ns) * 1000 / ((now - gpu->bal_ns) * nw);
+            w_now = w_now > 1000 ? 1000 : w_now;
+            gpu->bal_work_pm = (uint32_t)((7 * (uint64_t)gpu->bal_work_pm + w_now) / 8);
+        }
     }
     gpu->bal_ns = now;
     gpu->bal_busy_ns = busy;
