@@ -12,6 +12,7 @@ import array
 import itertools
 import math
 import multiprocessing
+import multiprocessing.util
 import random
 import warnings
 
@@ -66,6 +67,20 @@ def _stack_in_slot(batch, *, collate_fn_map=None):
     return _tcollate.collate_tensor_fn(batch, collate_fn_map=collate_fn_map)
 
 
+def _as_multiprocessing_child():
+    """What multiprocessing does first in a child it forks (torch's workers
+    are such children), done in feeder's workers, which the C loader forks:
+    the parent's multiprocessing objects are made new for this process (a
+    Queue forgets the parent's feeder thread and locks, which would leave
+    what the dataset puts to it unsent), and the parent's finalisers are
+    forgotten."""
+    util = multiprocessing.util
+    registry, run = getattr(util, "_finalizer_registry", None), getattr(util, "_run_after_forkers", None)
+    if registry is not None and run is not None:  # private: skipped where Python has changed them
+        registry.clear()
+        run()
+
+
 _SLOT_COLLATE_MAP = dict(_tcollate.default_collate_fn_map)
 _SLOT_COLLATE_MAP[torch.Tensor] = _stack_in_slot
 
@@ -97,11 +112,13 @@ class _WorkerSide:
         self.ended = False
 
     def init(self, worker_id):
-        """In the worker, right after the fork: torch's seeding rule, the
-        worker info, then the user's worker_init_fn."""
+        """In the worker, right after the fork: what multiprocessing's own
+        start of a child does, torch's seeding rule, the worker info, then
+        the user's worker_init_fn."""
         global _worker_info
         self.worker_id = worker_id
         try:
+            _as_multiprocessing_child()
             torch.set_num_threads(1)
             seed = self.base_seed + worker_id
             random.seed(seed)

@@ -43,6 +43,7 @@ typedef struct {
     feeder_batch **pending;
     Py_ssize_t npending, cappending;
     PyGILState_STATE fork_gil;
+    int fork_froze; /* hook_prepare froze the collector's objects (gc.freeze) */
 } BatchLoaderObject;
 
 /* A lent batch's bytes: the slot's room (loader and b set: it gives the
@@ -141,12 +142,42 @@ static int bl_init(void *user, int worker_id)
 
 /* The fork: the forking thread holds the GIL across it, and CPython's own
  * before/after handlers run (os.register_at_fork's, the import lock, the
- * threads' state in the child). In the child the GIL stays with its one
- * thread. */
+ * threads' state in the child). The child then gives the GIL back as the
+ * parent does: its callbacks take it, and between them (the worker waiting
+ * for its next part) threads the dataset started in the worker run, as they
+ * do in a torch worker, which waits on its index queue without the GIL (a
+ * multiprocessing Queue's feeder thread, say: without the GIL it never sent
+ * what the dataset put).
+ *
+ * The collector's objects are frozen across it (gc.freeze, as Python's
+ * documentation advises before a fork): garbage the parent has not collected
+ * yet is then never collected in a worker, so no finaliser of the parent's
+ * objects runs there. One that did could hang the worker: an abandoned
+ * torch DataLoader iterator's __del__ puts to its index queues, whose lock
+ * the fork may have copied held by the parent's queue thread, a thread the
+ * child does not have (the dataloader suite caught it about once in 80
+ * loaders, on two busy cores). The parent unfreezes at once; where the user
+ * froze objects already (gc.get_freeze_count() > 0) nothing is frozen, since
+ * unfreezing would take their freeze too. */
+static int gc_call(const char *name, long *out)
+{
+    PyObject *gc = PyImport_ImportModule("gc");
+    PyObject *r = gc ? PyObject_CallMethod(gc, name, NULL) : NULL;
+    if (r && out)
+        *out = PyLong_AsLong(r);
+    int ok = r && !PyErr_Occurred();
+    Py_XDECREF(r);
+    Py_XDECREF(gc);
+    PyErr_Clear();
+    return ok;
+}
+
 static void hook_prepare(void *user)
 {
     BatchLoaderObject *self = user;
     self->fork_gil = PyGILState_Ensure();
+    long frozen = -1;
+    self->fork_froze = gc_call("get_freeze_count", &frozen) && frozen == 0 && gc_call("freeze", NULL);
     PyOS_BeforeFork();
 }
 
@@ -154,13 +185,17 @@ static void hook_parent(void *user)
 {
     BatchLoaderObject *self = user;
     PyOS_AfterFork_Parent();
+    if (self->fork_froze)
+        gc_call("unfreeze", NULL);
+    self->fork_froze = 0;
     PyGILState_Release(self->fork_gil);
 }
 
 static void hook_child(void *user)
 {
-    (void)user;
-    PyOS_AfterFork_Child();
+    BatchLoaderObject *self = user;
+    PyOS_AfterFork_Child(); /* the parent's objects stay frozen here */
+    PyGILState_Release(self->fork_gil);
 }
 
 /* ---- the batch sampler: the epoch Python pushed ---- */

@@ -11,6 +11,7 @@ import gc
 import inspect
 import itertools
 import math
+import multiprocessing
 import os
 import random
 import signal
@@ -326,6 +327,74 @@ def test_exception_types_as_torch():
         for loader_cls in (TorchLoader, DataLoader):
             with pytest.raises(cls):
                 list(loader_cls(Fails(2, exc), batch_size=4, num_workers=2))
+
+
+class _Finalised:
+    """A reference cycle whose finaliser writes the pid it ran in."""
+
+    def __init__(self, path):
+        self.path, self.me = path, self
+
+    def __del__(self):
+        try:
+            with open(self.path, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        except OSError:  # run late, after the test's folder went
+            pass
+
+
+class CollectsInWorker(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        gc.collect()
+        return i
+
+
+def test_parents_garbage_is_not_finalised_in_workers(tmp_path):
+    """A difference on purpose: torch's workers collect the garbage the
+    parent had not collected yet at the fork, running its finalisers there;
+    feeder's never do (the fork freezes the collector's objects). Such a
+    finaliser, an abandoned torch iterator's, hung a worker on a lock the
+    fork copied held."""
+    path = tmp_path / "finalised"
+    gc.disable()
+    try:
+        _Finalised(str(path))  # garbage the collector has not seen yet
+        batches = [b.tolist() for b in DataLoader(CollectsInWorker(), batch_size=2, num_workers=2)]
+    finally:
+        gc.enable()
+    assert batches == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # No worker ran its finaliser (this process will, when it next
+    # collects: not here, where a full collection would also finalise the
+    # torch iterators earlier tests abandoned, 5 s a worker).
+    assert not path.exists()
+
+
+class PutsToQueue(Dataset):
+    def __init__(self, q):
+        self.q = q
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        self.q.put(i)
+        return i
+
+
+@pytest.mark.parametrize("loader_cls", [TorchLoader, DataLoader])
+def test_multiprocessing_queue_in_dataset(loader_cls):
+    # The parent's queue has a thread of its own (started by its put); the
+    # workers' puts reach the parent all the same, as from torch's workers.
+    q = multiprocessing.get_context("fork").Queue()
+    q.put(-1)
+    assert q.get(timeout=10) == -1
+    got = []
+    for b in loader_cls(PutsToQueue(q), batch_size=2, num_workers=2):
+        got += [q.get(timeout=10) for _ in b.tolist()]
+    assert sorted(got) == list(range(8))
 
 
 def test_collate_fn_exception():
