@@ -155,6 +155,15 @@ void feeder__cuda_trace_copies(feeder__gpu *gpu, ring_entry *entry, int h2d)
  * by at most 6%, and it does not swing from one side to the other. The
  * workers' time arrives with each finished part, so its share is smoothed
  * over about eight batches. */
+/* `avg` moved 1/k of the way to the share (1/1000, at most 1000) of `n`
+ * threads' time that `spent` ns took in the `dt` ns since the last step. */
+static uint32_t smooth_pm(uint32_t avg, uint64_t spent, uint64_t dt, uint64_t n, uint32_t k)
+{
+    uint64_t pm = spent * 1000 / (dt * n);
+    pm = pm > 1000 ? 1000 : pm;
+    return (uint32_t)(((k - 1) * (uint64_t)avg + pm) / k);
+}
+
 static void rebalance(feeder__gpu *gpu)
 {
     uint64_t now = feeder__now_ns(), busy = atomic_load(&gpu->dec_busy_ns);
@@ -162,16 +171,12 @@ static void rebalance(feeder__gpu *gpu)
     uint32_t nw = 0;
     uint64_t work = gpu->cfg.host.work_ns(gpu->cfg.host.ctx, &nw);
     if (gpu->bal_ns && now > gpu->bal_ns) {
-        uint64_t pm_now = (busy - gpu->bal_busy_ns) * 1000 / ((now - gpu->bal_ns) * (live ? live : 1));
-        pm_now = pm_now > 1000 ? 1000 : pm_now;
-        gpu->bal_busy_pm = (uint32_t)((3 * (uint64_t)gpu->bal_busy_pm + pm_now) / 4);
+        uint64_t dt = now - gpu->bal_ns;
+        gpu->bal_busy_pm = smooth_pm(gpu->bal_busy_pm, busy - gpu->bal_busy_ns, dt, live ? live : 1, 4);
         /* Between two epochs of workers that do not persist none run,
          * while their last parts' time still arrives: no reading then. */
-        if (nw) {
-            uint64_t w_now = (work - gpu->bal_work_ns) * 1000 / ((now - gpu->bal_ns) * nw);
-            w_now = w_now > 1000 ? 1000 : w_now;
-            gpu->bal_work_pm = (uint32_t)((7 * (uint64_t)gpu->bal_work_pm + w_now) / 8);
-        }
+        if (nw)
+            gpu->bal_work_pm = smooth_pm(gpu->bal_work_pm, work - gpu->bal_work_ns, dt, nw, 8);
     }
     gpu->bal_ns = now;
     gpu->bal_busy_ns = busy;
